@@ -1,0 +1,69 @@
+// Package config loads sandboxctl.yaml (SPEC §8): every key has a default,
+// unknown keys and bad values are errors naming the key and its line, and the
+// SANDBOXCTL_* (and PI_BASH_*) environment overrides are applied on top.
+package config
+
+import "github.com/sandboxctl/sandboxctl/sandbox"
+
+// File is the whole configuration file.
+type File struct {
+	Exec     Exec           `yaml:"exec" json:"exec"`
+	Elevated Elevated       `yaml:"elevated" json:"elevated"`
+	Sandbox  sandbox.Config `yaml:"sandbox" json:"sandbox"`
+	// State is the state directory: approvals.json, sandbox registry, session
+	// logs, the daemon socket and pid file.
+	State string `yaml:"state" json:"state"`
+}
+
+// Exec is the `exec:` section.
+type Exec struct {
+	Host                     string   `yaml:"host" json:"host"`         // sandbox | gateway | node
+	Security                 string   `yaml:"security" json:"security"` // deny | allowlist | full
+	Ask                      string   `yaml:"ask" json:"ask"`           // off | on-miss | always
+	AskFallback              string   `yaml:"askFallback" json:"askFallback"`
+	Node                     string   `yaml:"node" json:"node"`
+	PathPrepend              []string `yaml:"pathPrepend" json:"pathPrepend"`
+	SafeBins                 []string `yaml:"safeBins" json:"safeBins"`
+	BackgroundMs             int      `yaml:"backgroundMs" json:"backgroundMs"`
+	TimeoutSec               int      `yaml:"timeoutSec" json:"timeoutSec"`
+	CleanupMs                int      `yaml:"cleanupMs" json:"cleanupMs"` // finished-session TTL (jobTtlMs)
+	NotifyOnExit             bool     `yaml:"notifyOnExit" json:"notifyOnExit"`
+	NotifyOnExitEmptySuccess bool     `yaml:"notifyOnExitEmptySuccess" json:"notifyOnExitEmptySuccess"`
+	MaxOutputChars           int      `yaml:"maxOutputChars" json:"maxOutputChars"`
+	PendingMaxOutputChars    int      `yaml:"pendingMaxOutputChars" json:"pendingMaxOutputChars"`
+	// BackgroundTimeoutSec, when > 0, applies to backgrounded runs that gave
+	// no explicit timeout (by default they have none).
+	BackgroundTimeoutSec int `yaml:"backgroundTimeoutSec" json:"backgroundTimeoutSec"`
+	// Cwd is the default working directory on the gateway ("" = daemon cwd).
+	Cwd string `yaml:"cwd" json:"cwd"`
+}
+
+// Elevated is the `elevated:` section.
+type Elevated struct {
+	Enabled      bool     `yaml:"enabled" json:"enabled"`
+	AllowFrom    []string `yaml:"allowFrom" json:"allowFrom"` // agent ids allowed to ask for elevated
+	DefaultLevel string   `yaml:"defaultLevel" json:"defaultLevel"`
+}
+
+// Default returns the configuration with every default of SPEC §8.
+func Default() File {
+	return File{
+		Exec: Exec{
+			Host:                  "sandbox",
+			Security:              "allowlist",
+			Ask:                   "on-miss",
+			AskFallback:           "deny",
+			PathPrepend:           []string{},
+			SafeBins:              []string{"cut", "uniq", "head", "tail", "tr", "wc"},
+			BackgroundMs:          10000,
+			TimeoutSec:            1800,
+			CleanupMs:             1800000,
+			NotifyOnExit:          true,
+			MaxOutputChars:        200000,
+			PendingMaxOutputChars: 30000,
+		},
+		Elevated: Elevated{Enabled: false, AllowFrom: []string{}, DefaultLevel: "ask"},
+		Sandbox:  sandbox.DefaultConfig(),
+		State:    "~/.sandboxctl",
+	}
+}

@@ -1,0 +1,59 @@
+package sessions
+
+import (
+	"context"
+	"io"
+)
+
+// StartSpec describes one command for a Host to start.
+type StartSpec struct {
+	// Command is the shell command line; hosts run it as `sh -c Command`
+	// (the gateway uses $SHELL when it is a POSIX shell).
+	Command string
+	// Env is the complete environment for the process as KEY=VALUE entries,
+	// already checked by envguard. Hosts add nothing from their own
+	// environment except what their documentation says (e.g. TERM on a PTY).
+	Env []string
+	// Dir is the working directory, in the host's own namespace (a container
+	// path for the sandbox host).
+	Dir string
+	// PTY asks for a pseudo-terminal of Cols x Rows (default 120x30).
+	PTY        bool
+	Cols, Rows int
+	// KeepStdin keeps stdin open so the caller can write to it. When false the
+	// process sees EOF on stdin at once (non-PTY) so it can never hang on it.
+	KeepStdin bool
+	// AgentID and SessionKey identify the caller; the sandbox host uses them to
+	// pick the container.
+	AgentID, SessionKey string
+}
+
+// Host starts processes somewhere: a sandbox container, this machine, or a
+// remote node. Implementations live in the host packages; adapters in this
+// package turn their concrete results into a Process.
+type Host interface {
+	Start(ctx context.Context, spec StartSpec) (Process, error)
+}
+
+// Process is a started command. Only std types appear in its method set so that
+// the host packages (which cannot import sessions) can satisfy it directly.
+type Process interface {
+	// PID is the process id as the host sees it (in-container pid for sandboxes).
+	PID() int
+	// Stdout is the output stream (stdout and stderr merged for a PTY). Reads
+	// return io.EOF once the process and every writer closed it.
+	Stdout() io.Reader
+	// Stderr is the error stream, or nil for a PTY.
+	Stderr() io.Reader
+	// Write sends data to the process's stdin.
+	Write(p []byte) (int, error)
+	// CloseStdin closes stdin (EOF for a pipe; a PTY host sends ^D).
+	CloseStdin() error
+	// Resize changes the terminal size of a PTY process; an error otherwise.
+	Resize(ctx context.Context, cols, rows int) error
+	// Wait blocks until the process has exited and returns its exit code, or
+	// the name of the signal that ended it (e.g. "SIGKILL") with code -1.
+	Wait(ctx context.Context) (exitCode int, signal string, err error)
+	// Kill ends the whole process tree: SIGTERM, then SIGKILL after grace.
+	Kill(ctx context.Context) error
+}
