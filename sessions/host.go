@@ -10,10 +10,11 @@ type StartSpec struct {
 	// Command is the shell command line; hosts run it as `sh -c Command`
 	// (the gateway uses $SHELL when it is a POSIX shell).
 	Command string
-	// Env is the complete environment for the process as KEY=VALUE entries,
-	// already checked by envguard. Hosts add nothing from their own
-	// environment except what their documentation says (e.g. TERM on a PTY).
-	Env []string
+	// Env is the request's extra environment, already checked by envguard for
+	// this host. Each host builds the full environment itself: its own base
+	// (never the daemon's unfiltered os.Environ) with Env applied on top, plus
+	// TERM=xterm-256color for a PTY.
+	Env map[string]string
 	// Dir is the working directory, in the host's own namespace (a container
 	// path for the sandbox host).
 	Dir string
@@ -32,6 +33,12 @@ type StartSpec struct {
 // remote node. Implementations live in the host packages; adapters in this
 // package turn their concrete results into a Process.
 type Host interface {
+	// ResolveWorkdir maps the requested working directory ("" = default) to
+	// a directory in the host's namespace. A requested directory that cannot
+	// be used falls back to the default with a warning; err is only for
+	// failures that make the host unusable (e.g. Docker unreachable).
+	ResolveWorkdir(ctx context.Context, agentID, sessionKey, requested string) (dir, warning string, err error)
+	// Start starts the command. The returned Process must be waited on.
 	Start(ctx context.Context, spec StartSpec) (Process, error)
 }
 
