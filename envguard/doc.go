@@ -4,5 +4,33 @@
 // host process starts, and how PATH is built on the gateway and node hosts.
 //
 // Everything here is a pure function over strings: no I/O, std only. Every
-// refusal is a *RefusedError naming the key and the rule that refused it.
+// refusal is a *RefusedError naming the key and the rule that refused it;
+// errors.Is(err, ErrRefused) matches all of them.
+//
+// The policy by host:
+//
+//   - sandbox: a request key must be valid (^[A-Za-z_][A-Za-z0-9_]*$) and
+//     its value free of NUL bytes; nothing else is refused, because the
+//     container is the boundary and the host env is never inherited there.
+//     The sandbox's own docker config env refuses credential-looking keys
+//     (CheckSandboxConfigEnv).
+//   - gateway and node (and any unknown host: fail closed): PATH, the
+//     blocked-everywhere keys and prefixes (LD_, DYLD_, BASH_FUNC_) and the
+//     override-only keys, prefixes and the CARGO_TARGET_<triple>_(LINKER|RUNNER)
+//     pattern are refused as well. The inherited environment loses the
+//     blocked-everywhere keys (SanitizeInherited) but keeps override-only ones
+//     such as HOME or SSH_AUTH_SOCK, which the operator set.
+//
+// Matching against the lists ignores case (PATH, Path and path are all
+// refused; so are ld_preload and http_proxy): Windows node hosts read the
+// environment case-insensitively and some tools read lower-case variants.
+//
+// A typical gateway run:
+//
+//	if err := envguard.CheckRequest(envguard.HostGateway, req.Env); err != nil {
+//		return err // names every refused key and its rule
+//	}
+//	env := envguard.Merge(envguard.SanitizeInherited(os.Environ()), req.Env)
+//	env = envguard.Merge(env, map[string]string{"PATH": envguard.BuildPath(loginPath, pathPrepend)})
+//	cmd.Env = env // never nil, so nothing else is inherited
 package envguard

@@ -1,0 +1,466 @@
+package envguard
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestValidateKey(t *testing.T) {
+	tests := []struct {
+		key  string
+		want bool
+	}{
+		{"HOME", true},
+		{"_", true},
+		{"_JAVA_OPTIONS", true},
+		{"a1_B2", true},
+		{"x", true},
+		{"", false},
+		{"1ABC", false},
+		{"9", false},
+		{"A-B", false},
+		{"A=B", false},
+		{"A B", false},
+		{" A", false},
+		{"A\n", false},
+		{"A\x00", false},
+		{"ÄPFEL", false},
+		{"KEY\u00e9", false},
+		{"ＡＢＣ", false}, // full-width letters
+		{"A.B", false},
+		{"A(B)", false},
+		{"=C:", false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.key), func(t *testing.T) {
+			err := ValidateKey(tt.key)
+			if got := err == nil; got != tt.want {
+				t.Fatalf("ValidateKey(%q) = %v, want valid=%v", tt.key, err, tt.want)
+			}
+			if err == nil {
+				return
+			}
+			var re *RefusedError
+			if !errors.As(err, &re) || re.Rule != RuleInvalidKey || re.Key != tt.key {
+				t.Fatalf("ValidateKey(%q) = %#v, want *RefusedError{Rule: RuleInvalidKey}", tt.key, err)
+			}
+			if !errors.Is(err, ErrRefused) {
+				t.Fatalf("errors.Is(%v, ErrRefused) = false", err)
+			}
+			if !strings.Contains(err.Error(), "invalid key") {
+				t.Fatalf("message %q does not name the rule", err.Error())
+			}
+		})
+	}
+}
+
+// TestCheckKeyClasses samples every list, every prefix and the pattern on
+// each host.
+func TestCheckKeyClasses(t *testing.T) {
+	tests := []struct {
+		key       string
+		wantRule  Rule   // on gateway and node; "" = accepted
+		wantMatch string // RefusedError.Match
+	}{
+		// blocked everywhere, one per group plus the SPEC's named keys
+		{"NODE_OPTIONS", RuleBlocked, ""},
+		{"NODE_PATH", RuleBlocked, ""},
+		{"NODE_REPL_EXTERNAL_MODULE", RuleBlocked, ""},
+		{"PYTHONHOME", RuleBlocked, ""},
+		{"PYTHONPATH", RuleBlocked, ""},
+		{"PYTHONSTARTUP", RuleBlocked, ""},
+		{"PYTHONBREAKPOINT", RuleBlocked, ""},
+		{"PERL5LIB", RuleBlocked, ""},
+		{"PERL5OPT", RuleBlocked, ""},
+		{"RUBYLIB", RuleBlocked, ""},
+		{"RUBYOPT", RuleBlocked, ""},
+		{"BASH_ENV", RuleBlocked, ""},
+		{"ENV", RuleBlocked, ""},
+		{"KSH_ENV", RuleBlocked, ""},
+		{"SHELL", RuleBlocked, ""},
+		{"SHELLOPTS", RuleBlocked, ""},
+		{"BASHOPTS", RuleBlocked, ""},
+		{"PS4", RuleBlocked, ""},
+		{"IFS", RuleBlocked, ""},
+		{"FPATH", RuleBlocked, ""},
+		{"GCONV_PATH", RuleBlocked, ""},
+		{"GLIBC_TUNABLES", RuleBlocked, ""},
+		{"JAVA_TOOL_OPTIONS", RuleBlocked, ""},
+		{"_JAVA_OPTIONS", RuleBlocked, ""},
+		{"JDK_JAVA_OPTIONS", RuleBlocked, ""},
+		{"JAVA_OPTS", RuleBlocked, ""},
+		{"MAVEN_OPTS", RuleBlocked, ""},
+		{"DOTNET_STARTUP_HOOKS", RuleBlocked, ""},
+		{"CORECLR_PROFILER", RuleBlocked, ""},
+		{"GIT_EXEC_PATH", RuleBlocked, ""},
+		{"GIT_DIR", RuleBlocked, ""},
+		{"GIT_WORK_TREE", RuleBlocked, ""},
+		{"GIT_EXTERNAL_DIFF", RuleBlocked, ""},
+		{"GIT_EDITOR", RuleBlocked, ""},
+		{"GIT_SEQUENCE_EDITOR", RuleBlocked, ""},
+		{"GIT_TEMPLATE_DIR", RuleBlocked, ""},
+		{"GIT_SSL_NO_VERIFY", RuleBlocked, ""},
+		{"GIT_HOOK_PATH", RuleBlocked, ""},
+		{"HGRCPATH", RuleBlocked, ""},
+		{"SVN_SSH", RuleBlocked, ""},
+		{"CC", RuleBlocked, ""},
+		{"CXX", RuleBlocked, ""},
+		{"RUSTC", RuleBlocked, ""},
+		{"RUSTC_WRAPPER", RuleBlocked, ""},
+		{"CARGO_BUILD_RUSTC_WRAPPER", RuleBlocked, ""},
+		{"CMAKE_TOOLCHAIN_FILE", RuleBlocked, ""},
+		{"MAKEFLAGS", RuleBlocked, ""},
+		{"CONFIG_SHELL", RuleBlocked, ""},
+		{"BROWSER", RuleBlocked, ""},
+		{"VIMINIT", RuleBlocked, ""},
+		{"SUDO_ASKPASS", RuleBlocked, ""},
+		{"HELM_PLUGINS", RuleBlocked, ""},
+		{"SSLKEYLOGFILE", RuleBlocked, ""},
+		{"LUA_INIT", RuleBlocked, ""},
+		{"LUA_INIT_5_4", RuleBlocked, ""},
+		{"ERL_AFLAGS", RuleBlocked, ""},
+		{"R_PROFILE_USER", RuleBlocked, ""},
+		{"TCLLIBPATH", RuleBlocked, ""},
+		{"HOSTALIASES", RuleBlocked, ""},
+		// blocked-everywhere prefixes
+		{"LD_PRELOAD", RuleBlockedPrefix, "LD_"},
+		{"LD_LIBRARY_PATH", RuleBlockedPrefix, "LD_"},
+		{"LD_AUDIT", RuleBlockedPrefix, "LD_"},
+		{"DYLD_INSERT_LIBRARIES", RuleBlockedPrefix, "DYLD_"},
+		{"BASH_FUNC_x", RuleBlockedPrefix, "BASH_FUNC_"},
+		// override-only keys, one per group plus the SPEC's named keys
+		{"HOME", RuleOverrideOnly, ""},
+		{"ZDOTDIR", RuleOverrideOnly, ""},
+		{"GIT_SSH_COMMAND", RuleOverrideOnly, ""},
+		{"GIT_SSH", RuleOverrideOnly, ""},
+		{"GIT_ASKPASS", RuleOverrideOnly, ""},
+		{"SSH_ASKPASS", RuleOverrideOnly, ""},
+		{"PAGER", RuleOverrideOnly, ""},
+		{"EDITOR", RuleOverrideOnly, ""},
+		{"VISUAL", RuleOverrideOnly, ""},
+		{"LESSOPEN", RuleOverrideOnly, ""},
+		{"PROMPT_COMMAND", RuleOverrideOnly, ""},
+		{"OPENSSL_CONF", RuleOverrideOnly, ""},
+		{"CLASSPATH", RuleOverrideOnly, ""},
+		{"HTTP_PROXY", RuleOverrideOnly, ""},
+		{"https_proxy", RuleOverrideOnly, ""},
+		{"NO_PROXY", RuleOverrideOnly, ""},
+		{"SSL_CERT_FILE", RuleOverrideOnly, ""},
+		{"REQUESTS_CA_BUNDLE", RuleOverrideOnly, ""},
+		{"NODE_EXTRA_CA_CERTS", RuleOverrideOnly, ""},
+		{"DOCKER_HOST", RuleOverrideOnly, ""},
+		{"DOCKER_CONTEXT", RuleOverrideOnly, ""},
+		{"PIP_INDEX_URL", RuleOverrideOnly, ""},
+		{"UV_INDEX_URL", RuleOverrideOnly, ""},
+		{"GOFLAGS", RuleOverrideOnly, ""},
+		{"GOPROXY", RuleOverrideOnly, ""},
+		{"LDFLAGS", RuleOverrideOnly, ""},
+		{"XDG_CONFIG_HOME", RuleOverrideOnly, ""},
+		{"AWS_SECRET_ACCESS_KEY", RuleOverrideOnly, ""},
+		{"AWS_SHARED_CREDENTIALS_FILE", RuleOverrideOnly, ""},
+		{"GOOGLE_APPLICATION_CREDENTIALS", RuleOverrideOnly, ""},
+		{"KUBECONFIG", RuleOverrideOnly, ""},
+		{"GH_TOKEN", RuleOverrideOnly, ""},
+		{"SSH_AUTH_SOCK", RuleOverrideOnly, ""},
+		{"ANSIBLE_CONFIG", RuleOverrideOnly, ""},
+		{"SYSTEMROOT", RuleOverrideOnly, ""},
+		// override-only prefixes and the cargo pattern
+		{"GIT_CONFIG_COUNT", RuleOverrideOnlyPrefix, "GIT_CONFIG_"},
+		{"GIT_CONFIG_KEY_0", RuleOverrideOnlyPrefix, "GIT_CONFIG_"},
+		{"NPM_CONFIG_REGISTRY", RuleOverrideOnlyPrefix, "NPM_CONFIG_"},
+		{"npm_config_script_shell", RuleOverrideOnlyPrefix, "NPM_CONFIG_"},
+		{"CARGO_REGISTRIES_X_INDEX", RuleOverrideOnlyPrefix, "CARGO_REGISTRIES_"},
+		{"TF_VAR_region", RuleOverrideOnlyPrefix, "TF_VAR_"},
+		{"XDG_SESSION_TYPE", RuleOverrideOnlyPrefix, "XDG_"},
+		{"ANSIBLE_BECOME_EXE", RuleOverrideOnlyPrefix, "ANSIBLE_"},
+		{"CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", RuleOverrideOnlyPrefix, cargoTargetPattern},
+		{"CARGO_TARGET_AARCH64_APPLE_DARWIN_RUNNER", RuleOverrideOnlyPrefix, cargoTargetPattern},
+		{"cargo_target_wasm32_unknown_unknown_runner", RuleOverrideOnlyPrefix, cargoTargetPattern},
+		// PATH
+		{"PATH", RulePathOverride, ""},
+		{"Path", RulePathOverride, ""},
+		{"path", RulePathOverride, ""},
+		// case is ignored for the lists
+		{"ld_preload", RuleBlockedPrefix, "LD_"},
+		{"Node_Options", RuleBlocked, ""},
+		// accepted
+		{"MY_VAR", "", ""},
+		{"TERM", "", ""},
+		{"LANG", "", ""},
+		{"LC_ALL", "", ""},
+		{"CI", "", ""},
+		{"CARGO_TARGET_DIR", "", ""},
+		{"CARGO_TARGET_X86_64_LINKER_FLAGS", "", ""},
+		{"PATHS", "", ""},
+		{"MYPATH", "", ""},
+		{"LD", "", ""},
+		{"OLD_PWD", "", ""},
+		{"GIT_AUTHOR_NAME", "", ""},
+		{"NODE_ENV", "", ""},
+		{"OPENAI_API_KEY", "", ""}, // credentials in requests are the caller's business
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			for _, host := range []Host{HostGateway, HostNode, Host(""), Host("bogus")} {
+				err := CheckKey(host, tt.key)
+				if tt.wantRule == "" {
+					if err != nil {
+						t.Fatalf("CheckKey(%s, %s) = %v, want nil", host, tt.key, err)
+					}
+					continue
+				}
+				var re *RefusedError
+				if !errors.As(err, &re) {
+					t.Fatalf("CheckKey(%s, %s) = %v, want *RefusedError", host, tt.key, err)
+				}
+				if re.Rule != tt.wantRule || re.Match != tt.wantMatch || re.Key != tt.key {
+					t.Fatalf("CheckKey(%s, %s) = %+v, want rule %s match %q", host, tt.key, re, tt.wantRule, tt.wantMatch)
+				}
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("errors.Is(ErrRefused) false for %v", err)
+				}
+				if !strings.Contains(err.Error(), tt.key) || re.Detail == "" {
+					t.Fatalf("message %q does not name the key or lacks a reason", err.Error())
+				}
+			}
+			// The sandbox only checks validity.
+			if err := CheckKey(HostSandbox, tt.key); err != nil {
+				t.Fatalf("CheckKey(sandbox, %s) = %v, want nil", tt.key, err)
+			}
+		})
+	}
+}
+
+func TestRefusedErrorMessage(t *testing.T) {
+	tests := []struct {
+		host Host
+		key  string
+		want string
+	}{
+		{HostGateway, "LD_PRELOAD", "env LD_PRELOAD refused: blocked everywhere (prefix LD_): loader and interpreter hooks can run code"},
+		{HostNode, "NODE_OPTIONS", "env NODE_OPTIONS refused: blocked everywhere: loader and interpreter hooks can run code"},
+		{HostGateway, "HOME", "env HOME refused: may not be set by a request on this host: it points tools at other configuration or code"},
+		{HostGateway, "GIT_CONFIG_COUNT", "env GIT_CONFIG_COUNT refused: may not be set by a request on this host (prefix GIT_CONFIG_): git configuration from the environment can run commands"},
+		{HostGateway, "CARGO_TARGET_X_RUNNER", "env CARGO_TARGET_X_RUNNER refused: may not be set by a request on this host (pattern CARGO_TARGET_<triple>_(LINKER|RUNNER)): cargo runs the linker or runner it names"},
+		{HostNode, "PATH", "env PATH refused: PATH may not be set by a request on this host: the host builds PATH from the login shell PATH and pathPrepend"},
+		{HostSandbox, "A-B", `env "A-B" refused: invalid key: must match ^[A-Za-z_][A-Za-z0-9_]*$`},
+		{HostSandbox, "", `env "" refused: invalid key: empty key; must match ^[A-Za-z_][A-Za-z0-9_]*$`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			err := CheckKey(tt.host, tt.key)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("CheckKey(%s, %q) = %v\nwant %s", tt.host, tt.key, err, tt.want)
+			}
+		})
+	}
+	cred := CheckSandboxConfigEnv(map[string]string{"OPENAI_API_KEY": "x"})
+	if cred == nil || !strings.HasPrefix(cred.Error(), "env OPENAI_API_KEY refused: looks like a credential (suffix _API_KEY): ") {
+		t.Fatalf("credential message = %v", cred)
+	}
+}
+
+func TestCheckRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		host Host
+		env  map[string]string
+		want []string // refused keys, in order; nil = accepted
+		rule Rule     // rule of the first refusal
+	}{
+		{"nil env", HostGateway, nil, nil, ""},
+		{"empty env", HostNode, map[string]string{}, nil, ""},
+		{"plain keys gateway", HostGateway, map[string]string{"FOO": "1", "BAR_2": "x"}, nil, ""},
+		{"LD_PRELOAD gateway", HostGateway, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, []string{"LD_PRELOAD"}, RuleBlockedPrefix},
+		{"LD_PRELOAD node", HostNode, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, []string{"LD_PRELOAD"}, RuleBlockedPrefix},
+		{"LD_PRELOAD sandbox", HostSandbox, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, nil, ""},
+		{"GIT_SSH_COMMAND gateway", HostGateway, map[string]string{"GIT_SSH_COMMAND": "evil.sh"}, []string{"GIT_SSH_COMMAND"}, RuleOverrideOnly},
+		{"GIT_SSH_COMMAND sandbox", HostSandbox, map[string]string{"GIT_SSH_COMMAND": "evil.sh"}, nil, ""},
+		{"PATH gateway", HostGateway, map[string]string{"PATH": "/tmp/evil"}, []string{"PATH"}, RulePathOverride},
+		{"PATH node", HostNode, map[string]string{"PATH": "/tmp/evil"}, []string{"PATH"}, RulePathOverride},
+		{"PATH sandbox", HostSandbox, map[string]string{"PATH": "/opt/bin:/usr/bin"}, nil, ""},
+		{"PATH unknown host fails closed", Host("elsewhere"), map[string]string{"PATH": "/x"}, []string{"PATH"}, RulePathOverride},
+		{"invalid key sandbox", HostSandbox, map[string]string{"A-B": "1"}, []string{"A-B"}, RuleInvalidKey},
+		{"invalid key gateway", HostGateway, map[string]string{"1X": "1"}, []string{"1X"}, RuleInvalidKey},
+		{"NUL value sandbox", HostSandbox, map[string]string{"X": "a\x00b"}, []string{"X"}, RuleInvalidValue},
+		{"NUL value gateway", HostGateway, map[string]string{"X": "a\x00b"}, []string{"X"}, RuleInvalidValue},
+		{
+			"several in sorted order", HostGateway,
+			map[string]string{"ZZZ": "ok", "PATH": "/x", "HOME": "/tmp", "BASH_FUNC_ls%%": "() { id; }", "GOOD": "1", "A=B": "c"},
+			[]string{"A=B", "BASH_FUNC_ls%%", "HOME", "PATH"}, RuleInvalidKey,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckRequest(tt.host, tt.env)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("CheckRequest = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrRefused) {
+				t.Fatalf("CheckRequest = %v, want ErrRefused", err)
+			}
+			var first *RefusedError
+			if !errors.As(err, &first) || first.Rule != tt.rule {
+				t.Fatalf("first refusal = %+v, want rule %s", first, tt.rule)
+			}
+			if got := refusedKeys(err); !slices.Equal(got, tt.want) {
+				t.Fatalf("refused keys = %q, want %q", got, tt.want)
+			}
+			if len(tt.want) == 1 {
+				if _, ok := err.(*RefusedError); !ok {
+					t.Fatalf("single refusal is %T, want *RefusedError", err)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckRequestDeterministic runs the same map many times: map iteration
+// order must not leak into the result.
+func TestCheckRequestDeterministic(t *testing.T) {
+	env := map[string]string{}
+	for i := range 30 {
+		env[fmt.Sprintf("LD_X%02d", i)] = "v"
+	}
+	want := CheckRequest(HostGateway, env).Error()
+	for range 20 {
+		if got := CheckRequest(HostGateway, env).Error(); got != want {
+			t.Fatalf("non-deterministic:\n%s\n---\n%s", got, want)
+		}
+	}
+}
+
+func refusedKeys(err error) []string {
+	var keys []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			keys = append(keys, refusedKeys(e)...)
+		}
+		return keys
+	}
+	var re *RefusedError
+	if errors.As(err, &re) {
+		keys = append(keys, re.Key)
+	}
+	return keys
+}
+
+func TestLooksLikeCredential(t *testing.T) {
+	tests := []struct {
+		key  string
+		want bool
+	}{
+		{"OPENAI_API_KEY", true},
+		{"openai_api_key", true},
+		{"GITHUB_TOKEN", true},
+		{"Slack_Token", true},
+		{"DB_PASSWORD", true},
+		{"SSH_PRIVATE_KEY", true},
+		{"CLIENT_SECRET", true},
+		{"AWS_SECRET_ACCESS_KEY", true},
+		{"DJANGO_SECRET_KEY", true},
+		{"API_KEY", true},
+		{"TOKEN", true},
+		{"PASSWORD", true},
+		{"SECRET", true},
+		{"PRIVATE_KEY", true},
+		{"AWS_WEB_IDENTITY_TOKEN_FILE", false},
+		{"TOKENIZERS_PARALLELISM", false},
+		{"PASSWORD_FILE", false},
+		{"SECRETARY", false},
+		{"MYTOKEN", false},
+		{"LANG", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			if got := LooksLikeCredential(tt.key); got != tt.want {
+				t.Fatalf("LooksLikeCredential(%q) = %v, want %v", tt.key, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckSandboxConfigEnv(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+		rule Rule
+	}{
+		{"nil", nil, nil, ""},
+		{"plain", map[string]string{"LANG": "C.UTF-8", "PIP_NO_CACHE_DIR": "1", "LD_PRELOAD": "allowed here"}, nil, ""},
+		{"api key", map[string]string{"OPENAI_API_KEY": "sk-x", "LANG": "C"}, []string{"OPENAI_API_KEY"}, RuleCredential},
+		{"token", map[string]string{"GITHUB_TOKEN": "ghp"}, []string{"GITHUB_TOKEN"}, RuleCredential},
+		{"invalid", map[string]string{"BAD-KEY": "1"}, []string{"BAD-KEY"}, RuleInvalidKey},
+		{"nul", map[string]string{"X": "\x00"}, []string{"X"}, RuleInvalidValue},
+		{"several", map[string]string{"Z_SECRET": "1", "A B": "2", "M_PASSWORD": "3"}, []string{"A B", "M_PASSWORD", "Z_SECRET"}, RuleInvalidKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckSandboxConfigEnv(tt.env)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("got %v, want nil", err)
+				}
+				return
+			}
+			var first *RefusedError
+			if !errors.Is(err, ErrRefused) || !errors.As(err, &first) || first.Rule != tt.rule {
+				t.Fatalf("got %v (first %+v), want rule %s", err, first, tt.rule)
+			}
+			if got := refusedKeys(err); !slices.Equal(got, tt.want) {
+				t.Fatalf("refused keys = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestListsConsistent guards the data: upper-case, valid keys, no key both
+// blocked everywhere and override-only, and every key reported with a reason.
+func TestListsConsistent(t *testing.T) {
+	for _, g := range append(slices.Clone(blockedEverywhereGroups), overrideOnlyGroups...) {
+		if g.reason == "" {
+			t.Errorf("group without reason: %v", g.keys)
+		}
+		for _, k := range g.keys {
+			if k != strings.ToUpper(k) || !validKey(k) {
+				t.Errorf("list key %q is not an upper-case valid key", k)
+			}
+		}
+	}
+	for k := range overrideOnly {
+		if _, dup := blockedEverywhere[k]; dup {
+			t.Errorf("%s is both blocked everywhere and override-only", k)
+		}
+	}
+	for k := range blockedEverywhere {
+		if err := CheckKey(HostGateway, k); err == nil {
+			t.Errorf("blocked key %s accepted", k)
+		}
+		if !IsBlockedEverywhere(k) {
+			t.Errorf("IsBlockedEverywhere(%s) = false", k)
+		}
+	}
+	for k := range overrideOnly {
+		var re *RefusedError
+		if err := CheckKey(HostNode, k); !errors.As(err, &re) || re.Rule != RuleOverrideOnly {
+			t.Errorf("override-only key %s: %v", k, err)
+		}
+		if IsBlockedEverywhere(k) {
+			t.Errorf("override-only key %s is dropped from inherited env", k)
+		}
+	}
+	if n := len(blockedEverywhere); n < 100 {
+		t.Errorf("blocked-everywhere list has %d keys; the reference list has over 100", n)
+	}
+	if n := len(overrideOnly); n < 120 {
+		t.Errorf("override-only list has %d keys; the reference list has about 140", n)
+	}
+}

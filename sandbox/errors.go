@@ -1,0 +1,82 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrDockerUnreachable means the Docker Engine did not answer; the
+	// message says how to start it.
+	ErrDockerUnreachable = errors.New("docker is not reachable")
+	// ErrImageMissing means the configured image is not present; the message
+	// says how to build it.
+	ErrImageMissing = errors.New("sandbox image missing")
+	// ErrInvalidConfig marks a configuration the sandbox refuses (a blocked
+	// bind, network host, unconfined seccomp, credential-looking env, ...).
+	// Nothing is created when it is returned.
+	ErrInvalidConfig = errors.New("invalid sandbox configuration")
+	// ErrNotFound means no managed sandbox matches.
+	ErrNotFound = errors.New("sandbox not found")
+)
+
+// ConfigError is an ErrInvalidConfig naming the offending setting.
+type ConfigError struct {
+	Field string // e.g. "sandbox.docker.binds[0]"
+	Value string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
+	}
+	return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// unreachableError wraps a connection failure with the way out.
+type unreachableError struct {
+	host string
+	err  error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("Docker is not reachable at %s (%v). Start it with `make docker-up` "+
+		"(or `dockerd &` as root, or `systemctl start docker`), or point DOCKER_HOST at a running Engine", e.host, e.err)
+}
+func (e *unreachableError) Is(target error) bool { return target == ErrDockerUnreachable }
+func (e *unreachableError) Unwrap() error        { return e.err }
+
+type imageMissingError struct {
+	image string
+	err   error
+}
+
+func (e *imageMissingError) Error() string {
+	return fmt.Sprintf("image %s is not present in the Docker Engine: build it with `make images` "+
+		"(or `images/build.sh all`); sandboxctl never pulls from a registry", e.image)
+}
+func (e *imageMissingError) Is(target error) bool { return target == ErrImageMissing }
+func (e *imageMissingError) Unwrap() error        { return e.err }
+
+// classify turns Engine client errors into the sentinels above; op names
+// the operation for the message.
+func (m *Manager) classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("%s: %w", op, &unreachableError{host: m.engineHost(), err: err})
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+func isConflict(err error) bool { return cerrdefs.IsConflict(err) }

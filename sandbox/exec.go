@@ -1,0 +1,373 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// RunTagEnv is the environment variable that tags every process of one
+// command inside a sandbox. Children inherit it even when they call setsid or
+// daemonize, so a kill can find the whole tree through /proc/PID/environ.
+const RunTagEnv = "SANDBOXCTL_RUN"
+
+// KillGrace is how long a killed tree gets between SIGTERM and SIGKILL.
+const KillGrace = 3 * time.Second
+
+// ExecOptions describe one command run through the Engine's exec API (the
+// plain path).
+type ExecOptions struct {
+	Cmd        []string
+	Env        []string // KEY=VALUE, on top of the container's env
+	WorkingDir string
+	User       string
+	TTY        bool
+	// Stdin attaches stdin so Write/CloseStdin reach the process; without it
+	// the process reads EOF at once.
+	Stdin bool
+	// Cols and Rows set the initial terminal size (default 120x30). API 1.41
+	// ignores the create-time size, so the command is wrapped to set it with
+	// stty before it starts, and resizes are retried.
+	Cols, Rows int
+	// Tag identifies the process tree for Kill; empty generates one.
+	Tag string
+}
+
+// Exec is a command running in a sandbox through the Engine's exec API.
+// Its method set matches sessions.Process.
+type Exec struct {
+	m           *Manager
+	containerID string
+	execID      string
+	tag         string
+	tty         bool
+	hostPID     int
+
+	att    client.HijackedResponse
+	stdout *io.PipeReader
+	stderr *io.PipeReader
+
+	writeMu sync.Mutex
+
+	streamDone chan struct{}
+	done       chan struct{}
+	exitCode   int
+	waitErr    error
+
+	killMu sync.Mutex
+	killed string // signal name once Kill ran
+}
+
+// ExecIn starts a command in the container id (which must be running).
+func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptions) (*Exec, error) {
+	if len(opts.Cmd) == 0 {
+		return nil, errors.New("sandbox exec: empty command")
+	}
+	tag := opts.Tag
+	if tag == "" {
+		tag = newTag()
+	}
+	cols, rows := opts.Cols, opts.Rows
+	if cols <= 0 {
+		cols = 120
+	}
+	if rows <= 0 {
+		rows = 30
+	}
+	cmd := opts.Cmd
+	env := append(append([]string{}, opts.Env...), RunTagEnv+"="+tag)
+	if opts.TTY {
+		// API 1.41 starts exec TTYs at 0x0; set the size before the command runs.
+		cmd = append([]string{"sh", "-c", `stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`, "sh",
+			strconv.Itoa(rows), strconv.Itoa(cols)}, cmd...)
+		env = append(env, "TERM=xterm-256color")
+	}
+	created, err := m.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
+		Cmd: cmd, Env: env, WorkingDir: opts.WorkingDir, User: opts.User, TTY: opts.TTY,
+		AttachStdin: opts.Stdin, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("sandbox exec: container %s: %w", short(containerID), ErrNotFound)
+		}
+		return nil, m.classify("sandbox exec create", err)
+	}
+	att, err := m.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: opts.TTY})
+	if err != nil {
+		return nil, m.classify("sandbox exec attach", err)
+	}
+	e := &Exec{m: m, containerID: containerID, execID: created.ID, tag: tag, tty: opts.TTY, att: att.HijackedResponse,
+		streamDone: make(chan struct{}), done: make(chan struct{})}
+	outR, outW := io.Pipe()
+	e.stdout = outR
+	var errW *io.PipeWriter
+	if !opts.TTY {
+		e.stderr, errW = io.Pipe()
+	}
+	go func() {
+		var err error
+		if opts.TTY {
+			_, err = io.Copy(outW, e.att.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(outW, errW, e.att.Reader)
+		}
+		if err == nil {
+			err = io.EOF
+		}
+		outW.CloseWithError(err)
+		if errW != nil {
+			errW.CloseWithError(err)
+		}
+		close(e.streamDone)
+	}()
+	if insp, err := m.cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{}); err == nil {
+		e.hostPID = insp.PID
+	}
+	go e.monitor()
+	return e, nil
+}
+
+func newTag() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// monitor waits for the exec to end: the stream's end is the fast signal,
+// a slow ExecInspect poll catches a command whose output stays open because
+// a background child holds it. Once the exec ended, the connection is closed
+// (after a short drain) so readers see EOF.
+func (e *Exec) monitor() {
+	ctx := context.Background()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	streamDone := e.streamDone
+	backoff := 5 * time.Millisecond
+	for {
+		if streamDone != nil {
+			select {
+			case <-streamDone:
+				streamDone = nil
+			case <-poll.C:
+			}
+		} else {
+			// The stream ended: the exit state follows within milliseconds
+			// (or the process closed its output and runs on: back off).
+			time.Sleep(backoff)
+			backoff = min(2*backoff, 250*time.Millisecond)
+		}
+		insp, err := e.m.cli.ExecInspect(ctx, e.execID, client.ExecInspectOptions{})
+		if err != nil {
+			if isNotFound(err) { // container gone
+				e.exitCode, e.waitErr = -1, fmt.Errorf("sandbox exec: container removed while the command ran")
+				break
+			}
+			if client.IsErrConnectionFailed(err) {
+				e.exitCode, e.waitErr = -1, e.m.classify("sandbox exec inspect", err)
+				break
+			}
+			continue
+		}
+		if insp.Running {
+			continue
+		}
+		e.exitCode = insp.ExitCode
+		break
+	}
+	select {
+	case <-e.streamDone:
+	case <-time.After(200 * time.Millisecond):
+	}
+	e.att.Close()
+	<-e.streamDone
+	close(e.done)
+}
+
+// PID is the process id of the exec as the Engine reports it (a host pid).
+func (e *Exec) PID() int { return e.hostPID }
+
+// ID is the Engine's exec id.
+func (e *Exec) ID() string { return e.execID }
+
+// Tag is the value of SANDBOXCTL_RUN shared by the command's process tree.
+func (e *Exec) Tag() string { return e.tag }
+
+// Stdout is the output stream (stdout and stderr merged for a TTY).
+func (e *Exec) Stdout() io.Reader { return e.stdout }
+
+// Stderr is the error stream, nil for a TTY.
+func (e *Exec) Stderr() io.Reader {
+	if e.stderr == nil {
+		return nil
+	}
+	return e.stderr
+}
+
+// Write sends p to the command's stdin.
+func (e *Exec) Write(p []byte) (int, error) {
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	select {
+	case <-e.done:
+		return 0, errors.New("sandbox exec: process has exited")
+	default:
+	}
+	return e.att.Conn.Write(p)
+}
+
+// CloseStdin sends EOF: a half-close of the stream, or ^D on a TTY.
+func (e *Exec) CloseStdin() error {
+	if e.tty {
+		_, err := e.Write([]byte{0x04})
+		return err
+	}
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	return e.att.CloseWrite()
+}
+
+// Resize sets the terminal size. API 1.41 can lose a resize that races the
+// process start, so it is retried a few times; the last error is returned.
+func (e *Exec) Resize(ctx context.Context, cols, rows int) error {
+	if !e.tty {
+		return errors.New("sandbox exec: resize needs a TTY")
+	}
+	if cols <= 0 || rows <= 0 {
+		return fmt.Errorf("sandbox exec: bad terminal size %dx%d", cols, rows)
+	}
+	var err error
+	for i := 0; i < 5; i++ {
+		_, err = e.m.cli.ExecResize(ctx, e.execID, client.ExecResizeOptions{Height: uint(rows), Width: uint(cols)})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10*(i+1)) * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("sandbox exec resize: %w", err)
+}
+
+// Wait blocks until the command ended. A command ended by Kill reports code
+// -1 and the signal name.
+func (e *Exec) Wait(ctx context.Context) (int, string, error) {
+	select {
+	case <-ctx.Done():
+		return 0, "", ctx.Err()
+	case <-e.done:
+	}
+	e.killMu.Lock()
+	killed := e.killed
+	e.killMu.Unlock()
+	if e.waitErr != nil {
+		return -1, "", e.waitErr
+	}
+	if killed != "" && (e.exitCode == 137 || e.exitCode == 143) {
+		if e.exitCode == 143 {
+			return -1, "SIGTERM", nil
+		}
+		return -1, "SIGKILL", nil
+	}
+	return e.exitCode, "", nil
+}
+
+// Done is closed when the command has ended.
+func (e *Exec) Done() <-chan struct{} { return e.done }
+
+// Kill ends the command's whole process tree inside the container: SIGTERM
+// to every process tagged with this command's SANDBOXCTL_RUN, SIGKILL after
+// KillGrace. Closing the client side alone would leave the tree running.
+func (e *Exec) Kill(ctx context.Context) error {
+	e.killMu.Lock()
+	if e.killed == "" {
+		e.killed = "SIGKILL"
+	}
+	e.killMu.Unlock()
+	return e.m.KillTagged(ctx, e.containerID, e.tag, KillGrace)
+}
+
+// killScript finds processes by their tag in /proc/PID/environ (busybox and
+// coreutils alike), sends TERM, waits up to the grace, then KILLs what is
+// left, twice to catch processes forked meanwhile. The tag is an argument,
+// not an environment variable, so the script never matches itself.
+const killScript = `t="` + RunTagEnv + `=$1"; n=$2
+pids() { for d in /proc/[0-9]*; do tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$t" && echo "${d#/proc/}"; done; }
+p=$(pids); [ -z "$p" ] && exit 0
+kill -TERM $p 2>/dev/null
+i=0; while [ "$i" -lt "$n" ]; do sleep 0.1; p=$(pids); [ -z "$p" ] && exit 0; i=$((i+1)); done
+for r in 1 2 3; do p=$(pids); [ -z "$p" ] && exit 0; kill -KILL $p 2>/dev/null; sleep 0.05; done
+p=$(pids); [ -z "$p" ] && exit 0; echo "still alive: $p"; exit 1`
+
+// KillTagged kills every process in the container whose environment carries
+// SANDBOXCTL_RUN=tag (see killScript).
+func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace time.Duration) error {
+	steps := int(grace / (100 * time.Millisecond))
+	out, code, err := m.run(ctx, containerID, []string{"sh", "-c", killScript, "sh", tag, strconv.Itoa(steps)})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil // the container is gone, and the tree with it
+		}
+		return fmt.Errorf("sandbox kill %s: %w", tag, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("sandbox kill %s: exit %d: %s", tag, code, lastN(out, 300))
+	}
+	return nil
+}
+
+// run executes cmd in the container without stdin and returns its combined
+// output and exit code.
+func (m *Manager) run(ctx context.Context, containerID string, cmd []string) (string, int, error) {
+	e, err := m.ExecIn(ctx, containerID, ExecOptions{Cmd: cmd})
+	if err != nil {
+		return "", -1, err
+	}
+	var buf bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _, _ = io.Copy(&buf, e.stderr) }()
+	var out bytes.Buffer
+	_, _ = io.Copy(&out, e.stdout)
+	wg.Wait()
+	code, _, err := e.Wait(ctx)
+	if err != nil {
+		return out.String() + buf.String(), code, err
+	}
+	return out.String() + buf.String(), code, nil
+}
+
+// Run is a convenience for tests and tools: run cmd in scope s's sandbox and
+// return the combined output and exit code.
+func (m *Manager) Run(ctx context.Context, s Scope, cmd []string) (string, int, error) {
+	res, err := m.Ensure(ctx, s)
+	if err != nil {
+		return "", -1, err
+	}
+	return m.run(ctx, res.ID, cmd)
+}
+
+// Attach ensures the scope's sandbox and starts a command in it; used by
+// `sandboxctl sandbox shell` and the sandbox host.
+func (m *Manager) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec, EnsureResult, error) {
+	res, err := m.Ensure(ctx, s)
+	if err != nil {
+		return nil, res, err
+	}
+	e, err := m.ExecIn(ctx, res.ID, opts)
+	if err != nil {
+		return nil, res, err
+	}
+	return e, res, nil
+}

@@ -1,0 +1,583 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/workdir"
+)
+
+// RecentUseWindow is how recently a sandbox must have been used for a config
+// change to leave it running (with a pending recreate) instead of recreating it.
+const RecentUseWindow = 5 * time.Minute
+
+// Options configure a Manager.
+type Options struct {
+	Config Config
+	// StateDir holds the registry of last-used times and sandbox-owned
+	// workspace dirs.
+	StateDir string
+	// Client is the Engine client; nil builds one from the environment
+	// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) with API version
+	// negotiation.
+	Client *client.Client
+	// Home expands ~ in workspaceRoot; default os.UserHomeDir().
+	Home string
+	// Labels are added to every container this Manager creates and restrict
+	// which containers it lists (tests use them to stay apart).
+	Labels map[string]string
+	Now    func() time.Time
+	Logf   func(format string, args ...any)
+}
+
+// Manager creates, reuses, recreates and removes sandboxes.
+type Manager struct {
+	cfg        Config
+	stateDir   string
+	wsRoot     string
+	cli        *client.Client
+	ownsClient bool
+	labels     map[string]string
+	now        func() time.Time
+	logf       func(format string, args ...any)
+
+	mu         sync.Mutex
+	scopeLocks map[string]*sync.Mutex
+	reg        *registry
+}
+
+// NewManager validates the config and prepares a Manager. It does not
+// contact the Engine, so a daemon can start while Docker is down; the first
+// call that needs the Engine reports ErrDockerUnreachable.
+func NewManager(ctx context.Context, opts Options) (*Manager, error) {
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.StateDir == "" {
+		return nil, errors.New("sandbox: Options.StateDir is required")
+	}
+	home := opts.Home
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: home directory for workspaceRoot: %w", err)
+		}
+		home = h
+	}
+	m := &Manager{
+		cfg:        opts.Config,
+		stateDir:   opts.StateDir,
+		wsRoot:     expandHome(opts.Config.WorkspaceRoot, home),
+		cli:        opts.Client,
+		labels:     opts.Labels,
+		now:        opts.Now,
+		logf:       opts.Logf,
+		scopeLocks: map[string]*sync.Mutex{},
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.logf == nil {
+		m.logf = func(string, ...any) {}
+	}
+	if !filepath.IsAbs(m.wsRoot) {
+		abs, err := filepath.Abs(m.wsRoot)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: workspaceRoot: %w", err)
+		}
+		m.wsRoot = abs
+	}
+	if m.cli == nil {
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: docker client from environment: %w", err)
+		}
+		m.cli, m.ownsClient = cli, true
+	}
+	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
+	return m, nil
+}
+
+// Close releases the Engine client if the Manager created it and flushes
+// last-used times.
+func (m *Manager) Close() error {
+	m.reg.flush()
+	if m.ownsClient {
+		return m.cli.Close()
+	}
+	return nil
+}
+
+// Config returns the sandbox configuration in force.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Client returns the Engine client (for benchmarks and tests).
+func (m *Manager) Client() *client.Client { return m.cli }
+
+func (m *Manager) engineHost() string { return m.cli.DaemonHost() }
+
+// Ping checks that the Engine answers.
+func (m *Manager) Ping(ctx context.Context) error {
+	_, err := m.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	return m.classify("ping docker", err)
+}
+
+// EnsureResult describes the container that serves a scope.
+type EnsureResult struct {
+	ID, Name, ScopeKey string
+	Created            bool // created by this call
+	Started            bool // started by this call (created or was stopped)
+	Recreated          bool // removed and created again because the config changed
+	// RecreatePending is set when the config changed but the sandbox was used
+	// within the last five minutes: it keeps running with the old config.
+	RecreatePending bool
+	PendingReason   string
+	// Workspace is the host directory of the agent workspace for this scope,
+	// Access how it is mounted.
+	Workspace string
+	Access    workdir.Access
+}
+
+// Layout returns the scope key, container name, agent workspace (host path)
+// and access mode for s without touching the Engine.
+func (m *Manager) Layout(s Scope) (scopeKey, name, agentWorkspace string, access workdir.Access) {
+	scopeKey = ScopeKey(m.cfg.Scope, s)
+	name = ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
+	l := m.layoutFor(scopeKey, name)
+	return scopeKey, name, l.AgentDir, l.Access
+}
+
+func (m *Manager) layoutFor(scopeKey, name string) layout {
+	access, _ := workdir.ParseAccess(m.cfg.WorkspaceAccess) // validated in NewManager
+	agentDir := filepath.Join(m.wsRoot, ContainerName("", scopeKey))
+	sandboxDir := filepath.Join(m.stateDir, "sandboxes", name, "workspace")
+	l := layout{Access: access, AgentDir: agentDir, SandboxDir: sandboxDir, WorkspaceHost: agentDir}
+	if access != workdir.AccessRW {
+		l.WorkspaceHost = sandboxDir
+	}
+	return l
+}
+
+func (m *Manager) shapeFor(scopeKey, name string) shape {
+	return shape{Docker: m.cfg.Docker, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
+}
+
+func (m *Manager) scopeLock(key string) *sync.Mutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.scopeLocks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		m.scopeLocks[key] = l
+	}
+	return l
+}
+
+// Ensure returns a running container for s: created and started when
+// missing, started when stopped, recreated when its config hash differs
+// (unless it was used within RecentUseWindow, then RecreatePending is set).
+// Concurrent calls for one scope, in this process or another, end with one
+// container.
+func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
+	lock := m.scopeLock(scopeKey)
+	lock.Lock()
+	defer lock.Unlock()
+
+	sh := m.shapeFor(scopeKey, name)
+	hash, canonical := configHash(sh)
+	res := EnsureResult{Name: name, ScopeKey: scopeKey, Workspace: sh.Layout.AgentDir, Access: sh.Layout.Access}
+	var lastErr error
+
+	const attempts = 10
+	for attempt := 0; attempt < attempts; attempt++ {
+		if attempt > 0 {
+			// Another process is creating or removing this container.
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(time.Duration(attempt*50) * time.Millisecond):
+			}
+		}
+		insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		if err != nil && !isNotFound(err) {
+			return res, m.classify("inspect sandbox "+name, err)
+		}
+		if err == nil {
+			c := insp.Container
+			if c.Config == nil || c.Config.Labels[LabelManaged] != "1" {
+				return res, fmt.Errorf("sandbox: a container named %s exists but is not managed by sandboxctl; remove or rename it", name)
+			}
+			running := c.State != nil && c.State.Running
+			if c.Config.Labels[LabelConfigHash] != hash {
+				last := m.reg.lastUsed(name)
+				if running && !last.IsZero() && m.now().Sub(last) < RecentUseWindow {
+					res.RecreatePending = true
+					res.PendingReason = fmt.Sprintf("config changed (hash %s → %s) but the sandbox was used %s ago; it will be recreated once idle for %s (or run `sandboxctl sandbox rm`)",
+						short(c.Config.Labels[LabelConfigHash]), short(hash), m.now().Sub(last).Round(time.Second), RecentUseWindow)
+				} else {
+					m.logf("sandbox %s: config hash changed, recreating", name)
+					if err := m.removeID(ctx, c.ID); err != nil {
+						return res, err
+					}
+					res.Recreated = true
+					continue
+				}
+			}
+			if !running {
+				if _, err := m.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+					return res, m.classify("start sandbox "+name, err)
+				}
+				res.Started = true
+			}
+			res.ID = c.ID
+			m.reg.touch(name, scopeKey)
+			return res, nil
+		}
+		id, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical)
+		if isConflict(err) {
+			lastErr = err
+			continue // another process created it first; use theirs
+		}
+		if err != nil {
+			return res, err
+		}
+		res.ID, res.Created, res.Started = id, true, true
+		m.reg.touch(name, scopeKey)
+		return res, nil
+	}
+	return res, fmt.Errorf("sandbox: could not settle container %s after %d attempts: %w", name, attempts, lastErr)
+}
+
+func short(h string) string {
+	if len(h) > 8 {
+		return h[:8]
+	}
+	return h
+}
+
+func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte) (string, error) {
+	for _, dir := range []string{sh.Layout.AgentDir, sh.Layout.WorkspaceHost} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", fmt.Errorf("sandbox: workspace dir: %w", err)
+		}
+	}
+	labels := map[string]string{
+		LabelManaged:    "1",
+		LabelScopeKey:   scopeKey,
+		LabelAgentID:    s.AgentID,
+		LabelSessionKey: s.SessionKey,
+		LabelCreatedAt:  strconv.FormatInt(m.now().UnixMilli(), 10),
+		LabelConfigHash: hash,
+		LabelConfig:     string(canonical),
+	}
+	for k, v := range m.labels {
+		labels[k] = v
+	}
+	cfg, hc, err := createSpec(sh, name, labels)
+	if err != nil {
+		return "", err
+	}
+	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
+	if err != nil {
+		if isConflict(err) {
+			return "", err
+		}
+		if isNotFound(err) {
+			return "", fmt.Errorf("create sandbox %s: %w", name, &imageMissingError{image: cfg.Image, err: err})
+		}
+		return "", m.classify("create sandbox "+name, err)
+	}
+	if _, err := m.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		_ = m.removeID(context.WithoutCancel(ctx), created.ID)
+		return "", m.classify("start sandbox "+name, err)
+	}
+	if cmd := m.cfg.Docker.SetupCommand; cmd != "" {
+		out, code, err := m.run(ctx, created.ID, []string{"sh", "-lc", cmd})
+		if err != nil || code != 0 {
+			_ = m.removeID(context.WithoutCancel(ctx), created.ID)
+			if err == nil {
+				err = fmt.Errorf("exit code %d: %s", code, lastN(out, 500))
+			}
+			return "", fmt.Errorf("sandbox %s: setupCommand failed: %w", name, err)
+		}
+	}
+	m.logf("sandbox %s: created %s", name, short(created.ID))
+	return created.ID, nil
+}
+
+func lastN(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (m *Manager) removeID(ctx context.Context, id string) error {
+	_, err := m.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !isNotFound(err) {
+		return m.classify("remove sandbox "+short(id), err)
+	}
+	return nil
+}
+
+// Info describes one managed container.
+type Info struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	ScopeKey   string    `json:"scopeKey"`
+	AgentID    string    `json:"agentId,omitempty"`
+	SessionKey string    `json:"sessionKey,omitempty"`
+	State      string    `json:"state"`
+	Image      string    `json:"image"`
+	CreatedAt  time.Time `json:"createdAt"`
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+	ConfigHash string    `json:"configHash"`
+	// Current is false when the container's config hash differs from the
+	// config in force (it will be recreated).
+	Current bool `json:"current"`
+}
+
+// List returns the managed containers, as the Engine reports them.
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	f := make(client.Filters).Add("label", LabelManaged+"=1")
+	for k, v := range m.labels {
+		f.Add("label", k+"="+v)
+	}
+	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, m.classify("list sandboxes", err)
+	}
+	out := make([]Info, 0, len(list.Items))
+	for _, c := range list.Items {
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0]
+			if name != "" && name[0] == '/' {
+				name = name[1:]
+			}
+		}
+		ms, _ := strconv.ParseInt(c.Labels[LabelCreatedAt], 10, 64)
+		created := time.UnixMilli(ms)
+		if ms == 0 {
+			created = time.Unix(c.Created, 0)
+		}
+		scopeKey := c.Labels[LabelScopeKey]
+		wantHash, _ := configHash(m.shapeFor(scopeKey, name))
+		out = append(out, Info{
+			ID: c.ID, Name: name, ScopeKey: scopeKey,
+			AgentID: c.Labels[LabelAgentID], SessionKey: c.Labels[LabelSessionKey],
+			State: string(c.State), Image: c.Image, CreatedAt: created,
+			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
+			Current: c.Labels[LabelConfigHash] == wantHash,
+		})
+	}
+	return out, nil
+}
+
+// Remove force-removes the sandbox of scope s. ErrNotFound when none exists.
+func (m *Manager) Remove(ctx context.Context, s Scope) error {
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	return m.RemoveByName(ctx, ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey))
+}
+
+// RemoveByName force-removes a managed container by name or id. A container
+// that is not managed by sandboxctl is never touched.
+func (m *Manager) RemoveByName(ctx context.Context, name string) error {
+	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if isNotFound(err) {
+		return fmt.Errorf("%w: no container named %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return m.classify("inspect sandbox "+name, err)
+	}
+	if insp.Container.Config == nil || insp.Container.Config.Labels[LabelManaged] != "1" {
+		return fmt.Errorf("%w: container %s is not managed by sandboxctl", ErrNotFound, name)
+	}
+	if err := m.removeID(ctx, insp.Container.ID); err != nil {
+		return err
+	}
+	m.reg.forget(trimSlash(insp.Container.Name))
+	return nil
+}
+
+func trimSlash(s string) string {
+	if len(s) > 0 && s[0] == '/' {
+		return s[1:]
+	}
+	return s
+}
+
+// Prune removes managed containers idle longer than prune.idleHours or
+// older than prune.maxAgeDays (0 disables a rule). With dryRun it only
+// reports what it would remove.
+func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
+	list, err := m.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := m.now()
+	var pruned []Info
+	for _, c := range list {
+		last := c.LastUsedAt
+		if last.IsZero() {
+			last = c.CreatedAt
+		}
+		idle := m.cfg.Prune.IdleHours > 0 && now.Sub(last) > time.Duration(m.cfg.Prune.IdleHours*float64(time.Hour))
+		old := m.cfg.Prune.MaxAgeDays > 0 && now.Sub(c.CreatedAt) > time.Duration(m.cfg.Prune.MaxAgeDays*24*float64(time.Hour))
+		if !idle && !old {
+			continue
+		}
+		if !dryRun {
+			if err := m.removeID(ctx, c.ID); err != nil {
+				return pruned, err
+			}
+			m.reg.forget(c.Name)
+		}
+		pruned = append(pruned, c)
+	}
+	return pruned, nil
+}
+
+// RunPruner prunes every interval until ctx ends.
+func (m *Manager) RunPruner(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if pruned, err := m.Prune(ctx, false); err != nil {
+				m.logf("sandbox prune: %v", err)
+			} else if len(pruned) > 0 {
+				m.logf("sandbox prune: removed %d idle or old sandboxes", len(pruned))
+			}
+		}
+	}
+}
+
+// Explanation is what `sandboxctl sandbox explain` prints.
+type Explanation struct {
+	ScopeKey   string          `json:"scopeKey"`
+	Name       string          `json:"name"`
+	ConfigHash string          `json:"configHash"`
+	Config     json.RawMessage `json:"config"`
+	Container  *Info           `json:"container,omitempty"`
+	// Hardening is read back from the Engine for an existing container.
+	Hardening map[string]any `json:"hardening,omitempty"`
+	// Recreate says whether and why the next ensure recreates the container.
+	Recreate string `json:"recreate"`
+}
+
+// Explain reports the effective config of scope s, its hash, the container
+// serving it and whether it would be recreated, and why.
+func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
+	hash, canonical := configHash(m.shapeFor(scopeKey, name))
+	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical}
+	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	switch {
+	case isNotFound(err):
+		ex.Recreate = "no container yet: the next command creates it"
+		return ex, nil
+	case err != nil:
+		return ex, m.classify("inspect sandbox "+name, err)
+	}
+	c := insp.Container
+	labels := c.Config.Labels
+	ms, _ := strconv.ParseInt(labels[LabelCreatedAt], 10, 64)
+	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
+		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
+		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == hash}
+	if c.State != nil {
+		info.State = string(c.State.Status)
+	}
+	ex.Container = &info
+	ex.Hardening = hardeningOf(c)
+	switch {
+	case info.Current:
+		ex.Recreate = "no: the container matches the config in force"
+	default:
+		last := info.LastUsedAt
+		diff := diffConfig(labels[LabelConfig], canonical)
+		if !last.IsZero() && m.now().Sub(last) < RecentUseWindow && info.State == string(container.StateRunning) {
+			ex.Recreate = fmt.Sprintf("pending: config changed (%s) but the sandbox was used %s ago; recreated once idle for %s",
+				diff, m.now().Sub(last).Round(time.Second), RecentUseWindow)
+		} else {
+			ex.Recreate = fmt.Sprintf("yes: config changed (%s); the next command recreates it", diff)
+		}
+	}
+	return ex, nil
+}
+
+func hardeningOf(c container.InspectResponse) map[string]any {
+	h := map[string]any{}
+	if hc := c.HostConfig; hc != nil {
+		h["readOnlyRootfs"] = hc.ReadonlyRootfs
+		h["networkMode"] = string(hc.NetworkMode)
+		h["capDrop"] = hc.CapDrop
+		h["capAdd"] = hc.CapAdd
+		h["securityOpt"] = hc.SecurityOpt
+		h["init"] = hc.Init != nil && *hc.Init
+		h["tmpfs"] = hc.Tmpfs
+		h["privileged"] = hc.Privileged
+		if hc.PidsLimit != nil {
+			h["pidsLimit"] = *hc.PidsLimit
+		}
+		h["memory"] = hc.Memory
+		h["nanoCpus"] = hc.NanoCPUs
+		var mounts []string
+		for _, mt := range hc.Mounts {
+			mode := "rw"
+			if mt.ReadOnly {
+				mode = "ro"
+			}
+			mounts = append(mounts, fmt.Sprintf("%s:%s:%s", mt.Source, mt.Target, mode))
+		}
+		h["mounts"] = mounts
+	}
+	if c.Config != nil {
+		h["user"] = c.Config.User
+		h["cmd"] = c.Config.Cmd
+		h["workingDir"] = c.Config.WorkingDir
+	}
+	return h
+}
+
+// diffConfig names the top-level config fields that differ between the
+// container's recorded config and the one in force.
+func diffConfig(recorded string, current []byte) string {
+	var a, b map[string]map[string]any
+	if json.Unmarshal([]byte(recorded), &a) != nil || json.Unmarshal(current, &b) != nil {
+		return "hash differs"
+	}
+	var fields []string
+	for _, section := range []string{"docker", "layout"} {
+		for k, v := range b[section] {
+			av, _ := json.Marshal(a[section][k])
+			bv, _ := json.Marshal(v)
+			if string(av) != string(bv) {
+				fields = append(fields, section+"."+k)
+			}
+		}
+	}
+	if len(fields) == 0 {
+		return "hash differs"
+	}
+	sort.Strings(fields)
+	return fmt.Sprint(fields)
+}

@@ -1,0 +1,250 @@
+package sandbox
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/docker/go-units"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/workdir"
+)
+
+// Label keys put on every managed container.
+const (
+	LabelManaged    = "sandboxctl.managed"
+	LabelScopeKey   = "sandboxctl.scopeKey"
+	LabelAgentID    = "sandboxctl.agentId"
+	LabelSessionKey = "sandboxctl.sessionKey"
+	LabelCreatedAt  = "sandboxctl.createdAtMs"
+	LabelConfigHash = "sandboxctl.configHash"
+	LabelConfig     = "sandboxctl.config"
+)
+
+// HomeDir is HOME inside sandboxes: the root filesystem is read-only, so HOME
+// lives on the /tmp tmpfs.
+const HomeDir = "/tmp"
+
+// Scope identifies the caller whose sandbox is wanted.
+type Scope struct {
+	AgentID    string
+	SessionKey string
+}
+
+// ScopeKey returns the key that picks the container for s under the
+// configured scope mode: "session:<key>", "agent:<id>" or "shared".
+func ScopeKey(mode string, s Scope) string {
+	switch mode {
+	case "session":
+		if s.SessionKey != "" {
+			return "session:" + s.SessionKey
+		}
+		return "agent:" + orDefault(s.AgentID)
+	case "shared":
+		return "shared"
+	default:
+		return "agent:" + orDefault(s.AgentID)
+	}
+}
+
+func orDefault(id string) string {
+	if id == "" {
+		return "default"
+	}
+	return id
+}
+
+var slugReplace = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+// Slug lowercases key, replaces runs of other characters with "-" and keeps
+// at most 32 characters.
+func Slug(key string) string {
+	s := slugReplace.ReplaceAllString(strings.ToLower(key), "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 32 {
+		s = strings.TrimRight(s[:32], "-")
+	}
+	if s == "" {
+		s = "sandbox"
+	}
+	return s
+}
+
+// ContainerName is prefix + slug(scopeKey) + "-" + sha1(scopeKey)[:8],
+// at most 63 characters.
+func ContainerName(prefix, scopeKey string) string {
+	sum := sha1.Sum([]byte(scopeKey))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8]
+	name := prefix + Slug(scopeKey)
+	if len(name)+len(suffix) > 63 {
+		name = name[:63-len(suffix)]
+	}
+	return name + suffix
+}
+
+// resources is the parsed form of the resource settings.
+type resources struct {
+	memory, memorySwap int64
+	nanoCPUs           int64
+	ulimits            []*container.Ulimit
+	dns                []netip.Addr
+}
+
+func parseResources(d DockerConfig) (resources, error) {
+	var r resources
+	var err error
+	if d.Memory != "" {
+		if r.memory, err = units.RAMInBytes(d.Memory); err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.memory", Value: d.Memory, Msg: "not a size like 512m or 2g"}
+		}
+	}
+	if d.MemorySwap != "" {
+		if d.MemorySwap == "-1" {
+			r.memorySwap = -1
+		} else if r.memorySwap, err = units.RAMInBytes(d.MemorySwap); err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.memorySwap", Value: d.MemorySwap, Msg: "not a size like 1g (or -1)"}
+		}
+	}
+	r.nanoCPUs = int64(d.CPUs * 1e9)
+	names := make([]string, 0, len(d.Ulimits))
+	for name := range d.Ulimits {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		u, err := units.ParseUlimit(name + "=" + d.Ulimits[name])
+		if err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.ulimits." + name, Value: d.Ulimits[name], Msg: err.Error()}
+		}
+		r.ulimits = append(r.ulimits, u)
+	}
+	for _, s := range d.DNS {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.dns", Value: s, Msg: "not an IP address"}
+		}
+		r.dns = append(r.dns, a)
+	}
+	for _, h := range d.ExtraHosts {
+		if !strings.Contains(h, ":") {
+			return r, &ConfigError{Field: "sandbox.docker.extraHosts", Value: h, Msg: "want host:ip"}
+		}
+	}
+	return r, nil
+}
+
+// layout is where a scope's workspace lives on the host and how it is mounted.
+type layout struct {
+	Access        workdir.Access `json:"access"`
+	AgentDir      string         `json:"agentDir"`      // the agent workspace on the host
+	SandboxDir    string         `json:"sandboxDir"`    // the sandbox-owned dir (none/ro)
+	WorkspaceHost string         `json:"workspaceHost"` // what is mounted at /workspace
+}
+
+// shape is everything that shapes a container; its canonical JSON is hashed.
+type shape struct {
+	Docker DockerConfig `json:"docker"`
+	Layout layout       `json:"layout"`
+	Roots  []string     `json:"allowedSourceRoots,omitempty"`
+}
+
+// configHash is the sha1 of the canonical JSON of sh (encoding/json sorts map
+// keys, so equal configs hash equally).
+func configHash(sh shape) (hash string, canonical []byte) {
+	canonical, err := json.Marshal(sh)
+	if err != nil {
+		// shape holds only strings, numbers, slices and maps of strings.
+		panic(fmt.Sprintf("sandbox: config shape not encodable: %v", err))
+	}
+	sum := sha1.Sum(canonical)
+	return hex.EncodeToString(sum[:]), canonical
+}
+
+// containerEnv is the env of the container: never the host's.
+func containerEnv(d DockerConfig) []string {
+	base := []string{"PATH=" + envguard.DefaultSandboxPath, "HOME=" + HomeDir}
+	return envguard.Merge(base, d.Env)
+}
+
+// createSpec builds the Engine create request for a scope.
+func createSpec(sh shape, name string, labels map[string]string) (*container.Config, *container.HostConfig, error) {
+	d := sh.Docker
+	res, err := parseResources(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpfs := make(map[string]string, len(d.Tmpfs))
+	for _, t := range d.Tmpfs {
+		tmpfs[t] = "rw,nosuid,nodev"
+	}
+	secOpt := []string{"no-new-privileges"}
+	if d.SeccompProfile != "" {
+		secOpt = append(secOpt, "seccomp="+d.SeccompProfile)
+	}
+	if d.ApparmorProfile != "" {
+		secOpt = append(secOpt, "apparmor="+d.ApparmorProfile)
+	}
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: sh.Layout.WorkspaceHost, Target: workdir.ContainerWorkspace}}
+	if sh.Layout.Access == workdir.AccessRO {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: sh.Layout.AgentDir, Target: workdir.ContainerAgent, ReadOnly: true})
+	}
+	for i, spec := range d.Binds {
+		b, err := ParseBind(fmt.Sprintf("sandbox.docker.binds[%d]", i), spec, sh.Roots)
+		if err != nil {
+			return nil, nil, err
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.Resolved, Target: b.Target, ReadOnly: b.ReadOnly})
+	}
+	init := true
+	pids := d.PidsLimit
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(d.Network),
+		CapDrop:        d.CapDrop,
+		SecurityOpt:    secOpt,
+		ReadonlyRootfs: d.ReadOnlyRoot,
+		Tmpfs:          tmpfs,
+		Mounts:         mounts,
+		Init:           &init,
+		DNS:            res.dns,
+		ExtraHosts:     d.ExtraHosts,
+		Resources: container.Resources{
+			Memory:     res.memory,
+			MemorySwap: res.memorySwap,
+			NanoCPUs:   res.nanoCPUs,
+			Ulimits:    res.ulimits,
+		},
+	}
+	if pids > 0 {
+		hc.Resources.PidsLimit = &pids
+	}
+	cfg := &container.Config{
+		Image:      d.Image,
+		Cmd:        []string{"sleep", "infinity"},
+		WorkingDir: workdir.ContainerWorkspace,
+		Env:        containerEnv(d),
+		User:       d.User,
+		Labels:     labels,
+		Hostname:   strings.TrimSuffix(name[:min(len(name), 63)], "-"),
+	}
+	return cfg, hc, nil
+}
+
+// expandHome replaces a leading ~ with home.
+func expandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if strings.HasPrefix(p, "~/") {
+		return filepath.Join(home, p[2:])
+	}
+	return p
+}

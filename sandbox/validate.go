@@ -1,0 +1,187 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/workdir"
+)
+
+// blockedBindSources are host paths that may never be bound into a sandbox,
+// nor anything under them (except "/", which is blocked only as itself).
+var blockedBindSources = []string{"/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/run", "/var/run"}
+
+// Bind is one parsed `src:dst[:mode]` entry of sandbox.docker.binds.
+type Bind struct {
+	Source   string // host path as configured
+	Resolved string // Source with symlinks of existing ancestors resolved
+	Target   string
+	ReadOnly bool
+}
+
+// ParseBind parses and validates one bind entry (SPEC §4.1). field names the
+// entry in errors. allowedRoots, when non-empty, limits the resolved source.
+func ParseBind(field, spec string, allowedRoots []string) (Bind, error) {
+	bad := func(msg string) (Bind, error) {
+		return Bind{}, &ConfigError{Field: field, Value: spec, Msg: msg}
+	}
+	parts := strings.Split(spec, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return bad("want SOURCE:TARGET[:ro|rw]")
+	}
+	b := Bind{Source: parts[0], Target: parts[1]}
+	if len(parts) == 3 {
+		switch parts[2] {
+		case "ro":
+			b.ReadOnly = true
+		case "rw":
+		default:
+			return bad(fmt.Sprintf("mode %q is not ro or rw", parts[2]))
+		}
+	}
+	if !filepath.IsAbs(b.Source) {
+		return bad("bind source must be an absolute path")
+	}
+	resolved, err := resolveExisting(filepath.Clean(b.Source))
+	if err != nil {
+		return bad(fmt.Sprintf("cannot resolve bind source: %v", err))
+	}
+	b.Resolved = resolved
+	if reason := blockedSource(b.Source, resolved); reason != "" {
+		return bad(reason)
+	}
+	if len(allowedRoots) > 0 {
+		ok := false
+		for _, root := range allowedRoots {
+			r, err := resolveExisting(filepath.Clean(root))
+			if err == nil && workdir.ContainsPath(r, resolved) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return bad(fmt.Sprintf("bind source %s is outside sandbox.allowedSourceRoots", resolved))
+		}
+	}
+	if !path.IsAbs(b.Target) {
+		return bad("bind target must be an absolute container path")
+	}
+	target := path.Clean(b.Target)
+	if target == "/" {
+		return bad("bind target / would replace the container's root")
+	}
+	for _, reserved := range []string{workdir.ContainerWorkspace, workdir.ContainerAgent} {
+		if workdir.ContainsPath(reserved, target) {
+			return bad(fmt.Sprintf("bind target %s is reserved for the workspace (%s)", target, reserved))
+		}
+	}
+	b.Target = target
+	return b, nil
+}
+
+// blockedSource returns why a bind source is refused, or "".
+func blockedSource(orig, resolved string) string {
+	for _, p := range []string{filepath.Clean(orig), resolved} {
+		if p == "/" {
+			return "binding the host root / is refused"
+		}
+		if filepath.Base(p) == "docker.sock" || strings.Contains(p, "docker.sock") {
+			return fmt.Sprintf("binding the Docker socket (%s) would give the sandbox the host", p)
+		}
+		for _, blocked := range blockedBindSources {
+			if workdir.ContainsPath(blocked, p) {
+				if p != filepath.Clean(orig) {
+					return fmt.Sprintf("bind source resolves to %s, under blocked host path %s", p, blocked)
+				}
+				return fmt.Sprintf("bind source is under blocked host path %s", blocked)
+			}
+		}
+	}
+	return ""
+}
+
+// resolveExisting resolves symlinks in the longest existing prefix of p and
+// appends the rest, so a bind to a not-yet-created path under a symlink is
+// still judged by where it really lands.
+func resolveExisting(p string) (string, error) {
+	rest := ""
+	cur := p
+	for {
+		if _, err := os.Lstat(cur); err == nil {
+			real, err := filepath.EvalSymlinks(cur)
+			if err != nil {
+				return "", err
+			}
+			return filepath.Join(real, rest), nil
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return filepath.Join(cur, rest), nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// Validate checks a Config and returns the first refusal; nothing may be
+// created from a config that fails it.
+func (c Config) Validate() error {
+	switch c.Scope {
+	case "session", "agent", "shared":
+	default:
+		return &ConfigError{Field: "sandbox.scope", Value: c.Scope, Msg: "must be session, agent or shared"}
+	}
+	if _, err := workdir.ParseAccess(c.WorkspaceAccess); err != nil {
+		return &ConfigError{Field: "sandbox.workspaceAccess", Value: c.WorkspaceAccess, Msg: "must be none, ro or rw"}
+	}
+	d := c.Docker
+	if strings.TrimSpace(d.Image) == "" {
+		return &ConfigError{Field: "sandbox.docker.image", Msg: "must not be empty"}
+	}
+	switch {
+	case d.Network == "host":
+		return &ConfigError{Field: "sandbox.docker.network", Value: d.Network, Msg: "network host shares the host's network stack and is refused"}
+	case strings.HasPrefix(d.Network, "container:"):
+		return &ConfigError{Field: "sandbox.docker.network", Value: d.Network, Msg: "joining another container's network namespace is refused"}
+	case d.Network == "":
+		return &ConfigError{Field: "sandbox.docker.network", Msg: "must not be empty (use none)"}
+	}
+	for field, v := range map[string]string{"sandbox.docker.seccompProfile": d.SeccompProfile, "sandbox.docker.apparmorProfile": d.ApparmorProfile} {
+		if strings.EqualFold(strings.TrimSpace(v), "unconfined") {
+			return &ConfigError{Field: field, Value: v, Msg: "unconfined profiles are refused"}
+		}
+	}
+	if err := envguard.CheckSandboxConfigEnv(d.Env); err != nil {
+		field := "sandbox.docker.env"
+		var re *envguard.RefusedError
+		if errors.As(err, &re) {
+			field += "." + re.Key
+		}
+		return &ConfigError{Field: field, Msg: err.Error()}
+	}
+	if d.PidsLimit < 0 {
+		return &ConfigError{Field: "sandbox.docker.pidsLimit", Value: fmt.Sprint(d.PidsLimit), Msg: "must be >= 0"}
+	}
+	if d.CPUs < 0 {
+		return &ConfigError{Field: "sandbox.docker.cpus", Value: fmt.Sprint(d.CPUs), Msg: "must be >= 0"}
+	}
+	for _, t := range d.Tmpfs {
+		if !path.IsAbs(t) {
+			return &ConfigError{Field: "sandbox.docker.tmpfs", Value: t, Msg: "must be an absolute container path"}
+		}
+	}
+	for i, b := range d.Binds {
+		if _, err := ParseBind(fmt.Sprintf("sandbox.docker.binds[%d]", i), b, c.AllowedSourceRoots); err != nil {
+			return err
+		}
+	}
+	if _, err := parseResources(d); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandboxctl/sandboxctl/sandbox"
+)
+
+// ErrInvalid marks every configuration error; *Error carries the key and line.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Error names the offending key (dotted path) and its line in the file.
+type Error struct {
+	File string
+	Key  string
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("config %s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("config %s: %s: %s", loc, e.Key, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+// Load reads the YAML file at path over the defaults. An empty path returns
+// the defaults. Unknown keys and bad values are *Error values naming the key
+// and line; nothing is partially applied.
+func Load(path string) (File, error) {
+	if path == "" {
+		f := Default()
+		return f, f.Validate()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse is Load for bytes already read; name is used in errors.
+func Parse(name string, data []byte) (File, error) {
+	f := Default()
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return f, f.Validate() // empty file: defaults
+		}
+		return File{}, &Error{File: name, Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if len(doc.Content) == 0 {
+		return f, f.Validate()
+	}
+	root := doc.Content[0]
+	lines := map[string]int{}
+	if err := check(name, "", root, reflect.TypeOf(f), lines); err != nil {
+		return File{}, err
+	}
+	if err := root.Decode(&f); err != nil {
+		return File{}, &Error{File: name, Msg: err.Error()}
+	}
+	if err := f.Validate(); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.File = name
+			ce.Line = lineOf(lines, ce.Key)
+		}
+		return File{}, err
+	}
+	return f, nil
+}
+
+// lineOf finds the line of key or of its closest parent.
+func lineOf(lines map[string]int, key string) int {
+	for k := key; k != ""; {
+		if l, ok := lines[k]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+// check walks the YAML tree beside the Go type: unknown keys and values
+// that do not decode into their field are reported with key and line.
+func check(file, path string, n *yaml.Node, t reflect.Type, lines map[string]int) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			if n.Tag == "!!null" {
+				return nil
+			}
+			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a mapping, got %s", describe(n))}
+		}
+		fields := map[string]reflect.StructField{}
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			tag := strings.Split(sf.Tag.Get("yaml"), ",")[0]
+			if tag != "" && tag != "-" {
+				fields[tag] = sf
+			}
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			key := join(path, k.Value)
+			sf, ok := fields[k.Value]
+			if !ok {
+				return &Error{File: file, Key: key, Line: k.Line, Msg: "unknown key" + suggest(k.Value, fields)}
+			}
+			if seen[k.Value] {
+				return &Error{File: file, Key: key, Line: k.Line, Msg: "duplicate key"}
+			}
+			seen[k.Value] = true
+			lines[key] = k.Line
+			if err := check(file, key, v, sf.Type, lines); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Slice:
+		if n.Tag == "!!null" {
+			return nil
+		}
+		if n.Kind != yaml.SequenceNode {
+			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a list, got %s", describe(n))}
+		}
+		for i, item := range n.Content {
+			key := fmt.Sprintf("%s[%d]", path, i)
+			lines[key] = item.Line
+			if err := check(file, key, item, t.Elem(), lines); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		if n.Tag == "!!null" {
+			return nil
+		}
+		if n.Kind != yaml.MappingNode {
+			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a mapping, got %s", describe(n))}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			key := join(path, k.Value)
+			lines[key] = k.Line
+			if err := check(file, key, v, t.Elem(), lines); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		if n.Kind != yaml.ScalarNode {
+			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a %s, got %s", kindName(t), describe(n))}
+		}
+		v := reflect.New(t)
+		if err := n.Decode(v.Interface()); err != nil {
+			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a %s, got %q", kindName(t), n.Value)}
+		}
+		return nil
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return strconv.Quote(n.Value)
+	}
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean (true/false)"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "whole number"
+	case reflect.Float64, reflect.Float32:
+		return "number"
+	default:
+		return t.Kind().String()
+	}
+}
+
+// suggest names a known key that differs only in case, a common slip.
+func suggest(key string, fields map[string]reflect.StructField) string {
+	for k := range fields {
+		if strings.EqualFold(k, key) {
+			return fmt.Sprintf(" (did you mean %q?)", k)
+		}
+	}
+	return ""
+}
+
+// Validate checks enumerations and ranges; errors carry the dotted key.
+func (f File) Validate() error {
+	oneOf := func(key, v string, allowed ...string) error {
+		for _, a := range allowed {
+			if v == a {
+				return nil
+			}
+		}
+		return &Error{Key: key, Msg: fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", "))}
+	}
+	e := f.Exec
+	for _, c := range []error{
+		oneOf("exec.host", e.Host, "sandbox", "gateway", "node"),
+		oneOf("exec.security", e.Security, "deny", "allowlist", "full"),
+		oneOf("exec.ask", e.Ask, "off", "on-miss", "always"),
+		oneOf("exec.askFallback", e.AskFallback, "deny", "allowlist", "full"),
+		oneOf("elevated.defaultLevel", f.Elevated.DefaultLevel, "ask", "on", "full", "off"),
+		oneOf("sandbox.scope", f.Sandbox.Scope, "session", "agent", "shared"),
+		oneOf("sandbox.workspaceAccess", f.Sandbox.WorkspaceAccess, "none", "ro", "rw"),
+	} {
+		if c != nil {
+			return c
+		}
+	}
+	nonNeg := map[string]int{
+		"exec.backgroundMs": e.BackgroundMs, "exec.timeoutSec": e.TimeoutSec, "exec.cleanupMs": e.CleanupMs,
+		"exec.maxOutputChars": e.MaxOutputChars, "exec.pendingMaxOutputChars": e.PendingMaxOutputChars,
+		"exec.backgroundTimeoutSec": e.BackgroundTimeoutSec,
+	}
+	for _, k := range []string{"exec.backgroundMs", "exec.timeoutSec", "exec.cleanupMs", "exec.maxOutputChars", "exec.pendingMaxOutputChars", "exec.backgroundTimeoutSec"} {
+		if nonNeg[k] < 0 {
+			return &Error{Key: k, Msg: fmt.Sprintf("must be >= 0, got %d", nonNeg[k])}
+		}
+	}
+	for i, b := range e.SafeBins {
+		if b == "" || strings.ContainsAny(b, "/ \t") {
+			return &Error{Key: fmt.Sprintf("exec.safeBins[%d]", i), Msg: fmt.Sprintf("%q is not a bare program name", b)}
+		}
+	}
+	for i, p := range e.PathPrepend {
+		if !filepath.IsAbs(p) {
+			return &Error{Key: fmt.Sprintf("exec.pathPrepend[%d]", i), Msg: fmt.Sprintf("%q is not an absolute directory", p)}
+		}
+	}
+	if f.Sandbox.Prune.IdleHours < 0 || f.Sandbox.Prune.MaxAgeDays < 0 || math.IsNaN(f.Sandbox.Prune.IdleHours) || math.IsNaN(f.Sandbox.Prune.MaxAgeDays) {
+		return &Error{Key: "sandbox.prune", Msg: "idleHours and maxAgeDays must be >= 0 (0 disables)"}
+	}
+	if err := f.Sandbox.Validate(); err != nil {
+		var ce *sandbox.ConfigError
+		if errors.As(err, &ce) {
+			msg := ce.Msg
+			if ce.Value != "" {
+				msg = fmt.Sprintf("%q: %s", ce.Value, ce.Msg)
+			}
+			return &Error{Key: ce.Field, Msg: msg}
+		}
+		return &Error{Key: "sandbox", Msg: err.Error()}
+	}
+	if strings.TrimSpace(f.State) == "" {
+		return &Error{Key: "state", Msg: "must not be empty"}
+	}
+	return nil
+}
+
+// ExpandHome replaces a leading ~ in p with the user's home directory.
+func ExpandHome(p string) (string, error) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("config: expand %s: %w", p, err)
+	}
+	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
+}
+
+// Overrides are the environment variables that override config values
+// (SPEC §8), each with its PI_BASH_* alias. The SANDBOXCTL_ name wins.
+var overrideNames = [][3]string{
+	{"SANDBOXCTL_YIELD_MS", "PI_BASH_YIELD_MS", "backgroundMs"},
+	{"SANDBOXCTL_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS", "maxOutputChars"},
+	{"SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS", "PI_BASH_PENDING_MAX_OUTPUT_CHARS", "pendingMaxOutputChars"},
+	{"SANDBOXCTL_JOB_TTL_MS", "PI_BASH_JOB_TTL_MS", "cleanupMs"},
+}
+
+// ApplyEnv applies the environment overrides read through getenv. A value
+// that is not a non-negative whole number is an error naming the variable.
+func (f *File) ApplyEnv(getenv func(string) string) error {
+	for _, o := range overrideNames {
+		name, raw := o[0], getenv(o[0])
+		if raw == "" {
+			name, raw = o[1], getenv(o[1])
+		}
+		if raw == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(raw))
+		if err != nil || n < 0 {
+			return &Error{File: "environment", Key: name, Msg: fmt.Sprintf("want a non-negative whole number, got %q", raw)}
+		}
+		switch o[2] {
+		case "backgroundMs":
+			f.Exec.BackgroundMs = n
+		case "maxOutputChars":
+			f.Exec.MaxOutputChars = n
+		case "pendingMaxOutputChars":
+			f.Exec.PendingMaxOutputChars = n
+		case "cleanupMs":
+			f.Exec.CleanupMs = n
+		}
+	}
+	return nil
+}
