@@ -371,3 +371,25 @@ func (m *Manager) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec,
 	}
 	return e, res, nil
 }
+
+// Started is a command started by Start: the process plus any warnings the
+// caller should show (a pending recreate, a fallback from the supervisor).
+type Started struct {
+	*Exec
+	Ensure   EnsureResult
+	Warnings []string
+}
+
+// Start ensures scope s's sandbox and starts opts.Cmd in it. It is the one
+// entry point the sandbox host uses, so the choice of exec path stays here.
+func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
+	e, res, err := m.Attach(ctx, s, opts)
+	if err != nil {
+		return nil, err
+	}
+	st := &Started{Exec: e, Ensure: res}
+	if res.RecreatePending {
+		st.Warnings = append(st.Warnings, "sandbox recreate pending: "+res.PendingReason)
+	}
+	return st, nil
+}

@@ -42,7 +42,9 @@ type Host interface {
 	Start(ctx context.Context, spec StartSpec) (Process, error)
 }
 
-// Process is a started command. Only std types appear in its method set so that
+// Process is a started command. A Process may also implement
+// `Warnings() []string` (e.g. a pending sandbox recreate, a PTY or supervisor
+// fallback); the Manager shows them in the exec result. Only std types appear in its method set so that
 // the host packages (which cannot import sessions) can satisfy it directly.
 type Process interface {
 	// PID is the process id as the host sees it (in-container pid for sandboxes).
