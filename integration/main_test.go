@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// testLabel marks every container these tests create (directly, or through a
+// sandboxctl the tests configure with it), so TestMain can sweep leftovers.
+const testLabel = "sandboxctl.test"
+
+const (
+	testImage    = "sandboxctl/testbb:1"
+	sandboxImage = "sandboxctl/sandbox:bookworm"
+)
+
+// binDir holds the sandboxctl binaries built once for the whole package.
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	dir, err := os.MkdirTemp("", "sandboxctl-integration-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	sweep()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// sweep removes every container labelled by these tests.
+func sweep() {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", testLabel+"=integration")})
+	if err != nil {
+		return
+	}
+	for _, c := range list.Items {
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	}
+}
+
+// requireDocker skips without an Engine outside CI and fails inside it.
+func requireDocker(t *testing.T, images ...string) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("docker not reachable in CI: %v", err)
+		}
+		t.Skipf("docker not reachable: %v", err)
+	}
+	for _, img := range images {
+		if _, err := cli.ImageInspect(ctx, img); err != nil {
+			t.Fatalf("image %s missing (run `make images`): %v", img, err)
+		}
+	}
+	return cli
+}
+
+// buildBinary builds ./cmd/<name> once per package run.
+func buildBinary(t *testing.T, name string) string {
+	t.Helper()
+	out := filepath.Join(binDir, name)
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	cmd := exec.Command("go", "build", "-o", out, "../cmd/"+name)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, b)
+	}
+	return out
+}
