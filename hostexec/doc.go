@@ -5,4 +5,15 @@
 // SIGKILL after a grace period). Its sub-package guard decides whether a
 // command may run at all (security and ask modes, command analysis, allowlist,
 // safe bins, approvals).
+//
+// Every run carries a tag, SANDBOXCTL_RUN=<tag>, in its environment; every
+// descendant inherits it. Kill ends the process group and then sweeps /proc
+// for processes that still carry the tag, so children that called setsid or
+// daemonized are killed too. Kill is idempotent and also meant for after a
+// normal exit, to end what a command left running in the background.
+//
+// Output streams reach io.EOF shortly after the command exits even when a
+// leftover descendant still holds them open (see Process.Stdout). Terminal
+// queries such as DSR are not handled here: the sessions layer answers them
+// for every host.
 package hostexec

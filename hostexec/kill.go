@@ -1,0 +1,203 @@
+package hostexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	// killPoll is how often Kill checks whether the group is gone.
+	killPoll = 20 * time.Millisecond
+	// sweepRounds bounds the tag sweep: a round that finds nothing ends it,
+	// and each round catches what the previous one's victims forked.
+	sweepRounds = 10
+)
+
+// Kill ends the whole process tree of the command:
+//
+//  1. SIGTERM to the process group, if anything in it is alive;
+//  2. SIGKILL to the group once it is still alive after Options.KillGrace
+//     (at once when ctx ends first);
+//  3. a sweep that SIGKILLs every process whose environment still carries
+//     SANDBOXCTL_RUN=<tag>: this catches descendants that left the group
+//     with setsid(1), daemonized, or sit in other groups of a job-control
+//     shell.
+//
+// Kill is idempotent and safe after the command exited; callers should also
+// call it after a normal exit to sweep leftovers (`cmd &`, `nohup …`), which
+// a finished session must not keep running. Only a descendant that both left
+// the group and replaced its environment (e.g. `setsid env -i …`) escapes.
+func (p *Process) Kill(ctx context.Context) error {
+	p.killMu.Lock()
+	defer p.killMu.Unlock()
+	pgid := p.pid
+	if pgid <= 1 || pgid == syscall.Getpgrp() {
+		// Never signal our own group (or every process, for -1).
+		return fmt.Errorf("hostexec: kill: refusing to signal process group %d: %w", pgid, os.ErrInvalid)
+	}
+	if groupAlive(pgid) {
+		if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("hostexec: kill: SIGTERM group %d: %w", pgid, err)
+		}
+		p.waitGroupGone(ctx, pgid)
+		if groupAlive(pgid) {
+			if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("hostexec: kill: SIGKILL group %d: %w", pgid, err)
+			}
+		}
+	}
+	if _, err := sweepTag(p.tag); err != nil {
+		return fmt.Errorf("hostexec: kill: %w", err)
+	}
+	return nil
+}
+
+// waitGroupGone waits until the group is empty and the shell reaped, the
+// kill grace ran out, or ctx ended.
+func (p *Process) waitGroupGone(ctx context.Context, pgid int) {
+	grace := time.NewTimer(p.r.killGrace)
+	defer grace.Stop()
+	tick := time.NewTicker(killPoll)
+	defer tick.Stop()
+	for {
+		if p.exited() && !groupAlive(pgid) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-grace.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// groupAlive reports whether process group pgid has a live member. Zombies
+// do not count: an orphan's zombie waits for init to reap it, which some
+// inits do only now and then, and it would otherwise stretch every Kill to
+// the full grace period.
+func groupAlive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: assume alive, the caller escalates
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if state, pg, ok := parseStat(data); ok && pg == pgid && state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// parseStat extracts the state and the process group from /proc/PID/stat:
+// "pid (comm) state ppid pgrp ...", where comm may hold spaces and ')'.
+func parseStat(data []byte) (state byte, pgrp int, ok bool) {
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(f[2])
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
+}
+
+// SweepTag SIGKILLs every process (other than this one) whose environment
+// contains SANDBOXCTL_RUN=tag, in rounds until a round finds none, and
+// returns how many signals it sent. Processes it may not read or signal are
+// skipped.
+func SweepTag(tag string) (int, error) {
+	n, err := sweepTag(tag)
+	if err != nil {
+		return n, fmt.Errorf("hostexec: %w", err)
+	}
+	return n, nil
+}
+
+func sweepTag(tag string) (int, error) {
+	if !validTag(tag) {
+		return 0, fmt.Errorf("sweep: invalid run tag %q: %w", tag, os.ErrInvalid)
+	}
+	needle := []byte("\x00" + TagEnv + "=" + tag + "\x00")
+	self := os.Getpid()
+	total := 0
+	for range sweepRounds {
+		pids, err := taggedPIDs(needle, self)
+		if err != nil {
+			return total, err
+		}
+		if len(pids) == 0 {
+			return total, nil
+		}
+		for _, pid := range pids {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				total++
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // let the victims die before re-reading
+	}
+	return total, nil
+}
+
+// TaggedPIDs lists the live processes whose environment carries
+// SANDBOXCTL_RUN=tag.
+func TaggedPIDs(tag string) ([]int, error) {
+	if !validTag(tag) {
+		return nil, fmt.Errorf("hostexec: tagged pids: invalid run tag %q: %w", tag, os.ErrInvalid)
+	}
+	pids, err := taggedPIDs([]byte("\x00"+TagEnv+"="+tag+"\x00"), os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("hostexec: tagged pids: %w", err)
+	}
+	return pids, nil
+}
+
+// taggedPIDs scans /proc. needle is "\0KEY=VALUE\0"; each environ is read
+// with a NUL added on both ends so that the first and last entries match
+// too. A zombie's environ reads empty, so dead processes never match.
+func taggedPIDs(needle []byte, self int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("read /proc: %w", err)
+	}
+	var pids []int
+	buf := make([]byte, 0, 4096)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		buf = append(append(append(buf[:0], 0), data...), 0)
+		if bytes.Contains(buf, needle) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}

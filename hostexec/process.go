@@ -1,0 +1,441 @@
+package hostexec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
+)
+
+// Errors returned by Process methods; test with errors.Is.
+var (
+	// ErrNotPTY is returned by Resize for a process without a terminal.
+	ErrNotPTY = errors.New("process has no terminal")
+	// ErrNoStdin is returned by Write and CloseStdin when stdin was not kept
+	// open (Spec.KeepStdin false) or was already closed.
+	ErrNoStdin = errors.New("stdin is closed")
+	// ErrExited is returned by Write and CloseStdin once the process exited.
+	ErrExited = errors.New("process has exited")
+)
+
+// Spec describes one command to start.
+type Spec struct {
+	// Command runs as `SHELL -c Command`.
+	Command string
+	// Env is extra environment applied over the Runner's BaseEnv. The caller
+	// has already checked it with envguard; PATH is refused here regardless.
+	Env map[string]string
+	// Dir is the working directory ("" = the daemon's own).
+	Dir string
+	// PTY runs the command in a pseudo-terminal of Cols x Rows (default
+	// 120x30) with TERM=xterm-256color. If no PTY can be had the command runs
+	// with pipes and Process.Warning says why.
+	PTY        bool
+	Cols, Rows int
+	// KeepStdin keeps a stdin pipe open for Write/CloseStdin. Without it a
+	// pipe-run command reads EOF from /dev/null at once, so nothing can hang
+	// on stdin. A PTY is always writable.
+	KeepStdin bool
+	// Tag is a unique run tag ([A-Za-z0-9_.-], at most 64 bytes; "" = a
+	// random one). It is exported as SANDBOXCTL_RUN=Tag and inherited by
+	// every descendant; Kill sweeps every process that still carries it.
+	Tag string
+}
+
+// Process is a started command. Its methods use std types only, so it
+// satisfies sessions.Process. Callers must read Stdout (and Stderr, when not
+// nil) to io.EOF: that releases the descriptors.
+type Process struct {
+	r       *Runner
+	cmd     *exec.Cmd
+	pid     int
+	tag     string
+	isPTY   bool
+	warning string
+
+	ptmx   *os.File // PTY master; nil for pipes
+	stdout *outputReader
+	stderr *outputReader // nil for a PTY
+
+	stdinMu sync.Mutex
+	stdin   *os.File // pipe write end; nil when not kept or closed
+
+	done     chan struct{} // closed once the process was reaped
+	exitCode int
+	signal   string
+	waitErr  error
+
+	killMu sync.Mutex // serialises Kill
+}
+
+// Start starts spec.Command. ctx bounds the start only: the process outlives
+// it and ends by itself or through Kill. The returned Process must be waited
+// on (Wait) and its output read to EOF.
+func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("hostexec: start: %w", err)
+	}
+	if strings.TrimSpace(spec.Command) == "" {
+		return nil, fmt.Errorf("hostexec: start: empty command: %w", os.ErrInvalid)
+	}
+	for k := range spec.Env {
+		if k == "PATH" {
+			return nil, fmt.Errorf("hostexec: start: PATH may not be overridden on the gateway: %w", os.ErrInvalid)
+		}
+	}
+	tag := spec.Tag
+	if tag == "" {
+		tag = NewTag()
+	} else if !validTag(tag) {
+		return nil, fmt.Errorf("hostexec: start: invalid run tag %q: %w", tag, os.ErrInvalid)
+	}
+	cols, rows := spec.Cols, spec.Rows
+	if cols <= 0 {
+		cols = DefaultCols
+	}
+	if rows <= 0 {
+		rows = DefaultRows
+	}
+	if cols > 0xffff || rows > 0xffff {
+		return nil, fmt.Errorf("hostexec: start: terminal size %dx%d out of range: %w", cols, rows, os.ErrInvalid)
+	}
+
+	cmd := exec.Command(r.shell, "-c", spec.Command)
+	cmd.Dir = spec.Dir
+	env := envguard.Merge(r.baseEnv, spec.Env)
+	own := map[string]string{TagEnv: tag}
+
+	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{})}
+	if spec.PTY {
+		ptmx, tty, perr := r.openPTY()
+		if perr == nil {
+			if ptmx, perr = pollableFile(ptmx); perr == nil {
+				perr = setWinsize(ptmx, cols, rows)
+			}
+			if perr != nil {
+				if ptmx != nil {
+					_ = ptmx.Close()
+				}
+				_ = tty.Close()
+			}
+		}
+		if perr == nil {
+			own["TERM"] = "xterm-256color"
+			cmd.Env = envguard.Merge(env, own)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+			// A new session with the terminal as its controlling tty (fd 0
+			// in the child): the shell is session and group leader, so its
+			// pgid is its pid, as with Setpgid on the pipe path.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			serr := cmd.Start()
+			_ = tty.Close()
+			if serr != nil {
+				_ = ptmx.Close()
+				return nil, fmt.Errorf("hostexec: start %s: %w", r.shell, serr)
+			}
+			p.isPTY = true
+			p.ptmx = ptmx
+			p.stdout = newOutputReader(ptmx)
+			p.started()
+			return p, nil
+		}
+		p.warning = fmt.Sprintf("PTY unavailable (%v); running without a terminal (pipes)", perr)
+		r.logf("hostexec: %s", p.warning)
+	}
+
+	cmd.Env = envguard.Merge(env, own)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var childEnds []*os.File
+	defer func() {
+		for _, f := range childEnds {
+			_ = f.Close()
+		}
+	}()
+	var parentEnds []*os.File
+	defer func() {
+		if err != nil {
+			for _, f := range parentEnds {
+				_ = f.Close()
+			}
+		}
+	}()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("hostexec: stdout pipe: %w", err)
+	}
+	parentEnds, childEnds = append(parentEnds, outR), append(childEnds, outW)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("hostexec: stderr pipe: %w", err)
+	}
+	parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if spec.KeepStdin {
+		inR, inW, perr := os.Pipe()
+		if perr != nil {
+			return nil, fmt.Errorf("hostexec: stdin pipe: %w", perr)
+		}
+		parentEnds, childEnds = append(parentEnds, inW), append(childEnds, inR)
+		cmd.Stdin = inR
+		p.stdin = inW
+	} // else cmd.Stdin nil: os/exec connects /dev/null.
+	if err = cmd.Start(); err != nil {
+		return nil, fmt.Errorf("hostexec: start %s: %w", r.shell, err)
+	}
+	p.stdout = newOutputReader(outR)
+	p.stderr = newOutputReader(errR)
+	p.started()
+	return p, nil
+}
+
+// started records the pid and reaps the process in the background: Wait and
+// Kill only read what this goroutine publishes by closing p.done.
+func (p *Process) started() {
+	p.pid = p.cmd.Process.Pid
+	go func() {
+		err := p.cmd.Wait()
+		p.exitCode, p.signal, p.waitErr = exitStatus(p.cmd.ProcessState, err)
+		p.stdinMu.Lock()
+		if p.stdin != nil {
+			_ = p.stdin.Close()
+			p.stdin = nil
+		}
+		p.stdinMu.Unlock()
+		p.stdout.exited(p.r.outputDrain)
+		if p.stderr != nil {
+			p.stderr.exited(p.r.outputDrain)
+		}
+		close(p.done)
+	}()
+}
+
+// exitStatus turns a reaped process's state into (code, signal name).
+func exitStatus(st *os.ProcessState, waitErr error) (int, string, error) {
+	if st == nil {
+		return -1, "", fmt.Errorf("hostexec: wait: %w", waitErr)
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		name := unix.SignalName(ws.Signal())
+		if name == "" {
+			name = fmt.Sprintf("SIG%d", int(ws.Signal()))
+		}
+		return -1, name, nil
+	}
+	return st.ExitCode(), "", nil
+}
+
+// PID is the shell's pid; it is also the id of the process group (and, for
+// a PTY, of the session) the command runs in.
+func (p *Process) PID() int { return p.pid }
+
+// Tag is the run tag exported as SANDBOXCTL_RUN.
+func (p *Process) Tag() string { return p.tag }
+
+// IsPTY reports whether the process runs in a pseudo-terminal.
+func (p *Process) IsPTY() bool { return p.isPTY }
+
+// Warning is non-empty when a PTY was asked for but the command runs with
+// pipes; it says why.
+func (p *Process) Warning() string { return p.warning }
+
+// Warnings is Warning as a list (empty when there is none), the shape the
+// sessions layer shows in a result.
+func (p *Process) Warnings() []string {
+	if p.warning == "" {
+		return nil
+	}
+	return []string{p.warning}
+}
+
+// Stdout is the output stream (stdout and stderr merged for a PTY). It
+// returns io.EOF once the command exited and every writer closed it (a PTY's
+// EIO at exit is reported as io.EOF). If something the command left running
+// in the background still holds the stream open, the reader keeps delivering
+// output for Options.OutputDrain after the exit, then returns what is
+// already buffered and io.EOF, so a leftover such as `nohup sleep 600 &`
+// cannot wedge the caller. Call Kill to end such leftovers.
+func (p *Process) Stdout() io.Reader { return p.stdout }
+
+// Stderr is the error stream with the same EOF rules as Stdout, or nil for a
+// PTY.
+func (p *Process) Stderr() io.Reader {
+	if p.stderr == nil {
+		return nil
+	}
+	return p.stderr
+}
+
+// Write sends data to stdin: the PTY master, or the stdin pipe when the Spec
+// kept it.
+func (p *Process) Write(b []byte) (int, error) {
+	if p.exited() {
+		return 0, ErrExited
+	}
+	if p.isPTY {
+		n, err := p.ptmx.Write(b)
+		if err != nil {
+			return n, fmt.Errorf("hostexec: write to terminal: %w", err)
+		}
+		return n, nil
+	}
+	p.stdinMu.Lock()
+	in := p.stdin
+	p.stdinMu.Unlock()
+	if in == nil {
+		return 0, ErrNoStdin
+	}
+	// The write may block while the pipe is full; it is not done under the
+	// lock so that CloseStdin (and exit) can close the pipe and end it.
+	n, err := in.Write(b)
+	if err != nil {
+		return n, fmt.Errorf("hostexec: write to stdin: %w", err)
+	}
+	return n, nil
+}
+
+// CloseStdin sends end-of-file: ^D (0x04) on a PTY, which the terminal's line
+// discipline turns into EOF for a reader at the start of a line; on pipes it
+// closes the stdin pipe.
+func (p *Process) CloseStdin() error {
+	if p.exited() {
+		return ErrExited
+	}
+	if p.isPTY {
+		if _, err := p.ptmx.Write([]byte{0x04}); err != nil {
+			return fmt.Errorf("hostexec: send EOF to terminal: %w", err)
+		}
+		return nil
+	}
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin == nil {
+		return ErrNoStdin
+	}
+	err := p.stdin.Close()
+	p.stdin = nil
+	if err != nil {
+		return fmt.Errorf("hostexec: close stdin: %w", err)
+	}
+	return nil
+}
+
+// Resize sets the terminal size; the child gets SIGWINCH.
+func (p *Process) Resize(ctx context.Context, cols, rows int) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("hostexec: resize: %w", err)
+	}
+	if !p.isPTY {
+		return fmt.Errorf("hostexec: resize: %w", ErrNotPTY)
+	}
+	if cols <= 0 || rows <= 0 || cols > 0xffff || rows > 0xffff {
+		return fmt.Errorf("hostexec: resize: size %dx%d out of range: %w", cols, rows, os.ErrInvalid)
+	}
+	if err := setWinsize(p.ptmx, cols, rows); err != nil {
+		return fmt.Errorf("hostexec: resize: %w", err)
+	}
+	return nil
+}
+
+// pollableFile returns a non-blocking duplicate of f, registered with the
+// runtime poller, and closes f. creack/pty hands out a PTY master that its
+// own ioctls (through File.Fd) switched to blocking mode, where read
+// deadlines do nothing; the output cut-off (see outputReader) needs them.
+// On failure f is closed too.
+func pollableFile(f *os.File) (*os.File, error) {
+	defer func() { _ = f.Close() }()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("pty master: %w", err)
+	}
+	nfd := -1
+	var derr error
+	if err := rc.Control(func(fd uintptr) {
+		nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, fmt.Errorf("pty master: %w", err)
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("pty master: dup: %w", derr)
+	}
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		_ = unix.Close(nfd)
+		return nil, fmt.Errorf("pty master: set non-blocking: %w", err)
+	}
+	// os.NewFile sees O_NONBLOCK and registers the descriptor with the poller.
+	return os.NewFile(uintptr(nfd), f.Name()), nil
+}
+
+// setWinsize sets a terminal's size with TIOCSWINSZ through SyscallConn:
+// pty.Setsize would call File.Fd, which puts the file back in blocking mode.
+func setWinsize(f *os.File, cols, rows int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(rows), Col: uint16(cols)})
+	}); err != nil {
+		return err
+	}
+	if ierr != nil {
+		return fmt.Errorf("TIOCSWINSZ: %w", ierr)
+	}
+	return nil
+}
+
+// Wait blocks until the shell exited and returns its exit code, or -1 and
+// the signal's name ("SIGKILL", "SIGTERM") when a signal ended it. It can be
+// called any number of times; ctx only bounds this call.
+func (p *Process) Wait(ctx context.Context) (exitCode int, signal string, err error) {
+	select {
+	case <-p.done:
+		return p.exitCode, p.signal, p.waitErr
+	case <-ctx.Done():
+		return -1, "", fmt.Errorf("hostexec: wait: %w", ctx.Err())
+	}
+}
+
+// Done is closed once the process exited and was reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+func (p *Process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// NewTag returns a random run tag (16 hex digits).
+func NewTag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}
+
+func validTag(tag string) bool {
+	if len(tag) == 0 || len(tag) > 64 {
+		return false
+	}
+	for _, c := range []byte(tag) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,190 @@
+package hostexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
+)
+
+// Defaults of Options and of the output handling.
+const (
+	// DefaultKillGrace is how long Kill waits after SIGTERM before SIGKILL.
+	DefaultKillGrace = 3 * time.Second
+	// DefaultOutputDrain is how long output readers keep waiting for more
+	// output after the command itself exited (see Process.Stdout).
+	DefaultOutputDrain = 250 * time.Millisecond
+	// DefaultCols and DefaultRows are the PTY size when a Spec gives none.
+	DefaultCols, DefaultRows = 120, 30
+	// TagEnv is the variable that carries a run's tag into every descendant.
+	TagEnv = "SANDBOXCTL_RUN"
+	// fallbackShell is used when $SHELL is unset or not a POSIX shell.
+	fallbackShell = "/bin/sh"
+	// loginPathTimeout bounds the one-off login-shell probe in NewRunner.
+	loginPathTimeout = 5 * time.Second
+	// pathMarker prefixes the PATH the login-shell probe prints, so that
+	// anything a profile script prints first is ignored.
+	pathMarker = "__SANDBOXCTL_PATH__="
+)
+
+// isPOSIXShell reports whether a shell name is accepted from $SHELL: these
+// all understand `-c COMMAND` and `-l` with POSIX semantics. fish, csh, tcsh
+// and friends do not, so a user whose login shell is one of them gets /bin/sh.
+func isPOSIXShell(name string) bool {
+	switch name {
+	case "sh", "bash", "dash", "zsh", "ksh", "ash":
+		return true
+	}
+	return false
+}
+
+// Options configure a Runner. The zero value is usable.
+type Options struct {
+	// Shell runs every command as `Shell -c COMMAND`. Default: $SHELL (from
+	// Environ) if it is an absolute path to an existing POSIX shell (sh bash
+	// dash zsh ksh ash), else /bin/sh.
+	Shell string
+	// PathPrepend is put in front of the login shell's PATH (config
+	// exec.pathPrepend); duplicates are removed.
+	PathPrepend []string
+	// KillGrace is the wait between SIGTERM and SIGKILL in Kill. Default 3s.
+	KillGrace time.Duration
+	// OutputDrain is how long the output readers of a Process wait for more
+	// output once the command exited while something it left behind still
+	// holds the output open. Default 250ms.
+	OutputDrain time.Duration
+	// Environ is the inherited environment to sanitise. Default os.Environ().
+	Environ []string
+	// Logf, when set, receives diagnostics (login-shell probe failures).
+	Logf func(format string, args ...any)
+}
+
+// Runner starts commands on this machine. It is safe for concurrent use; all
+// its fields are fixed by NewRunner.
+type Runner struct {
+	shell       string
+	path        string
+	baseEnv     []string
+	killGrace   time.Duration
+	outputDrain time.Duration
+	logf        func(format string, args ...any)
+	// openPTY opens a PTY pair; tests replace it to exercise the pipe fallback.
+	openPTY func() (ptmx, tty *os.File, err error)
+}
+
+// NewRunner resolves the shell and computes PATH once: the login shell's
+// PATH (probed with `SHELL -lc`, bounded by a short timeout, falling back to
+// the inherited PATH) with opts.PathPrepend in front.
+func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	shell := opts.Shell
+	if shell == "" {
+		shell = pickShell(lookupEnv(environ, "SHELL"))
+	} else if !filepath.IsAbs(shell) {
+		return nil, fmt.Errorf("hostexec: shell %q is not an absolute path: %w", shell, os.ErrInvalid)
+	}
+	if fi, err := os.Stat(shell); err != nil {
+		return nil, fmt.Errorf("hostexec: shell: %w", err)
+	} else if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("hostexec: shell %s is not an executable file: %w", shell, os.ErrInvalid)
+	}
+	r := &Runner{
+		shell:       shell,
+		killGrace:   opts.KillGrace,
+		outputDrain: opts.OutputDrain,
+		logf:        opts.Logf,
+		openPTY:     pty.Open,
+	}
+	if r.killGrace <= 0 {
+		r.killGrace = DefaultKillGrace
+	}
+	if r.outputDrain <= 0 {
+		r.outputDrain = DefaultOutputDrain
+	}
+	if r.logf == nil {
+		r.logf = func(string, ...any) {}
+	}
+
+	sanitized := envguard.SanitizeInherited(environ)
+	loginPath, err := probeLoginPath(ctx, shell, sanitized)
+	if err != nil {
+		loginPath = lookupEnv(environ, "PATH")
+		r.logf("hostexec: login shell PATH probe failed, using the inherited PATH: %v", err)
+	}
+	r.path = envguard.BuildPath(loginPath, opts.PathPrepend)
+	r.baseEnv = envguard.Merge(sanitized, map[string]string{"PATH": r.path})
+	return r, nil
+}
+
+// Shell is the shell every command runs under.
+func (r *Runner) Shell() string { return r.shell }
+
+// Path is the PATH every command gets.
+func (r *Runner) Path() string { return r.path }
+
+// BaseEnv is the environment every command starts from: the inherited
+// environment with envguard's blocked variables dropped and PATH replaced by
+// the built PATH. It returns a fresh copy.
+func (r *Runner) BaseEnv() []string {
+	return append([]string(nil), r.baseEnv...)
+}
+
+// pickShell returns $SHELL when it names an existing POSIX shell by absolute
+// path, else /bin/sh.
+func pickShell(envShell string) string {
+	if envShell == "" || !filepath.IsAbs(envShell) || !isPOSIXShell(filepath.Base(envShell)) {
+		return fallbackShell
+	}
+	if fi, err := os.Stat(envShell); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return fallbackShell
+	}
+	return envShell
+}
+
+// probeLoginPath runs `shell -lc` to learn the PATH the user's login profile
+// sets up. The probe gets the sanitised environment (never the daemon's raw
+// one), no stdin, its own process group (killed as a whole on timeout), and
+// prints PATH after a marker so that profile chatter is ignored.
+func probeLoginPath(ctx context.Context, shell string, env []string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, loginPathTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, shell, "-lc", `printf '\n`+pathMarker+`%s\n' "$PATH"`)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s -lc: %w", shell, err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if p, ok := strings.CutPrefix(line, pathMarker); ok && p != "" {
+			return p, nil
+		}
+	}
+	return "", errors.New("login shell printed no PATH")
+}
+
+// lookupEnv returns the first value of key in environ, as getenv(3) does.
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
