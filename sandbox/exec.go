@@ -51,7 +51,9 @@ type Exec struct {
 	execID      string
 	tag         string
 	tty         bool
-	hostPID     int
+
+	pidOnce sync.Once
+	hostPID int
 
 	att    client.HijackedResponse
 	stdout *io.PipeReader
@@ -130,9 +132,6 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 		}
 		close(e.streamDone)
 	}()
-	if insp, err := m.cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{}); err == nil {
-		e.hostPID = insp.PID
-	}
 	go e.monitor()
 	return e, nil
 }
@@ -194,7 +193,29 @@ func (e *Exec) monitor() {
 }
 
 // PID is the process id of the exec as the Engine reports it (a host pid).
-func (e *Exec) PID() int { return e.hostPID }
+// The Engine fills it in once the process started, so the first call may
+// ask again for a short while; 0 means it could not be learnt.
+func (e *Exec) PID() int {
+	e.pidOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+			insp, err := e.m.cli.ExecInspect(ctx, e.execID, client.ExecInspectOptions{})
+			if err == nil && insp.PID != 0 {
+				e.hostPID = insp.PID
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.done:
+				return
+			case <-time.After(delay):
+			}
+		}
+	})
+	return e.hostPID
+}
 
 // ID is the Engine's exec id.
 func (e *Exec) ID() string { return e.execID }

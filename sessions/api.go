@@ -22,21 +22,24 @@ type ExecParams struct {
 
 // ProcessParams is the input of the process tool (SPEC §3).
 type ProcessParams struct {
-	Action     string   `json:"action"`
-	SessionID  string   `json:"sessionId,omitempty"`
-	Data       string   `json:"data,omitempty"`
-	EOF        bool     `json:"eof,omitempty"`
-	Keys       []string `json:"keys,omitempty"`
-	Hex        []string `json:"hex,omitempty"`
-	Literal    string   `json:"literal,omitempty"`
-	Text       string   `json:"text,omitempty"`
-	Bracketed  *bool    `json:"bracketed,omitempty"`
-	Offset     *int     `json:"offset,omitempty"`
-	Limit      *int     `json:"limit,omitempty"`
-	Signal     string   `json:"signal,omitempty"`
-	TimeoutMs  *float64 `json:"timeoutMs,omitempty"`
-	AgentID    string   `json:"agentId,omitempty"`
-	SessionKey string   `json:"sessionKey,omitempty"`
+	Action    string   `json:"action"`
+	SessionID string   `json:"sessionId,omitempty"`
+	Data      string   `json:"data,omitempty"`
+	EOF       bool     `json:"eof,omitempty"`
+	Keys      []string `json:"keys,omitempty"`
+	Hex       []string `json:"hex,omitempty"`
+	Literal   string   `json:"literal,omitempty"`
+	Text      string   `json:"text,omitempty"`
+	Bracketed *bool    `json:"bracketed,omitempty"`
+	Offset    *int     `json:"offset,omitempty"`
+	Limit     *int     `json:"limit,omitempty"`
+	Signal    string   `json:"signal,omitempty"`
+	TimeoutMs *float64 `json:"timeoutMs,omitempty"`
+	// Cols and Rows are the new terminal size for action "resize".
+	Cols       *int   `json:"cols,omitempty"`
+	Rows       *int   `json:"rows,omitempty"`
+	AgentID    string `json:"agentId,omitempty"`
+	SessionKey string `json:"sessionKey,omitempty"`
 }
 
 // Content is one entry of a tool result's content list.

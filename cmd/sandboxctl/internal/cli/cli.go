@@ -1,0 +1,247 @@
+// Package cli holds the sandboxctl commands (SPEC §10). Each cobra command
+// is a thin shell: it binds its flags into an options struct and calls an
+// exported RunX(ctx, cli, opts) function that holds the logic, so the logic
+// is testable without cobra and the commands stay declarative.
+//
+// exec and process talk to the daemon over the state directory's socket and
+// start one in the background when none answers; sandbox talks to the Docker
+// Engine directly through sandbox.Manager; serve is the daemon itself.
+//
+// Exit codes: 0 success; the command's own exit code for exec (see
+// ExecExitCode); 1 for a failure of sandboxctl or the environment (daemon,
+// Docker, a session that does not exist); 2 for bad usage or input rejected
+// by the API (HTTP 400).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/spf13/cobra"
+
+	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+)
+
+// StateEnv selects the state directory when --state is not given.
+const StateEnv = "SANDBOXCTL_STATE"
+
+// CLI carries the streams, the global flags and the process environment
+// every command needs. Build one per invocation; it is not safe for
+// concurrent use.
+type CLI struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+	// Version is printed by `version` and reported by the daemon.
+	Version string
+	// Getenv reads the environment (default os.Getenv).
+	Getenv func(string) string
+	// Executable is the binary that auto-start runs (default os.Executable).
+	Executable string
+
+	// Global flags.
+	StateFlag  string // --state
+	ConfigPath string // --config
+	JSON       bool   // --json
+}
+
+// ExitError ends the process with Code. A nil Err exits silently (the
+// command already said what it had to, e.g. a command's own exit code).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// usageErrorf is a bad-usage error: exit code 2.
+func usageErrorf(format string, args ...any) error {
+	return &ExitError{Code: 2, Err: fmt.Errorf(format, args...)}
+}
+
+// Report prints err (if it has a message) as "sandboxctl: <msg>" to w and
+// returns the process exit code for it.
+func Report(err error, w io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var exitErr *ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.Code
+		if exitErr.Err == nil {
+			return code
+		}
+	} else if cerrdefs.IsInvalidArgument(err) {
+		// A 400 from the daemon: the input was refused.
+		code = 2
+	}
+	fmt.Fprintf(w, "sandboxctl: %s\n", err)
+	return code
+}
+
+// NewRootCommand builds the sandboxctl command tree bound to c.
+func NewRootCommand(c *CLI) *cobra.Command {
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
+	root := &cobra.Command{
+		Use:   "sandboxctl",
+		Short: "Sandboxed shells for AI agents: the exec and process tools, sandboxes, and their daemon",
+		Long: `sandboxctl runs commands for AI agents in per-agent Docker sandboxes, on this
+host behind a guard, or on remote nodes, and lets them come back for the output
+of background runs. exec and process talk to the daemon (sandboxctl serve) on
+the state directory's socket and start one when none is running.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q for sandboxctl; run 'sandboxctl --help'", args[0])
+			}
+			return cmd.Help()
+		},
+	}
+	root.SetIn(c.In)
+	root.SetOut(c.Out)
+	root.SetErr(c.Err)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&c.StateFlag, "state", "", "state directory (default $"+StateEnv+", then the config's state, then ~/.sandboxctl)")
+	pf.StringVar(&c.ConfigPath, "config", "", "configuration file (sandboxctl.yaml; default: built-in defaults)")
+	pf.BoolVar(&c.JSON, "json", false, "print machine-readable JSON")
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	root.AddCommand(
+		newExecCommand(c),
+		newProcessCommand(c),
+		newSandboxCommand(c),
+		newServeCommand(c),
+		newMCPCommand(c),
+		newVersionCommand(c),
+	)
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with a usage-error exit code and a message
+// that names what is missing.
+func exactArgs(n int, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n {
+			return nil
+		}
+		if len(args) < n {
+			return usageErrorf("%s: missing %s", cmd.CommandPath(), strings.Join(names[len(args):], " "))
+		}
+		return usageErrorf("%s: unexpected argument %q", cmd.CommandPath(), args[n])
+	}
+}
+
+// LoadConfig loads the --config file (defaults without one).
+func (c *CLI) LoadConfig() (config.File, error) {
+	path := c.ConfigPath
+	if path != "" {
+		p, err := config.ExpandHome(path)
+		if err != nil {
+			return config.File{}, err
+		}
+		path = p
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return cfg, &ExitError{Code: 2, Err: err}
+	}
+	return cfg, nil
+}
+
+// StateDir resolves the state directory: --state, then $SANDBOXCTL_STATE,
+// then the config's state, then ~/.sandboxctl. The result is absolute.
+func (c *CLI) StateDir(cfg config.File) (string, error) {
+	dir := c.StateFlag
+	if dir == "" {
+		dir = c.Getenv(StateEnv)
+	}
+	if dir == "" {
+		dir = cfg.State
+	}
+	if dir == "" {
+		dir = "~/.sandboxctl"
+	}
+	dir, err := config.ExpandHome(dir)
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return abs, nil
+}
+
+// StateDirNoConfig resolves the state directory and loads the config only
+// when neither --state nor $SANDBOXCTL_STATE decides it, so that e.g. a
+// daemon can be stopped even after its config file was broken.
+func (c *CLI) StateDirNoConfig() (string, error) {
+	if c.StateFlag != "" || c.Getenv(StateEnv) != "" {
+		return c.StateDir(config.File{})
+	}
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return "", err
+	}
+	return c.StateDir(cfg)
+}
+
+// daemonCommand is the argv of a foreground daemon for stateDir, with the
+// same config file as this invocation.
+func (c *CLI) daemonCommand(stateDir string) ([]string, error) {
+	exe := c.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find the sandboxctl binary to start a daemon: %w", err)
+		}
+	}
+	argv := []string{exe, "--state", stateDir}
+	if c.ConfigPath != "" {
+		p, err := config.ExpandHome(c.ConfigPath)
+		if err != nil {
+			return nil, err
+		}
+		if p, err = filepath.Abs(p); err != nil {
+			return nil, fmt.Errorf("config path: %w", err)
+		}
+		argv = append(argv, "--config", p)
+	}
+	return append(argv, "serve"), nil
+}
+
+// Client returns a client for the state directory's daemon, starting one in
+// the background when none answers.
+func (c *CLI) Client(ctx context.Context, cfg config.File) (*daemon.Client, error) {
+	state, err := c.StateDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	argv, err := c.daemonCommand(state)
+	if err != nil {
+		return nil, err
+	}
+	return daemon.EnsureRunning(ctx, daemon.StartOptions{StateDir: state, Command: argv})
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+func TestExecExitCode(t *testing.T) {
+	tests := []struct {
+		name    string
+		details map[string]any
+		want    int
+	}{
+		{"completed 0", map[string]any{"status": "completed", "exitCode": 0.0}, 0},
+		{"completed 3", map[string]any{"status": "completed", "exitCode": 3.0}, 3},
+		{"running", map[string]any{"status": "running", "sessionId": "x"}, 0},
+		{"approval pending", map[string]any{"status": "approval-pending"}, 0},
+		{"denied", map[string]any{"status": "denied", "reason": "no"}, 1},
+		{"timeout", map[string]any{"status": "failed", "signal": "SIGKILL", "reason": "timeout after 1s"}, 124},
+		{"killed", map[string]any{"status": "failed", "signal": "SIGKILL", "reason": "terminated by signal SIGKILL"}, 137},
+		{"terminated", map[string]any{"status": "failed", "signal": "SIGTERM"}, 143},
+		{"short signal name", map[string]any{"status": "failed", "signal": "hup"}, 129},
+		{"failed otherwise", map[string]any{"status": "failed", "reason": "aborted"}, 1},
+		{"no status", map[string]any{}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ExecExitCode(sessions.Result{Details: tc.details}); got != tc.want {
+				t.Errorf("ExecExitCode = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExecParams(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    ExecOptions
+		wantCmd string
+		wantEnv map[string]string
+		wantErr string
+	}{
+		{name: "joined", opts: ExecOptions{Command: []string{"ls", "-la", "/tmp"}}, wantCmd: "ls -la /tmp"},
+		{name: "env", opts: ExecOptions{Command: []string{"env"}, Env: []string{"A=1", "B=x=y", "C="}}, wantCmd: "env",
+			wantEnv: map[string]string{"A": "1", "B": "x=y", "C": ""}},
+		{name: "env without =", opts: ExecOptions{Command: []string{"true"}, Env: []string{"FOO"}}, wantErr: "KEY=VALUE"},
+		{name: "env empty key", opts: ExecOptions{Command: []string{"true"}, Env: []string{"=v"}}, wantErr: "key is empty"},
+		{name: "env twice", opts: ExecOptions{Command: []string{"true"}, Env: []string{"A=1", "A=2"}}, wantErr: "given twice"},
+		{name: "no command", opts: ExecOptions{}, wantErr: "missing COMMAND"},
+		{name: "blank command", opts: ExecOptions{Command: []string{" ", ""}}, wantErr: "Provide a command to start."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := tc.opts.Params()
+			if tc.wantErr != "" {
+				var exitErr *ExitError
+				if !errors.As(err, &exitErr) || exitErr.Code != 2 || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want a usage error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Command != tc.wantCmd {
+				t.Errorf("command %q, want %q", p.Command, tc.wantCmd)
+			}
+			if len(p.Env) != len(tc.wantEnv) {
+				t.Errorf("env %v, want %v", p.Env, tc.wantEnv)
+			}
+			for k, v := range tc.wantEnv {
+				if p.Env[k] != v {
+					t.Errorf("env[%s] = %q, want %q", k, p.Env[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		wantCode int
+		wantOut  string
+	}{
+		{"nil", nil, 0, ""},
+		{"silent exit", &ExitError{Code: 3}, 3, ""},
+		{"usage", usageErrorf("bad flag"), 2, "sandboxctl: bad flag\n"},
+		{"api 400", &daemon.APIError{StatusCode: 400, Message: "Provide a command to start."}, 2, "sandboxctl: Provide a command to start.\n"},
+		{"api 503", &daemon.APIError{StatusCode: 503, Message: "docker down"}, 1, "sandboxctl: docker down\n"},
+		{"invalid argument class", cerrdefs.ErrInvalidArgument, 2, "sandboxctl: invalid argument\n"},
+		{"other", errors.New("boom"), 1, "sandboxctl: boom\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if code := Report(tc.err, &buf); code != tc.wantCode || buf.String() != tc.wantOut {
+				t.Errorf("Report = %d %q, want %d %q", code, buf.String(), tc.wantCode, tc.wantOut)
+			}
+		})
+	}
+}
+
+func TestStateDirPrecedence(t *testing.T) {
+	env := map[string]string{}
+	c := &CLI{Getenv: func(k string) string { return env[k] }}
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.State = "/from/config"
+	check := func(want string) {
+		t.Helper()
+		got, err := c.StateDir(cfg)
+		if err != nil || got != want {
+			t.Errorf("StateDir = %q, %v; want %q", got, err, want)
+		}
+	}
+	check("/from/config")
+	env[StateEnv] = "/from/env"
+	check("/from/env")
+	c.StateFlag = "/from/flag"
+	check("/from/flag")
+}
+
+func TestCommandTree(t *testing.T) {
+	// The subcommands of SPEC §10 built so far, each with its actions.
+	root := NewRootCommand(&CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}})
+	for _, path := range [][]string{
+		{"exec"}, {"serve"}, {"serve", "stop"}, {"version"},
+		{"process", "list"}, {"process", "poll"}, {"process", "log"}, {"process", "write"},
+		{"process", "send-keys"}, {"process", "paste"}, {"process", "submit"}, {"process", "kill"},
+		{"process", "clear"}, {"process", "remove"}, {"process", "resize"},
+		{"sandbox", "ls"}, {"sandbox", "create"}, {"sandbox", "rm"}, {"sandbox", "prune"},
+		{"sandbox", "explain"}, {"sandbox", "shell"},
+	} {
+		cmd, _, err := root.Find(path)
+		if err != nil || cmd.Name() != path[len(path)-1] || cmd.RunE == nil {
+			t.Errorf("sandboxctl %s: missing (%v)", strings.Join(path, " "), err)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+// ExecOptions are the flags of `sandboxctl exec`.
+type ExecOptions struct {
+	Host       string
+	Workdir    string
+	Env        []string // KEY=VALUE
+	YieldMs    *float64 // nil = not given
+	Background bool
+	Timeout    *float64 // seconds; nil = not given
+	PTY        bool
+	Elevated   bool
+	Security   string
+	Ask        string
+	Node       string
+	AgentID    string
+	SessionKey string
+	// Command is the command line: the arguments after the flags, joined
+	// with spaces.
+	Command []string
+}
+
+func newExecCommand(c *CLI) *cobra.Command {
+	var (
+		opts    ExecOptions
+		yieldMs int
+		timeout float64
+	)
+	cmd := &cobra.Command{
+		Use:   "exec [flags] -- COMMAND...",
+		Short: "Run a command through the exec tool and print its output",
+		Long: `Run a command through the daemon's exec tool (SPEC §2) and print its output,
+or the running / approval-pending notice. The arguments after the flags are
+joined with spaces into one shell command line.
+
+Exit code: the command's own exit code when it completed; 0 when it is still
+running in the background or waits for approval; 1 when it was denied or
+failed for another reason; 124 when its timeout killed it; 128+N when signal
+N ended it; 2 for bad input.
+
+Without --workdir, a command for the gateway host runs in the current
+directory (unless the config sets exec.cwd).`,
+		Example: `  sandboxctl exec -- ls -la
+  sandboxctl exec --background -- make test
+  sandboxctl exec --host gateway --env FOO=bar -- 'echo $FOO'`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("yield-ms") {
+				v := float64(yieldMs)
+				opts.YieldMs = &v
+			}
+			if cmd.Flags().Changed("timeout") {
+				opts.Timeout = &timeout
+			}
+			opts.Command = args
+			return RunExec(cmd.Context(), c, opts)
+		},
+	}
+	f := cmd.Flags()
+	// Flags after the first word belong to the command: `exec ls -la`.
+	f.SetInterspersed(false)
+	f.StringVar(&opts.Host, "host", "", "where to run: sandbox|gateway|node (default: the config's exec.host)")
+	f.StringVar(&opts.Workdir, "workdir", "", "working directory")
+	f.StringArrayVar(&opts.Env, "env", nil, "extra environment variable KEY=VALUE (repeatable)")
+	f.IntVar(&yieldMs, "yield-ms", 0, "wait this many ms, then background the run (10..120000)")
+	f.BoolVar(&opts.Background, "background", false, "background the run at once")
+	f.Float64Var(&timeout, "timeout", 0, "kill the whole process tree after this many seconds")
+	f.BoolVar(&opts.PTY, "pty", false, "run in a pseudo-terminal (120x30)")
+	f.BoolVar(&opts.Elevated, "elevated", false, "run on the gateway host with elevated rights (where configured)")
+	f.StringVar(&opts.Security, "security", "", "deny|allowlist|full (can only lower the configured mode)")
+	f.StringVar(&opts.Ask, "ask", "", "off|on-miss|always (can only raise the configured mode)")
+	f.StringVar(&opts.Node, "node", "", "node id or name for --host node")
+	f.StringVar(&opts.AgentID, "agent", "", "agent id (scopes sandboxes, sessions and approvals)")
+	f.StringVar(&opts.SessionKey, "session", "", "session key (scopes sandboxes and sessions)")
+	return cmd
+}
+
+// Params validates the options that can be checked locally and builds the
+// exec tool's input.
+func (o ExecOptions) Params() (sessions.ExecParams, error) {
+	p := sessions.ExecParams{
+		Command:    strings.Join(o.Command, " "),
+		Workdir:    o.Workdir,
+		YieldMs:    o.YieldMs,
+		Background: o.Background,
+		Timeout:    o.Timeout,
+		PTY:        o.PTY,
+		Elevated:   o.Elevated,
+		Host:       o.Host,
+		Security:   o.Security,
+		Ask:        o.Ask,
+		Node:       o.Node,
+		AgentID:    o.AgentID,
+		SessionKey: o.SessionKey,
+	}
+	if len(o.Command) == 0 {
+		return p, usageErrorf("exec: missing COMMAND (e.g. sandboxctl exec -- ls -la)")
+	}
+	if strings.TrimSpace(p.Command) == "" {
+		return p, usageErrorf("exec: Provide a command to start.")
+	}
+	for _, kv := range o.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return p, usageErrorf("exec: invalid --env %q: variables must be in KEY=VALUE format", kv)
+		}
+		if k == "" {
+			return p, usageErrorf("exec: invalid --env %q: the key is empty", kv)
+		}
+		if p.Env == nil {
+			p.Env = map[string]string{}
+		}
+		if _, dup := p.Env[k]; dup {
+			return p, usageErrorf("exec: --env %s given twice", k)
+		}
+		p.Env[k] = v
+	}
+	return p, nil
+}
+
+// RunExec runs opts.Command through the daemon's exec tool, prints the
+// result and returns an *ExitError carrying the command's exit code when it
+// is not 0.
+func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
+	p, err := opts.Params()
+	if err != nil {
+		return err
+	}
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return err
+	}
+	host := p.Host
+	if host == "" && !p.Elevated {
+		host = cfg.Exec.Host
+	}
+	if (host == "gateway" || p.Elevated) && cfg.Exec.Cwd == "" {
+		// The daemon's cwd is wherever it was first started; a user at a
+		// shell means the directory they are in.
+		if p.Workdir == "" {
+			if wd, err := os.Getwd(); err == nil {
+				p.Workdir = wd
+			}
+		} else if !filepath.IsAbs(p.Workdir) {
+			if abs, err := filepath.Abs(p.Workdir); err == nil {
+				p.Workdir = abs
+			}
+		}
+	}
+	client, err := c.Client(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	raw, err := client.ExecRaw(ctx, p)
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	var res sessions.Result
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("exec: decode the daemon's answer: %w", err)
+	}
+	if c.JSON {
+		if err := writeRaw(c.Out, raw); err != nil {
+			return err
+		}
+	} else {
+		out := c.Out
+		if status(res) == sessions.StatusDenied {
+			out = c.Err
+		}
+		if err := printText(out, res); err != nil {
+			return err
+		}
+	}
+	if code := ExecExitCode(res); code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
+}
+
+// interrupted turns the error of a request that the user interrupted
+// (Ctrl-C) into exit code 130 with what became of the command: the daemon
+// keeps a run whose caller went away in the background.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &ExitError{Code: 130, Err: errors.New("interrupted; the command may go on in the background: see 'sandboxctl process list'")}
+}
+
+// ExecExitCode maps an exec result to a process exit code:
+//   - completed: details.exitCode;
+//   - running, approval-pending: 0 (the run goes on, or waits for a human);
+//   - denied: 1;
+//   - failed: 124 when the timeout killed it (as coreutils timeout), 128+N
+//     when signal N ended it (as a shell reports it), else 1.
+func ExecExitCode(res sessions.Result) int {
+	switch status(res) {
+	case sessions.StatusCompleted:
+		if n, ok := res.Details["exitCode"].(float64); ok {
+			return int(n)
+		}
+		return 0
+	case sessions.StatusRunning, sessions.StatusApprovalPending:
+		return 0
+	case sessions.StatusFailed:
+		if reason, _ := res.Details["reason"].(string); strings.HasPrefix(reason, "timeout") {
+			return 124
+		}
+		if sig, _ := res.Details["signal"].(string); signalNumber(sig) > 0 {
+			return 128 + signalNumber(sig)
+		}
+		return 1
+	default:
+		return 1
+	}
+}
+
+func status(res sessions.Result) string {
+	s, _ := res.Details["status"].(string)
+	return s
+}
+
+// printText writes the result's text, ending with a newline.
+func printText(w io.Writer, res sessions.Result) error {
+	var b strings.Builder
+	for i, ct := range res.Content {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(ct.Text)
+	}
+	text := b.String()
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
+
+func writeRaw(w io.Writer, raw []byte) error {
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// signalNumber is the number of a signal name like "SIGKILL" (0 if unknown).
+func signalNumber(name string) int {
+	name = strings.ToUpper(strings.TrimSpace(name))
+	if name != "" && !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	return int(unix.SignalNum(name))
+}

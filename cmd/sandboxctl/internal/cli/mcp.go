@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/mcpserver"
+)
+
+// MCPOptions are the flags of `sandboxctl mcp`.
+type MCPOptions struct {
+	AgentID, SessionKey string
+}
+
+func newMCPCommand(c *CLI) *cobra.Command {
+	var opts MCPOptions
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the exec and process tools as an MCP server over stdio",
+		Long: `Serve the exec and process tools to an MCP client over standard input and
+output. Calls go to the state directory's daemon, which is started when none
+is running. With --agent/--session the server pins the caller's identity:
+whatever agentId and sessionKey the client sends are replaced, so the MCP
+client can reach only that agent's sandbox and sessions.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunMCP(cmd.Context(), c, opts, &mcp.StdioTransport{})
+		},
+	}
+	cmd.Flags().StringVar(&opts.AgentID, "agent", "", "pin every call to this agent id")
+	cmd.Flags().StringVar(&opts.SessionKey, "session", "", "pin every call to this session key")
+	return cmd
+}
+
+// RunMCP serves the tools on transport until the client disconnects.
+func RunMCP(ctx context.Context, c *CLI, opts MCPOptions, transport mcp.Transport) error {
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return err
+	}
+	client, err := c.Client(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, c.Version, transport)
+}

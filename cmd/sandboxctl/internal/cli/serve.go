@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/metrics"
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+)
+
+// TokenEnv holds the TCP listener's bearer token when --token is not given.
+const TokenEnv = "SANDBOXCTL_TOKEN"
+
+// pruneInterval is how often the daemon prunes idle and old sandboxes.
+const pruneInterval = 30 * time.Minute
+
+// ServeOptions are the flags of `sandboxctl serve`.
+type ServeOptions struct {
+	// Foreground runs the daemon in this process (the default); false
+	// starts it detached, as exec's auto-start does, and returns.
+	Foreground bool
+	Listen     string
+	Token      string
+	TLSCert    string
+	TLSKey     string
+}
+
+func newServeCommand(c *CLI) *cobra.Command {
+	var opts ServeOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: the exec and process tools over HTTP/JSON on the state directory's socket",
+		Long: `Run the sandboxctl daemon. It serves HTTP/JSON on <state>/sandboxctl.sock
+(mode 0600) and, with --listen, on TCP behind a bearer token (--token, else
+<state>/token, generated with mode 0600 when missing) and optionally TLS.
+
+Endpoints: POST /v1/tools/exec, POST /v1/tools/process, GET /v1/events
+(NDJSON stream), GET /v1/sandboxes, GET /healthz, and POST /v1/shutdown
+(socket only). SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
+gracefully: every process it started is killed and its socket and pid file
+are removed.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunServe(cmd.Context(), c, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.Foreground, "foreground", true, "run in the foreground (--foreground=false starts a detached daemon and returns)")
+	f.StringVar(&opts.Listen, "listen", "", "also serve on this TCP address, e.g. 127.0.0.1:7766")
+	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+TokenEnv+", then <state>/token)")
+	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
+	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "stop",
+		Short: "Stop the state directory's daemon gracefully",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunServeStop(cmd.Context(), c)
+		},
+	})
+	return cmd
+}
+
+// RunServe runs the daemon until ctx is done or it is asked to stop.
+func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return err
+	}
+	state, err := c.StateDir(cfg)
+	if err != nil {
+		return err
+	}
+	if !opts.Foreground {
+		return runServeDetached(ctx, c, state, opts)
+	}
+	if opts.Token == "" {
+		// The environment keeps the token out of ps, unlike --token.
+		opts.Token = c.Getenv(TokenEnv)
+	}
+	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
+	logf := logger.Printf
+
+	hosts, sbx, err := buildHosts(ctx, cfg, state, logf)
+	if err != nil {
+		return err
+	}
+	if sbx != nil {
+		defer sbx.Close()
+	}
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Logf: logf})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	tools := metrics.New(mgr)
+	dopts := daemon.Options{
+		StateDir:       state,
+		Tools:          tools,
+		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler()},
+		IsInvalidInput: sessions.IsInvalidInput,
+		IsUnavailable: func(err error) bool {
+			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) ||
+				errors.Is(err, sessions.ErrHostUnavailable)
+		},
+		Events: func(ctx context.Context) <-chan any {
+			return forward(ctx, mgr.Subscribe(ctx))
+		},
+		Listen:      opts.Listen,
+		Token:       opts.Token,
+		TLSCertFile: opts.TLSCert,
+		TLSKeyFile:  opts.TLSKey,
+		Version:     c.Version,
+		Logf:        logf,
+	}
+	if sbx != nil {
+		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
+	}
+	srv, err := daemon.Listen(ctx, dopts)
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = mgr.Close(closeCtx)
+		return err
+	}
+	runCtx, stopPruner := context.WithCancel(ctx)
+	defer stopPruner()
+	if sbx != nil && (cfg.Sandbox.Prune.IdleHours > 0 || cfg.Sandbox.Prune.MaxAgeDays > 0) {
+		go sbx.RunPruner(runCtx, pruneInterval)
+	}
+	return srv.Serve(ctx)
+}
+
+// buildHosts creates the gateway host (always) and the sandbox host. A
+// Docker Engine that does not answer does not stop the daemon: sandbox runs
+// then fail with the Engine's own "not reachable, start it with …" error.
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, *sandbox.Manager, error) {
+	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: gateway host: %w", err)
+	}
+	cwd, err := config.ExpandHome(cfg.Exec.Cwd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
+	}
+	hosts := map[string]sessions.Host{"gateway": sessions.NewGatewayHost(runner, cwd)}
+
+	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrInvalidConfig) {
+			return nil, nil, &ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+		}
+		logf("sandbox host unavailable: %v", err)
+		hosts["sandbox"] = unavailableHost{err: err}
+		return hosts, nil, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := sbx.Ping(pctx); err != nil {
+		logf("warning: %v; sandbox commands fail until it is up", err)
+	}
+	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
+	return hosts, sbx, nil
+}
+
+// unavailableHost stands in for a host that could not be built; every use
+// reports why.
+type unavailableHost struct{ err error }
+
+func (h unavailableHost) ResolveWorkdir(context.Context, string, string, string) (string, string, error) {
+	return "", "", h.err
+}
+
+func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Process, error) {
+	return nil, h.err
+}
+
+// forward copies typed events to the untyped channel the daemon streams.
+func forward[T any](ctx context.Context, in <-chan T) <-chan any {
+	out := make(chan any)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+func runServeDetached(ctx context.Context, c *CLI, state string, opts ServeOptions) error {
+	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" {
+		return usageErrorf("serve: --listen, --token and --tls-* need --foreground (run the daemon under a service manager instead)")
+	}
+	argv, err := c.daemonCommand(state)
+	if err != nil {
+		return err
+	}
+	client, err := daemon.EnsureRunning(ctx, daemon.StartOptions{StateDir: state, Command: argv})
+	if err != nil {
+		return err
+	}
+	h, err := client.Health(ctx)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return writeJSON(c.Out, h)
+	}
+	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, daemon.SocketPath(state))
+	return err
+}
+
+// RunServeStop stops the state directory's daemon and waits until it has
+// let go of the directory.
+func RunServeStop(ctx context.Context, c *CLI) error {
+	state, err := c.StateDirNoConfig()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return daemon.Stop(ctx, state)
+}

@@ -1,0 +1,220 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+// Client talks to a daemon over its unix socket or TCP. It keeps connections
+// alive between calls, so one Client is what a benchmark of the socket round
+// trip should reuse. It has no overall timeout: bound each call with ctx.
+type Client struct {
+	hc    *http.Client
+	base  string
+	token string
+}
+
+// NewUnixClient returns a client for the daemon listening on socketPath.
+func NewUnixClient(socketPath string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socketPath)
+		},
+		DisableCompression:  true,
+		MaxIdleConns:        16,
+		MaxIdleConnsPerHost: 16,
+	}
+	return &Client{hc: &http.Client{Transport: tr}, base: "http://sandboxctl"}
+}
+
+// NewTCPClient returns a client for a daemon's TCP listener at baseURL
+// ("http://host:port" or "https://…") that sends token as a bearer token.
+// tlsConfig may be nil.
+func NewTCPClient(baseURL, token string, tlsConfig *tls.Config) *Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConfig
+	return &Client{hc: &http.Client{Transport: tr}, base: strings.TrimRight(baseURL, "/"), token: token}
+}
+
+// CloseIdleConnections closes the client's idle keep-alive connections.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// APIError is a non-2xx answer of the daemon. errors.Is matches it against the
+// containerd errdefs class of its status (400 → ErrInvalidArgument, …).
+type APIError struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Is maps the status code to its errdefs class.
+func (e *APIError) Is(target error) bool {
+	switch e.StatusCode {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return target == cerrdefs.ErrInvalidArgument
+	case http.StatusUnauthorized:
+		return target == cerrdefs.ErrUnauthenticated
+	case http.StatusForbidden:
+		return target == cerrdefs.ErrPermissionDenied
+	case http.StatusNotFound:
+		return target == cerrdefs.ErrNotFound
+	case http.StatusConflict:
+		return target == cerrdefs.ErrConflict
+	case http.StatusServiceUnavailable:
+		return target == cerrdefs.ErrUnavailable
+	}
+	return false
+}
+
+// Health calls GET /healthz.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	raw, err := c.do(ctx, http.MethodGet, "/healthz", nil)
+	if err != nil {
+		return h, err
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return h, fmt.Errorf("daemon: decode health: %w", err)
+	}
+	if !h.OK {
+		return h, errors.New("daemon: health check answered ok=false")
+	}
+	return h, nil
+}
+
+// ExecRaw calls the exec tool and returns the result exactly as the daemon
+// sent it.
+func (c *Client) ExecRaw(ctx context.Context, p sessions.ExecParams) (json.RawMessage, error) {
+	return c.do(ctx, http.MethodPost, "/v1/tools/exec", p)
+}
+
+// Exec calls the exec tool.
+func (c *Client) Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error) {
+	return decodeResult(c.ExecRaw(ctx, p))
+}
+
+// ProcessRaw calls the process tool and returns the result exactly as the
+// daemon sent it.
+func (c *Client) ProcessRaw(ctx context.Context, p sessions.ProcessParams) (json.RawMessage, error) {
+	return c.do(ctx, http.MethodPost, "/v1/tools/process", p)
+}
+
+// Process calls the process tool.
+func (c *Client) Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+	return decodeResult(c.ProcessRaw(ctx, p))
+}
+
+// Sandboxes calls GET /v1/sandboxes and returns the JSON list.
+func (c *Client) Sandboxes(ctx context.Context) (json.RawMessage, error) {
+	return c.do(ctx, http.MethodGet, "/v1/sandboxes", nil)
+}
+
+// Shutdown asks the daemon to shut down gracefully (unix socket only). It
+// returns once the daemon accepted the request, not when it has stopped.
+func (c *Client) Shutdown(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/shutdown", struct{}{})
+	return err
+}
+
+// EventStream reads the NDJSON event stream of GET /v1/events.
+type EventStream struct {
+	body io.ReadCloser
+	dec  *json.Decoder
+}
+
+// Events opens the event stream. It ends when ctx is done, Close is called,
+// or the daemon stops (Next then returns io.EOF or an error).
+func (c *Client) Events(ctx context.Context) (*EventStream, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	return &EventStream{body: resp.Body, dec: json.NewDecoder(bufio.NewReader(resp.Body))}, nil
+}
+
+// Next decodes the next event into v (e.g. a *sessions.Event or a
+// *map[string]any).
+func (s *EventStream) Next(v any) error { return s.dec.Decode(v) }
+
+// Close ends the stream.
+func (s *EventStream) Close() error { return s.body.Close() }
+
+func decodeResult(raw json.RawMessage, err error) (sessions.Result, error) {
+	var res sessions.Result
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return res, fmt.Errorf("daemon: decode result: %w", err)
+	}
+	return res, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %s %s: read answer: %w", method, path, err)
+	}
+	return json.RawMessage(bytes.TrimSpace(data)), nil
+}
+
+// send performs the request and returns the response of a 2xx answer; any
+// other answer becomes an *APIError.
+func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: encode request: %w", err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb errorBody
+	msg := strings.TrimSpace(string(data))
+	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+		msg = eb.Error
+	}
+	if msg == "" {
+		msg = resp.Status
+	}
+	return nil, &APIError{StatusCode: resp.StatusCode, Message: msg}
+}

@@ -1,0 +1,35 @@
+// Package daemon is the HTTP/JSON face of sandboxctl (SPEC §10): the server
+// that `sandboxctl serve` runs on a unix socket in the state directory (and
+// optionally on TCP behind a bearer token and TLS), and the Client that the
+// CLI, tests and benchmarks use to reach it.
+//
+// Endpoints:
+//
+//	POST /v1/tools/exec     body sessions.ExecParams    → sessions.Result
+//	POST /v1/tools/process  body sessions.ProcessParams → sessions.Result
+//	GET  /v1/events         NDJSON stream of sessions.Event, one per line,
+//	                        flushed as they happen; ends when the client
+//	                        goes away or the daemon stops
+//	GET  /v1/sandboxes      JSON array of sandbox.Info
+//	GET  /healthz           {"ok":true,"pid":N,"version":"…"}
+//	POST /v1/shutdown       graceful shutdown (unix socket only) → 202
+//
+// The server does no tool logic itself. It decodes request bodies strictly
+// (at most 1 MiB → else 413; unknown fields, wrong types, trailing data →
+// 400 naming the problem), hands them to a Tools implementation (in
+// production a *sessions.Manager), and maps error classes to status codes:
+// invalid input → 400, not found → 404, a backend that is down (Docker) →
+// 503, anything else → 500, always as {"error": message}. An unknown process
+// session is not an error: it is an ordinary result whose text is
+// "No session found for ID".
+//
+// On TCP every request needs "Authorization: Bearer <token>" (compared in
+// constant time; 401 otherwise), and /v1/shutdown does not exist there.
+//
+// Files in the state directory: sandboxctl.sock (mode 0600, bound in a
+// private directory and moved into place so it is never reachable with wider
+// permissions), daemon.pid, daemon.lock (an flock held for the daemon's
+// lifetime so that two daemons can never serve one state directory), token
+// (for the TCP listener, mode 0600) and daemon.log (output of a daemon
+// started in the background by EnsureRunning).
+package daemon

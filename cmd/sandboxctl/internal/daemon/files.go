@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// lockStateDir takes an exclusive, non-blocking flock on <dir>/daemon.lock.
+// The kernel drops it when the process dies, so unlike the pid file it can
+// never go stale.
+func lockStateDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			if pid, perr := ReadPIDFile(dir); perr == nil {
+				return nil, fmt.Errorf("daemon: %w (pid %d holds %s)", ErrAlreadyRunning, pid, path)
+			}
+			return nil, fmt.Errorf("daemon: %w (%s is locked)", ErrAlreadyRunning, path)
+		}
+		return nil, fmt.Errorf("daemon: lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ReadPIDFile returns the pid recorded in <stateDir>/daemon.pid.
+func ReadPIDFile(stateDir string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, PIDFileName))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("daemon: pid file holds %q, not a pid", strings.TrimSpace(string(data)))
+	}
+	return pid, nil
+}
+
+// LoadOrCreateToken returns the TCP bearer token in <stateDir>/token,
+// generating 32 random bytes (hex) with mode 0600 when the file is missing. A
+// token file that others can read is refused rather than used.
+func LoadOrCreateToken(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, TokenFileName)
+	for range 2 {
+		tok, err := readToken(path)
+		if err == nil {
+			return tok, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		buf := make([]byte, 32)
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("daemon: generate token: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue // created concurrently: read theirs
+		}
+		if err != nil {
+			return "", fmt.Errorf("daemon: create token file: %w", err)
+		}
+		tok = hex.EncodeToString(buf)
+		_, werr := f.WriteString(tok + "\n")
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			_ = os.Remove(path)
+			return "", fmt.Errorf("daemon: write token file: %w", werr)
+		}
+		return tok, nil
+	}
+	return readToken(path)
+}
+
+func readToken(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("daemon: token file %s is readable by others (mode %04o); run chmod 600 on it", path, fi.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("daemon: read token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("daemon: token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// writeFileAtomic writes data to a temp file beside path and renames it over
+// path, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Chmod(perm)
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+	}
+	return werr
+}

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+)
+
+// startGatewayDaemon serves a real sessions.Manager whose only host is this
+// machine (the gateway), with security full and ask off so that no guard is
+// needed. It returns the manager too, for its events.
+func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
+	t.Helper()
+	runner, err := hostexec.NewRunner(t.Context(), hostexec.Options{Logf: t.Logf})
+	if err != nil {
+		t.Skipf("gateway host not available on this system: %v", err)
+	}
+	cfg := config.Default()
+	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
+	mgr, err := sessions.New(sessions.Options{
+		Config: cfg,
+		Hosts:  map[string]sessions.Host{"gateway": sessions.NewGatewayHost(runner, t.TempDir())},
+		Logf:   t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("sessions.New: %v", err)
+	}
+	r := startServer(t, Options{
+		Tools:          mgr,
+		IsInvalidInput: sessions.IsInvalidInput,
+		Events: func(ctx context.Context) <-chan any {
+			in := mgr.Subscribe(ctx)
+			out := make(chan any)
+			go func() {
+				defer close(out)
+				for ev := range in {
+					out <- ev
+				}
+			}()
+			return out
+		},
+	})
+	return r, mgr
+}
+
+func TestRealExecRoundTrip(t *testing.T) {
+	r, _ := startGatewayDaemon(t)
+	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "echo hi; exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Details["status"] != sessions.StatusCompleted || res.Details["exitCode"] != float64(3) {
+		t.Errorf("details = %v", res.Details)
+	}
+	if len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, "hi") {
+		t.Errorf("content = %+v", res.Content)
+	}
+	// Bad input is the caller's fault: 400 with the tool's message.
+	_, err = r.client.Exec(t.Context(), sessions.ExecParams{Command: "  "})
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "Provide a command to start.") {
+		t.Errorf("empty command: %v", err)
+	}
+	// An unknown session is an ordinary answer, at once.
+	pres, err := r.client.Process(t.Context(), sessions.ProcessParams{Action: "poll", SessionID: "nope"})
+	if err != nil || !errors.Is(pres.Err(), sessions.ErrNoSession) {
+		t.Errorf("poll nope: %+v, %v", pres, err)
+	}
+}
+
+func TestRealEventsExitOfBackgroundSession(t *testing.T) {
+	r, _ := startGatewayDaemon(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	stream, err := r.client.Events(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "sleep 0.2; echo bye", Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := res.Details["sessionId"].(string)
+	if res.Details["status"] != sessions.StatusRunning || id == "" {
+		t.Fatalf("background exec: %v", res.Details)
+	}
+	for {
+		var ev sessions.Event
+		if err := stream.Next(&ev); err != nil {
+			t.Fatalf("no exit event for %s: %v", id, err)
+		}
+		if ev.Type == "exit" && ev.SessionID == id {
+			if !strings.Contains(ev.Text, "bye") || !strings.Contains(ev.Text, id) {
+				t.Errorf("exit event text %q", ev.Text)
+			}
+			return
+		}
+	}
+}
+
+func TestRealShutdownKillsBackgroundProcesses(t *testing.T) {
+	r, _ := startGatewayDaemon(t)
+	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "sleep 300", Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := int(res.Details["pid"].(float64))
+	if pid <= 0 {
+		t.Fatalf("no pid in %v", res.Details)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("background sleep (pid %d) not running: %v", pid, err)
+	}
+	r.stop(t)
+	// Neither the process nor anything in its group may be left.
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil || syscall.Kill(-pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d (or its group) still alive after graceful shutdown", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRealShutdownEndsForegroundExec(t *testing.T) {
+	r, _ := startGatewayDaemon(t)
+	done := make(chan error, 1)
+	go func() {
+		yield := 60000.0
+		_, err := r.client.Exec(context.Background(), sessions.ExecParams{Command: "sleep 300", YieldMs: &yield})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // let it start
+	start := time.Now()
+	r.stop(t)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("foreground exec still waiting after shutdown")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("shutdown took %s", d)
+	}
+}

@@ -1,0 +1,592 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+// Names of the daemon's files inside the state directory.
+const (
+	SocketName    = "sandboxctl.sock"
+	PIDFileName   = "daemon.pid"
+	LockFileName  = "daemon.lock"
+	TokenFileName = "token"
+	LogFileName   = "daemon.log"
+)
+
+// MaxBodyBytes is the largest request body the daemon reads (1 MiB); larger
+// bodies are refused with 413.
+const MaxBodyBytes = 1 << 20
+
+// minTokenLen is the shortest bearer token accepted for the TCP listener.
+const minTokenLen = 16
+
+// maxSocketPath is the longest unix socket path every supported OS accepts
+// (sun_path is 108 bytes on Linux and 104 on the BSDs, including the NUL).
+const maxSocketPath = 103
+
+// ErrAlreadyRunning is returned by Listen when another daemon serves the state
+// directory.
+var ErrAlreadyRunning = errors.New("a sandboxctl daemon is already running for this state directory")
+
+// SocketPath is the daemon's unix socket inside stateDir.
+func SocketPath(stateDir string) string { return filepath.Join(stateDir, SocketName) }
+
+// Tools is the part of a *sessions.Manager that the daemon serves.
+type Tools interface {
+	Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
+	Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
+	// Close ends every process the tools started; the daemon calls it once
+	// on shutdown, after it stopped accepting requests.
+	Close(ctx context.Context) error
+}
+
+// Options configure a Server. StateDir and Tools are required.
+type Options struct {
+	// StateDir holds the socket, pid file, lock and token; it is created
+	// (mode 0700) when missing.
+	StateDir string
+	Tools    Tools
+	// Events subscribes to the tool events (sessions.Manager.Subscribe); the
+	// channel must close or stop being read from once ctx is done. Nil makes
+	// GET /v1/events answer 503.
+	Events func(ctx context.Context) <-chan any
+	// Sandboxes lists the managed sandboxes for GET /v1/sandboxes. Nil makes
+	// the endpoint answer 503.
+	Sandboxes func(ctx context.Context) (any, error)
+	// IsInvalidInput reports errors that are the caller's fault (→ 400)
+	// beyond the containerd errdefs classes, e.g. sessions.ErrInvalidInput.
+	IsInvalidInput func(error) bool
+	// IsUnavailable reports errors of a backend that is down (→ 503), e.g.
+	// sandbox.ErrDockerUnreachable.
+	IsUnavailable func(error) bool
+	// Listen, when set, also serves on this TCP address; every request there
+	// needs "Authorization: Bearer <token>".
+	Listen string
+	// Token is the bearer token of the TCP listener; empty means the content
+	// of <StateDir>/token, generated (mode 0600) when missing.
+	Token string
+	// TLSCertFile and TLSKeyFile, both or neither, serve TCP over TLS.
+	TLSCertFile, TLSKeyFile string
+	// Routes are extra endpoints ("GET /metrics", "POST /v1/approvals", ...)
+	// served on the socket and, behind the token, on TCP.
+	Routes map[string]http.Handler
+	// Version is reported by /healthz.
+	Version string
+	// ShutdownGrace is how long in-flight requests may finish on their own
+	// before the tools are closed (default 2 s).
+	ShutdownGrace time.Duration
+	Logf          func(format string, args ...any)
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	OK      bool   `json:"ok"`
+	PID     int    `json:"pid"`
+	Version string `json:"version"`
+}
+
+// Server is a listening daemon. Create it with Listen, run it with Serve.
+type Server struct {
+	opts     Options
+	token    string
+	lock     *os.File
+	sockPath string
+	pidPath  string
+
+	unixLn, tcpLn   net.Listener
+	unixSrv, tcpSrv *http.Server
+
+	stopReq  chan struct{} // closed by RequestShutdown
+	stopOnce sync.Once
+	stopping chan struct{} // closed when shutdown begins; ends event streams
+}
+
+// Listen takes the state directory's lock, removes a stale socket (only when
+// nothing answers on it), listens on the unix socket (mode 0600) and, when
+// configured, on TCP, and writes the pid file. It fails with ErrAlreadyRunning
+// when another daemon serves the directory. The caller must call Serve, which
+// releases everything when it returns.
+func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
+	if opts.StateDir == "" {
+		return nil, errors.New("daemon: state directory is required")
+	}
+	if opts.Tools == nil {
+		return nil, errors.New("daemon: tools are required")
+	}
+	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
+		return nil, errors.New("daemon: --tls-cert and --tls-key must be given together")
+	}
+	if opts.TLSCertFile != "" && opts.Listen == "" {
+		return nil, errors.New("daemon: --tls-cert/--tls-key need --listen")
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 2 * time.Second
+	}
+	stateDir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: state directory: %w", err)
+	}
+	opts.StateDir = stateDir
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("daemon: create state directory: %w", err)
+	}
+	s := &Server{
+		opts:     opts,
+		sockPath: SocketPath(stateDir),
+		pidPath:  filepath.Join(stateDir, PIDFileName),
+		stopReq:  make(chan struct{}),
+		stopping: make(chan struct{}),
+	}
+	if len(s.sockPath) > maxSocketPath {
+		return nil, fmt.Errorf("daemon: socket path %q is %d bytes, longer than the %d a unix socket allows; use a shorter --state directory", s.sockPath, len(s.sockPath), maxSocketPath)
+	}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+
+	if s.lock, err = lockStateDir(stateDir); err != nil {
+		return nil, err
+	}
+	if err := s.removeStaleSocket(ctx); err != nil {
+		return nil, err
+	}
+	if s.unixLn, err = listenUnixPrivate(s.sockPath); err != nil {
+		return nil, err
+	}
+	if opts.Listen != "" {
+		s.token = opts.Token
+		if s.token != "" && len(s.token) < minTokenLen {
+			return nil, fmt.Errorf("daemon: the bearer token must be at least %d characters", minTokenLen)
+		}
+		if s.token == "" {
+			if s.token, err = LoadOrCreateToken(stateDir); err != nil {
+				return nil, err
+			}
+		}
+		if s.tcpLn, err = net.Listen("tcp", opts.Listen); err != nil {
+			return nil, fmt.Errorf("daemon: listen on %s: %w", opts.Listen, err)
+		}
+		if ta, ok := s.tcpLn.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && opts.TLSCertFile == "" {
+			opts.Logf("warning: %s is reachable from other machines without TLS: the bearer token travels in clear text (use --tls-cert/--tls-key)", ta)
+		}
+	}
+	if err := writeFileAtomic(s.pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("daemon: write pid file: %w", err)
+	}
+
+	s.unixSrv = s.newHTTPServer(s.routes(true))
+	if s.tcpLn != nil {
+		s.tcpSrv = s.newHTTPServer(s.requireToken(s.routes(false)))
+	}
+	return s, nil
+}
+
+// SocketPath is the unix socket the server listens on.
+func (s *Server) SocketPath() string { return s.sockPath }
+
+// TCPAddr is the address of the TCP listener, or nil without one.
+func (s *Server) TCPAddr() net.Addr {
+	if s.tcpLn == nil {
+		return nil
+	}
+	return s.tcpLn.Addr()
+}
+
+// Token is the bearer token the TCP listener requires ("" without one).
+func (s *Server) Token() string { return s.token }
+
+// RequestShutdown makes Serve shut down gracefully; it does not wait.
+func (s *Server) RequestShutdown() { s.stopOnce.Do(func() { close(s.stopReq) }) }
+
+// Serve serves until ctx is done or RequestShutdown is called, then shuts
+// down gracefully: it stops accepting, ends event streams, gives in-flight
+// requests ShutdownGrace to finish, closes the tools (which kill everything
+// they started), and removes the socket, pid file and lock.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- s.unixSrv.Serve(s.unixLn) }()
+	if s.tcpSrv != nil {
+		go func() {
+			if s.opts.TLSCertFile != "" {
+				errc <- s.tcpSrv.ServeTLS(s.tcpLn, s.opts.TLSCertFile, s.opts.TLSKeyFile)
+				return
+			}
+			errc <- s.tcpSrv.Serve(s.tcpLn)
+		}()
+	}
+	s.opts.Logf("sandboxctl daemon (pid %d) listening on %s", os.Getpid(), s.sockPath)
+	if s.tcpLn != nil {
+		s.opts.Logf("also listening on tcp %s (tls: %t)", s.tcpLn.Addr(), s.opts.TLSCertFile != "")
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		s.opts.Logf("shutting down: %v", context.Cause(ctx))
+	case <-s.stopReq:
+		s.opts.Logf("shutting down: requested")
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			serveErr = fmt.Errorf("daemon: serve: %w", err)
+			s.opts.Logf("shutting down: %v", err)
+		}
+	}
+	if err := s.shutdown(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	return serveErr
+}
+
+func (s *Server) shutdown() error {
+	close(s.stopping)
+	servers := []*http.Server{s.unixSrv}
+	if s.tcpSrv != nil {
+		servers = append(servers, s.tcpSrv)
+	}
+	// Stop accepting and wait for in-flight requests, but only for the
+	// grace period: a foreground exec can wait minutes for its command, and
+	// closing the tools below is what ends it.
+	graceCtx, cancelGrace := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+	defer cancelGrace()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(graceCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				s.opts.Logf("http shutdown: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancelClose()
+	var closeErr error
+	if err := s.opts.Tools.Close(closeCtx); err != nil {
+		closeErr = fmt.Errorf("daemon: close tools: %w", err)
+		s.opts.Logf("%v", closeErr)
+	}
+	// Requests still running now were ended by Close; give them a moment
+	// to write their answers, then cut what is left.
+	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancelFinal()
+	for _, srv := range servers {
+		if err := srv.Shutdown(finalCtx); err != nil {
+			_ = srv.Close()
+		}
+	}
+	s.release()
+	s.opts.Logf("sandboxctl daemon (pid %d) stopped", os.Getpid())
+	return closeErr
+}
+
+// release removes the socket and pid file and drops the lock, in that order,
+// so that a daemon starting next never sees our files as its own.
+func (s *Server) release() {
+	if s.unixLn != nil {
+		_ = s.unixLn.Close()
+		_ = os.Remove(s.sockPath)
+	}
+	if s.tcpLn != nil {
+		_ = s.tcpLn.Close()
+	}
+	if s.lock != nil {
+		if data, err := os.ReadFile(s.pidPath); err == nil && strings.TrimSpace(string(data)) == strconv.Itoa(os.Getpid()) {
+			_ = os.Remove(s.pidPath)
+		}
+		_ = s.lock.Close() // closing the descriptor drops the flock
+		s.lock = nil
+	}
+}
+
+// removeStaleSocket removes a socket left by a daemon that died, but only
+// when nothing answers on it.
+func (s *Server) removeStaleSocket(ctx context.Context) error {
+	fi, err := os.Lstat(s.sockPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("daemon: stat socket: %w", err)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("daemon: %s exists and is not a socket; remove it by hand", s.sockPath)
+	}
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if h, err := NewUnixClient(s.sockPath).Health(hctx); err == nil {
+		return fmt.Errorf("daemon: %w (pid %d answers on %s)", ErrAlreadyRunning, h.PID, s.sockPath)
+	}
+	d := net.Dialer{Timeout: time.Second}
+	if c, err := d.DialContext(ctx, "unix", s.sockPath); err == nil {
+		_ = c.Close()
+		return fmt.Errorf("daemon: %w (something accepts connections on %s)", ErrAlreadyRunning, s.sockPath)
+	}
+	if err := os.Remove(s.sockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("daemon: remove stale socket: %w", err)
+	}
+	s.opts.Logf("removed stale socket %s", s.sockPath)
+	return nil
+}
+
+// listenUnixPrivate listens on path with mode 0600 and no window in which the
+// socket is reachable with wider permissions: it binds inside a fresh private
+// (0700) directory, tightens the mode, and then renames the socket into place.
+func listenUnixPrivate(path string) (net.Listener, error) {
+	tmpDir, err := os.MkdirTemp(filepath.Dir(path), ".sock-")
+	if err != nil {
+		return nil, fmt.Errorf("daemon: socket temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmpDir)
+	tmp := filepath.Join(tmpDir, "s")
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: listen on unix socket: %w", err)
+	}
+	ul := ln.(*net.UnixListener)
+	// The file now lives at path, not tmp: we remove it ourselves.
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("daemon: chmod socket: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("daemon: move socket into place: %w", err)
+	}
+	return ln, nil
+}
+
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: /v1/events streams and a foreground exec may
+		// legitimately take up to its yield window.
+	}
+}
+
+func (s *Server) routes(unix bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("POST /v1/tools/exec", s.handleExec)
+	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
+	mux.HandleFunc("GET /v1/events", s.handleEvents)
+	mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
+	for pattern, h := range s.opts.Routes {
+		mux.Handle(pattern, h)
+	}
+	if unix {
+		// Only over the socket: whoever can reach it is the daemon's
+		// owner, while a TCP token is meant to grant tool use only.
+		mux.HandleFunc("POST /v1/shutdown", s.handleShutdown)
+	}
+	return mux
+}
+
+// requireToken guards the TCP listener. Both sides are hashed before the
+// constant-time compare so that not even the token's length leaks.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(s.token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxctl"`)
+			writeError(w, http.StatusUnauthorized, errors.New("missing or invalid bearer token"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Health{OK: true, PID: os.Getpid(), Version: s.opts.Version})
+}
+
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	var p sessions.ExecParams
+	if code, err := decodeBody(w, r, &p); err != nil {
+		writeError(w, code, err)
+		return
+	}
+	res, err := s.opts.Tools.Exec(r.Context(), p)
+	s.writeResult(w, res, err)
+}
+
+func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
+	var p sessions.ProcessParams
+	if code, err := decodeBody(w, r, &p); err != nil {
+		writeError(w, code, err)
+		return
+	}
+	res, err := s.opts.Tools.Process(r.Context(), p)
+	s.writeResult(w, res, err)
+}
+
+func (s *Server) writeResult(w http.ResponseWriter, res sessions.Result, err error) {
+	if err != nil {
+		writeError(w, s.statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Events == nil {
+		writeError(w, http.StatusServiceUnavailable, errors.New("the event stream is not available"))
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, errors.New("streaming unsupported"))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	events := s.opts.Events(ctx)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stopping:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if err := enc.Encode(ev); err != nil {
+				return
+			}
+			flusher.Flush()
+		}
+	}
+}
+
+func (s *Server) handleSandboxes(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Sandboxes == nil {
+		writeError(w, http.StatusServiceUnavailable, errors.New("sandboxes are not available in this daemon"))
+		return
+	}
+	list, err := s.opts.Sandboxes(r.Context())
+	if err != nil {
+		writeError(w, s.statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) handleShutdown(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusAccepted, map[string]any{"ok": true, "pid": os.Getpid()})
+	s.RequestShutdown()
+}
+
+func (s *Server) statusFor(err error) int {
+	switch {
+	case s.opts.IsInvalidInput != nil && s.opts.IsInvalidInput(err),
+		cerrdefs.IsInvalidArgument(err):
+		return http.StatusBadRequest
+	case cerrdefs.IsNotFound(err):
+		return http.StatusNotFound
+	case cerrdefs.IsConflict(err), cerrdefs.IsAlreadyExists(err):
+		return http.StatusConflict
+	case cerrdefs.IsPermissionDenied(err):
+		return http.StatusForbidden
+	case s.opts.IsUnavailable != nil && s.opts.IsUnavailable(err),
+		cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// decodeBody decodes one JSON object strictly into v and returns the status
+// code to answer with when it cannot.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeStatus(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			if code, derr := decodeStatus(err); code == http.StatusRequestEntityTooLarge {
+				return code, derr
+			}
+		}
+		return http.StatusBadRequest, errors.New("request body has data after the JSON object")
+	}
+	return 0, nil
+}
+
+func decodeStatus(err error) (int, error) {
+	var (
+		tooBig  *http.MaxBytesError
+		typeErr *json.UnmarshalTypeError
+		synErr  *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than %d bytes", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		return http.StatusBadRequest, errors.New("request body is empty; expected a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return http.StatusBadRequest, errors.New("request body is truncated JSON")
+	case errors.As(err, &typeErr):
+		if typeErr.Field != "" {
+			return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		}
+		return http.StatusBadRequest, fmt.Errorf("request body must be a JSON object, got JSON %s", typeErr.Value)
+	case errors.As(err, &synErr):
+		return http.StatusBadRequest, fmt.Errorf("malformed JSON at byte %d: %s", synErr.Offset, strings.TrimPrefix(synErr.Error(), "json: "))
+	default:
+		// e.g. `json: unknown field "foo"` from DisallowUnknownFields.
+		return http.StatusBadRequest, fmt.Errorf("bad request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+// errorBody is the body of every non-2xx answer.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, errorBody{Error: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

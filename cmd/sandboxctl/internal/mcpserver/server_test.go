@@ -1,0 +1,140 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+// recordingTools answers like a Manager and records what reached it. A fake
+// is fine here: the claim under test is the MCP mapping, not execution.
+type recordingTools struct {
+	mu    sync.Mutex
+	execs []sessions.ExecParams
+	procs []sessions.ProcessParams
+}
+
+func (r *recordingTools) Exec(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
+	r.mu.Lock()
+	r.execs = append(r.execs, p)
+	r.mu.Unlock()
+	if strings.TrimSpace(p.Command) == "" {
+		return sessions.Result{}, fmt.Errorf("%w: Provide a command to start.", sessions.ErrInvalidInput)
+	}
+	return sessions.Result{
+		Content: []sessions.Content{{Type: "text", Text: "hi\n"}},
+		Details: map[string]any{"status": "completed", "exitCode": 0, "aggregated": "hi\n"},
+	}, nil
+}
+
+func (r *recordingTools) Process(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+	r.mu.Lock()
+	r.procs = append(r.procs, p)
+	r.mu.Unlock()
+	return sessions.Result{Content: []sessions.Content{{Type: "text", Text: "No session found for " + p.SessionID}},
+		Details: map[string]any{"status": "failed", "error": "not_found"}}, nil
+}
+
+func connect(t *testing.T, tools Tools, id Identity) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := New(tools, id, "test").Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func TestToolsListedWithSchemas(t *testing.T) {
+	cs := connect(t, &recordingTools{}, Identity{})
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range res.Tools {
+		names[tool.Name] = true
+		if tool.InputSchema == nil {
+			t.Errorf("%s has no input schema", tool.Name)
+		}
+	}
+	if !names["exec"] || !names["process"] || len(names) != 2 {
+		t.Fatalf("tools = %v", names)
+	}
+}
+
+func TestCallsMapToToolResults(t *testing.T) {
+	tests := []struct {
+		name     string
+		tool     string
+		args     map[string]any
+		id       Identity
+		wantText string
+		wantErr  bool
+		check    func(t *testing.T, r *recordingTools)
+	}{
+		{"exec completed", "exec", map[string]any{"command": "echo hi", "agentId": "a1"}, Identity{}, "hi\n", false,
+			func(t *testing.T, r *recordingTools) {
+				if r.execs[0].AgentID != "a1" {
+					t.Errorf("agentId not passed: %+v", r.execs[0])
+				}
+			}},
+		{"identity pinned", "exec", map[string]any{"command": "echo hi", "agentId": "intruder", "sessionKey": "x"}, Identity{AgentID: "owner"}, "hi\n", false,
+			func(t *testing.T, r *recordingTools) {
+				if r.execs[0].AgentID != "owner" || r.execs[0].SessionKey != "" {
+					t.Errorf("identity not pinned: %+v", r.execs[0])
+				}
+			}},
+		{"bad input is a tool error", "exec", map[string]any{"command": "  "}, Identity{}, "Provide a command to start.", true, nil},
+		{"process unknown id", "process", map[string]any{"action": "poll", "sessionId": "nope"}, Identity{}, "No session found for nope", false,
+			func(t *testing.T, r *recordingTools) {
+				if r.procs[0].Action != "poll" {
+					t.Errorf("action lost: %+v", r.procs[0])
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recordingTools{}
+			cs := connect(t, rec, tt.id)
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tt.tool, Arguments: tt.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError != tt.wantErr {
+				t.Errorf("IsError = %v", res.IsError)
+			}
+			if len(res.Content) == 0 {
+				t.Fatal("no content")
+			}
+			text := res.Content[0].(*mcp.TextContent).Text
+			if !strings.Contains(text, tt.wantText) {
+				t.Errorf("text = %q, want %q", text, tt.wantText)
+			}
+			if tt.check != nil {
+				tt.check(t, rec)
+			}
+		})
+	}
+}
+
+func TestUnknownFieldRejected(t *testing.T) {
+	cs := connect(t, &recordingTools{}, Identity{})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "x", "bogus": 1}})
+	if err == nil && !res.IsError {
+		t.Fatal("unknown field accepted")
+	}
+}

@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+// stubTools returns canned results; the claim under test is the counting.
+type stubTools struct{}
+
+func (stubTools) Exec(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
+	if p.Command == "" {
+		return sessions.Result{}, fmt.Errorf("%w: empty", sessions.ErrInvalidInput)
+	}
+	return sessions.Result{Details: map[string]any{"status": "completed"}}, nil
+}
+
+func (stubTools) Process(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+	return sessions.Result{Details: map[string]any{"status": "failed", "error": "not_found"}}, nil
+}
+
+func TestCountsAppearInExposition(t *testing.T) {
+	in := New(stubTools{})
+	ctx := context.Background()
+	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox"})
+	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox"})
+	_, _ = in.Exec(ctx, sessions.ExecParams{})
+	_, _ = in.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: "x"})
+	rec := httptest.NewRecorder()
+	in.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`sandboxctl_exec_total{host="sandbox",status="completed"} 2`,
+		`sandboxctl_exec_total{host="default",status="invalid"} 1`,
+		`sandboxctl_process_total{action="poll",outcome="not_found"} 1`,
+		`sandboxctl_exec_call_seconds_count{host="sandbox"} 2`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,453 @@
+package main_test
+
+// These tests build the real binary once (TestMain) and run it as a separate
+// process against an isolated --state directory, as a user would: the first
+// exec starts a daemon in the background, later ones reuse it. Every test
+// stops the daemons it started (serve stop, then a kill by pid file), and
+// TestMain fails the run if any `serve` of the test binary is left over.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the sandboxctl built for this run.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sandboxctl-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "sandboxctl")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "go build:", err)
+		return 1
+	}
+	code := m.Run()
+	if left := leftoverDaemons(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: daemons left running after the tests: %v\n", left)
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return 1
+	}
+	return code
+}
+
+// leftoverDaemons lists the pids of processes running this run's binary.
+func leftoverDaemons() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 0 && args[0] == binary && strings.Contains(string(cmdline), "\x00serve") {
+			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
+				continue // a zombie is already dead
+			}
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// env is an isolated state directory with a config that runs commands on
+// the gateway with security full and ask off (no Docker, no guard needed).
+type env struct {
+	state, config string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{state: t.TempDir()}
+	e.config = filepath.Join(e.state, "sandboxctl.yaml")
+	cfg := "exec:\n  host: gateway\n  security: full\n  ask: \"off\"\n"
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.stopDaemon(t) })
+	return e
+}
+
+// stopDaemon stops the env's daemon: gracefully first, then by pid file.
+func (e *env) stopDaemon(t *testing.T) {
+	t.Helper()
+	pid, _ := readPID(e.state)
+	if out, code := e.runCode(t, "serve", "stop"); code != 0 {
+		t.Errorf("serve stop: exit %d: %s", code, out)
+	}
+	if pid > 0 && waitGone(pid, 5*time.Second) != nil {
+		t.Errorf("daemon pid %d survived serve stop; killing it", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (e *env) run(t *testing.T, args ...string) result {
+	t.Helper()
+	full := append([]string{"--state", e.state, "--config", e.config}, args...)
+	cmd := exec.Command(binary, full...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("sandboxctl %v did not finish within 60s", args)
+	}
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+func (e *env) runCode(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	r := e.run(t, args...)
+	return r.stdout + r.stderr, r.code
+}
+
+func readPID(state string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(state, "daemon.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(data)))
+}
+
+func waitGone(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for syscall.Kill(pid, 0) == nil {
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d still alive", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+func TestExecAutoStartsDaemon(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t, "exec", "--", "echo", "hi")
+	if r.code != 0 || r.stdout != "hi\n" {
+		t.Fatalf("exec echo hi: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	pid, err := readPID(e.state)
+	if err != nil || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("no daemon running after auto-start: pid %d, %v", pid, err)
+	}
+	fi, err := os.Stat(filepath.Join(e.state, "sandboxctl.sock"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket: %v %v", fi, err)
+	}
+	// The second exec reuses the same daemon.
+	if r := e.run(t, "exec", "--", "true"); r.code != 0 {
+		t.Fatalf("second exec: %+v", r)
+	}
+	if pid2, _ := readPID(e.state); pid2 != pid {
+		t.Errorf("second exec started another daemon: %d, then %d", pid, pid2)
+	}
+	// serve stop ends it and cleans up.
+	if out, code := e.runCode(t, "serve", "stop"); code != 0 {
+		t.Fatalf("serve stop: %d %s", code, out)
+	}
+	if err := waitGone(pid, 5*time.Second); err != nil {
+		t.Error(err)
+	}
+	for _, name := range []string{"sandboxctl.sock", "daemon.pid"} {
+		if _, err := os.Stat(filepath.Join(e.state, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left after serve stop: %v", name, err)
+		}
+	}
+}
+
+func TestExecExitCodes(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{"exit 3", []string{"exec", "--", "exit 3"}, 3, "(Command exited with code 3)"},
+		{"flags of the command", []string{"exec", "printf", "%s-%s", "a", "b"}, 0, "a-b"},
+		{"timeout", []string{"exec", "--timeout", "0.5", "--", "sleep", "5"}, 124, "timeout"},
+		{"signal", []string{"exec", "--", "kill -9 $$"}, 137, "SIGKILL"},
+		{"background", []string{"exec", "--background", "--", "sleep", "0.1"}, 0, "Command still running"},
+		{"env", []string{"exec", "--env", "GREETING=hello there", "--", "echo $GREETING"}, 0, "hello there"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.run(t, tc.args...)
+			if r.code != tc.wantCode || !strings.Contains(r.stdout, tc.wantOut) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q", r.code, r.stdout, r.stderr, tc.wantCode, tc.wantOut)
+			}
+		})
+	}
+}
+
+func TestExecJSON(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t, "exec", "--json", "--", "echo", "hi")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.stdout), &top); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(top) != 2 || top["content"] == nil || top["details"] == nil {
+		t.Fatalf("want exactly {content, details}, got %s", r.stdout)
+	}
+	var res struct {
+		Content []struct{ Type, Text string }
+		Details map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != 1 || res.Content[0].Type != "text" || res.Content[0].Text != "hi\n" ||
+		res.Details["status"] != "completed" || res.Details["exitCode"] != float64(0) {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestProcessFlow(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t, "exec", "--json", "--background", "--", "echo started; sleep 0.3; echo finished")
+	var res struct{ Details map[string]any }
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 {
+		t.Fatalf("background exec: %v %+v", err, r)
+	}
+	id, _ := res.Details["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("no sessionId in %v", res.Details)
+	}
+	if r := e.run(t, "process", "list"); r.code != 0 || !strings.Contains(r.stdout, id) {
+		t.Errorf("process list: %+v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.run(t, "process", "poll", id, "--timeout-ms", "1000")
+		if r.code != 0 {
+			t.Fatalf("poll: %+v", r)
+		}
+		if strings.Contains(r.stdout, "Process exited with code 0.") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s did not finish: %q", id, r.stdout)
+		}
+	}
+	if r := e.run(t, "process", "log", id); r.code != 0 || !strings.Contains(r.stdout, "finished") {
+		t.Errorf("process log: %+v", r)
+	}
+	if r := e.run(t, "process", "remove", id); r.code != 0 {
+		t.Errorf("process remove: %+v", r)
+	}
+	// Sessions are scoped: another agent does not see this one's.
+	if r := e.run(t, "process", "poll", id, "--agent", "someone-else"); r.code != 1 {
+		t.Errorf("foreign poll: %+v", r)
+	}
+}
+
+func TestProcessPollUnknown(t *testing.T) {
+	e := newEnv(t)
+	out, code := e.runCode(t, "process", "poll", "nope")
+	if code != 1 || !strings.Contains(out, "No session found for nope") {
+		t.Errorf("exit %d, output %q", code, out)
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name    string
+		args    []string
+		wantMsg string
+	}{
+		{"env without =", []string{"exec", "--env", "FOO", "--", "true"}, `invalid --env "FOO": variables must be in KEY=VALUE format`},
+		{"unknown flag", []string{"exec", "--bogus", "--", "true"}, "unknown flag: --bogus"},
+		{"yield not a number", []string{"exec", "--yield-ms", "soon", "--", "true"}, `invalid argument "soon" for "--yield-ms"`},
+		{"no command", []string{"exec"}, "missing COMMAND"},
+		{"blank command", []string{"exec", "--", " "}, "Provide a command to start."},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"process without action", []string{"process"}, "missing ACTION"},
+		{"poll without id", []string{"process", "poll"}, "missing ID"},
+		{"resize without size", []string{"process", "resize", "x"}, "--cols and --rows are required"},
+		{"rm without name", []string{"sandbox", "rm"}, "missing NAME"},
+		{"rm name and agent", []string{"sandbox", "rm", "x", "--agent", "a"}, "not both"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.run(t, tc.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, tc.wantMsg) || !strings.HasPrefix(r.stderr, "sandboxctl: ") {
+				t.Errorf("exit %d, stderr %q; want exit 2 with %q", r.code, r.stderr, tc.wantMsg)
+			}
+		})
+	}
+	// None of this needed, or started, a daemon.
+	if _, err := os.Stat(filepath.Join(e.state, "sandboxctl.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bad usage started a daemon: %v", err)
+	}
+	// Input the API refuses is exit 2 too, with its message.
+	r := e.run(t, "exec", "--security", "sometimes", "--", "true")
+	if r.code != 2 || !strings.HasPrefix(r.stderr, "sandboxctl: ") || !strings.Contains(r.stderr, "sometimes") {
+		t.Errorf("bad --security: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	e := newEnv(t)
+	if err := os.WriteFile(e.config, []byte("exec:\n  hots: gateway\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run(t, "exec", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "hots") {
+		t.Errorf("exit %d, stderr %q; want exit 2 naming the key", r.code, r.stderr)
+	}
+}
+
+func TestSecondServeRefused(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run(t, "serve", "--foreground=false"); r.code != 0 || !strings.Contains(r.stdout, "daemon running") {
+		t.Fatalf("detached serve: %+v", r)
+	}
+	r := e.run(t, "serve")
+	if r.code != 1 || !strings.Contains(r.stderr, "already running") {
+		t.Errorf("second serve: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := e.run(t, "exec", "--", "true"); r.code != 0 {
+		t.Errorf("first daemon hurt by the refused one: %+v", r)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t, "version", "--json")
+	var v map[string]string
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 || v["version"] == "" {
+		t.Errorf("version --json: %v %+v", err, r)
+	}
+}
+
+func TestDaemonCrashRecovery(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run(t, "exec", "--", "true"); r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	pid, err := readPID(e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A daemon killed outright leaves its socket and pid file behind; the
+	// next exec must notice nobody answers and start a fresh daemon.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitGone(pid, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run(t, "exec", "--", "echo", "again")
+	if r.code != 0 || r.stdout != "again\n" {
+		t.Fatalf("exec after crash: %+v", r)
+	}
+	if pid2, _ := readPID(e.state); pid2 == pid || pid2 == 0 {
+		t.Errorf("no new daemon: pid %d then %d", pid, pid2)
+	}
+}
+
+// TestSandboxCommands runs the sandbox subcommands and a sandbox exec on a
+// real Docker Engine; it skips when none answers or the image is missing.
+func TestSandboxCommands(t *testing.T) {
+	e := newEnv(t)
+	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n", filepath.Join(e.state, "ws"))
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run(t, "sandbox", "ls"); r.code != 0 {
+		t.Skipf("Docker not usable here: %s", r.stderr)
+	}
+	agent := fmt.Sprintf("clitest-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", agent) })
+
+	r := e.run(t, "exec", "--agent", agent, "--", "echo in-sandbox; test -d /workspace && exit 3")
+	if strings.Contains(r.stderr, "make images") {
+		t.Skipf("sandbox image missing: %s", r.stderr)
+	}
+	if r.code != 3 || !strings.Contains(r.stdout, "in-sandbox") {
+		t.Fatalf("sandbox exec: %+v", r)
+	}
+	r = e.run(t, "--json", "sandbox", "ls")
+	var list []struct{ Name, AgentID, State string }
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || r.code != 0 {
+		t.Fatalf("sandbox ls --json: %v %+v", err, r)
+	}
+	var name string
+	for _, s := range list {
+		if s.AgentID == agent {
+			name = s.Name
+		}
+	}
+	if name == "" {
+		t.Fatalf("agent %s's sandbox not listed: %s", agent, r.stdout)
+	}
+	if r := e.run(t, "sandbox", "explain", "--agent", agent); r.code != 0 || !strings.Contains(r.stdout, name) || !strings.Contains(r.stdout, "recreate:") {
+		t.Errorf("explain: %+v", r)
+	}
+	if r := e.run(t, "sandbox", "prune", "--dry-run"); r.code != 0 || strings.Contains(r.stdout, name) {
+		t.Errorf("prune --dry-run lists a fresh sandbox: %+v", r)
+	}
+	if r := e.run(t, "sandbox", "rm", name); r.code != 0 {
+		t.Fatalf("rm: %+v", r)
+	}
+	if r := e.run(t, "sandbox", "rm", name); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("second rm: %+v", r)
+	}
+	if r := e.run(t, "sandbox", "shell", "--agent", agent); r.code != 2 || !strings.Contains(r.stderr, "not a terminal") {
+		t.Errorf("shell without a terminal: %+v", r)
+	}
+}

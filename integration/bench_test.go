@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"os/exec"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+)
+
+// timed runs op b.N times and reports the median and p90 latency beside
+// go test's mean, since a few slow outliers skew means on a noisy machine.
+func timed(b *testing.B, op func() error) {
+	b.Helper()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-median")
+	b.ReportMetric(float64(lat[len(lat)*9/10].Microseconds())/1000, "ms-p90")
+}
+
+// BenchmarkRoundTrip measures one `true` round trip on a warm sandbox through
+// sessions.Manager (plain Engine exec path), beside the raw Engine exec API,
+// the `docker exec` CLI on the same container, the gateway host through
+// sessions.Manager, and a bare local fork/exec — all in one run:
+//
+//	go test -run '^$' -bench RoundTrip -benchtime 50x ./integration/
+func BenchmarkRoundTrip(b *testing.B) {
+	requireDockerB(b)
+	sm, mgr := newSandboxStackB(b)
+	ctx := context.Background()
+	res, err := sm.Ensure(ctx, sandbox.Scope{AgentID: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cli := sm.Client()
+
+	b.Run("sessions-sandbox-plain", func(b *testing.B) {
+		timed(b, func() error {
+			r, err := mgr.Exec(ctx, sessions.ExecParams{Command: "true", AgentID: "bench"})
+			if err == nil && r.Details["status"] != "completed" {
+				b.Fatalf("result %v", r.Details)
+			}
+			return err
+		})
+	})
+	b.Run("engine-exec-raw", func(b *testing.B) {
+		timed(b, func() error {
+			ex, err := cli.ExecCreate(ctx, res.ID, client.ExecCreateOptions{Cmd: []string{"true"}, AttachStdout: true, AttachStderr: true})
+			if err != nil {
+				return err
+			}
+			att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+			if err != nil {
+				return err
+			}
+			_, _ = stdcopy.StdCopy(io.Discard, io.Discard, att.Reader)
+			att.Close()
+			for {
+				in, err := cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+				if err != nil {
+					return err
+				}
+				if !in.Running {
+					return nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	})
+	b.Run("docker-exec-cli", func(b *testing.B) {
+		timed(b, func() error { return exec.Command("docker", "exec", res.ID, "true").Run() })
+	})
+	b.Run("sessions-gateway", func(b *testing.B) {
+		gm := newGatewayManagerB(b)
+		timed(b, func() error {
+			_, err := gm.Exec(ctx, sessions.ExecParams{Command: "true"})
+			return err
+		})
+	})
+	b.Run("local-fork-exec", func(b *testing.B) {
+		timed(b, func() error { return exec.Command("true").Run() })
+	})
+}
+
+func requireDockerB(b *testing.B) {
+	b.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Ping(context.Background(), client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		b.Skipf("docker not reachable: %v", err)
+	}
+}
+
+func newSandboxStackB(b *testing.B) (*sandbox.Manager, *sessions.Manager) {
+	b.Helper()
+	cfg := config.Default()
+	cfg.Exec.Security, cfg.Exec.Ask = "full", "off"
+	cfg.Sandbox.Docker.Image = testImage
+	cfg.Sandbox.Docker.ContainerPrefix = "sbxb-" + randSuffix() + "-"
+	cfg.Sandbox.WorkspaceRoot = b.TempDir()
+	sm, err := sandbox.NewManager(context.Background(), sandbox.Options{Config: cfg.Sandbox, StateDir: b.TempDir(), Home: b.TempDir(),
+		Labels: map[string]string{testLabel: "integration"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(sm)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = mgr.Close(ctx)
+		list, _ := sm.List(ctx)
+		for _, c := range list {
+			_ = sm.RemoveByName(ctx, c.Name)
+		}
+		_ = sm.Close()
+	})
+	return sm, mgr
+}
+
+func newGatewayManagerB(b *testing.B) *sessions.Manager {
+	b.Helper()
+	ctx := context.Background()
+	r, err := hostexec.NewRunner(ctx, hostexec.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"gateway": sessions.NewGatewayHost(r, b.TempDir())}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	return mgr
+}

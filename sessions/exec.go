@@ -1,0 +1,327 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
+)
+
+// Terminal size of a PTY run (SPEC §2).
+const (
+	ptyCols = 120
+	ptyRows = 30
+)
+
+// execPlan is a validated exec request.
+type execPlan struct {
+	p               ExecParams
+	command         string
+	host            string
+	security, ask   string
+	window          time.Duration // yield window; 0 = background at once
+	background      bool          // background:true
+	explicitYield   bool
+	timeout         time.Duration // foreground timeout; 0 = none
+	explicitTimeout bool
+	keepStdin       bool
+	denied          string // set when the request is refused before anything runs
+}
+
+// Exec runs the exec tool (SPEC §2).
+//
+// Steps, in order: validate → background/yield → elevated → host →
+// security/ask → workdir → env → guard → start → wait up to the yield window.
+//
+// Bad input returns an error matching ErrInvalidInput (an *InputError naming
+// the field); nothing has started then. Refusals by security mode, allowlist
+// or a missing approver are a Result with details.status "denied". Without
+// a Guard the Manager fails closed: security deny is denied everywhere; on
+// the sandbox allowlist and full run; on gateway/node only full runs and
+// allowlist is denied ("allowlist not available: the command guard is not
+// configured"); ask=always is denied everywhere ("approval required but no
+// approver is configured").
+//
+// Stdin: a foreground non-PTY run gets EOF on stdin at once, so `cat` with
+// no input finishes instead of hanging through the yield window. Runs with
+// background:true, an explicit yieldMs, or pty:true keep stdin open for
+// process write/send-keys.
+//
+// Lifetime: the session runs on the Manager's lifetime, not ctx. ctx only
+// bounds the wait for the yield window: if it ends first (the client went
+// away), the run continues as a background session and Exec returns its
+// "running" result with a warning; the exit event reports the end.
+//
+// Timeouts: timeout (seconds) defaults to the configured timeoutSec for the
+// foreground part. A run that is backgrounded (background:true, or its yield
+// window expired) and gave no explicit timeout has none from then on, unless
+// exec.backgroundTimeoutSec is configured (measured from the start). On
+// expiry the whole tree is killed and the session fails with signal SIGKILL
+// and reason "timeout after Ns".
+func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
+	if m.isClosed() {
+		return Result{}, ErrClosed
+	}
+	plan, err := m.plan(p)
+	if err != nil {
+		return Result{}, err
+	}
+	if plan.denied != "" {
+		return deniedResult(plan.denied, nil), nil
+	}
+	host := m.hosts[plan.host]
+	if host == nil {
+		return Result{}, fmt.Errorf("exec: host %q is not configured on this daemon: %w", plan.host, ErrHostUnavailable)
+	}
+	var warnings []string
+	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
+	if err != nil {
+		return Result{}, fmt.Errorf("exec: workdir: %w", err)
+	}
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	if err := envguard.CheckRequest(envguard.Host(plan.host), p.Env); err != nil {
+		return Result{}, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+	}
+
+	command := plan.command
+	if m.needsGuard(plan) {
+		v, err := m.guard.Check(ctx, GuardRequest{
+			Command: command, Cwd: dir, Host: plan.host, Env: p.Env,
+			Security: plan.security, Ask: plan.ask,
+			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node,
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("exec: guard: %w", err)
+		}
+		switch v.Decision {
+		case DecisionRun:
+			if v.Command != "" {
+				command = v.Command
+			}
+		case DecisionDeny:
+			reason := v.Reason
+			if reason == "" {
+				reason = "denied by the command guard"
+			}
+			return deniedResult(reason, warnings), nil
+		case DecisionApprovalPending:
+			return approvalResult(v.Approval, plan, command, dir, warnings), nil
+		default:
+			return Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
+		}
+	}
+
+	proc, err := host.Start(m.ctx, StartSpec{
+		Command: command, Env: p.Env, Dir: dir,
+		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+		KeepStdin: plan.keepStdin,
+		AgentID:   p.AgentID, SessionKey: p.SessionKey,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
+	}
+	if wr, ok := proc.(WarningsReporter); ok {
+		warnings = append(warnings, wr.Warnings()...)
+	}
+	s := m.newSession(p, plan.host, dir, p.Command, proc, plan.keepStdin)
+	s.visible = plan.background
+	if err := m.register(s); err != nil {
+		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
+		_ = proc.Kill(kctx)
+		_, _, _ = proc.Wait(kctx)
+		cancel()
+		return Result{}, err
+	}
+	s.mu.Lock()
+	timeout := plan.timeout
+	if plan.background && !plan.explicitTimeout {
+		timeout = time.Duration(m.lim.BackgroundTimeoutSec) * time.Second
+	}
+	m.armTimeoutLocked(s, timeout)
+	s.mu.Unlock()
+	m.run(s)
+
+	if plan.window > 0 {
+		t := time.NewTimer(plan.window)
+		select {
+		case <-s.done:
+		case <-t.C:
+		case <-ctx.Done():
+			warnings = append(warnings, "the request ended during the yield window; the command continues in the background")
+		}
+		t.Stop()
+	}
+	return m.settle(s, plan, warnings), nil
+}
+
+// settle turns the state of s after the yield window into the exec result:
+// the final result if it finished (and it is forgotten unless backgrounded),
+// otherwise it becomes a background session.
+func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
+	s.mu.Lock()
+	if s.finished && !s.visible {
+		r := finalResultLocked(s, m.now(), warnings)
+		s.mu.Unlock()
+		m.forget(s)
+		return r
+	}
+	if !s.visible {
+		s.visible = true
+		if !plan.explicitTimeout {
+			m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
+		}
+	}
+	r := runningResultLocked(s, warnings)
+	s.mu.Unlock()
+	return r
+}
+
+// needsGuard: the guard is consulted for gateway/node, and for the sandbox
+// only when ask is always. Without a guard plan() already refused what needs
+// one, so this is false then.
+func (m *Manager) needsGuard(plan execPlan) bool {
+	if m.guard == nil {
+		return false
+	}
+	return plan.host != "sandbox" || plan.ask == "always"
+}
+
+// plan validates p and resolves yield, elevated, host, security and ask.
+func (m *Manager) plan(p ExecParams) (execPlan, error) {
+	pl := execPlan{p: p, command: p.Command}
+	if strings.TrimSpace(p.Command) == "" {
+		return pl, inputErr("command", "Provide a command to start.")
+	}
+	if strings.IndexByte(p.Command, 0) >= 0 {
+		return pl, inputErr("command", "command contains a NUL byte")
+	}
+	host, err := normEnum("host", p.Host, []string{"sandbox", "gateway", "node"})
+	if err != nil {
+		return pl, err
+	}
+	security, err := normEnum("security", p.Security, securityLevels)
+	if err != nil {
+		return pl, err
+	}
+	ask, err := normEnum("ask", p.Ask, askLevels)
+	if err != nil {
+		return pl, err
+	}
+	if p.YieldMs != nil {
+		if err := checkNumber("yieldMs", *p.YieldMs); err != nil {
+			return pl, err
+		}
+	}
+	if p.Timeout != nil {
+		if err := checkNumber("timeout", *p.Timeout); err != nil {
+			return pl, err
+		}
+	}
+
+	// background / yield
+	pl.background = p.Background
+	pl.explicitYield = p.YieldMs != nil
+	switch {
+	case p.Background:
+		pl.window = 0
+	case p.YieldMs != nil:
+		pl.window = time.Duration(clampFloat(*p.YieldMs, 10, 120000)) * time.Millisecond
+	default:
+		pl.window = time.Duration(m.lim.YieldMs) * time.Millisecond
+	}
+	pl.keepStdin = p.PTY || p.Background || p.YieldMs != nil
+	// timeout: 0 (or absent) means the configured default.
+	pl.timeout = time.Duration(m.lim.TimeoutSec) * time.Second
+	if p.Timeout != nil && *p.Timeout > 0 {
+		pl.explicitTimeout = true
+		pl.timeout = time.Duration(*p.Timeout * float64(time.Second))
+	}
+
+	// elevated
+	cfgHost := m.cfg.Exec.Host
+	elevatedFull := false
+	if p.Elevated {
+		el := m.cfg.Elevated
+		switch {
+		case !el.Enabled:
+			pl.denied = "elevated is not available: elevated.enabled is false in the configuration"
+			return pl, nil
+		case !slices.Contains(el.AllowFrom, p.AgentID) && !slices.Contains(el.AllowFrom, "*"):
+			who := p.AgentID
+			if who == "" {
+				who = "(no agentId)"
+			}
+			pl.denied = fmt.Sprintf("elevated is not allowed for agent %s: it is not listed in elevated.allowFrom", who)
+			return pl, nil
+		}
+		if host != "" && host != "gateway" {
+			return pl, inputErr("host", "elevated runs always use the gateway host; host %q cannot be combined with elevated", host)
+		}
+		host = "gateway"
+		elevatedFull = strings.EqualFold(el.DefaultLevel, "full")
+	}
+
+	// host
+	if host == "" {
+		host = cfgHost
+	}
+	if host != cfgHost && !p.Elevated {
+		return pl, inputErr("host", "host %q is not allowed: the configured exec host is %q (only elevated runs may use another host)", host, cfgHost)
+	}
+	pl.host = host
+
+	// security = min(config, request); ask = max(config, request)
+	pl.security = m.cfg.Exec.Security
+	if security != "" && level(securityLevels, security) < level(securityLevels, pl.security) {
+		pl.security = security
+	}
+	pl.ask = m.cfg.Exec.Ask
+	if ask != "" && level(askLevels, ask) > level(askLevels, pl.ask) {
+		pl.ask = ask
+	}
+	if elevatedFull {
+		pl.security, pl.ask = "full", "off"
+	}
+
+	// Refusals that need no workdir or env: fail closed without a guard.
+	switch {
+	case pl.security == "deny":
+		pl.denied = "security mode is deny: no command may run"
+	case m.guard != nil:
+	case pl.ask == "always":
+		pl.denied = "approval required (ask=always) but no approver is configured"
+	case host != "sandbox" && pl.security == "allowlist":
+		pl.denied = "allowlist not available: the command guard is not configured"
+	}
+	return pl, nil
+}
+
+func normEnum(field, v string, allowed []string) (string, error) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	if v == "" || slices.Contains(allowed, v) {
+		return v, nil
+	}
+	return "", inputErr(field, "unknown %s %q (want %s)", field, v, strings.Join(allowed, ", "))
+}
+
+func checkNumber(field string, v float64) error {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return inputErr(field, "%s must be a finite number", field)
+	case v < 0:
+		return inputErr(field, "%s must not be negative (got %g)", field, v)
+	}
+	return nil
+}
+
+func clampFloat(v, lo, hi float64) float64 { return math.Min(math.Max(v, lo), hi) }
+
+// IsInvalidInput reports whether err is bad input (maps to HTTP 400).
+func IsInvalidInput(err error) bool { return errors.Is(err, ErrInvalidInput) }

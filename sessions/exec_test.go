@@ -1,0 +1,597 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+)
+
+func TestExecBadInput(t *testing.T) {
+	m, _ := newTestManager(t, func(c *config.File) { c.Exec.Host = "gateway"; c.Exec.Security = "full" })
+	tests := []struct {
+		name  string
+		p     ExecParams
+		field string
+		msg   string
+	}{
+		{"missing command", ExecParams{}, "command", "Provide a command to start."},
+		{"whitespace command", ExecParams{Command: " \t\n"}, "command", "Provide a command to start."},
+		{"unknown host", ExecParams{Command: "true", Host: "mars"}, "host", `unknown host "mars"`},
+		{"unknown security", ExecParams{Command: "true", Security: "yolo"}, "security", `unknown security "yolo"`},
+		{"unknown ask", ExecParams{Command: "true", Ask: "sometimes"}, "ask", `unknown ask "sometimes"`},
+		{"negative yield", ExecParams{Command: "true", YieldMs: ptr(-1.0)}, "yieldMs", "must not be negative"},
+		{"NaN yield", ExecParams{Command: "true", YieldMs: ptr(math.NaN())}, "yieldMs", "finite number"},
+		{"Inf timeout", ExecParams{Command: "true", Timeout: ptr(math.Inf(1))}, "timeout", "finite number"},
+		{"negative timeout", ExecParams{Command: "true", Timeout: ptr(-5.0)}, "timeout", "must not be negative"},
+		{"other host", ExecParams{Command: "true", Host: "sandbox"}, "host", "configured exec host is \"gateway\""},
+		{"invalid env key", ExecParams{Command: "true", Env: map[string]string{"1BAD": "x"}}, "env", "1BAD"},
+		{"blocked env key", ExecParams{Command: "true", Env: map[string]string{"LD_PRELOAD": "/tmp/m.so"}}, "env", "LD_PRELOAD"},
+		{"PATH override", ExecParams{Command: "true", Env: map[string]string{"PATH": "/tmp"}}, "env", "PATH"},
+		{"override-only key", ExecParams{Command: "true", Env: map[string]string{"GIT_SSH_COMMAND": "evil.sh"}}, "env", "GIT_SSH_COMMAND"},
+		{"NUL in command", ExecParams{Command: "echo \x00"}, "command", "NUL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := m.Exec(context.Background(), tt.p)
+			if err == nil {
+				t.Fatalf("want error, got result %q", text(r))
+			}
+			if !errors.Is(err, ErrInvalidInput) || !IsInvalidInput(err) {
+				t.Fatalf("error %v does not match ErrInvalidInput", err)
+			}
+			var ie *InputError
+			if !errors.As(err, &ie) || ie.Field != tt.field {
+				t.Fatalf("want InputError on field %q, got %#v", tt.field, err)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("error %q does not contain %q", err, tt.msg)
+			}
+		})
+	}
+	// Nothing was started by any of them.
+	if n := m.liveCount(); n != 0 {
+		t.Fatalf("%d sessions started by bad input", n)
+	}
+	// envguard's typed refusal is reachable through the InputError.
+	_, err := m.Exec(context.Background(), ExecParams{Command: "true", Env: map[string]string{"LD_PRELOAD": "x"}})
+	var re *envguard.RefusedError
+	if !errors.As(err, &re) || re.Key != "LD_PRELOAD" {
+		t.Fatalf("want *envguard.RefusedError for LD_PRELOAD, got %v", err)
+	}
+}
+
+func TestExecSandboxEnvNotBlocklisted(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	r, err := m.Exec(context.Background(), ExecParams{Command: "true", Env: map[string]string{"NODE_OPTIONS": "--x"}})
+	if err != nil {
+		t.Fatalf("sandbox env should pass: %v", err)
+	}
+	if r.Details["status"] != StatusCompleted || hosts["sandbox"].lastSpec().Env["NODE_OPTIONS"] != "--x" {
+		t.Fatalf("unexpected: %v %v", r.Details, hosts["sandbox"].lastSpec())
+	}
+}
+
+func TestExecMissingHost(t *testing.T) {
+	cfg := config.Default()
+	m, err := New(Options{Config: cfg, Hosts: map[string]Host{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	_, err = m.Exec(context.Background(), ExecParams{Command: "true"})
+	if !errors.Is(err, ErrHostUnavailable) || !strings.Contains(err.Error(), `"sandbox"`) {
+		t.Fatalf("want ErrHostUnavailable naming sandbox, got %v", err)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.Exec.Security = "sometimes"
+	if _, err := New(Options{Config: cfg}); err == nil || !strings.Contains(err.Error(), "exec.security") {
+		t.Fatalf("want error naming exec.security, got %v", err)
+	}
+}
+
+func TestExecForegroundResults(t *testing.T) {
+	tests := []struct {
+		name     string
+		run      func(p *fakeProc)
+		status   string
+		text     string
+		exitCode any
+		signal   string
+	}{
+		{"output", func(p *fakeProc) { p.say("hello\n"); p.exit(0, "") }, StatusCompleted, "hello\n", 0, ""},
+		{"no output", func(p *fakeProc) { p.exit(0, "") }, StatusCompleted, "(no output)", 0, ""},
+		{"non-zero", func(p *fakeProc) { p.say("oops\n"); p.exit(3, "") }, StatusCompleted, "oops\n\n(Command exited with code 3)", 3, ""},
+		{"stderr", func(p *fakeProc) { p.sayErr("warn\n"); p.exit(1, "") }, StatusCompleted, "warn\n\n(Command exited with code 1)", 1, ""},
+		{"signal", func(p *fakeProc) { p.say("x"); p.exit(-1, "SIGSEGV") }, StatusFailed, "x\n\n(Command failed: terminated by signal SIGSEGV)", nil, "SIGSEGV"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, hosts := newTestManager(t, nil)
+			p := newFakeProc(false)
+			startWith(hosts["sandbox"], p)
+			go tt.run(p)
+			r, err := m.Exec(context.Background(), ExecParams{Command: "echo hi", Workdir: "/w"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := text(r); got != tt.text {
+				t.Errorf("text = %q, want %q", got, tt.text)
+			}
+			d := r.Details
+			if d["status"] != tt.status || d["exitCode"] != tt.exitCode || d["cwd"] != "/w" {
+				t.Errorf("details = %v", d)
+			}
+			if _, ok := d["durationMs"].(int64); !ok {
+				t.Errorf("durationMs missing: %v", d)
+			}
+			if tt.status == StatusFailed && (d["signal"] != tt.signal || d["reason"] == "") {
+				t.Errorf("failed details = %v", d)
+			}
+			// A foreground run that finished is not kept.
+			if l := m.list(""); len(l.Details["sessions"].([]map[string]any)) != 0 {
+				t.Errorf("foreground session listed: %s", text(l))
+			}
+		})
+	}
+}
+
+func TestExecStdinRule(t *testing.T) {
+	tests := []struct {
+		name string
+		p    ExecParams
+		keep bool
+	}{
+		{"foreground closes stdin", ExecParams{Command: "cat"}, false},
+		{"background keeps", ExecParams{Command: "cat", Background: true}, true},
+		{"explicit yield keeps", ExecParams{Command: "cat", YieldMs: ptr(10.0)}, true},
+		{"pty keeps", ExecParams{Command: "cat", PTY: true}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, hosts := newTestManager(t, nil)
+			_, err := m.Exec(context.Background(), tt.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := hosts["sandbox"].lastSpec()
+			if spec.KeepStdin != tt.keep {
+				t.Fatalf("KeepStdin = %v, want %v", spec.KeepStdin, tt.keep)
+			}
+			if tt.p.PTY && (spec.Cols != 120 || spec.Rows != 30 || !spec.PTY) {
+				t.Fatalf("pty spec = %+v", spec)
+			}
+		})
+	}
+}
+
+func TestExecYieldThenBackground(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	p := newFakeProc(false)
+	startWith(hosts["sandbox"], p)
+	p.say("first\n")
+	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100", YieldMs: ptr(20.0), AgentID: "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Details
+	id, _ := d["sessionId"].(string)
+	if d["status"] != StatusRunning || id == "" || d["pid"] != p.pid || d["tail"] != "first\n" {
+		t.Fatalf("running details = %v", d)
+	}
+	want := "Command still running (session " + id + ", pid "
+	if !strings.HasPrefix(text(r), want) || !strings.HasSuffix(text(r), "Use process (list/poll/log/write/kill/clear/remove) for follow-up.") {
+		t.Fatalf("text = %q", text(r))
+	}
+	if _, ok := d["startedAt"].(int64); !ok {
+		t.Fatalf("startedAt = %T", d["startedAt"])
+	}
+	// The run continues; poll sees the rest.
+	pr, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(2000.0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text(pr) != "first\n\nProcess still running." {
+		t.Fatalf("poll = %q", text(pr))
+	}
+	go func() { time.Sleep(30 * time.Millisecond); p.say("second\n") }()
+	pr, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(5000.0)})
+	if text(pr) != "second\n\nProcess still running." {
+		t.Fatalf("second poll = %q", text(pr))
+	}
+	p.exit(2, "")
+	pr, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(5000.0)})
+	if text(pr) != "(no new output)\n\nProcess exited with code 2." || pr.Details["exitCode"] != 2 {
+		t.Fatalf("final poll = %q %v", text(pr), pr.Details)
+	}
+}
+
+func TestExecBackgroundAtOnce(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	p := newFakeProc(false)
+	startWith(hosts["sandbox"], p)
+	start := time.Now()
+	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100", Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Details["status"] != StatusRunning || time.Since(start) > 2*time.Second {
+		t.Fatalf("background: %v after %s", r.Details, time.Since(start))
+	}
+}
+
+func TestExecTimeout(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	p := newFakeProc(false)
+	startWith(hosts["sandbox"], p)
+	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 5 && touch PROOF", Timeout: ptr(0.05)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Details
+	if d["status"] != StatusFailed || d["signal"] != "SIGKILL" || d["reason"] != "timeout after 0.05s" || d["exitCode"] != nil {
+		t.Fatalf("details = %v", d)
+	}
+	if p.kills.Load() == 0 {
+		t.Fatal("process was not killed")
+	}
+}
+
+func TestExecTimeoutKillHangs(t *testing.T) {
+	// A host whose Kill never ends the process: the session still finalizes
+	// (after killFinalizeAfter) — too slow for a unit test, so only check the
+	// result is "failed" when Wait finally returns a plain exit code.
+	m, hosts := newTestManager(t, nil)
+	p := newFakeProc(false)
+	p.killFunc = func(p *fakeProc) { go p.exit(0, "") }
+	startWith(hosts["sandbox"], p)
+	r, err := m.Exec(context.Background(), ExecParams{Command: "trap '' TERM; sleep 9", Timeout: ptr(0.02)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGKILL" {
+		t.Fatalf("details = %v", r.Details)
+	}
+}
+
+func TestExecBackgroundHasNoDefaultTimeout(t *testing.T) {
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.TimeoutSec = 1 })
+	p := newFakeProc(false)
+	startWith(hosts["sandbox"], p)
+	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100", Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.lookup(r.Details["sessionId"].(string), "")
+	s.mu.Lock()
+	armed := s.timer != nil
+	s.mu.Unlock()
+	if armed {
+		t.Fatal("background run without explicit timeout has a timer")
+	}
+
+	// With backgroundTimeoutSec configured it has one.
+	m2, hosts2 := newTestManager(t, func(c *config.File) { c.Exec.BackgroundTimeoutSec = 3600 })
+	startWith(hosts2["sandbox"], newFakeProc(false))
+	r, _ = m2.Exec(context.Background(), ExecParams{Command: "sleep 100", YieldMs: ptr(10.0)})
+	s = m2.lookup(r.Details["sessionId"].(string), "")
+	s.mu.Lock()
+	armed = s.timer != nil
+	s.mu.Unlock()
+	if !armed {
+		t.Fatal("backgroundTimeoutSec not applied after yield")
+	}
+}
+
+func TestExecClientGoneDuringYield(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	p := newFakeProc(false)
+	startWith(hosts["sandbox"], p)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	r, err := m.Exec(ctx, ExecParams{Command: "make"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Details["status"] != StatusRunning || len(r.Details["warnings"].([]string)) != 1 {
+		t.Fatalf("details = %v", r.Details)
+	}
+	if p.kills.Load() != 0 {
+		t.Fatal("client disconnect killed the run")
+	}
+}
+
+func TestExecWarnings(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	hosts["sandbox"].resolveFunc = func(context.Context, string, string, string) (string, string, error) {
+		return "/workspace", "workdir /nope does not exist; using /workspace", nil
+	}
+	r, err := m.Exec(context.Background(), ExecParams{Command: "pwd", Workdir: "/nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(text(r), "Warning: workdir /nope does not exist; using /workspace\n\n") {
+		t.Fatalf("text = %q", text(r))
+	}
+	if w := r.Details["warnings"].([]string); len(w) != 1 || r.Details["cwd"] != "/workspace" {
+		t.Fatalf("details = %v", r.Details)
+	}
+}
+
+func TestExecWorkdirError(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	boom := errors.New("docker unreachable")
+	hosts["sandbox"].resolveFunc = func(context.Context, string, string, string) (string, string, error) { return "", "", boom }
+	if _, err := m.Exec(context.Background(), ExecParams{Command: "true"}); !errors.Is(err, boom) {
+		t.Fatalf("want wrapped host error, got %v", err)
+	}
+}
+
+func TestExecStartError(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	boom := errors.New("no such image")
+	hosts["sandbox"].startFunc = func(context.Context, StartSpec) (Process, error) { return nil, boom }
+	if _, err := m.Exec(context.Background(), ExecParams{Command: "true"}); !errors.Is(err, boom) {
+		t.Fatalf("want wrapped start error, got %v", err)
+	}
+}
+
+type warnProc struct{ *fakeProc }
+
+func (warnProc) Warnings() []string { return []string{"PTY unavailable; using pipes"} }
+
+func TestExecProcessWarnings(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	p := newFakeProc(false)
+	p.exit(0, "")
+	hosts["sandbox"].startFunc = func(context.Context, StartSpec) (Process, error) { return warnProc{p}, nil }
+	r, _ := m.Exec(context.Background(), ExecParams{Command: "true", PTY: true})
+	if !strings.Contains(text(r), "Warning: PTY unavailable") {
+		t.Fatalf("text = %q", text(r))
+	}
+}
+
+// guardFunc adapts a func to Guard.
+type guardFunc func(ctx context.Context, req GuardRequest) (GuardVerdict, error)
+
+func (f guardFunc) Check(ctx context.Context, req GuardRequest) (GuardVerdict, error) {
+	return f(ctx, req)
+}
+
+func TestExecSecurityWithoutGuard(t *testing.T) {
+	tests := []struct {
+		name     string
+		host     string
+		security string
+		ask      string
+		p        ExecParams
+		denied   string // "" = runs
+	}{
+		{"sandbox deny", "sandbox", "deny", "off", ExecParams{}, "security mode is deny"},
+		{"sandbox allowlist runs", "sandbox", "allowlist", "on-miss", ExecParams{}, ""},
+		{"sandbox full runs", "sandbox", "full", "off", ExecParams{}, ""},
+		{"sandbox ask always", "sandbox", "full", "always", ExecParams{}, "no approver is configured"},
+		{"sandbox request ask always", "sandbox", "full", "off", ExecParams{Ask: "always"}, "no approver is configured"},
+		{"request lowers to deny", "sandbox", "full", "off", ExecParams{Security: "deny"}, "security mode is deny"},
+		{"request cannot raise", "gateway", "allowlist", "off", ExecParams{Security: "full"}, "allowlist not available: the command guard is not configured"},
+		{"gateway full runs", "gateway", "full", "off", ExecParams{}, ""},
+		{"gateway allowlist", "gateway", "allowlist", "on-miss", ExecParams{}, "allowlist not available: the command guard is not configured"},
+		{"gateway deny", "gateway", "deny", "off", ExecParams{}, "security mode is deny"},
+		{"node allowlist", "node", "allowlist", "off", ExecParams{}, "allowlist not available"},
+		{"node full ask always", "node", "full", "always", ExecParams{}, "no approver"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, hosts := newTestManager(t, func(c *config.File) {
+				c.Exec.Host, c.Exec.Security, c.Exec.Ask = tt.host, tt.security, tt.ask
+			})
+			tt.p.Command = "ls"
+			r, err := m.Exec(context.Background(), tt.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started := len(hosts[tt.host].specs) > 0
+			if tt.denied == "" {
+				if r.Details["status"] != StatusCompleted || !started {
+					t.Fatalf("want run, got %v", r.Details)
+				}
+				return
+			}
+			reason, _ := r.Details["reason"].(string)
+			if r.Details["status"] != StatusDenied || !strings.Contains(reason, tt.denied) || started {
+				t.Fatalf("want denied %q (nothing started), got %v started=%v", tt.denied, r.Details, started)
+			}
+			if !strings.Contains(text(r), tt.denied) {
+				t.Fatalf("text %q lacks the reason", text(r))
+			}
+		})
+	}
+}
+
+func TestExecGuard(t *testing.T) {
+	var got []GuardRequest
+	verdict := GuardVerdict{Decision: DecisionRun}
+	g := guardFunc(func(_ context.Context, req GuardRequest) (GuardVerdict, error) {
+		got = append(got, req)
+		return verdict, nil
+	})
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.Host = "gateway" }, func(o *Options) { o.Guard = g })
+
+	// run, with a rewritten command
+	verdict = GuardVerdict{Decision: DecisionRun, Command: "'head' '-n' '1'"}
+	r, err := m.Exec(context.Background(), ExecParams{Command: "head -n 1", Env: map[string]string{"FOO": "1"}, AgentID: "ag", SessionKey: "sk", Ask: "always"})
+	if err != nil || r.Details["status"] != StatusCompleted {
+		t.Fatalf("run: %v %v", r.Details, err)
+	}
+	if hosts["gateway"].lastSpec().Command != "'head' '-n' '1'" {
+		t.Fatalf("guard's command not used: %q", hosts["gateway"].lastSpec().Command)
+	}
+	want := GuardRequest{Command: "head -n 1", Cwd: "/work", Host: "gateway", Env: map[string]string{"FOO": "1"},
+		Security: "allowlist", Ask: "always", AgentID: "ag", SessionKey: "sk"}
+	if g0 := got[0]; g0.Command != want.Command || g0.Cwd != want.Cwd || g0.Host != want.Host || g0.Security != want.Security ||
+		g0.Ask != want.Ask || g0.AgentID != want.AgentID || g0.SessionKey != want.SessionKey || g0.Env["FOO"] != "1" {
+		t.Fatalf("guard request = %+v", g0)
+	}
+
+	// deny
+	verdict = GuardVerdict{Decision: DecisionDeny, Reason: "allowlist miss: /usr/bin/rm"}
+	r, _ = m.Exec(context.Background(), ExecParams{Command: "rm -rf /"})
+	if r.Details["status"] != StatusDenied || r.Details["reason"] != "allowlist miss: /usr/bin/rm" {
+		t.Fatalf("deny: %v", r.Details)
+	}
+
+	// approval pending
+	verdict = GuardVerdict{Decision: DecisionApprovalPending, Approval: map[string]any{
+		"approvalId": "0b7a6c1e-1111-2222-3333-444455556666", "approvalSlug": "0b7a6c1e", "expiresAtMs": int64(1700000000000),
+	}}
+	n := len(hosts["gateway"].specs)
+	r, _ = m.Exec(context.Background(), ExecParams{Command: "curl x"})
+	d := r.Details
+	if d["status"] != StatusApprovalPending || d["approvalId"] != "0b7a6c1e-1111-2222-3333-444455556666" || d["host"] != "gateway" ||
+		d["command"] != "curl x" || d["cwd"] != "/work" {
+		t.Fatalf("pending: %v", d)
+	}
+	if !strings.Contains(text(r), "sandboxctl approvals resolve 0b7a6c1e-1111-2222-3333-444455556666 allow-once|allow-always|deny") {
+		t.Fatalf("pending text = %q", text(r))
+	}
+	if len(hosts["gateway"].specs) != n {
+		t.Fatal("approval-pending started the command")
+	}
+
+	// guard error
+	verdict = GuardVerdict{Decision: "maybe"}
+	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls"}); err == nil {
+		t.Fatal("unknown decision accepted")
+	}
+}
+
+func TestExecGuardSandboxOnlyForAskAlways(t *testing.T) {
+	calls := 0
+	g := guardFunc(func(context.Context, GuardRequest) (GuardVerdict, error) {
+		calls++
+		return GuardVerdict{Decision: DecisionRun}, nil
+	})
+	m, _ := newTestManager(t, nil, func(o *Options) { o.Guard = g })
+	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls"}); err != nil || calls != 0 {
+		t.Fatalf("guard called for sandbox on-miss: calls=%d err=%v", calls, err)
+	}
+	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls", Ask: "always"}); err != nil || calls != 1 {
+		t.Fatalf("guard not called for sandbox ask=always: calls=%d err=%v", calls, err)
+	}
+}
+
+func TestExecElevated(t *testing.T) {
+	var seen GuardRequest
+	g := guardFunc(func(_ context.Context, req GuardRequest) (GuardVerdict, error) {
+		seen = req
+		return GuardVerdict{Decision: DecisionRun}, nil
+	})
+	tests := []struct {
+		name    string
+		el      config.Elevated
+		p       ExecParams
+		denied  string
+		errFld  string
+		sec     string
+		ask     string
+		noGuard bool
+	}{
+		{"disabled", config.Elevated{}, ExecParams{AgentID: "a"}, "elevated.enabled is false", "", "", "", false},
+		{"empty allowFrom is nobody", config.Elevated{Enabled: true}, ExecParams{AgentID: "a"}, "not listed in elevated.allowFrom", "", "", "", false},
+		{"not listed", config.Elevated{Enabled: true, AllowFrom: []string{"b"}}, ExecParams{AgentID: "a"}, "agent a", "", "", "", false},
+		{"listed, ask level", config.Elevated{Enabled: true, AllowFrom: []string{"a"}, DefaultLevel: "ask"}, ExecParams{AgentID: "a"}, "", "", "allowlist", "on-miss", false},
+		{"star, full", config.Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "full"}, ExecParams{AgentID: "z", Ask: "always"}, "", "", "full", "off", false},
+		{"full without guard runs", config.Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "full"}, ExecParams{AgentID: "z"}, "", "", "", "", true},
+		{"with other host", config.Elevated{Enabled: true, AllowFrom: []string{"a"}}, ExecParams{AgentID: "a", Host: "node"}, "", "host", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen = GuardRequest{}
+			m, hosts := newTestManager(t, func(c *config.File) { c.Elevated = tt.el }, func(o *Options) {
+				if !tt.noGuard {
+					o.Guard = g
+				}
+			})
+			tt.p.Command, tt.p.Elevated = "apt update", true
+			r, err := m.Exec(context.Background(), tt.p)
+			if tt.errFld != "" {
+				var ie *InputError
+				if !errors.As(err, &ie) || ie.Field != tt.errFld {
+					t.Fatalf("want InputError %s, got %v", tt.errFld, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.denied != "" {
+				if r.Details["status"] != StatusDenied || !strings.Contains(r.Details["reason"].(string), tt.denied) {
+					t.Fatalf("want denied %q, got %v", tt.denied, r.Details)
+				}
+				return
+			}
+			if r.Details["status"] != StatusCompleted || len(hosts["gateway"].specs) != 1 || len(hosts["sandbox"].specs) != 0 {
+				t.Fatalf("elevated did not run on gateway: %v", r.Details)
+			}
+			if !tt.noGuard && (seen.Security != tt.sec || seen.Ask != tt.ask || seen.Host != "gateway") {
+				t.Fatalf("guard saw %+v, want security %s ask %s", seen, tt.sec, tt.ask)
+			}
+		})
+	}
+}
+
+func TestLimitsFromEnv(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		cfg  func(*config.File)
+		want Limits
+	}{
+		{"defaults", nil, nil, Limits{YieldMs: 10000, TimeoutSec: 1800, MaxOutputChars: 200000, PendingMaxOutputChars: 30000, JobTTL: 30 * time.Minute, SweepEvery: 5 * time.Minute}},
+		{"sandboxctl names", map[string]string{"SANDBOXCTL_YIELD_MS": "500", "SANDBOXCTL_MAX_OUTPUT_CHARS": "5000", "SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS": "2000", "SANDBOXCTL_JOB_TTL_MS": "120000"}, nil,
+			Limits{YieldMs: 500, TimeoutSec: 1800, MaxOutputChars: 5000, PendingMaxOutputChars: 2000, JobTTL: 2 * time.Minute, SweepEvery: 30 * time.Second}},
+		{"pi aliases", map[string]string{"PI_BASH_YIELD_MS": "700", "PI_BASH_MAX_OUTPUT_CHARS": "3000", "PI_BASH_PENDING_MAX_OUTPUT_CHARS": "1500", "PI_BASH_JOB_TTL_MS": "3600000"}, nil,
+			Limits{YieldMs: 700, TimeoutSec: 1800, MaxOutputChars: 3000, PendingMaxOutputChars: 1500, JobTTL: time.Hour, SweepEvery: 10 * time.Minute}},
+		{"sandboxctl wins", map[string]string{"SANDBOXCTL_YIELD_MS": "500", "PI_BASH_YIELD_MS": "700"}, nil,
+			Limits{YieldMs: 500, TimeoutSec: 1800, MaxOutputChars: 200000, PendingMaxOutputChars: 30000, JobTTL: 30 * time.Minute, SweepEvery: 5 * time.Minute}},
+		{"clamped", map[string]string{"SANDBOXCTL_YIELD_MS": "1", "SANDBOXCTL_MAX_OUTPUT_CHARS": "9999999", "SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS": "5", "SANDBOXCTL_JOB_TTL_MS": "99999999999"}, nil,
+			Limits{YieldMs: 10, TimeoutSec: 1800, MaxOutputChars: 200000, PendingMaxOutputChars: 1000, JobTTL: 3 * time.Hour, SweepEvery: 30 * time.Minute}},
+		{"garbage ignored", map[string]string{"SANDBOXCTL_YIELD_MS": "soon", "PI_BASH_YIELD_MS": "300"}, nil,
+			Limits{YieldMs: 300, TimeoutSec: 1800, MaxOutputChars: 200000, PendingMaxOutputChars: 30000, JobTTL: 30 * time.Minute, SweepEvery: 5 * time.Minute}},
+		{"config", nil, func(c *config.File) {
+			c.Exec.BackgroundMs, c.Exec.TimeoutSec, c.Exec.CleanupMs, c.Exec.MaxOutputChars, c.Exec.BackgroundTimeoutSec = 200000, 60, 1000, 10, 7
+		}, Limits{YieldMs: 120000, TimeoutSec: 60, BackgroundTimeoutSec: 7, MaxOutputChars: 1000, PendingMaxOutputChars: 30000, JobTTL: time.Minute, SweepEvery: 30 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _ := newTestManager(t, tt.cfg, func(o *Options) { o.Getenv = func(k string) string { return tt.env[k] } })
+			if got := m.Limits(); got != tt.want {
+				t.Fatalf("limits = %+v\nwant     %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestExecAfterClose(t *testing.T) {
+	m, err := New(Options{Config: config.Default(), Hosts: map[string]Host{"sandbox": &fakeHost{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Exec(context.Background(), ExecParams{Command: "true"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("want ErrClosed, got %v", err)
+	}
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "list"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("want ErrClosed, got %v", err)
+	}
+}

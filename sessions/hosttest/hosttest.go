@@ -1,0 +1,593 @@
+// Package hosttest is the conformance suite every sessions.Host runs: the
+// same exec and process tool calls (SPEC §2, §3), through a sessions.Manager
+// wired to the host under test, with the same assertions on details fields
+// and texts. A host package's test calls Run with a factory for its Target.
+//
+// The commands are POSIX sh that busybox runs too (the sandbox test image is
+// busybox): no bash-isms, no GNU-only flags. Side effects are checked with
+// Target.Inspect, outside the sessions machinery, so that "the tool says it
+// was killed" is never taken as proof that it was.
+package hosttest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+// Tools is the pair of tools under test; *sessions.Manager implements it,
+// and so can a client of the daemon's HTTP API.
+type Tools interface {
+	Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
+	Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
+}
+
+// Target is one host under test.
+type Target struct {
+	// Tools runs the exec and process tools, configured so that commands on
+	// Host run without approval (security full, ask off).
+	Tools Tools
+	// Host is the value for ExecParams.Host ("gateway", "sandbox", "node").
+	Host string
+	// AgentID and SessionKey are the caller identity used for every call.
+	AgentID, SessionKey string
+	// Inspect runs a shell command where the tools' commands run, but
+	// outside the sessions machinery (os/exec locally, docker exec for a
+	// sandbox), and returns its combined output. It checks side effects.
+	Inspect func(ctx context.Context, command string) (string, error)
+	// Scratch is a directory writable by commands, as the commands see it.
+	// Targets may share it: every case uses unique file names.
+	Scratch string
+	// SkipSetsidEscape, when non-empty, skips the case whose command's child
+	// calls setsid to leave the process group, with this reason (a host that
+	// cannot yet find such escapees).
+	SkipSetsidEscape string
+	// SkipResize, when non-empty, skips the terminal resize case.
+	SkipResize string
+}
+
+// Run runs every case as a parallel subtest; newTarget is called once per
+// subtest and should register its own cleanup with t.Cleanup.
+func Run(t *testing.T, newTarget func(t *testing.T) Target) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tg := newTarget(t)
+			c.fn(t, &harness{t: t, tg: tg})
+		})
+	}
+}
+
+var cases = []struct {
+	name string
+	fn   func(t *testing.T, h *harness)
+}{
+	{"ForegroundEcho", testForegroundEcho},
+	{"NonZeroExit", testNonZeroExit},
+	{"StdoutAndStderr", testStdoutAndStderr},
+	{"EnvAndWorkdir", testEnvAndWorkdir},
+	{"TimeoutKillsTree", testTimeoutKillsTree},
+	{"TimeoutKillsSetsidChild", testTimeoutKillsSetsidChild},
+	{"YieldThenPoll", testYieldThenPoll},
+	{"BackgroundWriteEOF", testBackgroundWriteEOF},
+	{"ForegroundCatGetsEOF", testForegroundCatGetsEOF},
+	{"PTYIsTerminal", testPTYIsTerminal},
+	{"PTYSize", testPTYSize},
+	{"PTYResize", testPTYResize},
+	{"PTYDeviceStatusReport", testPTYDSR},
+	{"PTYSendKeys", testPTYSendKeys},
+	{"PTYPaste", testPTYPaste},
+	{"UnknownSession", testUnknownSession},
+	{"KillBackground", testKillBackground},
+}
+
+// harness wraps a Target with call helpers that fill in host and identity.
+type harness struct {
+	t  *testing.T
+	tg Target
+}
+
+func (h *harness) exec(p sessions.ExecParams) sessions.Result {
+	h.t.Helper()
+	p.Host, p.AgentID, p.SessionKey = h.tg.Host, h.tg.AgentID, h.tg.SessionKey
+	if p.Security == "" {
+		p.Security = "full"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := h.tg.Tools.Exec(ctx, p)
+	if err != nil {
+		h.t.Fatalf("exec %q: %v", p.Command, err)
+	}
+	checkShape(h.t, r)
+	return r
+}
+
+func (h *harness) process(p sessions.ProcessParams) sessions.Result {
+	h.t.Helper()
+	r, err := h.processErr(p)
+	if err != nil {
+		h.t.Fatalf("process %s %s: %v", p.Action, p.SessionID, err)
+	}
+	return r
+}
+
+func (h *harness) processErr(p sessions.ProcessParams) (sessions.Result, error) {
+	h.t.Helper()
+	if p.AgentID == "" && p.SessionKey == "" {
+		p.AgentID, p.SessionKey = h.tg.AgentID, h.tg.SessionKey
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := h.tg.Tools.Process(ctx, p)
+	if err == nil {
+		checkShape(h.t, r)
+	}
+	return r, err
+}
+
+func (h *harness) inspect(command string) string {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := h.tg.Inspect(ctx, command)
+	if err != nil {
+		h.t.Fatalf("inspect %q: %v (output %q)", command, err, out)
+	}
+	return out
+}
+
+// scratchFile returns a unique path under Scratch.
+func (h *harness) scratchFile(prefix string) string {
+	return strings.TrimRight(h.tg.Scratch, "/") + "/" + prefix + "-" + randomHex()
+}
+
+// exists reports whether path exists where the commands run.
+func (h *harness) exists(path string) bool {
+	h.t.Helper()
+	out := h.inspect("if [ -e '" + path + "' ]; then echo PRESENT; else echo ABSENT; fi")
+	switch strings.TrimSpace(out) {
+	case "PRESENT":
+		return true
+	case "ABSENT":
+		return false
+	}
+	h.t.Fatalf("inspect printed %q", out)
+	return false
+}
+
+// background starts p backgrounded and returns its session id; the session
+// is removed (killed) when the test ends.
+func (h *harness) background(p sessions.ExecParams) string {
+	h.t.Helper()
+	p.Background = true
+	r := h.exec(p)
+	d := r.Details
+	wantStatus(h.t, r, sessions.StatusRunning)
+	id := str(h.t, d, "sessionId")
+	if id == "" {
+		h.t.Fatalf("running result without sessionId: %+v", d)
+	}
+	h.t.Cleanup(func() {
+		_, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id})
+	})
+	return id
+}
+
+// pollUntil polls id (waiting up to 5 s per call) until the accumulated
+// output matches want (and, if exited, the session has exited), and returns
+// the accumulated output and the last result.
+func (h *harness) pollUntil(id string, want *regexp.Regexp, exited bool, limit time.Duration) (string, sessions.Result) {
+	h.t.Helper()
+	var all strings.Builder
+	deadline := time.Now().Add(limit)
+	for {
+		r := h.process(sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(5000.0)})
+		text := text(r)
+		body, _, _ := strings.Cut(text, "\n\nProcess ")
+		if body != "(no new output)" {
+			all.WriteString(body)
+			all.WriteString("\n")
+		}
+		done := !exited || strings.Contains(text, "Process exited") || statusOf(r) != sessions.StatusRunning
+		if want.MatchString(all.String()) && done {
+			return all.String(), r
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("after %v, output %q does not match %q (exited wanted %v); last poll %q",
+				limit, all.String(), want, exited, text)
+		}
+	}
+}
+
+func testForegroundEcho(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: "echo hello"})
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	if code := num(t, d, "exitCode"); code != 0 {
+		t.Errorf("exitCode = %v, want 0", code)
+	}
+	if !strings.Contains(text(r), "hello") || strings.Contains(text(r), "exited with code") {
+		t.Errorf("text = %q, want the output and no exit note", text(r))
+	}
+	if agg := str(t, d, "aggregated"); strings.TrimSpace(agg) != "hello" {
+		t.Errorf("aggregated = %q, want hello", agg)
+	}
+	if ms := num(t, d, "durationMs"); ms < 0 || ms > 30000 {
+		t.Errorf("durationMs = %v", ms)
+	}
+	if str(t, d, "cwd") == "" {
+		t.Error("cwd is empty")
+	}
+}
+
+func testNonZeroExit(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: "echo oops; exit 3"})
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	if code := num(t, d, "exitCode"); code != 3 {
+		t.Errorf("exitCode = %v, want 3", code)
+	}
+	if txt := text(r); !strings.Contains(txt, "oops") || !strings.Contains(txt, "(Command exited with code 3)") {
+		t.Errorf("text = %q, want the output and (Command exited with code 3)", txt)
+	}
+}
+
+func testStdoutAndStderr(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: "echo to-out; echo to-err >&2"})
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	agg := str(t, d, "aggregated")
+	if !strings.Contains(agg, "to-out") || !strings.Contains(agg, "to-err") {
+		t.Errorf("aggregated = %q, want both streams", agg)
+	}
+}
+
+func testEnvAndWorkdir(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{
+		Command: `printf '%s|%s\n' "$SBX_CONFORMANCE" "$(pwd)"`,
+		Env:     map[string]string{"SBX_CONFORMANCE": "it works"},
+		Workdir: h.tg.Scratch,
+	})
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	want := "it works|" + strings.TrimRight(h.tg.Scratch, "/")
+	if agg := strings.TrimSpace(str(t, d, "aggregated")); agg != want {
+		t.Errorf("aggregated = %q, want %q", agg, want)
+	}
+	if cwd := str(t, d, "cwd"); strings.TrimRight(cwd, "/") != strings.TrimRight(h.tg.Scratch, "/") {
+		t.Errorf("cwd = %q, want %q", cwd, h.tg.Scratch)
+	}
+}
+
+// testTimeoutKillsTree is OpenClaw's open bug: the client side times out
+// while the command goes on and creates PROOF.
+func testTimeoutKillsTree(t *testing.T, h *harness) {
+	proof := h.scratchFile("PROOF")
+	begin := time.Now()
+	r := h.exec(sessions.ExecParams{Command: "sleep 5 && touch " + proof, Timeout: ptr(1.0)})
+	wantFailedBySignal(t, r)
+	if reason := str(t, r.Details, "reason"); !strings.Contains(strings.ToLower(reason), "timeout") {
+		t.Errorf("reason = %q, want it to mention the timeout", reason)
+	}
+	if d := time.Since(begin); d > 4500*time.Millisecond {
+		t.Errorf("the 1 s timeout returned after %v", d)
+	}
+	time.Sleep(time.Until(begin.Add(6 * time.Second)))
+	if h.exists(proof) {
+		t.Errorf("%s exists: the timeout did not kill the whole tree", proof)
+	}
+}
+
+func testTimeoutKillsSetsidChild(t *testing.T, h *harness) {
+	if h.tg.SkipSetsidEscape != "" {
+		t.Skip(h.tg.SkipSetsidEscape)
+	}
+	proof := h.scratchFile("PROOF2")
+	begin := time.Now()
+	r := h.exec(sessions.ExecParams{
+		Command: "(setsid sh -c 'sleep 3; touch " + proof + "') & sleep 30",
+		Timeout: ptr(1.0),
+	})
+	wantFailedBySignal(t, r)
+	time.Sleep(time.Until(begin.Add(5 * time.Second)))
+	if h.exists(proof) {
+		t.Errorf("%s exists: a child that called setsid survived the timeout", proof)
+	}
+}
+
+func testYieldThenPoll(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: "sleep 1; echo done", YieldMs: ptr(10.0)})
+	d := wantStatus(t, r, sessions.StatusRunning)
+	id := str(t, d, "sessionId")
+	t.Cleanup(func() { _, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id}) })
+	if pid := num(t, d, "pid"); pid <= 0 {
+		t.Errorf("pid = %v", pid)
+	}
+	if started := num(t, d, "startedAt"); started <= 0 {
+		t.Errorf("startedAt = %v", started)
+	}
+	if str(t, d, "cwd") == "" {
+		t.Error("cwd is empty")
+	}
+	_ = str(t, d, "tail")
+	want := fmt.Sprintf("Command still running (session %s, pid %d). Use process", id, int(num(t, d, "pid")))
+	if !strings.HasPrefix(text(r), want) {
+		t.Errorf("text = %q, want it to start with %q", text(r), want)
+	}
+
+	lr := h.process(sessions.ProcessParams{Action: "list"})
+	if !strings.Contains(text(lr), id+" ") {
+		t.Errorf("list %q does not show %s", text(lr), id)
+	}
+
+	out, last := h.pollUntil(id, regexp.MustCompile(`done`), true, 20*time.Second)
+	if !strings.Contains(text(last), "Process exited with code 0.") {
+		t.Errorf("last poll %q, want Process exited with code 0.", text(last))
+	}
+	ld := wantStatus(t, last, sessions.StatusCompleted)
+	if code := num(t, ld, "exitCode"); code != 0 {
+		t.Errorf("exitCode = %v", code)
+	}
+	if strings.Count(out, "done") != 1 {
+		t.Errorf("polled output %q, want done once", out)
+	}
+	// A poll after everything was drained has nothing new.
+	again := h.process(sessions.ProcessParams{Action: "poll", SessionID: id})
+	if !strings.HasPrefix(text(again), "(no new output)") {
+		t.Errorf("second poll %q, want (no new output)", text(again))
+	}
+	lg := h.process(sessions.ProcessParams{Action: "log", SessionID: id})
+	if strings.TrimSpace(text(lg)) != "done" || num(t, lg.Details, "totalLines") != 1 {
+		t.Errorf("log %q details %v", text(lg), lg.Details)
+	}
+}
+
+func testBackgroundWriteEOF(t *testing.T, h *harness) {
+	id := h.background(sessions.ExecParams{Command: "cat"})
+	h.process(sessions.ProcessParams{Action: "write", SessionID: id, Data: "abc\n"})
+	h.process(sessions.ProcessParams{Action: "write", SessionID: id, EOF: true})
+	out, last := h.pollUntil(id, regexp.MustCompile(`abc`), true, 20*time.Second)
+	if strings.TrimSpace(out) != "abc" {
+		t.Errorf("output %q, want abc", out)
+	}
+	if d := wantStatus(t, last, sessions.StatusCompleted); num(t, d, "exitCode") != 0 {
+		t.Errorf("exitCode = %v", d["exitCode"])
+	}
+	if _, err := h.processErr(sessions.ProcessParams{Action: "write", SessionID: id, Data: "late"}); err == nil {
+		t.Error("write to a finished session succeeded")
+	}
+}
+
+func testForegroundCatGetsEOF(t *testing.T, h *harness) {
+	begin := time.Now()
+	r := h.exec(sessions.ExecParams{Command: "cat; echo cat-finished"})
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	if code := num(t, d, "exitCode"); code != 0 {
+		t.Errorf("exitCode = %v", code)
+	}
+	if !strings.Contains(str(t, d, "aggregated"), "cat-finished") {
+		t.Errorf("aggregated = %q", d["aggregated"])
+	}
+	if el := time.Since(begin); el > 5*time.Second {
+		t.Errorf("cat without stdin took %v; it must get EOF at once", el)
+	}
+}
+
+func testPTYIsTerminal(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: `tty; echo "TERM=$TERM"`, PTY: true})
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	agg := str(t, d, "aggregated")
+	if !strings.Contains(agg, "/dev/pts/") || !strings.Contains(agg, "TERM=xterm-256color") {
+		t.Errorf("aggregated = %q, want a /dev/pts/ device and TERM=xterm-256color", agg)
+	}
+}
+
+func testPTYSize(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: "stty size", PTY: true})
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	if agg := strings.TrimSpace(str(t, d, "aggregated")); agg != "30 120" {
+		t.Errorf("stty size printed %q, want 30 120", agg)
+	}
+}
+
+func testPTYResize(t *testing.T, h *harness) {
+	if h.tg.SkipResize != "" {
+		t.Skip(h.tg.SkipResize)
+	}
+	id := h.background(sessions.ExecParams{Command: `stty size; read -r x; stty size`, PTY: true})
+	h.pollUntil(id, regexp.MustCompile(`30 120`), false, 20*time.Second)
+	r, err := h.processErr(sessions.ProcessParams{Action: "resize", SessionID: id, Cols: ptr(100), Rows: ptr(40)})
+	if err != nil {
+		t.Fatalf("resize: %v", err)
+	}
+	if statusOf(r) == sessions.StatusFailed {
+		t.Fatalf("resize: %q", text(r))
+	}
+	h.process(sessions.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter"}})
+	h.pollUntil(id, regexp.MustCompile(`40 100`), true, 20*time.Second)
+}
+
+// testPTYDSR: a program that asks for the cursor position (ESC[6n) and
+// waits for the answer must get one, and the query must not reach the
+// output. The terminal is put in non-canonical mode first, as real
+// programs do: in canonical mode the reply (no newline) would sit in the
+// line buffer.
+func testPTYDSR(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{
+		Command: `stty -icanon -echo; printf 'before\033[6n'; dd bs=6 count=1 >/dev/null 2>&1; stty icanon echo; echo got-reply`,
+		PTY:     true,
+		YieldMs: ptr(15000.0),
+	})
+	if statusOf(r) == sessions.StatusRunning {
+		id, _ := r.Details["sessionId"].(string)
+		_, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id})
+		t.Fatalf("the program still waits for its DSR answer: %q", text(r))
+	}
+	d := wantStatus(t, r, sessions.StatusCompleted)
+	agg := str(t, d, "aggregated")
+	if !strings.Contains(agg, "got-reply") || !strings.Contains(agg, "before") {
+		t.Errorf("aggregated = %q", agg)
+	}
+	for _, q := range []string{"\x1b[6n", "[6n", "\x1b[?6n"} {
+		if strings.Contains(agg, q) || strings.Contains(text(r), q) {
+			t.Errorf("output keeps the DSR query %q: %q", q, agg)
+		}
+	}
+}
+
+func testPTYSendKeys(t *testing.T, h *harness) {
+	id := h.background(sessions.ExecParams{Command: `read -r x; echo "got:$x"`, PTY: true})
+	h.process(sessions.ProcessParams{Action: "send-keys", SessionID: id, Literal: "hi"})
+	h.process(sessions.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter"}})
+	_, last := h.pollUntil(id, regexp.MustCompile(`got:hi`), true, 20*time.Second)
+	wantStatus(t, last, sessions.StatusCompleted)
+}
+
+func testPTYPaste(t *testing.T, h *harness) {
+	id := h.background(sessions.ExecParams{Command: `read -r a; echo "A:$a"; read -r b; echo "B:$b"`, PTY: true})
+	h.process(sessions.ProcessParams{Action: "paste", SessionID: id, Text: "plain\n", Bracketed: ptr(false)})
+	h.pollUntil(id, regexp.MustCompile(`A:plain`), false, 20*time.Second)
+	// Bracketed (the default): the markers wrap the text; `read` does not
+	// know bracketed paste, so the text arrives between them.
+	h.process(sessions.ProcessParams{Action: "paste", SessionID: id, Text: "wrapped"})
+	h.process(sessions.ProcessParams{Action: "submit", SessionID: id})
+	h.pollUntil(id, regexp.MustCompile(`B:[^\n]*wrapped`), true, 20*time.Second)
+}
+
+func testUnknownSession(t *testing.T, h *harness) {
+	for _, action := range []string{"poll", "log", "kill", "write", "remove"} {
+		begin := time.Now()
+		r, err := h.processErr(sessions.ProcessParams{
+			Action: action, SessionID: "nope-nope", Data: "x", TimeoutMs: ptr(5000.0),
+		})
+		if err != nil {
+			t.Errorf("%s of an unknown id: error %v, want a result", action, err)
+			continue
+		}
+		if got := text(r); got != "No session found for nope-nope" {
+			t.Errorf("%s of an unknown id: text %q, want %q", action, got, "No session found for nope-nope")
+		}
+		if el := time.Since(begin); el > time.Second {
+			t.Errorf("%s of an unknown id took %v; it must answer at once", action, el)
+		}
+	}
+}
+
+func testKillBackground(t *testing.T, h *harness) {
+	marker := h.scratchFile("KILLED")
+	id := h.background(sessions.ExecParams{Command: "sleep 3 && touch " + marker})
+	// Another caller's scope must not see (or kill) the session.
+	foreign, err := h.processErr(sessions.ProcessParams{
+		Action: "kill", SessionID: id,
+		AgentID: h.tg.AgentID + "-other", SessionKey: h.tg.SessionKey + "-other",
+	})
+	if err != nil || text(foreign) != "No session found for "+id {
+		t.Errorf("kill from another scope: %q %v, want No session found for %s", text(foreign), err, id)
+	}
+	begin := time.Now()
+	h.process(sessions.ProcessParams{Action: "kill", SessionID: id})
+	if el := time.Since(begin); el > 5*time.Second {
+		t.Errorf("kill took %v", el)
+	}
+	_, last := h.pollUntil(id, regexp.MustCompile(``), true, 15*time.Second)
+	d := wantFailedBySignal(t, last)
+	if !strings.Contains(text(last), "Process exited with signal "+str(t, d, "signal")+".") {
+		t.Errorf("poll after kill: %q", text(last))
+	}
+	time.Sleep(time.Until(begin.Add(4 * time.Second)))
+	if h.exists(marker) {
+		t.Errorf("%s exists: kill did not end the whole tree", marker)
+	}
+}
+
+// --- result helpers ---
+
+// checkShape asserts SPEC §2's result shape: one text content, a details map.
+func checkShape(t *testing.T, r sessions.Result) {
+	t.Helper()
+	if len(r.Content) != 1 || r.Content[0].Type != "text" {
+		t.Fatalf("content = %+v, want one text entry", r.Content)
+	}
+	if r.Details == nil {
+		t.Fatalf("details is nil (text %q)", r.Content[0].Text)
+	}
+}
+
+func text(r sessions.Result) string {
+	if len(r.Content) == 0 {
+		return ""
+	}
+	return r.Content[0].Text
+}
+
+func statusOf(r sessions.Result) string {
+	s, _ := r.Details["status"].(string)
+	return s
+}
+
+func wantStatus(t *testing.T, r sessions.Result, want string) map[string]any {
+	t.Helper()
+	if got := statusOf(r); got != want {
+		t.Fatalf("details.status = %q, want %q (text %q, details %v)", got, want, text(r), r.Details)
+	}
+	return r.Details
+}
+
+// wantFailedBySignal asserts a run ended by a kill or timeout: status failed,
+// exitCode present and null, a signal name.
+func wantFailedBySignal(t *testing.T, r sessions.Result) map[string]any {
+	t.Helper()
+	d := wantStatus(t, r, sessions.StatusFailed)
+	if code, ok := d["exitCode"]; !ok || code != nil {
+		t.Errorf("exitCode = %v (present %v), want null", code, ok)
+	}
+	if sig := str(t, d, "signal"); !strings.HasPrefix(sig, "SIG") {
+		t.Errorf("signal = %q, want a signal name", sig)
+	}
+	return d
+}
+
+func str(t *testing.T, d map[string]any, key string) string {
+	t.Helper()
+	v, ok := d[key]
+	if !ok {
+		t.Fatalf("details.%s is missing (details %v)", key, d)
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.Fatalf("details.%s = %#v, want a string", key, v)
+	}
+	return s
+}
+
+// num reads a numeric details field, whatever Go type carries it (a Manager
+// returns ints, a JSON client float64).
+func num(t *testing.T, d map[string]any, key string) float64 {
+	t.Helper()
+	v, ok := d[key]
+	if !ok {
+		t.Fatalf("details.%s is missing (details %v)", key, d)
+	}
+	switch n := v.(type) {
+	case int:
+		return float64(n)
+	case int64:
+		return float64(n)
+	case float64:
+		return n
+	}
+	t.Fatalf("details.%s = %#v, want a number", key, v)
+	return 0
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func randomHex() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,360 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Config is the loaded configuration (config.Default() for defaults).
+	// Zero numeric values in Config.Exec mean "the default".
+	Config config.File
+	// Hosts maps "sandbox", "gateway" and "node" to their implementations.
+	// A host that is missing is only an error when a request selects it.
+	Hosts map[string]Host
+	// Guard judges gateway/node commands (and sandbox ones with ask=always).
+	// Optional: without it, see Manager.Exec for the fail-closed rules.
+	Guard Guard
+	// Now is the clock for timestamps and the TTL sweep (default time.Now).
+	Now func() time.Time
+	// Logf receives diagnostics (default: discard).
+	Logf func(format string, args ...any)
+	// Getenv reads the SANDBOXCTL_* / PI_BASH_* overrides (default os.Getenv).
+	Getenv func(string) string
+}
+
+// Event is an asynchronous notification: today "exit" events for background
+// sessions (SPEC §3); approval events will join them.
+type Event struct {
+	Type       string         `json:"type"` // "exit"
+	Text       string         `json:"text"`
+	SessionID  string         `json:"sessionId,omitempty"`
+	AgentID    string         `json:"agentId,omitempty"`
+	SessionKey string         `json:"sessionKey,omitempty"`
+	Time       time.Time      `json:"time"`
+	Details    map[string]any `json:"details,omitempty"`
+}
+
+// Limits are the effective numeric settings after defaults, environment
+// overrides and clamping.
+type Limits struct {
+	YieldMs               int           // default yield window (backgroundMs), 10..120000
+	TimeoutSec            int           // default foreground timeout
+	BackgroundTimeoutSec  int           // timeout of backgrounded runs without one; 0 = none
+	MaxOutputChars        int           // aggregated output cap, 1000..200000
+	PendingMaxOutputChars int           // unpolled output cap per stream, 1000..200000
+	JobTTL                time.Duration // finished-session lifetime, 1 min..3 h
+	SweepEvery            time.Duration // max(30 s, JobTTL/6)
+}
+
+// Manager runs the exec and process tools. It is safe for concurrent use.
+type Manager struct {
+	cfg    config.File
+	lim    Limits
+	hosts  map[string]Host
+	guard  Guard
+	now    func() time.Time
+	logf   func(string, ...any)
+	ctx    context.Context // lifetime of sessions; cancelled by Close
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[string]*session   // by id: every registered session
+	live     map[*session]struct{} // not yet finished (Close kills these)
+	closed   bool
+
+	subMu sync.Mutex
+	subs  map[chan Event]struct{}
+
+	sweepStop chan struct{}
+	sweepDone chan struct{}
+	wg        sync.WaitGroup // session goroutines
+}
+
+// Environment overrides (SPEC §8); the SANDBOXCTL_ name wins over the alias.
+var (
+	envYield   = []string{"SANDBOXCTL_YIELD_MS", "PI_BASH_YIELD_MS"}
+	envMaxOut  = []string{"SANDBOXCTL_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS"}
+	envPending = []string{"SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS", "PI_BASH_PENDING_MAX_OUTPUT_CHARS"}
+	envTTL     = []string{"SANDBOXCTL_JOB_TTL_MS", "PI_BASH_JOB_TTL_MS"}
+)
+
+// New validates opts, applies defaults and overrides, and starts the TTL
+// sweeper. Call Close to stop it and kill every running session.
+func New(opts Options) (*Manager, error) {
+	m := &Manager{
+		cfg:      opts.Config,
+		hosts:    opts.Hosts,
+		guard:    opts.Guard,
+		now:      opts.Now,
+		logf:     opts.Logf,
+		sessions: map[string]*session{},
+		live:     map[*session]struct{}{},
+		subs:     map[chan Event]struct{}{},
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.logf == nil {
+		m.logf = func(string, ...any) {}
+	}
+	if m.hosts == nil {
+		m.hosts = map[string]Host{}
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	ex := &m.cfg.Exec
+	for _, c := range []struct {
+		field, val string
+		levels     []string
+		def        string
+		dst        *string
+	}{
+		{"exec.host", ex.Host, []string{"sandbox", "gateway", "node"}, "sandbox", &ex.Host},
+		{"exec.security", ex.Security, securityLevels, "allowlist", &ex.Security},
+		{"exec.ask", ex.Ask, askLevels, "on-miss", &ex.Ask},
+	} {
+		v := strings.ToLower(strings.TrimSpace(c.val))
+		if v == "" {
+			v = c.def
+		}
+		if level(c.levels, v) < 0 {
+			return nil, fmt.Errorf("sessions: config %s: unknown value %q (want %s): %w",
+				c.field, c.val, strings.Join(c.levels, "|"), ErrInvalidInput)
+		}
+		*c.dst = v
+	}
+	m.lim = m.limits(getenv)
+
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.sweepStop = make(chan struct{})
+	m.sweepDone = make(chan struct{})
+	go m.sweeper()
+	return m, nil
+}
+
+// Limits returns the effective limits.
+func (m *Manager) Limits() Limits { return m.lim }
+
+func (m *Manager) limits(getenv func(string) string) Limits {
+	ex := m.cfg.Exec
+	l := Limits{
+		YieldMs:               clampInt(m.override(getenv, envYield, orDefault(ex.BackgroundMs, 10000)), 10, 120000),
+		TimeoutSec:            orDefault(ex.TimeoutSec, 1800),
+		BackgroundTimeoutSec:  max(ex.BackgroundTimeoutSec, 0),
+		MaxOutputChars:        clampInt(m.override(getenv, envMaxOut, orDefault(ex.MaxOutputChars, 200000)), 1000, 200000),
+		PendingMaxOutputChars: clampInt(m.override(getenv, envPending, orDefault(ex.PendingMaxOutputChars, 30000)), 1000, 200000),
+	}
+	ttl := clampInt(m.override(getenv, envTTL, orDefault(ex.CleanupMs, 1800000)), 60000, 3*3600*1000)
+	l.JobTTL = time.Duration(ttl) * time.Millisecond
+	l.SweepEvery = max(30*time.Second, l.JobTTL/6)
+	return l
+}
+
+// override returns the first set, valid integer among the env names, else def.
+func (m *Manager) override(getenv func(string) string, names []string, def int) int {
+	for _, n := range names {
+		v := strings.TrimSpace(getenv(n))
+		if v == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			m.logf("sessions: ignoring %s=%q: not a number", n, v)
+			continue
+		}
+		return int(f)
+	}
+	return def
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func clampInt(v, lo, hi int) int { return min(max(v, lo), hi) }
+
+// Subscribe returns a channel of events. It is closed when ctx ends or the
+// Manager is closed. A subscriber that does not keep up loses events (the
+// buffer holds 256) rather than stalling sessions.
+func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
+	ch := make(chan Event, 256)
+	m.subMu.Lock()
+	if m.subs == nil { // closed
+		m.subMu.Unlock()
+		close(ch)
+		return ch
+	}
+	m.subs[ch] = struct{}{}
+	m.subMu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-m.ctx.Done():
+		}
+		m.subMu.Lock()
+		if _, ok := m.subs[ch]; ok {
+			delete(m.subs, ch)
+			close(ch)
+		}
+		m.subMu.Unlock()
+	}()
+	return ch
+}
+
+func (m *Manager) emit(ev Event) {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	for ch := range m.subs {
+		select {
+		case ch <- ev:
+		default:
+			m.logf("sessions: event subscriber is full; dropped %s event for %s", ev.Type, ev.SessionID)
+		}
+	}
+}
+
+// Close kills every running session, waits for them to finish (bounded by
+// ctx), stops the sweeper and closes every subscription. Exec and Process
+// return ErrClosed afterwards. Calling Close twice is harmless.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	already := m.closed
+	m.closed = true
+	var live []*session
+	for s := range m.live {
+		live = append(live, s)
+	}
+	m.mu.Unlock()
+	if !already {
+		close(m.sweepStop)
+	}
+	for _, s := range live {
+		m.kill(s, "manager closed")
+	}
+	var err error
+	for _, s := range live {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			err = fmt.Errorf("sessions: close: %d session(s) still running: %w", m.liveCount(), ctx.Err())
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		waited := make(chan struct{})
+		go func() { m.wg.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-ctx.Done():
+			err = fmt.Errorf("sessions: close: output readers still running: %w", ctx.Err())
+		}
+	}
+	m.cancel()
+	<-m.sweepDone
+	m.subMu.Lock()
+	for ch := range m.subs {
+		close(ch)
+	}
+	m.subs = nil
+	m.subMu.Unlock()
+	return err
+}
+
+func (m *Manager) liveCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+func (m *Manager) sweeper() {
+	defer close(m.sweepDone)
+	t := time.NewTicker(m.lim.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.sweepStop:
+			return
+		case <-t.C:
+			m.sweep()
+		}
+	}
+}
+
+// sweep forgets finished sessions older than the TTL (by the injected clock).
+func (m *Manager) sweep() int {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, s := range m.sessions {
+		s.mu.Lock()
+		expired := s.finished && now.Sub(s.endedAt) >= m.lim.JobTTL
+		s.mu.Unlock()
+		if expired {
+			delete(m.sessions, id)
+			n++
+		}
+	}
+	return n
+}
+
+// register adds s under a fresh id.
+func (m *Manager) register(s *session) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	s.id = newID(func(id string) bool { _, ok := m.sessions[id]; return ok })
+	m.sessions[s.id] = s
+	m.live[s] = struct{}{}
+	return nil
+}
+
+func (m *Manager) forget(s *session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.id] == s {
+		delete(m.sessions, s.id)
+	}
+}
+
+// lookup returns the session id of scope, if visible to the process tool.
+func (m *Manager) lookup(id, scope string) *session {
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s == nil || s.scope != scope {
+		return nil
+	}
+	s.mu.Lock()
+	visible := s.visible
+	s.mu.Unlock()
+	if !visible {
+		return nil
+	}
+	return s
+}

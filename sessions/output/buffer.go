@@ -1,0 +1,116 @@
+package output
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// Tail keeps the most recent Max characters (runes) written to it and counts
+// what it dropped from the front. Its memory is bounded by about twice Max
+// runes however much is written: dropping advances a start offset and the
+// buffer is compacted once the dead prefix is larger than the live part.
+// Tail is not safe for concurrent use.
+type Tail struct {
+	max     int
+	buf     []byte
+	start   int
+	chars   int
+	dropped int64
+}
+
+// NewTail returns a buffer keeping at most maxChars characters (min 1).
+func NewTail(maxChars int) *Tail {
+	if maxChars < 1 {
+		maxChars = 1
+	}
+	return &Tail{max: maxChars}
+}
+
+// Write appends s, which must be valid UTF-8 (the Decoder's output is).
+func (t *Tail) Write(s string) {
+	if s == "" {
+		return
+	}
+	n := utf8.RuneCountInString(s)
+	if n >= t.max {
+		t.dropped += int64(t.chars + n - t.max)
+		skip := skipRunes(s, n-t.max)
+		t.buf = append(t.buf[:0], s[skip:]...)
+		t.start, t.chars = 0, t.max
+		return
+	}
+	t.buf = append(t.buf, s...)
+	t.chars += n
+	if excess := t.chars - t.max; excess > 0 {
+		t.start += skipRunes(t.buf[t.start:], excess)
+		t.chars = t.max
+		t.dropped += int64(excess)
+		if t.start > 4096 && t.start > len(t.buf)-t.start {
+			live := copy(t.buf, t.buf[t.start:])
+			t.buf = t.buf[:live]
+			t.start = 0
+		}
+	}
+}
+
+// skipRunes returns the byte offset just past the first k runes of s.
+func skipRunes[S string | []byte](s S, k int) int {
+	i := 0
+	for i < len(s) && k > 0 {
+		if s[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+			i += size
+		}
+		k--
+	}
+	return i
+}
+
+// String returns the characters currently held (without the dropped note).
+func (t *Tail) String() string { return string(t.buf[t.start:]) }
+
+// Len is the number of characters currently held.
+func (t *Tail) Len() int { return t.chars }
+
+// Dropped is the number of characters dropped from the front so far.
+func (t *Tail) Dropped() int64 { return t.dropped }
+
+// Note is the marker put in front of the content when something was dropped,
+// e.g. "[... 1234 chars dropped ...]\n"; "" when nothing was.
+func (t *Tail) Note() string { return DroppedNote(t.dropped) }
+
+// WithNote is Note() + String().
+func (t *Tail) WithNote() string { return t.Note() + t.String() }
+
+// Last returns the last n characters held.
+func (t *Tail) Last(n int) string {
+	live := t.buf[t.start:]
+	if n >= t.chars {
+		return string(live)
+	}
+	return string(live[skipRunes(live, t.chars-n):])
+}
+
+// Drain returns WithNote() and empties the buffer, resetting the dropped count.
+func (t *Tail) Drain() string {
+	s := t.WithNote()
+	t.buf = t.buf[:0]
+	if cap(t.buf) > 4*t.max+64*1024 {
+		t.buf = nil // a burst grew it; do not keep the peak allocation around
+	}
+	t.start, t.chars, t.dropped = 0, 0, 0
+	return s
+}
+
+// CapBytes is the capacity of the underlying storage, for memory accounting.
+func (t *Tail) CapBytes() int { return cap(t.buf) }
+
+// DroppedNote formats the marker for n dropped characters ("" for n <= 0).
+func DroppedNote(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("[... %d chars dropped ...]\n", n)
+}

@@ -1,0 +1,396 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/keys"
+	"github.com/sandboxctl/sandboxctl/sessions/output"
+)
+
+// Process actions (SPEC §3, plus resize).
+var processActions = []string{"list", "poll", "log", "write", "send-keys", "paste", "submit", "kill", "clear", "remove", "resize"}
+
+const (
+	maxPollWait     = 30 * time.Second
+	defaultLogLines = 200
+	killWait        = 5 * time.Second
+)
+
+// Process runs the process tool (SPEC §3) in the caller's scope (sessionKey,
+// else agentId, else the default scope).
+//
+// An unknown session id, or one of another scope, is answered at once (poll
+// never waits for it) with a Result whose text is "No session found for ID"
+// and details {status:"failed", error:"not_found", sessionId}; Result.Err
+// converts it to an error wrapping ErrNoSession. Only backgrounded sessions
+// are visible: a foreground run that finished in its window is not listed.
+//
+// Bad input — an unknown action, a missing sessionId or data, a write to a
+// finished session or to one without stdin, an unknown key name, clear of a
+// running session, resize of a non-PTY session — returns an *InputError
+// (errors.Is(err, ErrInvalidInput)).
+func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) {
+	if m.isClosed() {
+		return Result{}, ErrClosed
+	}
+	action := strings.ToLower(strings.TrimSpace(p.Action))
+	if !slices.Contains(processActions, action) {
+		return Result{}, inputErr("action", "unknown action %q (valid: %s)", p.Action, strings.Join(processActions, ", "))
+	}
+	scope := scopeKey(p.AgentID, p.SessionKey)
+	if action == "list" {
+		return m.list(scope), nil
+	}
+	id := strings.TrimSpace(p.SessionID)
+	if id == "" {
+		return Result{}, inputErr("sessionId", "sessionId is required for action %s", action)
+	}
+	s := m.lookup(id, scope)
+	if s == nil {
+		return notFoundResult(id), nil
+	}
+	switch action {
+	case "poll":
+		return m.poll(ctx, s, p)
+	case "log":
+		return m.log(s, p)
+	case "write":
+		if p.Data == "" && !p.EOF {
+			return Result{}, inputErr("data", "write needs data (or eof:true to close stdin)")
+		}
+		return m.write(s, []byte(p.Data), p.EOF, "write")
+	case "send-keys":
+		data, err := encodeSendKeys(p)
+		if err != nil {
+			return Result{}, err
+		}
+		return m.write(s, data, false, "send-keys")
+	case "paste":
+		if p.Text == "" {
+			return Result{}, inputErr("text", "paste needs text")
+		}
+		bracketed := p.Bracketed == nil || *p.Bracketed
+		return m.write(s, keys.Paste(p.Text, bracketed), false, "paste")
+	case "submit":
+		return m.write(s, []byte("\r"), false, "submit")
+	case "kill":
+		return m.killAction(ctx, s)
+	case "clear":
+		return m.clear(s)
+	case "remove":
+		return m.remove(s)
+	case "resize":
+		return m.resize(ctx, s, p)
+	}
+	return Result{}, fmt.Errorf("process: action %q not implemented", action)
+}
+
+func (m *Manager) list(scope string) Result {
+	m.mu.Lock()
+	var mine []*session
+	for _, s := range m.sessions {
+		if s.scope == scope {
+			mine = append(mine, s)
+		}
+	}
+	m.mu.Unlock()
+	now := m.now()
+	type row struct {
+		started time.Time
+		id      string
+		line    string
+		info    map[string]any
+	}
+	var rows []row
+	for _, s := range mine {
+		s.mu.Lock()
+		if !s.visible {
+			s.mu.Unlock()
+			continue
+		}
+		end := now
+		if s.finished {
+			end = s.endedAt
+		}
+		dur := end.Sub(s.startedAt)
+		status := s.statusLocked()
+		info := s.stateDetailsLocked()
+		info["startedAt"] = s.startedAt.UnixMilli()
+		info["runtimeMs"] = dur.Milliseconds()
+		info["cwd"] = s.cwd
+		info["command"] = s.command
+		info["host"] = s.host
+		info["pty"] = s.pty
+		info["tail"] = s.agg.Last(tailChars)
+		rows = append(rows, row{s.startedAt, s.id,
+			fmt.Sprintf("%s %s %s :: %s", s.id, status, formatDuration(dur), s.name), info})
+		s.mu.Unlock()
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if c := b.started.Compare(a.started); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	lines := make([]string, 0, len(rows))
+	infos := make([]map[string]any, 0, len(rows))
+	for _, r := range rows {
+		lines = append(lines, r.line)
+		infos = append(infos, r.info)
+	}
+	text := strings.Join(lines, "\n")
+	if text == "" {
+		text = "No running or recent sessions."
+	}
+	return textResult(text, map[string]any{"status": StatusCompleted, "sessions": infos})
+}
+
+func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result, error) {
+	var wait time.Duration
+	if p.TimeoutMs != nil {
+		if err := checkNumber("timeoutMs", *p.TimeoutMs); err != nil {
+			return Result{}, err
+		}
+		wait = min(time.Duration(*p.TimeoutMs*float64(time.Millisecond)), maxPollWait)
+	}
+	var deadline <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	s.mu.Lock()
+	for !s.finished && s.pendOut.Len() == 0 && s.pendErr.Len() == 0 && s.pendOut.Dropped() == 0 && s.pendErr.Dropped() == 0 && deadline != nil {
+		w := s.watchLocked()
+		s.mu.Unlock()
+		select {
+		case <-w:
+		case <-deadline:
+			deadline = nil
+		case <-ctx.Done():
+			deadline = nil
+		}
+		s.mu.Lock()
+	}
+	out := joinNonEmpty(strings.TrimRight(s.pendOut.Drain(), "\n"), strings.TrimRight(s.pendErr.Drain(), "\n"))
+	d := s.stateDetailsLocked()
+	var state string
+	switch {
+	case !s.finished:
+		state = "Process still running."
+	case s.status == StatusCompleted:
+		state = fmt.Sprintf("Process exited with code %d.", s.exitCode)
+	case s.signal != "":
+		state = fmt.Sprintf("Process exited with signal %s.", s.signal)
+	default:
+		state = fmt.Sprintf("Process failed: %s.", s.reason)
+	}
+	s.mu.Unlock()
+	if out == "" {
+		out = "(no new output)"
+	}
+	return textResult(out+"\n\n"+state, d), nil
+}
+
+func joinNonEmpty(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n" + b
+}
+
+// logLines splits aggregated output into lines; a trailing newline does not
+// start an extra empty line.
+func logLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+func (m *Manager) log(s *session, p ProcessParams) (Result, error) {
+	if p.Offset != nil && *p.Offset < 0 {
+		return Result{}, inputErr("offset", "offset must not be negative (got %d)", *p.Offset)
+	}
+	if p.Limit != nil && *p.Limit <= 0 {
+		return Result{}, inputErr("limit", "limit must be positive (got %d)", *p.Limit)
+	}
+	s.mu.Lock()
+	content := s.agg.String()
+	chars := s.agg.Len()
+	dropped := s.agg.Dropped()
+	d := s.stateDetailsLocked()
+	finished := s.finished
+	s.mu.Unlock()
+
+	lines := logLines(content)
+	total := len(lines)
+	start, end := 0, total
+	hint := ""
+	switch {
+	case p.Offset != nil && p.Limit != nil:
+		start, end = min(*p.Offset, total), min(*p.Offset+*p.Limit, total)
+	case p.Offset != nil:
+		start = min(*p.Offset, total)
+	case p.Limit != nil:
+		start = max(total-*p.Limit, 0)
+	default:
+		start = max(total-defaultLogLines, 0)
+		if start > 0 {
+			hint = fmt.Sprintf("\n\n[showing lines %d-%d of %d; use offset and limit to page, e.g. offset:0 limit:%d]",
+				start, end-1, total, defaultLogLines)
+		}
+	}
+	text := strings.Join(lines[start:end], "\n")
+	if dropped > 0 && start == 0 {
+		text = strings.TrimSuffix(output.DroppedNote(dropped), "\n") + "\n" + text
+	}
+	if text == "" {
+		text = "(no output yet)"
+		if finished {
+			text = "(no output)"
+		}
+	}
+	d["totalLines"] = total
+	d["totalChars"] = chars
+	d["truncated"] = dropped > 0
+	d["droppedChars"] = dropped
+	d["offset"] = start
+	d["limit"] = end - start
+	return textResult(text+hint, d), nil
+}
+
+func (m *Manager) write(s *session, data []byte, eof bool, action string) (Result, error) {
+	s.mu.Lock()
+	if s.finished {
+		st := s.status
+		s.mu.Unlock()
+		return Result{}, inputErr("sessionId", "session %s has exited (%s); cannot %s to it", s.id, st, action)
+	}
+	if !s.stdinOpen {
+		s.mu.Unlock()
+		return Result{}, inputErr("sessionId", "session %s has no open stdin (started in the foreground without pty, or stdin was closed); cannot %s to it", s.id, action)
+	}
+	if eof {
+		s.stdinOpen = false
+	}
+	s.mu.Unlock()
+	n := 0
+	if len(data) > 0 {
+		var err error
+		n, err = s.proc.Write(data)
+		if err != nil {
+			return Result{}, fmt.Errorf("process %s: session %s: %w", action, s.id, err)
+		}
+	}
+	text := fmt.Sprintf("Wrote %d bytes to session %s.", n, s.id)
+	if action != "write" {
+		text = fmt.Sprintf("Sent %d bytes to session %s (%s).", n, s.id, action)
+	}
+	if eof {
+		if err := s.proc.CloseStdin(); err != nil {
+			return Result{}, fmt.Errorf("process write: session %s: closing stdin: %w", s.id, err)
+		}
+		text += " Stdin closed."
+	}
+	return textResult(text, map[string]any{"status": StatusRunning, "sessionId": s.id, "bytes": n, "eof": eof}), nil
+}
+
+func encodeSendKeys(p ProcessParams) ([]byte, error) {
+	if len(p.Keys) == 0 && len(p.Hex) == 0 && p.Literal == "" {
+		return nil, inputErr("keys", "send-keys needs keys, hex or literal")
+	}
+	data := []byte(p.Literal)
+	h, err := keys.Hex(p.Hex)
+	if err != nil {
+		return nil, &InputError{Field: "hex", Msg: err.Error(), Err: err}
+	}
+	data = append(data, h...)
+	k, err := keys.Encode(p.Keys)
+	if err != nil {
+		return nil, &InputError{Field: "keys", Msg: err.Error(), Err: err}
+	}
+	return append(data, k...), nil
+}
+
+func (m *Manager) killAction(ctx context.Context, s *session) (Result, error) {
+	s.mu.Lock()
+	finished := s.finished
+	s.mu.Unlock()
+	if !finished {
+		m.kill(s, "killed")
+		t := time.NewTimer(killWait)
+		select {
+		case <-s.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.stateDetailsLocked()
+	switch {
+	case finished:
+		return textResult(fmt.Sprintf("Session %s is not running (%s).", s.id, s.status), d), nil
+	case s.finished:
+		return textResult(fmt.Sprintf("Killed session %s (signal %s).", s.id, s.signal), d), nil
+	}
+	return textResult(fmt.Sprintf("Kill sent to session %s; it has not exited yet.", s.id), d), nil
+}
+
+func (m *Manager) clear(s *session) (Result, error) {
+	s.mu.Lock()
+	finished := s.finished
+	s.mu.Unlock()
+	if !finished {
+		return Result{}, inputErr("sessionId", "session %s is still running; kill it first or use remove", s.id)
+	}
+	m.forget(s)
+	return textResult(fmt.Sprintf("Cleared session %s.", s.id), map[string]any{"status": StatusCompleted, "sessionId": s.id}), nil
+}
+
+func (m *Manager) remove(s *session) (Result, error) {
+	s.mu.Lock()
+	running := !s.finished
+	s.mu.Unlock()
+	m.forget(s)
+	text := fmt.Sprintf("Removed session %s.", s.id)
+	if running {
+		m.kill(s, "removed")
+		text = fmt.Sprintf("Killed and removed session %s.", s.id)
+	}
+	return textResult(text, map[string]any{"status": StatusCompleted, "sessionId": s.id, "killed": running}), nil
+}
+
+func (m *Manager) resize(ctx context.Context, s *session, p ProcessParams) (Result, error) {
+	if p.Cols == nil || p.Rows == nil {
+		return Result{}, inputErr("cols", "resize needs cols and rows")
+	}
+	cols, rows := *p.Cols, *p.Rows
+	if cols < 1 || rows < 1 || cols > math.MaxUint16 || rows > math.MaxUint16 {
+		return Result{}, inputErr("cols", "resize: cols and rows must be between 1 and 65535 (got %dx%d)", cols, rows)
+	}
+	s.mu.Lock()
+	pty, finished := s.pty, s.finished
+	s.mu.Unlock()
+	if !pty {
+		return Result{}, inputErr("sessionId", "session %s has no terminal (started without pty); cannot resize", s.id)
+	}
+	if finished {
+		return Result{}, inputErr("sessionId", "session %s has exited; cannot resize", s.id)
+	}
+	if err := s.proc.Resize(ctx, cols, rows); err != nil {
+		return Result{}, fmt.Errorf("process resize: session %s: %w", s.id, err)
+	}
+	return textResult(fmt.Sprintf("Resized session %s to %dx%d.", s.id, cols, rows),
+		map[string]any{"status": StatusRunning, "sessionId": s.id, "cols": cols, "rows": rows}), nil
+}

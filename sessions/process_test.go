@@ -1,0 +1,582 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/keys"
+)
+
+// bg starts a background session on the sandbox fake host and returns its id
+// and process.
+func bg(t *testing.T, m *Manager, h *fakeHost, p ExecParams, pty bool) (string, *fakeProc) {
+	t.Helper()
+	proc := newFakeProc(pty)
+	startWith(h, proc)
+	p.Background = true
+	p.PTY = pty
+	if p.Command == "" {
+		p.Command = "sleep 100"
+	}
+	r, err := m.Exec(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := r.Details["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("no session id: %v", r.Details)
+	}
+	return id, proc
+}
+
+// waitDone waits until session id has finished.
+func waitDone(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("session %s did not finish", id)
+	}
+}
+
+func TestProcessUnknownAction(t *testing.T) {
+	m, _ := newTestManager(t, nil)
+	_, err := m.Process(context.Background(), ProcessParams{Action: "explode"})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "list, poll, log, write, send-keys, paste, submit, kill, clear, remove, resize") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = m.Process(context.Background(), ProcessParams{Action: "poll"})
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Field != "sessionId" {
+		t.Fatalf("missing sessionId: %v", err)
+	}
+}
+
+func TestProcessScoping(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	idA, procA := bg(t, m, hosts["sandbox"], ExecParams{SessionKey: "A", AgentID: "shared-agent"}, false)
+	idB, _ := bg(t, m, hosts["sandbox"], ExecParams{SessionKey: "B", AgentID: "shared-agent"}, false)
+	idAgent, _ := bg(t, m, hosts["sandbox"], ExecParams{AgentID: "A"}, false) // agentId "A" is not sessionKey "A"
+	idDefault, _ := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+
+	listIDs := func(p ProcessParams) string {
+		p.Action = "list"
+		r, err := m.Process(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range r.Details["sessions"].([]map[string]any) {
+			ids = append(ids, s["sessionId"].(string))
+		}
+		return strings.Join(ids, ",")
+	}
+	for _, tt := range []struct {
+		p    ProcessParams
+		want string
+	}{
+		{ProcessParams{SessionKey: "A"}, idA},
+		{ProcessParams{SessionKey: "A", AgentID: "other"}, idA},
+		{ProcessParams{SessionKey: "B"}, idB},
+		{ProcessParams{AgentID: "A"}, idAgent},
+		{ProcessParams{AgentID: "shared-agent"}, ""},
+		{ProcessParams{}, idDefault},
+	} {
+		if got := listIDs(tt.p); got != tt.want {
+			t.Errorf("list %+v = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+
+	// Session B (and everyone else) cannot touch A's session, whatever the action.
+	for _, action := range []string{"poll", "log", "write", "send-keys", "paste", "submit", "kill", "clear", "remove", "resize"} {
+		for _, caller := range []ProcessParams{{SessionKey: "B"}, {AgentID: "A"}, {}, {AgentID: "shared-agent"}} {
+			p := caller
+			p.Action, p.SessionID, p.Data, p.Keys, p.Text = action, idA, "x", []string{"enter"}, "t"
+			p.TimeoutMs = ptr(30000.0)
+			p.Cols, p.Rows = ptr(80), ptr(24)
+			start := time.Now()
+			r, err := m.Process(context.Background(), p)
+			if err != nil {
+				t.Fatalf("%s by %+v: %v", action, caller, err)
+			}
+			if text(r) != "No session found for "+idA || r.Details["error"] != "not_found" || !errors.Is(r.Err(), ErrNoSession) {
+				t.Fatalf("%s by %+v = %q %v", action, caller, text(r), r.Details)
+			}
+			if time.Since(start) > time.Second {
+				t.Fatalf("%s on a foreign id took %s", action, time.Since(start))
+			}
+		}
+	}
+	if procA.kills.Load() != 0 || procA.stdinString() != "" {
+		t.Fatal("a foreign caller reached session A")
+	}
+	// And unknown ids answer at once too.
+	r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: "no-such-id", TimeoutMs: ptr(30000.0)})
+	if text(r) != "No session found for no-such-id" {
+		t.Fatalf("unknown id: %q", text(r))
+	}
+	if (Result{Details: map[string]any{"status": "completed"}}).Err() != nil {
+		t.Fatal("ordinary result has an Err")
+	}
+}
+
+func TestProcessListFormat(t *testing.T) {
+	clk := newClock()
+	m, hosts := newTestManager(t, nil, func(o *Options) { o.Now = clk.Now })
+	id1, p1 := bg(t, m, hosts["sandbox"], ExecParams{Command: "npm run build --watch"}, false)
+	clk.Advance(time.Second)
+	id2, _ := bg(t, m, hosts["sandbox"], ExecParams{Command: "FOO=1 /usr/bin/python3 -u server.py"}, false)
+	p1.exit(0, "")
+	waitDone(t, m, id1)
+	clk.Advance(65 * time.Second)
+	r, _ := m.Process(context.Background(), ProcessParams{Action: "list"})
+	want := fmt.Sprintf("%s running 1m05s :: python3 server.py\n%s completed 1s :: npm run", id2, id1)
+	if text(r) != want {
+		t.Fatalf("list =\n%s\nwant\n%s", text(r), want)
+	}
+	// empty scope
+	r, _ = m.Process(context.Background(), ProcessParams{Action: "list", AgentID: "nobody"})
+	if text(r) != "No running or recent sessions." {
+		t.Fatalf("empty list = %q", text(r))
+	}
+}
+
+func TestProcessPoll(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	poll := func(timeout float64) string {
+		r, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(timeout)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text(r)
+	}
+	if got := poll(0); got != "(no new output)\n\nProcess still running." {
+		t.Fatalf("empty poll = %q", got)
+	}
+	start := time.Now()
+	if got := poll(50); got != "(no new output)\n\nProcess still running." || time.Since(start) < 40*time.Millisecond {
+		t.Fatalf("timed poll = %q after %s", got, time.Since(start))
+	}
+	p.say("out\n")
+	p.sayErr("err\n")
+	time.Sleep(50 * time.Millisecond)
+	if got := poll(0); got != "out\nerr\n\nProcess still running." {
+		t.Fatalf("poll = %q", got)
+	}
+	if got := poll(0); got != "(no new output)\n\nProcess still running." {
+		t.Fatalf("poll after drain = %q", got)
+	}
+	// a poll waiting for output wakes up on exit
+	go func() { time.Sleep(30 * time.Millisecond); p.exit(-1, "SIGTERM") }()
+	if got := poll(10000); got != "(no new output)\n\nProcess exited with signal SIGTERM." {
+		t.Fatalf("exit poll = %q", got)
+	}
+	// negative timeout is bad input
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(-1.0)}); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("negative timeoutMs: %v", err)
+	}
+}
+
+func TestProcessPollPendingCap(t *testing.T) {
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.PendingMaxOutputChars = 1000 })
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	p.say(strings.Repeat("a", 1500) + strings.Repeat("b", 500))
+	p.exit(0, "")
+	waitDone(t, m, id)
+	r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id})
+	want := "[... 1000 chars dropped ...]\n" + strings.Repeat("a", 500) + strings.Repeat("b", 500) + "\n\nProcess exited with code 0."
+	if text(r) != want {
+		t.Fatalf("poll = %q...", text(r)[:60])
+	}
+	// the log still has everything (aggregated cap is 200000)
+	lr, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id})
+	if lr.Details["totalChars"] != 2000 || lr.Details["truncated"] != false {
+		t.Fatalf("log details = %v", lr.Details)
+	}
+}
+
+func TestProcessLog(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	var b strings.Builder
+	for i := range 250 {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	p.say(b.String())
+	p.exit(0, "")
+	waitDone(t, m, id)
+	lines := func(from, to int) string {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, fmt.Sprintf("line %d", i))
+		}
+		return strings.Join(out, "\n")
+	}
+	tests := []struct {
+		name          string
+		offset, limit *int
+		want          string
+		err           bool
+	}{
+		{"default last 200 with hint", nil, nil, lines(50, 250) + "\n\n[showing lines 50-249 of 250; use offset and limit to page, e.g. offset:0 limit:200]", false},
+		{"limit only", nil, ptr(3), lines(247, 250), false},
+		{"offset and limit", ptr(10), ptr(2), lines(10, 12), false},
+		{"offset only to end", ptr(240), nil, lines(240, 250), false},
+		{"offset past end", ptr(999), nil, "(no output)", false},
+		{"negative offset", ptr(-1), nil, "", true},
+		{"zero limit", nil, ptr(0), "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Offset: tt.offset, Limit: tt.limit})
+			if tt.err {
+				if !errors.Is(err, ErrInvalidInput) {
+					t.Fatalf("want invalid input, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text(r) != tt.want {
+				t.Fatalf("log = %q\nwant %q", text(r), tt.want)
+			}
+			if r.Details["totalLines"] != 250 || r.Details["truncated"] != false || r.Details["totalChars"] != len(b.String()) {
+				t.Fatalf("details = %v", r.Details)
+			}
+		})
+	}
+}
+
+func TestProcessLogTruncated(t *testing.T) {
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.MaxOutputChars = 1000 })
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	p.say(strings.Repeat("x\n", 1000))
+	p.exit(0, "")
+	waitDone(t, m, id)
+	r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Offset: ptr(0), Limit: ptr(2)})
+	if text(r) != "[... 1000 chars dropped ...]\nx\nx" || r.Details["truncated"] != true || r.Details["totalLines"] != 500 {
+		t.Fatalf("log = %q %v", text(r), r.Details)
+	}
+}
+
+func TestProcessWrite(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{Command: "cat"}, false)
+	r, err := m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "hello\n"})
+	if err != nil || text(r) != "Wrote 6 bytes to session "+id+"." {
+		t.Fatalf("write: %q %v", text(r), err)
+	}
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("empty write: %v", err)
+	}
+	r, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "bye", EOF: true})
+	if err != nil || !strings.HasSuffix(text(r), "Stdin closed.") {
+		t.Fatalf("eof write: %q %v", text(r), err)
+	}
+	if p.stdinString() != "hello\nbye" || !p.stdinClosed {
+		t.Fatalf("stdin = %q closed=%v", p.stdinString(), p.stdinClosed)
+	}
+	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "more"})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
+		t.Fatalf("write after eof: %v", err)
+	}
+	p.exit(0, "")
+	waitDone(t, m, id)
+	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "late"})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "has exited") {
+		t.Fatalf("write to finished: %v", err)
+	}
+}
+
+func TestProcessWriteNoStdin(t *testing.T) {
+	// A foreground run that yields has stdin closed (it was started with
+	// KeepStdin=false): writing to it is a specific error.
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.BackgroundMs = 10 })
+	p := newFakeProc(false)
+	startWith(hosts["sandbox"], p)
+	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100"})
+	if err != nil || r.Details["status"] != StatusRunning {
+		t.Fatalf("%v %v", r.Details, err)
+	}
+	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: r.Details["sessionId"].(string), Data: "x"})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
+		t.Fatalf("write without stdin: %v", err)
+	}
+}
+
+func TestProcessKeysPasteSubmit(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{Command: "vim"}, true)
+	steps := []ProcessParams{
+		{Action: "send-keys", Literal: "ls", Keys: []string{"enter", "C-c", "up", "M-x", "^D", "f5"}, Hex: []string{"1b", "0x41"}},
+		{Action: "paste", Text: "a\nb"},
+		{Action: "paste", Text: "raw", Bracketed: ptr(false)},
+		{Action: "submit"},
+	}
+	for _, s := range steps {
+		s.SessionID = id
+		if _, err := m.Process(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s.Action, err)
+		}
+	}
+	want := "ls" + "\x1bA" + "\r\x03\x1b[A\x1bx\x04\x1b[15~" + keys.PasteStart + "a\nb" + keys.PasteEnd + "raw" + "\r"
+	if got := p.stdinString(); got != want {
+		t.Fatalf("stdin = %q\nwant    %q", got, want)
+	}
+	_, err := m.Process(context.Background(), ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter", "hyperjump"}})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), `"hyperjump"`) || !errors.Is(err, keys.ErrUnknownKey) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "send-keys", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("empty send-keys: %v", err)
+	}
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "send-keys", SessionID: id, Hex: []string{"zz"}}); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("bad hex: %v", err)
+	}
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "paste", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("empty paste: %v", err)
+	}
+}
+
+func TestProcessResize(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, true)
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "resize", SessionID: id, Cols: ptr(200), Rows: ptr(50)}); err != nil {
+		t.Fatal(err)
+	}
+	if p.size != [2]int{200, 50} {
+		t.Fatalf("size = %v", p.size)
+	}
+	for _, pp := range []ProcessParams{{}, {Cols: ptr(0), Rows: ptr(10)}, {Cols: ptr(10)}} {
+		pp.Action, pp.SessionID = "resize", id
+		if _, err := m.Process(context.Background(), pp); !errors.Is(err, ErrInvalidInput) {
+			t.Fatalf("resize %+v: %v", pp, err)
+		}
+	}
+	id2, _ := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "resize", SessionID: id2, Cols: ptr(80), Rows: ptr(24)}); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("resize non-pty: %v", err)
+	}
+}
+
+func TestProcessKillClearRemove(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+
+	_, err := m.Process(context.Background(), ProcessParams{Action: "clear", SessionID: id})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("clear running: %v", err)
+	}
+	r, err := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
+	if err != nil || r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGTERM" || p.kills.Load() != 1 {
+		t.Fatalf("kill: %q %v %v", text(r), r.Details, err)
+	}
+	r, _ = m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
+	if !strings.Contains(text(r), "is not running") || p.kills.Load() != 1 {
+		t.Fatalf("second kill: %q", text(r))
+	}
+	pr, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id})
+	if !strings.HasSuffix(text(pr), "Process exited with signal SIGTERM.") {
+		t.Fatalf("poll after kill = %q", text(pr))
+	}
+	if _, err := m.Process(context.Background(), ProcessParams{Action: "clear", SessionID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details["error"] != "not_found" {
+		t.Fatalf("cleared session still there: %q", text(r))
+	}
+
+	// remove kills a running session and forgets it at once
+	id2, p2 := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	r, err = m.Process(context.Background(), ProcessParams{Action: "remove", SessionID: id2})
+	if err != nil || r.Details["killed"] != true {
+		t.Fatalf("remove: %v %v", r.Details, err)
+	}
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id2}); r.Details["error"] != "not_found" {
+		t.Fatal("removed session still visible")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p2.kills.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if p2.kills.Load() == 0 {
+		t.Fatal("remove did not kill")
+	}
+}
+
+func TestProcessKillNoSignalReported(t *testing.T) {
+	// The host reports a plain exit after the kill: the session is still
+	// "failed" and records SIGKILL.
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	p.killFunc = func(p *fakeProc) { p.exit(143, "") }
+	r, _ := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
+	if r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGKILL" || r.Details["reason"] != "killed" {
+		t.Fatalf("kill: %v", r.Details)
+	}
+}
+
+func TestSweepTTL(t *testing.T) {
+	clk := newClock()
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.CleanupMs = 60000 }, func(o *Options) { o.Now = clk.Now })
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	idRunning, _ := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	p.exit(0, "")
+	waitDone(t, m, id)
+	clk.Advance(59 * time.Second)
+	if n := m.sweep(); n != 0 {
+		t.Fatalf("swept %d before the TTL", n)
+	}
+	clk.Advance(time.Second)
+	if n := m.sweep(); n != 1 {
+		t.Fatalf("swept %d at the TTL, want 1", n)
+	}
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details["error"] != "not_found" {
+		t.Fatal("expired session still visible")
+	}
+	clk.Advance(10 * time.Hour)
+	m.sweep()
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: idRunning}); r.Details["error"] == "not_found" {
+		t.Fatal("running session swept")
+	}
+	if m.Limits().SweepEvery != 30*time.Second {
+		t.Fatalf("sweep interval %s", m.Limits().SweepEvery)
+	}
+}
+
+func TestExitEvents(t *testing.T) {
+	tests := []struct {
+		name       string
+		emptyOK    bool
+		notify     bool
+		run        func(p *fakeProc)
+		want       string // regexp; "" = no event
+		foreground bool
+	}{
+		{"completed", false, true, func(p *fakeProc) { p.say(strings.Repeat("y", 300) + "\nDONE\n"); p.exit(0, "") },
+			`^Exec completed \(ID, code 0\) :: y{175}\nDONE$`, false},
+		{"failed signal", false, true, func(p *fakeProc) { p.say("boom"); p.exit(-1, "SIGKILL") }, `^Exec failed \(ID, signal SIGKILL\) :: boom$`, false},
+		{"non-zero", false, true, func(p *fakeProc) { p.exit(7, "") }, `^Exec completed \(ID, code 7\)$`, false},
+		{"empty success skipped", false, true, func(p *fakeProc) { p.exit(0, "") }, "", false},
+		{"empty success when enabled", true, true, func(p *fakeProc) { p.exit(0, "") }, `^Exec completed \(ID, code 0\)$`, false},
+		{"notify off", false, false, func(p *fakeProc) { p.say("x"); p.exit(0, "") }, "", false},
+		{"foreground has none", false, true, func(p *fakeProc) { p.say("x"); p.exit(0, "") }, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, hosts := newTestManager(t, func(c *config.File) {
+				c.Exec.NotifyOnExit, c.Exec.NotifyOnExitEmptySuccess = tt.notify, tt.emptyOK
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			events := m.Subscribe(ctx)
+			p := newFakeProc(false)
+			startWith(hosts["sandbox"], p)
+			var id string
+			if tt.foreground {
+				go tt.run(p)
+				if _, err := m.Exec(context.Background(), ExecParams{Command: "x", AgentID: "ag", SessionKey: "sk"}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				r, err := m.Exec(context.Background(), ExecParams{Command: "x", Background: true, AgentID: "ag", SessionKey: "sk"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				id = r.Details["sessionId"].(string)
+				tt.run(p)
+				waitDone(t, m, id)
+			}
+			select {
+			case ev := <-events:
+				if tt.want == "" {
+					t.Fatalf("unexpected event %q", ev.Text)
+				}
+				re := regexp.MustCompile(strings.ReplaceAll(tt.want, "ID", regexp.QuoteMeta(id)))
+				if !re.MatchString(ev.Text) || ev.Type != "exit" || ev.SessionID != id || ev.AgentID != "ag" || ev.SessionKey != "sk" {
+					t.Fatalf("event = %+v, want %s", ev, tt.want)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if tt.want != "" {
+					t.Fatal("no event")
+				}
+			}
+		})
+	}
+}
+
+func TestSubscribeClosed(t *testing.T) {
+	m, _ := newTestManager(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := m.Subscribe(ctx)
+	cancel()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Fatal("event on a cancelled subscription")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("subscription not closed after ctx ended")
+	}
+	ch2 := m.Subscribe(context.Background())
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-ch2; ok {
+		t.Fatal("subscription not closed by Close")
+	}
+}
+
+func TestCloseKillsEverything(t *testing.T) {
+	cfg := config.Default()
+	h := &fakeHost{}
+	m, err := New(Options{Config: cfg, Hosts: map[string]Host{"sandbox": h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []*fakeProc
+	for range 5 {
+		p := newFakeProc(false)
+		procs = append(procs, p)
+		startWith(h, p)
+		if _, err := m.Exec(context.Background(), ExecParams{Command: "sleep 1000", Background: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One foreground run in its yield window too.
+	fg := newFakeProc(false)
+	procs = append(procs, fg)
+	startWith(h, fg)
+	res := make(chan Result, 1)
+	go func() { r, _ := m.Exec(context.Background(), ExecParams{Command: "sleep 1000"}); res <- r }()
+	for m.liveCount() < 6 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range procs {
+		if p.kills.Load() == 0 {
+			t.Fatalf("process %d not killed by Close", i)
+		}
+	}
+	if r := <-res; r.Details["status"] != StatusFailed || r.Details["reason"] != "manager closed" {
+		t.Fatalf("foreground result after Close: %v", r.Details)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

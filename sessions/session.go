@@ -1,0 +1,373 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/output"
+)
+
+// Timing of the kill path. The host's Kill sends SIGTERM and SIGKILL after its
+// own grace (3 s); if Wait still has not returned killFinalizeAfter later the
+// session is finalized anyway so that it never stays "running" forever.
+const (
+	killCallTimeout   = 10 * time.Second
+	killFinalizeAfter = 10 * time.Second
+	// readerGrace bounds how long the exit is held back for the output
+	// readers after Wait returned: a grandchild that inherited the pipes
+	// (`nohup sleep 600 &`) must not keep the session "running".
+	readerGrace = 2 * time.Second
+	readChunk   = 32 * 1024
+	tailChars   = 2000
+	eventChars  = 180
+)
+
+// WarningsReporter is optionally implemented by a Process whose host had to
+// fall back (no PTY available, no supervisor, ...). The warnings are shown in
+// the exec result's text and details.warnings.
+type WarningsReporter interface {
+	Warnings() []string
+}
+
+// session is one started command.
+type session struct {
+	id                  string
+	scope               string
+	agentID, sessionKey string
+	command, name       string
+	cwd, host           string
+	pty                 bool
+	proc                Process
+	pid                 int
+	startedAt           time.Time
+
+	mu          sync.Mutex
+	agg         *output.Tail
+	pendOut     *output.Tail
+	pendErr     *output.Tail
+	watch       chan struct{} // closed on new output or exit; nil when nobody waits
+	stdinOpen   bool
+	visible     bool // backgrounded: the process tool sees it
+	finished    bool
+	status      string
+	exitCode    int
+	signal      string
+	reason      string
+	endedAt     time.Time
+	timedOut    time.Duration // > 0: the timeout fired after this long
+	killReason  string        // set by kill/remove/Close
+	timer       *time.Timer
+	killStarted bool
+	done        chan struct{} // closed by finalize
+}
+
+func (m *Manager) newSession(p ExecParams, host, cwd, command string, proc Process, keepStdin bool) *session {
+	return &session{
+		scope:      scopeKey(p.AgentID, p.SessionKey),
+		agentID:    p.AgentID,
+		sessionKey: p.SessionKey,
+		command:    command,
+		name:       deriveName(command),
+		cwd:        cwd,
+		host:       host,
+		pty:        p.PTY,
+		proc:       proc,
+		pid:        proc.PID(),
+		startedAt:  m.now(),
+		agg:        output.NewTail(m.lim.MaxOutputChars),
+		pendOut:    output.NewTail(m.lim.PendingMaxOutputChars),
+		pendErr:    output.NewTail(m.lim.PendingMaxOutputChars),
+		stdinOpen:  keepStdin,
+		done:       make(chan struct{}),
+	}
+}
+
+// run starts the output readers and the waiter. m.wg tracks them.
+func (m *Manager) run(s *session) {
+	var readers sync.WaitGroup
+	for _, st := range []struct {
+		r    io.Reader
+		pend *output.Tail
+	}{{s.proc.Stdout(), s.pendOut}, {s.proc.Stderr(), s.pendErr}} {
+		if st.r == nil {
+			continue
+		}
+		readers.Add(1)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer readers.Done()
+			m.read(s, st.r, st.pend)
+		}()
+	}
+	readersDone := make(chan struct{})
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		readers.Wait()
+		close(readersDone)
+	}()
+	go func() {
+		defer m.wg.Done()
+		code, sig, err := s.proc.Wait(m.ctx)
+		if err != nil && m.ctx.Err() != nil {
+			// Close cancelled the wait: the kill path finalizes.
+			err = fmt.Errorf("wait: %w", err)
+		}
+		t := time.NewTimer(readerGrace)
+		select {
+		case <-readersDone:
+		case <-t.C:
+			m.logf("sessions: %s exited but its output is still open (a background child holds it); finishing anyway", s.id)
+		}
+		t.Stop()
+		m.finalize(s, code, sig, err)
+	}()
+}
+
+// read copies one stream into the session's buffers, answering DSR queries
+// of a PTY.
+func (m *Manager) read(s *session, r io.Reader, pend *output.Tail) {
+	dec := output.NewDecoder(s.pty)
+	buf := make([]byte, readChunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			text, dsr := dec.Feed(buf[:n])
+			for range dsr {
+				if _, werr := s.proc.Write([]byte(output.DSRReply)); werr != nil {
+					m.logf("sessions: %s: answering DSR: %v", s.id, werr)
+					break
+				}
+			}
+			s.appendOutput(text, pend)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+				m.logf("sessions: %s: reading output: %v", s.id, err)
+			}
+			s.appendOutput(dec.Flush(), pend)
+			return
+		}
+	}
+}
+
+func (s *session) appendOutput(text string, pend *output.Tail) {
+	if text == "" {
+		return
+	}
+	s.mu.Lock()
+	s.agg.Write(text)
+	pend.Write(text)
+	s.wakeLocked()
+	s.mu.Unlock()
+}
+
+// wakeLocked wakes poll waiters.
+func (s *session) wakeLocked() {
+	if s.watch != nil {
+		close(s.watch)
+		s.watch = nil
+	}
+}
+
+// watchLocked returns a channel closed on the next output or exit.
+func (s *session) watchLocked() <-chan struct{} {
+	if s.watch == nil {
+		s.watch = make(chan struct{})
+	}
+	return s.watch
+}
+
+// finalize records the end of s once; later calls are ignored.
+func (m *Manager) finalize(s *session, code int, sig string, err error) {
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		return
+	}
+	s.finished = true
+	s.endedAt = m.now()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	switch {
+	case s.timedOut > 0:
+		s.status, s.exitCode, s.signal = StatusFailed, -1, "SIGKILL"
+		s.reason = fmt.Sprintf("timeout after %s", formatSeconds(s.timedOut))
+	case s.killReason != "":
+		s.status, s.exitCode = StatusFailed, -1
+		s.signal = sig
+		if s.signal == "" {
+			s.signal = "SIGKILL"
+		}
+		s.reason = s.killReason
+	case err != nil:
+		s.status, s.exitCode, s.signal = StatusFailed, -1, sig
+		s.reason = err.Error()
+	case sig != "":
+		s.status, s.exitCode, s.signal = StatusFailed, -1, sig
+		s.reason = "terminated by signal " + sig
+	default:
+		s.status, s.exitCode = StatusCompleted, code
+	}
+	s.stdinOpen = false
+	s.wakeLocked()
+	close(s.done)
+	visible := s.visible
+	ev := m.exitEventLocked(s)
+	s.mu.Unlock()
+
+	m.mu.Lock()
+	delete(m.live, s)
+	m.mu.Unlock()
+	if visible && ev != nil {
+		m.emit(*ev)
+	}
+}
+
+// exitEventLocked builds the exit notification of a finished session, or nil
+// when none is due (SPEC §3: notifyOnExit, empty successes only when
+// notifyOnExitEmptySuccess).
+func (m *Manager) exitEventLocked(s *session) *Event {
+	if !m.cfg.Exec.NotifyOnExit {
+		return nil
+	}
+	out := strings.TrimSpace(s.agg.String())
+	var head string
+	if s.status == StatusCompleted {
+		if out == "" && s.exitCode == 0 && !m.cfg.Exec.NotifyOnExitEmptySuccess {
+			return nil
+		}
+		head = fmt.Sprintf("Exec completed (%s, code %d)", s.id, s.exitCode)
+	} else if s.signal != "" {
+		head = fmt.Sprintf("Exec failed (%s, signal %s)", s.id, s.signal)
+	} else {
+		head = fmt.Sprintf("Exec failed (%s, code %d)", s.id, s.exitCode)
+	}
+	text := head
+	if out != "" {
+		text += " :: " + lastChars(out, eventChars)
+	}
+	return &Event{
+		Type: "exit", Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
+		Time:    s.endedAt,
+		Details: s.stateDetailsLocked(),
+	}
+}
+
+// kill ends s's process tree in the background and makes sure it finalizes.
+// reason is recorded unless a timeout already claimed the session.
+func (m *Manager) kill(s *session, reason string) {
+	s.mu.Lock()
+	if s.finished || s.killStarted {
+		if !s.finished && s.killReason == "" && s.timedOut == 0 {
+			s.killReason = reason
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.killStarted = true
+	if s.timedOut == 0 {
+		s.killReason = reason
+	}
+	s.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
+		err := s.proc.Kill(ctx)
+		cancel()
+		if err != nil {
+			m.logf("sessions: %s: kill: %v", s.id, err)
+		}
+		t := time.NewTimer(killFinalizeAfter)
+		defer t.Stop()
+		select {
+		case <-s.done:
+		case <-t.C:
+			m.logf("sessions: %s: still not exited %s after kill; marking it failed", s.id, killFinalizeAfter)
+			m.finalize(s, -1, "SIGKILL", nil)
+		}
+	}()
+}
+
+// armTimeout (re)arms the session timeout d measured from the session start;
+// d <= 0 disarms it.
+func (m *Manager) armTimeoutLocked(s *session, d time.Duration) {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if d <= 0 || s.finished {
+		return
+	}
+	remaining := d - m.now().Sub(s.startedAt)
+	s.timer = time.AfterFunc(max(remaining, 0), func() {
+		s.mu.Lock()
+		if s.finished || s.timedOut > 0 {
+			s.mu.Unlock()
+			return
+		}
+		s.timedOut = d
+		s.mu.Unlock()
+		m.logf("sessions: %s: timeout after %s; killing", s.id, d)
+		m.kill(s, "")
+	})
+}
+
+// stateDetailsLocked is the state part shared by poll, kill and events.
+func (s *session) stateDetailsLocked() map[string]any {
+	d := map[string]any{
+		"status":    s.statusLocked(),
+		"sessionId": s.id,
+		"name":      s.name,
+		"pid":       s.pid,
+	}
+	if s.finished {
+		if s.status == StatusCompleted {
+			d["exitCode"] = s.exitCode
+		} else {
+			d["exitCode"] = nil
+			d["signal"] = s.signal
+			d["reason"] = s.reason
+		}
+	}
+	return d
+}
+
+func (s *session) statusLocked() string {
+	if !s.finished {
+		return StatusRunning
+	}
+	return s.status
+}
+
+// formatSeconds prints d as "5s", "1.5s".
+func formatSeconds(d time.Duration) string {
+	sec := d.Seconds()
+	if sec == float64(int64(sec)) {
+		return fmt.Sprintf("%ds", int64(sec))
+	}
+	return fmt.Sprintf("%gs", sec)
+}
+
+// formatDuration is the compact duration of `process list`.
+func formatDuration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
