@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Check the build toolchain: Go (the version go.mod asks for) and, for `go test -race`
+# (cgo), a C compiler — installed with apt-get (gcc, libc6-dev) when missing and root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+
+say() { printf '[toolchain] %s\n' "$*"; }
+err() { printf '[toolchain] ERROR: %s\n' "$*" >&2; }
+
+if ! command -v "$GO" >/dev/null 2>&1; then
+  if [ -x /usr/local/go/bin/go ]; then
+    err "go is not in PATH, but /usr/local/go/bin/go exists: export PATH=\$PATH:/usr/local/go/bin"
+  else
+    err "Go is not installed. sandboxctl needs Go $(sed -n 's/^go //p' go.mod) or newer: https://go.dev/dl/"
+  fi
+  exit 1
+fi
+
+want=$(sed -n 's/^go \([0-9.]*\).*/\1/p' go.mod | head -n 1)
+have=$("$GO" env GOVERSION 2>/dev/null | sed 's/^go//; s/[^0-9.].*//')
+if [ -n "$want" ] && [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n 1)" != "$want" ]; then
+  # A newer toolchain may still be fetched by the go command (GOTOOLCHAIN=auto).
+  say "note: go.mod asks for Go $want, the go in PATH is $have (the go command may download $want)"
+fi
+
+cc=$("$GO" env CC 2>/dev/null || echo gcc)
+if ! command -v "${cc%% *}" >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "no C compiler ('$cc'), needed by 'go test -race': installing gcc libc6-dev"
+    export DEBIAN_FRONTEND=noninteractive
+    log=/tmp/sandboxctl-apt.log
+    { apt-get -o DPkg::Lock::Timeout=300 update && \
+      apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends gcc libc6-dev; } </dev/null >>"$log" 2>&1 \
+      || { tail -n 20 "$log" >&2; err "installing gcc failed (see $log)"; exit 1; }
+  else
+    err "no C compiler ('$cc'); 'go test -race' needs one (apt-get install gcc libc6-dev)"
+    exit 1
+  fi
+fi
