@@ -36,7 +36,9 @@ type execPlan struct {
 // Exec runs the exec tool (SPEC §2).
 //
 // Steps, in order: validate → background/yield → elevated → host →
-// security/ask → workdir → env → guard → start → wait up to the yield window.
+// security/ask → env → workdir → guard → start → wait up to the yield
+// window. env comes before workdir because the env check is pure while
+// resolving a sandbox workdir may create the container.
 //
 // Bad input returns an error matching ErrInvalidInput (an *InputError naming
 // the field); nothing has started then. Refusals by security mode, allowlist
@@ -78,6 +80,12 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	if host == nil {
 		return Result{}, fmt.Errorf("exec: host %q is not configured on this daemon: %w", plan.host, ErrHostUnavailable)
 	}
+	// env is checked before the workdir although the SPEC lists it after:
+	// the check is pure, and resolving a sandbox workdir may create the
+	// container — bad input must change nothing (SPEC §11).
+	if err := envguard.CheckRequest(envguard.Host(plan.host), p.Env); err != nil {
+		return Result{}, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+	}
 	var warnings []string
 	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
 	if err != nil {
@@ -85,9 +93,6 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	}
 	if warn != "" {
 		warnings = append(warnings, warn)
-	}
-	if err := envguard.CheckRequest(envguard.Host(plan.host), p.Env); err != nil {
-		return Result{}, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
 	}
 
 	command := plan.command
@@ -118,19 +123,35 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		}
 	}
 
+	id, err := m.reserveID()
+	if err != nil {
+		return Result{}, err
+	}
 	proc, err := host.Start(m.ctx, StartSpec{
-		Command: command, Env: p.Env, Dir: dir,
+		SessionID: id,
+		Command:   command, Env: p.Env, Dir: dir,
 		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
 		KeepStdin: plan.keepStdin,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
+		Node: p.Node,
 	})
 	if err != nil {
+		m.releaseID(id)
+		// A node re-checks its own policy: its refusal or pending approval
+		// is a result, not a failure.
+		if reason, approval, ok := nodeRefusal(err); ok {
+			if approval != nil {
+				return approvalResult(approval, plan, command, dir, warnings), nil
+			}
+			return deniedResult(reason, warnings), nil
+		}
 		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
 	if wr, ok := proc.(WarningsReporter); ok {
 		warnings = append(warnings, wr.Warnings()...)
 	}
 	s := m.newSession(p, plan.host, dir, p.Command, proc, plan.keepStdin)
+	s.id = id
 	s.visible = plan.background
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)

@@ -3,12 +3,14 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
@@ -593,5 +595,34 @@ func TestExecAfterClose(t *testing.T) {
 	}
 	if _, err := m.Process(context.Background(), ProcessParams{Action: "list"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("want ErrClosed, got %v", err)
+	}
+}
+
+func TestExecNodeRefusalIsAResult(t *testing.T) {
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.Host, c.Exec.Security = "node", "full" })
+	hosts["node"].startFunc = func(_ context.Context, spec StartSpec) (Process, error) {
+		if spec.Node != "build-box" {
+			t.Errorf("StartSpec.Node = %q", spec.Node)
+		}
+		return nil, fmt.Errorf("wrapped: %w", &nodeexec.DeniedError{Node: "build-box", Reason: "SYSTEM_RUN_DENIED: allowlist miss"})
+	}
+	r, err := m.Exec(context.Background(), ExecParams{Command: "rm -rf /", Node: "build-box"})
+	if err != nil || r.Details["status"] != StatusDenied || !strings.Contains(r.Details["reason"].(string), "allowlist miss") {
+		t.Fatalf("node denial: %v %v", r.Details, err)
+	}
+	hosts["node"].startFunc = func(context.Context, StartSpec) (Process, error) { return nil, errors.New("node build-box is offline") }
+	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls", Node: "build-box"}); err == nil || !strings.Contains(err.Error(), "offline") {
+		t.Fatalf("offline node: %v", err)
+	}
+}
+
+func TestPublish(t *testing.T) {
+	clk := newClock()
+	m, _ := newTestManager(t, nil, func(o *Options) { o.Now = clk.Now })
+	ch := m.Subscribe(context.Background())
+	m.Publish(Event{Type: "approval", Text: "Approval requested"})
+	ev := <-ch
+	if ev.Type != "approval" || !ev.Time.Equal(clk.Now()) {
+		t.Fatalf("event %+v", ev)
 	}
 }

@@ -7,6 +7,9 @@ import (
 
 // StartSpec describes one command for a Host to start.
 type StartSpec struct {
+	// SessionID is the id the session will have; a host that keeps sessions
+	// across daemon restarts records it so Recover returns the same id.
+	SessionID string
 	// Command is the shell command line; hosts run it as `sh -c Command`
 	// (the gateway uses $SHELL when it is a POSIX shell).
 	Command string
@@ -27,6 +30,9 @@ type StartSpec struct {
 	// AgentID and SessionKey identify the caller; the sandbox host uses them to
 	// pick the container.
 	AgentID, SessionKey string
+	// Node is the node id or name for the node host (ExecParams.Node); ""
+	// means the node host's default (exec.node). Other hosts ignore it.
+	Node string
 }
 
 // Host starts processes somewhere: a sandbox container, this machine, or a

@@ -69,6 +69,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session   // by id: every registered session
+	reserved map[string]bool       // ids handed to a host before registering
 	live     map[*session]struct{} // not yet finished (Close kills these)
 	closed   bool
 
@@ -98,6 +99,7 @@ func New(opts Options) (*Manager, error) {
 		now:      opts.Now,
 		logf:     opts.Logf,
 		sessions: map[string]*session{},
+		reserved: map[string]bool{},
 		live:     map[*session]struct{}{},
 		subs:     map[chan Event]struct{}{},
 	}
@@ -216,6 +218,15 @@ func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
 	return ch
 }
 
+// Publish sends ev to every subscriber, like the Manager's own exit events;
+// the approvals code uses it for approval events. Time defaults to now.
+func (m *Manager) Publish(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = m.now()
+	}
+	m.emit(ev)
+}
+
 func (m *Manager) emit(ev Event) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
@@ -321,14 +332,45 @@ func (m *Manager) sweep() int {
 	return n
 }
 
-// register adds s under a fresh id.
-func (m *Manager) register(s *session) error {
+// idTakenLocked reports whether id is registered or reserved.
+func (m *Manager) idTakenLocked(id string) bool {
+	_, ok := m.sessions[id]
+	return ok || m.reserved[id]
+}
+
+// reserveID picks a fresh id before the host starts the command, so the
+// host can record it (a supervised sandbox keeps it across daemon restarts).
+func (m *Manager) reserveID() (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
+		return "", ErrClosed
+	}
+	id := newID(m.idTakenLocked)
+	m.reserved[id] = true
+	return id, nil
+}
+
+// releaseID gives back a reserved id whose command did not start.
+func (m *Manager) releaseID(id string) {
+	m.mu.Lock()
+	delete(m.reserved, id)
+	m.mu.Unlock()
+}
+
+// register adds s under its reserved id, or a fresh one.
+func (m *Manager) register(s *session) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s.id != "" {
+		delete(m.reserved, s.id)
+	}
+	if m.closed {
 		return ErrClosed
 	}
-	s.id = newID(func(id string) bool { _, ok := m.sessions[id]; return ok })
+	if s.id == "" || m.idTakenLocked(s.id) {
+		s.id = newID(m.idTakenLocked)
+	}
 	m.sessions[s.id] = s
 	m.live[s] = struct{}{}
 	return nil

@@ -580,3 +580,25 @@ func TestCloseKillsEverything(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+func TestPTYDSRAnsweredAcrossChunks(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, true)
+	p.say("\x1b[31mred\x1b[0m \x1b[")
+	time.Sleep(20 * time.Millisecond) // let the reader see the split query
+	p.say("?6n done\u200b\n")
+	select {
+	case <-p.written:
+	case <-time.After(5 * time.Second):
+		t.Fatal("DSR not answered")
+	}
+	if got := p.stdinString(); got != "\x1b[1;1R" {
+		t.Fatalf("reply = %q", got)
+	}
+	p.exit(0, "")
+	waitDone(t, m, id)
+	r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id})
+	if text(r) != "\x1b[31mred\x1b[0m  done" {
+		t.Fatalf("log = %q", text(r))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 )
@@ -44,7 +45,8 @@ type session struct {
 	pty                 bool
 	proc                Process
 	pid                 int
-	startedAt           time.Time
+	startedAt           time.Time // by the injected clock (results, list, TTL)
+	startedReal         time.Time // by the real clock (timeouts run on real timers)
 
 	mu          sync.Mutex
 	agg         *output.Tail
@@ -68,22 +70,23 @@ type session struct {
 
 func (m *Manager) newSession(p ExecParams, host, cwd, command string, proc Process, keepStdin bool) *session {
 	return &session{
-		scope:      scopeKey(p.AgentID, p.SessionKey),
-		agentID:    p.AgentID,
-		sessionKey: p.SessionKey,
-		command:    command,
-		name:       deriveName(command),
-		cwd:        cwd,
-		host:       host,
-		pty:        p.PTY,
-		proc:       proc,
-		pid:        proc.PID(),
-		startedAt:  m.now(),
-		agg:        output.NewTail(m.lim.MaxOutputChars),
-		pendOut:    output.NewTail(m.lim.PendingMaxOutputChars),
-		pendErr:    output.NewTail(m.lim.PendingMaxOutputChars),
-		stdinOpen:  keepStdin,
-		done:       make(chan struct{}),
+		scope:       scopeKey(p.AgentID, p.SessionKey),
+		agentID:     p.AgentID,
+		sessionKey:  p.SessionKey,
+		command:     command,
+		name:        deriveName(command),
+		cwd:         cwd,
+		host:        host,
+		pty:         p.PTY,
+		proc:        proc,
+		pid:         proc.PID(),
+		startedAt:   m.now(),
+		startedReal: time.Now(),
+		agg:         output.NewTail(m.lim.MaxOutputChars),
+		pendOut:     output.NewTail(m.lim.PendingMaxOutputChars),
+		pendErr:     output.NewTail(m.lim.PendingMaxOutputChars),
+		stdinOpen:   keepStdin,
+		done:        make(chan struct{}),
 	}
 }
 
@@ -124,6 +127,13 @@ func (m *Manager) run(s *session) {
 		case <-readersDone:
 		case <-t.C:
 			m.logf("sessions: %s exited but its output is still open (a background child holds it); finishing anyway", s.id)
+			// Unblock the readers where the host allows it, so that no
+			// goroutine outlives the session.
+			for _, r := range []io.Reader{s.proc.Stdout(), s.proc.Stderr()} {
+				if c, ok := r.(io.Closer); ok {
+					_ = c.Close()
+				}
+			}
 		}
 		t.Stop()
 		m.finalize(s, code, sig, err)
@@ -161,9 +171,10 @@ func (s *session) appendOutput(text string, pend *output.Tail) {
 	if text == "" {
 		return
 	}
+	n := utf8.RuneCountInString(text)
 	s.mu.Lock()
-	s.agg.Write(text)
-	pend.Write(text)
+	s.agg.WriteCounted(text, n)
+	pend.WriteCounted(text, n)
 	s.wakeLocked()
 	s.mu.Unlock()
 }
@@ -307,7 +318,7 @@ func (m *Manager) armTimeoutLocked(s *session, d time.Duration) {
 	if d <= 0 || s.finished {
 		return
 	}
-	remaining := d - m.now().Sub(s.startedAt)
+	remaining := d - time.Since(s.startedReal)
 	s.timer = time.AfterFunc(max(remaining, 0), func() {
 		s.mu.Lock()
 		if s.finished || s.timedOut > 0 {

@@ -28,10 +28,15 @@ func NewTail(maxChars int) *Tail {
 
 // Write appends s, which must be valid UTF-8 (the Decoder's output is).
 func (t *Tail) Write(s string) {
+	t.WriteCounted(s, utf8.RuneCountInString(s))
+}
+
+// WriteCounted is Write for a caller that already knows s has n runes (so
+// that one count serves several buffers).
+func (t *Tail) WriteCounted(s string, n int) {
 	if s == "" {
 		return
 	}
-	n := utf8.RuneCountInString(s)
 	if n >= t.max {
 		t.dropped += int64(t.chars + n - t.max)
 		skip := skipRunes(s, n-t.max)
@@ -53,10 +58,16 @@ func (t *Tail) Write(s string) {
 	}
 }
 
-// skipRunes returns the byte offset just past the first k runes of s.
+// skipRunes returns the byte offset just past the first k runes of s. ASCII
+// is skipped eight bytes at a time.
 func skipRunes[S string | []byte](s S, k int) int {
 	i := 0
 	for i < len(s) && k > 0 {
+		if k >= 8 && i+8 <= len(s) && (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 == 0 {
+			i += 8
+			k -= 8
+			continue
+		}
 		if s[i] < utf8.RuneSelf {
 			i++
 		} else {
@@ -66,6 +77,14 @@ func skipRunes[S string | []byte](s S, k int) int {
 		k--
 	}
 	return i
+}
+
+// AddDropped counts n characters as dropped before anything held (e.g.
+// output a host discarded before handing the rest over).
+func (t *Tail) AddDropped(n int64) {
+	if n > 0 {
+		t.dropped += n
+	}
 }
 
 // String returns the characters currently held (without the dropped note).

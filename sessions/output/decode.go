@@ -149,9 +149,30 @@ func stripDSR(b []byte) ([]byte, int) {
 	return append(out, b[last:]...), n
 }
 
-// plainASCII reports whether c passes the sanitizer unchanged.
-func plainASCII(c byte) bool {
-	return c >= 0x20 && c < 0x7f || c == '\n' || c == '\t' || c == '\r'
+// plainTable marks the bytes that pass the sanitizer unchanged: printable
+// ASCII, \t, \n and \r. Read-only.
+var plainTable = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	t['\t'], t['\n'], t['\r'] = true, true, true
+	return t
+}()
+
+// plainRun returns the length of the prefix of b made of plain bytes.
+func plainRun(b []byte) int {
+	i := 0
+	for i < len(b) && plainTable[b[i]] {
+		i++
+	}
+	return i
+}
+
+// maybeFormat is a cheap pre-filter for unicode.Cf: no format character lies
+// outside these ranges (U+00AD, U+0600..U+2FFF, U+FEFF and above), so the
+// common scripts (Latin-1, Greek, Cyrillic, CJK, ...) skip the table lookup.
+func maybeFormat(r rune) bool {
+	return r == 0xAD || r >= 0x600 && r < 0x3000 || r >= 0xFEFF
 }
 
 // Sanitize makes b safe to hand to an agent:
@@ -164,19 +185,21 @@ func plainASCII(c byte) bool {
 //   - any other invalid byte becomes U+FFFD, so binary output stays visible
 //     as garbage instead of vanishing silently.
 func Sanitize(b []byte, pty bool) string {
-	i := 0
-	for i < len(b) && plainASCII(b[i]) {
-		i++
-	}
+	i := plainRun(b)
 	if i == len(b) {
 		return string(b)
 	}
 	out := make([]byte, 0, len(b))
 	out = append(out, b[:i]...)
 	for i < len(b) {
+		if n := plainRun(b[i:]); n > 0 {
+			out = append(out, b[i:i+n]...)
+			i += n
+			continue
+		}
 		c := b[i]
-		if c < 0x80 {
-			if plainASCII(c) || pty && c == 0x1b {
+		if c < utf8.RuneSelf {
+			if pty && c == 0x1b {
 				out = append(out, c)
 			}
 			i++
@@ -192,7 +215,7 @@ func Sanitize(b []byte, pty bool) string {
 			i++
 			continue
 		}
-		if !(r >= 0x80 && r <= 0x9f) && !unicode.Is(unicode.Cf, r) {
+		if !(r >= 0x80 && r <= 0x9f) && !(maybeFormat(r) && unicode.Is(unicode.Cf, r)) {
 			out = append(out, b[i:i+size]...)
 		}
 		i += size

@@ -134,6 +134,7 @@ the state directory's socket and start one when none is running.`,
 		newSandboxCommand(c),
 		newServeCommand(c),
 		newMCPCommand(c),
+		newNodeCommand(c),
 		newVersionCommand(c),
 	)
 	return root

@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +17,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -20,6 +25,9 @@ import (
 
 // TokenEnv holds the TCP listener's bearer token when --token is not given.
 const TokenEnv = "SANDBOXCTL_TOKEN"
+
+// NodeTokenEnv holds the node token when --node-token is not given.
+const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
 
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
@@ -33,6 +41,9 @@ type ServeOptions struct {
 	Token      string
 	TLSCert    string
 	TLSKey     string
+	// NodeToken is what node agents present; default $SANDBOXCTL_NODE_TOKEN,
+	// then <state>/node-token (generated, mode 0600).
+	NodeToken string
 }
 
 func newServeCommand(c *CLI) *cobra.Command {
@@ -60,6 +71,7 @@ are removed.`,
 	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+TokenEnv+", then <state>/token)")
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
+	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the state directory's daemon gracefully",
@@ -98,6 +110,16 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 	if sbx != nil {
 		defer sbx.Close()
 	}
+	nodes, err := buildNodeRegistry(c, opts, state, logf)
+	if err != nil {
+		return err
+	}
+	if nodes != nil {
+		defer nodes.Close()
+		hosts["node"] = sessions.NewNodeHost(nodes, cfg.Exec.Node)
+	} else {
+		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
+	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Logf: logf})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -106,7 +128,7 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 	dopts := daemon.Options{
 		StateDir:       state,
 		Tools:          tools,
-		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler()},
+		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) ||
@@ -124,6 +146,14 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 	}
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
+	}
+	if nodes != nil {
+		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
+		if opts.TLSCert != "" {
+			if fp, err := certFingerprint(opts.TLSCert); err == nil {
+				logf("nodes connect to %s with --tls-fingerprint %s", opts.Listen, fp)
+			}
+		}
 	}
 	srv, err := daemon.Listen(ctx, dopts)
 	if err != nil {
@@ -241,4 +271,53 @@ func RunServeStop(ctx context.Context, c *CLI) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return daemon.Stop(ctx, state)
+}
+
+// buildNodeRegistry accepts node agents when the daemon listens on TCP; the
+// unix socket is local only, so without --listen there are no nodes.
+func buildNodeRegistry(c *CLI, opts ServeOptions, state string, logf func(string, ...any)) (*nodeexec.Registry, error) {
+	if opts.Listen == "" {
+		return nil, nil
+	}
+	token := opts.NodeToken
+	if token == "" {
+		token = c.Getenv(NodeTokenEnv)
+	}
+	if token == "" {
+		var err error
+		if token, err = daemon.LoadOrCreateSecret(filepath.Join(state, daemon.NodeTokenFileName)); err != nil {
+			return nil, fmt.Errorf("serve: node token: %w", err)
+		}
+	}
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Logf: logf})
+	if err != nil {
+		return nil, fmt.Errorf("serve: node registry: %w", err)
+	}
+	return reg, nil
+}
+
+// nodesHandler serves GET /v1/nodes: the connected nodes, or an empty list
+// when the daemon takes no node connections.
+func nodesHandler(reg *nodeexec.Registry) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		list := []nodeexec.NodeInfo{}
+		if reg != nil {
+			list = reg.List()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(list)
+	})
+}
+
+// certFingerprint is the pin a node passes as --tls-fingerprint.
+func certFingerprint(certFile string) (string, error) {
+	data, err := os.ReadFile(certFile)
+	if err != nil {
+		return "", err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return "", fmt.Errorf("%s: no PEM certificate", certFile)
+	}
+	return nodeexec.Fingerprint(block.Bytes), nil
 }

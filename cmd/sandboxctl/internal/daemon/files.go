@@ -51,7 +51,16 @@ func ReadPIDFile(stateDir string) (int, error) {
 // generating 32 random bytes (hex) with mode 0600 when the file is missing. A
 // token file that others can read is refused rather than used.
 func LoadOrCreateToken(stateDir string) (string, error) {
-	path := filepath.Join(stateDir, TokenFileName)
+	return LoadOrCreateSecret(filepath.Join(stateDir, TokenFileName))
+}
+
+// NodeTokenFileName holds the token node agents present to the gateway; it
+// is separate from the API token so a node cannot call the tools.
+const NodeTokenFileName = "node-token"
+
+// LoadOrCreateSecret reads the secret in path, or creates it (32 random
+// bytes, hex, mode 0600) when missing.
+func LoadOrCreateSecret(path string) (string, error) {
 	for range 2 {
 		tok, err := readToken(path)
 		if err == nil {

@@ -88,6 +88,10 @@ type Options struct {
 	// Routes are extra endpoints ("GET /metrics", "POST /v1/approvals", ...)
 	// served on the socket and, behind the token, on TCP.
 	Routes map[string]http.Handler
+	// SelfAuthRoutes are served on TCP without the daemon's bearer token
+	// because they check credentials of their own (the node link checks the
+	// node token); they are not served on the socket.
+	SelfAuthRoutes map[string]http.Handler
 	// Version is reported by /healthz.
 	Version string
 	// ShutdownGrace is how long in-flight requests may finish on their own
@@ -199,7 +203,12 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 
 	s.unixSrv = s.newHTTPServer(s.routes(true))
 	if s.tcpLn != nil {
-		s.tcpSrv = s.newHTTPServer(s.requireToken(s.routes(false)))
+		tcp := http.NewServeMux()
+		tcp.Handle("/", s.requireToken(s.routes(false)))
+		for pattern, h := range opts.SelfAuthRoutes {
+			tcp.Handle(pattern, h)
+		}
+		s.tcpSrv = s.newHTTPServer(tcp)
 	}
 	return s, nil
 }

@@ -1,0 +1,100 @@
+package main_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freePort asks the kernel for a loopback port that is free right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestNodeRunThroughCLI starts a gateway daemon listening on loopback and a
+// node agent as separate sandboxctl processes, then runs commands with
+// --host node: the node's own guard decides (full on one node, deny on the
+// other), whatever the gateway allows.
+func TestNodeRunThroughCLI(t *testing.T) {
+	gw := newEnv(t)
+	if err := os.WriteFile(gw.config, []byte("exec:\n  host: node\n  security: full\n  ask: \"off\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	serve := exec.Command(binary, "--state", gw.state, "--config", gw.config, "serve", "--listen", addr)
+	serve.Stderr = os.Stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	var token []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(gw.state, "node-token"))
+		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			token = b
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gateway did not write its node token")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	startNode := func(name, security string) {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "node.yaml")
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf("exec:\n  security: %s\n  ask: \"off\"\n", security)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		node := exec.Command(binary, "--state", dir, "--config", cfg, "node", "run",
+			"--gateway", "ws://"+addr, "--token", strings.TrimSpace(string(token)), "--name", name, "--workdir", dir)
+		node.Stderr = os.Stderr
+		if err := node.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Process.Signal(os.Interrupt); _ = node.Wait() })
+	}
+	startNode("alpha", "full")
+	startNode("locked", "deny")
+
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		r := gw.run(t, "node", "ls")
+		if strings.Contains(r.stdout, "alpha") && strings.Contains(r.stdout, "locked") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nodes did not connect: %+v", r)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	r := gw.run(t, "exec", "--node", "alpha", "--", "echo", "on-node; exit 5")
+	if r.code != 5 || !strings.Contains(r.stdout, "on-node") {
+		t.Fatalf("exec on alpha: %+v", r)
+	}
+	marker := filepath.Join(t.TempDir(), "MARKER")
+	r = gw.run(t, "exec", "--node", "locked", "--", "touch "+marker)
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "deny") {
+		t.Fatalf("exec on a deny node: %+v", r)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the deny node ran the command")
+	}
+	r = gw.run(t, "exec", "--node", "nowhere", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "nowhere") {
+		t.Fatalf("exec on an unknown node: %+v", r)
+	}
+}

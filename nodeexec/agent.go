@@ -1,0 +1,960 @@
+package nodeexec
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/hostexec"
+)
+
+// Errors of RunAgent that end it (no reconnect can fix them).
+var (
+	// ErrUnauthorized: the gateway refused the node's token (HTTP 401).
+	ErrUnauthorized = errors.New("the gateway refused the node token")
+	// ErrTLSRequired: the gateway refuses plain connections from this peer.
+	ErrTLSRequired = errors.New("the gateway requires TLS")
+)
+
+// Agent defaults.
+const (
+	DefaultMinBackoff     = 500 * time.Millisecond
+	DefaultMaxBackoff     = 30 * time.Second
+	DefaultIdempotencyTTL = 10 * time.Minute
+	// maxBacklog is the most output a run keeps per link outage.
+	maxBacklog = 1 << 20
+	// stdinQueue is how many stdin frames a run queues before dropping.
+	stdinQueue  = 256
+	dialTimeout = 15 * time.Second
+)
+
+// AgentOptions configure a node agent (`sandboxctl node run`).
+type AgentOptions struct {
+	// GatewayURL is the daemon's address: wss://host:port (the connect path
+	// is added when missing). ws:// is accepted only for a loopback host.
+	GatewayURL string
+	// Token is the node token the gateway expects.
+	Token string
+	// Name is the node's display name; default the host name.
+	Name string
+	// TLSFingerprint pins the gateway's certificate: the SHA-256 of its leaf
+	// certificate (hex, colons optional). When set, only that certificate is
+	// accepted (no CA needed); when empty, the system roots (or RootCAs)
+	// verify the gateway as usual.
+	TLSFingerprint string
+	// RootCAs replaces the system roots when no fingerprint is pinned.
+	RootCAs *x509.CertPool
+	// StateDir holds node-id and approvals.json; default ~/.sandboxctl/node.
+	StateDir string
+	// Config is the node's own guard configuration.
+	Config GuardConfig
+	// Guard replaces the default PolicyGuard over StateDir/approvals.json.
+	Guard Guard
+	// Workdir is the default working directory of runs; default the agent's
+	// own working directory.
+	Workdir string
+	// Shell, Environ and KillGrace configure the hostexec.Runner (see
+	// hostexec.Options).
+	Shell     string
+	Environ   []string
+	KillGrace time.Duration
+	// LinkGrace is how long runs survive a lost link before the node kills
+	// them (default DefaultLinkGrace).
+	LinkGrace time.Duration
+	// PingInterval: see DefaultPingInterval.
+	PingInterval time.Duration
+	// MinBackoff and MaxBackoff bound the reconnect delay (doubling, with
+	// jitter, reset once a link came up).
+	MinBackoff, MaxBackoff time.Duration
+	// IdempotencyTTL is how long a run's idempotency key is remembered.
+	IdempotencyTTL time.Duration
+	// Version is reported in hello.
+	Version string
+	// Logf receives diagnostics (default: discard).
+	Logf func(format string, args ...any)
+	// OnConnect, when set, is called each time the link is up.
+	OnConnect func(nodeID, name string)
+}
+
+// RunAgent runs a node agent until ctx ends (then it kills every process it
+// started and returns nil) or a permanent error: a refused token
+// (ErrUnauthorized), a certificate that fails verification or pinning
+// (ErrFingerprintMismatch), a plain URL to a non-loopback host
+// (ErrInsecureURL), or bad options.
+func RunAgent(ctx context.Context, opts AgentOptions) error {
+	a, err := newAgent(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
+
+type agent struct {
+	opts     AgentOptions
+	url      *url.URL
+	client   *http.Client
+	runner   *hostexec.Runner
+	guard    Guard
+	nodeID   string
+	name     string
+	platform string
+	workdir  string
+	logf     func(string, ...any)
+	ctx      context.Context
+
+	mu       sync.Mutex
+	stopping bool // shutdown began: a run admitted now is killed at once
+	link     *agentLink
+	runs     map[string]*nodeRun
+	idem     map[string]*idemEntry
+	grace    *time.Timer
+	wg       sync.WaitGroup
+}
+
+// idemEntry remembers what became of an idempotency key.
+type idemEntry struct {
+	runID  string
+	at     time.Time
+	ready  chan struct{} // closed once answer is set
+	answer *frame        // started, denied, approval-pending or error
+	exit   *exitInfo     // set once the run ended and was forgotten
+}
+
+func newAgent(ctx context.Context, opts AgentOptions) (*agent, error) {
+	if opts.Token == "" {
+		return nil, errors.New("nodeexec: node agent: a gateway token is required")
+	}
+	u, err := checkGatewayURL(opts.GatewayURL)
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: node agent: %w", err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: opts.RootCAs}
+	if opts.TLSFingerprint != "" {
+		pin, err := ParseFingerprint(opts.TLSFingerprint)
+		if err != nil {
+			return nil, fmt.Errorf("nodeexec: node agent: %w", err)
+		}
+		// The pin replaces CA verification: only this exact certificate is
+		// accepted, checked in VerifyConnection (which runs regardless).
+		tc.InsecureSkipVerify = true //nolint:gosec // pinned below
+		tc.VerifyConnection = pinnedVerify(pin)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, Proxy: nil, DisableKeepAlives: true}}
+
+	if opts.LinkGrace <= 0 {
+		opts.LinkGrace = DefaultLinkGrace
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = DefaultPingInterval
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
+	}
+	if opts.IdempotencyTTL <= 0 {
+		opts.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if opts.StateDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("nodeexec: node agent: no state directory: %w", err)
+		}
+		opts.StateDir = filepath.Join(home, ".sandboxctl", "node")
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("nodeexec: node agent: state directory: %w", err)
+	}
+	id, err := loadNodeID(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: node agent: %w", err)
+	}
+	name := opts.Name
+	if name == "" {
+		if name, err = os.Hostname(); err != nil || name == "" {
+			name = "node-" + id[:8]
+		}
+	}
+	if err := validText("node name", name, maxNameLen); err != nil || strings.TrimSpace(name) == "" {
+		return nil, fmt.Errorf("nodeexec: node agent: invalid node name %q", name)
+	}
+	g := opts.Guard
+	if g == nil {
+		pg, err := NewPolicyGuard(opts.Config, filepath.Join(opts.StateDir, "approvals.json"))
+		if err != nil {
+			return nil, err
+		}
+		g = pg
+	}
+	runner, err := hostexec.NewRunner(ctx, hostexec.Options{Shell: opts.Shell, Environ: opts.Environ, KillGrace: opts.KillGrace, Logf: logf})
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: node agent: %w", err)
+	}
+	wd := opts.Workdir
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("nodeexec: node agent: working directory: %w", err)
+		}
+	}
+	if !filepath.IsAbs(wd) {
+		if wd, err = filepath.Abs(wd); err != nil {
+			return nil, fmt.Errorf("nodeexec: node agent: working directory: %w", err)
+		}
+	}
+	return &agent{
+		opts: opts, url: u, client: client, runner: runner, guard: g,
+		nodeID: id, name: name, platform: runtime.GOOS + "/" + runtime.GOARCH, workdir: wd, logf: logf,
+		ctx: ctx, runs: map[string]*nodeRun{}, idem: map[string]*idemEntry{},
+	}, nil
+}
+
+// loadNodeID reads StateDir/node-id, creating it on first use.
+func loadNodeID(dir string) (string, error) {
+	p := filepath.Join(dir, "node-id")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if verr := validID("node id", id); verr != nil {
+			return "", fmt.Errorf("%s: %w", p, verr)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("node id: %w", err)
+	}
+	id := NewID()
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("node id: %w", err)
+	}
+	return id, nil
+}
+
+// permanent reports errors no reconnect can fix.
+func permanent(err error) bool {
+	var cve *tls.CertificateVerificationError
+	var uae x509.UnknownAuthorityError
+	var hne x509.HostnameError
+	var cie x509.CertificateInvalidError
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrTLSRequired) ||
+		errors.Is(err, ErrFingerprintMismatch) || errors.As(err, &cve) ||
+		errors.As(err, &uae) || errors.As(err, &hne) || errors.As(err, &cie)
+}
+
+func (a *agent) run(ctx context.Context) error {
+	defer a.shutdown()
+	backoff := a.opts.MinBackoff
+	for {
+		up, err := a.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if permanent(err) {
+			a.logf("nodeexec: node agent stops: %v", err)
+			return fmt.Errorf("nodeexec: node agent: %w", err)
+		}
+		if up {
+			backoff = a.opts.MinBackoff
+		}
+		d := backoff/2 + rand.N(backoff/2+1)
+		a.logf("nodeexec: link to gateway down (%v); reconnecting in %s", err, d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, a.opts.MaxBackoff)
+	}
+}
+
+// session runs one link: dial, hello, welcome, then frames until it ends.
+// up reports whether the gateway accepted the node.
+func (a *agent) session(ctx context.Context) (up bool, err error) {
+	lctx, lcancel := context.WithCancelCause(ctx)
+	defer lcancel(nil)
+	hs := time.AfterFunc(dialTimeout, func() { lcancel(errors.New("handshake timed out")) })
+	conn, resp, err := websocket.Dial(lctx, a.url.String(), &websocket.DialOptions{
+		HTTPClient: a.client,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + a.opts.Token}},
+	})
+	if err != nil {
+		hs.Stop()
+		if resp != nil {
+			switch resp.StatusCode {
+			case http.StatusUnauthorized:
+				return false, fmt.Errorf("%w (HTTP 401 from %s)", ErrUnauthorized, a.url.Redacted())
+			case http.StatusForbidden:
+				return false, fmt.Errorf("%w (HTTP 403 from %s)", ErrTLSRequired, a.url.Redacted())
+			}
+		}
+		return false, fmt.Errorf("dial %s: %w", a.url.Redacted(), err)
+	}
+	conn.SetReadLimit(MaxFrameBytes)
+	l := &agentLink{conn: conn, ctx: lctx, cancel: lcancel}
+	defer l.close(errors.New("session ended"))
+	if err := l.send(&frame{Type: frameHello, Hello: a.hello(ctx)}); err != nil {
+		hs.Stop()
+		return false, err
+	}
+	var wf frame
+	if err := wsjson.Read(lctx, conn, &wf); err != nil {
+		hs.Stop()
+		return false, fmt.Errorf("waiting for welcome: %w", err)
+	}
+	if !hs.Stop() {
+		return false, errors.New("handshake timed out")
+	}
+	if wf.Type != frameWelcome {
+		return false, fmt.Errorf("gateway sent %q before welcome", wf.Type)
+	}
+	if wf.Reason != "" {
+		return false, fmt.Errorf("gateway refused the node: %s", wf.Reason)
+	}
+	a.logf("nodeexec: node %s (%s) connected to %s", a.name, a.nodeID, a.url.Redacted())
+	a.attach(l)
+	if a.opts.OnConnect != nil {
+		a.opts.OnConnect(a.nodeID, a.name)
+	}
+	go l.pinger(a.opts.PingInterval)
+	for {
+		var f frame
+		if err := wsjson.Read(lctx, conn, &f); err != nil {
+			if c := context.Cause(lctx); c != nil && !errors.Is(c, context.Canceled) {
+				err = c
+			}
+			a.detach(l)
+			return true, err
+		}
+		a.handle(l, &f)
+	}
+}
+
+func (a *agent) hello(ctx context.Context) *Hello {
+	h := &Hello{
+		Protocol: ProtocolVersion, NodeID: a.nodeID, Name: a.name, Platform: a.platform, Version: a.opts.Version,
+		Capabilities: []string{CapSystemRun, CapSystemWhich, CapApprovals},
+		Approvals:    a.guard.Summary(ctx),
+		Workdir:      a.workdir,
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.runs {
+		h.Running = append(h.Running, RunState{RunID: r.id, PID: r.proc.PID(), Running: !r.procExited(), Command: truncate(r.command, 200)})
+	}
+	return h
+}
+
+// attach makes l the current link and hands it to every run, which first
+// delivers what it buffered while the link was down.
+func (a *agent) attach(l *agentLink) {
+	a.mu.Lock()
+	a.link = l
+	if a.grace != nil {
+		a.grace.Stop()
+		a.grace = nil
+	}
+	runs := a.runList()
+	a.mu.Unlock()
+	for _, r := range runs {
+		r.attachLink(l)
+	}
+}
+
+// detach drops l and starts the grace after which every run is killed.
+func (a *agent) detach(l *agentLink) {
+	l.close(errors.New("link lost"))
+	a.mu.Lock()
+	if a.link == l {
+		a.link = nil
+		if a.grace == nil && len(a.runs) > 0 {
+			a.grace = time.AfterFunc(a.opts.LinkGrace, a.graceExpired)
+		}
+	}
+	runs := a.runList()
+	a.mu.Unlock()
+	for _, r := range runs {
+		r.mu.Lock()
+		if r.link == l {
+			r.link = nil
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (a *agent) runList() []*nodeRun {
+	out := make([]*nodeRun, 0, len(a.runs))
+	for _, r := range a.runs {
+		out = append(out, r)
+	}
+	return out
+}
+
+// graceExpired kills every run when the link did not come back in time.
+func (a *agent) graceExpired() {
+	a.mu.Lock()
+	a.grace = nil
+	if a.link != nil {
+		a.mu.Unlock()
+		return
+	}
+	runs := a.runList()
+	a.mu.Unlock()
+	if len(runs) == 0 {
+		return
+	}
+	a.logf("nodeexec: link to the gateway not restored within %s; killing %d run(s)", a.opts.LinkGrace, len(runs))
+	a.killAll(runs)
+	for _, r := range runs {
+		a.forget(r)
+	}
+}
+
+func (a *agent) killAll(runs []*nodeRun) {
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.proc.Kill(ctx); err != nil {
+				a.logf("nodeexec: kill run %s: %v", r.id, err)
+			}
+			_, _, _ = r.proc.Wait(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// shutdown kills everything the agent started and waits for its goroutines.
+func (a *agent) shutdown() {
+	a.mu.Lock()
+	a.stopping = true
+	if a.grace != nil {
+		a.grace.Stop()
+		a.grace = nil
+	}
+	runs := a.runList()
+	a.mu.Unlock()
+	if len(runs) > 0 {
+		a.logf("nodeexec: node agent stopping; killing %d run(s)", len(runs))
+	}
+	a.killAll(runs)
+	a.wg.Wait()
+}
+
+// forget drops a run; its idempotency key keeps the exit for replays.
+func (a *agent) forget(r *nodeRun) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.runs[r.id] == r {
+		delete(a.runs, r.id)
+	}
+	if e := a.idem[r.key]; e != nil {
+		r.mu.Lock()
+		e.exit = r.exit
+		r.mu.Unlock()
+	}
+}
+
+func (a *agent) currentLink() *agentLink {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.link
+}
+
+// handle dispatches one frame from the gateway. Slow work (the guard,
+// starting a process, approvals I/O) runs in goroutines so that the link
+// keeps reading.
+func (a *agent) handle(l *agentLink, f *frame) {
+	switch f.Type {
+	case frameRun:
+		a.handleRun(l, f)
+	case frameStdin, frameStdinClose:
+		if r := a.lookupRun(f.RunID); r != nil {
+			select {
+			case r.stdin <- stdinOp{data: f.Data, close: f.Type == frameStdinClose}:
+			default:
+				a.logf("nodeexec: run %s: stdin queue full; %d bytes dropped", f.RunID, len(f.Data))
+			}
+		}
+	case frameResize:
+		if r := a.lookupRun(f.RunID); r != nil {
+			ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
+			if err := r.proc.Resize(ctx, f.Cols, f.Rows); err != nil {
+				a.logf("nodeexec: run %s: resize: %v", f.RunID, err)
+			}
+			cancel()
+		}
+	case frameKill:
+		if r := a.lookupRun(f.RunID); r != nil {
+			a.goAsync(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := r.proc.Kill(ctx); err != nil {
+					a.logf("nodeexec: run %s: kill: %v", f.RunID, err)
+				}
+			})
+		}
+	case frameApprovalsList:
+		a.goAsync(func() {
+			list, err := a.guard.Approvals(a.ctx)
+			reply := &frame{Type: frameReply, ReqID: f.ReqID, Approvals: list}
+			if err != nil {
+				reply.Error = err.Error()
+			}
+			for i := range reply.Approvals {
+				reply.Approvals[i].NodeID = a.nodeID
+			}
+			_ = l.send(reply)
+		})
+	case frameApprovalsSolve:
+		a.goAsync(func() {
+			reply := &frame{Type: frameReply, ReqID: f.ReqID}
+			if err := a.guard.Resolve(a.ctx, f.ApprovalID, f.Decision); err != nil {
+				reply.Error = err.Error()
+				if errors.Is(err, ErrApprovalUnknown) {
+					reply.Reason = "unknown-approval"
+				}
+			}
+			_ = l.send(reply)
+		})
+	case frameWhich:
+		_ = l.send(a.which(f))
+	default:
+		a.logf("nodeexec: ignoring frame %q from the gateway", truncate(f.Type, 40))
+	}
+}
+
+func (a *agent) goAsync(fn func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		fn()
+	}()
+}
+
+func (a *agent) lookupRun(id string) *nodeRun {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runs[id]
+}
+
+func (a *agent) which(f *frame) *frame {
+	reply := &frame{Type: frameReply, ReqID: f.ReqID, Paths: map[string]string{}}
+	if len(f.Names) > 64 {
+		reply.Error = "too many names"
+		return reply
+	}
+	for _, n := range f.Names {
+		if n == "" || strings.ContainsRune(n, '/') || validText("name", n, 255) != nil {
+			continue
+		}
+		reply.Paths[n] = ""
+		for _, dir := range filepath.SplitList(a.runner.Path()) {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			p := filepath.Join(dir, n)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+				reply.Paths[n] = p
+				break
+			}
+		}
+	}
+	return reply
+}
+
+// handleRun admits a system.run: idempotency first, then (in a goroutine)
+// the node's own checks and the start.
+func (a *agent) handleRun(l *agentLink, f *frame) {
+	p := f.Run
+	if p == nil {
+		_ = l.send(&frame{Type: frameDenied, RunID: f.RunID, Reason: "invalid system.run request: no parameters"})
+		return
+	}
+	if p.Approved != nil || p.ApprovalDecision != "" {
+		// Only this node's approvals count (OpenClaw #8682/#8683).
+		a.logf("nodeexec: run %s: ignoring approved/approvalDecision sent by the gateway", truncate(p.RunID, 64))
+		p.Approved, p.ApprovalDecision = nil, ""
+	}
+	if err := p.validate(); err != nil {
+		_ = l.send(&frame{Type: frameDenied, RunID: f.RunID, Reason: "invalid system.run request: " + err.Error()})
+		return
+	}
+	a.mu.Lock()
+	now := time.Now()
+	for k, e := range a.idem {
+		if now.Sub(e.at) > a.opts.IdempotencyTTL && e.answer != nil && a.runs[e.runID] == nil {
+			delete(a.idem, k)
+		}
+	}
+	if e := a.idem[p.IdempotencyKey]; e != nil {
+		a.mu.Unlock()
+		if e.runID != p.RunID {
+			_ = l.send(&frame{Type: frameDenied, RunID: p.RunID, Reason: "idempotencyKey already used by another run"})
+			return
+		}
+		a.goAsync(func() { a.replay(l, e) })
+		return
+	}
+	if a.runs[p.RunID] != nil {
+		a.mu.Unlock()
+		_ = l.send(&frame{Type: frameDenied, RunID: p.RunID, Reason: "runId already in use"})
+		return
+	}
+	e := &idemEntry{runID: p.RunID, at: now, ready: make(chan struct{})}
+	a.idem[p.IdempotencyKey] = e
+	a.mu.Unlock()
+	a.goAsync(func() { a.startRun(l, p, e) })
+}
+
+// replay answers a retried system.run without starting anything.
+func (a *agent) replay(l *agentLink, e *idemEntry) {
+	select {
+	case <-e.ready:
+	case <-a.ctx.Done():
+		return
+	}
+	a.mu.Lock()
+	ans, exit, r := e.answer, e.exit, a.runs[e.runID]
+	a.mu.Unlock()
+	if ans.Type != frameStarted {
+		_ = l.send(ans)
+		return
+	}
+	st := *ans.Started
+	st.Reattached = true
+	if r != nil {
+		r.emit(&frame{Type: frameStarted, RunID: e.runID, Started: &st})
+		return
+	}
+	_ = l.send(&frame{Type: frameStarted, RunID: e.runID, Started: &st})
+	if exit != nil {
+		_ = l.send(&frame{Type: frameExit, RunID: e.runID, Exit: exit})
+	}
+}
+
+// startRun runs the node's own checks and starts the process.
+func (a *agent) startRun(l *agentLink, p *RunParams, e *idemEntry) {
+	ans, r := a.admit(p)
+	a.mu.Lock()
+	e.answer = ans
+	if r != nil {
+		a.runs[r.id] = r
+		r.mu.Lock()
+		r.link = a.link
+		r.mu.Unlock()
+		if a.link == nil && a.grace == nil {
+			a.grace = time.AfterFunc(a.opts.LinkGrace, a.graceExpired)
+		}
+	}
+	close(e.ready)
+	stopping := a.stopping
+	a.mu.Unlock()
+	if r != nil && stopping {
+		a.killAll([]*nodeRun{r})
+	}
+	if r == nil {
+		if cur := a.currentLink(); cur != nil {
+			l = cur
+		}
+		_ = l.send(ans)
+		return
+	}
+	r.emit(ans)
+	r.begin()
+}
+
+func denied(runID, reason string) *frame {
+	return &frame{Type: frameDenied, RunID: runID, Reason: reason}
+}
+
+// admit applies the node's checks in order — envguard, rawCommand ↔ argv,
+// workdir, the node's guard — and starts the process if they all pass.
+func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
+	if err := envguard.CheckRequest(envguard.HostNode, p.Env); err != nil {
+		return denied(p.RunID, "env: "+err.Error()), nil
+	}
+	line, err := CheckRawCommand(p.Argv, p.RawCommand)
+	if err != nil {
+		return denied(p.RunID, err.Error()), nil
+	}
+	cwd, warnings := a.resolveCwd(p.Cwd)
+	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+	defer cancel()
+	v, err := a.guard.Check(ctx, GuardRequest{
+		Line: line, Argv: p.Argv, Cwd: cwd, Env: p.Env, Path: a.runner.Path(),
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask, NodeID: a.nodeID,
+	})
+	if err != nil {
+		return denied(p.RunID, "the node's guard failed, so nothing runs: "+err.Error()), nil
+	}
+	switch v.Decision {
+	case VerdictRun:
+	case VerdictPending:
+		ap := Approval{}
+		if v.Approval != nil {
+			ap = *v.Approval
+		}
+		ap.NodeID = a.nodeID
+		return &frame{Type: framePending, RunID: p.RunID, Reason: v.Reason, Approval: &ap}, nil
+	default:
+		reason := v.Reason
+		if reason == "" {
+			reason = "refused by the node's guard"
+		}
+		return denied(p.RunID, reason), nil
+	}
+	command := v.Command
+	if command == "" {
+		command = line
+	}
+	command, _ = peelShell(command, a.runner.Shell())
+	proc, err := a.runner.Start(ctx, hostexec.Spec{
+		Command: command, Env: p.Env, Dir: cwd, PTY: p.TTY, Cols: p.Cols, Rows: p.Rows,
+		KeepStdin: p.KeepStdin, Tag: hostexec.NewTag(),
+	})
+	if err != nil {
+		return &frame{Type: frameError, RunID: p.RunID, Reason: err.Error()}, nil
+	}
+	warnings = append(warnings, proc.Warnings()...)
+	r := &nodeRun{
+		a: a, id: p.RunID, key: p.IdempotencyKey, command: line, proc: proc,
+		stdin: make(chan stdinOp, stdinQueue),
+	}
+	if p.TimeoutMs > 0 {
+		r.timer = time.AfterFunc(time.Duration(p.TimeoutMs)*time.Millisecond, func() {
+			a.logf("nodeexec: run %s: timeoutMs %d expired; killing it", r.id, p.TimeoutMs)
+			kctx, kcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer kcancel()
+			_ = proc.Kill(kctx)
+		})
+	}
+	st := &startedInfo{PID: proc.PID(), PTY: proc.IsPTY(), Cwd: cwd, Warnings: warnings}
+	return &frame{Type: frameStarted, RunID: p.RunID, Started: st}, r
+}
+
+// resolveCwd maps the requested directory to one on this node; anything that
+// is not an existing directory falls back to the node's default.
+func (a *agent) resolveCwd(req string) (string, []string) {
+	if req == "" {
+		return a.workdir, nil
+	}
+	p := req
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(a.workdir, p)
+	}
+	p = filepath.Clean(p)
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return p, nil
+	}
+	return a.workdir, []string{fmt.Sprintf("workdir %q is not a directory on node %s; using %s", req, a.name, a.workdir)}
+}
+
+type stdinOp struct {
+	data  []byte
+	close bool
+}
+
+// nodeRun is one process the node started for the gateway.
+type nodeRun struct {
+	a       *agent
+	id, key string
+	command string
+	proc    *hostexec.Process
+	stdin   chan stdinOp
+	timer   *time.Timer
+
+	mu           sync.Mutex
+	link         *agentLink // nil while the link is down
+	backlog      []*frame
+	backlogBytes int
+	dropped      int
+	exit         *exitInfo
+}
+
+func (r *nodeRun) procExited() bool {
+	select {
+	case <-r.proc.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// emit sends a frame of this run in order: on the link when it is up and
+// nothing is queued, else into the backlog (output beyond maxBacklog is
+// dropped and counted).
+func (r *nodeRun) emit(f *frame) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f.Type == frameExit {
+		r.exit = f.Exit
+	}
+	if r.link != nil && len(r.backlog) == 0 && r.dropped == 0 {
+		if err := r.link.send(f); err == nil {
+			if f.Type == frameExit {
+				go r.a.forget(r)
+			}
+			return
+		}
+		r.link = nil
+	}
+	if f.Type == frameOutput && r.backlogBytes+len(f.Data) > maxBacklog {
+		r.dropped += len(f.Data)
+		return
+	}
+	r.markDropsLocked()
+	r.backlog = append(r.backlog, f)
+	r.backlogBytes += len(f.Data)
+}
+
+func (r *nodeRun) markDropsLocked() {
+	if r.dropped == 0 {
+		return
+	}
+	msg := fmt.Sprintf("\n[nodeexec: %d bytes of output dropped while the link to the gateway was down]\n", r.dropped)
+	r.backlog = append(r.backlog, &frame{Type: frameOutput, RunID: r.id, Stream: streamStdout, Data: []byte(msg)})
+	r.dropped = 0
+}
+
+// attachLink delivers the backlog on l and makes it the run's link.
+func (r *nodeRun) attachLink(l *agentLink) {
+	r.mu.Lock()
+	r.markDropsLocked()
+	r.link = l
+	delivered := false
+	for len(r.backlog) > 0 {
+		f := r.backlog[0]
+		if err := l.send(f); err != nil {
+			r.link = nil
+			break
+		}
+		r.backlog = r.backlog[1:]
+		r.backlogBytes -= len(f.Data)
+		delivered = delivered || f.Type == frameExit
+	}
+	r.mu.Unlock()
+	if delivered {
+		r.a.forget(r)
+	}
+}
+
+// begin starts the output pumps, the stdin writer and the exit reporter.
+func (r *nodeRun) begin() {
+	var pumps sync.WaitGroup
+	pump := func(rd interface{ Read([]byte) (int, error) }, stream string) {
+		defer pumps.Done()
+		buf := make([]byte, MaxOutputChunk)
+		for {
+			n, err := rd.Read(buf)
+			if n > 0 {
+				r.emit(&frame{Type: frameOutput, RunID: r.id, Stream: stream, Data: append([]byte(nil), buf[:n]...)})
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	pumps.Add(1)
+	go pump(r.proc.Stdout(), streamStdout)
+	if se := r.proc.Stderr(); se != nil {
+		pumps.Add(1)
+		go pump(se, streamStderr)
+	}
+	r.a.goAsync(func() {
+		for {
+			select {
+			case op := <-r.stdin:
+				var err error
+				if op.close {
+					err = r.proc.CloseStdin()
+				} else {
+					_, err = r.proc.Write(op.data)
+				}
+				if err != nil {
+					r.a.logf("nodeexec: run %s: stdin: %v", r.id, err)
+				}
+			case <-r.proc.Done():
+				return
+			}
+		}
+	})
+	r.a.goAsync(func() {
+		code, sig, err := r.proc.Wait(context.Background())
+		pumps.Wait()
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		x := &exitInfo{Code: code, Signal: sig}
+		if err != nil {
+			x.Error = err.Error()
+		}
+		r.emit(&frame{Type: frameExit, RunID: r.id, Exit: x})
+	})
+}
+
+// agentLink is the node's end of one link.
+type agentLink struct {
+	conn   *websocket.Conn
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func (l *agentLink) send(f *frame) error {
+	if err := context.Cause(l.ctx); err != nil {
+		return fmt.Errorf("link closed: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(l.ctx, writeTimeout)
+	defer cancel()
+	if err := wsjson.Write(wctx, l.conn, f); err != nil {
+		return fmt.Errorf("write %s: %w", f.Type, err)
+	}
+	return nil
+}
+
+func (l *agentLink) close(cause error) {
+	l.cancel(cause)
+	_ = l.conn.CloseNow()
+}
+
+func (l *agentLink) pinger(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(l.ctx, every)
+		err := l.conn.Ping(pctx)
+		cancel()
+		if err != nil && l.ctx.Err() == nil {
+			l.close(fmt.Errorf("ping: %w", err))
+			return
+		}
+	}
+}

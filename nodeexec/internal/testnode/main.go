@@ -1,0 +1,49 @@
+// Command testnode is a node agent for nodeexec's multi-process tests: it
+// runs nodeexec.RunAgent with flags and prints "CONNECTED <id> <name>" each
+// time its link comes up. It is not part of the product (that is
+// `sandboxctl node run`).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/nodeexec"
+)
+
+func main() {
+	var o nodeexec.AgentOptions
+	flag.StringVar(&o.GatewayURL, "gateway", "", "gateway URL")
+	flag.StringVar(&o.Token, "token", "", "node token")
+	flag.StringVar(&o.Name, "name", "", "node name")
+	flag.StringVar(&o.TLSFingerprint, "tls-fingerprint", "", "pinned SHA-256 of the gateway certificate")
+	flag.StringVar(&o.StateDir, "state", "", "state directory")
+	flag.StringVar(&o.Workdir, "workdir", "", "default working directory")
+	flag.StringVar(&o.Config.Security, "security", "", "deny|allowlist|full")
+	flag.StringVar(&o.Config.Ask, "ask", "", "off|on-miss|always")
+	flag.DurationVar(&o.LinkGrace, "link-grace", 0, "grace before runs of a lost link are killed")
+	flag.DurationVar(&o.PingInterval, "ping", 0, "ping interval")
+	flag.DurationVar(&o.MinBackoff, "min-backoff", 100*time.Millisecond, "first reconnect delay")
+	flag.DurationVar(&o.MaxBackoff, "max-backoff", time.Second, "longest reconnect delay")
+	flag.DurationVar(&o.KillGrace, "kill-grace", 0, "TERM to KILL delay")
+	flag.Parse()
+	logger := log.New(os.Stderr, "testnode: ", log.Lmicroseconds)
+	o.Logf = logger.Printf
+	o.Shell = "/bin/sh"
+	o.Environ = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.TempDir(), "LANG=C.UTF-8"}
+	o.OnConnect = func(id, name string) { fmt.Printf("CONNECTED %s %s\n", id, name) }
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := nodeexec.RunAgent(ctx, o); err != nil {
+		fmt.Printf("ERROR %v\n", err)
+		logger.Printf("%v", err)
+		os.Exit(2)
+	}
+	fmt.Println("STOPPED")
+}

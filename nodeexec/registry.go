@@ -1,0 +1,886 @@
+package nodeexec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+)
+
+// Defaults of RegistryOptions and AgentOptions.
+const (
+	// DefaultLinkGrace is how long runs survive a lost link: the gateway
+	// fails them, and the node kills them, when the link is not back by then.
+	DefaultLinkGrace = 10 * time.Second
+	// DefaultPingInterval is how often each end pings the other; a ping not
+	// answered within the interval closes the link.
+	DefaultPingInterval = 15 * time.Second
+	// DefaultHelloTimeout bounds the wait for a node's hello after the
+	// WebSocket handshake.
+	DefaultHelloTimeout = 10 * time.Second
+	// DefaultStartTimeout bounds Start's wait for the node's answer.
+	DefaultStartTimeout = 30 * time.Second
+	// writeTimeout bounds one frame write.
+	writeTimeout = 10 * time.Second
+)
+
+// RegistryOptions configure the gateway side.
+type RegistryOptions struct {
+	// Token is the shared secret nodes present (Authorization: Bearer).
+	// Required; compared in constant time.
+	Token string
+	// LinkGrace: see DefaultLinkGrace.
+	LinkGrace time.Duration
+	// PingInterval: see DefaultPingInterval.
+	PingInterval time.Duration
+	// HelloTimeout: see DefaultHelloTimeout.
+	HelloTimeout time.Duration
+	// StartTimeout: see DefaultStartTimeout.
+	StartTimeout time.Duration
+	// AllowPlainRemote accepts connections without TLS from non-loopback
+	// peers (only for a daemon behind a TLS-terminating proxy). Default:
+	// plain connections are accepted from loopback peers only.
+	AllowPlainRemote bool
+	// Logf receives diagnostics (default: discard).
+	Logf func(format string, args ...any)
+}
+
+// Registry is the gateway side of node hosts: the nodes connected through
+// Handler, and Start to run commands on them. It is safe for concurrent use.
+type Registry struct {
+	opts   RegistryOptions
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	nodes  map[string]*nodeEntry     // by node id
+	runs   map[string]*RemoteProcess // by run id
+}
+
+// nodeEntry is a node that connected at least once since the Registry
+// started.
+type nodeEntry struct {
+	hello       Hello
+	link        *gwLink // nil while offline
+	connectedAt time.Time
+	lastSeen    time.Time
+	remote      string
+	lastErr     string
+	changed     chan struct{} // closed and replaced whenever link changes
+}
+
+// NodeInfo describes a node for `sandboxctl node ls` and GET /v1/nodes.
+type NodeInfo struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Platform     string          `json:"platform"`
+	Version      string          `json:"version,omitempty"`
+	Capabilities []string        `json:"capabilities"`
+	Connected    bool            `json:"connected"`
+	ConnectedAt  time.Time       `json:"connectedAt,omitzero"`
+	LastSeen     time.Time       `json:"lastSeen,omitzero"`
+	Remote       string          `json:"remote,omitempty"`
+	Workdir      string          `json:"workdir,omitempty"`
+	Approvals    ApprovalSummary `json:"approvals"`
+	// ActiveRuns counts the runs the gateway tracks on this node.
+	ActiveRuns int `json:"activeRuns"`
+	// Reported lists what the node said still runs when it (re)connected.
+	Reported  []RunState `json:"reported,omitempty"`
+	LastError string     `json:"lastError,omitempty"`
+}
+
+// NewRegistry returns an empty Registry. Close ends it.
+func NewRegistry(opts RegistryOptions) (*Registry, error) {
+	if opts.Token == "" {
+		return nil, errors.New("nodeexec: registry: a node token is required")
+	}
+	if opts.LinkGrace <= 0 {
+		opts.LinkGrace = DefaultLinkGrace
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = DefaultPingInterval
+	}
+	if opts.HelloTimeout <= 0 {
+		opts.HelloTimeout = DefaultHelloTimeout
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Registry{opts: opts, ctx: ctx, cancel: cancel,
+		nodes: map[string]*nodeEntry{}, runs: map[string]*RemoteProcess{}}, nil
+}
+
+func (r *Registry) logf(format string, args ...any) { r.opts.Logf(format, args...) }
+
+// Close drops every link and fails every run still tracked. Nodes kill their
+// runs when their grace ends.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	var links []*gwLink
+	for _, e := range r.nodes {
+		if e.link != nil {
+			links = append(links, e.link)
+		}
+	}
+	var runs []*RemoteProcess
+	for _, rp := range r.runs {
+		runs = append(runs, rp)
+	}
+	r.mu.Unlock()
+	r.cancel()
+	for _, l := range links {
+		l.close(ErrClosed)
+	}
+	for _, rp := range runs {
+		rp.finish(-1, "", fmt.Errorf("run %s on node %s: %w", rp.runID, rp.nodeName, ErrClosed))
+	}
+	return nil
+}
+
+// List returns every node that connected since the Registry started,
+// connected ones first, then by name.
+func (r *Registry) List() []NodeInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	active := map[string]int{}
+	for _, rp := range r.runs {
+		active[rp.nodeID]++
+	}
+	out := make([]NodeInfo, 0, len(r.nodes))
+	for id, e := range r.nodes {
+		out = append(out, NodeInfo{
+			ID: id, Name: e.hello.Name, Platform: e.hello.Platform, Version: e.hello.Version,
+			Capabilities: append([]string(nil), e.hello.Capabilities...),
+			Connected:    e.link != nil, ConnectedAt: e.connectedAt, LastSeen: e.lastSeen,
+			Remote: e.remote, Workdir: e.hello.Workdir, Approvals: e.hello.Approvals, ActiveRuns: active[id],
+			Reported: append([]RunState(nil), e.hello.Running...), LastError: e.lastErr,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Connected != out[j].Connected {
+			return out[i].Connected
+		}
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// lookup finds a node by id, else by name (connected nodes win over stale
+// entries of the same name). "" picks the only known node.
+func (r *Registry) lookup(node string) (*nodeEntry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if node == "" {
+		if len(r.nodes) == 1 {
+			for _, e := range r.nodes {
+				return e, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: no node given (set exec.node or pass node) and %d nodes are known", ErrNodeUnknown, len(r.nodes))
+	}
+	if e := r.nodes[node]; e != nil {
+		return e, nil
+	}
+	var all, live []*nodeEntry
+	for _, e := range r.nodes {
+		if e.hello.Name == node {
+			all = append(all, e)
+			if e.link != nil {
+				live = append(live, e)
+			}
+		}
+	}
+	switch {
+	case len(live) == 1:
+		return live[0], nil
+	case len(live) > 1:
+		return nil, fmt.Errorf("%w: %d connected nodes are named %q; use the node id", ErrNodeAmbiguous, len(live), node)
+	case len(all) > 0:
+		return all[0], nil
+	}
+	return nil, fmt.Errorf("%w: no node with id or name %q has connected to this gateway (see `sandboxctl node ls`)", ErrNodeUnknown, node)
+}
+
+// Workdir returns the default working directory a node reported (node id or
+// name; "" = the only node).
+func (r *Registry) Workdir(node string) (string, error) {
+	e, err := r.lookup(node)
+	if err != nil {
+		return "", fmt.Errorf("nodeexec: workdir: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return e.hello.Workdir, nil
+}
+
+// currentLink returns the node's link (nil when offline) and the channel
+// closed at its next change.
+func (r *Registry) currentLink(e *nodeEntry) (*gwLink, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return e.link, e.changed
+}
+
+func (r *Registry) run(id string) *RemoteProcess {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[id]
+}
+
+func (r *Registry) forgetRun(rp *RemoteProcess) {
+	r.mu.Lock()
+	if r.runs[rp.runID] == rp {
+		delete(r.runs, rp.runID)
+	}
+	r.mu.Unlock()
+}
+
+// StartSpec is one command for a node. It mirrors sessions.StartSpec.
+type StartSpec struct {
+	// Command is a shell command line; the node runs ["/bin/sh","-c",Command].
+	Command string
+	// Env is the request's extra environment (the node checks it with
+	// envguard for node hosts; PATH is refused).
+	Env map[string]string
+	// Dir is the working directory on the node; "" or a directory that does
+	// not exist there means the node's default, with a warning.
+	Dir string
+	// PTY asks for a terminal of Cols x Rows (default 120x30).
+	PTY        bool
+	Cols, Rows int
+	// KeepStdin keeps stdin open for Write/CloseStdin.
+	KeepStdin bool
+	// AgentID and SessionKey identify the caller (approvals are per agent).
+	AgentID, SessionKey string
+	// Timeout, when > 0, is enforced by the node as well (system.run
+	// timeoutMs): it kills the tree when it expires.
+	Timeout time.Duration
+	// Security and Ask are the gateway's effective modes; the node uses
+	// them only to become stricter than its own configuration.
+	Security, Ask string
+}
+
+// NewID returns a random 128-bit id in hex.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Start asks node (id or name; "" = the only node) to run spec. The node
+// re-checks the request with its own guard: a refusal is a *DeniedError
+// (errors.Is ErrDenied), a pending approval an *ApprovalPendingError; an
+// unknown node is ErrNodeUnknown and a disconnected one ErrNodeOffline. If
+// the link drops before the node answered, Start waits for the node to come
+// back (up to the link grace) and resends the request under the same
+// idempotency key, so the node never starts it twice.
+//
+// ctx bounds the start only; the run lives until it exits or is killed.
+func (r *Registry) Start(ctx context.Context, node string, spec StartSpec) (*RemoteProcess, error) {
+	if strings.TrimSpace(spec.Command) == "" {
+		return nil, errors.New("nodeexec: start: empty command")
+	}
+	e, err := r.lookup(node)
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: start: %w", err)
+	}
+	params := RunParams{
+		Argv: []string{"/bin/sh", "-c", spec.Command}, RawCommand: spec.Command,
+		Cwd: spec.Dir, Env: spec.Env, AgentID: spec.AgentID, SessionKey: spec.SessionKey,
+		RunID: NewID(), IdempotencyKey: NewID(), Security: spec.Security, Ask: spec.Ask,
+		TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
+	}
+	if spec.Timeout > 0 {
+		params.TimeoutMs = max(1, spec.Timeout.Milliseconds())
+	}
+	return r.startParams(ctx, e, params)
+}
+
+// startParams sends a prepared system.run and waits for the node's answer.
+func (r *Registry) startParams(ctx context.Context, e *nodeEntry, params RunParams) (*RemoteProcess, error) {
+	if err := params.validate(); err != nil {
+		return nil, fmt.Errorf("nodeexec: start: invalid request: %w", err)
+	}
+	r.mu.Lock()
+	canRun := slices.Contains(e.hello.Capabilities, CapSystemRun)
+	r.mu.Unlock()
+	if !canRun {
+		return nil, fmt.Errorf("nodeexec: start: node %s does not offer %s", e.hello.Name, CapSystemRun)
+	}
+	l, _ := r.currentLink(e)
+	if l == nil {
+		r.mu.Lock()
+		name, lastErr := e.hello.Name, e.lastErr
+		r.mu.Unlock()
+		return nil, fmt.Errorf("nodeexec: start: %w: node %s is not connected (last error: %s)", ErrNodeOffline, name, lastErr)
+	}
+	r.mu.Lock()
+	rp := newRemoteProcess(r, e, params)
+	r.runs[params.RunID] = rp
+	r.mu.Unlock()
+	ok := false
+	defer func() {
+		if !ok {
+			r.forgetRun(rp)
+		}
+	}()
+	sctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)
+	defer cancel()
+	for {
+		l, changed := r.currentLink(e)
+		if l == nil || l.ctx.Err() != nil {
+			t := time.NewTimer(r.opts.LinkGrace)
+			select {
+			case <-changed:
+				t.Stop()
+				continue
+			case <-t.C:
+				return nil, fmt.Errorf("nodeexec: start on %s: %w: the link dropped before the node answered and did not come back within %s",
+					rp.nodeName, ErrNodeOffline, r.opts.LinkGrace)
+			case <-sctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("nodeexec: start on %s: %w", rp.nodeName, sctx.Err())
+			}
+		}
+		rp.mu.Lock()
+		rp.link = l
+		rp.mu.Unlock()
+		if err := l.sendCtx(sctx, &frame{Type: frameRun, RunID: params.RunID, Run: &params}); err != nil {
+			r.logf("nodeexec: send run %s to %s: %v (will retry when the link is back)", params.RunID, rp.nodeName, err)
+			l.close(err)
+		}
+		select {
+		case f := <-rp.answer:
+			switch f.Type {
+			case frameStarted:
+				ok = true
+				return rp, nil
+			case frameDenied:
+				return nil, &DeniedError{Node: rp.nodeName, Reason: f.Reason}
+			case framePending:
+				a := Approval{}
+				if f.Approval != nil {
+					a = *f.Approval
+				}
+				a.NodeID, a.Node = rp.nodeID, rp.nodeName
+				return nil, &ApprovalPendingError{Node: rp.nodeName, Approval: a}
+			default:
+				return nil, fmt.Errorf("nodeexec: node %s could not start the command: %s", rp.nodeName, f.Reason)
+			}
+		case <-l.ctx.Done():
+			// Retry on the next link with the same idempotency key.
+		case <-sctx.Done():
+			_ = l.send(&frame{Type: frameKill, RunID: params.RunID})
+			return nil, fmt.Errorf("nodeexec: start on %s: no answer: %w", rp.nodeName, sctx.Err())
+		}
+	}
+}
+
+// Approvals lists the approval requests of every connected node (pending
+// and recently decided ones, with their status). Nodes that cannot answer
+// are reported in the error; the list holds the others'.
+func (r *Registry) Approvals(ctx context.Context) ([]Approval, error) {
+	var out []Approval
+	var errs []error
+	for _, l := range r.links() {
+		f, err := l.rpc(ctx, &frame{Type: frameApprovalsList})
+		if err == nil && f.Error != "" {
+			err = errors.New(f.Error)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", l.name(), err))
+			continue
+		}
+		for _, a := range f.Approvals {
+			a.NodeID, a.Node = l.nodeID(), l.name()
+			out = append(out, a)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAtMs > out[j].CreatedAtMs })
+	return out, errors.Join(errs...)
+}
+
+// ResolveApproval records a human decision (allow-once, allow-always, deny)
+// for an approval id or slug on node ("" = ask every connected node). The
+// agent then repeats the exec and the node runs it under that decision.
+func (r *Registry) ResolveApproval(ctx context.Context, node, id, decision string) error {
+	switch decision {
+	case "allow-once", "allow-always", "deny":
+	default:
+		return fmt.Errorf("nodeexec: resolve approval: unknown decision %q (want allow-once, allow-always or deny)", decision)
+	}
+	var links []*gwLink
+	if node != "" {
+		e, err := r.lookup(node)
+		if err != nil {
+			return fmt.Errorf("nodeexec: resolve approval: %w", err)
+		}
+		l, _ := r.currentLink(e)
+		if l == nil {
+			return fmt.Errorf("nodeexec: resolve approval: %w: node %s", ErrNodeOffline, node)
+		}
+		links = []*gwLink{l}
+	} else {
+		links = r.links()
+	}
+	for _, l := range links {
+		f, err := l.rpc(ctx, &frame{Type: frameApprovalsSolve, ApprovalID: id, Decision: decision})
+		if err != nil {
+			return fmt.Errorf("nodeexec: resolve approval on %s: %w", l.name(), err)
+		}
+		switch {
+		case f.Error == "":
+			return nil
+		case f.Reason == "unknown-approval":
+			continue
+		default:
+			return fmt.Errorf("nodeexec: resolve approval %s on %s: %s", id, l.name(), f.Error)
+		}
+	}
+	return fmt.Errorf("nodeexec: resolve approval: %w: %q on %s", ErrApprovalUnknown, id, orAll(node))
+}
+
+func orAll(node string) string {
+	if node == "" {
+		return "any connected node"
+	}
+	return "node " + node
+}
+
+// Which asks a node where it finds each program on its PATH ("" = not found).
+func (r *Registry) Which(ctx context.Context, node string, names []string) (map[string]string, error) {
+	e, err := r.lookup(node)
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: which: %w", err)
+	}
+	l, _ := r.currentLink(e)
+	if l == nil {
+		return nil, fmt.Errorf("nodeexec: which: %w: node %s", ErrNodeOffline, node)
+	}
+	f, err := l.rpc(ctx, &frame{Type: frameWhich, Names: names})
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: which on %s: %w", l.name(), err)
+	}
+	if f.Error != "" {
+		return nil, fmt.Errorf("nodeexec: which on %s: %s", l.name(), f.Error)
+	}
+	return f.Paths, nil
+}
+
+func (r *Registry) links() []*gwLink {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*gwLink
+	for _, e := range r.nodes {
+		if e.link != nil {
+			out = append(out, e.link)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].node.hello.Name < out[j].node.hello.Name })
+	return out
+}
+
+// Handler is the daemon's WebSocket endpoint for nodes (ConnectPath). A
+// request without the right bearer token gets 401 before any WebSocket
+// exists; a plain-HTTP request from a non-loopback peer gets 403.
+func (r *Registry) Handler() http.Handler { return http.HandlerFunc(r.serveHTTP) }
+
+func (r *Registry) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.TLS == nil && !r.opts.AllowPlainRemote && !isLoopbackAddr(req.RemoteAddr) {
+		r.logf("nodeexec: refused plain connection from %s: TLS required", req.RemoteAddr)
+		http.Error(w, "TLS required", http.StatusForbidden)
+		return
+	}
+	tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if !ok || !TokenEqual(tok, r.opts.Token) {
+		r.logf("nodeexec: refused node connection from %s: bad or missing token", req.RemoteAddr)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	conn, err := websocket.Accept(w, req, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		r.logf("nodeexec: accept %s: %v", req.RemoteAddr, err)
+		return
+	}
+	conn.SetReadLimit(MaxFrameBytes)
+	r.serveConn(conn, req.RemoteAddr)
+}
+
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serveConn runs one authenticated node link until it ends.
+func (r *Registry) serveConn(conn *websocket.Conn, remote string) {
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	defer cancel(nil)
+	hctx, hcancel := context.WithTimeout(ctx, r.opts.HelloTimeout)
+	var hf frame
+	err := wsjson.Read(hctx, conn, &hf)
+	hcancel()
+	if err == nil && (hf.Type != frameHello || hf.Hello == nil) {
+		err = fmt.Errorf("first frame is %q, want hello", hf.Type)
+	}
+	if err == nil {
+		err = hf.Hello.validate()
+	}
+	if err != nil {
+		r.logf("nodeexec: node link from %s: bad hello: %v", remote, err)
+		_ = conn.Close(websocket.StatusPolicyViolation, truncate("bad hello: "+err.Error(), 120))
+		return
+	}
+	l := &gwLink{reg: r, conn: conn, ctx: ctx, cancel: cancel, rpcs: map[string]chan *frame{}}
+	kills, err := r.attach(l, *hf.Hello, remote)
+	if err != nil {
+		_ = l.send(&frame{Type: frameWelcome, Reason: err.Error()})
+		_ = conn.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
+		return
+	}
+	r.logf("nodeexec: node %s (%s) connected from %s", hf.Hello.Name, hf.Hello.NodeID, remote)
+	if err := l.send(&frame{Type: frameWelcome}); err != nil {
+		r.detach(l, err)
+		return
+	}
+	for _, id := range kills {
+		r.logf("nodeexec: node %s reports run %s that no session owns; killing it", hf.Hello.Name, id)
+		_ = l.send(&frame{Type: frameKill, RunID: id})
+	}
+	go l.pinger(r.opts.PingInterval)
+	var cause error
+	for {
+		var f frame
+		if err := wsjson.Read(ctx, conn, &f); err != nil {
+			cause = err
+			if c := context.Cause(ctx); c != nil {
+				cause = c
+			}
+			break
+		}
+		r.dispatch(l, &f)
+	}
+	r.logf("nodeexec: link read ended: %v", cause)
+	r.detach(l, linkError{cause})
+}
+
+// linkError gives a link failure a short human-readable text; the wrapped
+// error stays reachable with errors.Is/As.
+type linkError struct{ err error }
+
+func (e linkError) Unwrap() error { return e.err }
+
+func (e linkError) Error() string {
+	var pe pingError
+	switch {
+	case errors.As(e.err, &pe):
+		return fmt.Sprintf("no answer to a ping within %s", pe.every)
+	case errors.Is(e.err, io.EOF) || errors.Is(e.err, net.ErrClosed) || errors.Is(e.err, io.ErrUnexpectedEOF):
+		return "the connection closed"
+	case websocket.CloseStatus(e.err) != -1:
+		return fmt.Sprintf("the node closed the link (%s)", websocket.CloseStatus(e.err))
+	case errors.Is(e.err, context.Canceled):
+		return "the gateway closed the link"
+	}
+	return e.err.Error()
+}
+
+// pingError is a ping that went unanswered.
+type pingError struct {
+	every time.Duration
+	err   error
+}
+
+func (e pingError) Error() string {
+	return fmt.Sprintf("ping unanswered within %s: %v", e.every, e.err)
+}
+func (e pingError) Unwrap() error { return e.err }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// attach makes l the node's link, re-binds the runs the node still holds,
+// fails the runs it no longer has, and returns the runs it holds that no
+// one owns (to kill).
+func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]string, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := r.nodes[h.NodeID]
+	if e == nil {
+		e = &nodeEntry{changed: make(chan struct{})}
+		r.nodes[h.NodeID] = e
+	}
+	old := e.link
+	e.hello, e.link, e.remote = h, l, remote
+	e.connectedAt, e.lastSeen, e.lastErr = time.Now(), time.Now(), ""
+	l.node = e
+	close(e.changed)
+	e.changed = make(chan struct{})
+	held := map[string]bool{}
+	var kills []string
+	for _, rs := range h.Running {
+		held[rs.RunID] = true
+		if rp := r.runs[rs.RunID]; rp != nil && rp.nodeID == h.NodeID && rp.relink(l) {
+			continue
+		}
+		kills = append(kills, rs.RunID)
+	}
+	var lost []*RemoteProcess
+	for _, rp := range r.runs {
+		if rp.nodeID != h.NodeID || held[rp.runID] {
+			continue
+		}
+		rp.mu.Lock()
+		started := rp.started && !rp.finished
+		rp.mu.Unlock()
+		if started {
+			lost = append(lost, rp)
+		}
+	}
+	r.mu.Unlock()
+	if old != nil {
+		old.close(errors.New("replaced by a new link from the same node"))
+	}
+	for _, rp := range lost {
+		rp.finish(-1, "", &LinkLostError{Node: h.Name, RunID: rp.runID,
+			Detail: "the node came back without this run (it restarted, or killed it when its grace ended)"})
+	}
+	return kills, nil
+}
+
+// detach marks the node offline (if l is still its link) and starts the
+// grace period of its runs.
+func (r *Registry) detach(l *gwLink, cause error) {
+	if cause == nil {
+		cause = errors.New("link closed")
+	}
+	l.close(cause)
+	r.mu.Lock()
+	e := l.node
+	var runs []*RemoteProcess
+	if e != nil && e.link == l {
+		e.link = nil
+		e.lastSeen = time.Now()
+		e.lastErr = cause.Error()
+		close(e.changed)
+		e.changed = make(chan struct{})
+		for _, rp := range r.runs {
+			if rp.nodeID == e.hello.NodeID {
+				runs = append(runs, rp)
+			}
+		}
+		r.logf("nodeexec: node %s disconnected: %v", e.hello.Name, cause)
+	}
+	r.mu.Unlock()
+	for _, rp := range runs {
+		rp.mu.Lock()
+		mine := rp.link == l || rp.link == nil
+		rp.mu.Unlock()
+		if mine {
+			rp.linkDown(cause, r.opts.LinkGrace)
+		}
+	}
+}
+
+// dispatch handles one frame from a node.
+func (r *Registry) dispatch(l *gwLink, f *frame) {
+	switch f.Type {
+	case frameReply:
+		l.mu.Lock()
+		ch := l.rpcs[f.ReqID]
+		delete(l.rpcs, f.ReqID)
+		l.mu.Unlock()
+		if ch != nil {
+			ch <- f
+		}
+		return
+	}
+	rp := r.run(f.RunID)
+	if rp == nil || rp.nodeID != l.nodeID() {
+		if f.Type == frameOutput || f.Type == frameStarted {
+			_ = l.send(&frame{Type: frameKill, RunID: f.RunID})
+		}
+		return
+	}
+	switch f.Type {
+	case frameOutput:
+		if f.Stream == streamStderr && rp.stderr != nil {
+			rp.stderr.append(f.Data)
+		} else {
+			rp.stdout.append(f.Data)
+		}
+	case frameExit:
+		x := exitInfo{Code: -1, Error: "the node sent an empty exit"}
+		if f.Exit != nil {
+			x = *f.Exit
+		}
+		var err error
+		if x.Error != "" {
+			err = fmt.Errorf("node %s: %s", rp.nodeName, x.Error)
+		}
+		rp.finish(x.Code, x.Signal, err)
+	case frameStarted:
+		if f.Started != nil {
+			rp.mu.Lock()
+			rp.started = true
+			rp.pid, rp.pty, rp.cwd = f.Started.PID, f.Started.PTY, f.Started.Cwd
+			rp.warnings = append([]string(nil), f.Started.Warnings...)
+			rp.stdinOpen = rp.params.KeepStdin || f.Started.PTY
+			rp.mu.Unlock()
+		}
+		if f.Started != nil && f.Started.PTY && rp.stderr != nil {
+			rp.stderr.close()
+		}
+		rp.answerWith(f)
+	case frameDenied, framePending, frameError:
+		rp.answerWith(f)
+	}
+}
+
+func (p *RemoteProcess) answerWith(f *frame) {
+	select {
+	case p.answer <- f:
+	default:
+	}
+}
+
+// gwLink is the gateway's end of one node connection.
+type gwLink struct {
+	reg    *Registry
+	conn   *websocket.Conn
+	node   *nodeEntry
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu   sync.Mutex
+	rpcs map[string]chan *frame
+}
+
+func (l *gwLink) name() string {
+	l.reg.mu.Lock()
+	defer l.reg.mu.Unlock()
+	return l.node.hello.Name
+}
+
+func (l *gwLink) nodeID() string {
+	l.reg.mu.Lock()
+	defer l.reg.mu.Unlock()
+	return l.node.hello.NodeID
+}
+
+func (l *gwLink) send(f *frame) error { return l.sendCtx(l.ctx, f) }
+
+func (l *gwLink) sendCtx(ctx context.Context, f *frame) error {
+	if err := context.Cause(l.ctx); err != nil {
+		return fmt.Errorf("link closed: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	if err := wsjson.Write(wctx, l.conn, f); err != nil {
+		return fmt.Errorf("write %s: %w", f.Type, err)
+	}
+	return nil
+}
+
+func (l *gwLink) close(cause error) {
+	l.cancel(cause)
+	_ = l.conn.CloseNow()
+	l.mu.Lock()
+	for id, ch := range l.rpcs {
+		close(ch)
+		delete(l.rpcs, id)
+	}
+	l.mu.Unlock()
+}
+
+// rpc sends a request frame and waits for its reply.
+func (l *gwLink) rpc(ctx context.Context, f *frame) (*frame, error) {
+	f.ReqID = NewID()
+	ch := make(chan *frame, 1)
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("link closed: %w", context.Cause(l.ctx))
+	}
+	l.rpcs[f.ReqID] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.rpcs, f.ReqID)
+		l.mu.Unlock()
+	}()
+	if err := l.sendCtx(ctx, f); err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(DefaultStartTimeout)
+	defer t.Stop()
+	select {
+	case rf, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("link closed: %w", context.Cause(l.ctx))
+		}
+		return rf, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, errors.New("no reply from the node")
+	}
+}
+
+// pinger closes the link when a ping goes unanswered.
+func (l *gwLink) pinger(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(l.ctx, every)
+		err := l.conn.Ping(pctx)
+		cancel()
+		if err != nil && l.ctx.Err() == nil {
+			l.close(pingError{every: every, err: err})
+			return
+		}
+	}
+}

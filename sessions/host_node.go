@@ -1,0 +1,97 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sandboxctl/sandboxctl/nodeexec"
+)
+
+// *nodeexec.RemoteProcess is used as a Process directly: its method set uses
+// std types only (and it reports Warnings).
+var (
+	_ Process          = (*nodeexec.RemoteProcess)(nil)
+	_ WarningsReporter = (*nodeexec.RemoteProcess)(nil)
+)
+
+// nodeHost adapts a nodeexec.Registry (the gateway side of node hosts) to
+// Host.
+type nodeHost struct {
+	reg         *nodeexec.Registry
+	defaultNode string
+}
+
+// NewNodeHost returns the node Host: commands run on the node named by
+// StartSpec.Node (ExecParams.Node), or defaultNode (exec.node) when the
+// request names none. The node re-checks every request with its own guard;
+// a refusal comes back from Start as an error that nodeRefusal turns into a
+// denied or approval-pending result.
+func NewNodeHost(reg *nodeexec.Registry, defaultNode string) Host {
+	return &nodeHost{reg: reg, defaultNode: defaultNode}
+}
+
+// ResolveWorkdir passes a requested directory through: only the node can
+// resolve it (it falls back to its own default directory, with a start
+// warning, when the directory does not exist there). With none requested it
+// is the default node's reported working directory. A node that is not
+// connected is not an error here; Start reports it.
+func (h *nodeHost) ResolveWorkdir(_ context.Context, _, _, requested string) (string, string, error) {
+	if requested != "" {
+		return requested, "", nil
+	}
+	wd, err := h.reg.Workdir(h.defaultNode)
+	if err != nil {
+		return "", "", nil
+	}
+	return wd, "", nil
+}
+
+// Start runs spec on the node (spec.Node, else the default node).
+func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
+	node := spec.Node
+	if node == "" {
+		node = h.defaultNode
+	}
+	p, err := h.reg.Start(ctx, node, nodeexec.StartSpec{
+		Command:    spec.Command,
+		Env:        spec.Env,
+		Dir:        spec.Dir,
+		PTY:        spec.PTY,
+		Cols:       spec.Cols,
+		Rows:       spec.Rows,
+		KeepStdin:  spec.KeepStdin,
+		AgentID:    spec.AgentID,
+		SessionKey: spec.SessionKey,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return p, nil
+}
+
+// nodeRefusal classifies a node host Start error: a node's refusal gives its
+// reason (→ a denied result), a pending approval on the node gives the
+// approval-pending details (approvalId, approvalSlug, expiresAtMs, host,
+// command, cwd, nodeId). ok is false for any other error (node unknown or
+// offline, link failures), which stays an error.
+//
+// The Manager's Exec uses it right after host.Start fails:
+//
+//	if reason, approval, ok := nodeRefusal(err); ok {
+//		if approval != nil {
+//			return approvalResult(approval, plan, command, dir, warnings), nil
+//		}
+//		return deniedResult(reason, warnings), nil
+//	}
+func nodeRefusal(err error) (reason string, approval map[string]any, ok bool) {
+	var pe *nodeexec.ApprovalPendingError
+	if errors.As(err, &pe) {
+		return "", pe.Details(), true
+	}
+	var de *nodeexec.DeniedError
+	if errors.As(err, &de) {
+		return fmt.Sprintf("node %s: %s", de.Node, de.Reason), nil, true
+	}
+	return "", nil, false
+}

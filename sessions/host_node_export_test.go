@@ -1,0 +1,4 @@
+package sessions
+
+// NodeRefusalForTest exposes nodeRefusal to the external tests.
+var NodeRefusalForTest = nodeRefusal

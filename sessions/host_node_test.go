@@ -1,0 +1,481 @@
+package sessions_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
+	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/hosttest"
+)
+
+const nodeTestToken = "node-conformance-token"
+
+// nodeGateway is a nodeexec.Registry behind a TLS test server with one node
+// agent connected. external runs the agent as a separate process built from
+// nodeexec/internal/testnode; otherwise it runs in this process.
+type nodeGateway struct {
+	reg     *nodeexec.Registry
+	url, fp string    // the node endpoint and the server's certificate fingerprint
+	proxy   *tcpProxy // set when the node connects through a cuttable proxy
+}
+
+func startNodeGateway(t testing.TB, name string, external bool, security string) *nodeGateway {
+	t.Helper()
+	return startNodeGatewayOpts(t, name, external, security, false)
+}
+
+func startNodeGatewayOpts(t testing.TB, name string, external bool, security string, viaProxy bool) *nodeGateway {
+	t.Helper()
+	gw := &nodeGateway{}
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: nodeTestToken, LinkGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(nodeexec.ConnectPath, reg.Handler())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	if viaProxy {
+		gw.proxy = newTCPProxy(t, addr)
+		addr = gw.proxy.ln.Addr().String()
+	}
+	url := "wss://" + addr + nodeexec.ConnectPath
+	fp := nodeexec.Fingerprint(srv.Certificate().Raw)
+	t.Cleanup(func() {
+		_ = reg.Close()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	gw.reg, gw.url, gw.fp = reg, url, fp
+	if external {
+		startNodeProcess(t, url, fp, name, security)
+		gw.waitNode(t, name)
+	} else {
+		gw.addAgent(t, name, security, "off")
+	}
+	return gw
+}
+
+// addAgent runs a node agent in this process until the test ends and waits
+// for it to connect.
+func (gw *nodeGateway) addAgent(t testing.TB, name, security, ask string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- nodeexec.RunAgent(ctx, nodeexec.AgentOptions{
+			GatewayURL: gw.url, Token: nodeTestToken, TLSFingerprint: gw.fp, Name: name,
+			StateDir: t.TempDir(), Shell: "/bin/sh",
+			Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"},
+			Config:  nodeexec.GuardConfig{Security: security, Ask: ask},
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	gw.waitNode(t, name)
+}
+
+func (gw *nodeGateway) waitNode(t testing.TB, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, n := range gw.reg.List() {
+			if n.Name == name && n.Connected {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s did not connect", name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startNodeProcess builds the test node agent and runs it until the test ends.
+func startNodeProcess(t testing.TB, url, fingerprint, name, security string) {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "testnode")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/sandboxctl/sandboxctl/nodeexec/internal/testnode").CombinedOutput(); err != nil {
+		t.Fatalf("build testnode: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-gateway", url, "-token", nodeTestToken, "-tls-fingerprint", fingerprint,
+		"-name", name, "-state", t.TempDir(), "-security", security, "-ask", "off", "-link-grace", "2s",
+		"-min-backoff", "100ms", "-max-backoff", "500ms", "-kill-grace", "500ms")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, bufio.NewReader(out))
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("node agent did not stop on SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("node agent stderr:\n%s", stderr.String())
+		}
+	})
+}
+
+func newNodeManager(t *testing.T, reg *nodeexec.Registry, node string) *sessions.Manager {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask, cfg.Exec.Node = "node", "full", "off", node
+	m, err := sessions.New(sessions.Options{
+		Config: cfg,
+		Hosts:  map[string]sessions.Host{"node": sessions.NewNodeHost(reg, node)},
+		Logf:   t.Logf,
+		Getenv: func(string) string { return "" },
+	})
+	if err != nil {
+		t.Fatalf("sessions.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Manager.Close: %v", err)
+		}
+	})
+	return m
+}
+
+// TestNodeConformance runs the host conformance suite against the node host:
+// a gateway Registry in this process, the node agent as a separate process.
+func TestNodeConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance suite builds a node agent and runs real processes")
+	}
+	gw := startNodeGateway(t, "conformance-node", true, "full")
+	hosttest.Run(t, func(t *testing.T) hosttest.Target {
+		scratch := t.TempDir()
+		return hosttest.Target{
+			Tools:      newNodeManager(t, gw.reg, "conformance-node"),
+			Host:       "node",
+			AgentID:    "agent-conformance",
+			SessionKey: "session-" + strings.ReplaceAll(t.Name(), "/", "-"),
+			Scratch:    scratch,
+			Inspect: func(ctx context.Context, command string) (string, error) {
+				// The node runs on this machine, so its side effects are
+				// visible here.
+				out, err := exec.CommandContext(ctx, "/bin/sh", "-c", command).CombinedOutput()
+				return string(out), err
+			},
+		}
+	})
+}
+
+func TestNodeHostStartAndRefusal(t *testing.T) {
+	gw := startNodeGateway(t, "refusing-node", false, "deny")
+	h := sessions.NewNodeHost(gw.reg, "refusing-node")
+	dir, warn, err := h.ResolveWorkdir(context.Background(), "a", "s", "/some/where")
+	if dir != "/some/where" || warn != "" || err != nil {
+		t.Errorf("ResolveWorkdir = %q %q %v", dir, warn, err)
+	}
+	marker := filepath.Join(t.TempDir(), "MARKER")
+	_, err = h.Start(context.Background(), sessions.StartSpec{Command: "touch " + marker})
+	if !errors.Is(err, nodeexec.ErrDenied) {
+		t.Fatalf("Start on a deny node: %v", err)
+	}
+	reason, approval, ok := sessions.NodeRefusalForTest(err)
+	if !ok || approval != nil || !strings.Contains(reason, "refusing-node") || !strings.Contains(reason, "deny") {
+		t.Errorf("nodeRefusal = %q %v %v", reason, approval, ok)
+	}
+	if _, _, ok := sessions.NodeRefusalForTest(errors.New("other")); ok {
+		t.Error("an unrelated error classified as a refusal")
+	}
+	if _, err := h.Start(context.Background(), sessions.StartSpec{Command: "true", Node: "no-such-node"}); !errors.Is(err, nodeexec.ErrNodeUnknown) {
+		t.Errorf("unknown node: %v", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("marker exists")
+	}
+}
+
+// BenchmarkRoundTrip measures `true` through sessions.Manager.Exec on the
+// gateway host and on the node host (node agent as a separate process on
+// loopback TLS), side by side in one run. Besides ns/op it reports the
+// median and p90 in ms.
+func BenchmarkRoundTrip(b *testing.B) {
+	gw := startNodeGateway(b, "bench-node", true, "full")
+	runner, err := hostexec.NewRunner(context.Background(), hostexec.Options{
+		Shell:   "/bin/sh",
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + b.TempDir(), "LANG=C.UTF-8"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	newManager := func(b *testing.B, host string, h sessions.Host) *sessions.Manager {
+		cfg := config.Default()
+		cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask, cfg.Exec.Node = host, "full", "off", "bench-node"
+		m, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{host: h}, Getenv: func(string) string { return "" }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_ = m.Close(ctx)
+		})
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		host sessions.Host
+	}{
+		{"gateway", sessions.NewGatewayHost(runner, b.TempDir())},
+		{"node", sessions.NewNodeHost(gw.reg, "bench-node")},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := newManager(b, tc.name, tc.host)
+			ctx := context.Background()
+			durs := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				r, err := m.Exec(ctx, sessions.ExecParams{Command: "true", Host: tc.name})
+				durs = append(durs, time.Since(start))
+				if err != nil || r.Details["status"] != sessions.StatusCompleted {
+					b.Fatalf("exec: %v %+v", err, r.Details)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(durs)
+			b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "ms-median")
+			b.ReportMetric(float64(durs[len(durs)*9/10].Microseconds())/1000, "ms-p90")
+		})
+	}
+}
+
+// tcpProxy forwards loopback TCP so a test can cut a node's link.
+type tcpProxy struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	conns   []net.Conn
+	blocked bool
+	wg      sync.WaitGroup
+}
+
+func newTCPProxy(t testing.TB, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			d, derr := net.Dial("tcp", target)
+			if p.blocked || derr != nil {
+				p.mu.Unlock()
+				_ = c.Close()
+				if d != nil {
+					_ = d.Close()
+				}
+				continue
+			}
+			p.conns = append(p.conns, c, d)
+			p.wg.Add(2)
+			p.mu.Unlock()
+			for _, pair := range [][2]net.Conn{{c, d}, {d, c}} {
+				go func() {
+					defer p.wg.Done()
+					_, _ = io.Copy(pair[0], pair[1])
+					_ = pair[0].Close()
+					_ = pair[1].Close()
+				}()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// cut drops every proxied connection and refuses new ones.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// TestNodeLinkLostFailsSession cuts a node's link while a background session
+// runs on it: the session ends failed with the link-loss reason, and the
+// node (a separate process) kills the whole tree when its grace ends.
+func TestNodeLinkLostFailsSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a node agent and waits out the link grace")
+	}
+	gw := startNodeGatewayOpts(t, "cut-node", true, "full", true)
+	m := newNodeManager(t, gw.reg, "cut-node")
+	dir := t.TempDir()
+	proof, pidFile := filepath.Join(dir, "PROOF"), filepath.Join(dir, "pid")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := m.Exec(ctx, sessions.ExecParams{
+		Command: "sh -c 'echo $$ > " + pidFile + "; sleep 6; touch " + proof + "' & echo started; wait",
+		Host:    "node", Background: true, AgentID: "a", SessionKey: "s",
+	})
+	if err != nil || r.Details["status"] != sessions.StatusRunning {
+		t.Fatalf("exec: %v %+v", err, r.Details)
+	}
+	id, _ := r.Details["sessionId"].(string)
+	shell, _ := r.Details["pid"].(int)
+	var child int
+	for deadline := time.Now().Add(10 * time.Second); child == 0; {
+		b, _ := os.ReadFile(pidFile)
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cutAt := time.Now()
+	gw.proxy.cut()
+	var last sessions.Result
+	for {
+		last, err = m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptrFloat(2000), AgentID: "a", SessionKey: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last.Details["status"] != sessions.StatusRunning || time.Since(cutAt) > 20*time.Second {
+			break
+		}
+	}
+	reason, _ := last.Details["reason"].(string)
+	if last.Details["status"] != sessions.StatusFailed || !strings.Contains(reason, "the link to node cut-node was lost") {
+		t.Fatalf("after the cut: %+v\n%s", last.Details, last.Content)
+	}
+	t.Logf("session failed %v after the cut: %s", time.Since(cutAt).Round(time.Millisecond), reason)
+	for _, pid := range []int{shell, child} {
+		for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil && !isZombie(pid); {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d still alive: the node did not kill its tree", pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	time.Sleep(time.Until(cutAt.Add(7 * time.Second)))
+	if _, err := os.Stat(proof); err == nil {
+		t.Error("PROOF exists: the tree survived the lost link")
+	}
+}
+
+func ptrFloat(f float64) *float64 { return &f }
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// TestNodeManagerRefusalsAndApproval drives the node's own decisions through
+// the Manager (configured security full, ask off, so only the node refuses):
+// a deny node and an allowlist miss give denied, an on-miss node gives
+// approval-pending; resolved from the gateway, the repeated exec runs once.
+func TestNodeManagerRefusalsAndApproval(t *testing.T) {
+	gw := startNodeGateway(t, "deny-node", false, "deny")
+	gw.addAgent(t, "strict-node", "allowlist", "off")
+	gw.addAgent(t, "asking-node", "allowlist", "on-miss")
+	m := newNodeManager(t, gw.reg, "deny-node")
+	marker := filepath.Join(t.TempDir(), "MARKER")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	exec := func(node string) sessions.Result {
+		t.Helper()
+		r, err := m.Exec(ctx, sessions.ExecParams{Command: "touch " + marker, Host: "node", Node: node, AgentID: "a", SessionKey: "s"})
+		if err != nil {
+			t.Fatalf("exec on %s: %v", node, err)
+		}
+		return r
+	}
+	for _, node := range []string{"deny-node", "strict-node"} {
+		r := exec(node)
+		if r.Details["status"] != sessions.StatusDenied || !strings.Contains(r.Details["reason"].(string), node) {
+			t.Errorf("%s: %+v", node, r.Details)
+		}
+	}
+	r := exec("asking-node")
+	if r.Details["status"] != sessions.StatusApprovalPending || r.Details["host"] != "node" || r.Details["nodeId"] == "" {
+		t.Fatalf("asking-node: %+v", r.Details)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("marker exists before approval")
+	}
+	id, _ := r.Details["approvalId"].(string)
+	if err := gw.reg.ResolveApproval(ctx, "", id, "allow-once"); err != nil {
+		t.Fatal(err)
+	}
+	if r := exec("asking-node"); r.Details["status"] != sessions.StatusCompleted {
+		t.Fatalf("after allow-once: %+v", r.Details)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("approved command did not run: %v", err)
+	}
+	if r := exec("asking-node"); r.Details["status"] != sessions.StatusApprovalPending {
+		t.Errorf("allow-once reused: %+v", r.Details)
+	}
+	if _, err := m.Exec(ctx, sessions.ExecParams{Command: "true", Host: "node", Node: "ghost-node"}); !errors.Is(err, nodeexec.ErrNodeUnknown) {
+		t.Errorf("unknown node: %v", err)
+	}
+}

@@ -1,0 +1,155 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/output"
+)
+
+// Recoverer is implemented by a Host whose sessions outlive the daemon (the
+// supervised sandbox keeps output and exit status inside the container, SPEC
+// §3). A restarted daemon calls Manager.Recover once, which lists them here
+// and adopts them as background sessions.
+type Recoverer interface {
+	Recover(ctx context.Context) ([]RecoveredSession, error)
+}
+
+// RecoveredSession is one session found by a Recoverer.
+type RecoveredSession struct {
+	// ID is the session id to keep, if the host knows it; "" or an id already
+	// in use gets a fresh one.
+	ID                  string
+	Command             string
+	Cwd                 string
+	AgentID, SessionKey string
+	PTY                 bool
+	// StdinOpen says whether process write can still reach the process.
+	StdinOpen bool
+	PID       int
+	StartedAt time.Time
+	// Output is what the host kept (raw bytes, streams interleaved) and
+	// Dropped how much older output it no longer has.
+	Output  []byte
+	Dropped int64
+	// Finished sessions carry their end; running ones carry Process, which
+	// streams the output after Output and reports the exit.
+	Finished bool
+	ExitCode int
+	Signal   string
+	EndedAt  time.Time
+	Process  Process
+}
+
+// Recover adopts the sessions that hosts implementing Recoverer still hold:
+// they become background sessions of their scope (listed, polled, logged,
+// killed like any other). It returns how many it adopted; a host that fails
+// is reported in the error while the others are still adopted.
+func (m *Manager) Recover(ctx context.Context) (int, error) {
+	if m.isClosed() {
+		return 0, ErrClosed
+	}
+	names := make([]string, 0, len(m.hosts))
+	for name := range m.hosts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	n := 0
+	var errs []error
+	for _, name := range names {
+		rec, ok := m.hosts[name].(Recoverer)
+		if !ok {
+			continue
+		}
+		list, err := rec.Recover(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recover %s sessions: %w", name, err))
+		}
+		for _, rs := range list {
+			if err := m.adopt(name, rs); err != nil {
+				errs = append(errs, fmt.Errorf("recover %s session %s: %w", name, rs.ID, err))
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+func (m *Manager) adopt(host string, rs RecoveredSession) error {
+	if !rs.Finished && rs.Process == nil {
+		return errors.New("running session without a process")
+	}
+	s := &session{
+		scope:       scopeKey(rs.AgentID, rs.SessionKey),
+		agentID:     rs.AgentID,
+		sessionKey:  rs.SessionKey,
+		command:     rs.Command,
+		name:        deriveName(rs.Command),
+		cwd:         rs.Cwd,
+		host:        host,
+		pty:         rs.PTY,
+		proc:        rs.Process,
+		pid:         rs.PID,
+		startedAt:   rs.StartedAt,
+		startedReal: time.Now(),
+		agg:         output.NewTail(m.lim.MaxOutputChars),
+		pendOut:     output.NewTail(m.lim.PendingMaxOutputChars),
+		pendErr:     output.NewTail(m.lim.PendingMaxOutputChars),
+		stdinOpen:   rs.StdinOpen && !rs.Finished,
+		visible:     true,
+		done:        make(chan struct{}),
+	}
+	if s.startedAt.IsZero() {
+		s.startedAt = m.now()
+	}
+	// The kept output is shown by log and by the next poll. DSR queries in
+	// it are old: they are removed but not answered.
+	dec := output.NewDecoder(rs.PTY)
+	text, _ := dec.Feed(rs.Output)
+	text += dec.Flush()
+	s.agg.AddDropped(rs.Dropped)
+	s.agg.Write(text)
+	s.pendOut.Write(text)
+	if rs.Finished {
+		s.finished = true
+		s.endedAt = rs.EndedAt
+		if s.endedAt.IsZero() {
+			s.endedAt = m.now()
+		}
+		if rs.Signal != "" {
+			s.status, s.exitCode, s.signal = StatusFailed, -1, rs.Signal
+			s.reason = "terminated by signal " + rs.Signal
+		} else {
+			s.status, s.exitCode = StatusCompleted, rs.ExitCode
+		}
+		close(s.done)
+	}
+
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	if rs.ID != "" && !m.idTakenLocked(rs.ID) {
+		s.id = rs.ID
+	} else {
+		s.id = newID(m.idTakenLocked)
+	}
+	m.sessions[s.id] = s
+	if !rs.Finished {
+		m.live[s] = struct{}{}
+	}
+	m.mu.Unlock()
+
+	if !rs.Finished {
+		s.mu.Lock()
+		m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
+		s.mu.Unlock()
+		m.run(s)
+	}
+	return nil
+}
