@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
@@ -114,31 +113,16 @@ func NewPolicyGuard(cfg GuardConfig, approvalsPath string) (*PolicyGuard, error)
 // Store is the node's approvals store.
 func (g *PolicyGuard) Store() *guard.Store { return g.store }
 
-// modes returns the node's configured modes (config, then approvals.json
-// defaults, then allowlist / on-miss / deny).
-func (g *PolicyGuard) modes(ctx context.Context) (guard.Security, guard.Ask, guard.Security, error) {
-	d, err := g.store.Defaults(ctx)
-	if err != nil {
-		return "", "", "", fmt.Errorf("read approvals defaults: %w", err)
-	}
-	sec := guard.Security(first(g.cfg.Security, string(d.Security), "allowlist"))
-	ask := guard.Ask(first(g.cfg.Ask, string(d.Ask), "on-miss"))
-	fb := guard.Security(first(g.cfg.AskFallback, string(d.AskFallback), "deny"))
-	return sec, ask, fb, nil
-}
-
-func first(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+func (g *PolicyGuard) gate() *guard.Gate {
+	return &guard.Gate{Store: g.store, Now: g.now, Config: guard.GateConfig{
+		Security: guard.Security(g.cfg.Security), Ask: guard.Ask(g.cfg.Ask),
+		AskFallback: guard.Security(g.cfg.AskFallback), SafeBins: g.cfg.SafeBins,
+	}}
 }
 
 // Summary implements Guard.
 func (g *PolicyGuard) Summary(ctx context.Context) ApprovalSummary {
-	sec, ask, fb, err := g.modes(ctx)
+	sec, ask, fb, err := g.gate().Modes(ctx)
 	s := ApprovalSummary{Security: string(sec), Ask: string(ask), AskFallback: string(fb)}
 	if err != nil {
 		s.Error = err.Error()
@@ -197,87 +181,27 @@ func (g *PolicyGuard) Resolve(ctx context.Context, id, decision string) error {
 	return nil
 }
 
-// Check implements Guard: security min(node, gateway), ask max(node,
-// gateway); analysis on the node's PATH; the node's allowlist; approvals
-// from the node's approvals.json, bound to the exact line, argv, cwd, agent
-// and env. Nothing the gateway says about approval is consulted.
+// Check implements Guard with the node's own guard.Gate: security
+// min(node, gateway), ask max(node, gateway); analysis on the node's PATH;
+// the node's allowlist; approvals from the node's approvals.json, bound to
+// the exact line, argv, cwd, agent and env. Nothing the gateway says about
+// approval is consulted.
 func (g *PolicyGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, error) {
-	sec, ask, fb, err := g.modes(ctx)
-	if err != nil {
-		return GuardVerdict{}, err
-	}
-	if req.Security != "" {
-		sec = guard.MinSecurity(sec, guard.Security(req.Security))
-	}
-	if req.Ask != "" {
-		ask = guard.MaxAsk(ask, guard.Ask(req.Ask))
-	}
-	if sec == guard.SecurityDeny {
-		return GuardVerdict{Decision: VerdictDeny, Reason: "security on this node is deny: every command is refused"}, nil
-	}
-	a := guard.Analyze(req.Line, guard.AnalyzeEnv{Path: req.Path, Cwd: req.Cwd})
-	allow, err := g.store.Allowlist(ctx, req.AgentID)
-	if err != nil {
-		return GuardVerdict{}, err
-	}
-	pol := guard.Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.cfg.SafeBins, Allowlist: allow}
-	v := pol.Evaluate(a)
-	switch v.Decision {
-	case guard.DecisionRun:
-		if err := g.store.RecordUse(ctx, req.AgentID, v.Hits, req.Line); err != nil {
-			return GuardVerdict{}, err
-		}
-		return GuardVerdict{Decision: VerdictRun, Reason: v.Reason, Command: v.Command}, nil
-	case guard.DecisionDeny:
-		return GuardVerdict{Decision: VerdictDeny, Reason: "node guard: " + v.Reason}, nil
-	case guard.DecisionNeedsApproval:
-	default:
-		return GuardVerdict{Decision: VerdictDeny, Reason: fmt.Sprintf("node guard: unknown decision %q", v.Decision)}, nil
-	}
-
-	b := guard.Binding{Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, AgentID: req.AgentID, EnvHash: guard.EnvHash(req.Env)}
-	list, err := g.store.List(ctx)
-	if err != nil {
-		return GuardVerdict{}, err
-	}
-	now := g.now()
-	for _, p := range list {
-		if p.Consumed || p.Command != b.Command || !slices.Equal(p.Argv, b.Argv) || p.Cwd != b.Cwd ||
-			p.AgentID != b.AgentID || p.EnvHash != b.EnvHash {
-			continue
-		}
-		if p.Status(now) == "pending" {
-			ap := toApproval(p, now)
-			return GuardVerdict{Decision: VerdictPending, Reason: "approval required: " + v.Reason, Approval: &ap}, nil
-		}
-		r, err := g.store.Consume(ctx, p.ID, b)
-		if err != nil {
-			if errors.Is(err, guard.ErrAlreadyConsumed) || errors.Is(err, guard.ErrBindingMismatch) {
-				continue
-			}
-			return GuardVerdict{}, err
-		}
-		switch r.Outcome {
-		case guard.OutcomeAllow:
-			return GuardVerdict{Decision: VerdictRun, Reason: fmt.Sprintf("approved on the node (%s, %s)", p.Slug, r.Decision), Command: v.Command}, nil
-		case guard.OutcomeDeny:
-			return GuardVerdict{Decision: VerdictDeny, Reason: fmt.Sprintf("approval %s was denied on the node", p.Slug)}, nil
-		case guard.OutcomeFallback:
-			fv := pol.Fallback(a)
-			if fv.Decision == guard.DecisionRun {
-				return GuardVerdict{Decision: VerdictRun, Reason: fv.Reason, Command: fv.Command}, nil
-			}
-			return GuardVerdict{Decision: VerdictDeny, Reason: "node guard: " + fv.Reason}, nil
-		}
-	}
-	p, err := g.store.Request(ctx, guard.PendingRequest{
-		Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, Host: "node", NodeID: req.NodeID,
-		Security: sec, Ask: ask, AgentID: req.AgentID, SessionKey: req.SessionKey,
-		EnvHash: b.EnvHash, ResolvedPaths: guard.PersistablePaths(a), Explain: a.Explain(),
+	v, err := g.gate().Check(ctx, guard.GateRequest{
+		Line: req.Line, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env, Path: req.Path,
+		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: "node", NodeID: req.NodeID,
+		Security: guard.Security(req.Security), Ask: guard.Ask(req.Ask),
 	})
 	if err != nil {
 		return GuardVerdict{}, err
 	}
-	ap := toApproval(p, now)
-	return GuardVerdict{Decision: VerdictPending, Reason: "approval required: " + v.Reason, Approval: &ap}, nil
+	switch v.Decision {
+	case guard.DecisionRun:
+		return GuardVerdict{Decision: VerdictRun, Reason: v.Reason, Command: v.Command}, nil
+	case guard.DecisionNeedsApproval:
+		ap := toApproval(*v.Pending, g.now())
+		return GuardVerdict{Decision: VerdictPending, Reason: v.Reason, Approval: &ap}, nil
+	default:
+		return GuardVerdict{Decision: VerdictDeny, Reason: "node guard: " + v.Reason}, nil
+	}
 }

@@ -117,6 +117,17 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 			}
 			return deniedResult(reason, warnings), nil
 		case DecisionApprovalPending:
+			m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
+				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], command)})
+			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
+				return m.startAfterApproval(w, v, plan, host, StartSpec{
+					Command: command, Env: p.Env, Dir: dir,
+					PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+					KeepStdin: plan.keepStdin,
+					AgentID:   p.AgentID, SessionKey: p.SessionKey,
+					Node: p.Node, Security: plan.security, Ask: plan.ask,
+				}, dir, warnings)
+			}
 			return approvalResult(v.Approval, plan, command, dir, warnings), nil
 		default:
 			return Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
@@ -133,7 +144,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
 		KeepStdin: plan.keepStdin,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
-		Node: p.Node,
+		Node: p.Node, Security: plan.security, Ask: plan.ask,
 	})
 	if err != nil {
 		m.releaseID(id)

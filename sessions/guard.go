@@ -39,6 +39,9 @@ type GuardVerdict struct {
 	// Approval holds the approval-pending details: approvalId, approvalSlug,
 	// expiresAtMs, host, command, cwd, nodeId.
 	Approval map[string]any
+	// Ticket is the guard's own handle on a pending approval, passed back to
+	// ApprovalWaiter.AwaitApproval; nil when the guard cannot be awaited.
+	Ticket any
 }
 
 // Security and ask levels, ordered so that effective security is the minimum

@@ -30,6 +30,9 @@ type StartSpec struct {
 	// AgentID and SessionKey identify the caller; the sandbox host uses them to
 	// pick the container.
 	AgentID, SessionKey string
+	// Security and Ask are the effective modes of the request; a node host
+	// forwards them so the node applies min/max with its own configuration.
+	Security, Ask string
 	// Node is the node id or name for the node host (ExecParams.Node); ""
 	// means the node host's default (exec.node). Other hosts ignore it.
 	Node string

@@ -63,6 +63,8 @@ func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
 		KeepStdin:  spec.KeepStdin,
 		AgentID:    spec.AgentID,
 		SessionKey: spec.SessionKey,
+		Security:   spec.Security,
+		Ask:        spec.Ask,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

@@ -35,7 +35,11 @@ type Exec struct {
 	// no explicit timeout (by default they have none).
 	BackgroundTimeoutSec int `yaml:"backgroundTimeoutSec" json:"backgroundTimeoutSec"`
 	// Cwd is the default working directory on the gateway ("" = daemon cwd).
+	// When set, it is also the workspace of the external-directory check.
 	Cwd string `yaml:"cwd" json:"cwd"`
+	// ApprovalTimeoutSec is how long an approval request waits for a human
+	// before askFallback applies (default 120).
+	ApprovalTimeoutSec int `yaml:"approvalTimeoutSec" json:"approvalTimeoutSec"`
 }
 
 // Elevated is the `elevated:` section.
@@ -61,6 +65,7 @@ func Default() File {
 			NotifyOnExit:          true,
 			MaxOutputChars:        200000,
 			PendingMaxOutputChars: 30000,
+			ApprovalTimeoutSec:    120,
 		},
 		Elevated: Elevated{Enabled: false, AllowFrom: []string{}, DefaultLevel: "ask"},
 		Sandbox:  sandbox.DefaultConfig(),

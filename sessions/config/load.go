@@ -259,9 +259,9 @@ func (f File) Validate() error {
 	nonNeg := map[string]int{
 		"exec.backgroundMs": e.BackgroundMs, "exec.timeoutSec": e.TimeoutSec, "exec.cleanupMs": e.CleanupMs,
 		"exec.maxOutputChars": e.MaxOutputChars, "exec.pendingMaxOutputChars": e.PendingMaxOutputChars,
-		"exec.backgroundTimeoutSec": e.BackgroundTimeoutSec,
+		"exec.backgroundTimeoutSec": e.BackgroundTimeoutSec, "exec.approvalTimeoutSec": e.ApprovalTimeoutSec,
 	}
-	for _, k := range []string{"exec.backgroundMs", "exec.timeoutSec", "exec.cleanupMs", "exec.maxOutputChars", "exec.pendingMaxOutputChars", "exec.backgroundTimeoutSec"} {
+	for _, k := range []string{"exec.backgroundMs", "exec.timeoutSec", "exec.cleanupMs", "exec.maxOutputChars", "exec.pendingMaxOutputChars", "exec.backgroundTimeoutSec", "exec.approvalTimeoutSec"} {
 		if nonNeg[k] < 0 {
 			return &Error{Key: k, Msg: fmt.Sprintf("must be >= 0, got %d", nonNeg[k])}
 		}

@@ -135,6 +135,7 @@ the state directory's socket and start one when none is running.`,
 		newServeCommand(c),
 		newMCPCommand(c),
 		newNodeCommand(c),
+		newApprovalsCommand(c),
 		newVersionCommand(c),
 	)
 	return root

@@ -16,7 +16,9 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/metrics"
+	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -103,7 +105,11 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
 	logf := logger.Printf
 
-	hosts, sbx, err := buildHosts(ctx, cfg, state, logf)
+	hosts, gatewayPath, sbx, err := buildHosts(ctx, cfg, state, logf)
+	if err != nil {
+		return err
+	}
+	gate, err := buildGate(cfg, state)
 	if err != nil {
 		return err
 	}
@@ -120,7 +126,7 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 	} else {
 		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Logf: logf})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, gatewayPath), Logf: logf})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -143,6 +149,9 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 		TLSKeyFile:  opts.TLSKey,
 		Version:     c.Version,
 		Logf:        logf,
+	}
+	for pattern, h := range (&approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}).routes() {
+		dopts.Routes[pattern] = h
 	}
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
@@ -173,25 +182,25 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, *sandbox.Manager, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, string, *sandbox.Manager, error) {
 	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
 	if err != nil {
-		return nil, nil, fmt.Errorf("serve: gateway host: %w", err)
+		return nil, "", nil, fmt.Errorf("serve: gateway host: %w", err)
 	}
 	cwd, err := config.ExpandHome(cfg.Exec.Cwd)
 	if err != nil {
-		return nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
+		return nil, "", nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
 	hosts := map[string]sessions.Host{"gateway": sessions.NewGatewayHost(runner, cwd)}
 
 	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
-			return nil, nil, &ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+			return nil, "", nil, &ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
 		}
 		logf("sandbox host unavailable: %v", err)
 		hosts["sandbox"] = unavailableHost{err: err}
-		return hosts, nil, nil
+		return hosts, runner.Path(), nil, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -199,7 +208,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
 	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
-	return hosts, sbx, nil
+	return hosts, runner.Path(), sbx, nil
 }
 
 // unavailableHost stands in for a host that could not be built; every use
@@ -320,4 +329,31 @@ func certFingerprint(certFile string) (string, error) {
 		return "", fmt.Errorf("%s: no PEM certificate", certFile)
 	}
 	return nodeexec.Fingerprint(block.Bytes), nil
+}
+
+// buildGate opens the gateway's approvals.json (mode 0600; a corrupt file
+// stops the daemon rather than being reset) and returns its guard.
+func buildGate(cfg config.File, state string) (*guard.Gate, error) {
+	var opts []guard.StoreOption
+	if cfg.Exec.ApprovalTimeoutSec > 0 {
+		opts = append(opts, guard.WithTimeout(time.Duration(cfg.Exec.ApprovalTimeoutSec)*time.Second))
+	}
+	store, err := guard.OpenStore(filepath.Join(state, "approvals.json"), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	workspace, err := config.ExpandHome(cfg.Exec.Cwd)
+	if err != nil {
+		return nil, fmt.Errorf("serve: exec.cwd: %w", err)
+	}
+	return &guard.Gate{Store: store, Config: guard.GateConfig{
+		Security:    guard.Security(cfg.Exec.Security),
+		Ask:         guard.Ask(cfg.Exec.Ask),
+		AskFallback: guard.Security(cfg.Exec.AskFallback),
+		SafeBins:    cfg.Exec.SafeBins,
+		Workspace:   workspace,
+		EnvCheck: func(assign map[string]string) error {
+			return envguard.CheckRequest(envguard.HostGateway, assign)
+		},
+	}}, nil
 }

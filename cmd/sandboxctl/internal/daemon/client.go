@@ -170,6 +170,12 @@ func decodeResult(raw json.RawMessage, err error) (sessions.Result, error) {
 	return res, nil
 }
 
+// Call sends body (JSON, nil for none) to path and returns the JSON answer;
+// an error status comes back as an *APIError.
+func (c *Client) Call(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
+	return c.do(ctx, method, path, body)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
 	resp, err := c.send(ctx, method, path, body)
 	if err != nil {

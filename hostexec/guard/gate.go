@@ -1,0 +1,221 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Gate is one host's whole guard: its configuration, its approvals.json
+// store, and the flow of SPEC §5 over them (modes, analysis, allowlist and
+// safe bins, approval requests bound to the exact command, expiry to
+// askFallback). The gateway and every node each have their own Gate; a node
+// never takes the gateway's word for anything.
+type Gate struct {
+	Store  *Store
+	Config GateConfig
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// GateConfig is the configured guard of a host. Empty modes fall back to the
+// defaults of approvals.json, then to allowlist / on-miss / deny.
+type GateConfig struct {
+	Security    Security
+	Ask         Ask
+	AskFallback Security
+	// SafeBins; nil means DefaultSafeBins.
+	SafeBins []string
+	// Workspace turns on the external-directory check (gateway).
+	Workspace string
+	// EnvCheck vets variables assigned through env/sudo wrappers.
+	EnvCheck func(map[string]string) error
+}
+
+// GateRequest is one command to judge, as it will run.
+type GateRequest struct {
+	// Line is the shell line the host runs (`SHELL -c Line`).
+	Line string
+	// Argv is the exact argv that will be executed; approvals bind to it.
+	Argv []string
+	Cwd  string
+	Env  map[string]string
+	// Path is the host's PATH, on which executables are resolved.
+	Path                string
+	AgentID, SessionKey string
+	Host, NodeID        string
+	// Security and Ask are the caller's requested modes; the effective modes
+	// are min(config, request) and max(config, request).
+	Security Security
+	Ask      Ask
+}
+
+// GateVerdict is the Gate's answer. For DecisionNeedsApproval, Pending is the
+// stored request and Await waits for its decision.
+type GateVerdict struct {
+	Decision Decision
+	Reason   string
+	// Command is what to run when Decision is Run.
+	Command string
+	Pending *Pending
+
+	binding  Binding
+	analysis Analysis
+	policy   Policy
+}
+
+func (g *Gate) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+// Modes returns the configured modes after the approvals.json defaults.
+func (g *Gate) Modes(ctx context.Context) (sec Security, ask Ask, fallback Security, err error) {
+	d, err := g.Store.Defaults(ctx)
+	if err != nil {
+		return "", "", "", fmt.Errorf("guard: read approvals defaults: %w", err)
+	}
+	sec = Security(firstNonEmpty(string(g.Config.Security), string(d.Security), string(SecurityAllowlist)))
+	ask = Ask(firstNonEmpty(string(g.Config.Ask), string(d.Ask), string(AskOnMiss)))
+	fallback = Security(firstNonEmpty(string(g.Config.AskFallback), string(d.AskFallback), string(SecurityDeny)))
+	return sec, ask, fallback, nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Check judges req. A decided approval for exactly this command (same line,
+// argv, cwd, agent and env) is used once; otherwise a new approval request is
+// stored when the policy needs one.
+func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) {
+	sec, ask, fb, err := g.Modes(ctx)
+	if err != nil {
+		return GateVerdict{}, err
+	}
+	if req.Security != "" {
+		sec = MinSecurity(sec, req.Security)
+	}
+	if req.Ask != "" {
+		ask = MaxAsk(ask, req.Ask)
+	}
+	if sec == SecurityDeny {
+		return GateVerdict{Decision: DecisionDeny, Reason: "security is deny: every command is refused"}, nil
+	}
+	a := Analyze(req.Line, AnalyzeEnv{Path: req.Path, Cwd: req.Cwd, EnvCheck: g.Config.EnvCheck})
+	allow, err := g.Store.Allowlist(ctx, req.AgentID)
+	if err != nil {
+		return GateVerdict{}, err
+	}
+	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace}
+	v := pol.Evaluate(a)
+	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol,
+		binding: Binding{Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, AgentID: req.AgentID, EnvHash: EnvHash(req.Env)}}
+	if sec == SecurityFull {
+		// Nothing was checked against an allowlist: run the line as written
+		// (the rebuilt form can differ, e.g. a builtin pinned to a binary).
+		out.Command = req.Line
+	}
+	switch v.Decision {
+	case DecisionRun:
+		if err := g.Store.RecordUse(ctx, req.AgentID, v.Hits, req.Line); err != nil {
+			return GateVerdict{}, err
+		}
+		return out, nil
+	case DecisionDeny:
+		return out, nil
+	case DecisionNeedsApproval:
+	default:
+		return GateVerdict{Decision: DecisionDeny, Reason: fmt.Sprintf("unknown decision %q", v.Decision)}, nil
+	}
+
+	// A human may already have decided this exact command.
+	list, err := g.Store.List(ctx)
+	if err != nil {
+		return GateVerdict{}, err
+	}
+	now := g.now()
+	b := out.binding
+	for _, p := range list {
+		if p.Consumed || p.Command != b.Command || !slices.Equal(p.Argv, b.Argv) || p.Cwd != b.Cwd ||
+			p.AgentID != b.AgentID || p.EnvHash != b.EnvHash {
+			continue
+		}
+		if p.Status(now) == "pending" {
+			out.Pending = &p
+			out.Reason = "approval required: " + v.Reason
+			return out, nil
+		}
+		r, err := g.Store.Consume(ctx, p.ID, b)
+		if errors.Is(err, ErrAlreadyConsumed) || errors.Is(err, ErrBindingMismatch) {
+			continue
+		}
+		if err != nil {
+			return GateVerdict{}, err
+		}
+		return g.settle(out, r), nil
+	}
+	p, err := g.Store.Request(ctx, PendingRequest{
+		Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, Host: req.Host, NodeID: req.NodeID,
+		Security: sec, Ask: ask, AgentID: req.AgentID, SessionKey: req.SessionKey,
+		EnvHash: b.EnvHash, ResolvedPaths: PersistablePaths(a), Explain: a.Explain(),
+	})
+	if err != nil {
+		return GateVerdict{}, err
+	}
+	out.Pending = &p
+	out.Reason = "approval required: " + v.Reason
+	return out, nil
+}
+
+// Await blocks until the approval of a NeedsApproval verdict is decided or
+// expires (or ctx ends), uses it once, and returns the final Run or Deny
+// verdict: allow-once/allow-always run the command as approved, deny
+// refuses, expiry applies askFallback.
+func (g *Gate) Await(ctx context.Context, v GateVerdict) (GateVerdict, error) {
+	if v.Decision != DecisionNeedsApproval || v.Pending == nil {
+		return v, nil
+	}
+	r, err := g.Store.Wait(ctx, v.Pending.ID, v.binding, 200*time.Millisecond)
+	if err != nil {
+		return GateVerdict{}, err
+	}
+	r, err = g.Store.Consume(ctx, v.Pending.ID, v.binding)
+	if err != nil {
+		return GateVerdict{}, err
+	}
+	return g.settle(v, r), nil
+}
+
+// settle turns a used approval into the final verdict.
+func (g *Gate) settle(v GateVerdict, r CheckResult) GateVerdict {
+	v.Pending = &r.Request
+	switch r.Outcome {
+	case OutcomeAllow:
+		v.Decision = DecisionRun
+		v.Reason = fmt.Sprintf("approved (%s, %s)", r.Request.Slug, r.Decision)
+		if v.Command == "" {
+			v.Command = v.analysis.Command
+		}
+	case OutcomeDeny:
+		v.Decision, v.Reason = DecisionDeny, fmt.Sprintf("approval %s was denied", r.Request.Slug)
+	default: // expired: askFallback
+		fv := v.policy.Fallback(v.analysis)
+		v.Decision, v.Reason = fv.Decision, fv.Reason
+		if fv.Decision == DecisionRun {
+			v.Command = fv.Command
+		} else {
+			v.Decision = DecisionDeny
+		}
+	}
+	return v
+}

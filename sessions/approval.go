@@ -1,0 +1,258 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// ApprovalWaiter is implemented by a Guard whose approval-pending verdicts
+// can be awaited. The Manager then keeps the request as a session at once
+// (status running, output empty) and starts the command itself when a human
+// decided: allow → it runs as that session; deny or an expiry that
+// askFallback refuses → the session fails with the reason (SPEC §5).
+type ApprovalWaiter interface {
+	AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error)
+}
+
+// errKilledAwaitingApproval ends a session killed before its approval.
+var errKilledAwaitingApproval = errors.New("killed while waiting for approval")
+
+// approvalProcess stands in for a command that waits for a human. It is a
+// Process from the start, so the session machinery (poll, log, kill, TTL)
+// treats it like any other; once the command starts, the real process's
+// streams are copied through and its exit is reported.
+type approvalProcess struct {
+	pty        bool
+	outR, errR *io.PipeReader
+	outW, errW *io.PipeWriter
+	cancel     context.CancelFunc // ends the wait for a decision
+
+	mu          sync.Mutex
+	proc        Process
+	ready       chan struct{} // closed by attach or fail
+	failErr     error
+	stdinClosed bool
+	cols, rows  int
+	note        string
+}
+
+func newApprovalProcess(pty bool, note string, cancel context.CancelFunc) *approvalProcess {
+	a := &approvalProcess{pty: pty, cancel: cancel, ready: make(chan struct{}), note: note}
+	a.outR, a.outW = io.Pipe()
+	if !pty {
+		a.errR, a.errW = io.Pipe()
+	}
+	return a
+}
+
+func (a *approvalProcess) started() Process {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.proc
+}
+
+// StatusNote says why a running session shows no progress yet.
+func (a *approvalProcess) StatusNote() string {
+	if a.started() != nil {
+		return ""
+	}
+	return a.note
+}
+
+func (a *approvalProcess) PID() int {
+	if p := a.started(); p != nil {
+		return p.PID()
+	}
+	return 0
+}
+
+func (a *approvalProcess) Stdout() io.Reader { return a.outR }
+
+func (a *approvalProcess) Stderr() io.Reader {
+	if a.errR == nil {
+		return nil
+	}
+	return a.errR
+}
+
+func (a *approvalProcess) Write(b []byte) (int, error) {
+	if p := a.started(); p != nil {
+		return p.Write(b)
+	}
+	return 0, errors.New("the command is waiting for approval and has not started; nothing reads its stdin yet")
+}
+
+func (a *approvalProcess) CloseStdin() error {
+	a.mu.Lock()
+	p := a.proc
+	if p == nil {
+		a.stdinClosed = true
+	}
+	a.mu.Unlock()
+	if p != nil {
+		return p.CloseStdin()
+	}
+	return nil
+}
+
+func (a *approvalProcess) Resize(ctx context.Context, cols, rows int) error {
+	a.mu.Lock()
+	p := a.proc
+	if p == nil {
+		a.cols, a.rows = cols, rows
+	}
+	a.mu.Unlock()
+	if p != nil {
+		return p.Resize(ctx, cols, rows)
+	}
+	if !a.pty {
+		return errors.New("resize needs a PTY session")
+	}
+	return nil
+}
+
+func (a *approvalProcess) Wait(ctx context.Context) (int, string, error) {
+	select {
+	case <-ctx.Done():
+		return 0, "", ctx.Err()
+	case <-a.ready:
+	}
+	a.mu.Lock()
+	p, err := a.proc, a.failErr
+	a.mu.Unlock()
+	if errors.Is(err, errKilledAwaitingApproval) {
+		return -1, "SIGKILL", nil
+	}
+	if err != nil {
+		return -1, "", err
+	}
+	return p.Wait(ctx)
+}
+
+func (a *approvalProcess) Kill(ctx context.Context) error {
+	if p := a.started(); p != nil {
+		return p.Kill(ctx)
+	}
+	a.cancel()
+	a.fail(errKilledAwaitingApproval)
+	return nil
+}
+
+// attach hands over to the started command; false when the wait already
+// ended (killed), in which case the caller must kill proc.
+func (a *approvalProcess) attach(proc Process) bool {
+	a.mu.Lock()
+	select {
+	case <-a.ready:
+		a.mu.Unlock()
+		return false
+	default:
+	}
+	a.proc = proc
+	closeStdin, cols, rows := a.stdinClosed, a.cols, a.rows
+	close(a.ready)
+	a.mu.Unlock()
+	if closeStdin {
+		_ = proc.CloseStdin()
+	}
+	if cols > 0 && rows > 0 {
+		_ = proc.Resize(context.Background(), cols, rows)
+	}
+	pump := func(w *io.PipeWriter, r io.Reader) {
+		if r == nil {
+			_ = w.Close()
+			return
+		}
+		_, err := io.Copy(w, r)
+		_ = w.CloseWithError(err)
+	}
+	go pump(a.outW, proc.Stdout())
+	if a.errW != nil {
+		go pump(a.errW, proc.Stderr())
+	}
+	return true
+}
+
+// fail ends the wait without a command: the session fails with err.
+func (a *approvalProcess) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-a.ready:
+		return
+	default:
+	}
+	a.failErr = err
+	_ = a.outW.Close()
+	if a.errW != nil {
+		_ = a.errW.Close()
+	}
+	close(a.ready)
+}
+
+// startAfterApproval keeps an approval-pending exec as a background session
+// and starts its command once the guard's approval is decided.
+func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, dir string, warnings []string) (Result, error) {
+	id, err := m.reserveID()
+	if err != nil {
+		return Result{}, err
+	}
+	spec.SessionID = id
+	waitCtx, cancel := context.WithCancel(m.ctx)
+	slug, _ := v.Approval["approvalSlug"].(string)
+	proc := newApprovalProcess(spec.PTY, "waiting for approval "+slug, cancel)
+	s := m.newSession(plan.p, plan.host, dir, plan.p.Command, proc, plan.keepStdin)
+	s.id = id
+	s.visible = true
+	if err := m.register(s); err != nil {
+		cancel()
+		return Result{}, err
+	}
+	if plan.explicitTimeout {
+		s.mu.Lock()
+		m.armTimeoutLocked(s, plan.timeout)
+		s.mu.Unlock()
+	}
+	m.run(s)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		final, err := w.AwaitApproval(waitCtx, v)
+		switch {
+		case err != nil && waitCtx.Err() != nil:
+			proc.fail(errKilledAwaitingApproval)
+			return
+		case err != nil:
+			proc.fail(fmt.Errorf("approval: %w", err))
+			return
+		case final.Decision != DecisionRun:
+			proc.fail(fmt.Errorf("denied: %s", final.Reason))
+			return
+		}
+		if final.Command != "" {
+			spec.Command = final.Command
+		}
+		real, err := host.Start(m.ctx, spec)
+		if err != nil {
+			proc.fail(fmt.Errorf("start after approval: %w", err))
+			return
+		}
+		if !proc.attach(real) {
+			kctx, kcancel := context.WithTimeout(context.Background(), killCallTimeout)
+			_ = real.Kill(kctx)
+			kcancel()
+			return
+		}
+		s.mu.Lock()
+		s.pid = real.PID()
+		s.mu.Unlock()
+	}()
+	r := approvalResult(v.Approval, plan, plan.command, dir, warnings)
+	r.Details["sessionId"] = id
+	r.Content[0].Text += fmt.Sprintf("\n\nOnce approved, the command runs as session %s: follow it with process poll %s.", id, id)
+	return r, nil
+}

@@ -1,0 +1,81 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+)
+
+// GateGuard is the Guard of the gateway host over a guard.Gate (SPEC §5):
+// command analysis on the gateway's PATH, its allowlist and safe bins, and
+// approvals in its approvals.json. For node runs it only applies the
+// gateway's deny: the node judges every command again with its own guard,
+// with the gateway's modes forwarded so that it can only become stricter.
+type GateGuard struct {
+	gate *guard.Gate
+	path string
+}
+
+// NewGateGuard returns the gateway's guard; path is the gateway host's PATH
+// (hostexec.Runner.Path), on which executables are resolved.
+func NewGateGuard(gate *guard.Gate, path string) *GateGuard {
+	return &GateGuard{gate: gate, path: path}
+}
+
+// Check implements Guard.
+func (g *GateGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, error) {
+	if req.Host == "node" {
+		if req.Security == "deny" {
+			return GuardVerdict{Decision: DecisionDeny, Reason: "security is deny: every command is refused"}, nil
+		}
+		return GuardVerdict{Decision: DecisionRun}, nil
+	}
+	sec, err := guard.ParseSecurity(req.Security)
+	if err != nil {
+		return GuardVerdict{}, err
+	}
+	ask, err := guard.ParseAsk(req.Ask)
+	if err != nil {
+		return GuardVerdict{}, err
+	}
+	v, err := g.gate.Check(ctx, guard.GateRequest{
+		Line: req.Command, Argv: []string{"/bin/sh", "-c", req.Command}, Cwd: req.Cwd, Env: req.Env, Path: g.path,
+		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: req.Host, Security: sec, Ask: ask,
+	})
+	if err != nil {
+		return GuardVerdict{}, err
+	}
+	return toGuardVerdict(v), nil
+}
+
+// AwaitApproval implements ApprovalWaiter: it blocks until a human decided
+// (or the request expired into askFallback).
+func (g *GateGuard) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error) {
+	gv, ok := v.Ticket.(guard.GateVerdict)
+	if !ok {
+		return GuardVerdict{}, errors.New("guard: approval ticket of another guard")
+	}
+	final, err := g.gate.Await(ctx, gv)
+	if err != nil {
+		return GuardVerdict{}, err
+	}
+	return toGuardVerdict(final), nil
+}
+
+func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
+	switch v.Decision {
+	case guard.DecisionRun:
+		return GuardVerdict{Decision: DecisionRun, Reason: v.Reason, Command: v.Command}
+	case guard.DecisionNeedsApproval:
+		p := v.Pending
+		return GuardVerdict{Decision: DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: map[string]any{
+			"approvalId": p.ID, "approvalSlug": p.Slug, "expiresAtMs": p.ExpiresAtMs,
+			"host": p.Host, "command": p.Command, "cwd": p.Cwd, "nodeId": p.NodeID,
+			"reason": v.Reason, "explain": p.Explain,
+		}}
+	default:
+		return GuardVerdict{Decision: DecisionDeny, Reason: fmt.Sprintf("guard: %s", v.Reason)}
+	}
+}
