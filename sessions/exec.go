@@ -138,11 +138,17 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// A foreground run on a host that detects input waits keeps stdin open
+	// and returns early if the command blocks on it (see InputWaitHost).
+	watchInput := false
+	if iwh, ok := host.(InputWaitHost); ok && !plan.keepStdin && iwh.DetectsInputWait() {
+		watchInput = true
+	}
 	proc, err := host.Start(m.ctx, StartSpec{
 		SessionID: id,
 		Command:   command, Env: p.Env, Dir: dir,
 		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
-		KeepStdin: plan.keepStdin,
+		KeepStdin: plan.keepStdin || watchInput,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
 		Node: p.Node, Security: plan.security, Ask: plan.ask,
 	})
@@ -161,7 +167,15 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	if wr, ok := proc.(WarningsReporter); ok {
 		warnings = append(warnings, wr.Warnings()...)
 	}
-	s := m.newSession(p, plan.host, dir, p.Command, proc, plan.keepStdin)
+	var iw InputWaiter
+	if watchInput {
+		if iw = inputWaitOf(proc); iw == nil {
+			// The host fell back to a path that cannot tell: EOF at once.
+			_ = proc.CloseStdin()
+			watchInput = false
+		}
+	}
+	s := m.newSession(p, plan.host, dir, p.Command, proc, plan.keepStdin || watchInput)
 	s.id = id
 	s.visible = plan.background
 	if err := m.register(s); err != nil {
@@ -182,11 +196,23 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 
 	if plan.window > 0 {
 		t := time.NewTimer(plan.window)
-		select {
-		case <-s.done:
-		case <-t.C:
-		case <-ctx.Done():
-			warnings = append(warnings, "the request ended during the yield window; the command continues in the background")
+		var inputChanged <-chan struct{}
+		if iw != nil {
+			inputChanged = iw.InputWaitChanged()
+		}
+	wait:
+		for {
+			select {
+			case <-s.done:
+			case <-t.C:
+			case <-ctx.Done():
+				warnings = append(warnings, "the request ended during the yield window; the command continues in the background")
+			case <-inputChanged:
+				if !iw.InputWait() {
+					continue
+				}
+			}
+			break wait
 		}
 		t.Stop()
 	}

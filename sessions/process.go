@@ -119,6 +119,9 @@ func (m *Manager) list(scope string) Result {
 		}
 		dur := end.Sub(s.startedAt)
 		status := s.statusLocked()
+		if s.waitingForInputLocked() {
+			status = "waiting-for-input"
+		}
 		info := s.stateDetailsLocked()
 		info["startedAt"] = s.startedAt.UnixMilli()
 		info["runtimeMs"] = dur.Milliseconds()
@@ -165,7 +168,7 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 		deadline = t.C
 	}
 	s.mu.Lock()
-	for !s.finished && s.pendOut.Len() == 0 && s.pendErr.Len() == 0 && s.pendOut.Dropped() == 0 && s.pendErr.Dropped() == 0 && deadline != nil {
+	for !s.finished && !s.waitingForInputLocked() && s.pendOut.Len() == 0 && s.pendErr.Len() == 0 && s.pendOut.Dropped() == 0 && s.pendErr.Dropped() == 0 && deadline != nil {
 		w := s.watchLocked()
 		s.mu.Unlock()
 		select {
@@ -181,6 +184,8 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 	d := s.stateDetailsLocked()
 	var state string
 	switch {
+	case s.waitingForInputLocked():
+		state = "Process still running, waiting for input."
 	case !s.finished:
 		state = "Process still running."
 	case s.status == StatusCompleted:

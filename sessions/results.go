@@ -64,6 +64,10 @@ func runningResultLocked(s *session, warnings []string) Result {
 		"startedAt": s.startedAt.UnixMilli(), "cwd": s.cwd,
 		"tail": s.agg.Last(tailChars),
 	}
+	if s.waitingForInputLocked() {
+		d["waitingForInput"] = true
+		text = fmt.Sprintf("Command is waiting for input (session %s, pid %d). Send it with process write (eof:true closes stdin), or kill it.", s.id, s.pid)
+	}
 	return withWarnings(textResult(text, d), warnings)
 }
 

@@ -340,6 +340,9 @@ func (s *session) stateDetailsLocked() map[string]any {
 		"name":      s.name,
 		"pid":       s.pid,
 	}
+	if s.waitingForInputLocked() {
+		d["waitingForInput"] = true
+	}
 	if s.finished {
 		if s.status == StatusCompleted {
 			d["exitCode"] = s.exitCode

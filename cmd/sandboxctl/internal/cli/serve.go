@@ -130,6 +130,13 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Sessions that outlived a previous daemon (supervised sandboxes keep
+	// them) are listed, polled and logged again as before the restart.
+	if n, err := mgr.Recover(ctx); err != nil {
+		logf("warning: recovering sessions: %v", err)
+	} else if n > 0 {
+		logf("recovered %d session(s) from a previous daemon", n)
+	}
 	tools := metrics.New(mgr)
 	dopts := daemon.Options{
 		StateDir:       state,
