@@ -159,20 +159,8 @@ func newApprovalsCommand(c *CLI) *cobra.Command {
 
 // RunApprovalsList prints the approval requests the daemon knows.
 func RunApprovalsList(ctx context.Context, c *CLI) error {
-	cfg, err := c.LoadConfig()
-	if err != nil {
-		return err
-	}
-	client, err := c.Client(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	raw, err := client.Call(ctx, http.MethodGet, "/v1/approvals", nil)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		_, err := fmt.Fprintln(c.Out, strings.TrimSpace(string(raw)))
+	raw, done, err := c.callDaemon(ctx, http.MethodGet, "/v1/approvals", nil)
+	if err != nil || done {
 		return err
 	}
 	var list []ApprovalView
@@ -197,22 +185,32 @@ func RunApprovalsResolve(ctx context.Context, c *CLI, id, decision string) error
 	if _, err := guard.ParseDecision(decision); err != nil {
 		return usageErrorf("approvals resolve: %v", err)
 	}
-	cfg, err := c.LoadConfig()
-	if err != nil {
-		return err
-	}
-	client, err := c.Client(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	raw, err := client.Call(ctx, http.MethodPost, "/v1/approvals/"+id, ResolveRequest{Decision: decision})
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		_, err := fmt.Fprintln(c.Out, strings.TrimSpace(string(raw)))
+	_, done, err := c.callDaemon(ctx, http.MethodPost, "/v1/approvals/"+id, ResolveRequest{Decision: decision})
+	if err != nil || done {
 		return err
 	}
 	_, err = fmt.Fprintf(c.Out, "%s: %s\n", id, decision)
 	return err
+}
+
+// callDaemon sends one request to the state directory's daemon (starting
+// it when none runs). With --json it prints the answer as is and reports
+// done, so the caller only formats for people.
+func (c *CLI) callDaemon(ctx context.Context, method, path string, body any) (raw json.RawMessage, done bool, err error) {
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return nil, false, err
+	}
+	client, err := c.Client(ctx, cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	if raw, err = client.Call(ctx, method, path, body); err != nil {
+		return nil, false, err
+	}
+	if c.JSON {
+		_, err := fmt.Fprintln(c.Out, strings.TrimSpace(string(raw)))
+		return raw, true, err
+	}
+	return raw, false, nil
 }

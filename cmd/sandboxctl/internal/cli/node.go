@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -100,20 +100,8 @@ func RunNode(ctx context.Context, c *CLI, opts NodeRunOptions) error {
 
 // RunNodeList prints the daemon's connected nodes.
 func RunNodeList(ctx context.Context, c *CLI) error {
-	cfg, err := c.LoadConfig()
-	if err != nil {
-		return err
-	}
-	client, err := c.Client(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	raw, err := client.Nodes(ctx)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		_, err := fmt.Fprintln(c.Out, strings.TrimSpace(string(raw)))
+	raw, done, err := c.callDaemon(ctx, http.MethodGet, "/v1/nodes", nil)
+	if err != nil || done {
 		return err
 	}
 	var nodes []nodeexec.NodeInfo

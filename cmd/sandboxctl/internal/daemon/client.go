@@ -124,11 +124,6 @@ func (c *Client) Sandboxes(ctx context.Context) (json.RawMessage, error) {
 	return c.do(ctx, http.MethodGet, "/v1/sandboxes", nil)
 }
 
-// Nodes calls GET /v1/nodes and returns the JSON list of connected nodes.
-func (c *Client) Nodes(ctx context.Context) (json.RawMessage, error) {
-	return c.do(ctx, http.MethodGet, "/v1/nodes", nil)
-}
-
 // Shutdown asks the daemon to shut down gracefully (unix socket only). It
 // returns once the daemon accepted the request, not when it has stopped.
 func (c *Client) Shutdown(ctx context.Context) error {

@@ -1,0 +1,57 @@
+// Command sandboxctl-supervisor is the in-container supervisor of
+// sandboxctl: the main process of every sandbox (under docker-init). It
+// speaks the protocol of package supervisor on its stdin and stdout, which
+// sandboxctl reaches through the Engine's attach stream, forks the commands
+// it is asked to run, and keeps their output and exit status under
+// /run/sandboxctl.
+//
+// Build it static and small:
+//
+//	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sandboxctl-supervisor ./cmd/sandboxctl-supervisor
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "--version" {
+		fmt.Println("sandboxctl-supervisor protocol", supervisor.ProtocolVersion)
+		return
+	}
+	// A small heap: the supervisor idles in every sandbox.
+	debug.SetGCPercent(50)
+	debug.SetMemoryLimit(16 << 20)
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05.000")+" "+format+"\n", args...)
+	}
+	// Orphans (setsid escapees, daemons) reparent to this process, so they
+	// are reaped here and stay findable.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		logf("supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	srv := supervisor.NewServer(supervisor.ServerOptions{
+		In: os.Stdin, Out: os.Stdout, Logf: logf, BaseEnv: os.Environ(),
+		Dirs: []string{"/run/sandboxctl", "/tmp/.sandboxctl", "/dev/shm/.sandboxctl"},
+	})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	err := srv.Serve(ctx)
+	if err != nil && ctx.Err() == nil {
+		logf("supervisor: input ended: %v", err)
+	}
+	// Stdin ended (the container's stdin was closed) or nothing reads: keep
+	// serving the running commands until the container is stopped.
+	<-ctx.Done()
+	srv.Shutdown(2 * time.Second)
+}
