@@ -39,8 +39,13 @@ type ExecOptions struct {
 	// ignores the create-time size, so the command is wrapped to set it with
 	// stty before it starts, and resizes are retried.
 	Cols, Rows int
-	// Tag identifies the process tree for Kill; empty generates one.
+	// Tag identifies the process tree for Kill; empty generates one. On the
+	// supervisor path it is also the durable session id.
 	Tag string
+	// Meta is opaque caller data the supervisor keeps with the session
+	// (e.g. the sessions layer's id and name); Sessions returns it after a
+	// daemon restart. The plain path ignores it.
+	Meta map[string]string
 }
 
 // Exec is a command running in a sandbox through the Engine's exec API.
@@ -307,6 +312,13 @@ func (e *Exec) Wait(ctx context.Context) (int, string, error) {
 // Done is closed when the command has ended.
 func (e *Exec) Done() <-chan struct{} { return e.done }
 
+// InputWait is always false on the plain path: the Engine gives no view of
+// the process's kernel state.
+func (e *Exec) InputWait() bool { return false }
+
+// InputWaitChanged never fires on the plain path (a nil channel).
+func (e *Exec) InputWaitChanged() <-chan struct{} { return nil }
+
 // Kill ends the command's whole process tree inside the container: SIGTERM
 // to every process tagged with this command's SANDBOXCTL_RUN, SIGKILL after
 // KillGrace. Closing the client side alone would leave the tree running.
@@ -393,24 +405,64 @@ func (m *Manager) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec,
 	return e, res, nil
 }
 
+// Process is a command started in a sandbox, on either path: *Exec (plain
+// Engine exec) or *SupervisedExec (the in-container supervisor). Its method
+// set includes sessions.Process.
+type Process interface {
+	PID() int
+	Stdout() io.Reader
+	Stderr() io.Reader
+	Write(p []byte) (int, error)
+	CloseStdin() error
+	Resize(ctx context.Context, cols, rows int) error
+	Wait(ctx context.Context) (exitCode int, signal string, err error)
+	Kill(ctx context.Context) error
+	// Tag is the SANDBOXCTL_RUN value of the command's tree.
+	Tag() string
+	// Done is closed when the command has ended.
+	Done() <-chan struct{}
+	// InputWait reports whether the command sits blocked reading a stdin
+	// nobody has written (supervisor path only; always false on the plain
+	// path).
+	InputWait() bool
+	// InputWaitChanged is closed at the next change of InputWait (a new
+	// channel after each change; nil, never ready, on the plain path).
+	InputWaitChanged() <-chan struct{}
+}
+
 // Started is a command started by Start: the process plus any warnings the
 // caller should show (a pending recreate, a fallback from the supervisor).
 type Started struct {
-	*Exec
+	Process
 	Ensure   EnsureResult
 	Warnings []string
 }
 
 // Start ensures scope s's sandbox and starts opts.Cmd in it. It is the one
-// entry point the sandbox host uses, so the choice of exec path stays here.
+// entry point the sandbox host uses, so the choice of exec path stays here:
+// the supervisor when the sandbox runs it, else the plain Engine exec path
+// with a warning saying why.
 func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
-	e, res, err := m.Attach(ctx, s, opts)
+	res, err := m.ensureForStart(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	st := &Started{Exec: e, Ensure: res}
+	st := &Started{Ensure: res}
 	if res.RecreatePending {
 		st.Warnings = append(st.Warnings, "sandbox recreate pending: "+res.PendingReason)
 	}
+	p, warn := m.startSupervised(ctx, s, res, opts)
+	if p != nil {
+		st.Process = p
+		return st, nil
+	}
+	if warn != "" {
+		st.Warnings = append(st.Warnings, warn)
+	}
+	e, err := m.ExecIn(ctx, res.ID, opts)
+	if err != nil {
+		return nil, err
+	}
+	st.Process = e
 	return st, nil
 }

@@ -27,8 +27,10 @@ func envOr(k, def string) string {
 }
 
 func TestMain(m *testing.M) {
+	cleanup := setupSupervisor() // supervised_test.go: builds the binary, sets SANDBOXCTL_SUPERVISOR
 	code := m.Run()
 	sweep()
+	cleanup()
 	os.Exit(code)
 }
 

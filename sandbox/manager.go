@@ -39,6 +39,13 @@ type Options struct {
 	Labels map[string]string
 	Now    func() time.Time
 	Logf   func(format string, args ...any)
+	// DisableSupervisor keeps every sandbox on the plain Engine exec path
+	// (main process `sleep infinity`, no in-container supervisor).
+	DisableSupervisor bool
+	// SupervisorBinary is the static sandboxctl-supervisor binary delivered
+	// into sandboxes; empty looks at $SANDBOXCTL_SUPERVISOR, then next to
+	// the executable. Not found: the plain path, with a warning in results.
+	SupervisorBinary string
 }
 
 // Manager creates, reuses, recreates and removes sandboxes.
@@ -55,6 +62,13 @@ type Manager struct {
 	mu         sync.Mutex
 	scopeLocks map[string]*sync.Mutex
 	reg        *registry
+
+	// sup is the supervisor binary (nil: plain path), supWarn why not.
+	sup     *supervisorBin
+	supWarn string
+	images  imageBuilds
+	clients supervisorClients
+	warm    warmEnsures
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -106,12 +120,20 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		m.cli, m.ownsClient = cli, true
 	}
 	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
+	if !opts.DisableSupervisor {
+		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)
+	}
 	return m, nil
 }
+
+// Supervised reports whether new sandboxes run the in-container supervisor
+// (false: the plain Engine exec path, e.g. no supervisor binary was found).
+func (m *Manager) Supervised() bool { return m.sup != nil }
 
 // Close releases the Engine client if the Manager created it and flushes
 // last-used times.
 func (m *Manager) Close() error {
+	m.clients.closeAll()
 	m.reg.flush()
 	if m.ownsClient {
 		return m.cli.Close()
@@ -147,6 +169,10 @@ type EnsureResult struct {
 	// Access how it is mounted.
 	Workspace string
 	Access    workdir.Access
+	// Supervised is set when the container's main process is the
+	// supervisor; SupervisorNote says why not when it should have been.
+	Supervised     bool
+	SupervisorNote string
 }
 
 // Layout returns the scope key, container name, agent workspace (host path)
@@ -170,7 +196,11 @@ func (m *Manager) layoutFor(scopeKey, name string) layout {
 }
 
 func (m *Manager) shapeFor(scopeKey, name string) shape {
-	return shape{Docker: m.cfg.Docker, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
+	sh := shape{Docker: m.cfg.Docker, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
+	if m.sup != nil {
+		sh.Supervisor = m.sup.hash
+	}
+	return sh
 }
 
 func (m *Manager) scopeLock(key string) *sync.Mutex {
@@ -243,10 +273,12 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 				res.Started = true
 			}
 			res.ID = c.ID
+			res.Supervised = c.Config.Labels[LabelSupervisor] != ""
+			res.SupervisorNote = c.Config.Labels[LabelSupervisorNote]
 			m.reg.touch(name, scopeKey)
 			return res, nil
 		}
-		id, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical)
+		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical)
 		if isConflict(err) {
 			lastErr = err
 			continue // another process created it first; use theirs
@@ -255,6 +287,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			return res, err
 		}
 		res.ID, res.Created, res.Started = id, true, true
+		res.Supervised, res.SupervisorNote = supervised, note
 		m.reg.touch(name, scopeKey)
 		return res, nil
 	}
@@ -268,10 +301,10 @@ func short(h string) string {
 	return h
 }
 
-func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte) (string, error) {
+func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte) (id string, supervised bool, note string, err error) {
 	for _, dir := range []string{sh.Layout.AgentDir, sh.Layout.WorkspaceHost} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", fmt.Errorf("sandbox: workspace dir: %w", err)
+			return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 		}
 	}
 	labels := map[string]string{
@@ -286,9 +319,78 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	for k, v := range m.labels {
 		labels[k] = v
 	}
+	image := ""
+	if sh.Supervisor != "" {
+		// The supervisor is the main process: build (or reuse) the derived
+		// image; if that cannot work, fall back to the plain path.
+		ref, err := m.supervisedImage(ctx, sh.Docker.Image)
+		switch {
+		case errors.Is(err, ErrImageMissing) || errors.Is(err, ErrDockerUnreachable):
+			return "", false, "", fmt.Errorf("create sandbox %s: %w", name, err)
+		case err != nil:
+			note = "supervisor image: " + err.Error()
+			m.logf("sandbox %s: %s; using the plain exec path", name, note)
+		default:
+			image = ref
+		}
+	}
+	if image != "" {
+		id, err = m.createStart(ctx, name, sh, labels, image)
+		if err == nil {
+			if err = m.checkSupervisor(ctx, id); err == nil {
+				supervised = true
+			} else {
+				note = "supervisor did not start: " + err.Error()
+				m.logf("sandbox %s: %s; recreating it on the plain exec path", name, note)
+				if rerr := m.removeID(context.WithoutCancel(ctx), id); rerr != nil {
+					return "", false, "", rerr
+				}
+			}
+		} else if isConflict(err) {
+			return "", false, "", err
+		} else {
+			note = "supervisor container: " + err.Error()
+			m.logf("sandbox %s: %s; using the plain exec path", name, note)
+		}
+	}
+	if !supervised {
+		plain := sh
+		plain.Supervisor = ""
+		if note != "" {
+			labels[LabelSupervisorNote] = note
+		}
+		if id, err = m.createStart(ctx, name, plain, labels, ""); err != nil {
+			return "", false, "", err
+		}
+	}
+	if cmd := m.cfg.Docker.SetupCommand; cmd != "" {
+		out, code, err := m.run(ctx, id, []string{"sh", "-lc", cmd})
+		if err != nil || code != 0 {
+			_ = m.removeID(context.WithoutCancel(ctx), id)
+			if err == nil {
+				err = fmt.Errorf("exit code %d: %s", code, lastN(out, 500))
+			}
+			return "", false, "", fmt.Errorf("sandbox %s: setupCommand failed: %w", name, err)
+		}
+	}
+	m.logf("sandbox %s: created %s (supervised %v)", name, short(id), supervised)
+	return id, supervised, note, nil
+}
+
+// createStart creates and starts the container; image overrides the
+// configured image (the supervised derived image).
+func (m *Manager) createStart(ctx context.Context, name string, sh shape, labels map[string]string, image string) (string, error) {
+	if sh.Supervisor != "" {
+		labels[LabelSupervisor] = sh.Supervisor
+	} else {
+		delete(labels, LabelSupervisor)
+	}
 	cfg, hc, err := createSpec(sh, name, labels)
 	if err != nil {
 		return "", err
+	}
+	if image != "" {
+		cfg.Image = image
 	}
 	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
@@ -304,17 +406,6 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 		_ = m.removeID(context.WithoutCancel(ctx), created.ID)
 		return "", m.classify("start sandbox "+name, err)
 	}
-	if cmd := m.cfg.Docker.SetupCommand; cmd != "" {
-		out, code, err := m.run(ctx, created.ID, []string{"sh", "-lc", cmd})
-		if err != nil || code != 0 {
-			_ = m.removeID(context.WithoutCancel(ctx), created.ID)
-			if err == nil {
-				err = fmt.Errorf("exit code %d: %s", code, lastN(out, 500))
-			}
-			return "", fmt.Errorf("sandbox %s: setupCommand failed: %w", name, err)
-		}
-	}
-	m.logf("sandbox %s: created %s", name, short(created.ID))
 	return created.ID, nil
 }
 
@@ -326,6 +417,8 @@ func lastN(s string, n int) string {
 }
 
 func (m *Manager) removeID(ctx context.Context, id string) error {
+	m.warm.forgetID(id)
+	m.clients.drop(id)
 	_, err := m.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !isNotFound(err) {
 		return m.classify("remove sandbox "+short(id), err)
@@ -465,6 +558,11 @@ func (m *Manager) RunPruner(ctx context.Context, interval time.Duration) {
 			} else if len(pruned) > 0 {
 				m.logf("sandbox prune: removed %d idle or old sandboxes", len(pruned))
 			}
+			if imgs, err := m.PruneSupervisedImages(ctx); err != nil {
+				m.logf("sandbox prune: %v", err)
+			} else if len(imgs) > 0 {
+				m.logf("sandbox prune: removed stale supervised images %v", imgs)
+			}
 		}
 	}
 }
@@ -561,18 +659,26 @@ func hardeningOf(c container.InspectResponse) map[string]any {
 // diffConfig names the top-level config fields that differ between the
 // container's recorded config and the one in force.
 func diffConfig(recorded string, current []byte) string {
-	var a, b map[string]map[string]any
+	var a, b map[string]json.RawMessage
 	if json.Unmarshal([]byte(recorded), &a) != nil || json.Unmarshal(current, &b) != nil {
 		return "hash differs"
 	}
 	var fields []string
 	for _, section := range []string{"docker", "layout"} {
-		for k, v := range b[section] {
-			av, _ := json.Marshal(a[section][k])
+		var as, bs map[string]any
+		_ = json.Unmarshal(a[section], &as)
+		_ = json.Unmarshal(b[section], &bs)
+		for k, v := range bs {
+			av, _ := json.Marshal(as[k])
 			bv, _ := json.Marshal(v)
 			if string(av) != string(bv) {
 				fields = append(fields, section+"."+k)
 			}
+		}
+	}
+	for _, k := range []string{"allowedSourceRoots", "supervisor"} {
+		if string(a[k]) != string(b[k]) {
+			fields = append(fields, k)
 		}
 	}
 	if len(fields) == 0 {

@@ -155,6 +155,9 @@ type shape struct {
 	Docker DockerConfig `json:"docker"`
 	Layout layout       `json:"layout"`
 	Roots  []string     `json:"allowedSourceRoots,omitempty"`
+	// Supervisor is the hash of the supervisor binary that is the main
+	// process ("" on the plain path): a new binary recreates sandboxes.
+	Supervisor string `json:"supervisor,omitempty"`
 }
 
 // configHash is the sha1 of the canonical JSON of sh (encoding/json sorts map
@@ -226,6 +229,13 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	if pids > 0 {
 		hc.Resources.PidsLimit = &pids
 	}
+	supervised := sh.Supervisor != ""
+	if supervised {
+		// The supervisor speaks its protocol on stdin/stdout, reached
+		// through the Engine's attach stream; stdin stays open across
+		// attaches, and stdout is not logged by the Engine.
+		hc.LogConfig = container.LogConfig{Type: "none"}
+	}
 	cfg := &container.Config{
 		Image:      d.Image,
 		Cmd:        []string{"sleep", "infinity"},
@@ -234,6 +244,12 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 		User:       d.User,
 		Labels:     labels,
 		Hostname:   strings.TrimSuffix(name[:min(len(name), 63)], "-"),
+	}
+	if supervised {
+		// An image ENTRYPOINT must not wrap the supervisor.
+		cfg.Entrypoint, cfg.Cmd = []string{SupervisorPath}, nil
+		cfg.OpenStdin, cfg.StdinOnce = true, false
+		cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
 	}
 	return cfg, hc, nil
 }

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -42,11 +43,65 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Process, error
 		Stdin:      spec.KeepStdin || spec.PTY,
 		Cols:       spec.Cols,
 		Rows:       spec.Rows,
+		// A supervised sandbox keeps these with the session, so a restarted
+		// daemon re-adopts it under the same id and scope (Recover).
+		Meta: map[string]string{
+			metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir,
+			"agentId": spec.AgentID, "sessionKey": spec.SessionKey,
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
 	return sandboxProcess{st}, nil
+}
+
+// DetectsInputWait implements InputWaitHost: supervised sandboxes see, from
+// the kernel, when a command blocks reading its stdin.
+func (h *SandboxHost) DetectsInputWait() bool { return h.m.Supervised() }
+
+// Keys of the session metadata kept by a supervised sandbox.
+const (
+	metaSessionID = "sessionId"
+	metaCommand   = "command"
+	metaCwd       = "cwd"
+)
+
+// Recover implements Recoverer: the sessions that the supervisors of the
+// running sandboxes still hold (running and finished), with their output,
+// re-adopted by a restarted daemon. Plain-path sandboxes keep nothing.
+func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
+	found, err := h.m.Sessions(ctx)
+	out := make([]RecoveredSession, 0, len(found))
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, rs := range found {
+		r := RecoveredSession{
+			ID: rs.Meta[metaSessionID], Command: rs.Meta[metaCommand], Cwd: rs.Meta[metaCwd],
+			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.TTY, StdinOpen: rs.Stdin && rs.Running,
+			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output, Dropped: rs.Dropped,
+		}
+		if r.Command == "" && len(rs.Argv) > 0 {
+			r.Command = rs.Argv[len(rs.Argv)-1]
+		}
+		if !rs.Running {
+			r.Finished, r.EndedAt, r.Signal = true, rs.EndedAt, rs.Signal
+			if rs.ExitCode != nil {
+				r.ExitCode = *rs.ExitCode
+			}
+		} else {
+			p, err := h.m.Reattach(ctx, rs)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			r.Process = p
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
 }
 
 // sandboxProcess adds the start warnings to the sandbox's process.

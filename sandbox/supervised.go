@@ -1,0 +1,385 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+)
+
+// LabelSupervisorNote on a container says why it runs without the
+// supervisor although one was configured.
+const LabelSupervisorNote = "sandboxctl.supervisorNote"
+
+// warmWindow is how long a verified supervised sandbox is trusted without
+// asking the Engine again: its live supervisor connection proves it runs
+// (the connection breaks, and the client gives up, when it stops or goes).
+const warmWindow = 2 * time.Second
+
+// warmEnsures caches recent Ensure results of supervised sandboxes.
+type warmEnsures struct {
+	mu sync.Mutex
+	m  map[string]warmEnsure // by scope key
+}
+
+type warmEnsure struct {
+	res EnsureResult
+	at  time.Time
+}
+
+// ensureForStart is Ensure with a fast path for the hot loop of commands
+// into one sandbox: a supervised sandbox verified within warmWindow whose
+// supervisor connection is alive is used without an Engine round trip.
+func (m *Manager) ensureForStart(ctx context.Context, s Scope) (EnsureResult, error) {
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	now := time.Now()
+	m.warm.mu.Lock()
+	w, ok := m.warm.m[scopeKey]
+	m.warm.mu.Unlock()
+	if ok && now.Sub(w.at) < warmWindow && m.clients.alive(w.res.ID) {
+		res := w.res
+		res.Created, res.Started, res.Recreated = false, false, false
+		m.reg.touch(res.Name, scopeKey)
+		return res, nil
+	}
+	res, err := m.Ensure(ctx, s)
+	if err != nil {
+		return res, err
+	}
+	m.warm.mu.Lock()
+	if m.warm.m == nil {
+		m.warm.m = map[string]warmEnsure{}
+	}
+	if res.Supervised && !res.RecreatePending && m.sup != nil {
+		m.warm.m[scopeKey] = warmEnsure{res: res, at: now}
+	} else {
+		delete(m.warm.m, scopeKey)
+	}
+	m.warm.mu.Unlock()
+	return res, nil
+}
+
+func (w *warmEnsures) forgetID(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, v := range w.m {
+		if v.res.ID == id {
+			delete(w.m, k)
+		}
+	}
+}
+
+// supervisorClients holds one supervisor connection per container.
+type supervisorClients struct {
+	mu      sync.Mutex
+	entries map[string]*clientEntry
+}
+
+type clientEntry struct {
+	mu sync.Mutex
+	c  *supervisor.Client
+}
+
+func (cs *supervisorClients) entry(id string) *clientEntry {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.entries == nil {
+		cs.entries = map[string]*clientEntry{}
+	}
+	e := cs.entries[id]
+	if e == nil {
+		e = &clientEntry{}
+		cs.entries[id] = e
+	}
+	return e
+}
+
+// alive reports whether container id has a working supervisor connection.
+func (cs *supervisorClients) alive(id string) bool {
+	cs.mu.Lock()
+	e := cs.entries[id]
+	cs.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.c != nil && e.c.Err() == nil && e.c.Connected()
+}
+
+func (cs *supervisorClients) drop(id string) {
+	cs.mu.Lock()
+	e := cs.entries[id]
+	delete(cs.entries, id)
+	cs.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		if e.c != nil {
+			_ = e.c.Close()
+		}
+		e.mu.Unlock()
+	}
+}
+
+func (cs *supervisorClients) closeAll() {
+	cs.mu.Lock()
+	ids := make([]string, 0, len(cs.entries))
+	for id := range cs.entries {
+		ids = append(ids, id)
+	}
+	cs.mu.Unlock()
+	for _, id := range ids {
+		cs.drop(id)
+	}
+}
+
+// attachConn is the container's attach stream as a supervisor.Conn.
+type attachConn struct {
+	*supervisor.Demux
+	att client.HijackedResponse
+}
+
+func (a *attachConn) Write(p []byte) (int, error) { return a.att.Conn.Write(p) }
+func (a *attachConn) Close() error                { a.att.Close(); return nil }
+
+// dialer attaches to the main process of container id (stdin + stdout +
+// stderr, no TTY: the Engine multiplexes stdout and stderr, Demux splits
+// them; the supervisor's stderr is its log).
+func (m *Manager) dialer(id string) supervisor.Dialer {
+	return func(ctx context.Context) (supervisor.Conn, error) {
+		att, err := m.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+		if err != nil {
+			if isNotFound(err) || isConflict(err) {
+				return nil, fmt.Errorf("attach to sandbox %s: %w: %w", short(id), supervisor.ErrGone, err)
+			}
+			return nil, m.classify("attach to sandbox "+short(id), err)
+		}
+		logStderr := func(b []byte) {
+			for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+				m.logf("sandbox %s: %s", short(id), line)
+			}
+		}
+		return &attachConn{Demux: supervisor.NewDemux(att.Reader, logStderr), att: att.HijackedResponse}, nil
+	}
+}
+
+// supervisorClient returns the live connection to container id's
+// supervisor, connecting (one connection per container) when needed.
+func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.Client, error) {
+	e := m.clients.entry(id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c != nil && e.c.Err() == nil {
+		return e.c, nil
+	}
+	c, err := supervisor.NewClient(ctx, supervisor.ClientOptions{
+		Dial: m.dialer(id),
+		Logf: func(format string, args ...any) { m.logf("sandbox %s: "+format, append([]any{short(id)}, args...)...) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to the supervisor of sandbox %s: %w", short(id), err)
+	}
+	e.c = c
+	return c, nil
+}
+
+// checkSupervisor connects to a freshly started supervised container.
+func (m *Manager) checkSupervisor(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := m.supervisorClient(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.Ping(ctx)
+}
+
+// SupervisedExec is a command run by a sandbox's supervisor. Its method set
+// includes sessions.Process (and Process) plus InputWait.
+type SupervisedExec struct {
+	*supervisor.Proc
+	m           *Manager
+	containerID string
+}
+
+// ContainerID is the sandbox the command runs in.
+func (p *SupervisedExec) ContainerID() string { return p.containerID }
+
+// Forget drops the finished session from the supervisor's state (its output
+// and exit files); the sessions layer calls it on clear/remove.
+func (p *SupervisedExec) Forget(ctx context.Context) error {
+	return p.m.ForgetSession(ctx, p.containerID, p.ID())
+}
+
+// startSupervised runs opts through the supervisor of res's container. It
+// returns nil and a warning (empty when the plain path was chosen on
+// purpose) when the plain path must be used.
+func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult, opts ExecOptions) (*SupervisedExec, string) {
+	if m.sup == nil {
+		return nil, m.supWarn
+	}
+	if !res.Supervised {
+		note := res.SupervisorNote
+		if note == "" {
+			note = "it was created without it (recreate pending or older sandboxctl)"
+		}
+		return nil, fmt.Sprintf("sandbox %s runs without the supervisor (%s); using the plain Engine exec path", res.Name, note)
+	}
+	if opts.User != "" {
+		return nil, "a per-command user needs the plain Engine exec path"
+	}
+	if len(opts.Cmd) == 0 {
+		return nil, ""
+	}
+	c, err := m.supervisorClient(ctx, res.ID)
+	if err != nil {
+		return nil, fmt.Sprintf("sandbox supervisor unreachable (%v); using the plain Engine exec path", err)
+	}
+	meta := map[string]string{"agentId": s.AgentID, "sessionKey": s.SessionKey, "scopeKey": res.ScopeKey}
+	for k, v := range opts.Meta {
+		meta[k] = v
+	}
+	p, err := c.Open(ctx, supervisor.OpenSpec{
+		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
+		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
+	})
+	if err != nil {
+		return nil, fmt.Sprintf("sandbox supervisor could not start the command (%v); using the plain Engine exec path", err)
+	}
+	return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, ""
+}
+
+// RecoveredSession is a command the supervisor of a sandbox knows about,
+// running or finished, as a restarted daemon finds it.
+type RecoveredSession struct {
+	ContainerID   string `json:"containerId"`
+	ContainerName string `json:"containerName"`
+	ScopeKey      string `json:"scopeKey"`
+	// ID is the durable session id (= the SANDBOXCTL_RUN tag, = ExecOptions.Tag).
+	ID         string            `json:"id"`
+	Argv       []string          `json:"argv"`
+	Dir        string            `json:"dir,omitempty"`
+	TTY        bool              `json:"tty,omitempty"`
+	Stdin      bool              `json:"stdin,omitempty"`
+	AgentID    string            `json:"agentId,omitempty"`
+	SessionKey string            `json:"sessionKey,omitempty"`
+	Meta       map[string]string `json:"meta,omitempty"` // ExecOptions.Meta as given
+	PID        int               `json:"pid"`
+	StartedAt  time.Time         `json:"startedAt"`
+	Running    bool              `json:"running"`
+	// ExitCode and Signal are set once it ended (Signal with ExitCode -1).
+	ExitCode  *int      `json:"exitCode,omitempty"`
+	Signal    string    `json:"signal,omitempty"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
+	InputWait bool      `json:"inputWait,omitempty"`
+	// Output is what the supervisor kept (stdout and stderr interleaved,
+	// the last supervisor.DefaultLogCap bytes); Dropped counts older bytes
+	// no longer kept.
+	Output  []byte `json:"-"`
+	Dropped int64  `json:"dropped,omitempty"`
+	// StdoutOffset and StderrOffset are the byte counts covered by Output;
+	// Reattach resumes streaming after them.
+	StdoutOffset int64 `json:"stdoutOffset"`
+	StderrOffset int64 `json:"stderrOffset"`
+
+	info supervisor.SessionInfo
+}
+
+// Sessions lists every session of every running supervised sandbox of this
+// Manager, oldest first, with its output so far. A restarted daemon calls it
+// once to re-adopt them; Reattach resumes a running one.
+func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
+	list, err := m.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []RecoveredSession
+	var errs []error
+	for _, c := range list {
+		if c.State != "running" {
+			continue
+		}
+		rs, err := m.containerSessions(ctx, c)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, rs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
+	return out, errors.Join(errs...)
+}
+
+func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSession, error) {
+	insp, err := m.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, m.classify("inspect sandbox "+c.Name, err)
+	}
+	if insp.Container.Config == nil || insp.Container.Config.Labels[LabelSupervisor] == "" {
+		return nil, nil // plain sandbox: nothing survives a restart
+	}
+	cl, err := m.supervisorClient(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := cl.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: list sessions: %w", c.Name, err)
+	}
+	out := make([]RecoveredSession, 0, len(infos))
+	for _, in := range infos {
+		rs := RecoveredSession{
+			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey,
+			ID: in.ID, Argv: in.Argv, Dir: in.Dir, TTY: in.TTY, Stdin: in.Stdin,
+			AgentID: in.Meta["agentId"], SessionKey: in.Meta["sessionKey"], Meta: in.Meta,
+			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
+			Dropped: in.Dropped, StdoutOffset: in.Stdout, StderrOffset: in.Stderr, info: in,
+		}
+		if in.Exit != nil {
+			code := in.Exit.Code
+			rs.ExitCode, rs.Signal, rs.EndedAt = &code, in.Exit.Signal, time.UnixMilli(in.Exit.EndedAt)
+		}
+		// Output and the resume offsets come from one read, so Reattach
+		// neither repeats nor skips a byte.
+		if rs.Output, rs.StdoutOffset, rs.StderrOffset, err = cl.Read(ctx, in.ID); err != nil {
+			return nil, fmt.Errorf("sandbox %s: read session %s: %w", c.Name, in.ID, err)
+		}
+		out = append(out, rs)
+	}
+	return out, nil
+}
+
+// Reattach follows a session listed by Sessions: its output after
+// StdoutOffset/StderrOffset, live, then its exit (at once for a finished
+// one). The result satisfies sessions.Process.
+func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error) {
+	cl, err := m.supervisorClient(ctx, rs.ContainerID)
+	if err != nil {
+		return nil, err
+	}
+	info := rs.info
+	if info.ID == "" {
+		info = supervisor.SessionInfo{ID: rs.ID, TTY: rs.TTY, Stdin: rs.Stdin}
+	}
+	p, err := cl.Attach(ctx, info, rs.StdoutOffset, rs.StderrOffset)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: reattach %s: %w", rs.ContainerName, rs.ID, err)
+	}
+	return &SupervisedExec{Proc: p, m: m, containerID: rs.ContainerID}, nil
+}
+
+// ForgetSession drops a finished session from its sandbox's supervisor.
+func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) error {
+	cl, err := m.supervisorClient(ctx, containerID)
+	if err != nil {
+		return err
+	}
+	return cl.Forget(ctx, id)
+}

@@ -1,0 +1,1033 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"compress/flate"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Conn is one connection to a server: Read yields the server's frames (for
+// a container, the demultiplexed stdout of its attach stream), Write
+// carries the client's frames.
+type Conn interface {
+	io.Reader
+	io.Writer
+	Close() error
+}
+
+// Dialer opens a new Conn. It returns an error wrapping ErrGone when the
+// server can never come back (the container was removed or stopped), which
+// stops reconnecting.
+type Dialer func(ctx context.Context) (Conn, error)
+
+// Errors reported by the client.
+var (
+	// ErrGone means the server is gone for good (the container stopped or
+	// was removed).
+	ErrGone = errors.New("supervisor gone")
+	// ErrSuperseded means a newer client connected to the same server.
+	ErrSuperseded = errors.New("supervisor connection taken over by a newer client")
+	// ErrClosed means the client was closed.
+	ErrClosed = errors.New("supervisor client closed")
+)
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	Dial Dialer
+	// Window is the output credit per command (default DefaultWindow).
+	Window int64
+	// HelloTimeout bounds the handshake of each connection (default 5 s).
+	HelloTimeout time.Duration
+	// Logf receives the server's own diagnostics and reconnect notes.
+	Logf func(format string, args ...any)
+}
+
+// Client is the host end: one connection, many commands. It reconnects
+// after a broken connection and re-attaches every command it follows,
+// resuming their output where it stopped.
+type Client struct {
+	dial    Dialer
+	window  int64
+	helloTO time.Duration
+	logf    func(format string, args ...any)
+	nonce   string
+
+	wmu sync.Mutex // serialises frame writes
+
+	mu        sync.Mutex
+	conn      Conn
+	connected chan struct{} // closed while connected
+	closed    bool
+	closeErr  error
+	next      uint32
+	procs     map[uint32]*Proc
+	reqs      map[uint32]chan Frame
+	serverPID int
+	serverDir string
+	done      chan struct{}
+	zr        io.ReadCloser // DEFLATE reader, used by the read loop only
+}
+
+// NewClient connects (handshake included) and returns a Client.
+func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
+	if opts.Dial == nil {
+		return nil, errors.New("supervisor client: no dialer")
+	}
+	c := &Client{
+		dial: opts.Dial, window: opts.Window, helloTO: opts.HelloTimeout, logf: opts.Logf,
+		nonce: newID(), connected: make(chan struct{}), procs: map[uint32]*Proc{}, reqs: map[uint32]chan Frame{},
+		done: make(chan struct{}),
+	}
+	if c.window <= 0 {
+		c.window = DefaultWindow
+	}
+	if c.helloTO <= 0 {
+		c.helloTO = 5 * time.Second
+	}
+	if c.logf == nil {
+		c.logf = func(string, ...any) {}
+	}
+	conn, br, err := c.handshake(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.conn = conn
+	close(c.connected)
+	c.mu.Unlock()
+	go c.run(conn, br)
+	return c, nil
+}
+
+// handshake dials and exchanges Hello/HelloAck.
+func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	hello, _ := json.Marshal(Hello{Version: ProtocolVersion, Client: c.nonce, Deflate: true})
+	timer := time.AfterFunc(c.helloTO, func() { _ = conn.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if _, err := conn.Write(AppendFrame(nil, FrameHello, 0, hello)); err != nil {
+		timer.Stop()
+		_ = conn.Close()
+		return nil, nil, fmt.Errorf("supervisor hello: %w", err)
+	}
+	br := frameReader(conn)
+	for {
+		f, err := ReadFrame(br)
+		if err != nil {
+			timer.Stop()
+			_ = conn.Close()
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			return nil, nil, fmt.Errorf("supervisor hello: no answer: %w", err)
+		}
+		if f.Type != FrameHelloAck {
+			continue // traffic for an earlier client
+		}
+		var ack HelloAck
+		if err := json.Unmarshal(f.Payload, &ack); err != nil || ack.Client != c.nonce {
+			continue
+		}
+		timer.Stop()
+		if ack.Version != ProtocolVersion {
+			_ = conn.Close()
+			return nil, nil, fmt.Errorf("supervisor speaks protocol %d, want %d", ack.Version, ProtocolVersion)
+		}
+		c.mu.Lock()
+		c.serverPID, c.serverDir = ack.PID, ack.Dir
+		c.mu.Unlock()
+		return conn, br, nil
+	}
+}
+
+// frameReader buffers conn unless it buffers already (Demux does).
+func frameReader(conn Conn) io.Reader {
+	if _, ok := conn.(interface{ Buffered() int }); ok {
+		return conn
+	}
+	return bufio.NewReaderSize(conn, 128<<10)
+}
+
+// run reads one connection until it breaks, then reconnects.
+func (c *Client) run(conn Conn, br io.Reader) {
+	for {
+		err := c.readLoop(br)
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		c.connected = make(chan struct{})
+		c.conn = nil
+		reqs := c.reqs
+		c.reqs = map[uint32]chan Frame{}
+		c.mu.Unlock()
+		_ = conn.Close()
+		for id, ch := range reqs {
+			ch <- Frame{Type: FrameError, Stream: id, Payload: []byte("connection to the supervisor broke: " + errString(err))}
+		}
+		c.logf("supervisor connection broke (%v); reconnecting", err)
+		conn, br, err = c.reconnect()
+		if err != nil {
+			c.shutdown(err)
+			return
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "EOF"
+	}
+	return err.Error()
+}
+
+// reconnect dials with backoff until it succeeds, the server is gone or the
+// client is closed, then re-attaches every followed command.
+func (c *Client) reconnect() (Conn, io.Reader, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), c.helloTO+5*time.Second)
+		go func() {
+			select {
+			case <-c.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		conn, br, err := c.handshake(ctx)
+		cancel()
+		if err == nil {
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				_ = conn.Close()
+				return nil, nil, ErrClosed
+			}
+			c.conn = conn
+			procs := make([]*Proc, 0, len(c.procs))
+			for _, p := range c.procs {
+				procs = append(procs, p)
+			}
+			close(c.connected)
+			c.mu.Unlock()
+			for _, p := range procs {
+				p.reattach(conn)
+			}
+			return conn, br, nil
+		}
+		if errors.Is(err, ErrGone) {
+			return nil, nil, err
+		}
+		select {
+		case <-c.done:
+			return nil, nil, ErrClosed
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (c *Client) readLoop(br io.Reader) error {
+	for {
+		f, err := ReadFrame(br)
+		if err != nil {
+			return err
+		}
+		if err := c.dispatch(f); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Client) dispatch(f Frame) error {
+	switch f.Type {
+	case FrameHelloAck:
+		var ack HelloAck
+		if json.Unmarshal(f.Payload, &ack) == nil && ack.Client != c.nonce {
+			c.shutdown(ErrSuperseded)
+			return ErrSuperseded
+		}
+		return nil
+	case FrameResult, FrameError:
+		c.mu.Lock()
+		ch := c.reqs[f.Stream]
+		delete(c.reqs, f.Stream)
+		p := c.procs[f.Stream]
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- f
+			return nil
+		}
+		if p != nil && f.Type == FrameError {
+			p.serverError(string(f.Payload))
+		}
+		return nil
+	}
+	c.mu.Lock()
+	p := c.procs[f.Stream]
+	c.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	switch f.Type {
+	case FrameStarted:
+		var st Started
+		_ = json.Unmarshal(f.Payload, &st)
+		p.onStarted(st)
+	case FrameOutput:
+		if len(f.Payload) > 0 {
+			p.onOutput(f.Payload[0], f.Payload[1:])
+		}
+	case FrameOutputZ:
+		if len(f.Payload) > 0 {
+			data, err := c.inflate(f.Payload[1:])
+			if err != nil {
+				return fmt.Errorf("supervisor protocol: bad compressed output: %w", err)
+			}
+			p.onOutput(f.Payload[0], data)
+		}
+	case FrameExit:
+		var st ExitStatus
+		_ = json.Unmarshal(f.Payload, &st)
+		c.mu.Lock()
+		delete(c.procs, f.Stream)
+		c.mu.Unlock()
+		p.onExit(st, nil)
+	case FrameStatus:
+		var st Status
+		_ = json.Unmarshal(f.Payload, &st)
+		p.setInputWait(st.InputWait)
+	}
+	return nil
+}
+
+// inflate decompresses one OutputZ payload: raw length (u32), DEFLATE data.
+func (c *Client) inflate(z []byte) ([]byte, error) {
+	if len(z) < 4 {
+		return nil, errors.New("short payload")
+	}
+	n := binary.BigEndian.Uint32(z)
+	if n > maxOutputChunk {
+		return nil, errors.New("chunk too large")
+	}
+	src := bytes.NewReader(z[4:])
+	if c.zr == nil {
+		c.zr = flate.NewReader(src)
+	} else if err := c.zr.(flate.Resetter).Reset(src, nil); err != nil {
+		return nil, err
+	}
+	out := make([]byte, n)
+	if _, err := io.ReadFull(c.zr, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// shutdown ends the client for good: every followed command fails with err.
+func (c *Client) shutdown(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed, c.closeErr = true, err
+	conn := c.conn
+	procs := c.procs
+	c.procs = map[uint32]*Proc{}
+	reqs := c.reqs
+	c.reqs = map[uint32]chan Frame{}
+	close(c.done)
+	c.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+	for id, ch := range reqs {
+		ch <- Frame{Type: FrameError, Stream: id, Payload: []byte(err.Error())}
+	}
+	for _, p := range procs {
+		p.onExit(ExitStatus{Code: -1}, err)
+	}
+}
+
+// Close closes the connection. Commands keep running in the server; a new
+// client can re-adopt them.
+func (c *Client) Close() error {
+	c.shutdown(ErrClosed)
+	return nil
+}
+
+// Err is why the client ended (nil while it works).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeErr
+}
+
+// Connected reports whether a connection is up right now.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn != nil && !c.closed
+}
+
+// Done is closed when the client has ended for good.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// ServerPID is the supervisor's pid inside the container.
+func (c *Client) ServerPID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.serverPID
+}
+
+// CloseConn breaks the current connection as a network failure would; the
+// client reconnects. For tests.
+func (c *Client) CloseConn() {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// waitConn waits for a live connection.
+func (c *Client) waitConn(ctx context.Context) (Conn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			err := c.closeErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		conn, ch := c.conn, c.connected
+		c.mu.Unlock()
+		if conn != nil {
+			return conn, nil
+		}
+		select {
+		case <-ch:
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// send writes one frame on the live connection (waiting for a reconnect
+// if there is none).
+func (c *Client) send(ctx context.Context, typ byte, stream uint32, payload []byte) error {
+	conn, err := c.waitConn(ctx)
+	if err != nil {
+		return err
+	}
+	return c.sendOn(conn, typ, stream, payload)
+}
+
+func (c *Client) sendOn(conn Conn, typ byte, stream uint32, payload []byte) error {
+	b := AppendFrame(make([]byte, 0, HeaderSize+len(payload)), typ, stream, payload)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := conn.Write(b); err != nil {
+		return fmt.Errorf("supervisor write: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) nextID() uint32 {
+	c.next++
+	if c.next == 0 {
+		c.next = 1
+	}
+	return c.next
+}
+
+// request sends a request frame and waits for its Result.
+func (c *Client) request(ctx context.Context, typ byte, payload []byte) ([]byte, error) {
+	ch := make(chan Frame, 1)
+	c.mu.Lock()
+	if c.closed {
+		err := c.closeErr
+		c.mu.Unlock()
+		return nil, err
+	}
+	id := c.nextID()
+	c.reqs[id] = ch
+	c.mu.Unlock()
+	if err := c.send(ctx, typ, id, payload); err != nil {
+		c.mu.Lock()
+		delete(c.reqs, id)
+		c.mu.Unlock()
+		return nil, err
+	}
+	select {
+	case f := <-ch:
+		if f.Type == FrameError {
+			return nil, fmt.Errorf("supervisor: %s", f.Payload)
+		}
+		return f.Payload, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.reqs, id)
+		c.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// Ping checks the round trip.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.request(ctx, FramePing, nil)
+	return err
+}
+
+// List returns every session the server knows, running and finished.
+func (c *Client) List(ctx context.Context) ([]SessionInfo, error) {
+	b, err := c.request(ctx, FrameList, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []SessionInfo
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("supervisor list: %w", err)
+	}
+	return out, nil
+}
+
+// Read returns the kept output of session id (both streams, interleaved)
+// and the stdout and stderr byte counts it covers (resume offsets).
+func (c *Client) Read(ctx context.Context, id string) (out []byte, stdoutOff, stderrOff int64, err error) {
+	b, _ := json.Marshal(ReadSpec{ID: id})
+	res, err := c.request(ctx, FrameRead, b)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if len(res) < 16 {
+		return nil, 0, 0, errors.New("supervisor read: short result")
+	}
+	return res[16:], int64(binary.BigEndian.Uint64(res[0:8])), int64(binary.BigEndian.Uint64(res[8:16])), nil
+}
+
+// Forget drops a finished session and its files.
+func (c *Client) Forget(ctx context.Context, id string) error {
+	b, _ := json.Marshal(ReadSpec{ID: id})
+	_, err := c.request(ctx, FrameForget, b)
+	return err
+}
+
+// Signal sends sig to session id's process group.
+func (c *Client) Signal(ctx context.Context, id string, sig int) error {
+	b, _ := json.Marshal(SignalSpec{ID: id, Signal: sig})
+	_, err := c.request(ctx, FrameSignal, b)
+	return err
+}
+
+// KillTree ends session id's whole tree (TERM, KILL after grace) and returns
+// once nothing of it is alive.
+func (c *Client) KillTree(ctx context.Context, id string, grace time.Duration) error {
+	b, _ := json.Marshal(SignalSpec{ID: id, Tree: true, GraceMs: grace.Milliseconds()})
+	_, err := c.request(ctx, FrameSignal, b)
+	return err
+}
+
+// Open starts a command and returns once it runs (or failed to start).
+func (c *Client) Open(ctx context.Context, spec OpenSpec) (*Proc, error) {
+	if spec.ID == "" {
+		spec.ID = newID()
+	}
+	if spec.Window <= 0 {
+		spec.Window = c.window
+	}
+	p := c.newProc(spec.ID, spec.TTY, spec.TTY || spec.Stdin, [2]int64{})
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor open: %w", err)
+	}
+	return c.startProc(ctx, p, FrameOpen, b)
+}
+
+// Attach follows an existing session (after a restart of the host side):
+// output from the given per-stream offsets on, then live, then its exit.
+func (c *Client) Attach(ctx context.Context, info SessionInfo, stdoutOff, stderrOff int64) (*Proc, error) {
+	p := c.newProc(info.ID, info.TTY, info.TTY || info.Stdin, [2]int64{stdoutOff, stderrOff})
+	b, _ := json.Marshal(AttachSpec{ID: info.ID, Stdout: stdoutOff, Stderr: stderrOff, Window: c.window})
+	return c.startProc(ctx, p, FrameAttach, b)
+}
+
+func (c *Client) newProc(id string, tty, stdin bool, recv [2]int64) *Proc {
+	p := &Proc{c: c, id: id, tty: tty, hasStdin: stdin, started: make(chan struct{}), done: make(chan struct{}),
+		iwCh: make(chan struct{})}
+	p.recv = recv
+	p.stdout = newStreamBuf(p)
+	if !tty {
+		p.stderr = newStreamBuf(p)
+	}
+	return p
+}
+
+func (c *Client) startProc(ctx context.Context, p *Proc, typ byte, payload []byte) (*Proc, error) {
+	c.mu.Lock()
+	if c.closed {
+		err := c.closeErr
+		c.mu.Unlock()
+		return nil, err
+	}
+	p.stream = c.nextID()
+	c.procs[p.stream] = p
+	c.mu.Unlock()
+	fail := func(err error) (*Proc, error) {
+		c.mu.Lock()
+		delete(c.procs, p.stream)
+		c.mu.Unlock()
+		return nil, err
+	}
+	if err := c.send(ctx, typ, p.stream, payload); err != nil {
+		return fail(err)
+	}
+	select {
+	case <-p.started:
+		if p.startErr != nil {
+			return fail(p.startErr)
+		}
+		return p, nil
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+}
+
+// Proc is a command followed by a Client. Its method set satisfies
+// sessions.Process.
+type Proc struct {
+	c        *Client
+	id       string
+	stream   uint32
+	tty      bool
+	hasStdin bool
+
+	startOnce sync.Once
+	started   chan struct{}
+	startErr  error
+	pid       int
+	startedAt time.Time
+
+	stdout, stderr *streamBuf
+
+	mu        sync.Mutex
+	recv      [2]int64 // bytes received per stream (the resume offsets)
+	unacked   int64
+	exitOnce  sync.Once
+	done      chan struct{}
+	exit      ExitStatus
+	err       error
+	lastErr   string
+	inputWait atomic.Bool
+	iwCh      chan struct{} // closed and replaced on every input-wait change
+}
+
+func (p *Proc) onStarted(st Started) {
+	p.startOnce.Do(func() {
+		p.pid = st.PID
+		p.startedAt = time.UnixMilli(st.StartedAt)
+		close(p.started)
+	})
+}
+
+func (p *Proc) serverError(msg string) {
+	started := false
+	p.startOnce.Do(func() {
+		p.startErr = fmt.Errorf("supervisor: %s", msg)
+		close(p.started)
+		started = true
+	})
+	if started {
+		return
+	}
+	p.mu.Lock()
+	p.lastErr = msg
+	p.mu.Unlock()
+	if !p.c.isFollowing(p) {
+		return
+	}
+	// An attach that the server refuses after a reconnect (the session is
+	// gone) ends the process.
+	if len(msg) > 7 && msg[:7] == "attach:" {
+		p.c.drop(p)
+		p.onExit(ExitStatus{Code: -1}, fmt.Errorf("supervisor: %s", msg))
+	}
+}
+
+func (c *Client) isFollowing(p *Proc) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.procs[p.stream] == p
+}
+
+func (c *Client) drop(p *Proc) {
+	c.mu.Lock()
+	if c.procs[p.stream] == p {
+		delete(c.procs, p.stream)
+	}
+	c.mu.Unlock()
+}
+
+func (p *Proc) onOutput(which byte, data []byte) {
+	p.mu.Lock()
+	if which == StreamStdout || which == StreamStderr {
+		p.recv[which-1] += int64(len(data))
+	}
+	p.mu.Unlock()
+	if which == StreamStderr && p.stderr != nil {
+		p.stderr.push(data)
+	} else {
+		p.stdout.push(data)
+	}
+}
+
+func (p *Proc) onExit(st ExitStatus, err error) {
+	p.exitOnce.Do(func() {
+		p.mu.Lock()
+		p.exit, p.err = st, err
+		p.mu.Unlock()
+		p.startOnce.Do(func() {
+			p.startErr = err
+			if p.startErr == nil {
+				p.startErr = errors.New("supervisor: ended before it started")
+			}
+			close(p.started)
+		})
+		p.stdout.close(err)
+		if p.stderr != nil {
+			p.stderr.close(err)
+		}
+		p.setInputWait(false)
+		close(p.done)
+	})
+}
+
+// consumed is called as the reader takes bytes; credit goes back to the
+// server in quarter windows.
+func (p *Proc) consumed(n int) {
+	p.mu.Lock()
+	p.unacked += int64(n)
+	grant := int64(0)
+	if p.unacked >= p.c.window/4 {
+		grant, p.unacked = p.unacked, 0
+	}
+	p.mu.Unlock()
+	if grant == 0 {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(grant))
+	p.c.mu.Lock()
+	conn := p.c.conn
+	p.c.mu.Unlock()
+	if conn != nil {
+		_ = p.c.sendOn(conn, FrameWindow, p.stream, b[:])
+	}
+}
+
+// reattach binds the command to the new connection after a reconnect.
+func (p *Proc) reattach(conn Conn) {
+	p.mu.Lock()
+	off := p.recv
+	p.unacked = 0
+	p.mu.Unlock()
+	// Bytes the reader has not taken yet still count against the window.
+	win := p.c.window - int64(p.stdout.buffered())
+	if p.stderr != nil {
+		win -= int64(p.stderr.buffered())
+	}
+	b, _ := json.Marshal(AttachSpec{ID: p.id, Stdout: off[0], Stderr: off[1], Window: max(win, 64<<10)})
+	_ = p.c.sendOn(conn, FrameAttach, p.stream, b)
+}
+
+// ID is the durable session id (the SANDBOXCTL_RUN tag of its processes).
+func (p *Proc) ID() string { return p.id }
+
+// Tag is the value of SANDBOXCTL_RUN shared by the command's tree.
+func (p *Proc) Tag() string { return p.id }
+
+// PID is the command's pid inside the container.
+func (p *Proc) PID() int { return p.pid }
+
+// StartedAt is when the server started the command.
+func (p *Proc) StartedAt() time.Time { return p.startedAt }
+
+// Stdout is the output stream (stdout and stderr merged for a TTY).
+func (p *Proc) Stdout() io.Reader { return p.stdout }
+
+// Stderr is the error stream, nil for a TTY.
+func (p *Proc) Stderr() io.Reader {
+	if p.stderr == nil {
+		return nil
+	}
+	return p.stderr
+}
+
+// Offsets are the bytes received so far on stdout and stderr.
+func (p *Proc) Offsets() (stdout, stderr int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.recv[0], p.recv[1]
+}
+
+func (p *Proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Write sends data to the command's stdin.
+func (p *Proc) Write(b []byte) (int, error) {
+	if !p.hasStdin {
+		return 0, errors.New("supervisor: the command has no stdin")
+	}
+	if p.exited() {
+		return 0, errors.New("supervisor: process has exited")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), 64<<10)
+		if err := p.c.send(ctx, FrameStdin, p.stream, b[:k]); err != nil {
+			return n, err
+		}
+		n += k
+		b = b[k:]
+	}
+	return n, nil
+}
+
+// CloseStdin sends EOF (^D on a TTY).
+func (p *Proc) CloseStdin() error {
+	if !p.hasStdin {
+		return nil
+	}
+	if p.exited() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return p.c.send(ctx, FrameStdinClose, p.stream, nil)
+}
+
+// Resize sets the terminal size.
+func (p *Proc) Resize(ctx context.Context, cols, rows int) error {
+	if !p.tty {
+		return errors.New("supervisor: resize needs a TTY")
+	}
+	if cols <= 0 || rows <= 0 {
+		return fmt.Errorf("supervisor: bad terminal size %dx%d", cols, rows)
+	}
+	b, _ := json.Marshal(Size{Cols: cols, Rows: rows})
+	return p.c.send(ctx, FrameResize, p.stream, b)
+}
+
+// Wait blocks until the command has ended: its exit code, or -1 and the
+// signal name.
+func (p *Proc) Wait(ctx context.Context) (int, string, error) {
+	select {
+	case <-ctx.Done():
+		return 0, "", ctx.Err()
+	case <-p.done:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return -1, "", p.err
+	}
+	return p.exit.Code, p.exit.Signal, nil
+}
+
+// Done is closed when the command has ended.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Exit returns the exit status once Done is closed.
+func (p *Proc) Exit() ExitStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
+}
+
+// KillGrace is the default time between SIGTERM and SIGKILL.
+const KillGrace = 3 * time.Second
+
+// Kill ends the whole tree (SIGTERM, SIGKILL after KillGrace) and returns
+// once nothing of it is alive.
+func (p *Proc) Kill(ctx context.Context) error {
+	return p.KillGrace(ctx, KillGrace)
+}
+
+// KillGrace is Kill with another grace period.
+// After the command exited it still ends what is left of its tree
+// (children that outlived it), ignoring errors.
+func (p *Proc) KillGrace(ctx context.Context, grace time.Duration) error {
+	err := p.c.KillTree(ctx, p.id, grace)
+	if p.exited() {
+		return nil
+	}
+	return err
+}
+
+// InputWait reports whether the command sits blocked reading a stdin that
+// holds no data (the kernel's view, see the package doc).
+func (p *Proc) InputWait() bool { return p.inputWait.Load() }
+
+// InputWaitChanged returns a channel closed at the next change of InputWait.
+func (p *Proc) InputWaitChanged() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.iwCh
+}
+
+func (p *Proc) setInputWait(v bool) {
+	if p.inputWait.Swap(v) == v {
+		return
+	}
+	p.mu.Lock()
+	close(p.iwCh)
+	p.iwCh = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// Detach stops following the command; it runs on in the container.
+func (p *Proc) Detach(ctx context.Context) error {
+	p.c.drop(p)
+	return p.c.send(ctx, FrameDetach, p.stream, nil)
+}
+
+// streamBuf is an unbounded in-memory pipe whose size the server's credit
+// bounds: push never blocks (it keeps the frame's payload, no copy), Read
+// blocks until data or close.
+type streamBuf struct {
+	p      *Proc
+	mu     sync.Mutex
+	cond   *sync.Cond
+	chunks [][]byte
+	size   int
+	closed bool
+	err    error
+}
+
+func newStreamBuf(p *Proc) *streamBuf {
+	b := &streamBuf{p: p}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *streamBuf) push(d []byte) {
+	if len(d) == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.chunks = append(b.chunks, d)
+	b.size += len(d)
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+func (b *streamBuf) close(err error) {
+	b.mu.Lock()
+	b.closed, b.err = true, err
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+func (b *streamBuf) buffered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.size
+}
+
+// wait blocks until data or close; it returns with b.mu held.
+func (b *streamBuf) wait() {
+	b.mu.Lock()
+	for b.size == 0 && !b.closed {
+		b.cond.Wait()
+	}
+}
+
+func (b *streamBuf) endErr() error {
+	if b.err != nil {
+		return b.err
+	}
+	return io.EOF
+}
+
+// WriteTo hands whole chunks to w (io.Copy uses it): no copy, and one lock
+// round per chunk instead of per small read.
+func (b *streamBuf) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		b.wait()
+		if b.size == 0 {
+			err := b.endErr()
+			b.mu.Unlock()
+			if err == io.EOF {
+				err = nil
+			}
+			return total, err
+		}
+		chunks := b.chunks
+		b.chunks, b.size = nil, 0
+		b.mu.Unlock()
+		for _, c := range chunks {
+			n, err := w.Write(c)
+			total += int64(n)
+			b.p.consumed(len(c))
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+}
+
+func (b *streamBuf) Read(d []byte) (int, error) {
+	b.wait()
+	if b.size == 0 {
+		err := b.endErr()
+		b.mu.Unlock()
+		return 0, err
+	}
+	n := 0
+	for n < len(d) && len(b.chunks) > 0 {
+		k := copy(d[n:], b.chunks[0])
+		n += k
+		if k == len(b.chunks[0]) {
+			b.chunks[0] = nil
+			b.chunks = b.chunks[1:]
+		} else {
+			b.chunks[0] = b.chunks[0][k:]
+		}
+	}
+	b.size -= n
+	if len(b.chunks) == 0 {
+		b.chunks = nil
+	}
+	b.mu.Unlock()
+	b.p.consumed(n)
+	return n, nil
+}

@@ -1,0 +1,116 @@
+// Package supervisor is sandboxctl's in-container supervisor and the host
+// side's client for it.
+//
+// Every supervised sandbox runs cmd/sandboxctl-supervisor (a static binary,
+// std + golang.org/x/sys only) as its main process under docker-init. It is
+// delivered in a derived image (the configured image plus the binary at
+// /.sandboxctl/supervisor, built through the Engine's build API), so it
+// needs no registry, no bind mount and nothing from the image but a Linux
+// kernel. sandboxctl reaches it through the Engine's attach stream of that
+// main process (stdin + stdout + stderr, no TTY): no container network is
+// involved, so sandboxes keep `network: none` and a remote DOCKER_HOST
+// works. The Engine multiplexes the container's stdout and stderr with its
+// 8-byte stdcopy headers (Demux splits them); stdout carries the server's
+// frames, stderr its diagnostics, stdin the client's frames.
+//
+// # Framing
+//
+// Both directions carry frames:
+//
+//	magic  u8   0xA5
+//	type   u8   see below
+//	stream u32  big endian: command stream id or request id (0 = connection)
+//	len    u32  big endian payload length, at most 4 MiB
+//	payload
+//
+// Client → server:
+//
+//	Hello       {version, client nonce, deflate}            stream 0
+//	Open        OpenSpec (argv, env, dir, tty, cols, rows,   new stream id
+//	            stdin, id/tag, meta, window)
+//	Attach      {id, stdout offset, stderr offset, window}  follow an existing session on this stream
+//	Stdin       raw bytes                                   stream
+//	StdinClose  EOF (^D on a terminal)                      stream
+//	Resize      {cols, rows}                                stream
+//	Window      u32 more output credit in bytes             stream
+//	Detach      stop following; the command runs on         stream
+//	Signal      {id, signal | tree + graceMs}               request id → Result | Error
+//	List / Read / Forget / Ping                              request id → Result | Error
+//
+// Server → client:
+//
+//	HelloAck    {version, client nonce, pid, dir}           stream 0, seen by every attached client
+//	Started     {id, pid, startedAtMs}                      answers Open and Attach
+//	Output      [1 stdout | 2 stderr] + data                stream
+//	OutputZ     [stream] + u32 raw length + DEFLATE data     stream (bulk output, only after Hello.deflate)
+//	Status      {inputWait}                                 stream, on every change
+//	Exit        {code, signal, endedAtMs}                   stream; nothing follows
+//	Error       UTF-8 message                               stream or request id
+//	Result      request-specific payload                    request id
+//
+// The client allocates stream and request ids from one counter. Many
+// commands share the connection; Open/Attach bind a session to a stream id
+// of the current connection only.
+//
+// # Flow control
+//
+// Each command has an output credit (4 MiB by default, raw bytes) that the
+// server spends as it sends output and the client returns in Window frames
+// as the reader consumes (in quarter windows). A command whose reader does
+// not keep up stops being read, so it blocks on a full pipe: neither side
+// buffers more than the window, whatever the output size. Bulk chunks
+// (≥ 16 KiB) are sent DEFLATE-compressed when that shrinks them below 90%
+// (the Engine's attach copy, not the supervisor, bounds throughput; after
+// a chunk that does not shrink, 16 chunks go raw). Stdin queued for a
+// command that does not read is capped at 8 MiB.
+//
+// # Connections, takeover and reconnect
+//
+// The Engine copies every attached client's stdin into the one stdin of the
+// main process and the server's stdout to every attached client. The newest
+// Hello wins: it unbinds every stream of the previous connection (their
+// commands run on, detached), and its HelloAck, seen by all, tells an older
+// client that it has been superseded (it stops; ErrSuperseded). A frame
+// with a bad magic makes the server skip to the next Hello.
+//
+// A client whose connection breaks reconnects with backoff and re-attaches
+// every command it follows with the byte counts it received per stream; the
+// server replays the rest from the session's log, so nothing is lost or
+// repeated (beyond the log cap), and then streams live again. A command
+// ending while nobody is attached keeps its exit status for the next client.
+//
+// # Sessions and durability
+//
+// The server keeps each session under /run/sandboxctl/<id>/ (tmpfs; falling
+// back to /tmp/.sandboxctl, then memory): meta.json (argv, dir, tty, meta
+// such as agentId and sessionKey, pid, start time, byte counts), output.0
+// and output.1 (the output log: records [stream u8][len u32][data], two
+// segments used in turn, keeping the last 0.5–1 MiB), and exit ({code,
+// signal, endedAtMs}) once it ended. List returns every session, running or
+// finished (the newest 256 finished ones are kept until Forget); Read
+// returns a session's kept output (after two big-endian int64: the stdout
+// and stderr byte counts it covers, the offsets to Attach from). A
+// restarted daemon lists, reads and re-attaches, so its sessions survive.
+//
+// # Processes
+//
+// Commands are forked directly (pipes, or a pseudo-terminal the server
+// allocates; setsid + controlling tty), each in its own process group, with
+// SANDBOXCTL_RUN=<session id> in the environment. The server is a child
+// subreaper, so orphans (setsid escapees, daemons) reparent to it and are
+// reaped. A tree kill signals the process group, every descendant of the
+// leader by parent links and every process whose /proc/PID/environ carries
+// the tag: SIGTERM, then SIGKILL after the grace, repeated until nothing is
+// left.
+//
+// # Waiting for input
+//
+// Every 100 ms, for running sessions with an open stdin, the server looks
+// for processes whose fd 0 is that stdin (readlink /proc/PID/fd/0) and
+// asks the kernel what they are blocked in: /proc/PID/syscall showing read
+// of fd 0, or poll/select whose set (read from /proc/PID/mem) holds fd 0
+// for reading (busy-box `read` polls first); /proc/PID/wchan is the
+// fallback. With nothing queued or pending in the pipe, two scans in a row
+// make the session "waiting for input" (Status frame, SessionInfo.InputWait,
+// Proc.InputWait); any write clears it.
+package supervisor

@@ -1,0 +1,185 @@
+package supervisor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// DefaultLogCap is how many bytes of output each session keeps (the tail).
+const DefaultLogCap = 1 << 20
+
+const recHeader = 5 // stream u8 + length u32
+
+// outlog is a session's capped output log: records [stream u8][len u32][data]
+// in order, so the interleaving of stdout and stderr survives and either
+// stream can be replayed from a byte offset. It keeps two segments of at
+// most cap/2 bytes each, files "output.0" and "output.1" used in turn:
+// when the current one is full, the other (older) one is truncated and
+// becomes current, so the kept tail is between cap/2 and cap bytes and
+// rotation never copies or renames. Without a directory it lives in memory.
+type outlog struct {
+	dir  string
+	f    [2]*os.File
+	mem  [2][]byte
+	cur  int   // index of the current segment
+	size int64 // bytes in the current segment
+	seg  int64 // segment size
+	// counts are the per-stream data bytes of each segment; base is, per
+	// stream (0 stdout, 1 stderr), how many bytes were dropped from the
+	// front.
+	counts [2][2]int64
+	base   [2]int64
+	old    bool // the other segment holds older output
+}
+
+func newOutlog(dir string, capBytes int64) (*outlog, error) {
+	if capBytes <= 0 {
+		capBytes = DefaultLogCap
+	}
+	l := &outlog{dir: dir, seg: max(capBytes/2, 64)}
+	if dir == "" {
+		return l, nil
+	}
+	for i := range l.f {
+		f, err := os.OpenFile(filepath.Join(dir, "output."+strconv.Itoa(i)), os.O_CREATE|os.O_TRUNC|os.O_RDWR|os.O_APPEND, 0o600)
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("output log: %w", err)
+		}
+		l.f[i] = f
+	}
+	return l, nil
+}
+
+func (l *outlog) append(stream byte, p []byte) error {
+	if l.size > 0 && l.size+int64(recHeader+len(p)) > l.seg {
+		if err := l.rotate(); err != nil {
+			return err
+		}
+	}
+	var h [recHeader]byte
+	h[0] = stream
+	binary.BigEndian.PutUint32(h[1:], uint32(len(p)))
+	if l.dir == "" {
+		l.mem[l.cur] = append(append(l.mem[l.cur], h[:]...), p...)
+	} else {
+		if l.f[l.cur] == nil {
+			return errors.New("output log: closed")
+		}
+		if _, err := l.f[l.cur].Write(h[:]); err != nil {
+			return fmt.Errorf("output log: %w", err)
+		}
+		if _, err := l.f[l.cur].Write(p); err != nil {
+			return fmt.Errorf("output log: %w", err)
+		}
+	}
+	l.size += int64(recHeader + len(p))
+	l.counts[l.cur][stream-1] += int64(len(p))
+	return nil
+}
+
+// rotate drops the older segment and makes it the current one.
+func (l *outlog) rotate() error {
+	next := 1 - l.cur
+	if l.old {
+		l.base[0] += l.counts[next][0]
+		l.base[1] += l.counts[next][1]
+	}
+	l.counts[next] = [2]int64{}
+	if l.dir == "" {
+		l.mem[next] = l.mem[next][:0]
+	} else if l.f[next] != nil {
+		if err := l.f[next].Truncate(0); err != nil {
+			return fmt.Errorf("output log: %w", err)
+		}
+	}
+	l.cur, l.old, l.size = next, true, 0
+	return nil
+}
+
+// contents is the older segment followed by the current one.
+func (l *outlog) contents() ([]byte, error) {
+	order := []int{l.cur}
+	if l.old {
+		order = []int{1 - l.cur, l.cur}
+	}
+	var out []byte
+	for _, i := range order {
+		if l.dir == "" {
+			out = append(out, l.mem[i]...)
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(l.dir, "output."+strconv.Itoa(i)))
+		if err != nil {
+			return nil, fmt.Errorf("output log: %w", err)
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// replay calls fn with the output of each stream from the given offsets on,
+// in the order it was produced. Bytes no longer in the log are skipped.
+func (l *outlog) replay(from [2]int64, fn func(stream byte, data []byte)) error {
+	b, err := l.contents()
+	if err != nil {
+		return err
+	}
+	pos := l.base
+	for len(b) >= recHeader {
+		n := int64(binary.BigEndian.Uint32(b[1:recHeader]))
+		if int64(len(b)) < recHeader+n {
+			break
+		}
+		stream, data := b[0], b[recHeader:recHeader+n]
+		b = b[recHeader+n:]
+		i := stream - 1
+		if i > 1 {
+			continue
+		}
+		start, end := pos[i], pos[i]+n
+		pos[i] = end
+		if end <= from[i] {
+			continue
+		}
+		if skip := from[i] - start; skip > 0 {
+			data = data[skip:]
+		}
+		fn(stream, data)
+	}
+	return nil
+}
+
+// aggregated returns the kept output of both streams, interleaved as produced.
+func (l *outlog) aggregated() ([]byte, error) {
+	var out []byte
+	err := l.replay([2]int64{}, func(_ byte, d []byte) { out = append(out, d...) })
+	return out, err
+}
+
+func (l *outlog) dropped() int64 { return l.base[0] + l.base[1] }
+
+func (l *outlog) close() {
+	for i, f := range l.f {
+		if f != nil {
+			_ = f.Close()
+			l.f[i] = nil
+		}
+	}
+}
+
+// writeJSONFile writes b to dir/name atomically (temp + rename).
+func writeFileAtomic(dir, name string, b []byte) error {
+	if dir == "" {
+		return nil
+	}
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, name))
+}

@@ -1,0 +1,659 @@
+package supervisor
+
+import (
+	"bufio"
+	"compress/flate"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// In carries the client's frames (the container's stdin); Out takes the
+	// server's frames (the container's stdout).
+	In  io.Reader
+	Out io.Writer
+	// Dirs are candidate directories for session state, first writable
+	// wins ("" entries are skipped); none writable keeps state in memory.
+	Dirs []string
+	// LogCap is the output kept per session (default DefaultLogCap).
+	LogCap int64
+	// MaxFinished is how many finished sessions are kept before the oldest
+	// is forgotten (default 256).
+	MaxFinished int
+	// InputWaitInterval is the period of the input-wait scan (default 100 ms).
+	InputWaitInterval time.Duration
+	// BaseEnv is the environment every command starts from (the
+	// container's, for the in-container binary); OpenSpec.Env goes on top.
+	BaseEnv []string
+	Logf    func(format string, args ...any)
+}
+
+// Server is the in-container end: it forks commands, pumps their output to
+// the client with flow control, keeps each session's output and exit
+// status, and ends whole process trees.
+type Server struct {
+	in          *bufio.Reader
+	out         io.Writer
+	dir         string
+	logCap      int64
+	maxFinished int
+	iwInterval  time.Duration
+	baseEnv     []string
+	logf        func(format string, args ...any)
+
+	outq chan outFrame
+	stop chan struct{}
+	pool sync.Pool // *[]byte output frame buffers of poolFrameSize
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	byPID    map[int]*session
+	streams  map[uint32]*session
+	client   string
+	order    []string // finished session ids, oldest first
+	deflate  atomic.Bool
+	zpool    sync.Pool // *flate.Writer
+}
+
+// NewServer prepares a Server; Serve runs it.
+func NewServer(opts ServerOptions) *Server {
+	s := &Server{
+		in:          bufio.NewReaderSize(opts.In, 64<<10),
+		out:         opts.Out,
+		logCap:      opts.LogCap,
+		maxFinished: opts.MaxFinished,
+		iwInterval:  opts.InputWaitInterval,
+		baseEnv:     opts.BaseEnv,
+		logf:        opts.Logf,
+		outq:        make(chan outFrame, 16),
+		stop:        make(chan struct{}),
+		sessions:    map[string]*session{},
+		byPID:       map[int]*session{},
+		streams:     map[uint32]*session{},
+	}
+	if s.logCap <= 0 {
+		s.logCap = DefaultLogCap
+	}
+	if s.maxFinished <= 0 {
+		s.maxFinished = 256
+	}
+	if s.iwInterval <= 0 {
+		s.iwInterval = 100 * time.Millisecond
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	for _, d := range opts.Dirs {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			continue
+		}
+		probe := filepath.Join(d, ".probe")
+		if err := os.WriteFile(probe, nil, 0o600); err != nil {
+			continue
+		}
+		_ = os.Remove(probe)
+		s.dir = d
+		break
+	}
+	return s
+}
+
+// Dir is where session state is kept ("" = memory only).
+func (s *Server) Dir() string { return s.dir }
+
+// Serve reads frames until In ends or ctx is done; running commands are not
+// touched when it returns (see Shutdown). It reaps every child, including
+// orphans reparented to this process when it is a child subreaper.
+func (s *Server) Serve(ctx context.Context) error {
+	sigc := make(chan os.Signal, 16)
+	signal.Notify(sigc, syscall.SIGCHLD)
+	defer signal.Stop(sigc)
+	go s.reaper(sigc)
+	go s.writer()
+	go s.inputWaitLoop()
+	defer close(s.stop)
+
+	errc := make(chan error, 1)
+	go func() { errc <- s.readLoop() }()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-errc:
+		return err
+	}
+}
+
+func (s *Server) readLoop() error {
+	for {
+		f, err := ReadFrame(s.in)
+		if errors.Is(err, ErrBadFrame) {
+			s.logf("supervisor: %v; resynchronising on the next hello", err)
+			if err := s.resync(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		s.handle(f)
+	}
+}
+
+// resync skips input up to the next frame header of a Hello.
+func (s *Server) resync() error {
+	for {
+		b, err := s.in.ReadByte()
+		if err != nil {
+			return err
+		}
+		if b != Magic {
+			continue
+		}
+		next, err := s.in.Peek(1)
+		if err != nil {
+			return err
+		}
+		if next[0] == FrameHello {
+			return s.in.UnreadByte()
+		}
+	}
+}
+
+// outFrame is an encoded frame; pooled ones go back to Server.pool.
+type outFrame struct {
+	b      []byte
+	pooled *[]byte
+}
+
+// maxOutputChunk is the largest output payload per frame; poolFrameSize the
+// size of pooled frame buffers.
+const (
+	maxOutputChunk = 256 << 10
+	poolFrameSize  = HeaderSize + 1 + maxOutputChunk
+)
+
+// send queues a frame for the writer.
+func (s *Server) send(typ byte, stream uint32, payload []byte) {
+	b := AppendFrame(make([]byte, 0, HeaderSize+len(payload)), typ, stream, payload)
+	select {
+	case s.outq <- outFrame{b: b}:
+	case <-s.stop:
+	}
+}
+
+// getFrame returns a pooled frame buffer of poolFrameSize bytes.
+func (s *Server) getFrame() *[]byte {
+	if v := s.pool.Get(); v != nil {
+		return v.(*[]byte)
+	}
+	b := make([]byte, poolFrameSize)
+	return &b
+}
+
+// sendOutputFrame sends n bytes of output that were read straight into
+// (*fb)[HeaderSize+1:], taking ownership of fb (no copy of the data). It
+// returns whether the chunk went compressed.
+func (s *Server) sendOutputFrame(stream uint32, which byte, fb *[]byte, n int, tryZ bool) bool {
+	data := (*fb)[HeaderSize+1 : HeaderSize+1+n]
+	if tryZ && n >= minCompress && s.deflate.Load() {
+		zb := s.getFrame()
+		if k, ok := s.compress((*zb)[HeaderSize+5:], data); ok {
+			binary.BigEndian.PutUint32((*zb)[HeaderSize+1:], uint32(n))
+			s.pool.Put(fb)
+			s.queueOutput(zb, FrameOutputZ, stream, which, 4+k)
+			return true
+		}
+		s.pool.Put(zb)
+	}
+	s.queueOutput(fb, FrameOutput, stream, which, n)
+	return false
+}
+
+// queueOutput fills in the header of a pooled output frame and queues it.
+func (s *Server) queueOutput(bp *[]byte, typ byte, stream uint32, which byte, n int) {
+	b := (*bp)[:HeaderSize+1+n]
+	b[0] = Magic
+	b[1] = typ
+	binary.BigEndian.PutUint32(b[2:6], stream)
+	binary.BigEndian.PutUint32(b[6:10], uint32(1+n))
+	b[10] = which
+	select {
+	case s.outq <- outFrame{b: b, pooled: bp}:
+	case <-s.stop:
+		s.pool.Put(bp)
+	}
+}
+
+// minCompress is the smallest chunk worth compressing.
+const minCompress = 16 << 10
+
+// sendOutput queues an Output frame (data is copied into a pooled buffer).
+// Bulk chunks are sent DEFLATE-compressed (OutputZ) when the client asked
+// for it and it pays: the Engine's attach copy, not the supervisor, bounds
+// throughput, so fewer bytes on the stream are more output per second.
+// It returns whether the chunk went compressed.
+func (s *Server) sendOutput(stream uint32, which byte, data []byte, tryZ bool) bool {
+	for len(data) > maxOutputChunk {
+		s.sendOutput(stream, which, data[:maxOutputChunk], tryZ)
+		data = data[maxOutputChunk:]
+	}
+	var bp *[]byte
+	if v := s.pool.Get(); v != nil {
+		bp = v.(*[]byte)
+	} else {
+		nb := make([]byte, poolFrameSize)
+		bp = &nb
+	}
+	typ, n := FrameOutput, len(data)
+	if tryZ && len(data) >= minCompress && s.deflate.Load() {
+		// OutputZ payload: stream, raw length (u32), DEFLATE data.
+		if k, ok := s.compress((*bp)[HeaderSize+5:], data); ok {
+			binary.BigEndian.PutUint32((*bp)[HeaderSize+1:], uint32(len(data)))
+			typ, n = FrameOutputZ, 4+k
+		}
+	}
+	b := (*bp)[:HeaderSize+1+n]
+	b[0] = Magic
+	b[1] = typ
+	binary.BigEndian.PutUint32(b[2:6], stream)
+	binary.BigEndian.PutUint32(b[6:10], uint32(1+n))
+	b[10] = which
+	if typ == FrameOutput {
+		copy(b[11:], data)
+	}
+	select {
+	case s.outq <- outFrame{b: b, pooled: bp}:
+	case <-s.stop:
+		s.pool.Put(bp)
+	}
+	return typ == FrameOutputZ
+}
+
+// fixedBuf is an io.Writer into a fixed slice that fails when full.
+type fixedBuf struct {
+	b []byte
+	n int
+}
+
+var errFull = errors.New("full")
+
+func (f *fixedBuf) Write(p []byte) (int, error) {
+	if f.n+len(p) > len(f.b)*9/10 {
+		return 0, errFull
+	}
+	f.n += copy(f.b[f.n:], p)
+	return len(p), nil
+}
+
+// compress deflates data into dst; ok only when the result is under 90% of
+// the input.
+func (s *Server) compress(dst, data []byte) (int, bool) {
+	out := &fixedBuf{b: dst[:min(len(dst), len(data))]}
+	var w *flate.Writer
+	if v := s.zpool.Get(); v != nil {
+		w = v.(*flate.Writer)
+		w.Reset(out)
+	} else {
+		w, _ = flate.NewWriter(out, flate.BestSpeed)
+	}
+	defer s.zpool.Put(w)
+	if _, err := w.Write(data); err != nil {
+		return 0, false
+	}
+	if err := w.Close(); err != nil {
+		return 0, false
+	}
+	return out.n, true
+}
+
+func (s *Server) sendJSON(typ byte, stream uint32, v any) {
+	b, _ := json.Marshal(v)
+	s.send(typ, stream, b)
+}
+
+func (s *Server) sendError(stream uint32, err error) {
+	s.send(FrameError, stream, []byte(err.Error()))
+}
+
+// writer drains the queue, coalescing frames, and flushes when idle.
+func (s *Server) writer() {
+	w := bufio.NewWriterSize(s.out, 128<<10)
+	for {
+		var f outFrame
+		select {
+		case f = <-s.outq:
+		case <-s.stop:
+			_ = w.Flush()
+			return
+		}
+		if _, err := w.Write(f.b); err != nil {
+			s.logf("supervisor: write: %v", err)
+		}
+		if f.pooled != nil {
+			s.pool.Put(f.pooled)
+		}
+		if len(s.outq) == 0 {
+			if err := w.Flush(); err != nil {
+				s.logf("supervisor: flush: %v", err)
+			}
+		}
+	}
+}
+
+func (s *Server) handle(f Frame) {
+	switch f.Type {
+	case FrameHello:
+		var h Hello
+		if err := json.Unmarshal(f.Payload, &h); err != nil {
+			s.sendError(0, fmt.Errorf("bad hello: %w", err))
+			return
+		}
+		s.mu.Lock()
+		s.client = h.Client
+		s.deflate.Store(h.Deflate)
+		for id, sess := range s.streams {
+			sess.detach()
+			delete(s.streams, id)
+		}
+		s.mu.Unlock()
+		s.sendJSON(FrameHelloAck, 0, HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir})
+	case FrameOpen:
+		var spec OpenSpec
+		if err := json.Unmarshal(f.Payload, &spec); err != nil {
+			s.sendError(f.Stream, fmt.Errorf("bad open: %w", err))
+			return
+		}
+		if err := s.open(f.Stream, spec); err != nil {
+			s.sendError(f.Stream, err)
+		}
+	case FrameAttach:
+		var a AttachSpec
+		if err := json.Unmarshal(f.Payload, &a); err != nil {
+			s.sendError(f.Stream, fmt.Errorf("bad attach: %w", err))
+			return
+		}
+		if err := s.attach(f.Stream, a); err != nil {
+			s.sendError(f.Stream, err)
+		}
+	case FrameStdin, FrameStdinClose, FrameResize, FrameWindow, FrameDetach:
+		s.mu.Lock()
+		sess := s.streams[f.Stream]
+		if f.Type == FrameDetach && sess != nil {
+			delete(s.streams, f.Stream)
+		}
+		s.mu.Unlock()
+		if sess == nil {
+			if f.Type == FrameStdin || f.Type == FrameResize {
+				s.sendError(f.Stream, errors.New("no session on this stream"))
+			}
+			return
+		}
+		switch f.Type {
+		case FrameStdin:
+			if err := sess.queueStdin(f.Payload); err != nil {
+				s.sendError(f.Stream, err)
+			}
+		case FrameStdinClose:
+			sess.closeStdin()
+		case FrameResize:
+			var sz Size
+			if err := json.Unmarshal(f.Payload, &sz); err != nil {
+				s.sendError(f.Stream, fmt.Errorf("bad resize: %w", err))
+				return
+			}
+			if err := sess.resize(sz); err != nil {
+				s.sendError(f.Stream, err)
+			}
+		case FrameWindow:
+			if len(f.Payload) == 4 {
+				sess.grant(f.Stream, int64(binary.BigEndian.Uint32(f.Payload)))
+			}
+		case FrameDetach:
+			sess.detachStream(f.Stream)
+		}
+	case FrameSignal:
+		var sp SignalSpec
+		if err := json.Unmarshal(f.Payload, &sp); err != nil {
+			s.sendError(f.Stream, fmt.Errorf("bad signal: %w", err))
+			return
+		}
+		sess := s.lookup(sp.ID)
+		if sess == nil {
+			s.sendError(f.Stream, fmt.Errorf("no session %q", sp.ID))
+			return
+		}
+		if sp.Tree {
+			go func() {
+				sess.killTree(time.Duration(sp.GraceMs) * time.Millisecond)
+				s.send(FrameResult, f.Stream, nil)
+			}()
+			return
+		}
+		if err := sess.signal(unix.Signal(sp.Signal)); err != nil {
+			s.sendError(f.Stream, err)
+			return
+		}
+		s.send(FrameResult, f.Stream, nil)
+	case FrameList:
+		s.sendJSON(FrameResult, f.Stream, s.list())
+	case FrameRead:
+		var r ReadSpec
+		_ = json.Unmarshal(f.Payload, &r)
+		sess := s.lookup(r.ID)
+		if sess == nil {
+			s.sendError(f.Stream, fmt.Errorf("no session %q", r.ID))
+			return
+		}
+		out, err := sess.output()
+		if err != nil {
+			s.sendError(f.Stream, err)
+			return
+		}
+		s.send(FrameResult, f.Stream, out)
+	case FrameForget:
+		var r ReadSpec
+		_ = json.Unmarshal(f.Payload, &r)
+		if err := s.forget(r.ID); err != nil {
+			s.sendError(f.Stream, err)
+			return
+		}
+		s.send(FrameResult, f.Stream, nil)
+	case FramePing:
+		s.send(FrameResult, f.Stream, nil)
+	default:
+		s.sendError(f.Stream, fmt.Errorf("unknown frame type %d", f.Type))
+	}
+}
+
+func (s *Server) lookup(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+func (s *Server) list() []SessionInfo {
+	s.mu.Lock()
+	all := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		all = append(all, sess)
+	}
+	s.mu.Unlock()
+	out := make([]SessionInfo, 0, len(all))
+	for _, sess := range all {
+		out = append(out, sess.info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt < out[j].StartedAt })
+	return out
+}
+
+func (s *Server) forget(id string) error {
+	s.mu.Lock()
+	sess := s.sessions[id]
+	if sess == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("no session %q", id)
+	}
+	if !sess.isExited() {
+		s.mu.Unlock()
+		return fmt.Errorf("session %q is still running", id)
+	}
+	delete(s.sessions, id)
+	for i, o := range s.order {
+		if o == id {
+			s.order = append(s.order[:i], s.order[i+1:]...)
+			break
+		}
+	}
+	for k, v := range s.streams {
+		if v == sess {
+			delete(s.streams, k)
+		}
+	}
+	s.mu.Unlock()
+	sess.removeFiles()
+	return nil
+}
+
+// finished records that sess ended and forgets the oldest finished sessions
+// beyond MaxFinished.
+func (s *Server) finished(sess *session) {
+	s.mu.Lock()
+	s.order = append(s.order, sess.id)
+	var drop []*session
+	for len(s.order) > s.maxFinished {
+		old := s.sessions[s.order[0]]
+		delete(s.sessions, s.order[0])
+		s.order = s.order[1:]
+		if old != nil {
+			drop = append(drop, old)
+			for k, v := range s.streams {
+				if v == old {
+					delete(s.streams, k)
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, o := range drop {
+		o.removeFiles()
+	}
+}
+
+// reaper collects every exited child (wait4(-1)), dispatching session
+// leaders to their session and discarding reparented orphans.
+func (s *Server) reaper(sigc <-chan os.Signal) {
+	tick := time.NewTicker(time.Second) // a lost SIGCHLD cannot leave zombies
+	defer tick.Stop()
+	for {
+		select {
+		case <-sigc:
+		case <-tick.C:
+		case <-s.stop:
+			return
+		}
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if pid <= 0 || err != nil {
+				break
+			}
+			s.mu.Lock()
+			sess := s.byPID[pid]
+			delete(s.byPID, pid)
+			s.mu.Unlock()
+			if sess != nil {
+				sess.leaderExited(ws)
+			}
+		}
+	}
+}
+
+// Shutdown ends every running session's tree (SIGTERM, SIGKILL after grace).
+func (s *Server) Shutdown(grace time.Duration) {
+	s.mu.Lock()
+	var running []*session
+	for _, sess := range s.sessions {
+		if !sess.isExited() {
+			running = append(running, sess)
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sess := range running {
+		wg.Add(1)
+		go func() { defer wg.Done(); sess.killTree(grace) }()
+	}
+	wg.Wait()
+}
+
+func (s *Server) inputWaitLoop() {
+	t := time.NewTicker(s.iwInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.stop:
+			return
+		}
+		s.mu.Lock()
+		byIdent := map[string]*session{}
+		for _, sess := range s.sessions {
+			if id := sess.stdinWatch(); id != "" {
+				byIdent[id] = sess
+			}
+		}
+		s.mu.Unlock()
+		if len(byIdent) == 0 {
+			continue
+		}
+		blocked := map[*session]bool{}
+		for _, p := range listProcs() {
+			if p.state != 'S' {
+				continue
+			}
+			sess := byIdent[fd0Identity(p.pid)]
+			if sess == nil || blocked[sess] {
+				continue
+			}
+			if blockedReadingFd0(p.pid) {
+				blocked[sess] = true
+			}
+		}
+		for _, sess := range byIdent {
+			sess.observeInputWait(blocked[sess])
+		}
+	}
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

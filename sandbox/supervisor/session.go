@@ -1,0 +1,798 @@
+package supervisor
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RunTagEnv tags every process of a session (inherited across setsid and
+// daemonizing), so a kill finds the whole tree through /proc/PID/environ.
+const RunTagEnv = "SANDBOXCTL_RUN"
+
+// maxStdinQueue bounds stdin bytes queued for a command that does not read.
+const maxStdinQueue = 8 << 20
+
+// session is one command on the server side.
+type session struct {
+	srv       *Server
+	id        string
+	spec      OpenSpec
+	dir       string // session state dir ("" in memory)
+	tag       []byte
+	pid       int
+	pgid      int
+	startedAt int64
+
+	stdin    *os.File // pipe write end, or the pty master; nil without stdin
+	ptmx     *os.File
+	stdinID  string // what the command's fd 0 links to
+	stdinC   chan []byte
+	queued   atomic.Int64
+	inFlight atomic.Bool
+	readFds  []*os.File
+
+	mu         sync.Mutex
+	cond       *sync.Cond
+	stream     uint32 // bound stream of the current client; 0 = detached
+	window     int64
+	total      [2]int64
+	progress   int64
+	log        *outlog
+	closing    bool
+	stdinShut  bool
+	exited     bool
+	exit       ExitStatus
+	leaderWS   *unix.WaitStatus
+	inputWait  bool
+	iwSeen     int
+	readersWG  sync.WaitGroup
+	leaderDone chan struct{}
+}
+
+func (s *Server) open(stream uint32, spec OpenSpec) error {
+	if len(spec.Argv) == 0 {
+		return errors.New("open: empty argv")
+	}
+	if stream == 0 {
+		return errors.New("open: stream 0 is reserved")
+	}
+	if spec.ID == "" {
+		spec.ID = newID()
+	}
+	if strings.ContainsAny(spec.ID, "/\x00") || spec.ID == "." || spec.ID == ".." {
+		return fmt.Errorf("open: bad session id %q", spec.ID)
+	}
+	s.mu.Lock()
+	_, dup := s.sessions[spec.ID]
+	bound := s.streams[stream] != nil
+	s.mu.Unlock()
+	if dup {
+		return fmt.Errorf("open: session %q exists", spec.ID)
+	}
+	if bound {
+		return fmt.Errorf("open: stream %d is in use", stream)
+	}
+	if spec.Window <= 0 {
+		spec.Window = DefaultWindow
+	}
+	if spec.TTY {
+		if spec.Cols <= 0 {
+			spec.Cols = 120
+		}
+		if spec.Rows <= 0 {
+			spec.Rows = 30
+		}
+	}
+	sess := &session{srv: s, id: spec.ID, spec: spec, tag: []byte(RunTagEnv + "=" + spec.ID), leaderDone: make(chan struct{})}
+	sess.cond = sync.NewCond(&sess.mu)
+	if s.dir != "" {
+		sess.dir = filepath.Join(s.dir, spec.ID)
+		if err := os.MkdirAll(sess.dir, 0o700); err != nil {
+			return fmt.Errorf("open: session dir: %w", err)
+		}
+	}
+	lg, err := newOutlog(sess.dir, s.logCap)
+	if err != nil {
+		sess.removeFiles()
+		return err
+	}
+	sess.log = lg
+	if err := sess.start(stream); err != nil {
+		lg.close()
+		sess.removeFiles()
+		return err
+	}
+	return nil
+}
+
+// lookPath resolves argv0 on the command's PATH.
+func lookPath(argv0 string, env []string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		return argv0, nil
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, argv0)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found", argv0)
+}
+
+func (sess *session) start(stream uint32) error {
+	spec := sess.spec
+	env := mergeEnv(sess.srv.baseEnv, spec.Env)
+	hasTerm := false
+	for _, e := range env {
+		hasTerm = hasTerm || strings.HasPrefix(e, "TERM=")
+	}
+	env = append(env, string(sess.tag))
+	if spec.TTY && !hasTerm {
+		env = append(env, "TERM=xterm-256color")
+	}
+	path, err := lookPath(spec.Argv[0], env)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+
+	var childFiles []*os.File // closed in the parent after the fork
+	defer func() {
+		for _, f := range childFiles {
+			_ = f.Close()
+		}
+	}()
+	var files []uintptr
+	attr := &syscall.SysProcAttr{}
+	if spec.TTY {
+		master, slave, err := openPTY(spec.Cols, spec.Rows)
+		if err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+		childFiles = append(childFiles, slave)
+		sess.ptmx, sess.stdin = master, master
+		sess.stdinID = fileIdentity(slave)
+		sess.readFds = []*os.File{master}
+		fd := slave.Fd()
+		files = []uintptr{fd, fd, fd}
+		attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
+	} else {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			_ = outR.Close()
+			_ = outW.Close()
+			return fmt.Errorf("open: %w", err)
+		}
+		childFiles = append(childFiles, outW, errW)
+		sess.readFds = []*os.File{outR, errR}
+		setPipeSize(outR, 1<<20) // room for bulk output between reads
+		var in *os.File
+		if spec.Stdin {
+			r, w, err := os.Pipe()
+			if err != nil {
+				_ = outR.Close()
+				_ = errR.Close()
+				return fmt.Errorf("open: %w", err)
+			}
+			in, sess.stdin = r, w
+			sess.stdinID = fileIdentity(r)
+		} else {
+			in, err = os.Open(os.DevNull)
+			if err != nil {
+				_ = outR.Close()
+				_ = errR.Close()
+				return fmt.Errorf("open: %w", err)
+			}
+		}
+		childFiles = append(childFiles, in)
+		// Fd() puts the child's ends in blocking mode, as commands expect.
+		files = []uintptr{in.Fd(), outW.Fd(), errW.Fd()}
+		attr.Setpgid = true
+	}
+	dir := spec.Dir
+	if dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			sess.closeFds()
+			return fmt.Errorf("open: working directory %s: not a directory", dir)
+		}
+	}
+
+	if sess.stdin != nil {
+		sess.stdinC = make(chan []byte, 256)
+	}
+	s := sess.srv
+	s.mu.Lock()
+	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
+	if err != nil {
+		s.mu.Unlock()
+		sess.closeFds()
+		return fmt.Errorf("open: start %s: %w", spec.Argv[0], err)
+	}
+	sess.pid, sess.pgid = pid, pid
+	sess.startedAt = time.Now().UnixMilli()
+	sess.stream, sess.window = stream, spec.Window
+	s.sessions[sess.id] = sess
+	s.byPID[pid] = sess
+	s.streams[stream] = sess
+	s.mu.Unlock()
+
+	sess.writeMeta()
+	s.sendJSON(FrameStarted, stream, Started{ID: sess.id, PID: pid, StartedAt: sess.startedAt})
+	if sess.stdin != nil {
+		go sess.stdinWriter()
+	}
+	for i, f := range sess.readFds {
+		sess.readersWG.Add(1)
+		go sess.reader(f, byte(i+1))
+	}
+	go sess.finish()
+	return nil
+}
+
+func (sess *session) closeFds() {
+	for _, f := range sess.readFds {
+		_ = f.Close()
+	}
+	if sess.stdin != nil && sess.stdin != sess.ptmx {
+		_ = sess.stdin.Close()
+	}
+}
+
+func (sess *session) writeMeta() {
+	if sess.dir == "" {
+		return
+	}
+	info := sess.info()
+	info.Running = true
+	b, _ := json.MarshalIndent(info, "", "  ")
+	if err := writeFileAtomic(sess.dir, "meta.json", b); err != nil {
+		sess.srv.logf("supervisor: meta %s: %v", sess.id, err)
+	}
+}
+
+// reader pumps one output stream: into the log always, to the client when a
+// stream is bound and has credit (otherwise it stops reading, so the
+// command blocks on a full pipe instead of memory growing).
+func (sess *session) reader(f *os.File, which byte) {
+	defer sess.readersWG.Done()
+	// A quiet stream reads into a small buffer; once a read fills it, the
+	// stream reads straight into pooled frame buffers (no copy on the way
+	// out).
+	small := make([]byte, 4<<10)
+	big := false
+	var fb *[]byte
+	defer func() {
+		if fb != nil {
+			sess.srv.pool.Put(fb)
+		}
+	}()
+	idx := which - 1
+	busy := false
+	raw := 0 // chunks left to send uncompressed after one did not shrink
+	for {
+		if busy {
+			// A busy, compressible stream whose pipe ran dry: let it fill a
+			// little so that chunks are large (at most 200 µs of added
+			// latency, only while output streams).
+			time.Sleep(200 * time.Microsecond)
+		}
+		sess.mu.Lock()
+		for sess.stream != 0 && sess.window <= 0 && !sess.closing {
+			sess.cond.Wait()
+		}
+		if sess.closing {
+			sess.mu.Unlock()
+			return
+		}
+		size := len(small)
+		if big {
+			size = maxOutputChunk
+		}
+		lim := int64(size)
+		if sess.stream != 0 && sess.window < lim {
+			lim = sess.window
+		}
+		sess.mu.Unlock()
+		var rb []byte
+		if big {
+			if fb == nil {
+				fb = sess.srv.getFrame()
+			}
+			rb = (*fb)[HeaderSize+1 : HeaderSize+1+int(lim)]
+		} else {
+			rb = small[:lim]
+		}
+		n, err := f.Read(rb)
+		if n > 0 {
+			sess.mu.Lock()
+			if lerr := sess.log.append(which, rb[:n]); lerr != nil {
+				sess.srv.logf("supervisor: %s: %v", sess.id, lerr)
+			}
+			sess.total[idx] += int64(n)
+			sess.progress++
+			if sess.stream != 0 {
+				sess.window -= int64(n)
+				tryZ := raw == 0 && n >= minCompress
+				var z bool
+				if big {
+					z = sess.srv.sendOutputFrame(sess.stream, which, fb, n, tryZ)
+					fb = nil
+				} else {
+					z = sess.srv.sendOutput(sess.stream, which, rb[:n], tryZ)
+				}
+				if !z && tryZ {
+					raw = 16 // incompressible: skip the effort for a while
+				} else if raw > 0 {
+					raw--
+				}
+			}
+			sess.mu.Unlock()
+			// Sleep before the next read only when the stream is busy and
+			// compresses (bigger chunks compress better and make fewer
+			// frames) but this read did not fill the buffer (the pipe ran
+			// dry): a full read means more is waiting, and raw output
+			// gains nothing from waiting.
+			busy = big && n >= 32<<10 && n < size && raw == 0
+			if n == size {
+				big = true
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (sess *session) leaderExited(ws unix.WaitStatus) {
+	sess.mu.Lock()
+	sess.leaderWS = &ws
+	sess.mu.Unlock()
+	close(sess.leaderDone)
+}
+
+// finish waits for the leader, then for the output to drain: readers end
+// at EOF, or are cut once the output has been idle for 200 ms (a
+// background child still holds the pipe), then records the exit.
+func (sess *session) finish() {
+	<-sess.leaderDone
+	done := make(chan struct{})
+	go func() { sess.readersWG.Wait(); close(done) }()
+	t := time.NewTicker(50 * time.Millisecond)
+	var last int64 = -1
+	idle, busy := 0, 0
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-t.C:
+			sess.mu.Lock()
+			p, blocked := sess.progress, sess.stream != 0 && sess.window <= 0
+			sess.mu.Unlock()
+			if blocked {
+				continue // the reader is slow, not the output endless
+			}
+			if p != last {
+				// Still flowing: a child that outlived the leader may write
+				// forever, so this wait is bounded too (2 s).
+				last, idle = p, 0
+				if busy++; busy < 40 {
+					continue
+				}
+			} else {
+				idle++
+			}
+			if idle >= 4 || busy >= 40 {
+				sess.mu.Lock()
+				sess.closing = true
+				sess.cond.Broadcast()
+				sess.mu.Unlock()
+				for _, f := range sess.readFds {
+					_ = f.Close()
+				}
+				<-done
+				break wait
+			}
+		}
+	}
+	t.Stop()
+	for _, f := range sess.readFds {
+		_ = f.Close()
+	}
+
+	sess.mu.Lock()
+	ws := *sess.leaderWS
+	st := ExitStatus{EndedAt: time.Now().UnixMilli()}
+	switch {
+	case ws.Signaled():
+		st.Code, st.Signal = -1, signalName(ws.Signal())
+	default:
+		st.Code = ws.ExitStatus()
+	}
+	sess.exit, sess.exited = st, true
+	sess.inputWait = false
+	sess.log.close()
+	stream := sess.stream
+	if !sess.stdinShut && sess.stdinC != nil {
+		sess.stdinShut = true
+		close(sess.stdinC)
+	}
+	sess.mu.Unlock()
+	if sess.dir != "" {
+		b, _ := json.Marshal(st)
+		if err := writeFileAtomic(sess.dir, "exit", b); err != nil {
+			sess.srv.logf("supervisor: exit %s: %v", sess.id, err)
+		}
+		sess.writeMetaFinal()
+	}
+	if stream != 0 {
+		sess.srv.sendJSON(FrameExit, stream, st)
+		sess.srv.unbind(stream, sess)
+	}
+	sess.srv.finished(sess)
+}
+
+func (sess *session) writeMetaFinal() {
+	info := sess.info()
+	b, _ := json.MarshalIndent(info, "", "  ")
+	_ = writeFileAtomic(sess.dir, "meta.json", b)
+}
+
+func (sess *session) isExited() bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.exited
+}
+
+func (sess *session) info() SessionInfo {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	in := SessionInfo{
+		ID: sess.id, Argv: sess.spec.Argv, Dir: sess.spec.Dir, TTY: sess.spec.TTY, Stdin: sess.spec.Stdin,
+		Meta: sess.spec.Meta, PID: sess.pid, StartedAt: sess.startedAt, Running: !sess.exited,
+		InputWait: sess.inputWait, Stdout: sess.total[0], Stderr: sess.total[1],
+	}
+	if sess.log != nil {
+		in.Dropped = sess.log.dropped()
+	}
+	if sess.exited {
+		st := sess.exit
+		in.Exit = &st
+	}
+	return in
+}
+
+// output is the Read result: the stdout and stderr byte counts it covers
+// (two big-endian int64), then the kept output of both streams.
+func (sess *session) output() ([]byte, error) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	agg, err := sess.log.aggregated()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 16, 16+len(agg))
+	binary.BigEndian.PutUint64(out[0:8], uint64(sess.total[0]))
+	binary.BigEndian.PutUint64(out[8:16], uint64(sess.total[1]))
+	return append(out, agg...), nil
+}
+
+// detach unbinds the session from its stream (the client went away): its
+// output goes to the log only, without credit limits.
+func (sess *session) detach() {
+	sess.mu.Lock()
+	sess.stream, sess.window = 0, 0
+	sess.cond.Broadcast()
+	sess.mu.Unlock()
+}
+
+func (sess *session) detachStream(stream uint32) {
+	sess.mu.Lock()
+	if sess.stream == stream {
+		sess.stream, sess.window = 0, 0
+		sess.cond.Broadcast()
+	}
+	sess.mu.Unlock()
+}
+
+func (sess *session) grant(stream uint32, n int64) {
+	sess.mu.Lock()
+	if sess.stream == stream {
+		sess.window += n
+		sess.cond.Broadcast()
+	}
+	sess.mu.Unlock()
+}
+
+func (s *Server) attach(stream uint32, a AttachSpec) error {
+	if stream == 0 {
+		return errors.New("attach: stream 0 is reserved")
+	}
+	s.mu.Lock()
+	sess := s.sessions[a.ID]
+	if sess == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("attach: no session %q", a.ID)
+	}
+	if old := s.streams[stream]; old != nil && old != sess {
+		s.mu.Unlock()
+		return fmt.Errorf("attach: stream %d is in use", stream)
+	}
+	for k, v := range s.streams {
+		if v == sess {
+			delete(s.streams, k)
+		}
+	}
+	s.streams[stream] = sess
+	s.mu.Unlock()
+	if a.Window <= 0 {
+		a.Window = DefaultWindow
+	}
+	ended := false
+	defer func() {
+		if ended {
+			s.unbind(stream, sess)
+		}
+	}()
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	s.sendJSON(FrameStarted, stream, Started{ID: sess.id, PID: sess.pid, StartedAt: sess.startedAt})
+	if err := sess.log.replay([2]int64{a.Stdout, a.Stderr}, func(which byte, d []byte) {
+		for len(d) > 0 {
+			n := min(len(d), 64<<10)
+			s.sendOutput(stream, which, d[:n], true)
+			d = d[n:]
+		}
+	}); err != nil {
+		s.logf("supervisor: replay %s: %v", sess.id, err)
+	}
+	if sess.exited {
+		s.sendJSON(FrameExit, stream, sess.exit)
+		ended = true
+		return nil
+	}
+	sess.stream, sess.window = stream, a.Window
+	sess.cond.Broadcast()
+	if sess.inputWait {
+		s.sendJSON(FrameStatus, stream, Status{InputWait: true})
+	}
+	return nil
+}
+
+func (sess *session) queueStdin(p []byte) error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.stdinC == nil {
+		return errors.New("stdin: the command has no stdin")
+	}
+	if sess.stdinShut {
+		return errors.New("stdin: closed")
+	}
+	if sess.queued.Load()+int64(len(p)) > maxStdinQueue {
+		return errors.New("stdin: the command is not reading; queue full")
+	}
+	select {
+	case sess.stdinC <- p:
+		sess.queued.Add(int64(len(p)))
+		sess.clearInputWaitLocked()
+		return nil
+	default:
+		return errors.New("stdin: the command is not reading; queue full")
+	}
+}
+
+func (sess *session) closeStdin() {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.stdinC == nil || sess.stdinShut {
+		return
+	}
+	if sess.ptmx != nil {
+		// ^D ends a read on a terminal in canonical mode.
+		select {
+		case sess.stdinC <- []byte{4}:
+			sess.queued.Add(1)
+		default:
+		}
+		sess.clearInputWaitLocked()
+		return
+	}
+	sess.stdinShut = true
+	close(sess.stdinC)
+	sess.clearInputWaitLocked()
+}
+
+func (sess *session) stdinWriter() {
+	for p := range sess.stdinC {
+		sess.inFlight.Store(true)
+		_, err := sess.stdin.Write(p)
+		sess.queued.Add(-int64(len(p)))
+		sess.inFlight.Store(false)
+		if err != nil {
+			// The command closed its stdin: drop the rest.
+			for p := range sess.stdinC {
+				sess.queued.Add(-int64(len(p)))
+			}
+			break
+		}
+	}
+	if sess.ptmx == nil {
+		_ = sess.stdin.Close()
+	}
+}
+
+func (sess *session) resize(sz Size) error {
+	if sess.ptmx == nil {
+		return errors.New("resize: not a terminal")
+	}
+	if sz.Cols <= 0 || sz.Rows <= 0 || sz.Cols > 65535 || sz.Rows > 65535 {
+		return fmt.Errorf("resize: bad size %dx%d", sz.Cols, sz.Rows)
+	}
+	if err := setWinsize(sess.ptmx, sz.Cols, sz.Rows); err != nil {
+		return fmt.Errorf("resize: %w", err)
+	}
+	return nil
+}
+
+func (sess *session) signal(sig unix.Signal) error {
+	if sess.isExited() {
+		return errors.New("signal: the command has exited")
+	}
+	if sig == 0 {
+		sig = unix.SIGTERM
+	}
+	if err := unix.Kill(-sess.pgid, sig); err != nil {
+		if err := unix.Kill(sess.pid, sig); err != nil {
+			return fmt.Errorf("signal: %w", err)
+		}
+	}
+	return nil
+}
+
+// killTree ends every process of the session: its group, the leader's
+// descendants and every process carrying its tag. SIGTERM first; what is
+// left after grace gets SIGKILL, repeated to catch processes forked
+// meanwhile. It returns once nothing of the tree is alive (or gives up
+// after a few rounds of SIGKILL).
+func (sess *session) killTree(grace time.Duration) {
+	sess.mu.Lock()
+	leader := 0
+	if sess.leaderWS == nil {
+		leader = sess.pid
+	}
+	pgid := sess.pgid
+	sess.mu.Unlock()
+	procs := func() []int { return treeOf(listProcs(), leader, pgid, sess.tag) }
+	send := func(pids []int, sig unix.Signal) {
+		_ = unix.Kill(-pgid, sig)
+		for _, p := range pids {
+			_ = unix.Kill(p, sig)
+		}
+	}
+	pids := procs()
+	if len(pids) == 0 {
+		return
+	}
+	send(pids, unix.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		if pids = procs(); len(pids) == 0 {
+			return
+		}
+	}
+	for range 10 {
+		send(pids, unix.SIGKILL)
+		time.Sleep(20 * time.Millisecond)
+		if pids = procs(); len(pids) == 0 {
+			return
+		}
+	}
+	sess.srv.logf("supervisor: %s: processes survive SIGKILL: %v", sess.id, pids)
+}
+
+// stdinWatch returns the identity of the command's stdin when input wait is
+// worth checking (running, stdin open); "" otherwise. Called under srv.mu.
+func (sess *session) stdinWatch() string {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.exited || sess.stdinC == nil || sess.stdinShut || sess.leaderWS != nil {
+		return ""
+	}
+	return sess.stdinID
+}
+
+// observeInputWait folds one scan into the input-wait state: a command is
+// waiting once it was seen blocked reading its stdin in two scans in a row
+// with nothing queued or pending in the pipe.
+func (sess *session) observeInputWait(blocked bool) {
+	if blocked && (sess.queued.Load() > 0 || sess.inFlight.Load()) {
+		blocked = false
+	}
+	if blocked && sess.ptmx == nil && pendingBytes(sess.stdin) > 0 {
+		blocked = false
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if !blocked {
+		sess.clearInputWaitLocked()
+		return
+	}
+	sess.iwSeen++
+	if sess.iwSeen >= 2 && !sess.inputWait && !sess.exited {
+		sess.inputWait = true
+		if sess.stream != 0 {
+			sess.srv.sendJSON(FrameStatus, sess.stream, Status{InputWait: true})
+		}
+	}
+}
+
+func (sess *session) clearInputWaitLocked() {
+	sess.iwSeen = 0
+	if sess.inputWait {
+		sess.inputWait = false
+		if sess.stream != 0 {
+			sess.srv.sendJSON(FrameStatus, sess.stream, Status{InputWait: false})
+		}
+	}
+}
+
+func (sess *session) removeFiles() {
+	if sess.dir != "" {
+		_ = os.RemoveAll(sess.dir)
+	}
+}
+
+// unbind forgets the stream binding of a session that has ended.
+func (s *Server) unbind(stream uint32, sess *session) {
+	s.mu.Lock()
+	if s.streams[stream] == sess {
+		delete(s.streams, stream)
+	}
+	s.mu.Unlock()
+}
+
+// mergeEnv applies over (KEY=VALUE entries) on base, keeping base's order
+// and dropping any SANDBOXCTL_RUN (the server sets it).
+func mergeEnv(base, over []string) []string {
+	idx := map[string]int{}
+	out := make([]string, 0, len(base)+len(over)+2)
+	for _, list := range [][]string{base, over} {
+		for _, e := range list {
+			k, _, _ := strings.Cut(e, "=")
+			if k == "" || k == RunTagEnv {
+				continue
+			}
+			if i, ok := idx[k]; ok {
+				out[i] = e
+				continue
+			}
+			idx[k] = len(out)
+			out = append(out, e)
+		}
+	}
+	return out
+}
