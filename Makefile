@@ -47,6 +47,7 @@ toolchain:
 build: toolchain
 	@mkdir -p bin
 	$(GO) build -o $(BIN) ./cmd/sandboxctl
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/sandboxctl-supervisor ./cmd/sandboxctl-supervisor
 
 run: docker-up images build
 	@STATE="$(STATE)" SANDBOXCTL_BIN=./$(BIN) scripts/demo.sh

@@ -27,8 +27,14 @@ type daemonUnderTest struct {
 
 func startDaemon(t *testing.T, config string) *daemonUnderTest {
 	t.Helper()
+	return startDaemonIn(t, t.TempDir(), config)
+}
+
+// startDaemonIn starts a daemon on an existing state directory (a restart
+// when an earlier daemon used it).
+func startDaemonIn(t *testing.T, state, config string) *daemonUnderTest {
+	t.Helper()
 	bin := buildBinary(t, "sandboxctl")
-	state := t.TempDir()
 	cfgPath := filepath.Join(state, "sandboxctl.yaml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -44,6 +50,9 @@ func startDaemon(t *testing.T, config string) *daemonUnderTest {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		}}}}
 	t.Cleanup(func() {
+		if cmd.ProcessState != nil {
+			return // the test already ended it
+		}
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()

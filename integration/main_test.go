@@ -32,6 +32,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// The supervisor goes next to the sandboxctl binaries (where the daemon
+	// looks for it) and into SANDBOXCTL_SUPERVISOR for in-process managers.
+	sup := filepath.Join(dir, "sandboxctl-supervisor")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", sup, "../cmd/sandboxctl-supervisor")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the supervisor: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	os.Setenv("SANDBOXCTL_SUPERVISOR", sup)
 	code := m.Run()
 	sweep()
 	os.RemoveAll(dir)
@@ -55,6 +65,9 @@ func sweep() {
 	for _, c := range list.Items {
 		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	}
+	// Daemons under test create sandboxes named sbxi-… without the test
+	// label (their config has no labels).
+	removeByPrefix(cli, "sbxi-")
 }
 
 // requireDocker skips without an Engine outside CI and fails inside it.

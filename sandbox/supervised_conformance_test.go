@@ -61,13 +61,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// hostOnly hides the sandbox host's optional input-wait
-			// extension: hosttest's ForegroundCatGetsEOF expects the
-			// classic contract (a foreground run without stdin reads EOF
-			// at once), while a host that detects input waits keeps stdin
-			// open and returns "waiting for input" early. The extension is
-			// covered by TestSupervisedInputWait and the sessions tests.
-			host := hostOnly{sessions.NewSandboxHost(sm)}
+			host := sessions.NewSandboxHost(sm)
 			mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": host}})
 			if err != nil {
 				t.Fatal(err)
@@ -108,15 +102,4 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			})
 		})
 	}
-}
-
-// hostOnly exposes only the sessions.Host methods of a host.
-type hostOnly struct{ h sessions.Host }
-
-func (o hostOnly) ResolveWorkdir(ctx context.Context, agentID, sessionKey, requested string) (string, string, error) {
-	return o.h.ResolveWorkdir(ctx, agentID, sessionKey, requested)
-}
-
-func (o hostOnly) Start(ctx context.Context, spec sessions.StartSpec) (sessions.Process, error) {
-	return o.h.Start(ctx, spec)
 }

@@ -91,13 +91,18 @@ func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
 			if rs.ExitCode != nil {
 				r.ExitCode = *rs.ExitCode
 			}
+			// The handle only serves Forget (clear, remove, TTL): without
+			// it the session would come back after every restart.
+			if p, err := h.m.Reattach(ctx, rs); err == nil {
+				r.Process = sandboxProcess{&sandbox.Started{Process: p}}
+			}
 		} else {
 			p, err := h.m.Reattach(ctx, rs)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			r.Process = p
+			r.Process = sandboxProcess{&sandbox.Started{Process: p}}
 		}
 		out = append(out, r)
 	}
@@ -109,3 +114,12 @@ type sandboxProcess struct{ *sandbox.Started }
 
 // Warnings are shown in the exec result.
 func (p sandboxProcess) Warnings() []string { return p.Started.Warnings }
+
+// Forget drops the finished session from a supervised sandbox, which
+// would otherwise offer it to a restarted daemon.
+func (p sandboxProcess) Forget(ctx context.Context) error {
+	if f, ok := p.Started.Process.(Forgetter); ok {
+		return f.Forget(ctx)
+	}
+	return nil
+}
