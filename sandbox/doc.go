@@ -3,9 +3,19 @@
 // 1.41): scope keys and names, labels, the config hash, ensure (create, start,
 // reuse, recreate with the five-minute rule, one container per scope under
 // concurrency), the hardening defaults, bind and env validation, prune,
-// explain, and the plain exec path (Engine exec with attach, demultiplexed
-// output, stdin with EOF, TTY resize, and a kill of the whole in-container
-// process tree).
+// explain, and the two exec paths:
+//
+//   - the supervisor path (the default): the container's main process is
+//     sandboxctl-supervisor (package supervisor), delivered in a derived image
+//     built through the Engine's build API; commands, stdin, resizes and
+//     signals travel over the attach stream of that process (see
+//     supervisor's package doc for the protocol). Sessions survive a restart
+//     of the daemon (Sessions, Reattach) and input waits are reported.
+//   - the plain path: one Engine exec per command with attach, demultiplexed
+//     output, stdin with EOF, TTY resize, and a kill of the whole in-container
+//     tree by its SANDBOXCTL_RUN tag. It is used when the supervisor binary is
+//     missing or cannot start (with a warning), when DisableSupervisor is set,
+//     and for `sandboxctl sandbox shell`.
 //
 // The Engine's container list, filtered by the sandboxctl.managed label, is
 // the source of truth for which sandboxes exist; last-used times live in the
