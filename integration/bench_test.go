@@ -37,30 +37,36 @@ func timed(b *testing.B, op func() error) {
 }
 
 // BenchmarkRoundTrip measures one `true` round trip on a warm sandbox through
-// sessions.Manager (plain Engine exec path), beside the raw Engine exec API,
+// sessions.Manager (plain Engine exec path and supervisor path, each on its
+// own warm container of the same image), beside the raw Engine exec API,
 // the `docker exec` CLI on the same container, the gateway host through
 // sessions.Manager, and a bare local fork/exec — all in one run:
 //
 //	go test -run '^$' -bench RoundTrip -benchtime 50x ./integration/
 func BenchmarkRoundTrip(b *testing.B) {
 	requireDockerB(b)
-	sm, mgr := newSandboxStackB(b)
 	ctx := context.Background()
+	sm, mgr := newSandboxStackB(b, true)
 	res, err := sm.Ensure(ctx, sandbox.Scope{AgentID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	cli := sm.Client()
-
-	b.Run("sessions-sandbox-plain", func(b *testing.B) {
-		timed(b, func() error {
-			r, err := mgr.Exec(ctx, sessions.ExecParams{Command: "true", AgentID: "bench"})
-			if err == nil && r.Details["status"] != "completed" {
-				b.Fatalf("result %v", r.Details)
-			}
-			return err
+	_, supMgr := newSandboxStackB(b, false)
+	for _, c := range []struct {
+		name string
+		mgr  *sessions.Manager
+	}{{"sessions-sandbox-plain", mgr}, {"sessions-sandbox-supervisor", supMgr}} {
+		b.Run(c.name, func(b *testing.B) {
+			timed(b, func() error {
+				r, err := c.mgr.Exec(ctx, sessions.ExecParams{Command: "true", AgentID: "bench"})
+				if err == nil && (r.Details["status"] != "completed" || r.Details["warnings"] != nil) {
+					b.Fatalf("result %v", r.Details)
+				}
+				return err
+			})
 		})
-	})
+	}
 	b.Run("engine-exec-raw", func(b *testing.B) {
 		timed(b, func() error {
 			ex, err := cli.ExecCreate(ctx, res.ID, client.ExecCreateOptions{Cmd: []string{"true"}, AttachStdout: true, AttachStderr: true})
@@ -112,7 +118,9 @@ func requireDockerB(b *testing.B) {
 	}
 }
 
-func newSandboxStackB(b *testing.B) (*sandbox.Manager, *sessions.Manager) {
+// newSandboxStackB builds a sandbox + sessions stack on the test image;
+// plain keeps the sandbox on the Engine exec path (no supervisor).
+func newSandboxStackB(b *testing.B, plain bool) (*sandbox.Manager, *sessions.Manager) {
 	b.Helper()
 	cfg := config.Default()
 	cfg.Exec.Security, cfg.Exec.Ask = "full", "off"
@@ -120,7 +128,7 @@ func newSandboxStackB(b *testing.B) (*sandbox.Manager, *sessions.Manager) {
 	cfg.Sandbox.Docker.ContainerPrefix = "sbxb-" + randSuffix() + "-"
 	cfg.Sandbox.WorkspaceRoot = b.TempDir()
 	sm, err := sandbox.NewManager(context.Background(), sandbox.Options{Config: cfg.Sandbox, StateDir: b.TempDir(), Home: b.TempDir(),
-		Labels: map[string]string{testLabel: "integration"}})
+		Labels: map[string]string{testLabel: "integration"}, DisableSupervisor: plain})
 	if err != nil {
 		b.Fatal(err)
 	}
