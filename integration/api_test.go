@@ -204,3 +204,51 @@ func TestDaemonMemoryBoundedByOutputCaps(t *testing.T) {
 		t.Fatalf("log returned %d chars; the cap is 200000", len(logText))
 	}
 }
+
+// TestApprovalRequestedEventOnStream: an operator's UI following
+// GET /v1/events sees an "approval" event when a command waits for a human.
+func TestApprovalRequestedEventOnStream(t *testing.T) {
+	d := startDaemon(t, "exec:\n  host: gateway\n  security: allowlist\n  ask: on-miss\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandboxctl/v1/events", nil)
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan map[string]any, 16)
+	go func() {
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var ev map[string]any
+			if dec.Decode(&ev) != nil {
+				close(events)
+				return
+			}
+			events <- ev
+		}
+	}()
+	det, text, _ := d.call(t, "exec", map[string]any{"command": "touch " + filepath.Join(t.TempDir(), "M"), "agentId": "ops"})
+	if det["status"] != "approval-pending" {
+		t.Fatalf("%v %q", det, text)
+	}
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("event stream ended")
+			}
+			if ev["type"] != "approval" {
+				continue
+			}
+			evd, _ := ev["details"].(map[string]any)
+			if evd["approvalId"] != det["approvalId"] || ev["agentId"] != "ops" {
+				t.Fatalf("approval event %v for request %v", ev, det)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("no approval event on the stream")
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -52,10 +53,10 @@ func TestNodeRunThroughCLI(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	startNode := func(name, security string) {
+	startNode := func(name, security, ask string) {
 		dir := t.TempDir()
 		cfg := filepath.Join(dir, "node.yaml")
-		if err := os.WriteFile(cfg, []byte(fmt.Sprintf("exec:\n  security: %s\n  ask: \"off\"\n", security)), 0o600); err != nil {
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf("exec:\n  security: %s\n  ask: %q\n", security, ask)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		node := exec.Command(binary, "--state", dir, "--config", cfg, "node", "run",
@@ -66,13 +67,14 @@ func TestNodeRunThroughCLI(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = node.Process.Signal(os.Interrupt); _ = node.Wait() })
 	}
-	startNode("alpha", "full")
-	startNode("locked", "deny")
+	startNode("alpha", "full", "off")
+	startNode("locked", "deny", "off")
+	startNode("asks", "allowlist", "on-miss")
 
 	deadline = time.Now().Add(20 * time.Second)
 	for {
 		r := gw.run(t, "node", "ls")
-		if strings.Contains(r.stdout, "alpha") && strings.Contains(r.stdout, "locked") {
+		if strings.Contains(r.stdout, "alpha") && strings.Contains(r.stdout, "locked") && strings.Contains(r.stdout, "asks") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -93,6 +95,44 @@ func TestNodeRunThroughCLI(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the deny node ran the command")
 	}
+	// A node that asks: its approval request is visible and decided from
+	// the gateway's approvals surface; the agent's retry then runs once.
+	asked := filepath.Join(t.TempDir(), "ASKED")
+	r = gw.run(t, "--json", "exec", "--node", "asks", "--", "touch "+asked)
+	if !strings.Contains(r.stdout, `"approval-pending"`) {
+		t.Fatalf("exec on an asking node: %+v", r)
+	}
+	list := gw.run(t, "--json", "approvals", "list")
+	var approvals []map[string]any
+	if err := json.Unmarshal([]byte(list.stdout), &approvals); err != nil {
+		t.Fatalf("approvals list: %+v", list)
+	}
+	var id string
+	for _, a := range approvals {
+		if a["where"] == "asks" && a["status"] == "pending" {
+			id, _ = a["id"].(string)
+		}
+	}
+	if id == "" {
+		t.Fatalf("node approval not listed on the gateway: %s", list.stdout)
+	}
+	if r := gw.run(t, "approvals", "resolve", id, "allow-once"); r.code != 0 {
+		t.Fatalf("resolve on the node: %+v", r)
+	}
+	if _, err := os.Stat(asked); err == nil {
+		t.Fatal("ran before the retry")
+	}
+	if r := gw.run(t, "exec", "--node", "asks", "--", "touch "+asked); r.code != 0 {
+		t.Fatalf("retry after allow-once: %+v", r)
+	}
+	if _, err := os.Stat(asked); err != nil {
+		t.Fatal("approved command did not run on the node")
+	}
+	os.Remove(asked)
+	if r := gw.run(t, "--json", "exec", "--node", "asks", "--", "touch "+asked); !strings.Contains(r.stdout, `"approval-pending"`) {
+		t.Fatalf("allow-once was reused: %+v", r)
+	}
+
 	r = gw.run(t, "exec", "--node", "nowhere", "--", "true")
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "nowhere") {
 		t.Fatalf("exec on an unknown node: %+v", r)
