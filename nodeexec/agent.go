@@ -941,20 +941,5 @@ func (l *agentLink) close(cause error) {
 }
 
 func (l *agentLink) pinger(every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(l.ctx, every)
-		err := l.conn.Ping(pctx)
-		cancel()
-		if err != nil && l.ctx.Err() == nil {
-			l.close(fmt.Errorf("ping: %w", err))
-			return
-		}
-	}
+	keepAlive(l.ctx, l.conn, every, func(err error) { l.close(fmt.Errorf("ping: %w", err)) })
 }

@@ -867,19 +867,26 @@ func (l *gwLink) rpc(ctx context.Context, f *frame) (*frame, error) {
 
 // pinger closes the link when a ping goes unanswered.
 func (l *gwLink) pinger(every time.Duration) {
+	keepAlive(l.ctx, l.conn, every, func(err error) { l.close(pingError{every: every, err: err}) })
+}
+
+// keepAlive pings conn every interval until ctx ends; a ping unanswered
+// within the interval calls fail once and stops. Both ends of the node link
+// use it, so a link that silently died (no FIN, no RST) is noticed.
+func keepAlive(ctx context.Context, conn *websocket.Conn, every time.Duration, fail func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-l.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(l.ctx, every)
-		err := l.conn.Ping(pctx)
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := conn.Ping(pctx)
 		cancel()
-		if err != nil && l.ctx.Err() == nil {
-			l.close(pingError{every: every, err: err})
+		if err != nil && ctx.Err() == nil {
+			fail(err)
 			return
 		}
 	}
