@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 )
 
 // Terminal size of a PTY run (SPEC §2).
@@ -304,7 +305,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 
 	// elevated
 	cfgHost := m.cfg.Exec.Host
-	elevatedFull := false
+	lvl := guard.ElevatedOff
 	if p.Elevated {
 		el := m.cfg.Elevated
 		switch {
@@ -323,7 +324,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 			return pl, inputErr("host", "elevated runs always use the gateway host; host %q cannot be combined with elevated", host)
 		}
 		host = "gateway"
-		elevatedFull = strings.EqualFold(el.DefaultLevel, "full")
+		lvl = guard.ElevatedLevel(strings.ToLower(el.DefaultLevel))
 	}
 
 	// host
@@ -335,18 +336,11 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	}
 	pl.host = host
 
-	// security = min(config, request); ask = max(config, request)
-	pl.security = m.cfg.Exec.Security
-	if security != "" && level(securityLevels, security) < level(securityLevels, pl.security) {
-		pl.security = security
-	}
-	pl.ask = m.cfg.Exec.Ask
-	if ask != "" && level(askLevels, ask) > level(askLevels, pl.ask) {
-		pl.ask = ask
-	}
-	if elevatedFull {
-		pl.security, pl.ask = "full", "off"
-	}
+	// security = min(config, request); ask = max(config, request);
+	// elevated full ⇒ full/off.
+	sec, ak := guard.EffectiveModes(guard.Security(m.cfg.Exec.Security), guard.Security(security),
+		guard.Ask(m.cfg.Exec.Ask), guard.Ask(ask), lvl)
+	pl.security, pl.ask = string(sec), string(ak)
 
 	// Refusals that need no workdir or env: fail closed without a guard.
 	switch {
