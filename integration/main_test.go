@@ -108,3 +108,8 @@ func buildBinary(t *testing.T, name string) string {
 	}
 	return out
 }
+
+// randSuffix is a short unique-enough suffix for container name prefixes.
+func randSuffix() string {
+	return fmt.Sprintf("%06x", time.Now().UnixNano()&0xffffff)
+}
