@@ -143,3 +143,44 @@ func TestForegroundReadReturnsWaitingForInput(t *testing.T) {
 		t.Fatalf("output %q", all.String())
 	}
 }
+
+// TestSandboxAskAlwaysWaitsForAHuman: on the sandbox host the container is
+// the boundary, but ask=always still asks first; once approved, the command
+// runs in the sandbox as written.
+func TestSandboxAskAlwaysWaitsForAHuman(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	prefix := "sbxi-ask-" + randSuffix() + "-"
+	state := t.TempDir()
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	d := startDaemonIn(t, state, fmt.Sprintf("exec:\n  host: sandbox\n  security: allowlist\n  ask: always\nsandbox:\n  workspaceRoot: %s\n  docker:\n    image: %s\n    containerPrefix: %s\n",
+		filepath.Join(state, "ws"), testImage, prefix))
+	det, text, _ := d.call(t, "exec", map[string]any{"command": "echo approved-ran; cat /proc/1/cmdline | tr '\\0' ' '", "agentId": "asker"})
+	if det["status"] != "approval-pending" {
+		t.Fatalf("%v %q", det, text)
+	}
+	id, _ := det["approvalId"].(string)
+	sid, _ := det["sessionId"].(string)
+	resp, err := d.hc.Post("http://sandboxctl/v1/approvals/"+id, "application/json", strings.NewReader(`{"decision":"allow-once"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("resolve: http %d", resp.StatusCode)
+	}
+	var all strings.Builder
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, text, _ = d.call(t, "process", map[string]any{"action": "poll", "sessionId": sid, "timeoutMs": 2000, "agentId": "asker"})
+		all.WriteString(text)
+		if strings.Contains(text, "Process exited") || strings.Contains(text, "Process failed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("approved sandbox command did not finish: %q", all.String())
+		}
+	}
+	if !strings.Contains(all.String(), "approved-ran") || !strings.Contains(all.String(), "docker-init") || !strings.Contains(text, "code 0") {
+		t.Fatalf("approved command did not run in the sandbox: %q", all.String())
+	}
+}

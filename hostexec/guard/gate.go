@@ -50,6 +50,10 @@ type GateRequest struct {
 	// are min(config, request) and max(config, request).
 	Security Security
 	Ask      Ask
+	// Contained marks a command that runs inside a sandbox: the container is
+	// the boundary, so deny still refuses but no allowlist applies, only
+	// ask=always brings a human in, and the line runs as written.
+	Contained bool
 }
 
 // GateVerdict is the Gate's answer. For DecisionNeedsApproval, Pending is the
@@ -110,6 +114,9 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	}
 	if sec == SecurityDeny {
 		return GateVerdict{Decision: DecisionDeny, Reason: "security is deny: every command is refused"}, nil
+	}
+	if req.Contained {
+		sec = SecurityFull
 	}
 	a := Analyze(req.Line, AnalyzeEnv{Path: req.Path, Cwd: req.Cwd, EnvCheck: g.Config.EnvCheck})
 	allow, err := g.Store.Allowlist(ctx, req.AgentID)
