@@ -159,6 +159,8 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		// is a result, not a failure.
 		if reason, approval, ok := nodeRefusal(err); ok {
 			if approval != nil {
+				m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
+					Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], command)})
 				return approvalResult(approval, plan, command, dir, warnings), nil
 			}
 			return deniedResult(reason, warnings), nil

@@ -181,3 +181,51 @@ func TestApprovalExpiryAppliesAskFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalHookDecides: an operator's hook program gets each approval
+// request on stdin and its answer decides it; an answer it cannot parse
+// leaves the request to a human.
+func TestApprovalHookDecides(t *testing.T) {
+	tests := []struct {
+		answer  string
+		wantRun bool
+		pending bool
+	}{
+		{"allow-once", true, false},
+		{"deny", false, false},
+		{"maybe later", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.answer, func(t *testing.T) {
+			dir := t.TempDir()
+			seen := filepath.Join(dir, "request.json")
+			hook := filepath.Join(dir, "hook.sh")
+			script := fmt.Sprintf("#!/bin/sh\ncat > %s\necho %q\n", seen, tt.answer)
+			if err := os.WriteFile(hook, []byte(script), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			e := guardEnv(t, "  approvalHook: "+hook+"\n")
+			marker := filepath.Join(dir, "RAN")
+			d := execJSON(t, e, "--", "touch", marker)
+			if d["status"] != "approval-pending" {
+				t.Fatalf("%v", d)
+			}
+			if tt.pending {
+				time.Sleep(time.Second)
+				r := e.run(t, "--json", "approvals", "list")
+				if !strings.Contains(r.stdout, `"pending"`) || exists(marker) {
+					t.Fatalf("an unparsable hook answer decided the request: %s", r.stdout)
+				}
+				return
+			}
+			_, last := pollUntilDone(t, e, d["sessionId"].(string))
+			if exists(marker) != tt.wantRun {
+				t.Fatalf("hook %q: ran=%v, last poll %q", tt.answer, exists(marker), last)
+			}
+			req, err := os.ReadFile(seen)
+			if err != nil || !strings.Contains(string(req), d["approvalId"].(string)) {
+				t.Fatalf("hook did not get the request: %s %v", req, err)
+			}
+		})
+	}
+}

@@ -40,6 +40,11 @@ type Exec struct {
 	// ApprovalTimeoutSec is how long an approval request waits for a human
 	// before askFallback applies (default 120).
 	ApprovalTimeoutSec int `yaml:"approvalTimeoutSec" json:"approvalTimeoutSec"`
+	// ApprovalHook, when set, is an operator's program (absolute path) run
+	// for each approval request with the request as JSON on stdin; a first
+	// output line of allow-once, allow-always or deny decides it, anything
+	// else leaves it to a human.
+	ApprovalHook string `yaml:"approvalHook" json:"approvalHook"`
 }
 
 // Elevated is the `elevated:` section.

@@ -271,6 +271,9 @@ func (f File) Validate() error {
 			return &Error{Key: fmt.Sprintf("exec.safeBins[%d]", i), Msg: fmt.Sprintf("%q is not a bare program name", b)}
 		}
 	}
+	if e.ApprovalHook != "" && !filepath.IsAbs(e.ApprovalHook) {
+		return &Error{Key: "exec.approvalHook", Msg: fmt.Sprintf("%q is not an absolute path", e.ApprovalHook)}
+	}
 	for i, p := range e.PathPrepend {
 		if !filepath.IsAbs(p) {
 			return &Error{Key: fmt.Sprintf("exec.pathPrepend[%d]", i), Msg: fmt.Sprintf("%q is not an absolute directory", p)}

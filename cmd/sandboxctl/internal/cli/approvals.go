@@ -109,13 +109,7 @@ func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 		replyJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	err = a.store.Resolve(r.Context(), id, d)
-	if errors.Is(err, guard.ErrUnknownApproval) && a.nodes != nil {
-		err = a.nodes.ResolveApproval(r.Context(), "", id, string(d))
-		if errors.Is(err, nodeexec.ErrApprovalUnknown) {
-			err = fmt.Errorf("%w: %s (not on the gateway nor on any connected node)", guard.ErrUnknownApproval, id)
-		}
-	}
+	err = a.decide(r.Context(), id, d)
 	switch {
 	case err == nil:
 		replyJSON(w, http.StatusOK, map[string]string{"id": id, "decision": string(d)})
@@ -126,6 +120,19 @@ func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 	default:
 		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 	}
+}
+
+// decide records a decision on the gateway's store, or on the node that
+// holds the request.
+func (a *approvalsAPI) decide(ctx context.Context, id string, d guard.ApprovalDecision) error {
+	err := a.store.Resolve(ctx, id, d)
+	if errors.Is(err, guard.ErrUnknownApproval) && a.nodes != nil {
+		err = a.nodes.ResolveApproval(ctx, "", id, string(d))
+		if errors.Is(err, nodeexec.ErrApprovalUnknown) {
+			err = fmt.Errorf("%w: %s (not on the gateway nor on any connected node)", guard.ErrUnknownApproval, id)
+		}
+	}
+	return err
 }
 
 func replyJSON(w http.ResponseWriter, code int, v any) {

@@ -157,8 +157,14 @@ func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
 		Version:     c.Version,
 		Logf:        logf,
 	}
-	for pattern, h := range (&approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}).routes() {
+	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}
+	for pattern, h := range approvals.routes() {
 		dopts.Routes[pattern] = h
+	}
+	if cfg.Exec.ApprovalHook != "" {
+		hook := &approvalHook{path: cfg.Exec.ApprovalHook, resolve: approvals.decide, logf: logf,
+			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
+		go hook.run(ctx, mgr.Subscribe(ctx))
 	}
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
