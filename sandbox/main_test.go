@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -86,31 +85,12 @@ func randHex(n int) string {
 // end of the test.
 func newTestManager(t *testing.T, mutate func(*Config)) *Manager {
 	t.Helper()
-	requireDocker(t)
-	cfg := DefaultConfig()
-	cfg.Docker.Image = testImage
-	cfg.Docker.ContainerPrefix = fmt.Sprintf("sbxt-%s-", randHex(3))
-	cfg.WorkspaceRoot = t.TempDir()
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	m, err := NewManager(context.Background(), Options{
-		Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(),
-		Labels: map[string]string{testLabel: "sandbox-pkg", testLabel + ".prefix": cfg.Docker.ContainerPrefix},
-	})
-	if err != nil {
-		t.Fatalf("NewManager: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		list, _ := m.List(ctx)
-		for _, c := range list {
-			_ = m.removeID(ctx, c.ID)
+	return newManagerOpts(t, func(o *Options) {
+		if mutate != nil {
+			mutate(&o.Config)
+			o.Labels[testLabel+".prefix"] = o.Config.Docker.ContainerPrefix
 		}
-		_ = m.Close()
 	})
-	return m
 }
 
 func listAllWithPrefix(prefix string) client.ContainerListOptions {

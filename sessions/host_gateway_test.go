@@ -36,9 +36,16 @@ func newGatewayManager(t *testing.T, defaultCwd string) *sessions.Manager {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
+	return newSingleHostManager(t, cfg, "gateway", sessions.NewGatewayHost(newGatewayRunner(t), defaultCwd))
+}
+
+// newSingleHostManager returns a Manager with one host under name, closed
+// (every session killed) at the end of the test.
+func newSingleHostManager(t *testing.T, cfg config.File, name string, host sessions.Host) *sessions.Manager {
+	t.Helper()
 	m, err := sessions.New(sessions.Options{
 		Config: cfg,
-		Hosts:  map[string]sessions.Host{"gateway": sessions.NewGatewayHost(newGatewayRunner(t), defaultCwd)},
+		Hosts:  map[string]sessions.Host{name: host},
 		Logf:   t.Logf,
 		Getenv: func(string) string { return "" },
 	})

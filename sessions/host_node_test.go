@@ -163,23 +163,7 @@ func newNodeManager(t *testing.T, reg *nodeexec.Registry, node string) *sessions
 	t.Helper()
 	cfg := config.Default()
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask, cfg.Exec.Node = "node", "full", "off", node
-	m, err := sessions.New(sessions.Options{
-		Config: cfg,
-		Hosts:  map[string]sessions.Host{"node": sessions.NewNodeHost(reg, node)},
-		Logf:   t.Logf,
-		Getenv: func(string) string { return "" },
-	})
-	if err != nil {
-		t.Fatalf("sessions.New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Manager.Close: %v", err)
-		}
-	})
-	return m
+	return newSingleHostManager(t, cfg, "node", sessions.NewNodeHost(reg, node))
 }
 
 // TestNodeConformance runs the host conformance suite against the node host:
