@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,10 @@ type Options struct {
 	// into sandboxes; empty looks at $SANDBOXCTL_SUPERVISOR, then next to
 	// the executable. Not found: the plain path, with a warning in results.
 	SupervisorBinary string
+	// SupervisorAttachOnly talks to supervisors over the Engine's attach
+	// stream even when their local socket is reachable (see
+	// Manager.dialLocal); for tests and for comparing the two transports.
+	SupervisorAttachOnly bool
 }
 
 // Manager creates, reuses, recreates and removes sandboxes.
@@ -69,6 +74,10 @@ type Manager struct {
 	images  imageBuilds
 	clients supervisorClients
 	warm    warmEnsures
+	// localSupervisor: try a supervisor's unix socket before the attach
+	// stream (the Engine is reached over a unix socket, so it may share
+	// this host's /proc).
+	localSupervisor bool
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -119,6 +128,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		}
 		m.cli, m.ownsClient = cli, true
 	}
+	m.localSupervisor = !opts.SupervisorAttachOnly && strings.HasPrefix(m.cli.DaemonHost(), "unix://")
 	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
 	if !opts.DisableSupervisor {
 		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)

@@ -149,10 +149,30 @@ type attachConn struct {
 func (a *attachConn) Write(p []byte) (int, error) { return a.att.Conn.Write(p) }
 func (a *attachConn) Close() error                { a.att.Close(); return nil }
 
-// dialer attaches to the main process of container id (stdin + stdout +
-// stderr, no TTY: the Engine multiplexes stdout and stderr, Demux splits
-// them; the supervisor's stderr is its log).
+// dialer connects to the supervisor of container id: its local socket when
+// this host can reach it (dialLocal), else the attach stream.
 func (m *Manager) dialer(id string) supervisor.Dialer {
+	attach := m.attachDialer(id)
+	if !m.localSupervisor {
+		return attach
+	}
+	return func(ctx context.Context) (supervisor.Conn, error) {
+		conn, err := m.dialLocal(ctx, id)
+		if err == nil {
+			return conn, nil
+		}
+		if errors.Is(err, ErrDockerUnreachable) || ctx.Err() != nil {
+			return nil, err
+		}
+		m.logf("sandbox %s: supervisor socket: %v; using the attach stream", short(id), err)
+		return attach(ctx)
+	}
+}
+
+// attachDialer attaches to the main process of container id (stdin +
+// stdout + stderr, no TTY: the Engine multiplexes stdout and stderr, Demux
+// splits them; the supervisor's stderr is its log).
+func (m *Manager) attachDialer(id string) supervisor.Dialer {
 	return func(ctx context.Context) (supervisor.Conn, error) {
 		att, err := m.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 		if err != nil {

@@ -19,7 +19,8 @@ import (
 )
 
 // TestSandboxConformanceBothPaths runs the Host conformance suite against
-// the sandbox host on the supervisor path and on the plain Engine exec path
+// the sandbox host on the supervisor path (over its local socket and over
+// the Engine's attach stream) and on the plain Engine exec path
 // (DisableSupervisor: the path a fallback takes, without the fallback's
 // warning, which hosttest's exact "Command still running" prefix check does
 // not allow); one sandbox per path serves every case.
@@ -42,10 +43,14 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 		t.Skipf("docker: %v", err)
 	}
 	for _, path := range []struct {
-		name    string
-		disable bool
-		binary  string
-	}{{"supervisor", false, ""}, {"plain", true, ""}} {
+		name       string
+		disable    bool
+		attachOnly bool
+	}{
+		{name: "supervisor"}, // over its local socket (this host runs the Engine)
+		{name: "supervisor-attach", attachOnly: true},
+		{name: "plain", disable: true},
+	} {
 		t.Run(path.name, func(t *testing.T) {
 			b := make([]byte, 3)
 			_, _ = rand.Read(b)
@@ -55,7 +60,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			cfg.Sandbox.Docker.ContainerPrefix = "sbxt-" + hex.EncodeToString(b) + "-"
 			cfg.Sandbox.WorkspaceRoot = t.TempDir()
 			sm, err := sandbox.NewManager(context.Background(), sandbox.Options{
-				Config: cfg.Sandbox, StateDir: t.TempDir(), Home: t.TempDir(), DisableSupervisor: path.disable, SupervisorBinary: path.binary,
+				Config: cfg.Sandbox, StateDir: t.TempDir(), Home: t.TempDir(), DisableSupervisor: path.disable, SupervisorAttachOnly: path.attachOnly,
 				Labels: map[string]string{"sandboxctl.test": "sandbox-pkg"},
 			})
 			if err != nil {
@@ -81,7 +86,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Supervised != (path.name == "supervisor") {
+			if res.Supervised != !path.disable {
 				t.Fatalf("supervised = %v on the %s path (%s)", res.Supervised, path.name, res.SupervisorNote)
 			}
 			hosttest.Run(t, func(t *testing.T) hosttest.Target {

@@ -1,7 +1,8 @@
 // Command sandboxctl-supervisor is the in-container supervisor of
 // sandboxctl: the main process of every sandbox (under docker-init). It
 // speaks the protocol of package supervisor on its stdin and stdout, which
-// sandboxctl reaches through the Engine's attach stream, forks the commands
+// sandboxctl reaches through the Engine's attach stream, and on a unix
+// socket in its state directory (the fast path of a local Engine), forks the commands
 // it is asked to run, and keeps their output and exit status under
 // /run/sandboxctl.
 //
@@ -42,7 +43,10 @@ func main() {
 	}
 	srv := supervisor.NewServer(supervisor.ServerOptions{
 		In: os.Stdin, Out: os.Stdout, Logf: logf, BaseEnv: os.Environ(),
-		Dirs: []string{"/run/sandboxctl", "/tmp/.sandboxctl", "/dev/shm/.sandboxctl"},
+		Dirs: supervisor.StateDirs(),
+		// sandboxctl on the Engine's host connects here through
+		// /proc/PID/root; processes of the sandbox itself are refused.
+		Socket: supervisor.SocketName, AcceptPeer: supervisor.OutsidePIDNamespace,
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()

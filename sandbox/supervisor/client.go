@@ -24,6 +24,19 @@ type Conn interface {
 	Close() error
 }
 
+// LocalConn is implemented by a Conn that reaches the server without a copy
+// in between (its unix socket): bulk output then goes uncompressed, since
+// compressing costs more than it saves.
+type LocalConn interface {
+	Conn
+	Local() bool
+}
+
+func isLocal(conn Conn) bool {
+	l, ok := conn.(LocalConn)
+	return ok && l.Local()
+}
+
 // Dialer opens a new Conn. It returns an error wrapping ErrGone when the
 // server can never come back (the container was removed or stopped), which
 // stops reconnecting.
@@ -114,7 +127,7 @@ func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	hello, _ := json.Marshal(Hello{Version: ProtocolVersion, Client: c.nonce, Deflate: true})
+	hello, _ := json.Marshal(Hello{Version: ProtocolVersion, Client: c.nonce, Deflate: !isLocal(conn)})
 	timer := time.AfterFunc(c.helloTO, func() { _ = conn.Close() })
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
@@ -382,6 +395,14 @@ func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.conn != nil && !c.closed
+}
+
+// Local reports whether the live connection is a LocalConn (the server's
+// socket rather than the Engine's attach stream).
+func (c *Client) Local() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn != nil && isLocal(c.conn)
 }
 
 // Done is closed when the client has ended for good.

@@ -114,6 +114,9 @@ type HelloAck struct {
 	Client  string `json:"client"`
 	PID     int    `json:"pid"`
 	Dir     string `json:"dir"` // where sessions are persisted ("" = memory only)
+	// Socket is the server's local unix socket inside the container ("" =
+	// none).
+	Socket string `json:"socket,omitempty"`
 }
 
 // OpenSpec starts a command.

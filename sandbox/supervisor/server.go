@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,15 +43,26 @@ type ServerOptions struct {
 	// BaseEnv is the environment every command starts from (the
 	// container's, for the in-container binary); OpenSpec.Env goes on top.
 	BaseEnv []string
-	Logf    func(format string, args ...any)
+	// Socket, when set, is the file name of a unix socket the server also
+	// accepts clients on, created in the state directory (e.g.
+	// /run/sandboxctl/supervisor.sock): the fast path of a client on the
+	// Engine's host, which reaches it through /proc/PID/root without the
+	// Engine's attach copy. No state directory means no socket.
+	Socket string
+	// AcceptPeer decides each socket connection from its peer's
+	// credentials as the kernel reports them (SO_PEERCRED); an error
+	// refuses it. Nil accepts every peer that can open the socket.
+	AcceptPeer func(cred *unix.Ucred) error
+	Logf       func(format string, args ...any)
 }
 
 // Server is the in-container end: it forks commands, pumps their output to
 // the client with flow control, keeps each session's output and exit
 // status, and ends whole process trees.
 type Server struct {
-	in          *bufio.Reader
-	out         io.Writer
+	stdio       *serverConn // the attach stream: In and Out
+	listener    net.Listener
+	acceptPeer  func(*unix.Ucred) error
 	dir         string
 	logCap      int64
 	maxFinished int
@@ -60,6 +72,9 @@ type Server struct {
 
 	outq chan outFrame
 	stop chan struct{}
+	// cur is the connection of the newest Hello: frames the server sends
+	// go to it, and frames from other connections are ignored.
+	cur  atomic.Pointer[serverConn]
 	pool sync.Pool // *[]byte output frame buffers of poolFrameSize
 
 	mu       sync.Mutex
@@ -75,8 +90,8 @@ type Server struct {
 // NewServer prepares a Server; Serve runs it.
 func NewServer(opts ServerOptions) *Server {
 	s := &Server{
-		in:          bufio.NewReaderSize(opts.In, 64<<10),
-		out:         opts.Out,
+		stdio:       newServerConn("attach stream", opts.In, opts.Out, nil),
+		acceptPeer:  opts.AcceptPeer,
 		logCap:      opts.LogCap,
 		maxFinished: opts.MaxFinished,
 		iwInterval:  opts.InputWaitInterval,
@@ -115,7 +130,24 @@ func NewServer(opts ServerOptions) *Server {
 		s.dir = d
 		break
 	}
+	s.cur.Store(s.stdio)
+	if opts.Socket != "" && s.dir != "" {
+		l, err := listenUnix(filepath.Join(s.dir, opts.Socket))
+		if err != nil {
+			s.logf("supervisor: no local socket: %v", err)
+		} else {
+			s.listener = l
+		}
+	}
 	return s
+}
+
+// SocketPath is the unix socket the server accepts clients on ("" = none).
+func (s *Server) SocketPath() string {
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
 }
 
 // Dir is where session state is kept ("" = memory only).
@@ -132,6 +164,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	go s.writer()
 	go s.inputWaitLoop()
 	defer close(s.stop)
+	if s.listener != nil {
+		defer s.listener.Close()
+		go s.acceptLoop(s.listener)
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.readLoop() }()
@@ -139,16 +175,24 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case err := <-errc:
+		if err == nil && s.listener != nil {
+			// The attach stream ended; socket clients are still served.
+			<-ctx.Done()
+			return ctx.Err()
+		}
 		return err
 	}
 }
 
+// readLoop serves the attach stream, whose readers all share one stdin: a
+// bad frame skips to the next Hello instead of ending it.
 func (s *Server) readLoop() error {
+	in := s.stdio.r
 	for {
-		f, err := ReadFrame(s.in)
+		f, err := ReadFrame(in)
 		if errors.Is(err, ErrBadFrame) {
 			s.logf("supervisor: %v; resynchronising on the next hello", err)
-			if err := s.resync(); err != nil {
+			if err := resync(in); err != nil {
 				return err
 			}
 			continue
@@ -159,34 +203,39 @@ func (s *Server) readLoop() error {
 			}
 			return err
 		}
-		s.handle(f)
+		s.handle(f, s.stdio)
 	}
 }
 
 // resync skips input up to the next frame header of a Hello.
-func (s *Server) resync() error {
+func resync(in *bufio.Reader) error {
 	for {
-		b, err := s.in.ReadByte()
+		b, err := in.ReadByte()
 		if err != nil {
 			return err
 		}
 		if b != Magic {
 			continue
 		}
-		next, err := s.in.Peek(1)
+		next, err := in.Peek(1)
 		if err != nil {
 			return err
 		}
 		if next[0] == FrameHello {
-			return s.in.UnreadByte()
+			return in.UnreadByte()
 		}
 	}
 }
 
-// outFrame is an encoded frame; pooled ones go back to Server.pool.
+// outFrame is an encoded frame for one connection (the current one when it
+// was queued); pooled ones go back to Server.pool.
 type outFrame struct {
 	b      []byte
 	pooled *[]byte
+	to     *serverConn
+	// closeAfter closes a socket connection once the frame is written (the
+	// notice to a superseded client).
+	closeAfter bool
 }
 
 // maxOutputChunk is the largest output payload per frame; poolFrameSize the
@@ -199,9 +248,21 @@ const (
 // send queues a frame for the writer.
 func (s *Server) send(typ byte, stream uint32, payload []byte) {
 	b := AppendFrame(make([]byte, 0, HeaderSize+len(payload)), typ, stream, payload)
-	select {
-	case s.outq <- outFrame{b: b}:
-	case <-s.stop:
+	s.enqueue(outFrame{b: b, to: s.cur.Load()})
+}
+
+// enqueue hands a frame to the writer; a frame for no connection (or after
+// Serve ended) is dropped.
+func (s *Server) enqueue(f outFrame) {
+	if f.to != nil {
+		select {
+		case s.outq <- f:
+			return
+		case <-s.stop:
+		}
+	}
+	if f.pooled != nil {
+		s.pool.Put(f.pooled)
 	}
 }
 
@@ -241,11 +302,7 @@ func (s *Server) queueOutput(bp *[]byte, typ byte, stream uint32, which byte, n 
 	binary.BigEndian.PutUint32(b[2:6], stream)
 	binary.BigEndian.PutUint32(b[6:10], uint32(1+n))
 	b[10] = which
-	select {
-	case s.outq <- outFrame{b: b, pooled: bp}:
-	case <-s.stop:
-		s.pool.Put(bp)
-	}
+	s.enqueue(outFrame{b: b, pooled: bp, to: s.cur.Load()})
 }
 
 // minCompress is the smallest chunk worth compressing.
@@ -285,11 +342,7 @@ func (s *Server) sendOutput(stream uint32, which byte, data []byte, tryZ bool) b
 	if typ == FrameOutput {
 		copy(b[11:], data)
 	}
-	select {
-	case s.outq <- outFrame{b: b, pooled: bp}:
-	case <-s.stop:
-		s.pool.Put(bp)
-	}
+	s.enqueue(outFrame{b: b, pooled: bp, to: s.cur.Load()})
 	return typ == FrameOutputZ
 }
 
@@ -339,48 +392,93 @@ func (s *Server) sendError(stream uint32, err error) {
 	s.send(FrameError, stream, []byte(err.Error()))
 }
 
-// writer drains the queue, coalescing frames, and flushes when idle.
+// writer drains the queue, coalescing frames per connection, and flushes
+// when idle or when the next frame is for another connection.
 func (s *Server) writer() {
-	w := bufio.NewWriterSize(s.out, 128<<10)
+	var last *serverConn
+	flush := func(c *serverConn) {
+		if c != nil {
+			c.flush(s.logf)
+		}
+	}
 	for {
 		var f outFrame
 		select {
 		case f = <-s.outq:
 		case <-s.stop:
-			_ = w.Flush()
+			flush(last)
 			return
 		}
-		if _, err := w.Write(f.b); err != nil {
-			s.logf("supervisor: write: %v", err)
+		if last != f.to {
+			flush(last)
+			last = f.to
 		}
+		f.to.write(f.b, s.logf)
 		if f.pooled != nil {
 			s.pool.Put(f.pooled)
 		}
-		if len(s.outq) == 0 {
-			if err := w.Flush(); err != nil {
-				s.logf("supervisor: flush: %v", err)
-			}
+		switch {
+		case f.closeAfter:
+			f.to.flush(s.logf)
+			f.to.close()
+			last = nil
+		case len(s.outq) == 0:
+			flush(last)
 		}
 	}
 }
 
-func (s *Server) handle(f Frame) {
+// hello makes c the current connection: every stream of the previous
+// client is unbound (its commands run on, detached), and the ack goes to
+// the new connection and to the one it supersedes, which is closed if it
+// is a socket.
+func (s *Server) hello(c *serverConn, h Hello) {
+	s.mu.Lock()
+	old := s.cur.Swap(c)
+	s.client = h.Client
+	s.deflate.Store(h.Deflate)
+	for id, sess := range s.streams {
+		sess.detach()
+		delete(s.streams, id)
+	}
+	s.mu.Unlock()
+	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath()})
+	frame := AppendFrame(nil, FrameHelloAck, 0, ack)
+	if old != nil && old != c {
+		s.enqueue(outFrame{b: frame, to: old, closeAfter: old.sock != nil})
+	}
+	s.enqueue(outFrame{b: frame, to: c})
+}
+
+// connLost is called when socket connection c ended: if it was the current
+// one, its streams are unbound (their commands run on, and a new client
+// re-attaches them).
+func (s *Server) connLost(c *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cur.CompareAndSwap(c, nil) {
+		return
+	}
+	for id, sess := range s.streams {
+		sess.detach()
+		delete(s.streams, id)
+	}
+}
+
+// handle serves one frame that arrived on connection c. Only a Hello is
+// taken from a connection that is not the current one.
+func (s *Server) handle(f Frame, c *serverConn) {
+	if f.Type != FrameHello && s.cur.Load() != c {
+		return
+	}
 	switch f.Type {
 	case FrameHello:
 		var h Hello
 		if err := json.Unmarshal(f.Payload, &h); err != nil {
-			s.sendError(0, fmt.Errorf("bad hello: %w", err))
+			s.enqueue(outFrame{b: AppendFrame(nil, FrameError, 0, []byte("bad hello: "+err.Error())), to: c})
 			return
 		}
-		s.mu.Lock()
-		s.client = h.Client
-		s.deflate.Store(h.Deflate)
-		for id, sess := range s.streams {
-			sess.detach()
-			delete(s.streams, id)
-		}
-		s.mu.Unlock()
-		s.sendJSON(FrameHelloAck, 0, HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir})
+		s.hello(c, h)
 	case FrameOpen:
 		var spec OpenSpec
 		if err := json.Unmarshal(f.Payload, &spec); err != nil {
