@@ -1,6 +1,6 @@
 # sandboxctl — the two commands that matter:
 #
-#   make run    set everything up (docker.io, dockerd, images, bin/sandboxctl) and run
+#   make run    set everything up (docker.io, dockerd, images, bin/) and run
 #               the main job: a command in a fresh sandbox, then background + poll
 #   make test   the same prerequisites, then every test (unit + integration/)
 #
@@ -46,7 +46,8 @@ toolchain:
 
 build: toolchain
 	@mkdir -p bin
-	$(GO) build -o $(BIN) ./cmd/sandboxctl
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/sandboxctl
+	$(GO) build -o bin/sandboxctld ./cmd/sandboxctld
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/sandboxctl-supervisor ./cmd/sandboxctl-supervisor
 
 run: docker-up images build

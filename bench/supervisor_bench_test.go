@@ -146,8 +146,9 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// buildBinaries builds sandboxctl and sandboxctl-supervisor side by side
-// (the daemon finds the supervisor next to its executable).
+// buildBinaries builds sandboxctl, sandboxctld and sandboxctl-supervisor
+// side by side, as `make build` does (sandboxctl finds sandboxctld, and the
+// daemon the supervisor, next to its executable).
 func buildBinaries(b *testing.B, dir string) (cli, sup string) {
 	b.Helper()
 	_, file, _, _ := runtime.Caller(0)
@@ -157,7 +158,11 @@ func buildBinaries(b *testing.B, dir string) (cli, sup string) {
 	for _, c := range []struct {
 		out, pkg string
 		static   bool
-	}{{cli, "./cmd/sandboxctl", false}, {sup, "./cmd/sandboxctl-supervisor", true}} {
+	}{
+		{cli, "./cmd/sandboxctl", true},
+		{filepath.Join(dir, "sandboxctld"), "./cmd/sandboxctld", false},
+		{sup, "./cmd/sandboxctl-supervisor", true},
+	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", c.out, c.pkg)
 		cmd.Dir = root
 		cmd.Env = os.Environ()

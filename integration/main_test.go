@@ -94,9 +94,13 @@ func requireDocker(t *testing.T, images ...string) *client.Client {
 	return cli
 }
 
-// buildBinary builds ./cmd/<name> once per package run.
+// buildBinary builds ./cmd/<name> once per package run; sandboxctl comes
+// with the sandboxctld it hands the runtime commands to.
 func buildBinary(t *testing.T, name string) string {
 	t.Helper()
+	if name == "sandboxctl" {
+		buildBinary(t, "sandboxctld")
+	}
 	out := filepath.Join(binDir, name)
 	if _, err := os.Stat(out); err == nil {
 		return out

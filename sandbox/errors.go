@@ -6,6 +6,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -19,27 +21,10 @@ var (
 	// ErrInvalidConfig marks a configuration the sandbox refuses (a blocked
 	// bind, network host, unconfined seccomp, credential-looking env, ...).
 	// Nothing is created when it is returned.
-	ErrInvalidConfig = errors.New("invalid sandbox configuration")
+	ErrInvalidConfig = sandboxconfig.ErrInvalidConfig
 	// ErrNotFound means no managed sandbox matches.
 	ErrNotFound = errors.New("sandbox not found")
 )
-
-// ConfigError is an ErrInvalidConfig naming the offending setting.
-type ConfigError struct {
-	Field string // e.g. "sandbox.docker.binds[0]"
-	Value string
-	Msg   string
-}
-
-func (e *ConfigError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
-	}
-	return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Msg)
-}
-
-// Is makes errors.Is(err, ErrInvalidConfig) true.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // unreachableError wraps a connection failure with the way out.
 type unreachableError struct {

@@ -5,17 +5,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 
-	"github.com/docker/go-units"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
@@ -91,57 +89,6 @@ func ContainerName(prefix, scopeKey string) string {
 	return name + suffix
 }
 
-// resources is the parsed form of the resource settings.
-type resources struct {
-	memory, memorySwap int64
-	nanoCPUs           int64
-	ulimits            []*container.Ulimit
-	dns                []netip.Addr
-}
-
-func parseResources(d DockerConfig) (resources, error) {
-	var r resources
-	var err error
-	if d.Memory != "" {
-		if r.memory, err = units.RAMInBytes(d.Memory); err != nil {
-			return r, &ConfigError{Field: "sandbox.docker.memory", Value: d.Memory, Msg: "not a size like 512m or 2g"}
-		}
-	}
-	if d.MemorySwap != "" {
-		if d.MemorySwap == "-1" {
-			r.memorySwap = -1
-		} else if r.memorySwap, err = units.RAMInBytes(d.MemorySwap); err != nil {
-			return r, &ConfigError{Field: "sandbox.docker.memorySwap", Value: d.MemorySwap, Msg: "not a size like 1g (or -1)"}
-		}
-	}
-	r.nanoCPUs = int64(d.CPUs * 1e9)
-	names := make([]string, 0, len(d.Ulimits))
-	for name := range d.Ulimits {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		u, err := units.ParseUlimit(name + "=" + d.Ulimits[name])
-		if err != nil {
-			return r, &ConfigError{Field: "sandbox.docker.ulimits." + name, Value: d.Ulimits[name], Msg: err.Error()}
-		}
-		r.ulimits = append(r.ulimits, u)
-	}
-	for _, s := range d.DNS {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return r, &ConfigError{Field: "sandbox.docker.dns", Value: s, Msg: "not an IP address"}
-		}
-		r.dns = append(r.dns, a)
-	}
-	for _, h := range d.ExtraHosts {
-		if !strings.Contains(h, ":") {
-			return r, &ConfigError{Field: "sandbox.docker.extraHosts", Value: h, Msg: "want host:ip"}
-		}
-	}
-	return r, nil
-}
-
 // layout is where a scope's workspace lives on the host and how it is mounted.
 type layout struct {
 	Access        workdir.Access `json:"access"`
@@ -181,7 +128,7 @@ func containerEnv(d DockerConfig) []string {
 // createSpec builds the Engine create request for a scope.
 func createSpec(sh shape, name string, labels map[string]string) (*container.Config, *container.HostConfig, error) {
 	d := sh.Docker
-	res, err := parseResources(d)
+	res, err := sandboxconfig.ParseResources(d)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,13 +164,13 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 		Tmpfs:          tmpfs,
 		Mounts:         mounts,
 		Init:           &init,
-		DNS:            res.dns,
+		DNS:            res.DNS,
 		ExtraHosts:     d.ExtraHosts,
 		Resources: container.Resources{
-			Memory:     res.memory,
-			MemorySwap: res.memorySwap,
-			NanoCPUs:   res.nanoCPUs,
-			Ulimits:    res.ulimits,
+			Memory:     res.Memory,
+			MemorySwap: res.MemorySwap,
+			NanoCPUs:   res.NanoCPUs,
+			Ulimits:    res.Ulimits,
 		},
 	}
 	if pids > 0 {

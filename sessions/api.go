@@ -1,66 +1,27 @@
 package sessions
 
-// ExecParams is the input of the exec tool (SPEC §2). Field names in JSON are
-// exactly OpenClaw's so existing agents work unchanged. Pointer fields
-// distinguish "not given" from a zero value.
-type ExecParams struct {
-	Command    string            `json:"command"`
-	Workdir    string            `json:"workdir,omitempty"`
-	Env        map[string]string `json:"env,omitempty"`
-	YieldMs    *float64          `json:"yieldMs,omitempty"`
-	Background bool              `json:"background,omitempty"`
-	Timeout    *float64          `json:"timeout,omitempty"` // seconds
-	PTY        bool              `json:"pty,omitempty"`
-	Elevated   bool              `json:"elevated,omitempty"`
-	Host       string            `json:"host,omitempty"`     // sandbox | gateway | node
-	Security   string            `json:"security,omitempty"` // deny | allowlist | full
-	Ask        string            `json:"ask,omitempty"`      // off | on-miss | always
-	Node       string            `json:"node,omitempty"`
-	AgentID    string            `json:"agentId,omitempty"`
-	SessionKey string            `json:"sessionKey,omitempty"`
-}
+import "github.com/sandboxctl/sandboxctl/sessions/toolapi"
 
-// ProcessParams is the input of the process tool (SPEC §3).
-type ProcessParams struct {
-	Action    string   `json:"action"`
-	SessionID string   `json:"sessionId,omitempty"`
-	Data      string   `json:"data,omitempty"`
-	EOF       bool     `json:"eof,omitempty"`
-	Keys      []string `json:"keys,omitempty"`
-	Hex       []string `json:"hex,omitempty"`
-	Literal   string   `json:"literal,omitempty"`
-	Text      string   `json:"text,omitempty"`
-	Bracketed *bool    `json:"bracketed,omitempty"`
-	Offset    *int     `json:"offset,omitempty"`
-	Limit     *int     `json:"limit,omitempty"`
-	Signal    string   `json:"signal,omitempty"`
-	TimeoutMs *float64 `json:"timeoutMs,omitempty"`
-	// Cols and Rows are the new terminal size for action "resize".
-	Cols       *int   `json:"cols,omitempty"`
-	Rows       *int   `json:"rows,omitempty"`
-	AgentID    string `json:"agentId,omitempty"`
-	SessionKey string `json:"sessionKey,omitempty"`
-}
-
-// Content is one entry of a tool result's content list.
-type Content struct {
-	Type string `json:"type"` // always "text"
-	Text string `json:"text"`
-}
-
-// Result is what both tools return: {content:[{type:"text",text}], details}.
-// Details is a JSON object whose fields depend on details.status (SPEC §2) or
-// on the process action (SPEC §3).
-type Result struct {
-	Content []Content      `json:"content"`
-	Details map[string]any `json:"details"`
-}
+// The tools' wire types live in package toolapi (standard library only, for
+// light clients); these are their names here.
+type (
+	// ExecParams is the input of the exec tool (SPEC §2).
+	ExecParams = toolapi.ExecParams
+	// ProcessParams is the input of the process tool (SPEC §3).
+	ProcessParams = toolapi.ProcessParams
+	// Content is one entry of a tool result's content list.
+	Content = toolapi.Content
+	// Result is what both tools return.
+	Result = toolapi.Result
+	// Event is a notice on the event stream (e.g. a background run ended).
+	Event = toolapi.Event
+)
 
 // Status values of details.status.
 const (
-	StatusCompleted       = "completed"
-	StatusFailed          = "failed"
-	StatusRunning         = "running"
-	StatusApprovalPending = "approval-pending"
-	StatusDenied          = "denied"
+	StatusCompleted       = toolapi.StatusCompleted
+	StatusFailed          = toolapi.StatusFailed
+	StatusRunning         = toolapi.StatusRunning
+	StatusApprovalPending = toolapi.StatusApprovalPending
+	StatusDenied          = toolapi.StatusDenied
 )

@@ -3,6 +3,8 @@ package sessions
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // ErrInvalidInput classifies bad tool input (SPEC §11). Every such error
@@ -16,7 +18,7 @@ var ErrInvalidInput = errors.New("invalid input")
 // "No session found for ID" (so an agent sees it like any other answer) with
 // details.error = "not_found"; Result.Err turns such a result into an error
 // wrapping ErrNoSession for Go callers that prefer one.
-var ErrNoSession = errors.New("no session found")
+var ErrNoSession = toolapi.ErrNoSession
 
 // ErrHostUnavailable is returned when the selected host has no
 // implementation configured (Options.Hosts lacks it).
@@ -44,14 +46,4 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 func inputErr(field, format string, args ...any) *InputError {
 	return &InputError{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-// Err returns nil for an ordinary result and an error wrapping ErrNoSession
-// for a "No session found for ID" result.
-func (r Result) Err() error {
-	if r.Details == nil || r.Details["error"] != "not_found" {
-		return nil
-	}
-	id, _ := r.Details["sessionId"].(string)
-	return fmt.Errorf("No session found for %s: %w", id, ErrNoSession) //nolint:staticcheck // the tool's exact text
 }

@@ -32,18 +32,6 @@ type Options struct {
 	Getenv func(string) string
 }
 
-// Event is an asynchronous notification: today "exit" events for background
-// sessions (SPEC §3); approval events will join them.
-type Event struct {
-	Type       string         `json:"type"` // "exit"
-	Text       string         `json:"text"`
-	SessionID  string         `json:"sessionId,omitempty"`
-	AgentID    string         `json:"agentId,omitempty"`
-	SessionKey string         `json:"sessionKey,omitempty"`
-	Time       time.Time      `json:"time"`
-	Details    map[string]any `json:"details,omitempty"`
-}
-
 // Limits are the effective numeric settings after defaults, environment
 // overrides and clamping.
 type Limits struct {

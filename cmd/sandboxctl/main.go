@@ -1,7 +1,10 @@
-// Command sandboxctl is the CLI and daemon of sandboxctl: exec and process
-// (through the daemon), sandbox (Docker directly), serve (the daemon) and
-// version. The commands live in internal/cli; this file only wires the
-// process to them.
+// Command sandboxctl is the CLI of sandboxctl. It is deliberately light: the
+// client commands (exec, process, approvals, version) talk to the daemon
+// over its socket and link nothing of the runtime, so `sandboxctl exec`
+// costs a few milliseconds of process start-up on top of the daemon's
+// answer. The runtime's own commands (serve, sandbox, mcp, node) are
+// handed over to sandboxctld, installed beside it. Build it static
+// (CGO_ENABLED=0) so no dynamic loader runs at start.
 package main
 
 import (
@@ -10,7 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/cli"
 )
 
 // version is set at build time: -ldflags "-X main.version=v1.2.3".
@@ -28,6 +31,6 @@ func run() int {
 		<-ctx.Done()
 		stop()
 	}()
-	c := &cli.CLI{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Version: version}
-	return cli.Report(cli.NewRootCommand(c).ExecuteContext(ctx), os.Stderr)
+	c := &cli.CLI{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Version: version, Argv: os.Args}
+	return cli.Report(cli.NewRootCommand(c, cli.ForwardingCommands(c)...).ExecuteContext(ctx), os.Stderr)
 }

@@ -21,8 +21,10 @@ import (
 	"time"
 )
 
-// binary is the sandboxctl built for this run.
-var binary string
+// binary is the sandboxctl built for this run, daemonBinary the sandboxctld
+// beside it (where sandboxctl finds it: auto-start and the forwarded
+// commands run it).
+var binary, daemonBinary string
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -36,11 +38,15 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "sandboxctl")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build:", err)
-		return 1
+	daemonBinary = filepath.Join(dir, "sandboxctld")
+	for out, pkg := range map[string]string{binary: ".", daemonBinary: "../sandboxctld"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "go build", pkg+":", err)
+			return 1
+		}
 	}
 	code := m.Run()
 	if left := leftoverDaemons(); len(left) > 0 {
@@ -53,7 +59,7 @@ func testMain(m *testing.M) int {
 	return code
 }
 
-// leftoverDaemons lists the pids of processes running this run's binary.
+// leftoverDaemons lists the pids of daemons of this run's binaries.
 func leftoverDaemons() []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
@@ -67,7 +73,7 @@ func leftoverDaemons() []int {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 0 && args[0] == binary && strings.Contains(string(cmdline), "\x00serve") {
+		if len(args) > 0 && (args[0] == binary || args[0] == daemonBinary) && strings.Contains(string(cmdline), "\x00serve") {
 			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
 				continue // a zombie is already dead
 			}

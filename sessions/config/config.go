@@ -3,13 +3,13 @@
 // SANDBOXCTL_* (and PI_BASH_*) environment overrides are applied on top.
 package config
 
-import "github.com/sandboxctl/sandboxctl/sandbox"
+import "github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 
 // File is the whole configuration file.
 type File struct {
-	Exec     Exec           `yaml:"exec" json:"exec"`
-	Elevated Elevated       `yaml:"elevated" json:"elevated"`
-	Sandbox  sandbox.Config `yaml:"sandbox" json:"sandbox"`
+	Exec     Exec                 `yaml:"exec" json:"exec"`
+	Elevated Elevated             `yaml:"elevated" json:"elevated"`
+	Sandbox  sandboxconfig.Config `yaml:"sandbox" json:"sandbox"`
 	// State is the state directory: approvals.json, sandbox registry, session
 	// logs, the daemon socket and pid file.
 	State string `yaml:"state" json:"state"`
@@ -73,7 +73,7 @@ func Default() File {
 			ApprovalTimeoutSec:    120,
 		},
 		Elevated: Elevated{Enabled: false, AllowFrom: []string{}, DefaultLevel: "ask"},
-		Sandbox:  sandbox.DefaultConfig(),
+		Sandbox:  sandboxconfig.DefaultConfig(),
 		State:    "~/.sandboxctl",
 	}
 }

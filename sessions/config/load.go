@@ -14,7 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // ErrInvalid marks every configuration error; *Error carries the key and line.
@@ -283,7 +283,7 @@ func (f File) Validate() error {
 		return &Error{Key: "sandbox.prune", Msg: "idleHours and maxAgeDays must be >= 0 (0 disables)"}
 	}
 	if err := f.Sandbox.Validate(); err != nil {
-		var ce *sandbox.ConfigError
+		var ce *sandboxconfig.ConfigError
 		if errors.As(err, &ce) {
 			msg := ce.Msg
 			if ce.Value != "" {

@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"context"
@@ -14,11 +14,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
-	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -48,11 +50,11 @@ type ServeOptions struct {
 	NodeToken string
 }
 
-func newServeCommand(c *CLI) *cobra.Command {
+func newServeCommand(c *cli.CLI) *cobra.Command {
 	var opts ServeOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the daemon: the exec and process tools over HTTP/JSON on the state directory's socket",
+		Short: cli.RuntimeShort("serve"),
 		Long: `Run the sandboxctl daemon. It serves HTTP/JSON on <state>/sandboxctl.sock
 (mode 0600) and, with --listen, on TCP behind a bearer token (--token, else
 <state>/token, generated with mode 0600 when missing) and optionally TLS.
@@ -62,7 +64,7 @@ Endpoints: POST /v1/tools/exec, POST /v1/tools/process, GET /v1/events
 (socket only). SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
 gracefully: every process it started is killed and its socket and pid file
 are removed.`,
-		Args: exactArgs(0),
+		Args: cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunServe(cmd.Context(), c, opts)
 		},
@@ -77,7 +79,7 @@ are removed.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the state directory's daemon gracefully",
-		Args:  exactArgs(0),
+		Args:  cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunServeStop(cmd.Context(), c)
 		},
@@ -86,7 +88,7 @@ are removed.`,
 }
 
 // RunServe runs the daemon until ctx is done or it is asked to stop.
-func RunServe(ctx context.Context, c *CLI, opts ServeOptions) error {
+func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	cfg, err := c.LoadConfig()
 	if err != nil {
 		return err
@@ -209,7 +211,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
-			return nil, "", nil, &ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+			return nil, "", nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
 		}
 		logf("sandbox host unavailable: %v", err)
 		hosts["sandbox"] = unavailableHost{err: err}
@@ -260,15 +262,15 @@ func forward[T any](ctx context.Context, in <-chan T) <-chan any {
 	return out
 }
 
-func runServeDetached(ctx context.Context, c *CLI, state string, opts ServeOptions) error {
+func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeOptions) error {
 	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" {
-		return usageErrorf("serve: --listen, --token and --tls-* need --foreground (run the daemon under a service manager instead)")
+		return cli.UsageErrorf("serve: --listen, --token and --tls-* need --foreground (run the daemon under a service manager instead)")
 	}
-	argv, err := c.daemonCommand(state)
+	argv, err := c.DaemonCommand(state)
 	if err != nil {
 		return err
 	}
-	client, err := daemon.EnsureRunning(ctx, daemon.StartOptions{StateDir: state, Command: argv})
+	client, err := apiclient.EnsureRunning(ctx, apiclient.StartOptions{StateDir: state, Command: argv})
 	if err != nil {
 		return err
 	}
@@ -277,7 +279,7 @@ func runServeDetached(ctx context.Context, c *CLI, state string, opts ServeOptio
 		return err
 	}
 	if c.JSON {
-		return writeJSON(c.Out, h)
+		return cli.WriteJSON(c.Out, h)
 	}
 	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, daemon.SocketPath(state))
 	return err
@@ -285,19 +287,19 @@ func runServeDetached(ctx context.Context, c *CLI, state string, opts ServeOptio
 
 // RunServeStop stops the state directory's daemon and waits until it has
 // let go of the directory.
-func RunServeStop(ctx context.Context, c *CLI) error {
+func RunServeStop(ctx context.Context, c *cli.CLI) error {
 	state, err := c.StateDirNoConfig()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return daemon.Stop(ctx, state)
+	return apiclient.Stop(ctx, state)
 }
 
 // buildNodeRegistry accepts node agents when the daemon listens on TCP; the
 // unix socket is local only, so without --listen there are no nodes.
-func buildNodeRegistry(c *CLI, opts ServeOptions, state string, logf func(string, ...any)) (*nodeexec.Registry, error) {
+func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(string, ...any)) (*nodeexec.Registry, error) {
 	if opts.Listen == "" {
 		return nil, nil
 	}

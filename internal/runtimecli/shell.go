@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/moby/term"
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 )
 
@@ -28,7 +29,7 @@ type ShellOptions struct {
 	Cmd []string
 }
 
-func newSandboxShellCommand(c *CLI) *cobra.Command {
+func newSandboxShellCommand(c *cli.CLI) *cobra.Command {
 	var opts ShellOptions
 	cmd := &cobra.Command{
 		Use:   "shell [--agent ID] [--session KEY] [-- COMMAND...]",
@@ -48,11 +49,11 @@ is the shell's.`,
 }
 
 // RunSandboxShell attaches the terminal to a shell in the scope's sandbox and
-// returns an *ExitError with the shell's exit code when it is not 0.
-func RunSandboxShell(ctx context.Context, c *CLI, opts ShellOptions) (err error) {
+// returns an *cli.ExitError with the shell's exit code when it is not 0.
+func RunSandboxShell(ctx context.Context, c *cli.CLI, opts ShellOptions) (err error) {
 	in, ok := c.In.(*os.File)
 	if !ok || !term.IsTerminal(in.Fd()) {
-		return usageErrorf("sandbox shell: stdin is not a terminal; use 'sandboxctl exec' for non-interactive commands")
+		return cli.UsageErrorf("sandbox shell: stdin is not a terminal; use 'sandboxctl exec' for non-interactive commands")
 	}
 	fd := in.Fd()
 	cols, rows := 120, 30
@@ -68,7 +69,7 @@ func RunSandboxShell(ctx context.Context, c *CLI, opts ShellOptions) (err error)
 		env[0] = "TERM=" + t
 	}
 
-	m, err := c.newSandboxManager(ctx)
+	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -138,13 +139,13 @@ func RunSandboxShell(ctx context.Context, c *CLI, opts ShellOptions) (err error)
 	}
 	switch {
 	case werr != nil && errors.Is(werr, context.Canceled):
-		return &ExitError{Code: 130, Err: errors.New("sandbox shell: interrupted; the shell was killed")}
+		return &cli.ExitError{Code: 130, Err: errors.New("sandbox shell: interrupted; the shell was killed")}
 	case werr != nil:
 		return fmt.Errorf("sandbox shell: %w", werr)
-	case sig != "" && signalNumber(sig) > 0:
-		return &ExitError{Code: 128 + signalNumber(sig)}
+	case sig != "" && cli.SignalNumber(sig) > 0:
+		return &cli.ExitError{Code: 128 + cli.SignalNumber(sig)}
 	case code != 0:
-		return &ExitError{Code: code}
+		return &cli.ExitError{Code: code}
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // ProcessOptions are the flags of `sandboxctl process ACTION [ID]`.
@@ -32,8 +32,8 @@ type ProcessOptions struct {
 }
 
 // Params builds the process tool's input.
-func (o ProcessOptions) Params() sessions.ProcessParams {
-	p := sessions.ProcessParams{
+func (o ProcessOptions) Params() toolapi.ProcessParams {
+	p := toolapi.ProcessParams{
 		Action: o.Action, SessionID: o.SessionID,
 		Data: o.Data, EOF: o.EOF, Keys: o.Keys, Hex: o.Hex, Literal: o.Literal, Text: o.Text,
 		Offset: o.Offset, Limit: o.Limit, Signal: o.Signal, TimeoutMs: o.TimeoutMs,
@@ -65,7 +65,7 @@ func newProcessCommand(c *CLI) *cobra.Command {
 		Short: "Follow up on background sessions: list, poll, log, write, send-keys, paste, submit, kill, clear, remove, resize",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageErrorf("process: missing ACTION (list|poll|log|write|send-keys|paste|submit|kill|clear|remove|resize)")
+			return UsageErrorf("process: missing ACTION (list|poll|log|write|send-keys|paste|submit|kill|clear|remove|resize)")
 		},
 	}
 	actions := []processAction{
@@ -113,10 +113,10 @@ func newProcessSubcommand(c *CLI, a processAction, needsID bool) *cobra.Command 
 		ints processInts
 	)
 	use := a.name
-	args := exactArgs(0)
+	args := ExactArgs(0)
 	if needsID {
 		use += " ID"
-		args = exactArgs(1, "ID")
+		args = ExactArgs(1, "ID")
 	}
 	cmd := &cobra.Command{
 		Use:   use,
@@ -144,7 +144,7 @@ func newProcessSubcommand(c *CLI, a processAction, needsID bool) *cobra.Command 
 				opts.Rows = &ints.rows
 			}
 			if a.name == "resize" && (opts.Cols == nil || opts.Rows == nil) {
-				return usageErrorf("process resize: --cols and --rows are required")
+				return UsageErrorf("process resize: --cols and --rows are required")
 			}
 			return RunProcess(cmd.Context(), c, opts)
 		},
@@ -175,11 +175,11 @@ func RunProcess(ctx context.Context, c *CLI, opts ProcessOptions) error {
 		}
 		return err
 	}
-	var res sessions.Result
+	var res toolapi.Result
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("process: decode the daemon's answer: %w", err)
 	}
-	notFound := errors.Is(res.Err(), sessions.ErrNoSession)
+	notFound := errors.Is(res.Err(), toolapi.ErrNoSession)
 	switch {
 	case c.JSON:
 		err = writeRaw(c.Out, raw)

@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"bytes"

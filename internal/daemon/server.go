@@ -19,16 +19,17 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // Names of the daemon's files inside the state directory.
 const (
-	SocketName    = "sandboxctl.sock"
-	PIDFileName   = "daemon.pid"
-	LockFileName  = "daemon.lock"
+	SocketName    = apiclient.SocketName
+	PIDFileName   = apiclient.PIDFileName
+	LockFileName  = apiclient.LockFileName
 	TokenFileName = "token"
-	LogFileName   = "daemon.log"
+	LogFileName   = apiclient.LogFileName
 )
 
 // MaxBodyBytes is the largest request body the daemon reads (1 MiB); larger
@@ -47,7 +48,7 @@ const maxSocketPath = 103
 var ErrAlreadyRunning = errors.New("a sandboxctl daemon is already running for this state directory")
 
 // SocketPath is the daemon's unix socket inside stateDir.
-func SocketPath(stateDir string) string { return filepath.Join(stateDir, SocketName) }
+func SocketPath(stateDir string) string { return apiclient.SocketPath(stateDir) }
 
 // Tools is the part of a *sessions.Manager that the daemon serves.
 type Tools interface {
@@ -101,11 +102,7 @@ type Options struct {
 }
 
 // Health is the body of GET /healthz.
-type Health struct {
-	OK      bool   `json:"ok"`
-	PID     int    `json:"pid"`
-	Version string `json:"version"`
-}
+type Health = apiclient.Health
 
 // Server is a listening daemon. Create it with Listen, run it with Serve.
 type Server struct {
@@ -347,7 +344,7 @@ func (s *Server) removeStaleSocket(ctx context.Context) error {
 	}
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if h, err := NewUnixClient(s.sockPath).Health(hctx); err == nil {
+	if h, err := apiclient.NewUnixClient(s.sockPath).Health(hctx); err == nil {
 		return fmt.Errorf("daemon: %w (pid %d answers on %s)", ErrAlreadyRunning, h.PID, s.sockPath)
 	}
 	d := net.Dialer{Timeout: time.Second}
@@ -586,9 +583,7 @@ func decodeStatus(err error) (int, error) {
 }
 
 // errorBody is the body of every non-2xx answer.
-type errorBody struct {
-	Error string `json:"error"`
-}
+type errorBody = apiclient.ErrorBody
 
 func writeError(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, errorBody{Error: err.Error()})

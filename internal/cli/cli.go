@@ -19,13 +19,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
@@ -43,8 +44,12 @@ type CLI struct {
 	Version string
 	// Getenv reads the environment (default os.Getenv).
 	Getenv func(string) string
-	// Executable is the binary that auto-start runs (default os.Executable).
-	Executable string
+	// Argv is the process's arguments (os.Args); forwarded commands hand
+	// them to sandboxctld unchanged.
+	Argv []string
+	// DaemonBinary is the sandboxctld binary that auto-start and the
+	// forwarded commands run; empty finds it (see FindDaemonBinary).
+	DaemonBinary string
 
 	// Global flags.
 	StateFlag  string // --state
@@ -68,8 +73,8 @@ func (e *ExitError) Error() string {
 
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// usageErrorf is a bad-usage error: exit code 2.
-func usageErrorf(format string, args ...any) error {
+// UsageErrorf is a bad-usage error: exit code 2.
+func UsageErrorf(format string, args ...any) error {
 	return &ExitError{Code: 2, Err: fmt.Errorf(format, args...)}
 }
 
@@ -94,8 +99,11 @@ func Report(err error, w io.Writer) int {
 	return code
 }
 
-// NewRootCommand builds the sandboxctl command tree bound to c.
-func NewRootCommand(c *CLI) *cobra.Command {
+// NewRootCommand builds the sandboxctl command tree bound to c: the client
+// commands (exec, process, approvals, version) and the extra ones, which
+// are the runtime's own commands in sandboxctld and stubs that hand over to
+// sandboxctld in the light sandboxctl (see ForwardingCommands).
+func NewRootCommand(c *CLI, extra ...*cobra.Command) *cobra.Command {
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
 	}
@@ -111,7 +119,7 @@ the state directory's socket and start one when none is running.`,
 		Args:          cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown command %q for sandboxctl; run 'sandboxctl --help'", args[0])
+				return UsageErrorf("unknown command %q for sandboxctl; run 'sandboxctl --help'", args[0])
 			}
 			return cmd.Help()
 		},
@@ -131,27 +139,24 @@ the state directory's socket and start one when none is running.`,
 	root.AddCommand(
 		newExecCommand(c),
 		newProcessCommand(c),
-		newSandboxCommand(c),
-		newServeCommand(c),
-		newMCPCommand(c),
-		newNodeCommand(c),
 		newApprovalsCommand(c),
 		newVersionCommand(c),
 	)
+	root.AddCommand(extra...)
 	return root
 }
 
-// exactArgs is cobra.ExactArgs with a usage-error exit code and a message
+// ExactArgs is cobra.ExactArgs with a usage-error exit code and a message
 // that names what is missing.
-func exactArgs(n int, names ...string) cobra.PositionalArgs {
+func ExactArgs(n int, names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) == n {
 			return nil
 		}
 		if len(args) < n {
-			return usageErrorf("%s: missing %s", cmd.CommandPath(), strings.Join(names[len(args):], " "))
+			return UsageErrorf("%s: missing %s", cmd.CommandPath(), strings.Join(names[len(args):], " "))
 		}
-		return usageErrorf("%s: unexpected argument %q", cmd.CommandPath(), args[n])
+		return UsageErrorf("%s: unexpected argument %q", cmd.CommandPath(), args[n])
 	}
 }
 
@@ -210,15 +215,12 @@ func (c *CLI) StateDirNoConfig() (string, error) {
 	return c.StateDir(cfg)
 }
 
-// daemonCommand is the argv of a foreground daemon for stateDir, with the
+// DaemonCommand is the argv of a foreground daemon for stateDir, with the
 // same config file as this invocation.
-func (c *CLI) daemonCommand(stateDir string) ([]string, error) {
-	exe := c.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("find the sandboxctl binary to start a daemon: %w", err)
-		}
+func (c *CLI) DaemonCommand(stateDir string) ([]string, error) {
+	exe, err := c.daemonBinary()
+	if err != nil {
+		return nil, err
 	}
 	argv := []string{exe, "--state", stateDir}
 	if c.ConfigPath != "" {
@@ -234,16 +236,47 @@ func (c *CLI) daemonCommand(stateDir string) ([]string, error) {
 	return append(argv, "serve"), nil
 }
 
+// DaemonBinaryName is the runtime binary: the daemon (serve) and the
+// commands that talk to Docker or serve a protocol (sandbox, mcp, node).
+const DaemonBinaryName = "sandboxctld"
+
+// DaemonBinaryEnv names the sandboxctld binary explicitly.
+const DaemonBinaryEnv = "SANDBOXCTLD"
+
+// daemonBinary resolves CLI.DaemonBinary, else FindDaemonBinary.
+func (c *CLI) daemonBinary() (string, error) {
+	if c.DaemonBinary != "" {
+		return c.DaemonBinary, nil
+	}
+	return FindDaemonBinary(c.Getenv)
+}
+
+// FindDaemonBinary locates sandboxctld: $SANDBOXCTLD, else next to the
+// running executable (how bin/ and packages install them), else on PATH.
+func FindDaemonBinary(getenv func(string) string) (string, error) {
+	if p := getenv(DaemonBinaryEnv); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		cand := filepath.Join(filepath.Dir(exe), DaemonBinaryName)
+		if fi, err := os.Stat(cand); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return cand, nil
+		}
+	}
+	if p, err := exec.LookPath(DaemonBinaryName); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s not found next to this executable, on PATH or in $%s: install it beside sandboxctl (make build puts both in bin/)", DaemonBinaryName, DaemonBinaryEnv)
+}
+
 // Client returns a client for the state directory's daemon, starting one in
 // the background when none answers.
-func (c *CLI) Client(ctx context.Context, cfg config.File) (*daemon.Client, error) {
+func (c *CLI) Client(ctx context.Context, cfg config.File) (*apiclient.Client, error) {
 	state, err := c.StateDir(cfg)
 	if err != nil {
 		return nil, err
 	}
-	argv, err := c.daemonCommand(state)
-	if err != nil {
-		return nil, err
-	}
-	return daemon.EnsureRunning(ctx, daemon.StartOptions{StateDir: state, Command: argv})
+	// A missing sandboxctld matters only when no daemon runs yet.
+	argv, argvErr := c.DaemonCommand(state)
+	return apiclient.Connect(apiclient.StartOptions{StateDir: state, Command: argv, CommandErr: argvErr}), nil
 }

@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 )
 
@@ -31,13 +32,13 @@ func addScopeFlags(cmd *cobra.Command, o *SandboxOptions) {
 	cmd.Flags().StringVar(&o.SessionKey, "session", "", "session key")
 }
 
-func newSandboxCommand(c *CLI) *cobra.Command {
+func newSandboxCommand(c *cli.CLI) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
-		Short: "Manage the per-agent sandbox containers (talks to Docker directly)",
+		Short: cli.RuntimeShort("sandbox"),
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return usageErrorf("sandbox: missing subcommand (ls|create|rm|prune|explain|shell)")
+			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|prune|explain|shell)")
 		},
 	}
 	cmd.AddCommand(
@@ -45,7 +46,7 @@ func newSandboxCommand(c *CLI) *cobra.Command {
 			Use:     "ls",
 			Aliases: []string{"list"},
 			Short:   "List the managed sandboxes",
-			Args:    exactArgs(0),
+			Args:    cli.ExactArgs(0),
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return RunSandboxList(cmd.Context(), c)
 			},
@@ -59,12 +60,12 @@ func newSandboxCommand(c *CLI) *cobra.Command {
 	return cmd
 }
 
-func newSandboxCreateCommand(c *CLI) *cobra.Command {
+func newSandboxCreateCommand(c *cli.CLI) *cobra.Command {
 	var opts SandboxOptions
 	cmd := &cobra.Command{
 		Use:   "create [--agent ID] [--session KEY]",
 		Short: "Create (or start, or reuse) the sandbox of a scope",
-		Args:  exactArgs(0),
+		Args:  cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunSandboxCreate(cmd.Context(), c, opts)
 		},
@@ -79,7 +80,7 @@ type SandboxRemoveOptions struct {
 	Name string
 }
 
-func newSandboxRemoveCommand(c *CLI) *cobra.Command {
+func newSandboxRemoveCommand(c *cli.CLI) *cobra.Command {
 	var opts SandboxRemoveOptions
 	cmd := &cobra.Command{
 		Use:     "rm NAME | rm --agent ID [--session KEY]",
@@ -87,7 +88,7 @@ func newSandboxRemoveCommand(c *CLI) *cobra.Command {
 		Short:   "Remove a sandbox by name or by scope",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return usageErrorf("sandbox rm: unexpected argument %q", args[1])
+				return cli.UsageErrorf("sandbox rm: unexpected argument %q", args[1])
 			}
 			return nil
 		},
@@ -102,12 +103,12 @@ func newSandboxRemoveCommand(c *CLI) *cobra.Command {
 	return cmd
 }
 
-func newSandboxPruneCommand(c *CLI) *cobra.Command {
+func newSandboxPruneCommand(c *cli.CLI) *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "prune [--dry-run]",
 		Short: "Remove sandboxes idle longer than prune.idleHours or older than prune.maxAgeDays",
-		Args:  exactArgs(0),
+		Args:  cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunSandboxPrune(cmd.Context(), c, dryRun)
 		},
@@ -116,12 +117,12 @@ func newSandboxPruneCommand(c *CLI) *cobra.Command {
 	return cmd
 }
 
-func newSandboxExplainCommand(c *CLI) *cobra.Command {
+func newSandboxExplainCommand(c *cli.CLI) *cobra.Command {
 	var opts SandboxOptions
 	cmd := &cobra.Command{
 		Use:   "explain [--agent ID] [--session KEY]",
 		Short: "Print a scope's effective config, hash, container and whether it would be recreated",
-		Args:  exactArgs(0),
+		Args:  cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunSandboxExplain(cmd.Context(), c, opts)
 		},
@@ -132,7 +133,7 @@ func newSandboxExplainCommand(c *CLI) *cobra.Command {
 
 // newSandboxManager builds a sandbox.Manager from the config and state
 // directory of this invocation.
-func (c *CLI) newSandboxManager(ctx context.Context) (*sandbox.Manager, error) {
+func newSandboxManager(ctx context.Context, c *cli.CLI) (*sandbox.Manager, error) {
 	cfg, err := c.LoadConfig()
 	if err != nil {
 		return nil, err
@@ -149,8 +150,8 @@ func (c *CLI) newSandboxManager(ctx context.Context) (*sandbox.Manager, error) {
 }
 
 // RunSandboxList prints the managed sandboxes.
-func RunSandboxList(ctx context.Context, c *CLI) error {
-	m, err := c.newSandboxManager(ctx)
+func RunSandboxList(ctx context.Context, c *cli.CLI) error {
+	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func RunSandboxList(ctx context.Context, c *CLI) error {
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	if c.JSON {
-		return writeJSON(c.Out, list)
+		return cli.WriteJSON(c.Out, list)
 	}
 	return printSandboxes(c.Out, list, time.Now())
 }
@@ -187,8 +188,8 @@ func ago(now, t time.Time) string {
 }
 
 // RunSandboxCreate ensures the sandbox of a scope exists and runs.
-func RunSandboxCreate(ctx context.Context, c *CLI, opts SandboxOptions) error {
-	m, err := c.newSandboxManager(ctx)
+func RunSandboxCreate(ctx context.Context, c *cli.CLI, opts SandboxOptions) error {
+	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func RunSandboxCreate(ctx context.Context, c *CLI, opts SandboxOptions) error {
 		return err
 	}
 	if c.JSON {
-		return writeJSON(c.Out, res)
+		return cli.WriteJSON(c.Out, res)
 	}
 	what := "reused"
 	switch {
@@ -212,15 +213,15 @@ func RunSandboxCreate(ctx context.Context, c *CLI, opts SandboxOptions) error {
 }
 
 // RunSandboxRemove removes a sandbox by name, or the one of a scope.
-func RunSandboxRemove(ctx context.Context, c *CLI, opts SandboxRemoveOptions) error {
+func RunSandboxRemove(ctx context.Context, c *cli.CLI, opts SandboxRemoveOptions) error {
 	byScope := opts.AgentID != "" || opts.SessionKey != ""
 	switch {
 	case opts.Name != "" && byScope:
-		return usageErrorf("sandbox rm: give a NAME or --agent/--session, not both")
+		return cli.UsageErrorf("sandbox rm: give a NAME or --agent/--session, not both")
 	case opts.Name == "" && !byScope:
-		return usageErrorf("sandbox rm: missing NAME (or --agent ID / --session KEY)")
+		return cli.UsageErrorf("sandbox rm: missing NAME (or --agent ID / --session KEY)")
 	}
-	m, err := c.newSandboxManager(ctx)
+	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -236,22 +237,22 @@ func RunSandboxRemove(ctx context.Context, c *CLI, opts SandboxRemoveOptions) er
 		return err
 	}
 	if c.JSON {
-		return writeJSON(c.Out, map[string]any{"removed": name})
+		return cli.WriteJSON(c.Out, map[string]any{"removed": name})
 	}
 	_, err = fmt.Fprintf(c.Out, "removed %s\n", name)
 	return err
 }
 
 // RunSandboxPrune removes (or with dryRun lists) idle and old sandboxes.
-func RunSandboxPrune(ctx context.Context, c *CLI, dryRun bool) error {
-	m, err := c.newSandboxManager(ctx)
+func RunSandboxPrune(ctx context.Context, c *cli.CLI, dryRun bool) error {
+	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	pruned, err := m.Prune(ctx, dryRun)
 	if c.JSON {
-		if jerr := writeJSON(c.Out, map[string]any{"dryRun": dryRun, "pruned": orEmpty(pruned)}); jerr != nil && err == nil {
+		if jerr := cli.WriteJSON(c.Out, map[string]any{"dryRun": dryRun, "pruned": orEmpty(pruned)}); jerr != nil && err == nil {
 			err = jerr
 		}
 		return err
@@ -277,8 +278,8 @@ func orEmpty(l []sandbox.Info) []sandbox.Info {
 }
 
 // RunSandboxExplain prints why a scope's sandbox looks the way it does.
-func RunSandboxExplain(ctx context.Context, c *CLI, opts SandboxOptions) error {
-	m, err := c.newSandboxManager(ctx)
+func RunSandboxExplain(ctx context.Context, c *cli.CLI, opts SandboxOptions) error {
+	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -288,7 +289,7 @@ func RunSandboxExplain(ctx context.Context, c *CLI, opts SandboxOptions) error {
 		return err
 	}
 	if c.JSON {
-		return writeJSON(c.Out, ex)
+		return cli.WriteJSON(c.Out, ex)
 	}
 	_, err = io.WriteString(c.Out, formatExplanation(ex))
 	return err

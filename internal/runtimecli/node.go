@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 )
 
@@ -24,11 +25,11 @@ type NodeRunOptions struct {
 	Workdir        string
 }
 
-func newNodeCommand(c *CLI) *cobra.Command {
+func newNodeCommand(c *cli.CLI) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "Run this machine as a node host, or list the gateway's nodes",
-		Args:  exactArgs(0),
+		Short: cli.RuntimeShort("node"),
+		Args:  cli.ExactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var opts NodeRunOptions
@@ -41,7 +42,7 @@ judged again by this node's own guard: its exec.security, exec.ask,
 exec.askFallback and exec.safeBins from --config, and <state>/node/approvals.json.
 Nothing the gateway says about approval counts. Runs until interrupted; lost
 links are re-dialled with backoff.`,
-		Args: exactArgs(0),
+		Args: cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return RunNode(cmd.Context(), c, opts) },
 	}
 	f := run.Flags()
@@ -53,7 +54,7 @@ links are re-dialled with backoff.`,
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the nodes connected to the state directory's daemon",
-		Args:  exactArgs(0),
+		Args:  cli.ExactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return RunNodeList(cmd.Context(), c) },
 	}
 	cmd.AddCommand(run, ls)
@@ -61,15 +62,15 @@ links are re-dialled with backoff.`,
 }
 
 // RunNode runs the node agent until ctx ends or the gateway refuses it.
-func RunNode(ctx context.Context, c *CLI, opts NodeRunOptions) error {
+func RunNode(ctx context.Context, c *cli.CLI, opts NodeRunOptions) error {
 	if opts.GatewayURL == "" {
-		return usageErrorf("node run: --gateway is required")
+		return cli.UsageErrorf("node run: --gateway is required")
 	}
 	if opts.Token == "" {
 		opts.Token = c.Getenv(NodeTokenEnv)
 	}
 	if opts.Token == "" {
-		return usageErrorf("node run: --token (or $%s) is required", NodeTokenEnv)
+		return cli.UsageErrorf("node run: --token (or $%s) is required", NodeTokenEnv)
 	}
 	cfg, err := c.LoadConfig()
 	if err != nil {
@@ -99,8 +100,8 @@ func RunNode(ctx context.Context, c *CLI, opts NodeRunOptions) error {
 }
 
 // RunNodeList prints the daemon's connected nodes.
-func RunNodeList(ctx context.Context, c *CLI) error {
-	raw, done, err := c.callDaemon(ctx, http.MethodGet, "/v1/nodes", nil)
+func RunNodeList(ctx context.Context, c *cli.CLI) error {
+	raw, done, err := c.CallDaemon(ctx, http.MethodGet, "/v1/nodes", nil)
 	if err != nil || done {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
 // writeSelfSigned writes a certificate for 127.0.0.1 and its key into dir.
@@ -63,18 +65,18 @@ func TestTCPWithTLS(t *testing.T) {
 	r := startServer(t, Options{Listen: "127.0.0.1:0", Token: "tls-token-0123456789", TLSCertFile: certFile, TLSKeyFile: keyFile})
 	base := "https://" + r.srv.TCPAddr().String()
 
-	c := NewTCPClient(base, "tls-token-0123456789", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	c := apiclient.NewTCPClient(base, "tls-token-0123456789", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	defer c.CloseIdleConnections()
 	if _, err := c.Health(t.Context()); err != nil {
 		t.Fatalf("health over TLS: %v", err)
 	}
-	bad := NewTCPClient(base, "wrong", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	bad := apiclient.NewTCPClient(base, "wrong", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	defer bad.CloseIdleConnections()
-	var apiErr *APIError
+	var apiErr *apiclient.APIError
 	if _, err := bad.Health(t.Context()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
 		t.Errorf("wrong token over TLS: %v, want 401", err)
 	}
-	plain := NewTCPClient("http://"+r.srv.TCPAddr().String(), "tls-token-0123456789", nil)
+	plain := apiclient.NewTCPClient("http://"+r.srv.TCPAddr().String(), "tls-token-0123456789", nil)
 	defer plain.CloseIdleConnections()
 	if _, err := plain.Health(t.Context()); err == nil {
 		t.Error("plain HTTP accepted on the TLS listener")

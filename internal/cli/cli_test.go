@@ -8,7 +8,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
@@ -93,9 +93,9 @@ func TestReport(t *testing.T) {
 	}{
 		{"nil", nil, 0, ""},
 		{"silent exit", &ExitError{Code: 3}, 3, ""},
-		{"usage", usageErrorf("bad flag"), 2, "sandboxctl: bad flag\n"},
-		{"api 400", &daemon.APIError{StatusCode: 400, Message: "Provide a command to start."}, 2, "sandboxctl: Provide a command to start.\n"},
-		{"api 503", &daemon.APIError{StatusCode: 503, Message: "docker down"}, 1, "sandboxctl: docker down\n"},
+		{"usage", UsageErrorf("bad flag"), 2, "sandboxctl: bad flag\n"},
+		{"api 400", &apiclient.APIError{StatusCode: 400, Message: "Provide a command to start."}, 2, "sandboxctl: Provide a command to start.\n"},
+		{"api 503", &apiclient.APIError{StatusCode: 503, Message: "docker down"}, 1, "sandboxctl: docker down\n"},
 		{"invalid argument class", cerrdefs.ErrInvalidArgument, 2, "sandboxctl: invalid argument\n"},
 		{"other", errors.New("boom"), 1, "sandboxctl: boom\n"},
 	}
@@ -132,19 +132,41 @@ func TestStateDirPrecedence(t *testing.T) {
 }
 
 func TestCommandTree(t *testing.T) {
-	// The subcommands of SPEC §10 built so far, each with its actions.
-	root := NewRootCommand(&CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}})
+	// The light sandboxctl: the client commands with their actions, and a
+	// stand-in for each runtime command that hands over to sandboxctld.
+	c := &CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
+	root := NewRootCommand(c, ForwardingCommands(c)...)
 	for _, path := range [][]string{
-		{"exec"}, {"serve"}, {"serve", "stop"}, {"version"},
+		{"exec"}, {"version"}, {"approvals", "list"}, {"approvals", "resolve"},
 		{"process", "list"}, {"process", "poll"}, {"process", "log"}, {"process", "write"},
 		{"process", "send-keys"}, {"process", "paste"}, {"process", "submit"}, {"process", "kill"},
 		{"process", "clear"}, {"process", "remove"}, {"process", "resize"},
-		{"sandbox", "ls"}, {"sandbox", "create"}, {"sandbox", "rm"}, {"sandbox", "prune"},
-		{"sandbox", "explain"}, {"sandbox", "shell"},
 	} {
 		cmd, _, err := root.Find(path)
 		if err != nil || cmd.Name() != path[len(path)-1] || cmd.RunE == nil {
 			t.Errorf("sandboxctl %s: missing (%v)", strings.Join(path, " "), err)
 		}
+	}
+	for _, rc := range RuntimeCommands() {
+		cmd, _, err := root.Find([]string{rc.Name})
+		if err != nil || cmd.Name() != rc.Name || !cmd.DisableFlagParsing || cmd.Short != rc.Short || cmd.RunE == nil {
+			t.Errorf("sandboxctl %s: no forwarding stand-in (%v)", rc.Name, err)
+		}
+	}
+}
+
+func TestForwardWithoutDaemonBinary(t *testing.T) {
+	c := &CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{},
+		Getenv: func(k string) string {
+			if k == DaemonBinaryEnv {
+				return "/nonexistent/sandboxctld"
+			}
+			return ""
+		}}
+	root := NewRootCommand(c, ForwardingCommands(c)...)
+	root.SetArgs([]string{"sandbox", "ls"})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/sandboxctld") {
+		t.Fatalf("forwarding to a missing sandboxctld: %v", err)
 	}
 }

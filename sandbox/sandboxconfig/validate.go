@@ -1,12 +1,16 @@
-package sandbox
+package sandboxconfig
 
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
+
+	"github.com/docker/go-units"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/workdir"
@@ -180,8 +184,60 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	if _, err := parseResources(d); err != nil {
+	if _, err := ParseResources(d); err != nil {
 		return err
 	}
 	return nil
+}
+
+// Resources is the parsed form of the resource settings.
+type Resources struct {
+	Memory, MemorySwap int64
+	NanoCPUs           int64
+	Ulimits            []*units.Ulimit
+	DNS                []netip.Addr
+}
+
+// ParseResources parses memory, swap, CPUs, ulimits, DNS and extra hosts.
+func ParseResources(d DockerConfig) (Resources, error) {
+	var r Resources
+	var err error
+	if d.Memory != "" {
+		if r.Memory, err = units.RAMInBytes(d.Memory); err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.memory", Value: d.Memory, Msg: "not a size like 512m or 2g"}
+		}
+	}
+	if d.MemorySwap != "" {
+		if d.MemorySwap == "-1" {
+			r.MemorySwap = -1
+		} else if r.MemorySwap, err = units.RAMInBytes(d.MemorySwap); err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.MemorySwap", Value: d.MemorySwap, Msg: "not a size like 1g (or -1)"}
+		}
+	}
+	r.NanoCPUs = int64(d.CPUs * 1e9)
+	names := make([]string, 0, len(d.Ulimits))
+	for name := range d.Ulimits {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		u, err := units.ParseUlimit(name + "=" + d.Ulimits[name])
+		if err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.Ulimits." + name, Value: d.Ulimits[name], Msg: err.Error()}
+		}
+		r.Ulimits = append(r.Ulimits, u)
+	}
+	for _, s := range d.DNS {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return r, &ConfigError{Field: "sandbox.docker.DNS", Value: s, Msg: "not an IP address"}
+		}
+		r.DNS = append(r.DNS, a)
+	}
+	for _, h := range d.ExtraHosts {
+		if !strings.Contains(h, ":") {
+			return r, &ConfigError{Field: "sandbox.docker.extraHosts", Value: h, Msg: "want host:ip"}
+		}
+	}
+	return r, nil
 }

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
 // lockStateDir takes an exclusive, non-blocking flock on <dir>/daemon.lock.
@@ -35,17 +36,7 @@ func lockStateDir(dir string) (*os.File, error) {
 }
 
 // ReadPIDFile returns the pid recorded in <stateDir>/daemon.pid.
-func ReadPIDFile(stateDir string) (int, error) {
-	data, err := os.ReadFile(filepath.Join(stateDir, PIDFileName))
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("daemon: pid file holds %q, not a pid", strings.TrimSpace(string(data)))
-	}
-	return pid, nil
-}
+func ReadPIDFile(stateDir string) (int, error) { return apiclient.ReadPIDFile(stateDir) }
 
 // LoadOrCreateToken returns the TCP bearer token in <stateDir>/token,
 // generating 32 random bytes (hex) with mode 0600 when the file is missing. A

@@ -21,7 +21,7 @@ func newVersionCommand(c *CLI) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the sandboxctl version",
-		Args:  exactArgs(0),
+		Args:  ExactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			return RunVersion(c)
 		},
@@ -32,13 +32,13 @@ func newVersionCommand(c *CLI) *cobra.Command {
 func RunVersion(c *CLI) error {
 	v := VersionInfo{Version: c.Version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 	if c.JSON {
-		return writeJSON(c.Out, v)
+		return WriteJSON(c.Out, v)
 	}
 	_, err := fmt.Fprintf(c.Out, "sandboxctl %s (%s %s/%s)\n", v.Version, v.Go, v.OS, v.Arch)
 	return err
 }
 
-func writeJSON(w io.Writer, v any) error {
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

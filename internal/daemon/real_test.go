@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
@@ -64,7 +65,7 @@ func TestRealExecRoundTrip(t *testing.T) {
 	}
 	// Bad input is the caller's fault: 400 with the tool's message.
 	_, err = r.client.Exec(t.Context(), sessions.ExecParams{Command: "  "})
-	var apiErr *APIError
+	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "Provide a command to start.") {
 		t.Errorf("empty command: %v", err)
 	}

@@ -1,4 +1,10 @@
-package daemon
+// Package apiclient talks to a sandboxctl daemon: the client of its HTTP API
+// (over the state directory's unix socket, or TCP with a bearer token), the
+// names of the daemon's files in the state directory, and starting a daemon
+// in the background when none answers. It links neither the runtime nor a
+// Docker client, so the sandboxctl CLI that uses it starts in a few
+// milliseconds; package daemon is the server side.
+package apiclient
 
 import (
 	"bufio"
@@ -11,12 +17,51 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
+
+// Names of the daemon's files inside the state directory.
+const (
+	SocketName   = "sandboxctl.sock"
+	PIDFileName  = "daemon.pid"
+	LockFileName = "daemon.lock"
+	LogFileName  = "daemon.log"
+)
+
+// SocketPath is the daemon's unix socket inside stateDir.
+func SocketPath(stateDir string) string { return filepath.Join(stateDir, SocketName) }
+
+// Health is the body of GET /healthz.
+type Health struct {
+	OK      bool   `json:"ok"`
+	PID     int    `json:"pid"`
+	Version string `json:"version"`
+}
+
+// ErrorBody is the body of every non-2xx answer of the daemon.
+type ErrorBody struct {
+	Error string `json:"error"`
+}
+
+// ReadPIDFile returns the pid recorded in <stateDir>/daemon.pid.
+func ReadPIDFile(stateDir string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, PIDFileName))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("daemon: pid file holds %q, not a pid", strings.TrimSpace(string(data)))
+	}
+	return pid, nil
+}
 
 // Client talks to a daemon over its unix socket or TCP. It keeps connections
 // alive between calls, so one Client is what a benchmark of the socket round
@@ -25,6 +70,9 @@ type Client struct {
 	hc    *http.Client
 	base  string
 	token string
+	// autoStart, when set, starts a daemon when a request finds none
+	// listening (see Connect).
+	autoStart *StartOptions
 }
 
 // NewUnixClient returns a client for the daemon listening on socketPath.
@@ -99,23 +147,23 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 
 // ExecRaw calls the exec tool and returns the result exactly as the daemon
 // sent it.
-func (c *Client) ExecRaw(ctx context.Context, p sessions.ExecParams) (json.RawMessage, error) {
+func (c *Client) ExecRaw(ctx context.Context, p toolapi.ExecParams) (json.RawMessage, error) {
 	return c.do(ctx, http.MethodPost, "/v1/tools/exec", p)
 }
 
 // Exec calls the exec tool.
-func (c *Client) Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error) {
+func (c *Client) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result, error) {
 	return decodeResult(c.ExecRaw(ctx, p))
 }
 
 // ProcessRaw calls the process tool and returns the result exactly as the
 // daemon sent it.
-func (c *Client) ProcessRaw(ctx context.Context, p sessions.ProcessParams) (json.RawMessage, error) {
+func (c *Client) ProcessRaw(ctx context.Context, p toolapi.ProcessParams) (json.RawMessage, error) {
 	return c.do(ctx, http.MethodPost, "/v1/tools/process", p)
 }
 
 // Process calls the process tool.
-func (c *Client) Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+func (c *Client) Process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
 	return decodeResult(c.ProcessRaw(ctx, p))
 }
 
@@ -147,15 +195,15 @@ func (c *Client) Events(ctx context.Context) (*EventStream, error) {
 	return &EventStream{body: resp.Body, dec: json.NewDecoder(bufio.NewReader(resp.Body))}, nil
 }
 
-// Next decodes the next event into v (e.g. a *sessions.Event or a
+// Next decodes the next event into v (e.g. a *toolapi.Event or a
 // *map[string]any).
 func (s *EventStream) Next(v any) error { return s.dec.Decode(v) }
 
 // Close ends the stream.
 func (s *EventStream) Close() error { return s.body.Close() }
 
-func decodeResult(raw json.RawMessage, err error) (sessions.Result, error) {
-	var res sessions.Result
+func decodeResult(raw json.RawMessage, err error) (toolapi.Result, error) {
+	var res toolapi.Result
 	if err != nil {
 		return res, err
 	}
@@ -185,21 +233,54 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (json.Ra
 }
 
 // send performs the request and returns the response of a 2xx answer; any
-// other answer becomes an *APIError.
+// other answer becomes an *APIError. A client from Connect that finds no
+// daemon listening starts one and sends the request again (it never
+// reached a daemon, so nothing happens twice).
 func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
-	var rd io.Reader
+	var data []byte
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
 			return nil, fmt.Errorf("daemon: encode request: %w", err)
 		}
+	}
+	resp, err := c.do1(ctx, method, path, body != nil, data)
+	if err != nil && c.autoStart != nil && errors.Is(err, errNoDaemon) {
+		if serr := StartDetached(ctx, *c.autoStart); serr != nil {
+			return nil, serr
+		}
+		resp, err = c.do1(ctx, method, path, body != nil, data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb ErrorBody
+	msg := strings.TrimSpace(string(data))
+	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+		msg = eb.Error
+	}
+	if msg == "" {
+		msg = resp.Status
+	}
+	return nil, &APIError{StatusCode: resp.StatusCode, Message: msg}
+}
+
+// do1 sends one request.
+func (c *Client) do1(ctx context.Context, method, path string, hasBody bool, data []byte) (*http.Response, error) {
+	var rd io.Reader
+	if hasBody {
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
 	}
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
@@ -209,18 +290,5 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
 	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var eb errorBody
-	msg := strings.TrimSpace(string(data))
-	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-		msg = eb.Error
-	}
-	if msg == "" {
-		msg = resp.Status
-	}
-	return nil, &APIError{StatusCode: resp.StatusCode, Message: msg}
+	return resp, nil
 }

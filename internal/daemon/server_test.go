@@ -17,6 +17,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
@@ -48,7 +49,7 @@ func (f *fakeTools) Close(context.Context) error {
 
 type running struct {
 	srv    *Server
-	client *Client
+	client *apiclient.Client
 	done   chan error
 }
 
@@ -68,7 +69,7 @@ func startServer(t testing.TB, opts Options) *running {
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
-	r := &running{srv: srv, client: NewUnixClient(srv.SocketPath()), done: make(chan error, 1)}
+	r := &running{srv: srv, client: apiclient.NewUnixClient(srv.SocketPath()), done: make(chan error, 1)}
 	go func() { r.done <- srv.Serve(context.Background()) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
@@ -89,13 +90,19 @@ func (r *running) stop(t testing.TB) {
 	r.client.CloseIdleConnections()
 }
 
-func postRaw(t *testing.T, c *Client, path string, body []byte) (int, string) {
+// postRaw sends body as is to the daemon's socket.
+func postRaw(t *testing.T, srv *Server, path string, body []byte) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://sandboxctl"+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.hc.Do(req)
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", srv.SocketPath())
+	}}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +182,7 @@ func TestBadRequests(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, msg := postRaw(t, r.client, tc.path, tc.body)
+			code, msg := postRaw(t, r.srv, tc.path, tc.body)
 			if code != tc.wantCode || !strings.Contains(msg, tc.wantMsg) {
 				t.Errorf("got %d %q, want %d containing %q", code, msg, tc.wantCode, tc.wantMsg)
 			}
@@ -206,7 +213,7 @@ func TestErrorClasses(t *testing.T) {
 	for _, tc := range tests {
 		next = tc.err
 		_, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "x"})
-		var apiErr *APIError
+		var apiErr *apiclient.APIError
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != tc.wantCode || apiErr.Message != tc.err.Error() {
 			t.Errorf("%v: got %v (%#v), want %d", tc.err, err, apiErr, tc.wantCode)
 		}
@@ -219,10 +226,10 @@ func TestErrorClasses(t *testing.T) {
 
 func TestUnknownEndpointAndMethod(t *testing.T) {
 	r := startServer(t, Options{})
-	if code, _ := postRaw(t, r.client, "/v1/nope", []byte(`{}`)); code != 404 {
+	if code, _ := postRaw(t, r.srv, "/v1/nope", []byte(`{}`)); code != 404 {
 		t.Errorf("unknown endpoint: %d, want 404", code)
 	}
-	if code, _ := postRaw(t, r.client, "/healthz", []byte(`{}`)); code != 405 {
+	if code, _ := postRaw(t, r.srv, "/healthz", []byte(`{}`)); code != 405 {
 		t.Errorf("POST /healthz: %d, want 405", code)
 	}
 }
@@ -241,10 +248,10 @@ func TestTCPTokenAuth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewTCPClient(base, tc.token, nil)
+			c := apiclient.NewTCPClient(base, tc.token, nil)
 			defer c.CloseIdleConnections()
 			_, err := c.Health(t.Context())
-			var apiErr *APIError
+			var apiErr *apiclient.APIError
 			if tc.wantErr {
 				if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
 					t.Errorf("got %v, want 401", err)
@@ -257,9 +264,9 @@ func TestTCPTokenAuth(t *testing.T) {
 		})
 	}
 	// Shutdown is for the socket's owner only, never over TCP.
-	c := NewTCPClient(base, "s3cret-token-for-tests", nil)
+	c := apiclient.NewTCPClient(base, "s3cret-token-for-tests", nil)
 	defer c.CloseIdleConnections()
-	var apiErr *APIError
+	var apiErr *apiclient.APIError
 	if err := c.Shutdown(t.Context()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("shutdown over TCP: %v, want 404", err)
 	}
@@ -279,7 +286,7 @@ func TestTCPTokenFileGenerated(t *testing.T) {
 	if err != nil || tok != r.srv.Token() || len(tok) != 64 {
 		t.Fatalf("token %q (%v), server has %q", tok, err, r.srv.Token())
 	}
-	c := NewTCPClient("http://"+r.srv.TCPAddr().String(), tok, nil)
+	c := apiclient.NewTCPClient("http://"+r.srv.TCPAddr().String(), tok, nil)
 	defer c.CloseIdleConnections()
 	if _, err := c.Health(t.Context()); err != nil {
 		t.Errorf("health with the generated token: %v", err)
@@ -340,7 +347,7 @@ func TestShutdownEndpoint(t *testing.T) {
 	dir := t.TempDir()
 	tools := &fakeTools{}
 	r := startServer(t, Options{StateDir: dir, Tools: tools})
-	if err := Stop(t.Context(), dir); err != nil {
+	if err := apiclient.Stop(t.Context(), dir); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	select {
@@ -359,9 +366,9 @@ func TestShutdownEndpoint(t *testing.T) {
 	}
 	// The directory is free again: a new daemon starts.
 	startServer(t, Options{StateDir: dir})
-	// Stop with nothing running is not an error.
-	if err := Stop(t.Context(), t.TempDir()); err != nil {
-		t.Errorf("Stop without a daemon: %v", err)
+	// apiclient.Stop with nothing running is not an error.
+	if err := apiclient.Stop(t.Context(), t.TempDir()); err != nil {
+		t.Errorf("apiclient.Stop without a daemon: %v", err)
 	}
 }
 

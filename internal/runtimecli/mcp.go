@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxctl/sandboxctl/cmd/sandboxctl/internal/mcpserver"
+	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 )
 
 // MCPOptions are the flags of `sandboxctl mcp`.
@@ -14,17 +15,17 @@ type MCPOptions struct {
 	AgentID, SessionKey string
 }
 
-func newMCPCommand(c *CLI) *cobra.Command {
+func newMCPCommand(c *cli.CLI) *cobra.Command {
 	var opts MCPOptions
 	cmd := &cobra.Command{
 		Use:   "mcp",
-		Short: "Serve the exec and process tools as an MCP server over stdio",
+		Short: cli.RuntimeShort("mcp"),
 		Long: `Serve the exec and process tools to an MCP client over standard input and
 output. Calls go to the state directory's daemon, which is started when none
 is running. With --agent/--session the server pins the caller's identity:
 whatever agentId and sessionKey the client sends are replaced, so the MCP
 client can reach only that agent's sandbox and sessions.`,
-		Args: exactArgs(0),
+		Args: cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunMCP(cmd.Context(), c, opts, &mcp.StdioTransport{})
 		},
@@ -35,7 +36,7 @@ client can reach only that agent's sandbox and sessions.`,
 }
 
 // RunMCP serves the tools on transport until the client disconnects.
-func RunMCP(ctx context.Context, c *CLI, opts MCPOptions, transport mcp.Transport) error {
+func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Transport) error {
 	cfg, err := c.LoadConfig()
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // ExecOptions are the flags of `sandboxctl exec`.
@@ -93,8 +93,8 @@ directory (unless the config sets exec.cwd).`,
 
 // Params validates the options that can be checked locally and builds the
 // exec tool's input.
-func (o ExecOptions) Params() (sessions.ExecParams, error) {
-	p := sessions.ExecParams{
+func (o ExecOptions) Params() (toolapi.ExecParams, error) {
+	p := toolapi.ExecParams{
 		Command:    strings.Join(o.Command, " "),
 		Workdir:    o.Workdir,
 		YieldMs:    o.YieldMs,
@@ -110,24 +110,24 @@ func (o ExecOptions) Params() (sessions.ExecParams, error) {
 		SessionKey: o.SessionKey,
 	}
 	if len(o.Command) == 0 {
-		return p, usageErrorf("exec: missing COMMAND (e.g. sandboxctl exec -- ls -la)")
+		return p, UsageErrorf("exec: missing COMMAND (e.g. sandboxctl exec -- ls -la)")
 	}
 	if strings.TrimSpace(p.Command) == "" {
-		return p, usageErrorf("exec: Provide a command to start.")
+		return p, UsageErrorf("exec: Provide a command to start.")
 	}
 	for _, kv := range o.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return p, usageErrorf("exec: invalid --env %q: variables must be in KEY=VALUE format", kv)
+			return p, UsageErrorf("exec: invalid --env %q: variables must be in KEY=VALUE format", kv)
 		}
 		if k == "" {
-			return p, usageErrorf("exec: invalid --env %q: the key is empty", kv)
+			return p, UsageErrorf("exec: invalid --env %q: the key is empty", kv)
 		}
 		if p.Env == nil {
 			p.Env = map[string]string{}
 		}
 		if _, dup := p.Env[k]; dup {
-			return p, usageErrorf("exec: --env %s given twice", k)
+			return p, UsageErrorf("exec: --env %s given twice", k)
 		}
 		p.Env[k] = v
 	}
@@ -171,7 +171,7 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 	if err != nil {
 		return interrupted(ctx, err)
 	}
-	var res sessions.Result
+	var res toolapi.Result
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("exec: decode the daemon's answer: %w", err)
 	}
@@ -181,7 +181,7 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 		}
 	} else {
 		out := c.Out
-		if status(res) == sessions.StatusDenied {
+		if status(res) == toolapi.StatusDenied {
 			out = c.Err
 		}
 		if err := printText(out, res); err != nil {
@@ -210,21 +210,21 @@ func interrupted(ctx context.Context, err error) error {
 //   - denied: 1;
 //   - failed: 124 when the timeout killed it (as coreutils timeout), 128+N
 //     when signal N ended it (as a shell reports it), else 1.
-func ExecExitCode(res sessions.Result) int {
+func ExecExitCode(res toolapi.Result) int {
 	switch status(res) {
-	case sessions.StatusCompleted:
+	case toolapi.StatusCompleted:
 		if n, ok := res.Details["exitCode"].(float64); ok {
 			return int(n)
 		}
 		return 0
-	case sessions.StatusRunning, sessions.StatusApprovalPending:
+	case toolapi.StatusRunning, toolapi.StatusApprovalPending:
 		return 0
-	case sessions.StatusFailed:
+	case toolapi.StatusFailed:
 		if reason, _ := res.Details["reason"].(string); strings.HasPrefix(reason, "timeout") {
 			return 124
 		}
-		if sig, _ := res.Details["signal"].(string); signalNumber(sig) > 0 {
-			return 128 + signalNumber(sig)
+		if sig, _ := res.Details["signal"].(string); SignalNumber(sig) > 0 {
+			return 128 + SignalNumber(sig)
 		}
 		return 1
 	default:
@@ -232,13 +232,13 @@ func ExecExitCode(res sessions.Result) int {
 	}
 }
 
-func status(res sessions.Result) string {
+func status(res toolapi.Result) string {
 	s, _ := res.Details["status"].(string)
 	return s
 }
 
 // printText writes the result's text, ending with a newline.
-func printText(w io.Writer, res sessions.Result) error {
+func printText(w io.Writer, res toolapi.Result) error {
 	var b strings.Builder
 	for i, ct := range res.Content {
 		if i > 0 {
@@ -262,8 +262,8 @@ func writeRaw(w io.Writer, raw []byte) error {
 	return err
 }
 
-// signalNumber is the number of a signal name like "SIGKILL" (0 if unknown).
-func signalNumber(name string) int {
+// SignalNumber is the number of a signal name like "SIGKILL" (0 if unknown).
+func SignalNumber(name string) int {
 	name = strings.ToUpper(strings.TrimSpace(name))
 	if name != "" && !strings.HasPrefix(name, "SIG") {
 		name = "SIG" + name

@@ -1,4 +1,4 @@
-package daemon
+package apiclient
 
 import (
 	"context"
@@ -20,6 +20,9 @@ type StartOptions struct {
 	// Command is the argv of a foreground daemon for StateDir, e.g.
 	// [/usr/bin/sandboxctl --state DIR serve].
 	Command []string
+	// CommandErr says why Command is empty (e.g. the daemon binary was not
+	// found); it is reported only if a daemon must be started.
+	CommandErr error
 	// Timeout bounds the wait for /healthz to answer (default 10 s).
 	Timeout time.Duration
 }
@@ -44,6 +47,9 @@ func EnsureRunning(ctx context.Context, opts StartOptions) (*Client, error) {
 // on its socket.
 func StartDetached(ctx context.Context, opts StartOptions) error {
 	if len(opts.Command) == 0 {
+		if opts.CommandErr != nil {
+			return fmt.Errorf("daemon: none is running for %s and none can be started: %w", opts.StateDir, opts.CommandErr)
+		}
 		return errors.New("daemon: no command to start a daemon with")
 	}
 	if opts.Timeout <= 0 {

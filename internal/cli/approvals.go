@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// ApprovalView is one approval request as GET /v1/approvals lists it: the
+// gateway's own (where "gateway") and those pending on nodes.
+type ApprovalView struct {
+	ID          string   `json:"id"`
+	Slug        string   `json:"slug"`
+	Where       string   `json:"where"` // "gateway" or the node's name
+	Host        string   `json:"host"`
+	Command     string   `json:"command"`
+	Argv        []string `json:"argv,omitempty"`
+	Cwd         string   `json:"cwd"`
+	AgentID     string   `json:"agentId,omitempty"`
+	SessionKey  string   `json:"sessionKey,omitempty"`
+	Explain     string   `json:"explain,omitempty"`
+	CreatedAtMs int64    `json:"createdAtMs,omitempty"`
+	ExpiresAtMs int64    `json:"expiresAtMs"`
+	Status      string   `json:"status"`
+}
+
+// ResolveRequest is the body of POST /v1/approvals/{id}.
+type ResolveRequest struct {
+	Decision string `json:"decision"`
+}
+
+func newApprovalsCommand(c *CLI) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "List and decide approval requests (the gateway's and its nodes')",
+		Args:  ExactArgs(0),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List approval requests, newest first",
+		Args:  ExactArgs(0),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return RunApprovalsList(cmd.Context(), c) },
+	}, &cobra.Command{
+		Use:   "resolve ID allow-once|allow-always|deny",
+		Short: "Decide an approval request (by id or slug)",
+		Args:  ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return RunApprovalsResolve(cmd.Context(), c, args[0], args[1])
+		},
+	})
+	return cmd
+}
+
+// RunApprovalsList prints the approval requests the daemon knows.
+func RunApprovalsList(ctx context.Context, c *CLI) error {
+	raw, done, err := c.CallDaemon(ctx, http.MethodGet, "/v1/approvals", nil)
+	if err != nil || done {
+		return err
+	}
+	var list []ApprovalView
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("approvals list: %w", err)
+	}
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(c.Out, "no approval requests")
+		return err
+	}
+	tw := tabwriter.NewWriter(c.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tWHERE\tSTATUS\tAGENT\tEXPIRES\tCWD\tCOMMAND")
+	for _, a := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Where, a.Status, a.AgentID,
+			time.UnixMilli(a.ExpiresAtMs).Format(time.TimeOnly), a.Cwd, a.Command)
+	}
+	return tw.Flush()
+}
+
+// RunApprovalsResolve records a decision.
+func RunApprovalsResolve(ctx context.Context, c *CLI, id, decision string) error {
+	switch decision {
+	case "allow-once", "allow-always", "deny":
+	default:
+		return UsageErrorf("approvals resolve: unknown decision %q (valid: allow-once, allow-always, deny)", decision)
+	}
+	_, done, err := c.CallDaemon(ctx, http.MethodPost, "/v1/approvals/"+id, ResolveRequest{Decision: decision})
+	if err != nil || done {
+		return err
+	}
+	_, err = fmt.Fprintf(c.Out, "%s: %s\n", id, decision)
+	return err
+}
+
+// CallDaemon sends one request to the state directory's daemon (starting
+// it when none runs). With --json it prints the answer as is and reports
+// done, so the caller only formats for people.
+func (c *CLI) CallDaemon(ctx context.Context, method, path string, body any) (raw json.RawMessage, done bool, err error) {
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return nil, false, err
+	}
+	client, err := c.Client(ctx, cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	if raw, err = client.Call(ctx, method, path, body); err != nil {
+		return nil, false, err
+	}
+	if c.JSON {
+		_, err := fmt.Fprintln(c.Out, strings.TrimSpace(string(raw)))
+		return raw, true, err
+	}
+	return raw, false, nil
+}

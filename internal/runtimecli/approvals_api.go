@@ -1,0 +1,116 @@
+package runtimecli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
+)
+
+// approvalsAPI serves the approvals of the gateway's store and of the
+// connected nodes. It is mounted behind the daemon's token on TCP.
+type approvalsAPI struct {
+	store *guard.Store
+	nodes *nodeexec.Registry // nil without node connections
+	now   func() time.Time
+}
+
+func (a *approvalsAPI) routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"GET /v1/approvals":       http.HandlerFunc(a.list),
+		"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve),
+	}
+}
+
+func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) {
+	list, err := a.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	out := make([]cli.ApprovalView, 0, len(list))
+	for _, p := range list {
+		out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: p.Host, Command: p.Command, Argv: p.Argv,
+			Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
+			CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now)})
+	}
+	if a.nodes != nil {
+		remote, err := a.nodes.Approvals(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range remote {
+			where := p.Node
+			if where == "" {
+				where = p.NodeID
+			}
+			out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
+				Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
+				CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAtMs > out[j].CreatedAtMs })
+	return out, nil
+}
+
+func (a *approvalsAPI) list(w http.ResponseWriter, r *http.Request) {
+	list, err := a.collect(r.Context())
+	if err != nil {
+		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	replyJSON(w, http.StatusOK, list)
+}
+
+func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var body cli.ResolveRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		replyJSON(w, http.StatusBadRequest, map[string]string{"error": "approvals: body must be {\"decision\": \"allow-once|allow-always|deny\"}: " + err.Error()})
+		return
+	}
+	d, err := guard.ParseDecision(body.Decision)
+	if err != nil {
+		replyJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	err = a.decide(r.Context(), id, d)
+	switch {
+	case err == nil:
+		replyJSON(w, http.StatusOK, map[string]string{"id": id, "decision": string(d)})
+	case errors.Is(err, guard.ErrUnknownApproval):
+		replyJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+	case errors.Is(err, guard.ErrExpired), errors.Is(err, guard.ErrAlreadyDecided), errors.Is(err, guard.ErrAmbiguousSlug):
+		replyJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+	default:
+		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+	}
+}
+
+// decide records a decision on the gateway's store, or on the node that
+// holds the request.
+func (a *approvalsAPI) decide(ctx context.Context, id string, d guard.ApprovalDecision) error {
+	err := a.store.Resolve(ctx, id, d)
+	if errors.Is(err, guard.ErrUnknownApproval) && a.nodes != nil {
+		err = a.nodes.ResolveApproval(ctx, "", id, string(d))
+		if errors.Is(err, nodeexec.ErrApprovalUnknown) {
+			err = fmt.Errorf("%w: %s (not on the gateway nor on any connected node)", guard.ErrUnknownApproval, id)
+		}
+	}
+	return err
+}
+
+func replyJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,69 @@
+// Package sandboxconfig is the `sandbox:` section of sandboxctl.yaml: its
+// types, defaults and validation (every refusal of SPEC §8 — blocked binds,
+// network host, unconfined profiles, credential-looking env, bad resource
+// values). It depends on no Docker client, so light programs such as the
+// sandboxctl CLI can load and check a config; package sandbox re-exports it.
+package sandboxconfig
+
+// Config is the `sandbox:` section of sandboxctl.yaml (SPEC §8).
+type Config struct {
+	Scope           string       `yaml:"scope" json:"scope"`                     // session | agent | shared
+	WorkspaceAccess string       `yaml:"workspaceAccess" json:"workspaceAccess"` // none | ro | rw
+	WorkspaceRoot   string       `yaml:"workspaceRoot" json:"workspaceRoot"`
+	Prune           PruneConfig  `yaml:"prune" json:"prune"`
+	Docker          DockerConfig `yaml:"docker" json:"docker"`
+	// AllowedSourceRoots, when non-empty, limits bind sources to these roots.
+	AllowedSourceRoots []string `yaml:"allowedSourceRoots" json:"allowedSourceRoots"`
+}
+
+// PruneConfig says when idle or old sandboxes are removed; 0 disables each rule.
+type PruneConfig struct {
+	IdleHours  float64 `yaml:"idleHours" json:"idleHours"`
+	MaxAgeDays float64 `yaml:"maxAgeDays" json:"maxAgeDays"`
+}
+
+// DockerConfig shapes the container; every field takes part in the config hash.
+type DockerConfig struct {
+	Image           string            `yaml:"image" json:"image"`
+	ContainerPrefix string            `yaml:"containerPrefix" json:"containerPrefix"`
+	ReadOnlyRoot    bool              `yaml:"readOnlyRoot" json:"readOnlyRoot"`
+	Tmpfs           []string          `yaml:"tmpfs" json:"tmpfs"`
+	Network         string            `yaml:"network" json:"network"`
+	User            string            `yaml:"user" json:"user"`
+	CapDrop         []string          `yaml:"capDrop" json:"capDrop"`
+	Env             map[string]string `yaml:"env" json:"env"`
+	SetupCommand    string            `yaml:"setupCommand" json:"setupCommand"`
+	PidsLimit       int64             `yaml:"pidsLimit" json:"pidsLimit"`
+	Memory          string            `yaml:"memory" json:"memory"`
+	MemorySwap      string            `yaml:"memorySwap" json:"memorySwap"`
+	CPUs            float64           `yaml:"cpus" json:"cpus"`
+	Ulimits         map[string]string `yaml:"ulimits" json:"ulimits"` // name -> "soft[:hard]"
+	SeccompProfile  string            `yaml:"seccompProfile" json:"seccompProfile"`
+	ApparmorProfile string            `yaml:"apparmorProfile" json:"apparmorProfile"`
+	DNS             []string          `yaml:"dns" json:"dns"`
+	ExtraHosts      []string          `yaml:"extraHosts" json:"extraHosts"`
+	Binds           []string          `yaml:"binds" json:"binds"` // "src:dst[:ro|rw]"
+}
+
+// DefaultImage is the sandbox image built by `make images`.
+const DefaultImage = "sandboxctl/sandbox:bookworm"
+
+// DefaultConfig returns the defaults of SPEC §8.
+func DefaultConfig() Config {
+	return Config{
+		Scope:           "agent",
+		WorkspaceAccess: "rw",
+		WorkspaceRoot:   "~/.sandboxctl/workspaces",
+		Prune:           PruneConfig{IdleHours: 24, MaxAgeDays: 7},
+		Docker: DockerConfig{
+			Image:           DefaultImage,
+			ContainerPrefix: "sandboxctl-",
+			ReadOnlyRoot:    true,
+			Tmpfs:           []string{"/tmp", "/var/tmp", "/run"},
+			Network:         "none",
+			CapDrop:         []string{"ALL"},
+			Env:             map[string]string{"LANG": "C.UTF-8"},
+			PidsLimit:       256,
+		},
+	}
+}
