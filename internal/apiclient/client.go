@@ -10,13 +10,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,11 +60,12 @@ func ReadPIDFile(stateDir string) (int, error) {
 	return pid, nil
 }
 
-// Client talks to a daemon over its unix socket or TCP. It keeps connections
-// alive between calls, so one Client is what a benchmark of the socket round
-// trip should reuse. It has no overall timeout: bound each call with ctx.
+// Client talks to a daemon. It has no overall timeout: bound each call
+// with ctx. The transport decides how requests travel: NewUnixClient and
+// Connect use one unix socket connection per request (Unix below);
+// package tcpclient builds one for the TCP listener on net/http.
 type Client struct {
-	hc    *http.Client
+	rt    Transport
 	base  string
 	token string
 	// autoStart, when set, starts a daemon when a request finds none
@@ -75,31 +73,42 @@ type Client struct {
 	autoStart *StartOptions
 }
 
+// Transport carries one request to the daemon and returns the status code
+// and the body of its answer (closed by the caller). An error wrapping
+// ErrNoDaemon means nothing listens; the request was not delivered.
+type Transport interface {
+	RoundTrip(ctx context.Context, req Request) (status int, body io.ReadCloser, err error)
+}
+
+// Request is one API call as a Transport sees it.
+type Request struct {
+	Method string
+	// URL is the base URL plus the path, e.g. http://sandboxctl/healthz.
+	URL string
+	// Path is the request path, e.g. /v1/tools/exec.
+	Path   string
+	Header map[string]string
+	Body   []byte // nil for none
+}
+
+// New returns a client that sends requests to base (e.g. https://host:8443)
+// through rt, with token as a bearer token when not empty.
+func New(rt Transport, base, token string) *Client {
+	return &Client{rt: rt, base: strings.TrimRight(base, "/"), token: token}
+}
+
 // NewUnixClient returns a client for the daemon listening on socketPath.
 func NewUnixClient(socketPath string) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socketPath)
-		},
-		DisableCompression:  true,
-		MaxIdleConns:        16,
-		MaxIdleConnsPerHost: 16,
+	return New(Unix{Path: socketPath}, "http://sandboxctl", "")
+}
+
+// CloseIdleConnections closes the transport's idle keep-alive connections,
+// if it keeps any.
+func (c *Client) CloseIdleConnections() {
+	if ic, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ic.CloseIdleConnections()
 	}
-	return &Client{hc: &http.Client{Transport: tr}, base: "http://sandboxctl"}
 }
-
-// NewTCPClient returns a client for a daemon's TCP listener at baseURL
-// ("http://host:port" or "https://…") that sends token as a bearer token.
-// tlsConfig may be nil.
-func NewTCPClient(baseURL, token string, tlsConfig *tls.Config) *Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsConfig
-	return &Client{hc: &http.Client{Transport: tr}, base: strings.TrimRight(baseURL, "/"), token: token}
-}
-
-// CloseIdleConnections closes the client's idle keep-alive connections.
-func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
 // APIError is a non-2xx answer of the daemon. errors.Is matches it against the
 // containerd errdefs class of its status (400 → ErrInvalidArgument, …).
@@ -113,17 +122,17 @@ func (e *APIError) Error() string { return e.Message }
 // Is maps the status code to its errdefs class.
 func (e *APIError) Is(target error) bool {
 	switch e.StatusCode {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+	case 400, 413:
 		return target == cerrdefs.ErrInvalidArgument
-	case http.StatusUnauthorized:
+	case 401:
 		return target == cerrdefs.ErrUnauthenticated
-	case http.StatusForbidden:
+	case 403:
 		return target == cerrdefs.ErrPermissionDenied
-	case http.StatusNotFound:
+	case 404:
 		return target == cerrdefs.ErrNotFound
-	case http.StatusConflict:
+	case 409:
 		return target == cerrdefs.ErrConflict
-	case http.StatusServiceUnavailable:
+	case 503:
 		return target == cerrdefs.ErrUnavailable
 	}
 	return false
@@ -132,7 +141,7 @@ func (e *APIError) Is(target error) bool {
 // Health calls GET /healthz.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	raw, err := c.do(ctx, http.MethodGet, "/healthz", nil)
+	raw, err := c.do(ctx, "GET", "/healthz", nil)
 	if err != nil {
 		return h, err
 	}
@@ -148,7 +157,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 // ExecRaw calls the exec tool and returns the result exactly as the daemon
 // sent it.
 func (c *Client) ExecRaw(ctx context.Context, p toolapi.ExecParams) (json.RawMessage, error) {
-	return c.do(ctx, http.MethodPost, "/v1/tools/exec", p)
+	return c.do(ctx, "POST", "/v1/tools/exec", p)
 }
 
 // Exec calls the exec tool.
@@ -159,7 +168,7 @@ func (c *Client) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result
 // ProcessRaw calls the process tool and returns the result exactly as the
 // daemon sent it.
 func (c *Client) ProcessRaw(ctx context.Context, p toolapi.ProcessParams) (json.RawMessage, error) {
-	return c.do(ctx, http.MethodPost, "/v1/tools/process", p)
+	return c.do(ctx, "POST", "/v1/tools/process", p)
 }
 
 // Process calls the process tool.
@@ -169,13 +178,13 @@ func (c *Client) Process(ctx context.Context, p toolapi.ProcessParams) (toolapi.
 
 // Sandboxes calls GET /v1/sandboxes and returns the JSON list.
 func (c *Client) Sandboxes(ctx context.Context) (json.RawMessage, error) {
-	return c.do(ctx, http.MethodGet, "/v1/sandboxes", nil)
+	return c.do(ctx, "GET", "/v1/sandboxes", nil)
 }
 
 // Shutdown asks the daemon to shut down gracefully (unix socket only). It
 // returns once the daemon accepted the request, not when it has stopped.
 func (c *Client) Shutdown(ctx context.Context) error {
-	_, err := c.do(ctx, http.MethodPost, "/v1/shutdown", struct{}{})
+	_, err := c.do(ctx, "POST", "/v1/shutdown", struct{}{})
 	return err
 }
 
@@ -188,11 +197,11 @@ type EventStream struct {
 // Events opens the event stream. It ends when ctx is done, Close is called,
 // or the daemon stops (Next then returns io.EOF or an error).
 func (c *Client) Events(ctx context.Context) (*EventStream, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/events", nil)
+	body, err := c.send(ctx, "GET", "/v1/events", nil)
 	if err != nil {
 		return nil, err
 	}
-	return &EventStream{body: resp.Body, dec: json.NewDecoder(bufio.NewReader(resp.Body))}, nil
+	return &EventStream{body: body, dec: json.NewDecoder(bufio.NewReader(body))}, nil
 }
 
 // Next decodes the next event into v (e.g. a *toolapi.Event or a
@@ -220,75 +229,60 @@ func (c *Client) Call(ctx context.Context, method, path string, body any) (json.
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
-	resp, err := c.send(ctx, method, path, body)
+	rc, err := c.send(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %s %s: read answer: %w", method, path, err)
 	}
 	return json.RawMessage(bytes.TrimSpace(data)), nil
 }
 
-// send performs the request and returns the response of a 2xx answer; any
+// send performs the request and returns the body of a 2xx answer; any
 // other answer becomes an *APIError. A client from Connect that finds no
 // daemon listening starts one and sends the request again (it never
 // reached a daemon, so nothing happens twice).
-func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
-	var data []byte
+func (c *Client) send(ctx context.Context, method, path string, body any) (io.ReadCloser, error) {
+	req := Request{Method: method, URL: c.base + path, Path: path, Header: map[string]string{}}
 	if body != nil {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
 			return nil, fmt.Errorf("daemon: encode request: %w", err)
 		}
+		req.Body = data
+		req.Header["Content-Type"] = "application/json"
 	}
-	resp, err := c.do1(ctx, method, path, body != nil, data)
-	if err != nil && c.autoStart != nil && errors.Is(err, errNoDaemon) {
+	if c.token != "" {
+		req.Header["Authorization"] = "Bearer " + c.token
+	}
+	status, rc, err := c.rt.RoundTrip(ctx, req)
+	if err != nil && c.autoStart != nil && errors.Is(err, ErrNoDaemon) {
 		if serr := StartDetached(ctx, *c.autoStart); serr != nil {
 			return nil, serr
 		}
-		resp, err = c.do1(ctx, method, path, body != nil, data)
+		status, rc, err = c.rt.RoundTrip(ctx, req)
 	}
 	if err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
 	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
+	if status/100 == 2 {
+		return rc, nil
 	}
-	defer resp.Body.Close()
-	data, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	defer rc.Close()
+	data, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
 	var eb ErrorBody
 	msg := strings.TrimSpace(string(data))
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
 		msg = eb.Error
 	}
 	if msg == "" {
-		msg = resp.Status
+		msg = fmt.Sprintf("HTTP status %d", status)
 	}
-	return nil, &APIError{StatusCode: resp.StatusCode, Message: msg}
-}
-
-// do1 sends one request.
-func (c *Client) do1(ctx context.Context, method, path string, hasBody bool, data []byte) (*http.Response, error) {
-	var rd io.Reader
-	if hasBody {
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
-	}
-	if hasBody {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: %s %s: %w", method, path, err)
-	}
-	return resp, nil
+	return nil, &APIError{StatusCode: status, Message: msg}
 }

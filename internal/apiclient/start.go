@@ -91,7 +91,6 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 	go func() { exited <- cmd.Wait() }()
 
 	c := NewUnixClient(SocketPath(opts.StateDir))
-	defer c.CloseIdleConnections()
 	deadline := time.NewTimer(opts.Timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(25 * time.Millisecond)
@@ -120,7 +119,6 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 // released the state directory. It returns nil when no daemon was running.
 func Stop(ctx context.Context, stateDir string) error {
 	c := NewUnixClient(SocketPath(stateDir))
-	defer c.CloseIdleConnections()
 	if !healthy(ctx, c, 2*time.Second) {
 		if locked(stateDir) {
 			pid, _ := ReadPIDFile(stateDir)

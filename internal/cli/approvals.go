@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,7 +60,7 @@ func newApprovalsCommand(c *CLI) *cobra.Command {
 
 // RunApprovalsList prints the approval requests the daemon knows.
 func RunApprovalsList(ctx context.Context, c *CLI) error {
-	raw, done, err := c.CallDaemon(ctx, http.MethodGet, "/v1/approvals", nil)
+	raw, done, err := c.CallDaemon(ctx, "GET", "/v1/approvals", nil)
 	if err != nil || done {
 		return err
 	}
@@ -88,7 +88,7 @@ func RunApprovalsResolve(ctx context.Context, c *CLI, id, decision string) error
 	default:
 		return UsageErrorf("approvals resolve: unknown decision %q (valid: allow-once, allow-always, deny)", decision)
 	}
-	_, done, err := c.CallDaemon(ctx, http.MethodPost, "/v1/approvals/"+id, ResolveRequest{Decision: decision})
+	_, done, err := c.CallDaemon(ctx, "POST", "/v1/approvals/"+url.PathEscape(id), ResolveRequest{Decision: decision})
 	if err != nil || done {
 		return err
 	}

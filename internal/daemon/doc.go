@@ -1,7 +1,8 @@
 // Package daemon is the HTTP/JSON face of sandboxctl (SPEC §10): the server
 // that `sandboxctl serve` runs on a unix socket in the state directory (and
-// optionally on TCP behind a bearer token and TLS), and the Client that the
-// CLI, tests and benchmarks use to reach it.
+// optionally on TCP behind a bearer token and TLS). Package apiclient is
+// its client (the CLI's, over the socket, without net/http), and
+// apiclient/tcpclient the client of the TCP listener.
 //
 // Endpoints:
 //
@@ -31,5 +32,5 @@
 // permissions), daemon.pid, daemon.lock (an flock held for the daemon's
 // lifetime so that two daemons can never serve one state directory), token
 // (for the TCP listener, mode 0600) and daemon.log (output of a daemon
-// started in the background by EnsureRunning).
+// started in the background by apiclient.Connect or EnsureRunning).
 package daemon

@@ -18,6 +18,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
@@ -248,7 +249,7 @@ func TestTCPTokenAuth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := apiclient.NewTCPClient(base, tc.token, nil)
+			c := tcpclient.New(base, tc.token, nil)
 			defer c.CloseIdleConnections()
 			_, err := c.Health(t.Context())
 			var apiErr *apiclient.APIError
@@ -264,7 +265,7 @@ func TestTCPTokenAuth(t *testing.T) {
 		})
 	}
 	// Shutdown is for the socket's owner only, never over TCP.
-	c := apiclient.NewTCPClient(base, "s3cret-token-for-tests", nil)
+	c := tcpclient.New(base, "s3cret-token-for-tests", nil)
 	defer c.CloseIdleConnections()
 	var apiErr *apiclient.APIError
 	if err := c.Shutdown(t.Context()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
@@ -286,7 +287,7 @@ func TestTCPTokenFileGenerated(t *testing.T) {
 	if err != nil || tok != r.srv.Token() || len(tok) != 64 {
 		t.Fatalf("token %q (%v), server has %q", tok, err, r.srv.Token())
 	}
-	c := apiclient.NewTCPClient("http://"+r.srv.TCPAddr().String(), tok, nil)
+	c := tcpclient.New("http://"+r.srv.TCPAddr().String(), tok, nil)
 	defer c.CloseIdleConnections()
 	if _, err := c.Health(t.Context()); err != nil {
 		t.Errorf("health with the generated token: %v", err)

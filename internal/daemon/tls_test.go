@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
 )
 
 // writeSelfSigned writes a certificate for 127.0.0.1 and its key into dir.
@@ -65,18 +66,18 @@ func TestTCPWithTLS(t *testing.T) {
 	r := startServer(t, Options{Listen: "127.0.0.1:0", Token: "tls-token-0123456789", TLSCertFile: certFile, TLSKeyFile: keyFile})
 	base := "https://" + r.srv.TCPAddr().String()
 
-	c := apiclient.NewTCPClient(base, "tls-token-0123456789", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	c := tcpclient.New(base, "tls-token-0123456789", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	defer c.CloseIdleConnections()
 	if _, err := c.Health(t.Context()); err != nil {
 		t.Fatalf("health over TLS: %v", err)
 	}
-	bad := apiclient.NewTCPClient(base, "wrong", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	bad := tcpclient.New(base, "wrong", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	defer bad.CloseIdleConnections()
 	var apiErr *apiclient.APIError
 	if _, err := bad.Health(t.Context()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
 		t.Errorf("wrong token over TLS: %v, want 401", err)
 	}
-	plain := apiclient.NewTCPClient("http://"+r.srv.TCPAddr().String(), "tls-token-0123456789", nil)
+	plain := tcpclient.New("http://"+r.srv.TCPAddr().String(), "tls-token-0123456789", nil)
 	defer plain.CloseIdleConnections()
 	if _, err := plain.Health(t.Context()); err == nil {
 		t.Error("plain HTTP accepted on the TLS listener")

@@ -13,6 +13,24 @@
 // 8-byte stdcopy headers (Demux splits them); stdout carries the server's
 // frames, stderr its diagnostics, stdin the client's frames.
 //
+// # Local socket
+//
+// The server also accepts clients on a unix socket in its state directory
+// (/run/sandboxctl/supervisor.sock, mode 0600), speaking the same frames.
+// A daemon on the Engine's host reaches it through /proc/<container init
+// pid>/root/… and so skips the Engine's attach copy, which bounds
+// throughput at ~100 MB/s; a remote or unprivileged daemon uses the attach
+// stream. Both ends check the other with SO_PEERCRED: the server takes
+// only peers whose pid its pid namespace cannot show (0: outside the
+// sandbox, never a process of the sandbox), and the client trusts the
+// socket only if its holder is the container's main process or a child of
+// it (the supervisor under docker-init), not a sandbox process that
+// replaced the file. The newest Hello wins across both transports; a
+// superseded socket client gets the HelloAck of its successor and is
+// closed, and a socket client that hangs up leaves its commands running,
+// detached, for the next client to re-attach. Bulk output goes raw on the
+// socket (compressing costs more than it saves).
+//
 // # Framing
 //
 // Both directions carry frames:
@@ -39,7 +57,7 @@
 //
 // Server → client:
 //
-//	HelloAck    {version, client nonce, pid, dir}           stream 0, seen by every attached client
+//	HelloAck    {version, client nonce, pid, dir, socket}   stream 0, to the new client and the one it supersedes
 //	Started     {id, pid, startedAtMs}                      answers Open and Attach
 //	Output      [1 stdout | 2 stderr] + data                stream
 //	OutputZ     [stream] + u32 raw length + DEFLATE data     stream (bulk output, only after Hello.deflate)

@@ -1,0 +1,154 @@
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+)
+
+// serveUnix runs h (net/http's server, as the daemon does) on a unix socket
+// in a fresh directory and returns the socket path.
+func serveUnix(t *testing.T, h http.Handler) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "apic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, SocketName)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return path
+}
+
+func TestUnixTransportAgainstNetHTTP(t *testing.T) {
+	big := strings.Repeat("x", 300_000) // larger than any server buffer: close-delimited
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/tools/exec", func(w http.ResponseWriter, r *http.Request) {
+		var p toolapi.ExecParams
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(ErrorBody{Error: fmt.Sprintf("bad body: %v", err)})
+			return
+		}
+		text := "ran " + p.Command
+		if p.Command == "big" {
+			text = big
+		}
+		_ = json.NewEncoder(w).Encode(toolapi.Result{Content: []toolapi.Content{{Type: "text", Text: text}}, Details: map[string]any{"status": "completed"}})
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(Health{OK: true, PID: 42, Version: "t"})
+	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		for i := range 3 {
+			_ = json.NewEncoder(w).Encode(toolapi.Event{Type: "exit", Text: fmt.Sprint(i)})
+			w.(http.Flusher).Flush()
+		}
+		<-r.Context().Done() // an open stream, as the daemon's
+	})
+	mux.HandleFunc("POST /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(ErrorBody{Error: "unknown approval " + r.PathValue("id")})
+	})
+	c := NewUnixClient(serveUnix(t, mux))
+	ctx := t.Context()
+
+	if h, err := c.Health(ctx); err != nil || h.PID != 42 {
+		t.Fatalf("health: %+v %v", h, err)
+	}
+	for _, cmd := range []string{"echo hi", "big"} {
+		res, err := c.Exec(ctx, toolapi.ExecParams{Command: cmd})
+		want := "ran " + cmd
+		if cmd == "big" {
+			want = big
+		}
+		if err != nil || len(res.Content) != 1 || res.Content[0].Text != want {
+			t.Fatalf("exec %q: %d bytes, %v", cmd, len(fmt.Sprint(res)), err)
+		}
+	}
+	_, err := c.Call(ctx, "POST", "/v1/approvals/nope", map[string]string{"decision": "deny"})
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Message != "unknown approval nope" || !errors.Is(err, cerrdefs.ErrNotFound) {
+		t.Fatalf("error answer: %v", err)
+	}
+
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := c.Events(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var ev toolapi.Event
+		if err := stream.Next(&ev); err != nil || ev.Text != fmt.Sprint(i) {
+			t.Fatalf("event %d: %+v %v", i, ev, err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { var ev toolapi.Event; done <- stream.Next(&ev) }()
+	cancel() // ends a blocked read
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("read after cancel succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelling the context did not end the stream")
+	}
+	_ = stream.Close()
+}
+
+func TestUnixTransportRefusesInjection(t *testing.T) {
+	var requests atomic.Int32
+	c := NewUnixClient(serveUnix(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) })))
+	for _, path := range []string{"/v1/approvals/a b", "/v1/x\r\nX-Evil: 1", "no-slash"} {
+		if _, err := c.Call(t.Context(), "POST", path, nil); err == nil || !strings.Contains(err.Error(), "invalid request") {
+			t.Errorf("path %q: %v", path, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("%d requests reached the server", n)
+	}
+}
+
+func TestNoDaemon(t *testing.T) {
+	dir := t.TempDir()
+	_, err := NewUnixClient(SocketPath(dir)).Health(t.Context())
+	if !errors.Is(err, ErrNoDaemon) {
+		t.Fatalf("no socket: %v", err)
+	}
+	// A stale socket file nobody accepts on counts as no daemon too.
+	l, err := net.Listen("unix", SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = l.Close()
+	if _, err := NewUnixClient(SocketPath(dir)).Health(t.Context()); !errors.Is(err, ErrNoDaemon) {
+		t.Fatalf("stale socket: %v", err)
+	}
+	// Connect would start one, but cannot: the reason is reported.
+	why := errors.New("sandboxctld not found")
+	_, err = Connect(StartOptions{StateDir: dir, CommandErr: why}).Health(t.Context())
+	if !errors.Is(err, why) {
+		t.Fatalf("auto-start without a command: %v", err)
+	}
+}
