@@ -160,7 +160,7 @@ func ValidateKey(key string) error {
 // tools read lower-case variants (curl's http_proxy), and refusing ld_preload
 // costs nothing.
 func classifyBlocked(key, upper string) *RefusedError {
-	if reason, ok := blockedEverywhere[upper]; ok {
+	if reason, ok := blockedEverywhere()[upper]; ok {
 		return &RefusedError{Key: key, Rule: RuleBlocked, Detail: reason}
 	}
 	for _, p := range blockedEverywherePrefixes {
@@ -172,7 +172,7 @@ func classifyBlocked(key, upper string) *RefusedError {
 }
 
 func classifyOverride(key, upper string) *RefusedError {
-	if reason, ok := overrideOnly[upper]; ok {
+	if reason, ok := overrideOnly()[upper]; ok {
 		return &RefusedError{Key: key, Rule: RuleOverrideOnly, Detail: reason}
 	}
 	for _, p := range overrideOnlyPrefixes {

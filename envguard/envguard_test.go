@@ -435,12 +435,12 @@ func TestListsConsistent(t *testing.T) {
 			}
 		}
 	}
-	for k := range overrideOnly {
-		if _, dup := blockedEverywhere[k]; dup {
+	for k := range overrideOnly() {
+		if _, dup := blockedEverywhere()[k]; dup {
 			t.Errorf("%s is both blocked everywhere and override-only", k)
 		}
 	}
-	for k := range blockedEverywhere {
+	for k := range blockedEverywhere() {
 		if err := CheckKey(HostGateway, k); err == nil {
 			t.Errorf("blocked key %s accepted", k)
 		}
@@ -448,7 +448,7 @@ func TestListsConsistent(t *testing.T) {
 			t.Errorf("IsBlockedEverywhere(%s) = false", k)
 		}
 	}
-	for k := range overrideOnly {
+	for k := range overrideOnly() {
 		var re *RefusedError
 		if err := CheckKey(HostNode, k); !errors.As(err, &re) || re.Rule != RuleOverrideOnly {
 			t.Errorf("override-only key %s: %v", k, err)
@@ -457,10 +457,10 @@ func TestListsConsistent(t *testing.T) {
 			t.Errorf("override-only key %s is dropped from inherited env", k)
 		}
 	}
-	if n := len(blockedEverywhere); n < 100 {
+	if n := len(blockedEverywhere()); n < 100 {
 		t.Errorf("blocked-everywhere list has %d keys; the reference list has over 100", n)
 	}
-	if n := len(overrideOnly); n < 120 {
+	if n := len(overrideOnly()); n < 120 {
 		t.Errorf("override-only list has %d keys; the reference list has about 140", n)
 	}
 }

@@ -1,6 +1,9 @@
 package envguard
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // The lists below are data, not code: each group carries the reason a refusal
 // reports, so an agent (or the person reading the log) learns why the key is
@@ -198,9 +201,12 @@ const (
 
 var cargoTargetSuffixes = []string{"LINKER", "RUNNER"}
 
+// The key maps are built on first use, not at program start: the light
+// sandboxctl links this package for config checks and should not pay for
+// them on every run.
 var (
-	blockedEverywhere = buildKeyMap(blockedEverywhereGroups)
-	overrideOnly      = buildKeyMap(overrideOnlyGroups)
+	blockedEverywhere = sync.OnceValue(func() map[string]string { return buildKeyMap(blockedEverywhereGroups) })
+	overrideOnly      = sync.OnceValue(func() map[string]string { return buildKeyMap(overrideOnlyGroups) })
 )
 
 func buildKeyMap(groups []keyGroup) map[string]string {
