@@ -4,8 +4,9 @@
 #
 #   STATE=.state/demo scripts/demo.sh
 #
-# Needs a running Docker Engine, the images (make images) and ./bin/sandboxctl
-# (make build); `make run` takes care of all three.
+# Needs a running Docker Engine, the images (make images) and the binaries in
+# ./bin/ (make build: sandboxctl, the sandboxctld it hands serve and sandbox
+# to, the supervisor); `make run` takes care of all three.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -18,7 +18,7 @@ type StartOptions struct {
 	// StateDir is the daemon's state directory.
 	StateDir string
 	// Command is the argv of a foreground daemon for StateDir, e.g.
-	// [/usr/bin/sandboxctl --state DIR serve].
+	// [/usr/bin/sandboxctld --state DIR serve].
 	Command []string
 	// CommandErr says why Command is empty (e.g. the daemon binary was not
 	// found); it is reported only if a daemon must be started.

@@ -45,14 +45,21 @@ func RuntimeShort(name string) string {
 func ForwardingCommands(c *CLI) []*cobra.Command {
 	var cmds []*cobra.Command
 	for _, rc := range RuntimeCommands() {
-		cmds = append(cmds, &cobra.Command{
+		cmd := &cobra.Command{
 			Use:                rc.Name,
 			Short:              rc.Short,
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return c.forward(rc.Name, args)
 			},
+		}
+		// `sandboxctl help serve` shows sandboxctld's help of serve.
+		cmd.SetHelpFunc(func(*cobra.Command, []string) {
+			if err := c.forward(rc.Name, []string{"--help"}); err != nil {
+				fmt.Fprintln(c.Err, "sandboxctl:", err)
+			}
 		})
+		cmds = append(cmds, cmd)
 	}
 	return cmds
 }
