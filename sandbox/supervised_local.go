@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
@@ -83,19 +84,47 @@ func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, er
 }
 
 // dialSocketUnder connects to the first supervisor socket found in the
-// state directories under root.
+// state directories under root (/proc/<pid>/root).
+//
+// The path is resolved with openat2(RESOLVE_IN_ROOT), as if root were "/":
+// a sandbox process that turns the directory or the socket into a symlink
+// (say to /var/run/docker.sock) leads the lookup to that path inside the
+// sandbox, never on the host. The resolved file must be a socket; the
+// connection then goes through /proc/self/fd/N of the O_PATH descriptor,
+// so what is connected to is exactly what was checked.
 func dialSocketUnder(ctx context.Context, root string) (net.Conn, error) {
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", root, err)
+	}
+	defer unix.Close(rootFD)
 	var d net.Dialer
 	for _, dir := range supervisor.StateDirs() {
-		path := filepath.Join(root, dir, supervisor.SocketName)
-		conn, err := d.DialContext(ctx, "unix", path)
+		rel := strings.TrimPrefix(filepath.Join(dir, supervisor.SocketName), "/")
+		fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			continue // not this directory (or a symlink where the socket should be)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("resolve %s in the sandbox: %w", rel, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+			_ = unix.Close(fd)
+			continue
+		}
+		conn, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+		_ = unix.Close(fd)
 		if err == nil {
 			return conn, nil
 		}
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			continue // not this directory, or a stale socket file
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			continue // a stale socket file
 		}
-		return nil, fmt.Errorf("connect to %s: %w", path, err)
+		return nil, fmt.Errorf("connect to %s in the sandbox: %w", rel, err)
 	}
 	return nil, errNoLocalSocket
 }

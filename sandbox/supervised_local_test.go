@@ -1,9 +1,14 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 )
 
 // fullImage is the Debian sandbox image (it has perl, whose socket module
@@ -62,20 +67,40 @@ func TestSupervisedLocalSocket(t *testing.T) {
 		t.Fatalf("fake supervisor: %q %v", line, err)
 	}
 	cl.CloseConn() // the client reconnects and meets the fake socket
+	// It must end up connected over the attach stream; had it trusted the
+	// fake, it would stay "local" and this wait would time out.
 	deadline := time.Now().Add(10 * time.Second)
-	for !cl.Connected() {
+	for !cl.Connected() || cl.Local() {
 		if time.Now().After(deadline) {
-			t.Fatal("no reconnect")
+			t.Fatalf("after the socket was replaced: connected %v, local %v (it trusted a socket held by a process of the sandbox)", cl.Connected(), cl.Local())
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if cl.Local() {
-		t.Fatal("the client trusted a socket held by a process of the sandbox")
 	}
 	if out, code := run(t, m, s, `echo still-works`); out != "still-works\n" || code != 0 {
 		t.Fatalf("command over the attach stream: %q %d", out, code)
 	}
 	if err := fp.Kill(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+
+	// A symlink in place of the socket, to the host's Docker socket: the
+	// lookup stays inside the sandbox's root and finds no socket there.
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
+		t.Skipf("no host Docker socket to aim at: %v", err)
+	}
+	if out, code := run(t, m, s, `rm -f /run/sandboxctl/supervisor.sock && ln -s /var/run/docker.sock /run/sandboxctl/supervisor.sock && echo linked`); out != "linked\n" || code != 0 {
+		t.Fatalf("symlink: %q %d", out, code)
+	}
+	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := dialSocketUnder(ctxT(t), fmt.Sprintf("/proc/%d/root", insp.Container.State.Pid))
+	if err == nil {
+		_ = conn.Close()
+		t.Fatal("a symlink in the sandbox led the daemon to a socket outside it")
+	}
+	if !errors.Is(err, errNoLocalSocket) {
+		t.Fatalf("symlinked socket: %v", err)
 	}
 }
