@@ -6,10 +6,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/runtimecli"
@@ -19,21 +16,7 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run())
-}
-
-func run() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		// After the first signal, a second one kills at once.
-		<-ctx.Done()
-		stop()
-	}()
-	c := &cli.CLI{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Version: version, Argv: os.Args}
 	// Auto-start (exec) runs this very binary as the daemon.
-	if exe, err := os.Executable(); err == nil {
-		c.DaemonBinary = exe
-	}
-	return cli.Report(cli.NewRootCommand(c, runtimecli.Commands(c)...).ExecuteContext(ctx), os.Stderr)
+	self, _ := os.Executable()
+	os.Exit(cli.Main(version, self, runtimecli.Commands))
 }

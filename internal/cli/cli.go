@@ -20,8 +20,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/spf13/cobra"
@@ -55,6 +57,21 @@ type CLI struct {
 	StateFlag  string // --state
 	ConfigPath string // --config
 	JSON       bool   // --json
+}
+
+// Main runs a sandboxctl binary: the root command with extra's commands,
+// over the process's streams and arguments, and returns its exit code.
+// SIGINT or SIGTERM cancels the command's context; a second one kills at
+// once. daemonBinary is CLI.DaemonBinary ("" = find sandboxctld).
+func Main(version, daemonBinary string, extra func(*CLI) []*cobra.Command) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	c := &CLI{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Version: version, Argv: os.Args, DaemonBinary: daemonBinary}
+	return Report(NewRootCommand(c, extra(c)...).ExecuteContext(ctx), os.Stderr)
 }
 
 // ExitError ends the process with Code. A nil Err exits silently (the

@@ -17,27 +17,16 @@ import (
 // startSocketServer is startServer with the local socket enabled.
 func startSocketServer(t *testing.T, acceptPeer func(*unix.Ucred) error) (*engine, *Server) {
 	t.Helper()
-	e := &engine{conns: map[*attachConn]bool{}}
-	e.inR, e.inW = io.Pipe()
 	// A short directory: unix socket paths are limited to 107 bytes.
 	dir, err := os.MkdirTemp("", "sup")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv := NewServer(ServerOptions{In: e.inR, Out: e, Dirs: []string{dir}, Socket: SocketName, AcceptPeer: acceptPeer, Logf: t.Logf})
+	e, srv := startServerOpts(t, ServerOptions{Dirs: []string{dir}, Socket: SocketName, AcceptPeer: acceptPeer})
 	if srv.SocketPath() != filepath.Join(dir, SocketName) {
 		t.Fatalf("socket path %q, want %q", srv.SocketPath(), filepath.Join(dir, SocketName))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = srv.Serve(ctx); close(done) }()
-	t.Cleanup(func() {
-		srv.Shutdown(500 * time.Millisecond)
-		cancel()
-		_ = e.inW.Close()
-		<-done
-	})
 	return e, srv
 }
 

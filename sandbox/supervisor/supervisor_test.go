@@ -84,9 +84,17 @@ func startServer(t *testing.T) (*engine, *Server) { return startServerB(t) }
 
 func startServerB(t testing.TB) (*engine, *Server) {
 	t.Helper()
+	return startServerOpts(t, ServerOptions{Dirs: []string{t.TempDir()}})
+}
+
+// startServerOpts serves opts (In, Out and Logf filled in) on a fresh
+// engine until the test ends.
+func startServerOpts(t testing.TB, opts ServerOptions) (*engine, *Server) {
+	t.Helper()
 	e := &engine{conns: map[*attachConn]bool{}}
 	e.inR, e.inW = io.Pipe()
-	srv := NewServer(ServerOptions{In: e.inR, Out: e, Dirs: []string{t.TempDir()}, Logf: t.Logf})
+	opts.In, opts.Out, opts.Logf = e.inR, e, t.Logf
+	srv := NewServer(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx); close(done) }()
