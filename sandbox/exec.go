@@ -451,7 +451,10 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 	if res.RecreatePending {
 		st.Warnings = append(st.Warnings, "sandbox recreate pending: "+res.PendingReason)
 	}
-	p, warn := m.startSupervised(ctx, s, res, opts)
+	p, warn, err := m.startSupervised(ctx, s, res, opts)
+	if err != nil {
+		return nil, err
+	}
 	if p != nil {
 		st.Process = p
 		return st, nil

@@ -453,7 +453,9 @@ type Info struct {
 	Current bool `json:"current"`
 }
 
-// List returns the managed containers, as the Engine reports them.
+// List returns the managed containers of this configuration (named with its
+// containerPrefix; another daemon's sandboxes on the same Engine are left
+// out), as the Engine reports them.
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	f := make(client.Filters).Add("label", LabelManaged+"=1")
 	for k, v := range m.labels {
@@ -472,12 +474,18 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 				name = name[1:]
 			}
 		}
+		scopeKey := c.Labels[LabelScopeKey]
+		if name != ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey) {
+			// Another configuration's sandbox (another containerPrefix,
+			// e.g. a second daemon on this host): not ours to list,
+			// prune, or re-adopt sessions from.
+			continue
+		}
 		ms, _ := strconv.ParseInt(c.Labels[LabelCreatedAt], 10, 64)
 		created := time.UnixMilli(ms)
 		if ms == 0 {
 			created = time.Unix(c.Created, 0)
 		}
-		scopeKey := c.Labels[LabelScopeKey]
 		wantHash, _ := configHash(m.shapeFor(scopeKey, name))
 		out = append(out, Info{
 			ID: c.ID, Name: name, ScopeKey: scopeKey,

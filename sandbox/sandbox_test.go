@@ -565,3 +565,37 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// Two configurations on one Engine (two daemons, say): each lists, prunes
+// and re-adopts only its own sandboxes, even with the same labels.
+func TestListOnlyOwnPrefix(t *testing.T) {
+	m1 := newTestManager(t, nil)
+	m2 := newManagerOpts(t, func(o *Options) {
+		o.Labels = m1.labels // the same labels, another containerPrefix
+		o.DisableSupervisor = true
+	})
+	r1, err := m1.Ensure(ctxT(t), Scope{AgentID: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := m2.Ensure(ctxT(t), Scope{AgentID: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		m          *Manager
+		own, other string
+	}{{m1, r1.Name, r2.Name}, {m2, r2.Name, r1.Name}} {
+		list, err := tc.m.List(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range list {
+			names = append(names, c.Name)
+		}
+		if len(names) != 1 || names[0] != tc.own {
+			t.Errorf("List: %v, want only %s (not %s)", names, tc.own, tc.other)
+		}
+	}
+}

@@ -80,6 +80,9 @@ func (w *warmEnsures) forgetID(id string) {
 type supervisorClients struct {
 	mu      sync.Mutex
 	entries map[string]*clientEntry
+	// localBad: when a container's supervisor socket last failed a
+	// handshake (see Manager.dialer).
+	localBad map[string]time.Time
 }
 
 type clientEntry struct {
@@ -112,6 +115,24 @@ func (cs *supervisorClients) alive(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.c != nil && e.c.Err() == nil && e.c.Connected()
+}
+
+// localFailed records that container id's supervisor socket accepted a
+// connection but did not complete the handshake.
+func (cs *supervisorClients) localFailed(id string, now time.Time) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.localBad == nil {
+		cs.localBad = map[string]time.Time{}
+	}
+	cs.localBad[id] = now
+}
+
+func (cs *supervisorClients) localFailedRecently(id string, now time.Time) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	at, ok := cs.localBad[id]
+	return ok && now.Sub(at) < localRetryAfter
 }
 
 func (cs *supervisorClients) drop(id string) {
@@ -149,14 +170,22 @@ type attachConn struct {
 func (a *attachConn) Write(p []byte) (int, error) { return a.att.Conn.Write(p) }
 func (a *attachConn) Close() error                { a.att.Close(); return nil }
 
+// localRetryAfter is how long a container whose supervisor socket failed a
+// handshake is reached over the attach stream instead.
+const localRetryAfter = time.Minute
+
 // dialer connects to the supervisor of container id: its local socket when
-// this host can reach it (dialLocal), else the attach stream.
+// this host can reach it (dialLocal) and it has not recently failed a
+// handshake, else the attach stream.
 func (m *Manager) dialer(id string) supervisor.Dialer {
 	attach := m.attachDialer(id)
 	if !m.localSupervisor {
 		return attach
 	}
 	return func(ctx context.Context) (supervisor.Conn, error) {
+		if m.clients.localFailedRecently(id, time.Now()) {
+			return attach(ctx)
+		}
 		conn, err := m.dialLocal(ctx, id)
 		if err == nil {
 			return conn, nil
@@ -199,13 +228,26 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 	if e.c != nil && e.c.Err() == nil {
 		return e.c, nil
 	}
-	c, err := supervisor.NewClient(ctx, supervisor.ClientOptions{
+	opts := supervisor.ClientOptions{
 		Dial: m.dialer(id),
+		HandshakeFailed: func(conn supervisor.Conn, err error) {
+			if _, local := conn.(localConn); local {
+				m.logf("sandbox %s: supervisor socket: %v; using the attach stream for %s", short(id), err, localRetryAfter)
+				m.clients.localFailed(id, time.Now())
+			}
+		},
 		Logf: func(format string, args ...any) { m.logf("sandbox %s: "+format, append([]any{short(id)}, args...)...) },
-	})
+	}
+	c, err := supervisor.NewClient(ctx, opts)
+	if err != nil && m.clients.localFailedRecently(id, time.Now()) {
+		// The socket took the connection but not the Hello: once more, now
+		// over the attach stream.
+		c, err = supervisor.NewClient(ctx, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to the supervisor of sandbox %s: %w", short(id), err)
 	}
+	m.logf("sandbox %s: supervisor client %s connected (local socket: %v)", short(id), c.Nonce(), c.Local())
 	e.c = c
 	return c, nil
 }
@@ -240,27 +282,29 @@ func (p *SupervisedExec) Forget(ctx context.Context) error {
 
 // startSupervised runs opts through the supervisor of res's container. It
 // returns nil and a warning (empty when the plain path was chosen on
-// purpose) when the plain path must be used.
-func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult, opts ExecOptions) (*SupervisedExec, string) {
+// purpose) when the plain path must be used, and an error when it cannot
+// tell whether the supervisor started the command (the plain path would
+// then risk running it twice).
+func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult, opts ExecOptions) (*SupervisedExec, string, error) {
 	if m.sup == nil {
-		return nil, m.supWarn
+		return nil, m.supWarn, nil
 	}
 	if !res.Supervised {
 		note := res.SupervisorNote
 		if note == "" {
 			note = "it was created without it (recreate pending or older sandboxctl)"
 		}
-		return nil, fmt.Sprintf("sandbox %s runs without the supervisor (%s); using the plain Engine exec path", res.Name, note)
+		return nil, fmt.Sprintf("sandbox %s runs without the supervisor (%s); using the plain Engine exec path", res.Name, note), nil
 	}
 	if opts.User != "" {
-		return nil, "a per-command user needs the plain Engine exec path"
+		return nil, "a per-command user needs the plain Engine exec path", nil
 	}
 	if len(opts.Cmd) == 0 {
-		return nil, ""
+		return nil, "", nil
 	}
 	c, err := m.supervisorClient(ctx, res.ID)
 	if err != nil {
-		return nil, fmt.Sprintf("sandbox supervisor unreachable (%v); using the plain Engine exec path", err)
+		return nil, fmt.Sprintf("sandbox supervisor unreachable (%v); using the plain Engine exec path", err), nil
 	}
 	meta := map[string]string{"agentId": s.AgentID, "sessionKey": s.SessionKey, "scopeKey": res.ScopeKey}
 	for k, v := range opts.Meta {
@@ -270,10 +314,43 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
 		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
 	})
-	if err != nil {
-		return nil, fmt.Sprintf("sandbox supervisor could not start the command (%v); using the plain Engine exec path", err)
+	if err == nil {
+		return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
 	}
-	return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, ""
+	if errors.Is(err, supervisor.ErrRefused) || errors.Is(err, supervisor.ErrNotSent) {
+		// The supervisor never ran it: the plain path may.
+		return nil, fmt.Sprintf("sandbox supervisor could not start the command (%v); using the plain Engine exec path", err), nil
+	}
+	return m.adoptUncertainStart(ctx, res, opts.Tag, err)
+}
+
+// adoptUncertainStart settles an Open whose answer was lost (the connection
+// broke or was taken over after the request went out): the supervisor may
+// or may not have started the command. A session with the command's id is
+// followed from its first byte; no session means the plain path may run it;
+// not knowing is an error, never a second run.
+func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id string, openErr error) (*SupervisedExec, string, error) {
+	if id == "" || ctx.Err() != nil {
+		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command, its answer was lost: %w", res.Name, openErr)
+	}
+	c, err := m.supervisorClient(ctx, res.ID)
+	if err == nil {
+		var infos []supervisor.SessionInfo
+		if infos, err = c.List(ctx); err == nil {
+			for _, in := range infos {
+				if in.ID != id {
+					continue
+				}
+				p, aerr := c.Attach(ctx, in, 0, 0)
+				if aerr != nil {
+					return nil, "", fmt.Errorf("sandbox %s: follow the command the supervisor started: %w", res.Name, aerr)
+				}
+				return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
+			}
+			return nil, fmt.Sprintf("sandbox supervisor lost the request (%v); using the plain Engine exec path", openErr), nil
+		}
+	}
+	return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and cannot be asked: %w", res.Name, openErr, err)
 }
 
 // RecoveredSession is a command the supervisor of a sandbox knows about,

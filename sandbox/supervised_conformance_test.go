@@ -60,7 +60,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			cfg.Sandbox.Docker.ContainerPrefix = "sbxt-" + hex.EncodeToString(b) + "-"
 			cfg.Sandbox.WorkspaceRoot = t.TempDir()
 			sm, err := sandbox.NewManager(context.Background(), sandbox.Options{
-				Config: cfg.Sandbox, StateDir: t.TempDir(), Home: t.TempDir(), DisableSupervisor: path.disable, SupervisorAttachOnly: path.attachOnly,
+				Config: cfg.Sandbox, StateDir: t.TempDir(), Home: t.TempDir(), DisableSupervisor: path.disable, SupervisorAttachOnly: path.attachOnly, Logf: t.Logf,
 				Labels: map[string]string{"sandboxctl.test": "sandbox-pkg"},
 			})
 			if err != nil {

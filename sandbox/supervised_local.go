@@ -66,7 +66,7 @@ func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, er
 	for {
 		conn, err := dialSocketUnder(ctx, root)
 		if err == nil {
-			if verr := verifySupervisorPeer(conn, initPID); verr != nil {
+			if verr := verifySupervisorPeer(conn, initPID, insp.Container.ID); verr != nil {
 				_ = conn.Close()
 				return nil, verr
 			}
@@ -106,11 +106,13 @@ func dialSocketUnder(ctx context.Context, root string) (net.Conn, error) {
 			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 		})
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			continue // not this directory (or a symlink where the socket should be)
+			continue // not this directory
 		}
 		if err != nil {
 			return nil, fmt.Errorf("resolve %s in the sandbox: %w", rel, err)
 		}
+		// O_NOFOLLOW: a symlink in the socket's place is opened as the
+		// link itself, and refused here.
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 			_ = unix.Close(fd)
@@ -130,41 +132,95 @@ func dialSocketUnder(ctx context.Context, root string) (net.Conn, error) {
 }
 
 // verifySupervisorPeer checks that the process holding the socket is the
-// container's main process (initPID) or its child.
-func verifySupervisorPeer(conn net.Conn, initPID int) error {
+// sandbox's supervisor, as the kernel reports it (SO_PEERCRED):
+//   - in the container's cgroup (its id in /proc/PID/cgroup): the pid is
+//     this container's, not a reused one nor one of an Engine whose pids
+//     are not this host's;
+//   - a child of the container's init (initPID) started no later than any
+//     other child of it: docker-init's own child, started with the
+//     container. A process of the sandbox can become init's child only as
+//     an orphan of a plain Engine exec, always started later (orphans of
+//     supervised commands go to the supervisor, a subreaper). For a
+//     container without --init, initPID itself, pid 1 in the sandbox.
+func verifySupervisorPeer(conn net.Conn, initPID int, containerID string) error {
 	cred, err := supervisor.PeerCred(conn)
 	if err != nil {
 		return err
 	}
 	pid := int(cred.Pid)
-	if pid == initPID {
-		return nil
-	}
-	ppid, err := parentPID(pid)
+	st, err := readProcStat(pid)
 	if err != nil {
 		return fmt.Errorf("supervisor socket held by pid %d: %w", pid, err)
 	}
-	if ppid != initPID {
-		return fmt.Errorf("supervisor socket held by pid %d, which is not the sandbox's supervisor (parent %d, want %d)", pid, ppid, initPID)
+	if pid != initPID {
+		if st.ppid != initPID {
+			return fmt.Errorf("supervisor socket held by pid %d, not a child of the sandbox's init (pid %d)", pid, initPID)
+		}
+		if err := firstChild(initPID, pid, st.start); err != nil {
+			return fmt.Errorf("supervisor socket held by pid %d: %w", pid, err)
+		}
+	}
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return fmt.Errorf("supervisor socket held by pid %d: %w", pid, err)
+	}
+	if containerID == "" || !strings.Contains(string(cg), containerID) {
+		return fmt.Errorf("supervisor socket held by pid %d, which is not in the cgroup of container %s", pid, short(containerID))
 	}
 	return nil
 }
 
-// parentPID reads the parent pid of pid from /proc/<pid>/stat.
-func parentPID(pid int) (int, error) {
+// firstChild checks that no child of parent started before pid (started
+// at start, in clock ticks since boot).
+func firstChild(parent, pid int, start uint64) error {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", parent, parent))
+	if err != nil {
+		return err
+	}
+	for _, f := range strings.Fields(string(data)) {
+		other, err := strconv.Atoi(f)
+		if err != nil || other == pid {
+			continue
+		}
+		ost, err := readProcStat(other)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if ost.start < start {
+			return fmt.Errorf("pid %d, another child of the sandbox's init, started earlier: not the supervisor", other)
+		}
+	}
+	return nil
+}
+
+// procStat is what verifySupervisorPeer reads from /proc/PID/stat.
+type procStat struct {
+	ppid  int
+	start uint64 // clock ticks after boot
+}
+
+func readProcStat(pid int) (procStat, error) {
+	var st procStat
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, err
+		return st, err
 	}
-	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	// "pid (comm) state ppid ... starttime(22) ...": comm may hold spaces
+	// and parentheses, so fields count from the last ')'.
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return st, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 2 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return st, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
-	return strconv.Atoi(fields[1])
+	if st.ppid, err = strconv.Atoi(f[1]); err != nil {
+		return st, fmt.Errorf("/proc/%d/stat ppid: %w", pid, err)
+	}
+	if st.start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return st, fmt.Errorf("/proc/%d/stat starttime: %w", pid, err)
+	}
+	return st, nil
 }

@@ -18,6 +18,7 @@ var fullImage = envOr("SANDBOXCTL_FULL_IMAGE", "sandboxctl/sandbox:bookworm")
 // perlHello connects to the supervisor socket from inside the sandbox,
 // sends a Hello frame and reports whether anything answered.
 const perlHello = `perl -MIO::Socket::UNIX -e '
+$SIG{PIPE} = "IGNORE"; # the supervisor may hang up before the write
 my $c = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Peer => "/run/sandboxctl/supervisor.sock") or die "connect: $!\n";
 my $j = q({"version":1,"client":"intruder"});
 print $c pack("CCNN", 0xA5, 1, 0, length $j) . $j;
@@ -53,6 +54,11 @@ func TestSupervisedLocalSocket(t *testing.T) {
 		t.Fatal("connected over the attach stream although the supervisor's socket is reachable from this host")
 	}
 
+	// Nor reach the supervisor's own descriptors (the attach stream's
+	// pipes): it is not dumpable.
+	if out, _ := run(t, m, s, `for p in /proc/[0-9]*; do [ "$(cat $p/cmdline 2>/dev/null | tr '\0' ' ')" = "`+SupervisorPath+` " ] && sup=$p; done; echo $sup; readlink $sup/fd/0 >/dev/null 2>&1 && echo reachable || echo denied`); !strings.HasSuffix(out, "\ndenied\n") || !strings.HasPrefix(out, "/proc/") {
+		t.Fatalf("supervisor's descriptors from inside the sandbox: %q", out)
+	}
 	if out, code := run(t, m, s, perlHello); strings.TrimSpace(out) != "refused" || code != 0 {
 		t.Fatalf("a process in the sandbox used the supervisor socket: %q (exit %d)", out, code)
 	}

@@ -341,7 +341,7 @@ func TestSupervisedDurableSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.stateDir, Home: "/nonexistent", Labels: m.labels})
+	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.stateDir, Home: "/nonexistent", Labels: m.labels, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +575,7 @@ wait:
 	_ = cmd.Wait()
 
 	// The restarted daemon.
-	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.stateDir, Home: t.TempDir(), Labels: m.labels})
+	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.stateDir, Home: t.TempDir(), Labels: m.labels, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,12 @@ func main() {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		logf("supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
 	}
+	// Not dumpable: processes of the sandbox run as the same user, and must
+	// not open /proc/<this>/fd (the attach stream's pipes), read its memory
+	// or trace it. Commands are unaffected (execve makes them dumpable).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		logf("supervisor: PR_SET_DUMPABLE: %v", err)
+	}
 	srv := supervisor.NewServer(supervisor.ServerOptions{
 		In: os.Stdin, Out: os.Stdout, Logf: logf, BaseEnv: os.Environ(),
 		Dirs: supervisor.StateDirs(),

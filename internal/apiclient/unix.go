@@ -89,7 +89,7 @@ func (u Unix) RoundTrip(ctx context.Context, req Request) (int, io.ReadCloser, e
 		if err != nil || n < 0 {
 			return fail(fmt.Errorf("bad Content-Length %q in the answer", cl))
 		}
-		body = io.LimitReader(tp.R, n)
+		body = &exactReader{r: io.LimitReader(tp.R, n), left: n}
 	}
 	return status, &connBody{Reader: body, conn: conn, stop: stop}, nil
 }
@@ -130,6 +130,22 @@ func readStatus(tp *textproto.Reader) (int, error) {
 		return 0, fmt.Errorf("not an HTTP answer: %q", line)
 	}
 	return n, nil
+}
+
+// exactReader reads a body of a known length and reports a connection that
+// ends before it as io.ErrUnexpectedEOF, not as the body's end.
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if err == io.EOF && e.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
 }
 
 // connBody is an answer's body; closing it closes the connection.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -150,5 +151,34 @@ func TestNoDaemon(t *testing.T) {
 	_, err = Connect(StartOptions{StateDir: dir, CommandErr: why}).Health(t.Context())
 	if !errors.Is(err, why) {
 		t.Fatalf("auto-start without a command: %v", err)
+	}
+}
+
+// An answer cut short of its Content-Length is an error, not a shorter
+// body.
+func TestUnixTransportTruncatedAnswer(t *testing.T) {
+	dir, err := os.MkdirTemp("", "apic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	l, err := net.Listen("unix", filepath.Join(dir, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		_, _ = c.Write([]byte("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ok\":"))
+		_ = c.Close()
+	}()
+	_, err = NewUnixClient(filepath.Join(dir, SocketName)).Call(t.Context(), "GET", "/healthz", nil)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated answer: %v", err)
 	}
 }

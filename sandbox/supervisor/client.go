@@ -51,6 +51,12 @@ var (
 	ErrSuperseded = errors.New("supervisor connection taken over by a newer client")
 	// ErrClosed means the client was closed.
 	ErrClosed = errors.New("supervisor client closed")
+	// ErrRefused means the server answered a request with an error: for
+	// Open, nothing was started.
+	ErrRefused = errors.New("supervisor refused")
+	// ErrNotSent means a request could not be written to the connection:
+	// the server never acted on it.
+	ErrNotSent = errors.New("request not sent to the supervisor")
 )
 
 // ClientOptions configure a Client.
@@ -62,6 +68,10 @@ type ClientOptions struct {
 	HelloTimeout time.Duration
 	// Logf receives the server's own diagnostics and reconnect notes.
 	Logf func(format string, args ...any)
+	// HandshakeFailed, when set, learns of a dialed connection whose
+	// Hello got no valid answer (e.g. to prefer another transport for a
+	// while).
+	HandshakeFailed func(conn Conn, err error)
 }
 
 // Client is the host end: one connection, many commands. It reconnects
@@ -69,6 +79,7 @@ type ClientOptions struct {
 // resuming their output where it stopped.
 type Client struct {
 	dial    Dialer
+	hsFail  func(Conn, error)
 	window  int64
 	helloTO time.Duration
 	logf    func(format string, args ...any)
@@ -96,7 +107,7 @@ func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
 		return nil, errors.New("supervisor client: no dialer")
 	}
 	c := &Client{
-		dial: opts.Dial, window: opts.Window, helloTO: opts.HelloTimeout, logf: opts.Logf,
+		dial: opts.Dial, hsFail: opts.HandshakeFailed, window: opts.Window, helloTO: opts.HelloTimeout, logf: opts.Logf,
 		nonce: newID(), connected: make(chan struct{}), procs: map[uint32]*Proc{}, reqs: map[uint32]chan Frame{},
 		done: make(chan struct{}),
 	}
@@ -145,7 +156,11 @@ func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			return nil, nil, fmt.Errorf("supervisor hello: no answer: %w", err)
+			err = fmt.Errorf("supervisor hello: no answer: %w", err)
+			if c.hsFail != nil {
+				c.hsFail(conn, err)
+			}
+			return nil, nil, err
 		}
 		if f.Type != FrameHelloAck {
 			continue // traffic for an earlier client
@@ -271,6 +286,7 @@ func (c *Client) dispatch(f Frame) error {
 	case FrameHelloAck:
 		var ack HelloAck
 		if json.Unmarshal(f.Payload, &ack) == nil && ack.Client != c.nonce {
+			c.logf("supervisor connection taken over by client %s (this is %s)", ack.Client, c.nonce)
 			c.shutdown(ErrSuperseded)
 			return ErrSuperseded
 		}
@@ -407,6 +423,9 @@ func (c *Client) Local() bool {
 
 // Done is closed when the client has ended for good.
 func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Nonce identifies this client to the server (the Hello's client field).
+func (c *Client) Nonce() string { return c.nonce }
 
 // ServerPID is the supervisor's pid inside the container.
 func (c *Client) ServerPID() int {
@@ -616,7 +635,7 @@ func (c *Client) startProc(ctx context.Context, p *Proc, typ byte, payload []byt
 		return nil, err
 	}
 	if err := c.send(ctx, typ, p.stream, payload); err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("%w: %w", ErrNotSent, err))
 	}
 	select {
 	case <-p.started:
@@ -669,7 +688,7 @@ func (p *Proc) onStarted(st Started) {
 func (p *Proc) serverError(msg string) {
 	started := false
 	p.startOnce.Do(func() {
-		p.startErr = fmt.Errorf("supervisor: %s", msg)
+		p.startErr = fmt.Errorf("%w: %s", ErrRefused, msg)
 		close(p.started)
 		started = true
 	})

@@ -27,7 +27,7 @@ func StateDirs() []string {
 // socketWriteTimeout bounds one write to a socket client: a client that
 // stops reading for this long loses its connection (and reconnects), so it
 // cannot stall the output of every command.
-const socketWriteTimeout = 30 * time.Second
+const socketWriteTimeout = 10 * time.Second
 
 // serverConn is one way frames reach the server: the attach stream
 // (container stdin/stdout, shared by every attached client) or one
@@ -128,7 +128,24 @@ func (s *Server) acceptLoop(l net.Listener) {
 		}
 		n++
 		c := newServerConn(fmt.Sprintf("socket client %d", n), nc, nc, nc)
+		s.sockMu.Lock()
+		if s.socks == nil {
+			s.socks = map[*serverConn]bool{}
+		}
+		s.socks[c] = true
+		s.sockMu.Unlock()
 		go s.serveConn(c)
+	}
+}
+
+// closeSockets stops accepting and closes every socket connection (Serve
+// has ended: nothing would answer them).
+func (s *Server) closeSockets() {
+	_ = s.listener.Close()
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	for c := range s.socks {
+		c.close()
 	}
 }
 
@@ -176,6 +193,9 @@ func (s *Server) serveConn(c *serverConn) {
 	defer func() {
 		c.close()
 		s.connLost(c)
+		s.sockMu.Lock()
+		delete(s.socks, c)
+		s.sockMu.Unlock()
 	}()
 	for {
 		f, err := ReadFrame(c.r)

@@ -18,18 +18,26 @@
 // The server also accepts clients on a unix socket in its state directory
 // (/run/sandboxctl/supervisor.sock, mode 0600), speaking the same frames.
 // A daemon on the Engine's host reaches it through /proc/<container init
-// pid>/root/… and so skips the Engine's attach copy, which bounds
+// pid>/root/… (resolved with openat2 RESOLVE_IN_ROOT, so symlinks stay
+// inside the sandbox) and so skips the Engine's attach copy, which bounds
 // throughput at ~100 MB/s; a remote or unprivileged daemon uses the attach
-// stream. Both ends check the other with SO_PEERCRED: the server takes
-// only peers whose pid its pid namespace cannot show (0: outside the
-// sandbox, never a process of the sandbox), and the client trusts the
-// socket only if its holder is the container's main process or a child of
-// it (the supervisor under docker-init), not a sandbox process that
-// replaced the file. The newest Hello wins across both transports; a
-// superseded socket client gets the HelloAck of its successor and is
-// closed, and a socket client that hangs up leaves its commands running,
-// detached, for the next client to re-attach. Bulk output goes raw on the
-// socket (compressing costs more than it saves).
+// stream. Both ends check the other with SO_PEERCRED. The server takes only
+// peers its pid namespace cannot show (pid 0): processes outside the
+// sandbox's pid namespace, which keeps out every process of the sandbox.
+// The client trusts the socket only if its holder is in the container's
+// cgroup and is the first-started child of the container's init (the
+// supervisor under docker-init) or init itself; a sandbox process that
+// replaces the file fails that, and the client uses the attach stream. The
+// supervisor is not dumpable, so processes of the sandbox, which run as the
+// same user, cannot open its descriptors (the attach stream's pipes) or
+// trace it.
+//
+// The newest Hello wins across both transports; a superseded socket client
+// gets the HelloAck of its successor and is closed, and a socket client
+// that hangs up leaves its commands running, detached, for the next client
+// to re-attach. A bad frame closes a socket connection (the attach stream
+// resynchronises instead, see below). Bulk output goes raw on the socket
+// (compressing costs more than it saves).
 //
 // # Framing
 //
@@ -67,8 +75,12 @@
 //	Result      request-specific payload                    request id
 //
 // The client allocates stream and request ids from one counter. Many
-// commands share the connection; Open/Attach bind a session to a stream id
-// of the current connection only.
+// commands share the connection. Open and Attach bind a session to a
+// stream id of the current connection, and are refused (nothing starts)
+// when their connection has been superseded; a session's frames go to the
+// connection it is bound to, and the answer to a request goes to the
+// connection that sent it, so nothing meant for one client reaches the
+// next under the same id.
 //
 // # Flow control
 //
@@ -99,8 +111,9 @@
 //
 // # Sessions and durability
 //
-// The server keeps each session under /run/sandboxctl/<id>/ (tmpfs; falling
-// back to /tmp/.sandboxctl, then memory): meta.json (argv, dir, tty, meta
+// The server keeps each session under /run/sandboxctl/<id>/ (a tmpfs in the
+// default sandbox config; falling back to /tmp/.sandboxctl, then
+// /dev/shm/.sandboxctl, then memory): meta.json (argv, dir, tty, meta
 // such as agentId and sessionKey, pid, start time, byte counts), output.0
 // and output.1 (the output log: records [stream u8][len u32][data], two
 // segments used in turn, keeping the last 0.5–1 MiB), and exit ({code,

@@ -74,8 +74,11 @@ type Server struct {
 	stop chan struct{}
 	// cur is the connection of the newest Hello: frames the server sends
 	// go to it, and frames from other connections are ignored.
-	cur  atomic.Pointer[serverConn]
-	pool sync.Pool // *[]byte output frame buffers of poolFrameSize
+	cur atomic.Pointer[serverConn]
+	// socks are the accepted socket connections, closed when Serve ends.
+	sockMu sync.Mutex
+	socks  map[*serverConn]bool
+	pool   sync.Pool // *[]byte output frame buffers of poolFrameSize
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -165,7 +168,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	go s.inputWaitLoop()
 	defer close(s.stop)
 	if s.listener != nil {
-		defer s.listener.Close()
+		defer s.closeSockets()
 		go s.acceptLoop(s.listener)
 	}
 
@@ -175,8 +178,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case err := <-errc:
-		if err == nil && s.listener != nil {
-			// The attach stream ended; socket clients are still served.
+		if s.listener != nil {
+			// The attach stream ended or broke; socket clients are still
+			// served.
+			if err != nil {
+				s.logf("supervisor: attach stream: %v; serving the socket only", err)
+			}
 			<-ctx.Done()
 			return ctx.Err()
 		}
@@ -193,6 +200,9 @@ func (s *Server) readLoop() error {
 		if errors.Is(err, ErrBadFrame) {
 			s.logf("supervisor: %v; resynchronising on the next hello", err)
 			if err := resync(in); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
 				return err
 			}
 			continue
@@ -245,10 +255,10 @@ const (
 	poolFrameSize  = HeaderSize + 1 + maxOutputChunk
 )
 
-// send queues a frame for the writer.
-func (s *Server) send(typ byte, stream uint32, payload []byte) {
+// send queues a frame for connection to (nil: dropped).
+func (s *Server) send(to *serverConn, typ byte, stream uint32, payload []byte) {
 	b := AppendFrame(make([]byte, 0, HeaderSize+len(payload)), typ, stream, payload)
-	s.enqueue(outFrame{b: b, to: s.cur.Load()})
+	s.enqueue(outFrame{b: b, to: to})
 }
 
 // enqueue hands a frame to the writer; a frame for no connection (or after
@@ -278,31 +288,31 @@ func (s *Server) getFrame() *[]byte {
 // sendOutputFrame sends n bytes of output that were read straight into
 // (*fb)[HeaderSize+1:], taking ownership of fb (no copy of the data). It
 // returns whether the chunk went compressed.
-func (s *Server) sendOutputFrame(stream uint32, which byte, fb *[]byte, n int, tryZ bool) bool {
+func (s *Server) sendOutputFrame(to *serverConn, stream uint32, which byte, fb *[]byte, n int, tryZ bool) bool {
 	data := (*fb)[HeaderSize+1 : HeaderSize+1+n]
 	if tryZ && n >= minCompress && s.deflate.Load() {
 		zb := s.getFrame()
 		if k, ok := s.compress((*zb)[HeaderSize+5:], data); ok {
 			binary.BigEndian.PutUint32((*zb)[HeaderSize+1:], uint32(n))
 			s.pool.Put(fb)
-			s.queueOutput(zb, FrameOutputZ, stream, which, 4+k)
+			s.queueOutput(to, zb, FrameOutputZ, stream, which, 4+k)
 			return true
 		}
 		s.pool.Put(zb)
 	}
-	s.queueOutput(fb, FrameOutput, stream, which, n)
+	s.queueOutput(to, fb, FrameOutput, stream, which, n)
 	return false
 }
 
 // queueOutput fills in the header of a pooled output frame and queues it.
-func (s *Server) queueOutput(bp *[]byte, typ byte, stream uint32, which byte, n int) {
+func (s *Server) queueOutput(to *serverConn, bp *[]byte, typ byte, stream uint32, which byte, n int) {
 	b := (*bp)[:HeaderSize+1+n]
 	b[0] = Magic
 	b[1] = typ
 	binary.BigEndian.PutUint32(b[2:6], stream)
 	binary.BigEndian.PutUint32(b[6:10], uint32(1+n))
 	b[10] = which
-	s.enqueue(outFrame{b: b, pooled: bp, to: s.cur.Load()})
+	s.enqueue(outFrame{b: b, pooled: bp, to: to})
 }
 
 // minCompress is the smallest chunk worth compressing.
@@ -313,9 +323,9 @@ const minCompress = 16 << 10
 // for it and it pays: the Engine's attach copy, not the supervisor, bounds
 // throughput, so fewer bytes on the stream are more output per second.
 // It returns whether the chunk went compressed.
-func (s *Server) sendOutput(stream uint32, which byte, data []byte, tryZ bool) bool {
+func (s *Server) sendOutput(to *serverConn, stream uint32, which byte, data []byte, tryZ bool) bool {
 	for len(data) > maxOutputChunk {
-		s.sendOutput(stream, which, data[:maxOutputChunk], tryZ)
+		s.sendOutput(to, stream, which, data[:maxOutputChunk], tryZ)
 		data = data[maxOutputChunk:]
 	}
 	var bp *[]byte
@@ -342,7 +352,7 @@ func (s *Server) sendOutput(stream uint32, which byte, data []byte, tryZ bool) b
 	if typ == FrameOutput {
 		copy(b[11:], data)
 	}
-	s.enqueue(outFrame{b: b, pooled: bp, to: s.cur.Load()})
+	s.enqueue(outFrame{b: b, pooled: bp, to: to})
 	return typ == FrameOutputZ
 }
 
@@ -383,13 +393,13 @@ func (s *Server) compress(dst, data []byte) (int, bool) {
 	return out.n, true
 }
 
-func (s *Server) sendJSON(typ byte, stream uint32, v any) {
+func (s *Server) sendJSON(to *serverConn, typ byte, stream uint32, v any) {
 	b, _ := json.Marshal(v)
-	s.send(typ, stream, b)
+	s.send(to, typ, stream, b)
 }
 
-func (s *Server) sendError(stream uint32, err error) {
-	s.send(FrameError, stream, []byte(err.Error()))
+func (s *Server) sendError(to *serverConn, stream uint32, err error) {
+	s.send(to, FrameError, stream, []byte(err.Error()))
 }
 
 // writer drains the queue, coalescing frames per connection, and flushes
@@ -437,17 +447,25 @@ func (s *Server) hello(c *serverConn, h Hello) {
 	old := s.cur.Swap(c)
 	s.client = h.Client
 	s.deflate.Store(h.Deflate)
-	for id, sess := range s.streams {
-		sess.detach()
-		delete(s.streams, id)
-	}
+	s.detachAllLocked()
 	s.mu.Unlock()
 	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath()})
 	frame := AppendFrame(nil, FrameHelloAck, 0, ack)
+	s.enqueue(outFrame{b: frame, to: c})
 	if old != nil && old != c {
 		s.enqueue(outFrame{b: frame, to: old, closeAfter: old.sock != nil})
 	}
-	s.enqueue(outFrame{b: frame, to: c})
+}
+
+// detachAllLocked unbinds every session from its stream (s.mu held): the
+// client they were bound to is gone or superseded. Sessions are bound only
+// to the current connection (open and attach check it under s.mu), so
+// this is exactly the previous client's.
+func (s *Server) detachAllLocked() {
+	for _, sess := range s.sessions {
+		sess.detach()
+	}
+	clear(s.streams)
 }
 
 // connLost is called when socket connection c ended: if it was the current
@@ -459,10 +477,7 @@ func (s *Server) connLost(c *serverConn) {
 	if !s.cur.CompareAndSwap(c, nil) {
 		return
 	}
-	for id, sess := range s.streams {
-		sess.detach()
-		delete(s.streams, id)
-	}
+	s.detachAllLocked()
 }
 
 // handle serves one frame that arrived on connection c. Only a Hello is
@@ -482,20 +497,20 @@ func (s *Server) handle(f Frame, c *serverConn) {
 	case FrameOpen:
 		var spec OpenSpec
 		if err := json.Unmarshal(f.Payload, &spec); err != nil {
-			s.sendError(f.Stream, fmt.Errorf("bad open: %w", err))
+			s.sendError(c, f.Stream, fmt.Errorf("bad open: %w", err))
 			return
 		}
-		if err := s.open(f.Stream, spec); err != nil {
-			s.sendError(f.Stream, err)
+		if err := s.open(c, f.Stream, spec); err != nil {
+			s.sendError(c, f.Stream, err)
 		}
 	case FrameAttach:
 		var a AttachSpec
 		if err := json.Unmarshal(f.Payload, &a); err != nil {
-			s.sendError(f.Stream, fmt.Errorf("bad attach: %w", err))
+			s.sendError(c, f.Stream, fmt.Errorf("bad attach: %w", err))
 			return
 		}
-		if err := s.attach(f.Stream, a); err != nil {
-			s.sendError(f.Stream, err)
+		if err := s.attach(c, f.Stream, a); err != nil {
+			s.sendError(c, f.Stream, err)
 		}
 	case FrameStdin, FrameStdinClose, FrameResize, FrameWindow, FrameDetach:
 		s.mu.Lock()
@@ -506,25 +521,25 @@ func (s *Server) handle(f Frame, c *serverConn) {
 		s.mu.Unlock()
 		if sess == nil {
 			if f.Type == FrameStdin || f.Type == FrameResize {
-				s.sendError(f.Stream, errors.New("no session on this stream"))
+				s.sendError(c, f.Stream, errors.New("no session on this stream"))
 			}
 			return
 		}
 		switch f.Type {
 		case FrameStdin:
 			if err := sess.queueStdin(f.Payload); err != nil {
-				s.sendError(f.Stream, err)
+				s.sendError(c, f.Stream, err)
 			}
 		case FrameStdinClose:
 			sess.closeStdin()
 		case FrameResize:
 			var sz Size
 			if err := json.Unmarshal(f.Payload, &sz); err != nil {
-				s.sendError(f.Stream, fmt.Errorf("bad resize: %w", err))
+				s.sendError(c, f.Stream, fmt.Errorf("bad resize: %w", err))
 				return
 			}
 			if err := sess.resize(sz); err != nil {
-				s.sendError(f.Stream, err)
+				s.sendError(c, f.Stream, err)
 			}
 		case FrameWindow:
 			if len(f.Payload) == 4 {
@@ -536,54 +551,54 @@ func (s *Server) handle(f Frame, c *serverConn) {
 	case FrameSignal:
 		var sp SignalSpec
 		if err := json.Unmarshal(f.Payload, &sp); err != nil {
-			s.sendError(f.Stream, fmt.Errorf("bad signal: %w", err))
+			s.sendError(c, f.Stream, fmt.Errorf("bad signal: %w", err))
 			return
 		}
 		sess := s.lookup(sp.ID)
 		if sess == nil {
-			s.sendError(f.Stream, fmt.Errorf("no session %q", sp.ID))
+			s.sendError(c, f.Stream, fmt.Errorf("no session %q", sp.ID))
 			return
 		}
 		if sp.Tree {
 			go func() {
 				sess.killTree(time.Duration(sp.GraceMs) * time.Millisecond)
-				s.send(FrameResult, f.Stream, nil)
+				s.send(c, FrameResult, f.Stream, nil) // to the requester, even if superseded since
 			}()
 			return
 		}
 		if err := sess.signal(unix.Signal(sp.Signal)); err != nil {
-			s.sendError(f.Stream, err)
+			s.sendError(c, f.Stream, err)
 			return
 		}
-		s.send(FrameResult, f.Stream, nil)
+		s.send(c, FrameResult, f.Stream, nil)
 	case FrameList:
-		s.sendJSON(FrameResult, f.Stream, s.list())
+		s.sendJSON(c, FrameResult, f.Stream, s.list())
 	case FrameRead:
 		var r ReadSpec
 		_ = json.Unmarshal(f.Payload, &r)
 		sess := s.lookup(r.ID)
 		if sess == nil {
-			s.sendError(f.Stream, fmt.Errorf("no session %q", r.ID))
+			s.sendError(c, f.Stream, fmt.Errorf("no session %q", r.ID))
 			return
 		}
 		out, err := sess.output()
 		if err != nil {
-			s.sendError(f.Stream, err)
+			s.sendError(c, f.Stream, err)
 			return
 		}
-		s.send(FrameResult, f.Stream, out)
+		s.send(c, FrameResult, f.Stream, out)
 	case FrameForget:
 		var r ReadSpec
 		_ = json.Unmarshal(f.Payload, &r)
 		if err := s.forget(r.ID); err != nil {
-			s.sendError(f.Stream, err)
+			s.sendError(c, f.Stream, err)
 			return
 		}
-		s.send(FrameResult, f.Stream, nil)
+		s.send(c, FrameResult, f.Stream, nil)
 	case FramePing:
-		s.send(FrameResult, f.Stream, nil)
+		s.send(c, FrameResult, f.Stream, nil)
 	default:
-		s.sendError(f.Stream, fmt.Errorf("unknown frame type %d", f.Type))
+		s.sendError(c, f.Stream, fmt.Errorf("unknown frame type %d", f.Type))
 	}
 }
 

@@ -44,7 +44,8 @@ type session struct {
 
 	mu         sync.Mutex
 	cond       *sync.Cond
-	stream     uint32 // bound stream of the current client; 0 = detached
+	stream     uint32      // bound stream of the current client; 0 = detached
+	conn       *serverConn // the connection stream belongs to (nil when detached)
 	window     int64
 	total      [2]int64
 	progress   int64
@@ -60,7 +61,7 @@ type session struct {
 	leaderDone chan struct{}
 }
 
-func (s *Server) open(stream uint32, spec OpenSpec) error {
+func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	if len(spec.Argv) == 0 {
 		return errors.New("open: empty argv")
 	}
@@ -108,7 +109,7 @@ func (s *Server) open(stream uint32, spec OpenSpec) error {
 		return err
 	}
 	sess.log = lg
-	if err := sess.start(stream); err != nil {
+	if err := sess.start(c, stream); err != nil {
 		lg.close()
 		sess.removeFiles()
 		return err
@@ -139,7 +140,7 @@ func lookPath(argv0 string, env []string) (string, error) {
 	return "", fmt.Errorf("%s: command not found", argv0)
 }
 
-func (sess *session) start(stream uint32) error {
+func (sess *session) start(c *serverConn, stream uint32) error {
 	spec := sess.spec
 	env := mergeEnv(sess.srv.baseEnv, spec.Env)
 	hasTerm := false
@@ -225,6 +226,12 @@ func (sess *session) start(stream uint32) error {
 	}
 	s := sess.srv
 	s.mu.Lock()
+	if s.cur.Load() != c {
+		// A newer client took over after this Open was read: nothing runs.
+		s.mu.Unlock()
+		sess.closeFds()
+		return errors.New("open: the connection was superseded by a newer client")
+	}
 	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
 	if err != nil {
 		s.mu.Unlock()
@@ -233,14 +240,14 @@ func (sess *session) start(stream uint32) error {
 	}
 	sess.pid, sess.pgid = pid, pid
 	sess.startedAt = time.Now().UnixMilli()
-	sess.stream, sess.window = stream, spec.Window
+	sess.stream, sess.conn, sess.window = stream, c, spec.Window
 	s.sessions[sess.id] = sess
 	s.byPID[pid] = sess
 	s.streams[stream] = sess
 	s.mu.Unlock()
 
 	sess.writeMeta()
-	s.sendJSON(FrameStarted, stream, Started{ID: sess.id, PID: pid, StartedAt: sess.startedAt})
+	s.sendJSON(c, FrameStarted, stream, Started{ID: sess.id, PID: pid, StartedAt: sess.startedAt})
 	if sess.stdin != nil {
 		go sess.stdinWriter()
 	}
@@ -338,10 +345,10 @@ func (sess *session) reader(f *os.File, which byte) {
 				tryZ := raw == 0 && n >= minCompress
 				var z bool
 				if big {
-					z = sess.srv.sendOutputFrame(sess.stream, which, fb, n, tryZ)
+					z = sess.srv.sendOutputFrame(sess.conn, sess.stream, which, fb, n, tryZ)
 					fb = nil
 				} else {
-					z = sess.srv.sendOutput(sess.stream, which, rb[:n], tryZ)
+					z = sess.srv.sendOutput(sess.conn, sess.stream, which, rb[:n], tryZ)
 				}
 				if !z && tryZ {
 					raw = 16 // incompressible: skip the effort for a while
@@ -435,7 +442,7 @@ wait:
 	sess.exit, sess.exited = st, true
 	sess.inputWait = false
 	sess.log.close()
-	stream := sess.stream
+	stream, conn := sess.stream, sess.conn
 	if !sess.stdinShut && sess.stdinC != nil {
 		sess.stdinShut = true
 		close(sess.stdinC)
@@ -449,7 +456,7 @@ wait:
 		sess.writeMetaFinal()
 	}
 	if stream != 0 {
-		sess.srv.sendJSON(FrameExit, stream, st)
+		sess.srv.sendJSON(conn, FrameExit, stream, st)
 		sess.srv.unbind(stream, sess)
 	}
 	sess.srv.finished(sess)
@@ -504,7 +511,7 @@ func (sess *session) output() ([]byte, error) {
 // output goes to the log only, without credit limits.
 func (sess *session) detach() {
 	sess.mu.Lock()
-	sess.stream, sess.window = 0, 0
+	sess.stream, sess.conn, sess.window = 0, nil, 0
 	sess.cond.Broadcast()
 	sess.mu.Unlock()
 }
@@ -512,7 +519,7 @@ func (sess *session) detach() {
 func (sess *session) detachStream(stream uint32) {
 	sess.mu.Lock()
 	if sess.stream == stream {
-		sess.stream, sess.window = 0, 0
+		sess.stream, sess.conn, sess.window = 0, nil, 0
 		sess.cond.Broadcast()
 	}
 	sess.mu.Unlock()
@@ -527,18 +534,27 @@ func (sess *session) grant(stream uint32, n int64) {
 	sess.mu.Unlock()
 }
 
-func (s *Server) attach(stream uint32, a AttachSpec) error {
+func (s *Server) attach(c *serverConn, stream uint32, a AttachSpec) error {
 	if stream == 0 {
 		return errors.New("attach: stream 0 is reserved")
 	}
+	if a.Window <= 0 {
+		a.Window = DefaultWindow
+	}
+	// s.mu, then sess.mu, for the whole replay and binding: a Hello in
+	// between would otherwise leave the session bound to a superseded
+	// client, and output arriving between replay and binding would be
+	// neither replayed nor streamed.
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur.Load() != c {
+		return errors.New("attach: the connection was superseded by a newer client")
+	}
 	sess := s.sessions[a.ID]
 	if sess == nil {
-		s.mu.Unlock()
 		return fmt.Errorf("attach: no session %q", a.ID)
 	}
 	if old := s.streams[stream]; old != nil && old != sess {
-		s.mu.Unlock()
 		return fmt.Errorf("attach: stream %d is in use", stream)
 	}
 	for k, v := range s.streams {
@@ -546,38 +562,27 @@ func (s *Server) attach(stream uint32, a AttachSpec) error {
 			delete(s.streams, k)
 		}
 	}
-	s.streams[stream] = sess
-	s.mu.Unlock()
-	if a.Window <= 0 {
-		a.Window = DefaultWindow
-	}
-	ended := false
-	defer func() {
-		if ended {
-			s.unbind(stream, sess)
-		}
-	}()
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	s.sendJSON(FrameStarted, stream, Started{ID: sess.id, PID: sess.pid, StartedAt: sess.startedAt})
+	s.sendJSON(c, FrameStarted, stream, Started{ID: sess.id, PID: sess.pid, StartedAt: sess.startedAt})
 	if err := sess.log.replay([2]int64{a.Stdout, a.Stderr}, func(which byte, d []byte) {
 		for len(d) > 0 {
 			n := min(len(d), 64<<10)
-			s.sendOutput(stream, which, d[:n], true)
+			s.sendOutput(c, stream, which, d[:n], true)
 			d = d[n:]
 		}
 	}); err != nil {
 		s.logf("supervisor: replay %s: %v", sess.id, err)
 	}
 	if sess.exited {
-		s.sendJSON(FrameExit, stream, sess.exit)
-		ended = true
+		s.sendJSON(c, FrameExit, stream, sess.exit)
 		return nil
 	}
-	sess.stream, sess.window = stream, a.Window
+	s.streams[stream] = sess
+	sess.stream, sess.conn, sess.window = stream, c, a.Window
 	sess.cond.Broadcast()
 	if sess.inputWait {
-		s.sendJSON(FrameStatus, stream, Status{InputWait: true})
+		s.sendJSON(c, FrameStatus, stream, Status{InputWait: true})
 	}
 	return nil
 }
@@ -745,7 +750,7 @@ func (sess *session) observeInputWait(blocked bool) {
 	if sess.iwSeen >= 2 && !sess.inputWait && !sess.exited {
 		sess.inputWait = true
 		if sess.stream != 0 {
-			sess.srv.sendJSON(FrameStatus, sess.stream, Status{InputWait: true})
+			sess.srv.sendJSON(sess.conn, FrameStatus, sess.stream, Status{InputWait: true})
 		}
 	}
 }
@@ -755,7 +760,7 @@ func (sess *session) clearInputWaitLocked() {
 	if sess.inputWait {
 		sess.inputWait = false
 		if sess.stream != 0 {
-			sess.srv.sendJSON(FrameStatus, sess.stream, Status{InputWait: false})
+			sess.srv.sendJSON(sess.conn, FrameStatus, sess.stream, Status{InputWait: false})
 		}
 	}
 }

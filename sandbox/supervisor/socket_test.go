@@ -1,13 +1,16 @@
 package supervisor
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,5 +179,70 @@ func TestPeerCredSeesOwnPID(t *testing.T) {
 	c := newSocketClient(t, srv)
 	if err := c.Ping(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rawHello connects to the socket and completes a Hello as client nonce.
+func rawHello(t *testing.T, srv *Server, nonce string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("unix", srv.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	hello, _ := json.Marshal(Hello{Version: ProtocolVersion, Client: nonce})
+	if _, err := conn.Write(AppendFrame(nil, FrameHello, 0, hello)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	f, err := ReadFrame(br)
+	if err != nil || f.Type != FrameHelloAck {
+		t.Fatalf("hello ack: %+v %v", f, err)
+	}
+	return conn, br
+}
+
+// A client that has been superseded cannot start anything: its frames are
+// ignored, and it is told who took over and then closed.
+func TestSupersededConnectionCannotOpen(t *testing.T) {
+	_, srv := startSocketServer(t, nil)
+	old, oldR := rawHello(t, srv, "old")
+	newer := newSocketClient(t, srv)
+	// The old connection sees the newer client's ack, then its end.
+	f, err := ReadFrame(oldR)
+	var ack HelloAck
+	if err != nil || f.Type != FrameHelloAck || json.Unmarshal(f.Payload, &ack) != nil || ack.Client == "old" {
+		t.Fatalf("superseded connection got %+v %v", f, err)
+	}
+	spec, _ := json.Marshal(OpenSpec{ID: "late-open", Argv: []string{"sh", "-c", "echo ran"}, Env: hostEnv()})
+	_, _ = old.Write(AppendFrame(nil, FrameOpen, 7, spec))
+	if _, err := ReadFrame(oldR); err == nil {
+		t.Fatal("the superseded connection was not closed")
+	}
+	time.Sleep(100 * time.Millisecond)
+	list, err := newer.List(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.ID == "late-open" {
+			t.Fatalf("a superseded client started a command: %+v", s)
+		}
+	}
+}
+
+// A socket that takes the connection but never answers the Hello is
+// reported, so the caller can prefer another transport.
+func TestHandshakeFailedIsReported(t *testing.T) {
+	_, srv := startSocketServer(t, func(*unix.Ucred) error { return errors.New("refused for the test") })
+	var reported atomic.Int32
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := NewClient(ctx, ClientOptions{
+		Dial:            socketDialer(srv.SocketPath()),
+		HandshakeFailed: func(conn Conn, err error) { reported.Add(1) },
+	})
+	if err == nil || reported.Load() != 1 {
+		t.Fatalf("handshake with a refusing server: err %v, reported %d", err, reported.Load())
 	}
 }
