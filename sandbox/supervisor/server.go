@@ -72,8 +72,8 @@ type Server struct {
 
 	outq chan outFrame
 	stop chan struct{}
-	// cur is the connection of the newest Hello: frames the server sends
-	// go to it, and frames from other connections are ignored.
+	// cur is the connection of the newest Hello: only it may open or
+	// attach sessions, and frames from other connections are ignored.
 	cur atomic.Pointer[serverConn]
 	// socks are the accepted socket connections, closed when Serve ends.
 	sockMu sync.Mutex
@@ -237,8 +237,8 @@ func resync(in *bufio.Reader) error {
 	}
 }
 
-// outFrame is an encoded frame for one connection (the current one when it
-// was queued); pooled ones go back to Server.pool.
+// outFrame is an encoded frame for one connection (the one that asked, or
+// the one its session is bound to); pooled ones go back to Server.pool.
 type outFrame struct {
 	b      []byte
 	pooled *[]byte
