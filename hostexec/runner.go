@@ -164,8 +164,16 @@ func probeLoginPath(ctx context.Context, shell string, env []string) (string, er
 	cmd := exec.CommandContext(ctx, shell, "-lc", `printf '\n`+pathMarker+`%s\n' "$PATH"`)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
+	// TERM first: profile scripts hold locks they release on exit (pyenv's
+	// rehash lock, for one); a KILL mid-profile leaves them behind, and
+	// every later login shell of the user then waits for them. KILL what
+	// is left after a second.
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		time.AfterFunc(time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		return syscall.Kill(-pgid, syscall.SIGTERM)
+	}
+	cmd.WaitDelay = 2 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Run(); err != nil {
