@@ -100,11 +100,7 @@ func RunApprovalsResolve(ctx context.Context, c *CLI, id, decision string) error
 // it when none runs). With --json it prints the answer as is and reports
 // done, so the caller only formats for people.
 func (c *CLI) CallDaemon(ctx context.Context, method, path string, body any) (raw json.RawMessage, done bool, err error) {
-	cfg, err := c.LoadConfig()
-	if err != nil {
-		return nil, false, err
-	}
-	client, err := c.Client(ctx, cfg)
+	client, err := c.DaemonClient()
 	if err != nil {
 		return nil, false, err
 	}

@@ -286,9 +286,19 @@ func FindDaemonBinary(getenv func(string) string) (string, error) {
 	return "", fmt.Errorf("%s not found next to this executable, on PATH or in $%s: install it beside sandboxctl (make build puts both in bin/)", DaemonBinaryName, DaemonBinaryEnv)
 }
 
-// Client returns a client for the state directory's daemon, starting one in
-// the background when none answers.
-func (c *CLI) Client(ctx context.Context, cfg config.File) (*apiclient.Client, error) {
+// DaemonClient loads the config and returns Client(cfg).
+func (c *CLI) DaemonClient() (*apiclient.Client, error) {
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return c.Client(cfg)
+}
+
+// Client returns a client for the daemon of cfg's state directory; its
+// first request starts a daemon in the background when none answers. It
+// does no I/O itself.
+func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	state, err := c.StateDir(cfg)
 	if err != nil {
 		return nil, err

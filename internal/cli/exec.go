@@ -163,7 +163,7 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 			}
 		}
 	}
-	client, err := c.Client(ctx, cfg)
+	client, err := c.Client(cfg)
 	if err != nil {
 		return err
 	}

@@ -160,11 +160,7 @@ func newProcessSubcommand(c *CLI, a processAction, needsID bool) *cobra.Command 
 // RunProcess calls the daemon's process tool and prints the result. A
 // "No session found for ID" answer is printed and exits 1.
 func RunProcess(ctx context.Context, c *CLI, opts ProcessOptions) error {
-	cfg, err := c.LoadConfig()
-	if err != nil {
-		return err
-	}
-	client, err := c.Client(ctx, cfg)
+	client, err := c.DaemonClient()
 	if err != nil {
 		return err
 	}

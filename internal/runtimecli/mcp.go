@@ -37,11 +37,7 @@ client can reach only that agent's sandbox and sessions.`,
 
 // RunMCP serves the tools on transport until the client disconnects.
 func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Transport) error {
-	cfg, err := c.LoadConfig()
-	if err != nil {
-		return err
-	}
-	client, err := c.Client(ctx, cfg)
+	client, err := c.DaemonClient()
 	if err != nil {
 		return err
 	}
