@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -151,29 +151,11 @@ func randHex(n int) string {
 // daemon the supervisor, next to its executable).
 func buildBinaries(b *testing.B, dir string) (cli, sup string) {
 	b.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
-	cli = filepath.Join(dir, "sandboxctl")
-	sup = filepath.Join(dir, sandbox.SupervisorBinaryName)
-	for _, c := range []struct {
-		out, pkg string
-		static   bool
-	}{
-		{cli, "./cmd/sandboxctl", true},
-		{filepath.Join(dir, "sandboxctld"), "./cmd/sandboxctld", false},
-		{sup, "./cmd/sandboxctl-supervisor", true},
-	} {
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", c.out, c.pkg)
-		cmd.Dir = root
-		cmd.Env = os.Environ()
-		if c.static {
-			cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("go build %s: %v\n%s", c.pkg, err, out)
-		}
+	bins, err := testbuild.Build(dir, "sandboxctl", "sandboxctld", sandbox.SupervisorBinaryName)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return cli, sup
+	return bins[0], bins[2]
 }
 
 // memoryOf is the container's memory cgroup usage in bytes, and the same

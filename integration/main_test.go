@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 )
 
 // testLabel marks every container these tests create (directly, or through a
@@ -34,14 +35,12 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	// The supervisor goes next to the sandboxctl binaries (where the daemon
 	// looks for it) and into SANDBOXCTL_SUPERVISOR for in-process managers.
-	sup := filepath.Join(dir, "sandboxctl-supervisor")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", sup, "../cmd/sandboxctl-supervisor")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the supervisor: %v\n%s", err, out)
+	bins, err := testbuild.Build(dir, "sandboxctl-supervisor")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Setenv("SANDBOXCTL_SUPERVISOR", sup)
+	os.Setenv("SANDBOXCTL_SUPERVISOR", bins[0])
 	code := m.Run()
 	sweep()
 	os.RemoveAll(dir)
@@ -105,10 +104,8 @@ func buildBinary(t *testing.T, name string) string {
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
-	cmd := exec.Command("go", "build", "-o", out, "../cmd/"+name)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", name, err, b)
+	if _, err := testbuild.Build(binDir, name); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

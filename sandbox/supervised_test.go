@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 )
 
 // supervisorBinPath is the binary TestMain built ("" if the build failed).
@@ -35,16 +36,12 @@ func setupSupervisor() func() {
 		fmt.Fprintln(os.Stderr, "supervisor build dir:", err)
 		return func() {}
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
-	bin := filepath.Join(dir, SupervisorBinaryName)
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/sandboxctl-supervisor")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the supervisor failed: %v\n%s", err, out)
+	bins, err := testbuild.Build(dir, SupervisorBinaryName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	bin := bins[0]
 	supervisorBinPath = bin
 	os.Setenv(SupervisorEnv, bin)
 	return func() {

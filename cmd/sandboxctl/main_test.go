@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 )
 
 // binary is the sandboxctl built for this run, daemonBinary the sandboxctld
@@ -37,17 +39,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "sandboxctl")
-	daemonBinary = filepath.Join(dir, "sandboxctld")
-	for out, pkg := range map[string]string{binary: ".", daemonBinary: "../sandboxctld"} {
-		build := exec.Command("go", "build", "-o", out, pkg)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "go build", pkg+":", err)
-			return 1
-		}
+	bins, err := testbuild.Build(dir, "sandboxctl", "sandboxctld")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	binary, daemonBinary = bins[0], bins[1]
 	code := m.Run()
 	if left := leftoverDaemons(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: daemons left running after the tests: %v\n", left)
