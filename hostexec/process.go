@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/internal/termsize"
 )
 
 // Errors returned by Process methods; test with errors.Is.
@@ -121,7 +122,7 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
 		ptmx, tty, perr := r.openPTY()
 		if perr == nil {
 			if ptmx, perr = pollableFile(ptmx); perr == nil {
-				perr = setWinsize(ptmx, cols, rows)
+				perr = termsize.Set(ptmx, cols, rows)
 			}
 			if perr != nil {
 				if ptmx != nil {
@@ -341,7 +342,7 @@ func (p *Process) Resize(ctx context.Context, cols, rows int) error {
 	if cols <= 0 || rows <= 0 || cols > 0xffff || rows > 0xffff {
 		return fmt.Errorf("hostexec: resize: size %dx%d out of range: %w", cols, rows, os.ErrInvalid)
 	}
-	if err := setWinsize(p.ptmx, cols, rows); err != nil {
+	if err := termsize.Set(p.ptmx, cols, rows); err != nil {
 		return fmt.Errorf("hostexec: resize: %w", err)
 	}
 	return nil
@@ -374,25 +375,6 @@ func pollableFile(f *os.File) (*os.File, error) {
 	}
 	// os.NewFile sees O_NONBLOCK and registers the descriptor with the poller.
 	return os.NewFile(uintptr(nfd), f.Name()), nil
-}
-
-// setWinsize sets a terminal's size with TIOCSWINSZ through SyscallConn:
-// pty.Setsize would call File.Fd, which puts the file back in blocking mode.
-func setWinsize(f *os.File, cols, rows int) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(rows), Col: uint16(cols)})
-	}); err != nil {
-		return err
-	}
-	if ierr != nil {
-		return fmt.Errorf("TIOCSWINSZ: %w", ierr)
-	}
-	return nil
 }
 
 // Wait blocks until the shell exited and returns its exit code, or -1 and

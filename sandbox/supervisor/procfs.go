@@ -46,20 +46,6 @@ func openPTY(cols, rows int) (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(fd), "ptmx"), os.NewFile(sfd, "pts"), nil
 }
 
-func setWinsize(f *os.File, cols, rows int) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(rows), Col: uint16(cols)})
-	}); err != nil {
-		return err
-	}
-	return ierr
-}
-
 // pendingBytes is FIONREAD on f: bytes waiting to be read from the pipe or
 // terminal f belongs to.
 func pendingBytes(f *os.File) int {

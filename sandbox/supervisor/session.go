@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/internal/termsize"
 )
 
 // RunTagEnv tags every process of a session (inherited across setsid and
@@ -656,7 +658,7 @@ func (sess *session) resize(sz Size) error {
 	if sz.Cols <= 0 || sz.Rows <= 0 || sz.Cols > 65535 || sz.Rows > 65535 {
 		return fmt.Errorf("resize: bad size %dx%d", sz.Cols, sz.Rows)
 	}
-	if err := setWinsize(sess.ptmx, sz.Cols, sz.Rows); err != nil {
+	if err := termsize.Set(sess.ptmx, sz.Cols, sz.Rows); err != nil {
 		return fmt.Errorf("resize: %w", err)
 	}
 	return nil
