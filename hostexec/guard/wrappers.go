@@ -111,6 +111,12 @@ func (w *walker) command(seg *Segment, argv []string, pathVar string) ([]string,
 		w.an.segFail(seg, RuleWrapperSpoof, "%s run through a relative path (a shell or wrapper must come from the trusted dirs)", name)
 		return nil, false
 	}
+	// A carrier is refused by its name, installed or not: the verdict must
+	// not depend on what happens to be on this host's PATH.
+	if why := refusedCarriers[filepath.Base(name)]; why != "" {
+		w.an.segFail(seg, RuleCarrier, "%s: %s", filepath.Base(name), why)
+		return nil, false
+	}
 	path, resolved, err := w.lookPath(name, pathVar)
 	if err != nil {
 		if errors.Is(err, errRelativeAfterCd) {
