@@ -92,7 +92,7 @@ func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, er
 // sandbox, never on the host. The resolved file must be a socket; the
 // connection then goes through /proc/self/fd/N of the O_PATH descriptor,
 // so what is connected to is exactly what was checked.
-func dialSocketUnder(ctx context.Context, root string) (net.Conn, error) {
+func dialSocketUnder(ctx context.Context, root string) (*net.UnixConn, error) {
 	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", root, err)
@@ -121,7 +121,7 @@ func dialSocketUnder(ctx context.Context, root string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 		_ = unix.Close(fd)
 		if err == nil {
-			return conn, nil
+			return conn.(*net.UnixConn), nil // a "unix" dial always gives one
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			continue // a stale socket file
@@ -142,7 +142,7 @@ func dialSocketUnder(ctx context.Context, root string) (net.Conn, error) {
 //     an orphan of a plain Engine exec, always started later (orphans of
 //     supervised commands go to the supervisor, a subreaper). For a
 //     container without --init, initPID itself, pid 1 in the sandbox.
-func verifySupervisorPeer(conn net.Conn, initPID int, containerID string) error {
+func verifySupervisorPeer(conn syscall.Conn, initPID int, containerID string) error {
 	cred, err := supervisor.PeerCred(conn)
 	if err != nil {
 		return err

@@ -143,9 +143,15 @@ func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	if _, err := conn.Write(AppendFrame(nil, FrameHello, 0, hello)); err != nil {
+		// A server that accepts and at once closes (it refused this peer)
+		// fails the handshake as surely as one that never answers.
 		timer.Stop()
 		_ = conn.Close()
-		return nil, nil, fmt.Errorf("supervisor hello: %w", err)
+		err = fmt.Errorf("supervisor hello: %w", err)
+		if c.hsFail != nil && ctx.Err() == nil {
+			c.hsFail(conn, err)
+		}
+		return nil, nil, err
 	}
 	br := frameReader(conn)
 	for {

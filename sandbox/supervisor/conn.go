@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,13 +38,19 @@ type serverConn struct {
 	r    *bufio.Reader
 	w    *bufio.Writer
 	out  io.Writer
-	sock net.Conn // nil for the attach stream
+	sock sockConn // nil for the attach stream
 
 	failed    bool // a write failed; later writes are dropped
 	closeOnce sync.Once
 }
 
-func newServerConn(name string, r io.Reader, w io.Writer, sock net.Conn) *serverConn {
+// sockConn is an accepted socket connection as the server uses it.
+type sockConn interface {
+	io.Closer
+	SetWriteDeadline(t time.Time) error
+}
+
+func newServerConn(name string, r io.Reader, w io.Writer, sock sockConn) *serverConn {
 	return &serverConn{name: name, r: bufio.NewReaderSize(r, 64<<10), w: bufio.NewWriterSize(w, 128<<10), out: w, sock: sock}
 }
 
@@ -87,30 +94,86 @@ func (c *serverConn) close() {
 	}
 }
 
+// unixListener is a listening unix socket served through the runtime's
+// poller by way of os.File. The supervisor does not import package net:
+// with cgo on (the Go default) net links the C resolver, and the
+// supervisor must be a static binary under a plain `go build`.
+type unixListener struct {
+	f      *os.File
+	path   string
+	closed atomic.Bool
+}
+
+// errListenerClosed is returned by Accept after Close.
+var errListenerClosed = errors.New("listener closed")
+
 // listenUnix listens on a unix socket at path, replacing a stale socket
 // file, readable and writable by the owner only.
-func listenUnix(path string) (net.Listener, error) {
+func listenUnix(path string) (*unixListener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale %s: %w", path, err)
 	}
-	l, err := net.Listen("unix", path)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("bind %s: %w", path, err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
-		_ = l.Close()
+		_ = unix.Close(fd)
 		return nil, fmt.Errorf("chmod %s: %w", path, err)
 	}
-	return l, nil
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	return &unixListener{f: os.NewFile(uintptr(fd), path), path: path}, nil
+}
+
+// Accept waits for the next client. The connection is non-blocking, so its
+// reads, writes and deadlines go through the runtime's poller.
+func (l *unixListener) Accept() (*os.File, error) {
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return nil, l.closedOr(err)
+	}
+	var nfd int
+	var aerr error
+	err = rc.Read(func(fd uintptr) bool {
+		nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		return aerr != unix.EAGAIN
+	})
+	if err != nil {
+		return nil, l.closedOr(err)
+	}
+	if aerr != nil {
+		return nil, l.closedOr(fmt.Errorf("accept: %w", aerr))
+	}
+	return os.NewFile(uintptr(nfd), l.path+" client"), nil
+}
+
+func (l *unixListener) closedOr(err error) error {
+	if l.closed.Load() {
+		return errListenerClosed
+	}
+	return err
+}
+
+// Close stops accepting; a blocked Accept returns errListenerClosed.
+func (l *unixListener) Close() error {
+	l.closed.Store(true)
+	return l.f.Close()
 }
 
 // acceptLoop serves socket clients until the listener is closed.
-func (s *Server) acceptLoop(l net.Listener) {
+func (s *Server) acceptLoop(l *unixListener) {
 	n := 0
 	for {
 		nc, err := l.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, errListenerClosed) {
 				return
 			}
 			s.logf("supervisor: accept: %v", err)
@@ -150,7 +213,7 @@ func (s *Server) closeSockets() {
 }
 
 // checkPeer applies AcceptPeer to the credentials of a socket client.
-func (s *Server) checkPeer(nc net.Conn) error {
+func (s *Server) checkPeer(nc syscall.Conn) error {
 	if s.acceptPeer == nil {
 		return nil
 	}
@@ -163,13 +226,10 @@ func (s *Server) checkPeer(nc net.Conn) error {
 
 // PeerCred returns the credentials of the other end of a unix socket
 // connection as the kernel reports them (SO_PEERCRED): its pid as seen from
-// this process's pid namespace, 0 when the peer is outside it.
-func PeerCred(nc net.Conn) (*unix.Ucred, error) {
-	uc, ok := nc.(*net.UnixConn)
-	if !ok {
-		return nil, fmt.Errorf("peer credentials: %T is not a unix socket", nc)
-	}
-	raw, err := uc.SyscallConn()
+// this process's pid namespace, 0 when the peer is outside it. nc is a
+// connected unix socket: a *net.UnixConn or an *os.File.
+func PeerCred(nc syscall.Conn) (*unix.Ucred, error) {
+	raw, err := nc.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("peer credentials: %w", err)
 	}
@@ -200,7 +260,7 @@ func (s *Server) serveConn(c *serverConn) {
 	for {
 		f, err := ReadFrame(c.r)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
 				s.logf("supervisor: %s: %v", c.name, err)
 			}
 			return

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,7 +60,7 @@ type ServerOptions struct {
 // status, and ends whole process trees.
 type Server struct {
 	stdio       *serverConn // the attach stream: In and Out
-	listener    net.Listener
+	listener    *unixListener
 	acceptPeer  func(*unix.Ucred) error
 	dir         string
 	logCap      int64
@@ -150,7 +149,7 @@ func (s *Server) SocketPath() string {
 	if s.listener == nil {
 		return ""
 	}
-	return s.listener.Addr().String()
+	return s.listener.path
 }
 
 // Dir is where session state is kept ("" = memory only).
