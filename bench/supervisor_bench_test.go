@@ -22,6 +22,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -192,14 +193,7 @@ func BenchmarkSupervisor(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		b.Skipf("docker: %v", err)
-	}
-	defer cli.Close()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		b.Skipf("docker: %v", err)
-	}
+	cli := dockertest.Require(b, benchImage)
 	dir := b.TempDir()
 	cliBin, supBin := buildBinaries(b, dir)
 	state := filepath.Join(dir, "state")

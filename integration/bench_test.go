@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -108,14 +109,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 
 func requireDockerB(b *testing.B) {
 	b.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		b.Skip(err)
-	}
-	defer cli.Close()
-	if _, err := cli.Ping(context.Background(), client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		b.Skipf("docker not reachable: %v", err)
-	}
+	dockertest.Require(b)
 }
 
 // newSandboxStackB builds a sandbox + sessions stack on the test image;

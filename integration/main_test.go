@@ -10,6 +10,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 )
 
@@ -69,28 +70,11 @@ func sweep() {
 	removeByPrefix(cli, "sbxi-")
 }
 
-// requireDocker skips without an Engine outside CI and fails inside it.
+// requireDocker fails the test when no Engine answers or an image is
+// missing (internal/dockertest), and returns a client of the Engine.
 func requireDocker(t *testing.T, images ...string) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatalf("docker client: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("docker not reachable in CI: %v", err)
-		}
-		t.Skipf("docker not reachable: %v", err)
-	}
-	for _, img := range images {
-		if _, err := cli.ImageInspect(ctx, img); err != nil {
-			t.Fatalf("image %s missing (run `make images`): %v", img, err)
-		}
-	}
-	return cli
+	return dockertest.Require(t, images...)
 }
 
 // buildBinary builds ./cmd/<name> once per package run; sandboxctl comes

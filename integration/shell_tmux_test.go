@@ -18,7 +18,7 @@ import (
 func TestSandboxShellInTmux(t *testing.T) {
 	requireDocker(t, testImage)
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
+		t.Fatalf("tmux not installed (scripts/toolchain.sh installs it): %v", err)
 	}
 	bin := buildBinary(t, "sandboxctl")
 	dir := t.TempDir()

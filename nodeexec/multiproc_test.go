@@ -17,19 +17,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 )
 
 // buildTestNode builds nodeexec/internal/testnode into dir.
 func buildTestNode(t testing.TB, dir string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	bin, err := testbuild.Package(dir, "nodeexec/internal/testnode")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "testnode")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./internal/testnode")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build testnode: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 )
 
 // testLabel marks every container the tests of this package create, so
@@ -52,26 +54,11 @@ func sweep() {
 	}
 }
 
-// requireDocker skips when no Engine answers (unit runs without Docker);
-// `make test` always starts one, so CI never skips.
+// requireDocker fails the test when no Engine answers or the test image
+// is missing (internal/dockertest).
 func requireDocker(t *testing.T) {
 	t.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Skipf("docker client: %v", err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("docker not reachable in CI: %v", err)
-		}
-		t.Skipf("docker not reachable: %v", err)
-	}
-	if _, err := cli.ImageInspect(ctx, testImage); err != nil {
-		t.Fatalf("test image %s missing (run `make images`): %v", testImage, err)
-	}
+	dockertest.Require(t, testImage)
 }
 
 func randHex(n int) string {

@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -32,16 +31,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 	if image == "" {
 		image = "sandboxctl/testbb:1"
 	}
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Skipf("docker: %v", err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		t.Skipf("docker: %v", err)
-	}
+	dockertest.Require(t, image)
 	for _, path := range []struct {
 		name       string
 		disable    bool

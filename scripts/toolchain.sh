@@ -38,3 +38,24 @@ if ! command -v "${cc%% *}" >/dev/null 2>&1; then
     exit 1
   fi
 fi
+
+# Programs the tests run on this host (tmux drives the terminal tests, ip makes the
+# network namespaces of the node tests). Installed when missing, so no test depends on
+# what a machine happens to have.
+need=()
+for pair in tmux:tmux ip:iproute2 curl:curl ps:procps; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing what the tests run: ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    log=/tmp/sandboxctl-apt.log
+    { apt-get -o DPkg::Lock::Timeout=300 update && \
+      apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}"; } </dev/null >>"$log" 2>&1 \
+      || { tail -n 20 "$log" >&2; err "installing ${need[*]} failed (see $log)"; exit 1; }
+  else
+    err "the tests need ${need[*]} (apt-get install ${need[*]})"
+    exit 1
+  fi
+fi

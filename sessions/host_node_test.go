@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -118,13 +118,9 @@ func (gw *nodeGateway) waitNode(t testing.TB, name string) {
 // startNodeProcess builds the test node agent and runs it until the test ends.
 func startNodeProcess(t testing.TB, url, fingerprint, name, security string) {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	bin, err := testbuild.Package(t.TempDir(), "nodeexec/internal/testnode")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "testnode")
-	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/sandboxctl/sandboxctl/nodeexec/internal/testnode").CombinedOutput(); err != nil {
-		t.Fatalf("build testnode: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-gateway", url, "-token", nodeTestToken, "-tls-fingerprint", fingerprint,
 		"-name", name, "-state", t.TempDir(), "-security", security, "-ask", "off", "-link-grace", "2s",

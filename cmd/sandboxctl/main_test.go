@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // binary is the sandboxctl built for this run, daemonBinary the sandboxctld
@@ -404,23 +406,21 @@ func TestDaemonCrashRecovery(t *testing.T) {
 }
 
 // TestSandboxCommands runs the sandbox subcommands and a sandbox exec on a
-// real Docker Engine; it skips when none answers or the image is missing.
+// real Docker Engine with the default image.
 func TestSandboxCommands(t *testing.T) {
+	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
 	e := newEnv(t)
 	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n", filepath.Join(e.state, "ws"))
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.run(t, "sandbox", "ls"); r.code != 0 {
-		t.Skipf("Docker not usable here: %s", r.stderr)
+		t.Fatalf("sandbox ls: %+v", r)
 	}
 	agent := fmt.Sprintf("clitest-%d", time.Now().UnixNano())
 	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", agent) })
 
 	r := e.run(t, "exec", "--agent", agent, "--", "echo in-sandbox; test -d /workspace && exit 3")
-	if strings.Contains(r.stderr, "make images") {
-		t.Skipf("sandbox image missing: %s", r.stderr)
-	}
 	if r.code != 3 || !strings.Contains(r.stdout, "in-sandbox") {
 		t.Fatalf("sandbox exec: %+v", r)
 	}

@@ -192,11 +192,10 @@ func (g *Gate) Await(ctx context.Context, v GateVerdict) (GateVerdict, error) {
 	if v.Decision != DecisionNeedsApproval || v.Pending == nil {
 		return v, nil
 	}
-	r, err := g.Store.Wait(ctx, v.Pending.ID, v.binding, 200*time.Millisecond)
-	if err != nil {
+	if _, err := g.Store.Wait(ctx, v.Pending.ID, v.binding, 200*time.Millisecond); err != nil {
 		return GateVerdict{}, err
 	}
-	r, err = g.Store.Consume(ctx, v.Pending.ID, v.binding)
+	r, err := g.Store.Consume(ctx, v.Pending.ID, v.binding)
 	if err != nil {
 		return GateVerdict{}, err
 	}

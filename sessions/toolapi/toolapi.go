@@ -99,5 +99,6 @@ func (r Result) Err() error {
 		return nil
 	}
 	id, _ := r.Details["sessionId"].(string)
-	return fmt.Errorf("No session found for %s: %w", id, ErrNoSession) //nolint:staticcheck // the tool's exact text
+	//lint:ignore ST1005 the tool's exact text
+	return fmt.Errorf("No session found for %s: %w", id, ErrNoSession)
 }
