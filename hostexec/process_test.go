@@ -398,7 +398,7 @@ func TestKillTimeoutCase(t *testing.T) {
 	}
 	o.wait(t, 5*time.Second)
 	e.wait(t, 5*time.Second)
-	time.Sleep(6 * time.Second)
+	waitNoneTagged(t, p.Tag(), 5*time.Second) // nothing left that could touch it
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("MARKER exists: the tree was not killed")
 	}
@@ -431,7 +431,7 @@ func TestKillSetsidEscapee(t *testing.T) {
 			}
 			waitExit(t, p, 5*time.Second)
 			o.wait(t, 5*time.Second)
-			time.Sleep(4 * time.Second)
+			// No tagged process is left (checked above) to touch it later.
 			if _, err := os.Stat(m); err == nil {
 				t.Error("MARKER2 exists: the setsid child escaped")
 			}
@@ -453,6 +453,25 @@ func waitTagged(t *testing.T, tag string, n int) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d tagged processes (%v), want %d", len(pids), pids, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitNoneTagged waits until no live process carries the tag.
+func waitNoneTagged(t *testing.T, tag string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		pids, err := TaggedPIDs(tag)
+		if err != nil {
+			t.Fatalf("TaggedPIDs: %v", err)
+		}
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tagged processes %v still alive after %v", pids, within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

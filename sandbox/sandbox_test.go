@@ -444,13 +444,18 @@ func TestKillEndsInContainerTree(t *testing.T) {
 			if err != nil || code != -1 || sig == "" {
 				t.Fatalf("wait after kill: code %d sig %q err %v", code, sig, err)
 			}
-			time.Sleep(5 * time.Second)
-			out, _ := run(t, m, s, "ls "+c.proof+" 2>/dev/null; ps -o pid,args | grep -c '[s]leep [0-9]' || true")
-			if strings.Contains(out, c.proof) {
-				t.Fatalf("%s exists: the in-container tree survived the kill", c.proof)
+			// Once no sleep is left, nothing can touch the proof any more.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				out, _ := run(t, m, s, "ps -o pid,args | grep -c '[s]leep [0-9]' || true")
+				if strings.TrimSpace(out) == "0" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("stray sleep processes left 5 s after the kill: %q", out)
+				}
 			}
-			if strings.TrimSpace(out) != "0" {
-				t.Fatalf("stray sleep processes left: %q", out)
+			if out, _ := run(t, m, s, "ls "+c.proof+" 2>/dev/null || true"); strings.Contains(out, c.proof) {
+				t.Fatalf("%s exists: the in-container tree survived the kill", c.proof)
 			}
 		})
 	}

@@ -163,6 +163,29 @@ func (h *harness) exists(path string) bool {
 	return false
 }
 
+// waitGone waits until no process whose pid the command under test wrote
+// to pidFile is alive where the commands run (a zombie counts as gone): a
+// file such a process would have created later is then absent for good.
+func (h *harness) waitGone(pidFile string, within time.Duration) {
+	h.t.Helper()
+	if !h.exists(pidFile) {
+		h.t.Fatalf("%s is missing: the command never recorded its pid", pidFile)
+	}
+	script := `for p in $(cat '` + pidFile + `'); do ` +
+		`if [ -d /proc/$p ] && ! grep -q '^State:[[:space:]]*Z' /proc/$p/status 2>/dev/null; then echo $p; fi; done; echo end`
+	deadline := time.Now().Add(within)
+	for {
+		alive := strings.Fields(h.inspect(script))
+		if len(alive) == 1 && alive[0] == "end" {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("processes %v of the command are still alive %v after it ended", alive[:len(alive)-1], within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // background starts p backgrounded and returns its session id; the session
 // is removed (killed) when the test ends.
 func (h *harness) background(p sessions.ExecParams) string {
@@ -266,9 +289,9 @@ func testEnvAndWorkdir(t *testing.T, h *harness) {
 // testTimeoutKillsTree is OpenClaw's open bug: the client side times out
 // while the command goes on and creates PROOF.
 func testTimeoutKillsTree(t *testing.T, h *harness) {
-	proof := h.scratchFile("PROOF")
+	proof, pids := h.scratchFile("PROOF"), h.scratchFile("PIDS")
 	begin := time.Now()
-	r := h.exec(sessions.ExecParams{Command: "sleep 5 && touch " + proof, Timeout: ptr(1.0)})
+	r := h.exec(sessions.ExecParams{Command: "echo $$ > " + pids + "; sleep 5 && touch " + proof, Timeout: ptr(1.0)})
 	wantFailedBySignal(t, r)
 	if reason := str(t, r.Details, "reason"); !strings.Contains(strings.ToLower(reason), "timeout") {
 		t.Errorf("reason = %q, want it to mention the timeout", reason)
@@ -276,7 +299,7 @@ func testTimeoutKillsTree(t *testing.T, h *harness) {
 	if d := time.Since(begin); d > 4500*time.Millisecond {
 		t.Errorf("the 1 s timeout returned after %v", d)
 	}
-	time.Sleep(time.Until(begin.Add(6 * time.Second)))
+	h.waitGone(pids, 3*time.Second)
 	if h.exists(proof) {
 		t.Errorf("%s exists: the timeout did not kill the whole tree", proof)
 	}
@@ -286,14 +309,14 @@ func testTimeoutKillsSetsidChild(t *testing.T, h *harness) {
 	if h.tg.SkipSetsidEscape != "" {
 		t.Skip(h.tg.SkipSetsidEscape)
 	}
-	proof := h.scratchFile("PROOF2")
-	begin := time.Now()
+	proof, pids := h.scratchFile("PROOF2"), h.scratchFile("PIDS2")
 	r := h.exec(sessions.ExecParams{
-		Command: "(setsid sh -c 'sleep 3; touch " + proof + "') & sleep 30",
+		Command: "echo $$ > " + pids + "; (setsid sh -c 'echo $$ >> " + pids + "; sleep 3; touch " + proof + "') & " +
+			"while [ \"$(wc -l < " + pids + ")\" -lt 2 ]; do sleep 0.05; done; sleep 30",
 		Timeout: ptr(1.0),
 	})
 	wantFailedBySignal(t, r)
-	time.Sleep(time.Until(begin.Add(5 * time.Second)))
+	h.waitGone(pids, 3*time.Second)
 	if h.exists(proof) {
 		t.Errorf("%s exists: a child that called setsid survived the timeout", proof)
 	}
@@ -494,8 +517,8 @@ func testUnknownSession(t *testing.T, h *harness) {
 }
 
 func testKillBackground(t *testing.T, h *harness) {
-	marker := h.scratchFile("KILLED")
-	id := h.background(sessions.ExecParams{Command: "sleep 3 && touch " + marker})
+	marker, pids := h.scratchFile("KILLED"), h.scratchFile("PIDS")
+	id := h.background(sessions.ExecParams{Command: "echo $$ > " + pids + "; sleep 3 && touch " + marker})
 	// Another caller's scope must not see (or kill) the session.
 	foreign, err := h.processErr(sessions.ProcessParams{
 		Action: "kill", SessionID: id,
@@ -503,6 +526,11 @@ func testKillBackground(t *testing.T, h *harness) {
 	})
 	if err != nil || text(foreign) != "No session found for "+id {
 		t.Errorf("kill from another scope: %q %v, want No session found for %s", text(foreign), err, id)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !h.exists(pids); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not write %s", pids)
+		}
 	}
 	begin := time.Now()
 	h.process(sessions.ProcessParams{Action: "kill", SessionID: id})
@@ -514,7 +542,7 @@ func testKillBackground(t *testing.T, h *harness) {
 	if !strings.Contains(text(last), "Process exited with signal "+str(t, d, "signal")+".") {
 		t.Errorf("poll after kill: %q", text(last))
 	}
-	time.Sleep(time.Until(begin.Add(4 * time.Second)))
+	h.waitGone(pids, 3*time.Second)
 	if h.exists(marker) {
 		t.Errorf("%s exists: kill did not end the whole tree", marker)
 	}
