@@ -80,26 +80,37 @@ type Process struct {
 	killMu sync.Mutex // serialises Kill
 }
 
-// Start starts spec.Command. ctx bounds the start only: the process outlives
-// it and ends by itself or through Kill. The returned Process must be waited
-// on (Wait) and its output read to EOF.
-func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("hostexec: start: %w", err)
-	}
+// Prepared is a checked command with everything a process needs to start
+// it: Start forks it itself; the host supervisor (package hostsup) forks it
+// in a process that outlives the daemon.
+type Prepared struct {
+	// Argv is SHELL -c COMMAND.
+	Argv []string
+	// Env is the full environment: the Runner's BaseEnv, the request's Env
+	// on top, and TERM for a terminal. The run tag is not in it.
+	Env []string
+	Dir string
+	// Tag is the run tag (Spec.Tag, or a fresh one).
+	Tag string
+	// Cols and Rows are the terminal size (defaults applied).
+	Cols, Rows int
+}
+
+// Prepare checks spec and builds what starting it takes.
+func (r *Runner) Prepare(spec Spec) (Prepared, error) {
 	if strings.TrimSpace(spec.Command) == "" {
-		return nil, fmt.Errorf("hostexec: start: empty command: %w", os.ErrInvalid)
+		return Prepared{}, fmt.Errorf("hostexec: start: empty command: %w", os.ErrInvalid)
 	}
 	for k := range spec.Env {
 		if k == "PATH" {
-			return nil, fmt.Errorf("hostexec: start: PATH may not be overridden on the gateway: %w", os.ErrInvalid)
+			return Prepared{}, fmt.Errorf("hostexec: start: PATH may not be overridden on the gateway: %w", os.ErrInvalid)
 		}
 	}
 	tag := spec.Tag
 	if tag == "" {
 		tag = NewTag()
 	} else if !validTag(tag) {
-		return nil, fmt.Errorf("hostexec: start: invalid run tag %q: %w", tag, os.ErrInvalid)
+		return Prepared{}, fmt.Errorf("hostexec: start: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
 	cols, rows := spec.Cols, spec.Rows
 	if cols <= 0 {
@@ -109,12 +120,30 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
 		rows = DefaultRows
 	}
 	if cols > 0xffff || rows > 0xffff {
-		return nil, fmt.Errorf("hostexec: start: terminal size %dx%d out of range: %w", cols, rows, os.ErrInvalid)
+		return Prepared{}, fmt.Errorf("hostexec: start: terminal size %dx%d out of range: %w", cols, rows, os.ErrInvalid)
 	}
-
-	cmd := exec.Command(r.shell, "-c", spec.Command)
-	cmd.Dir = spec.Dir
 	env := envguard.Merge(r.baseEnv, spec.Env)
+	if spec.PTY {
+		env = envguard.Merge(env, map[string]string{"TERM": "xterm-256color"})
+	}
+	return Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}, nil
+}
+
+// Start starts spec.Command. ctx bounds the start only: the process outlives
+// it and ends by itself or through Kill. The returned Process must be waited
+// on (Wait) and its output read to EOF.
+func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("hostexec: start: %w", err)
+	}
+	pr, err := r.Prepare(spec)
+	if err != nil {
+		return nil, err
+	}
+	tag, cols, rows := pr.Tag, pr.Cols, pr.Rows
+	cmd := exec.Command(pr.Argv[0], pr.Argv[1:]...)
+	cmd.Dir = pr.Dir
+	env := envguard.Merge(r.baseEnv, spec.Env) // TERM only where a PTY is had
 	own := map[string]string{TagEnv: tag}
 
 	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{})}

@@ -5,11 +5,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/hosttest"
@@ -157,4 +160,48 @@ func TestGatewayHostStart(t *testing.T) {
 	if _, err := h.Start(context.Background(), sessions.StartSpec{Command: "true", Env: map[string]string{"PATH": "/x"}}); err == nil {
 		t.Error("Start with a PATH override succeeded")
 	}
+}
+
+// TestSupervisedGatewayConformance runs the conformance suite on the
+// gateway host whose commands run in a host supervisor (a real `sandboxctld
+// serve host-supervisor` process, as the daemon starts it).
+func TestSupervisedGatewayConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance suite runs real processes for ~10 s")
+	}
+	bins, err := testbuild.Build(t.TempDir(), "sandboxctld")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "host-supervisor")
+	sup, err := hostsup.New(hostsup.Options{
+		Dir: dir, Command: []string{bins[0], "serve", "host-supervisor", "--dir", dir},
+		Env: []string{"PATH=/usr/bin:/bin"}, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := sup.Stop(ctx); err != nil {
+			t.Errorf("stop the host supervisor: %v", err)
+		}
+	})
+	hosttest.Run(t, func(t *testing.T) hosttest.Target {
+		scratch := t.TempDir()
+		cfg := config.Default()
+		cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
+		return hosttest.Target{
+			Tools:      newSingleHostManager(t, cfg, "gateway", sessions.NewSupervisedGatewayHost(newGatewayRunner(t), scratch, sup)),
+			Host:       "gateway",
+			AgentID:    "agent-conformance",
+			SessionKey: "session-" + strings.ReplaceAll(t.Name(), "/", "-"),
+			Scratch:    scratch,
+			Inspect: func(ctx context.Context, command string) (string, error) {
+				out, err := exec.CommandContext(ctx, "/bin/sh", "-c", command).CombinedOutput()
+				return string(out), err
+			},
+		}
+	})
 }

@@ -47,7 +47,7 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Process, error
 		// daemon re-adopts it under the same id and scope (Recover).
 		Meta: map[string]string{
 			metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir,
-			"agentId": spec.AgentID, "sessionKey": spec.SessionKey,
+			metaAgentID: spec.AgentID, metaSessionKey: spec.SessionKey,
 		},
 	})
 	if err != nil {
@@ -60,11 +60,14 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Process, error
 // the kernel, when a command blocks reading its stdin.
 func (h *SandboxHost) DetectsInputWait() bool { return h.m.Supervised() }
 
-// Keys of the session metadata kept by a supervised sandbox.
+// Keys of the session metadata kept by a supervisor (of a sandbox or of
+// the gateway host).
 const (
-	metaSessionID = "sessionId"
-	metaCommand   = "command"
-	metaCwd       = "cwd"
+	metaSessionID  = "sessionId"
+	metaCommand    = "command"
+	metaCwd        = "cwd"
+	metaAgentID    = "agentId"
+	metaSessionKey = "sessionKey"
 )
 
 // Recover implements Recoverer: the sessions that the supervisors of the

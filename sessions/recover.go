@@ -38,6 +38,10 @@ type RecoveredSession struct {
 	// Finished sessions carry their end; running ones carry Process, which
 	// streams the output after Output and reports the exit.
 	Finished bool
+	// Lost, on a finished session, says why its end is unknown (its
+	// processes were ended when it was found): the session is failed with
+	// this reason.
+	Lost     string
 	ExitCode int
 	Signal   string
 	EndedAt  time.Time
@@ -120,7 +124,9 @@ func (m *Manager) adopt(host string, rs RecoveredSession) error {
 		if s.endedAt.IsZero() {
 			s.endedAt = m.now()
 		}
-		if rs.Signal != "" {
+		if rs.Lost != "" {
+			s.status, s.exitCode, s.reason = StatusFailed, -1, rs.Lost
+		} else if rs.Signal != "" {
 			s.status, s.exitCode, s.signal = StatusFailed, -1, rs.Signal
 			s.reason = "terminated by signal " + rs.Signal
 		} else {

@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
@@ -76,6 +77,7 @@ are removed.`,
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
+	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the state directory's daemon gracefully",
@@ -107,9 +109,20 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
 	logf := logger.Printf
 
-	hosts, gatewayPath, sbx, err := buildHosts(ctx, cfg, state, logf)
+	hosts, gatewayPath, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf)
 	if err != nil {
 		return err
+	}
+	if hostSup != nil {
+		// After the Manager closed (deferred later, so run earlier): its
+		// sessions are ended, and an idle host supervisor is stopped.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := hostSup.Stop(sctx); err != nil {
+				logf("warning: %v", err)
+			}
+		}()
 	}
 	gate, err := buildGate(cfg, state)
 	if err != nil {
@@ -197,25 +210,32 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, string, *sandbox.Manager, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, string, *sandbox.Manager, *hostsup.Supervisor, error) {
 	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("serve: gateway host: %w", err)
+		return nil, "", nil, nil, fmt.Errorf("serve: gateway host: %w", err)
 	}
 	cwd, err := config.ExpandHome(cfg.Exec.Cwd)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("serve: exec.cwd: %w", err)
+		return nil, "", nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
-	hosts := map[string]sessions.Host{"gateway": sessions.NewGatewayHost(runner, cwd)}
+	hosts := map[string]sessions.Host{}
+	sup, err := hostSupervisor(state, logf)
+	if err != nil {
+		logf("warning: %v; gateway commands run unsupervised and do not survive a crash of the daemon", err)
+		hosts["gateway"] = sessions.NewGatewayHost(runner, cwd)
+	} else {
+		hosts["gateway"] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
+	}
 
 	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
-			return nil, "", nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+			return nil, "", nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
 		}
 		logf("sandbox host unavailable: %v", err)
 		hosts["sandbox"] = unavailableHost{err: err}
-		return hosts, runner.Path(), nil, nil
+		return hosts, runner.Path(), nil, sup, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -223,7 +243,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
 	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
-	return hosts, runner.Path(), sbx, nil
+	return hosts, runner.Path(), sbx, sup, nil
 }
 
 // unavailableHost stands in for a host that could not be built; every use

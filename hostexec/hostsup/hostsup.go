@@ -1,0 +1,326 @@
+package hostsup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+)
+
+// ErrLost marks a session whose supervisor died: its processes were ended
+// and its end is unknown.
+var ErrLost = errors.New("session lost")
+
+// Options configure Connect.
+type Options struct {
+	// Dir is the supervisor's state directory: its socket, its log and one
+	// directory per session. It is created with mode 0700.
+	Dir string
+	// Command is the argv that runs a supervisor serving Dir in the
+	// foreground (Serve), e.g. sandboxctld host-supervisor --dir DIR.
+	Command []string
+	// Env is the supervisor process's own environment (commands get the
+	// environment of their OpenSpec, not this one).
+	Env []string
+	// StartTimeout bounds the wait for a new supervisor's socket (default 10 s).
+	StartTimeout time.Duration
+	Logf         func(format string, args ...any)
+}
+
+// Supervisor is a daemon's link to its host supervisor. It starts a new
+// supervisor when the one it used is gone.
+type Supervisor struct {
+	opts Options
+
+	mu     sync.Mutex
+	client *supervisor.Client
+	lost   []Lost // sessions of a dead supervisor, until Recover takes them
+}
+
+// Lost is a session of a supervisor that died before it ended: its
+// processes were ended by the sweep, its exit status is unknown (or, if the
+// supervisor recorded it before dying, Exit).
+type Lost struct {
+	Info   supervisor.SessionInfo
+	Exit   *supervisor.ExitStatus
+	Reason string
+}
+
+// New returns a link to the supervisor serving opts.Dir. Nothing is started
+// yet: the first Open starts a supervisor when none answers, and Sessions
+// connects to one that outlived the previous daemon.
+func New(opts Options) (*Supervisor, error) {
+	if opts.Dir == "" || len(opts.Command) == 0 {
+		return nil, errors.New("hostsup: Dir and Command are required")
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 10 * time.Second
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("hostsup: %w", err)
+	}
+	if err := os.Chmod(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("hostsup: %w", err)
+	}
+	return &Supervisor{opts: opts}, nil
+}
+
+// SocketPath is where the supervisor of dir listens.
+func SocketPath(dir string) string { return filepath.Join(dir, supervisor.SocketName) }
+
+// current returns a connected client: to the running supervisor, or, with
+// start, to a new one, after the sessions of a dead one were swept. Without
+// start and without a supervisor it sweeps and returns errNoSupervisor.
+func (s *Supervisor) current(ctx context.Context, start bool) (*supervisor.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != nil {
+		select {
+		case <-s.client.Done():
+			s.client = nil
+		default:
+			return s.client, nil
+		}
+	}
+	c, err := s.dial(ctx)
+	if errors.Is(err, errNoSupervisor) {
+		s.sweepLocked()
+		if !start {
+			return nil, err
+		}
+		if err = s.start(); err == nil {
+			c, err = s.dialUntil(ctx, time.Now().Add(s.opts.StartTimeout))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.client = c
+	return c, nil
+}
+
+var errNoSupervisor = errors.New("no host supervisor answers")
+
+// dial connects to the supervisor on the socket, if one answers.
+func (s *Supervisor) dial(ctx context.Context) (*supervisor.Client, error) {
+	sock := SocketPath(s.opts.Dir)
+	dialer := func(ctx context.Context) (supervisor.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "unix", sock)
+		if err != nil {
+			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+				return nil, fmt.Errorf("%w: %w", errNoSupervisor, supervisor.ErrGone)
+			}
+			return nil, err
+		}
+		uc := conn.(*net.UnixConn) // a "unix" dial always gives one
+		cred, err := supervisor.PeerCred(uc)
+		if err == nil && int(cred.Uid) != os.Getuid() {
+			err = fmt.Errorf("host supervisor socket %s is held by uid %d, not %d", sock, cred.Uid, os.Getuid())
+		}
+		if err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return localConn{uc}, nil
+	}
+	c, err := supervisor.NewClient(ctx, supervisor.ClientOptions{Dial: dialer, Logf: s.opts.Logf})
+	if err != nil {
+		return nil, fmt.Errorf("hostsup: %w", err)
+	}
+	return c, nil
+}
+
+// dialUntil waits for a freshly started supervisor's socket.
+func (s *Supervisor) dialUntil(ctx context.Context, deadline time.Time) (*supervisor.Client, error) {
+	for {
+		c, err := s.dial(ctx)
+		if err == nil || !errors.Is(err, errNoSupervisor) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("hostsup: the host supervisor did not come up (log: %s): %w", s.logPath(), err)
+			}
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Supervisor) logPath() string { return filepath.Join(s.opts.Dir, "supervisor.log") }
+
+// start runs a new supervisor in a session of its own, so that it outlives
+// this process; its diagnostics go to its log in Dir.
+func (s *Supervisor) start() error {
+	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("hostsup: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(s.opts.Command[0], s.opts.Command[1:]...)
+	cmd.Env = s.opts.Env
+	cmd.Dir = "/"
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("hostsup: start the host supervisor: %w", err)
+	}
+	s.opts.Logf("hostsup: started the host supervisor (pid %d, state %s)", cmd.Process.Pid, s.opts.Dir)
+	go func() { _ = cmd.Wait() }() // reaped here if it ends while this process lives
+	return nil
+}
+
+// sweepLocked ends what a dead supervisor's sessions left running and keeps
+// those sessions as lost for Recover; their directories are removed.
+func (s *Supervisor) sweepLocked() {
+	entries, err := os.ReadDir(s.opts.Dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(s.opts.Dir, e.Name())
+		var info supervisor.SessionInfo
+		b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+		if err != nil || json.Unmarshal(b, &info) != nil || info.ID != e.Name() {
+			continue // not a session directory
+		}
+		l := Lost{Info: info}
+		if b, err := os.ReadFile(filepath.Join(dir, "exit")); err == nil {
+			var st supervisor.ExitStatus
+			if json.Unmarshal(b, &st) == nil {
+				l.Exit = &st
+			}
+		}
+		n, err := hostexec.SweepTag(info.ID)
+		switch {
+		case err != nil:
+			l.Reason = fmt.Sprintf("its host supervisor died; ending what it left running failed: %v", err)
+		case l.Exit != nil:
+			l.Reason = "its host supervisor died after the command ended; its output was not kept"
+		default:
+			l.Reason = fmt.Sprintf("its host supervisor died while it ran; %d process(es) it left were ended", n)
+		}
+		s.opts.Logf("hostsup: session %s of a dead host supervisor: %s", info.ID, l.Reason)
+		s.lost = append(s.lost, l)
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// Open starts a command in the supervisor.
+func (s *Supervisor) Open(ctx context.Context, spec supervisor.OpenSpec) (*supervisor.Proc, error) {
+	c, err := s.current(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.Open(ctx, spec)
+}
+
+// Recovered is a session found in the supervisor by Sessions: running or
+// finished, with the output it kept.
+type Recovered struct {
+	Info   supervisor.SessionInfo
+	Output []byte
+	// Proc follows the session from the end of Output (a finished one
+	// reports its exit at once).
+	Proc *supervisor.Proc
+}
+
+// Sessions lists the sessions of a supervisor that outlived the previous
+// daemon, with their kept output, each re-attached from where that output
+// ends (oldest first), and takes the lost sessions of a dead supervisor. It
+// starts no supervisor.
+func (s *Supervisor) Sessions(ctx context.Context) ([]Recovered, []Lost, error) {
+	c, err := s.current(ctx, false)
+	s.mu.Lock()
+	lost := s.lost
+	s.lost = nil
+	s.mu.Unlock()
+	if errors.Is(err, errNoSupervisor) {
+		return nil, lost, nil
+	}
+	if err != nil {
+		return nil, lost, err
+	}
+	infos, err := c.List(ctx)
+	if err != nil {
+		return nil, lost, fmt.Errorf("hostsup: list: %w", err)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].StartedAt < infos[j].StartedAt })
+	out := make([]Recovered, 0, len(infos))
+	var errs []error
+	for _, in := range infos {
+		// Output and the resume offsets come from one read, so the
+		// re-attached stream neither repeats nor skips a byte.
+		data, so, se, err := c.Read(ctx, in.ID)
+		if err == nil {
+			var p *supervisor.Proc
+			if p, err = c.Attach(ctx, in, so, se); err == nil {
+				out = append(out, Recovered{Info: in, Output: data, Proc: p})
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("hostsup: session %s: %w", in.ID, err))
+	}
+	return out, lost, errors.Join(errs...)
+}
+
+// Forget drops a finished session's kept output and exit status.
+func (s *Supervisor) Forget(ctx context.Context, id string) error {
+	c, err := s.current(ctx, false)
+	if err != nil {
+		return err
+	}
+	return c.Forget(ctx, id)
+}
+
+// Stop ends the supervisor if no session of it is running (a graceful
+// daemon shutdown has ended its sessions), and closes the link.
+func (s *Supervisor) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	c := s.client
+	s.client = nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	defer c.Close()
+	infos, err := c.List(ctx)
+	if err != nil {
+		return fmt.Errorf("hostsup: list: %w", err)
+	}
+	for _, in := range infos {
+		if in.Running {
+			return nil // kept for the next daemon
+		}
+	}
+	if pid := c.ServerPID(); pid > 0 {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("hostsup: stop the host supervisor: %w", err)
+		}
+	}
+	return nil
+}
+
+// localConn marks the socket as local: output goes uncompressed.
+type localConn struct{ *net.UnixConn }
+
+func (localConn) Local() bool { return true }

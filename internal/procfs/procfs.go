@@ -1,0 +1,75 @@
+// Package procfs reads what sandboxctl needs of a process from /proc: the
+// one parser of /proc/PID/stat. Standard library only, so the static
+// supervisor can use it too.
+package procfs
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Stat is the part of /proc/PID/stat that sandboxctl uses.
+type Stat struct {
+	PID   int
+	State byte // R, S, D, Z, X, ...
+	PPID  int
+	PGRP  int
+	// StartTime is when the process started, in clock ticks after boot:
+	// with PID, it names a process even after the pid is reused.
+	StartTime uint64
+}
+
+// Dead reports a zombie or a process being reaped.
+func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' }
+
+// ReadStat reads /proc/PID/stat (under root, "/proc" normally).
+func ReadStat(root string, pid int) (Stat, error) {
+	data, err := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, err
+	}
+	st, err := ParseStat(data)
+	if err != nil {
+		return Stat{}, fmt.Errorf("%s/%d/stat: %w", root, pid, err)
+	}
+	return st, nil
+}
+
+// ParseStat parses "pid (comm) state ppid pgrp ... starttime(22) ...",
+// where comm may hold spaces and parentheses: fields count from the last ')'.
+func ParseStat(data []byte) (Stat, error) {
+	open := bytes.IndexByte(data, '(')
+	i := bytes.LastIndexByte(data, ')')
+	if open < 1 || i < open {
+		return Stat{}, fmt.Errorf("malformed stat %q", truncate(data))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data[:open])))
+	if err != nil {
+		return Stat{}, fmt.Errorf("malformed stat pid: %w", err)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 || len(f[0]) != 1 {
+		return Stat{}, fmt.Errorf("malformed stat %q", truncate(data))
+	}
+	st := Stat{PID: pid, State: f[0][0]}
+	if st.PPID, err = strconv.Atoi(f[1]); err != nil {
+		return Stat{}, fmt.Errorf("stat ppid: %w", err)
+	}
+	if st.PGRP, err = strconv.Atoi(f[2]); err != nil {
+		return Stat{}, fmt.Errorf("stat pgrp: %w", err)
+	}
+	if st.StartTime, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return Stat{}, fmt.Errorf("stat starttime: %w", err)
+	}
+	return st, nil
+}
+
+func truncate(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}

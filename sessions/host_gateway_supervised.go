@@ -1,0 +1,101 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+)
+
+// supervisedGatewayHost runs the gateway's commands in the host supervisor
+// (package hostsup), so they outlive a crash of the daemon and the next
+// daemon re-adopts them (Recover).
+type supervisedGatewayHost struct {
+	gatewayHost
+	sup *hostsup.Supervisor
+}
+
+// NewSupervisedGatewayHost returns the gateway Host whose commands, prepared
+// by r, run in the host supervisor sup.
+func NewSupervisedGatewayHost(r *hostexec.Runner, defaultCwd string, sup *hostsup.Supervisor) Host {
+	g := NewGatewayHost(r, defaultCwd).(*gatewayHost)
+	return &supervisedGatewayHost{gatewayHost: *g, sup: sup}
+}
+
+// Start runs spec in the host supervisor under a fresh run tag, which is
+// also the supervisor's session id.
+func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
+	pr, err := g.r.Prepare(hostexec.Spec{
+		Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
+		PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	p, err := g.sup.Open(ctx, supervisor.OpenSpec{
+		ID: pr.Tag, Argv: pr.Argv, Env: pr.Env, Dir: pr.Dir,
+		TTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, Stdin: spec.KeepStdin || spec.PTY,
+		Meta: map[string]string{
+			metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir,
+			metaAgentID: spec.AgentID, metaSessionKey: spec.SessionKey,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: host supervisor: %w", err)
+	}
+	return gatewayProc{Proc: p, sup: g.sup}, nil
+}
+
+// DetectsInputWait implements InputWaitHost: the supervisor sees, from the
+// kernel, when a command blocks reading its stdin.
+func (g *supervisedGatewayHost) DetectsInputWait() bool { return true }
+
+// Recover implements Recoverer: the sessions the host supervisor kept
+// across the daemon's restart, and those of a supervisor that died, as
+// lost.
+func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
+	found, lost, err := g.sup.Sessions(ctx)
+	out := make([]RecoveredSession, 0, len(found)+len(lost))
+	for _, l := range lost {
+		in := l.Info
+		out = append(out, RecoveredSession{
+			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
+			AgentID: in.Meta[metaAgentID], SessionKey: in.Meta[metaSessionKey], PTY: in.TTY,
+			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
+			Finished: true, Lost: l.Reason,
+		})
+	}
+	for _, f := range found {
+		in := f.Info
+		r := RecoveredSession{
+			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
+			AgentID: in.Meta[metaAgentID], SessionKey: in.Meta[metaSessionKey], PTY: in.TTY,
+			StdinOpen: in.Stdin && in.Running, PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
+			Output: f.Output, Dropped: in.Dropped,
+			// A finished one's handle serves Forget: without it the
+			// session would come back after every restart.
+			Process: gatewayProc{Proc: f.Proc, sup: g.sup},
+		}
+		if !in.Running && in.Exit != nil {
+			r.Finished, r.ExitCode, r.Signal, r.EndedAt = true, in.Exit.Code, in.Exit.Signal, time.UnixMilli(in.Exit.EndedAt)
+		}
+		out = append(out, r)
+	}
+	if err != nil {
+		return out, fmt.Errorf("gateway: %w", err)
+	}
+	return out, nil
+}
+
+// gatewayProc is a command in the host supervisor.
+type gatewayProc struct {
+	*supervisor.Proc
+	sup *hostsup.Supervisor
+}
+
+// Forget drops the finished session from the host supervisor, which would
+// otherwise offer it to a restarted daemon.
+func (p gatewayProc) Forget(ctx context.Context) error { return p.sup.Forget(ctx, p.ID()) }
