@@ -109,6 +109,7 @@ type agent struct {
 	url      *url.URL
 	client   *http.Client
 	runner   *hostexec.Runner
+	ledger   *runLedger
 	guard    Guard
 	nodeID   string
 	name     string
@@ -210,6 +211,13 @@ func newAgent(ctx context.Context, opts AgentOptions) (*agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodeexec: node agent: %w", err)
 	}
+	ledger, err := openRunLedger(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	// What a previous agent on this state directory started and did not
+	// see end (it died) is ended now, before anything new runs.
+	ledger.sweep(logf)
 	wd := opts.Workdir
 	if wd == "" {
 		if wd, err = os.Getwd(); err != nil {
@@ -222,7 +230,7 @@ func newAgent(ctx context.Context, opts AgentOptions) (*agent, error) {
 		}
 	}
 	return &agent{
-		opts: opts, url: u, client: client, runner: runner, guard: g,
+		opts: opts, url: u, client: client, runner: runner, ledger: ledger, guard: g,
 		nodeID: id, name: name, platform: runtime.GOOS + "/" + runtime.GOARCH, workdir: wd, logf: logf,
 		ctx: ctx, runs: map[string]*nodeRun{}, idem: map[string]*idemEntry{},
 	}, nil
@@ -732,11 +740,16 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 		command = line
 	}
 	command, _ = peelShell(command, a.runner.Shell())
+	tag := hostexec.NewTag()
+	if err := a.ledger.add(tag); err != nil {
+		return &frame{Type: frameError, RunID: p.RunID, Reason: err.Error()}, nil
+	}
 	proc, err := a.runner.Start(ctx, hostexec.Spec{
 		Command: command, Env: p.Env, Dir: cwd, PTY: p.TTY, Cols: p.Cols, Rows: p.Rows,
-		KeepStdin: p.KeepStdin, Tag: hostexec.NewTag(),
+		KeepStdin: p.KeepStdin, Tag: tag,
 	})
 	if err != nil {
+		a.ledger.done(tag)
 		return &frame{Type: frameError, RunID: p.RunID, Reason: err.Error()}, nil
 	}
 	warnings = append(warnings, proc.Warnings()...)
@@ -904,6 +917,12 @@ func (r *nodeRun) begin() {
 	})
 	r.a.goAsync(func() {
 		code, sig, err := r.proc.Wait(context.Background())
+		// What the command left behind is swept with it (its tag is
+		// the ledger entry); only then is the entry done.
+		if _, serr := hostexec.SweepTag(r.proc.Tag()); serr != nil {
+			r.a.logf("nodeexec: run %s: sweep: %v", r.id, serr)
+		}
+		r.a.ledger.done(r.proc.Tag())
 		pumps.Wait()
 		if r.timer != nil {
 			r.timer.Stop()

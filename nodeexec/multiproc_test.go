@@ -405,3 +405,53 @@ func TestMultiProcess(t *testing.T) {
 		g.waitNode(t, "alpha")
 	})
 }
+
+// TestNodeAgentSIGKILLLeavesNothingRunning is issue 20's node reproduction:
+// a background `sleep 45` on a node whose agent is killed with SIGKILL. The
+// gateway fails the run after the link grace; the next agent on the same
+// state directory ends what the dead one left running before it connects.
+func TestNodeAgentSIGKILLLeavesNothingRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts node agent processes")
+	}
+	bin := buildTestNode(t, t.TempDir())
+	const grace = time.Second
+	g := newTestGateway(t, RegistryOptions{LinkGrace: grace, PingInterval: time.Second})
+	state := t.TempDir()
+	args := []string{"-gateway", g.url, "-security", "full", "-ask", "off", "-state", state,
+		"-token", testToken, "-tls-fingerprint", g.fingerprint, "-link-grace", grace.String(), "-ping", "1s", "-kill-grace", "500ms"}
+	first := startNodeProc(t, bin, "crashy", args...)
+	g.waitNode(t, "crashy")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	rp, err := g.reg.Start(ctx, "crashy", StartSpec{Command: "echo $$ > " + pidFile + "; sleep 45"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(rp)
+	var pid int
+	waitFor(t, 10*time.Second, "the run's pid", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.exited
+	if _, _, err := runWait(t, rp); !errors.Is(err, ErrLinkLost) {
+		t.Fatalf("run on the killed node: %v", err)
+	}
+	c.wait()
+	if !alive(pid) {
+		t.Fatal("the run died with its agent: nothing left to end")
+	}
+
+	begin := time.Now()
+	startNodeProc(t, bin, "crashy", args...)
+	waitFor(t, 10*time.Second, "the dead agent's run ended", func() bool { return !alive(pid) })
+	t.Logf("the new agent ended the orphaned run %v after its start", time.Since(begin).Round(time.Millisecond))
+}
