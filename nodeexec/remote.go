@@ -425,3 +425,10 @@ func (p *RemoteProcess) relink(l *gwLink) bool {
 	}
 	return true
 }
+
+func (p *RemoteProcess) answerWith(f *frame) {
+	select {
+	case p.answer <- f:
+	default:
+	}
+}
