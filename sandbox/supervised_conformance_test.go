@@ -49,12 +49,39 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			cfg.Sandbox.Docker.Image = image
 			cfg.Sandbox.Docker.ContainerPrefix = "sbxt-" + hex.EncodeToString(b) + "-"
 			cfg.Sandbox.WorkspaceRoot = t.TempDir()
-			sm, err := sandbox.NewManager(context.Background(), sandbox.Options{
+			opts := sandbox.Options{
 				Config: cfg.Sandbox, StateDir: t.TempDir(), Home: t.TempDir(), DisableSupervisor: path.disable, SupervisorAttachOnly: path.attachOnly, Logf: t.Logf,
 				Labels: map[string]string{"sandboxctl.test": "sandbox-pkg"},
-			})
+			}
+			sm, err := sandbox.NewManager(context.Background(), opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// restart stands for a new daemon on the same state: its own
+			// sandbox Manager and sessions Manager, which recovers what the
+			// supervisors kept. The plain path keeps nothing.
+			var restart func(t *testing.T) hosttest.Tools
+			if !path.disable {
+				restart = func(t *testing.T) hosttest.Tools {
+					sm2, err := sandbox.NewManager(context.Background(), opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mgr2, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(sm2)}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() {
+						c, cancel := context.WithTimeout(context.Background(), time.Minute)
+						defer cancel()
+						_ = mgr2.Close(c)
+						_ = sm2.Close()
+					})
+					if _, err := mgr2.Recover(context.Background()); err != nil {
+						t.Fatalf("Recover: %v", err)
+					}
+					return mgr2
+				}
 			}
 			host := sessions.NewSandboxHost(sm)
 			mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": host}})
@@ -82,6 +109,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			hosttest.Run(t, func(t *testing.T) hosttest.Target {
 				return hosttest.Target{
 					Tools:      mgr,
+					Restart:    restart,
 					Host:       "sandbox",
 					AgentID:    agent,
 					SessionKey: "s-" + strings.ReplaceAll(t.Name(), "/", "-"),

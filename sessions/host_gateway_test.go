@@ -174,25 +174,38 @@ func TestSupervisedGatewayConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "host-supervisor")
-	sup, err := hostsup.New(hostsup.Options{
-		Dir: dir, Command: []string{bins[0], "serve", "host-supervisor", "--dir", dir},
-		Env: []string{"PATH=/usr/bin:/bin"}, Logf: t.Logf,
-	})
-	if err != nil {
-		t.Fatal(err)
+	// newSup is the daemon's link to the host supervisor; each daemon
+	// (each restart) has its own.
+	newSup := func(t *testing.T) *hostsup.Supervisor {
+		sup, err := hostsup.New(hostsup.Options{
+			Dir: dir, Command: []string{bins[0], "serve", "host-supervisor", "--dir", dir},
+			Env: []string{"PATH=/usr/bin:/bin"}, Logf: t.Logf,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sup
 	}
+	sup := newSup(t)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := sup.Stop(ctx); err != nil {
+		if err := newSup(t).Stop(ctx); err != nil {
 			t.Errorf("stop the host supervisor: %v", err)
 		}
 	})
+	cfg := config.Default()
+	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
 	hosttest.Run(t, func(t *testing.T) hosttest.Target {
 		scratch := t.TempDir()
-		cfg := config.Default()
-		cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
 		return hosttest.Target{
+			Restart: func(t *testing.T) hosttest.Tools {
+				m := newSingleHostManager(t, cfg, "gateway", sessions.NewSupervisedGatewayHost(newGatewayRunner(t), scratch, newSup(t)))
+				if _, err := m.Recover(context.Background()); err != nil {
+					t.Fatalf("Recover: %v", err)
+				}
+				return m
+			},
 			Tools:      newSingleHostManager(t, cfg, "gateway", sessions.NewSupervisedGatewayHost(newGatewayRunner(t), scratch, sup)),
 			Host:       "gateway",
 			AgentID:    "agent-conformance",

@@ -51,18 +51,31 @@ type Target struct {
 	SkipSetsidEscape string
 	// SkipResize, when non-empty, skips the terminal resize case.
 	SkipResize string
+	// Restart stands for the daemon dying (its tools are dropped without
+	// being closed, as a SIGKILL leaves them) and starting again on the same
+	// host state: it returns the tools of a new daemon that recovered the
+	// host's sessions. Nil for a host that keeps no session across a
+	// restart; the restart case is then skipped with that reason.
+	Restart func(t *testing.T) Tools
 }
 
-// Run runs every case as a parallel subtest; newTarget is called once per
-// subtest and should register its own cleanup with t.Cleanup.
+// Run runs every case as a parallel subtest, then the daemon restart case
+// on its own (a new daemon takes over every session of the host, so nothing
+// else may run then); newTarget is called once per subtest and should
+// register its own cleanup with t.Cleanup.
 func Run(t *testing.T, newTarget func(t *testing.T) Target) {
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			tg := newTarget(t)
-			c.fn(t, &harness{t: t, tg: tg})
-		})
-	}
+	t.Run("cases", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				tg := newTarget(t)
+				c.fn(t, &harness{t: t, tg: tg})
+			})
+		}
+	})
+	t.Run("DaemonRestartWhileRunning", func(t *testing.T) {
+		testDaemonRestartWhileRunning(t, &harness{t: t, tg: newTarget(t)})
+	})
 }
 
 var cases = []struct {
@@ -546,6 +559,35 @@ func testKillBackground(t *testing.T, h *harness) {
 	if h.exists(marker) {
 		t.Errorf("%s exists: kill did not end the whole tree", marker)
 	}
+}
+
+// testDaemonRestartWhileRunning: the daemon dies while a background
+// command runs; the new daemon lists the session under the same id and
+// follows it to its end, with what it printed before and after the restart.
+func testDaemonRestartWhileRunning(t *testing.T, h *harness) {
+	if h.tg.Restart == nil {
+		t.Skip("this host keeps no session across a daemon restart")
+	}
+	gate, pids := h.scratchFile("GATE"), h.scratchFile("PIDS")
+	id := h.background(sessions.ExecParams{Command: "echo $$ > " + pids + "; echo before-restart; " +
+		"while [ ! -e " + gate + " ]; do sleep 0.05; done; echo after-restart"})
+	h.pollUntil(id, regexp.MustCompile(`before-restart`), false, 10*time.Second)
+
+	h.tg.Tools = h.tg.Restart(t)
+	if list := text(h.process(sessions.ProcessParams{Action: "list"})); !strings.Contains(list, id) {
+		t.Fatalf("the new daemon does not list %s:\n%s", id, list)
+	}
+	h.inspect("touch " + gate)
+	out, last := h.pollUntil(id, regexp.MustCompile(`after-restart`), true, 20*time.Second)
+	d := wantStatus(t, last, sessions.StatusCompleted)
+	if code := num(t, d, "exitCode"); code != 0 {
+		t.Errorf("exitCode = %v after the restart, want 0 (output %q)", code, out)
+	}
+	log := text(h.process(sessions.ProcessParams{Action: "log", SessionID: id}))
+	if strings.Count(log, "before-restart") != 1 || strings.Count(log, "after-restart") != 1 {
+		t.Errorf("log after the restart: %q, want each line once", log)
+	}
+	h.waitGone(pids, 5*time.Second)
 }
 
 // --- result helpers ---
