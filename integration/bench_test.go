@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -102,6 +105,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 			return err
 		})
 	})
+	b.Run("sessions-gateway-host-supervisor", func(b *testing.B) {
+		gm := newSupervisedGatewayManagerB(b)
+		timed(b, func() error {
+			_, err := gm.Exec(ctx, sessions.ExecParams{Command: "true"})
+			return err
+		})
+	})
 	b.Run("local-fork-exec", func(b *testing.B) {
 		timed(b, func() error { return exec.Command("true").Run() })
 	})
@@ -145,14 +155,39 @@ func newSandboxStackB(b *testing.B, plain bool) (*sandbox.Manager, *sessions.Man
 
 func newGatewayManagerB(b *testing.B) *sessions.Manager {
 	b.Helper()
-	ctx := context.Background()
-	r, err := hostexec.NewRunner(ctx, hostexec.Options{})
+	r, err := hostexec.NewRunner(context.Background(), hostexec.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return newGatewayManagerWithHost(b, sessions.NewGatewayHost(r, b.TempDir()))
+}
+
+// newSupervisedGatewayManagerB is the gateway as the daemon runs it: its
+// commands in a host supervisor process.
+func newSupervisedGatewayManagerB(b *testing.B) *sessions.Manager {
+	b.Helper()
+	r, err := hostexec.NewRunner(context.Background(), hostexec.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bins, err := testbuild.Build(b.TempDir(), "sandboxctld")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(b.TempDir(), "host-supervisor")
+	sup, err := hostsup.New(hostsup.Options{Dir: dir, Command: []string{bins[0], "serve", "host-supervisor", "--dir", dir}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sup.Stop(context.Background()) }) // after the Manager's Close below
+	return newGatewayManagerWithHost(b, sessions.NewSupervisedGatewayHost(r, b.TempDir(), sup))
+}
+
+func newGatewayManagerWithHost(b *testing.B, host sessions.Host) *sessions.Manager {
+	b.Helper()
 	cfg := config.Default()
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"gateway": sessions.NewGatewayHost(r, b.TempDir())}})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"gateway": host}})
 	if err != nil {
 		b.Fatal(err)
 	}
