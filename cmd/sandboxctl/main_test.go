@@ -299,6 +299,25 @@ func TestProcessFlow(t *testing.T) {
 	}
 }
 
+// TestExecArgv: one argument after -- is a shell command line, several are
+// the words of one command, each passed as it is (as docker exec does).
+func TestExecArgv(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sh", "-c", "echo hello"}, "hello\n"},
+		{[]string{"echo", "a  b", "$HOME", "it's", "*", "a;b"}, "a  b $HOME it's * a;b\n"},
+		{[]string{"echo $((6*7)) | tr 4 x"}, "x2\n"},
+	} {
+		r := e.run(t, append([]string{"exec", "--"}, tc.args...)...)
+		if r.code != 0 || r.stdout != tc.want {
+			t.Errorf("exec -- %q: exit %d stdout %q stderr %q, want %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
 func TestProcessPollUnknown(t *testing.T) {
 	e := newEnv(t)
 	out, code := e.runCode(t, "process", "poll", "nope")
@@ -325,12 +344,22 @@ func TestBadUsage(t *testing.T) {
 		{"resize without size", []string{"process", "resize", "x"}, "--cols and --rows are required"},
 		{"rm without name", []string{"sandbox", "rm"}, "missing NAME"},
 		{"rm name and agent", []string{"sandbox", "rm", "x", "--agent", "a"}, "not both"},
+		{"unknown approvals subcommand", []string{"approvals", "frobnicate"}, `approvals: unknown command "frobnicate"`},
+		{"unknown sandbox subcommand", []string{"sandbox", "frobnicate"}, `sandbox: unknown command "frobnicate"`},
+		{"unknown node subcommand", []string{"node", "frobnicate"}, `node: unknown command "frobnicate"`},
+		{"unknown serve subcommand", []string{"serve", "frobnicate"}, `serve: unknown command "frobnicate"`},
+		{"yield too short", []string{"exec", "--yield-ms", "0", "--", "true"}, "--yield-ms 0 is out of range: allowed 10..120000"},
+		{"yield too long", []string{"exec", "--yield-ms", "200000", "--", "true"}, "--yield-ms 200000 is out of range: allowed 10..120000"},
+		{"timeout not positive", []string{"exec", "--timeout", "0", "--", "true"}, "--timeout 0 is out of range"},
+		{"poll wait too long", []string{"process", "poll", "x", "--timeout-ms", "60000"}, "--timeout-ms 60000 is out of range: allowed 0..30000"},
+		{"argv word with a newline", []string{"exec", "--", "printf", "a\nb"}, "pass the whole command as one shell command line"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.run(t, tc.args...)
-			if r.code != 2 || !strings.Contains(r.stderr, tc.wantMsg) || !strings.HasPrefix(r.stderr, "sandboxctl: ") {
-				t.Errorf("exit %d, stderr %q; want exit 2 with %q", r.code, r.stderr, tc.wantMsg)
+			if r.code != 2 || !strings.Contains(r.stderr, tc.wantMsg) || !strings.HasPrefix(r.stderr, "sandboxctl: ") ||
+				strings.HasPrefix(r.stderr, "sandboxctl: sandboxctl") {
+				t.Errorf("exit %d, stderr %q; want exit 2 with %q behind one prefix", r.code, r.stderr, tc.wantMsg)
 			}
 		})
 	}
@@ -372,6 +401,9 @@ func TestSecondServeRefused(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	e := newEnv(t)
+	if r := e.run(t, "--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "sandboxctl ") {
+		t.Errorf("--version: %+v", r)
+	}
 	r := e.run(t, "version", "--json")
 	var v map[string]string
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 || v["version"] == "" {

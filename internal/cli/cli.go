@@ -144,8 +144,10 @@ the state directory's socket and start one when none is running.`,
 	root.SetIn(c.In)
 	root.SetOut(c.Out)
 	root.SetErr(c.Err)
+	root.Version = c.Version
+	root.SetVersionTemplate("sandboxctl {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+		return UsageErrorf("%s%w", commandPrefix(cmd), err)
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&c.StateFlag, "state", "", "state directory (default $"+StateEnv+", then the config's state, then ~/.sandboxctl)")
@@ -160,7 +162,39 @@ the state directory's socket and start one when none is running.`,
 		newVersionCommand(c),
 	)
 	root.AddCommand(extra...)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// commandPrefix is "exec: " for `sandboxctl exec` (the root's own name is
+// the prefix Report prints), "" for the root.
+func commandPrefix(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return ""
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") + ": "
+}
+
+// refuseUnknownSubcommands makes every command group (a command with
+// subcommands) answer an argument that names none of them with a usage
+// error (exit 2), and a group with no action of its own show its help.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !cmd.HasParent() || !cmd.HasSubCommands() {
+		return
+	}
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return UsageErrorf("%sunknown command %q; run 'sandboxctl %s --help'", commandPrefix(cmd), args[0],
+			strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "))
+	}
+	if !cmd.Runnable() {
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
 }
 
 // ExactArgs is cobra.ExactArgs with a usage-error exit code and a message
@@ -171,9 +205,9 @@ func ExactArgs(n int, names ...string) cobra.PositionalArgs {
 			return nil
 		}
 		if len(args) < n {
-			return UsageErrorf("%s: missing %s", cmd.CommandPath(), strings.Join(names[len(args):], " "))
+			return UsageErrorf("%smissing %s", commandPrefix(cmd), strings.Join(names[len(args):], " "))
 		}
-		return UsageErrorf("%s: unexpected argument %q", cmd.CommandPath(), args[n])
+		return UsageErrorf("%sunexpected argument %q", commandPrefix(cmd), args[n])
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
@@ -31,8 +32,8 @@ type ExecOptions struct {
 	Node       string
 	AgentID    string
 	SessionKey string
-	// Command is the command line: the arguments after the flags, joined
-	// with spaces.
+	// Command is what to run: one argument is a shell command line; several
+	// are an argv, each word quoted so that exactly those words run.
 	Command []string
 }
 
@@ -46,8 +47,10 @@ func newExecCommand(c *CLI) *cobra.Command {
 		Use:   "exec [flags] -- COMMAND...",
 		Short: "Run a command through the exec tool and print its output",
 		Long: `Run a command through the daemon's exec tool (SPEC §2) and print its output,
-or the running / approval-pending notice. The arguments after the flags are
-joined with spaces into one shell command line.
+or the running / approval-pending notice. One argument after the flags is a
+shell command line ('echo $HOME | wc -c'); several are the words of one
+command, each passed as it is (sh -c 'echo hello' runs sh with two
+arguments), as with docker exec.
 
 Exit code: the command's own exit code when it completed; 0 when it is still
 running in the background or waits for approval; 1 when it was denied or
@@ -94,8 +97,12 @@ directory (unless the config sets exec.cwd).`,
 // Params validates the options that can be checked locally and builds the
 // exec tool's input.
 func (o ExecOptions) Params() (toolapi.ExecParams, error) {
+	command, err := commandLine(o.Command)
+	if err != nil {
+		return toolapi.ExecParams{}, err
+	}
 	p := toolapi.ExecParams{
-		Command:    strings.Join(o.Command, " "),
+		Command:    command,
 		Workdir:    o.Workdir,
 		YieldMs:    o.YieldMs,
 		Background: o.Background,
@@ -115,6 +122,12 @@ func (o ExecOptions) Params() (toolapi.ExecParams, error) {
 	if strings.TrimSpace(p.Command) == "" {
 		return p, UsageErrorf("exec: Provide a command to start.")
 	}
+	if o.YieldMs != nil && (*o.YieldMs < MinYieldMs || *o.YieldMs > MaxYieldMs) {
+		return p, UsageErrorf("exec: --yield-ms %v is out of range: allowed %d..%d", *o.YieldMs, MinYieldMs, MaxYieldMs)
+	}
+	if o.Timeout != nil && *o.Timeout <= 0 {
+		return p, UsageErrorf("exec: --timeout %v is out of range: it must be more than 0 seconds", *o.Timeout)
+	}
 	for _, kv := range o.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -132,6 +145,31 @@ func (o ExecOptions) Params() (toolapi.ExecParams, error) {
 		p.Env[k] = v
 	}
 	return p, nil
+}
+
+// The exec tool's yieldMs range (SPEC §2); the CLI refuses what the tool
+// would clamp, so a typo is not silently changed.
+const (
+	MinYieldMs = 10
+	MaxYieldMs = 120000
+)
+
+// commandLine turns exec's arguments into the tool's command line: one
+// argument is a shell command line as it is; several are an argv, each
+// word quoted for a POSIX shell (mvdan.cc/sh/v3/syntax.Quote).
+func commandLine(args []string) (string, error) {
+	if len(args) <= 1 {
+		return strings.Join(args, ""), nil
+	}
+	words := make([]string, len(args))
+	for i, a := range args {
+		q, err := syntax.Quote(a, syntax.LangPOSIX)
+		if err != nil {
+			return "", UsageErrorf("exec: argument %d (%q) cannot be passed as a word of its own (%v); pass the whole command as one shell command line instead", i+1, a, err)
+		}
+		words[i] = q
+	}
+	return strings.Join(words, " "), nil
 }
 
 // RunExec runs opts.Command through the daemon's exec tool, prints the

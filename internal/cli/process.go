@@ -59,6 +59,9 @@ type processInts struct {
 	timeoutMs                 float64
 }
 
+// MaxPollTimeoutMs is the longest a poll may wait for new output (SPEC §3).
+const MaxPollTimeoutMs = 30000
+
 func newProcessCommand(c *CLI) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "process ACTION [ID]",
@@ -70,7 +73,7 @@ func newProcessCommand(c *CLI) *cobra.Command {
 	}
 	actions := []processAction{
 		{name: "poll", short: "Print new output since the last poll and the session's state", flags: func(cmd *cobra.Command, _ *ProcessOptions, n *processInts) {
-			cmd.Flags().Float64Var(&n.timeoutMs, "timeout-ms", 0, "wait up to this many ms for new output (max 30000)")
+			cmd.Flags().Float64Var(&n.timeoutMs, "timeout-ms", 0, "wait up to this many ms for new output (0..30000)")
 		}},
 		{name: "log", short: "Print the aggregated output by lines", flags: func(cmd *cobra.Command, _ *ProcessOptions, n *processInts) {
 			cmd.Flags().IntVar(&n.offset, "offset", 0, "first line (0-based)")
@@ -135,6 +138,9 @@ func newProcessSubcommand(c *CLI, a processAction, needsID bool) *cobra.Command 
 				opts.Limit = &ints.limit
 			}
 			if fl.Changed("timeout-ms") {
+				if ints.timeoutMs < 0 || ints.timeoutMs > MaxPollTimeoutMs {
+					return UsageErrorf("process %s: --timeout-ms %v is out of range: allowed 0..%d", a.name, ints.timeoutMs, MaxPollTimeoutMs)
+				}
 				opts.TimeoutMs = &ints.timeoutMs
 			}
 			if fl.Changed("cols") {
