@@ -89,6 +89,15 @@ type Options struct {
 	// Routes are extra endpoints ("GET /metrics", "POST /v1/approvals", ...)
 	// served on the socket and, behind the token, on TCP.
 	Routes map[string]http.Handler
+	// ApprovalRoutes decide approvals ("POST /v1/approvals/{id}"). A tool
+	// client must never reach them: on the socket they serve only a peer
+	// that is not a process sandboxctl started (see approverCheck), on TCP
+	// only a request carrying ApproverToken — the tool token is not enough.
+	ApprovalRoutes map[string]http.Handler
+	// ApproverToken is the bearer token of ApprovalRoutes on TCP; empty
+	// refuses approval decisions over TCP. It is never written to the state
+	// directory, where commands could read it.
+	ApproverToken string
 	// SelfAuthRoutes are served on TCP without the daemon's bearer token
 	// because they check credentials of their own (the node link checks the
 	// node token); they are not served on the socket.
@@ -187,6 +196,12 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 				return nil, err
 			}
 		}
+		if opts.ApproverToken != "" && len(opts.ApproverToken) < minTokenLen {
+			return nil, fmt.Errorf("daemon: the approver token must be at least %d characters", minTokenLen)
+		}
+		if opts.ApproverToken != "" && opts.ApproverToken == s.token {
+			return nil, errors.New("daemon: the approver token must differ from the bearer token of tool clients")
+		}
 		if s.tcpLn, err = net.Listen("tcp", opts.Listen); err != nil {
 			return nil, fmt.Errorf("daemon: listen on %s: %w", opts.Listen, err)
 		}
@@ -199,9 +214,13 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 
 	s.unixSrv = s.newHTTPServer(s.routes(true))
+	s.unixSrv.ConnContext = withPeer
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
 		tcp.Handle("/", s.requireToken(s.routes(false)))
+		for pattern, h := range opts.ApprovalRoutes {
+			tcp.Handle(pattern, s.requireApproverToken(h))
+		}
 		for pattern, h := range opts.SelfAuthRoutes {
 			tcp.Handle(pattern, h)
 		}
@@ -411,14 +430,48 @@ func (s *Server) routes(unix bool) http.Handler {
 		// Only over the socket: whoever can reach it is the daemon's
 		// owner, while a TCP token is meant to grant tool use only.
 		mux.HandleFunc("POST /v1/shutdown", s.handleShutdown)
+		check := newApproverCheck()
+		for pattern, h := range s.opts.ApprovalRoutes {
+			mux.Handle(pattern, s.requireApproverPeer(check, h))
+		}
 	}
 	return mux
+}
+
+// requireApproverPeer serves next only to a socket peer that may decide
+// approvals; everyone else gets 403 and the reason, and is logged.
+func (s *Server) requireApproverPeer(check approverCheck, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := PeerFrom(r.Context())
+		if err := check.check(p); err != nil {
+			s.opts.Logf("refused %s %s from pid %d: %v", r.Method, r.URL.Path, p.PID, err)
+			writeError(w, http.StatusForbidden, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireApproverToken guards ApprovalRoutes on TCP like requireToken, with
+// the approver token.
+func (s *Server) requireApproverToken(next http.Handler) http.Handler {
+	if s.opts.ApproverToken == "" {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusForbidden, fmt.Errorf("%w over TCP: this daemon has no approver token (decide on its unix socket, or start it with an approver token)", ErrNotApprover))
+		})
+	}
+	return bearer(s.opts.ApproverToken, next)
 }
 
 // requireToken guards the TCP listener. Both sides are hashed before the
 // constant-time compare so that not even the token's length leaks.
 func (s *Server) requireToken(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.token))
+	return bearer(s.token, next)
+}
+
+// bearer serves next only to requests carrying "Authorization: Bearer token".
+func bearer(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))

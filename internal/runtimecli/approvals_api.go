@@ -15,18 +15,23 @@ import (
 )
 
 // approvalsAPI serves the approvals of the gateway's store and of the
-// connected nodes. It is mounted behind the daemon's token on TCP.
+// connected nodes. Listing is a tool route (behind the daemon's token on
+// TCP); deciding is an approval route, which the daemon serves only to a
+// human (see daemon.Options.ApprovalRoutes).
 type approvalsAPI struct {
 	store *guard.Store
 	nodes *nodeexec.Registry // nil without node connections
 	now   func() time.Time
 }
 
+// routes are the tool routes: the list.
 func (a *approvalsAPI) routes() map[string]http.Handler {
-	return map[string]http.Handler{
-		"GET /v1/approvals":       http.HandlerFunc(a.list),
-		"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve),
-	}
+	return map[string]http.Handler{"GET /v1/approvals": http.HandlerFunc(a.list)}
+}
+
+// decisionRoutes decide approvals.
+func (a *approvalsAPI) decisionRoutes() map[string]http.Handler {
+	return map[string]http.Handler{"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve)}
 }
 
 func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -33,6 +34,9 @@ const TokenEnv = "SANDBOXCTL_TOKEN"
 // NodeTokenEnv holds the node token when --node-token is not given.
 const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
 
+// ApproverTokenEnv holds the token that decides approvals over TCP.
+const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
+
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -48,6 +52,9 @@ type ServeOptions struct {
 	// NodeToken is what node agents present; default $SANDBOXCTL_NODE_TOKEN,
 	// then <state>/node-token (generated, mode 0600).
 	NodeToken string
+	// ApproverToken decides approvals over TCP; default
+	// $SANDBOXCTL_APPROVER_TOKEN; none refuses decisions over TCP.
+	ApproverToken string
 }
 
 func newServeCommand(c *cli.CLI) *cobra.Command {
@@ -75,6 +82,7 @@ are removed.`,
 	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+TokenEnv+", then <state>/token)")
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
+	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
@@ -104,8 +112,15 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		// The environment keeps the token out of ps, unlike --token.
 		opts.Token = c.Getenv(TokenEnv)
 	}
+	if opts.ApproverToken == "" {
+		opts.ApproverToken = c.Getenv(ApproverTokenEnv)
+	}
+	if opts.NodeToken == "" {
+		opts.NodeToken = c.Getenv(NodeTokenEnv)
+	}
 	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
 	logf := logger.Printf
+	hardenDaemonProcess(ctx, logf)
 
 	hosts, gatewayPath, sbx, err := buildHosts(ctx, cfg, state, logf)
 	if err != nil {
@@ -163,6 +178,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	for pattern, h := range approvals.routes() {
 		dopts.Routes[pattern] = h
 	}
+	dopts.ApprovalRoutes = approvals.decisionRoutes()
+	dopts.ApproverToken = opts.ApproverToken
 	if cfg.Exec.ApprovalHook != "" {
 		hook := &approvalHook{path: cfg.Exec.ApprovalHook, resolve: approvals.decide, logf: logf,
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
@@ -192,6 +209,24 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		go sbx.RunPruner(runCtx, pruneInterval)
 	}
 	return srv.Serve(ctx)
+}
+
+// hardenDaemonProcess keeps the daemon's secrets and its approvals out of
+// reach of the commands it runs as its own uid: the tokens leave its
+// environment before any command inherits it; the process is not dumpable
+// (its memory, environ and fds cannot be read or ptraced by them); and it
+// is the child subreaper of its commands, so none leaves its process tree
+// (see daemon.AdoptOrphans).
+func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
+	for _, k := range []string{TokenEnv, NodeTokenEnv, ApproverTokenEnv} {
+		_ = os.Unsetenv(k)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		logf("warning: cannot make the daemon undumpable: %v", err)
+	}
+	if err := daemon.AdoptOrphans(ctx, logf); err != nil {
+		logf("warning: %v; a command that double-forks and clears its environment could pass the approver check", err)
+	}
 }
 
 // buildHosts creates the gateway host (always) and the sandbox host. A
