@@ -43,7 +43,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 	out := make([]cli.ApprovalView, 0, len(list))
 	for _, p := range list {
 		out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: p.Host, Command: p.Command, Argv: p.Argv,
-			Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
+			Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 			CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now)})
 	}
 	if a.nodes != nil {
@@ -57,7 +57,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 				where = p.NodeID
 			}
 			out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
-				Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
+				Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 				CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status})
 		}
 	}
@@ -112,6 +112,13 @@ func (a *approvalsAPI) decide(ctx context.Context, id string, d guard.ApprovalDe
 		}
 	}
 	return err
+}
+
+func argv0(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
 }
 
 func replyJSON(w http.ResponseWriter, code int, v any) {

@@ -122,7 +122,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	logf := logger.Printf
 	hardenDaemonProcess(ctx, logf)
 
-	hosts, gatewayPath, sbx, err := buildHosts(ctx, cfg, state, logf)
+	hosts, gateway, sbx, err := buildHosts(ctx, cfg, state, logf)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, gatewayPath), Logf: logf})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, gateway), Logf: logf})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -232,25 +232,25 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, string, *sandbox.Manager, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, error) {
 	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("serve: gateway host: %w", err)
+		return nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
 	}
 	cwd, err := config.ExpandHome(cfg.Exec.Cwd)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("serve: exec.cwd: %w", err)
+		return nil, nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
 	hosts := map[string]sessions.Host{"gateway": sessions.NewGatewayHost(runner, cwd)}
 
 	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
-			return nil, "", nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+			return nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
 		}
 		logf("sandbox host unavailable: %v", err)
 		hosts["sandbox"] = unavailableHost{err: err}
-		return hosts, runner.Path(), nil, nil
+		return hosts, runner, nil, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -258,7 +258,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
 	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
-	return hosts, runner.Path(), sbx, nil
+	return hosts, runner, sbx, nil
 }
 
 // unavailableHost stands in for a host that could not be built; every use
