@@ -98,6 +98,13 @@ type Options struct {
 	// refuses approval decisions over TCP. It is never written to the state
 	// directory, where commands could read it.
 	ApproverToken string
+	// AgentTokens maps a TCP bearer token to the agent it is pinned to (see
+	// Pin and LoadAgentTokens). A pinned client may use exec, process,
+	// events (its agent's only), /healthz and AgentRoutes, nothing else.
+	AgentTokens map[string]string
+	// AgentRoutes are Routes a pinned client may use too; their handlers
+	// must show it only its agent's items (PinFrom).
+	AgentRoutes map[string]http.Handler
 	// SelfAuthRoutes are served on TCP without the daemon's bearer token
 	// because they check credentials of their own (the node link checks the
 	// node token); they are not served on the socket.
@@ -202,6 +209,14 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		if opts.ApproverToken != "" && opts.ApproverToken == s.token {
 			return nil, errors.New("daemon: the approver token must differ from the bearer token of tool clients")
 		}
+		for tok, agent := range opts.AgentTokens {
+			switch {
+			case len(tok) < minTokenLen:
+				return nil, fmt.Errorf("daemon: the agent token of %q must be at least %d characters", agent, minTokenLen)
+			case tok == s.token || tok == opts.ApproverToken:
+				return nil, fmt.Errorf("daemon: the agent token of %q must differ from the tool and approver tokens", agent)
+			}
+		}
 		if s.tcpLn, err = net.Listen("tcp", opts.Listen); err != nil {
 			return nil, fmt.Errorf("daemon: listen on %s: %w", opts.Listen, err)
 		}
@@ -217,7 +232,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.unixSrv.ConnContext = withPeer
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
-		tcp.Handle("/", s.requireToken(s.routes(false)))
+		tcp.Handle("/", s.authTCP(s.routes(false), s.pinnedRoutes()))
 		for pattern, h := range opts.ApprovalRoutes {
 			tcp.Handle(pattern, s.requireApproverToken(h))
 		}
@@ -452,7 +467,7 @@ func (s *Server) requireApproverPeer(check approverCheck, next http.Handler) htt
 	})
 }
 
-// requireApproverToken guards ApprovalRoutes on TCP like requireToken, with
+// requireApproverToken guards ApprovalRoutes on TCP like authTCP, with
 // the approver token.
 func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 	if s.opts.ApproverToken == "" {
@@ -463,19 +478,56 @@ func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 	return bearer(s.opts.ApproverToken, next)
 }
 
-// requireToken guards the TCP listener. Both sides are hashed before the
-// constant-time compare so that not even the token's length leaks.
-func (s *Server) requireToken(next http.Handler) http.Handler {
-	return bearer(s.token, next)
+// authTCP guards the TCP listener: the tool token gets every route, an
+// agent token the pinned routes with its Pin in the request context, and
+// anything else 401.
+func (s *Server) authTCP(all, pinned http.Handler) http.Handler {
+	agents := newAgentTokens(s.opts.AgentTokens)
+	return bearer(s.token, all, func(w http.ResponseWriter, r *http.Request, token string) bool {
+		agent, ok := agents.match(token)
+		if ok {
+			pinned.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), pinKey{}, Pin{AgentID: agent})))
+		}
+		return ok
+	})
 }
 
-// bearer serves next only to requests carrying "Authorization: Bearer token".
-func bearer(token string, next http.Handler) http.Handler {
+// pinnedRoutes are what an agent token reaches.
+func (s *Server) pinnedRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("POST /v1/tools/exec", s.handleExec)
+	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
+	mux.HandleFunc("GET /v1/events", s.handleEvents)
+	for pattern, h := range s.opts.AgentRoutes {
+		mux.Handle(pattern, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, events and approvals list only", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// bearer serves next only to requests carrying "Authorization: Bearer
+// token"; a request with another bearer token goes to each of others until
+// one takes it. Both sides are hashed before the constant-time compare so
+// that not even the token's length leaks.
+func bearer(token string, next http.Handler, others ...func(w http.ResponseWriter, r *http.Request, token string) bool) http.Handler {
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		tok = strings.TrimSpace(tok)
+		got := sha256.Sum256([]byte(tok))
+		ok = ok && strings.EqualFold(scheme, "Bearer")
+		if ok && subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			ok = false
+			for _, other := range others {
+				if other(w, r, tok) {
+					return
+				}
+			}
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxctl"`)
 			writeError(w, http.StatusUnauthorized, errors.New("missing or invalid bearer token"))
 			return
@@ -494,6 +546,9 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err)
 		return
 	}
+	if pin, ok := PinFrom(r.Context()); ok {
+		p.AgentID = pin.AgentID
+	}
 	res, err := s.opts.Tools.Exec(r.Context(), p)
 	s.writeResult(w, res, err)
 }
@@ -503,6 +558,9 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 	if code, err := decodeBody(w, r, &p); err != nil {
 		writeError(w, code, err)
 		return
+	}
+	if pin, ok := PinFrom(r.Context()); ok {
+		p.AgentID = pin.AgentID
 	}
 	res, err := s.opts.Tools.Process(r.Context(), p)
 	s.writeResult(w, res, err)
@@ -528,6 +586,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	pin, pinned := PinFrom(ctx)
 	events := s.opts.Events(ctx)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -543,6 +602,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		case ev, ok := <-events:
 			if !ok {
 				return
+			}
+			if pinned && !visibleTo(pin, ev) {
+				continue
 			}
 			if err := enc.Encode(ev); err != nil {
 				return

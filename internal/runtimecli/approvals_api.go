@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 )
 
@@ -65,11 +67,16 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 	return out, nil
 }
 
+// list answers GET /v1/approvals; a client pinned to an agent (an agent
+// token) sees that agent's requests only.
 func (a *approvalsAPI) list(w http.ResponseWriter, r *http.Request) {
 	list, err := a.collect(r.Context())
 	if err != nil {
 		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
+	}
+	if pin, ok := daemon.PinFrom(r.Context()); ok {
+		list = slices.DeleteFunc(list, func(v cli.ApprovalView) bool { return v.AgentID != pin.AgentID })
 	}
 	replyJSON(w, http.StatusOK, list)
 }

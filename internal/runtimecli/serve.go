@@ -67,8 +67,17 @@ func newServeCommand(c *cli.CLI) *cobra.Command {
 <state>/token, generated with mode 0600 when missing) and optionally TLS.
 
 Endpoints: POST /v1/tools/exec, POST /v1/tools/process, GET /v1/events
-(NDJSON stream), GET /v1/sandboxes, GET /healthz, and POST /v1/shutdown
-(socket only). SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
+(NDJSON stream), GET /v1/sandboxes, GET /v1/approvals, GET /healthz, and
+POST /v1/shutdown (socket only).
+
+Approval decisions (POST /v1/approvals/ID, 'sandboxctl approvals resolve')
+are for people: on the socket the daemon refuses every process it started
+(and their descendants) and every sandbox; over TCP they need
+--approver-token, never the tool token.
+
+Agent tokens: <state>/agent-tokens.json (mode 0600), {"agentId": "token"},
+pins a TCP client to one agent: its exec and process act as that agent, and
+/v1/events and /v1/approvals show it only that agent's items. SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
 gracefully: every process it started is killed and its socket and pid file
 are removed.`,
 		Args: cli.ExactArgs(0),
@@ -180,6 +189,12 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	dopts.ApprovalRoutes = approvals.decisionRoutes()
 	dopts.ApproverToken = opts.ApproverToken
+	dopts.AgentRoutes = approvals.routes()
+	if opts.Listen != "" {
+		if dopts.AgentTokens, err = daemon.LoadAgentTokens(filepath.Join(state, daemon.AgentTokensFileName)); err != nil {
+			return err
+		}
+	}
 	if cfg.Exec.ApprovalHook != "" {
 		hook := &approvalHook{path: cfg.Exec.ApprovalHook, resolve: approvals.decide, logf: logf,
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
