@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 )
 
@@ -51,10 +53,44 @@ func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrNotApprover, fmt.Sprintf(format, args...))
 }
 
+// check runs the rules on the peer. With a pidfd of the peer it makes
+// sure the process it read under /proc/PID is the one that connected: the
+// peer is alive before and after the walk, so its pid cannot have been
+// reused in between (a pid is free only once its holder is gone). Without
+// one (kernels before 6.5) that re-use stays a known limit.
 func (c approverCheck) check(p Peer) error {
 	if p.PID <= 0 {
 		return refuse("the daemon cannot tell which process is asking")
 	}
+	fd, err := p.pidfd()
+	switch {
+	case err == nil:
+		defer unix.Close(fd)
+		if err := alive(fd); err != nil {
+			return refuse("the process that connected (pid %d) is gone: %v", p.PID, err)
+		}
+	case errors.Is(err, errors.ErrUnsupported), p.conn == nil:
+		fd = -1
+	default:
+		return refuse("pidfd of pid %d: %v", p.PID, err)
+	}
+	if err := c.rules(p); err != nil {
+		return err
+	}
+	if fd >= 0 {
+		if err := alive(fd); err != nil {
+			return refuse("the process that connected (pid %d) ended during the check: %v", p.PID, err)
+		}
+	}
+	return nil
+}
+
+// alive reports whether the process of a pidfd still runs.
+func alive(pidfd int) error {
+	return unix.PidfdSendSignal(pidfd, 0, nil, 0)
+}
+
+func (c approverCheck) rules(p Peer) error {
 	if p.UID != c.uid && p.UID != 0 {
 		return refuse("uid %d is not the daemon's (%d)", p.UID, c.uid)
 	}

@@ -3,9 +3,11 @@ package daemon
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -139,5 +141,38 @@ func TestApprovalRoutesOverTCP(t *testing.T) {
 
 	if _, err := Listen(t.Context(), Options{StateDir: t.TempDir(), Tools: &fakeTools{}, Listen: "127.0.0.1:0", Token: tool, ApproverToken: tool}); err == nil {
 		t.Fatal("an approver token equal to the tool token was accepted")
+	}
+}
+
+// connectHelperEnv makes the test binary connect to the unix socket it
+// names and exit (see TestMain).
+const connectHelperEnv = "SANDBOXCTL_TEST_CONNECT_HELPER"
+
+// TestApproverCheckRefusesAGonePeer: a peer that connected and exited
+// before the check is refused — its pid could by then name another process.
+func TestApproverCheckRefusesAGonePeer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), connectHelperEnv+"="+path)
+	if out, err := helper.CombinedOutput(); err != nil { // waits until it is gone
+		t.Fatalf("connect helper: %v %s", err, out)
+	}
+	conn, err := ln.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	p, ok := PeerFrom(withPeer(t.Context(), conn))
+	if !ok || p.PID != helper.Process.Pid {
+		t.Fatalf("peer %+v (ok %v), want pid %d", p, ok, helper.Process.Pid)
+	}
+	c := approverCheck{self: notADaemon, uid: os.Geteuid(), proc: "/proc"}
+	if err := c.check(p); !errors.Is(err, ErrNotApprover) || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("a peer that is gone: %v, want a refusal", err)
 	}
 }

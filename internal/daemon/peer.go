@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 
 	"golang.org/x/sys/unix"
@@ -13,6 +15,8 @@ import (
 type Peer struct {
 	PID int
 	UID int
+
+	conn *net.UnixConn // for a pidfd of the peer (see pidfd)
 }
 
 type peerKey struct{}
@@ -39,7 +43,34 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 	}); err != nil || cerr != nil || cred == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, peerKey{}, Peer{PID: int(cred.Pid), UID: int(cred.Uid)})
+	return context.WithValue(ctx, peerKey{}, Peer{PID: int(cred.Pid), UID: int(cred.Uid), conn: uc})
+}
+
+// pidfd returns a pidfd of the process that made the connection
+// (SO_PEERPIDFD, Linux 6.5+): unlike the pid, it cannot come to name
+// another process. The caller closes it. errors.Is(err,
+// errors.ErrUnsupported) on kernels without it.
+func (p Peer) pidfd() (int, error) {
+	if p.conn == nil {
+		return -1, errors.New("no connection")
+	}
+	raw, err := p.conn.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd, gerr := -1, error(nil)
+	if err := raw.Control(func(s uintptr) {
+		fd, gerr = unix.GetsockoptInt(int(s), unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+	}); err != nil {
+		return -1, err
+	}
+	if errors.Is(gerr, unix.ENOPROTOOPT) {
+		return -1, fmt.Errorf("SO_PEERPIDFD: %w", errors.ErrUnsupported)
+	}
+	if gerr != nil {
+		return -1, fmt.Errorf("SO_PEERPIDFD: %w", gerr)
+	}
+	return fd, nil
 }
 
 // PeerFrom returns the peer of a request that came in on the unix socket.

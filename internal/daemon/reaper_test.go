@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +18,14 @@ import (
 const reaperHelperEnv = "SANDBOXCTL_TEST_REAPER_HELPER"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(connectHelperEnv); path != "" {
+		// Connect and leave at once, keeping nothing open.
+		if _, err := net.Dial("unix", path); err != nil {
+			fmt.Fprintln(os.Stderr, "connect helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(reaperHelperEnv) != "" {
 		if err := reaperHelper(); err != nil {
 			fmt.Fprintln(os.Stderr, "reaper helper:", err)
