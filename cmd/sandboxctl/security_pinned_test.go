@@ -25,48 +25,10 @@ func TestSecurityAgentPinnedClientSeesOnlyItsAgent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.state, "agent-tokens.json"), []byte(`{"alice":"`+aliceTok+`"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := exec.Command(binary, "--state", e.state, "--config", e.config, "serve", "--listen", addr)
-	serve.Env = append(os.Environ(), "SANDBOXCTL_TOKEN=tool-token-0123456789abcdef")
-	serve.Stderr = os.Stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
-	base := "http://" + addr
+	base := serveTCP(t, e, "SANDBOXCTL_TOKEN=tool-token-0123456789abcdef")
 	call := func(method, path string, body any) (int, []byte) {
 		t.Helper()
-		var rd *bytes.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		} else {
-			rd = bytes.NewReader(nil)
-		}
-		req, err := http.NewRequestWithContext(t.Context(), method, base+path, rd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+aliceTok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		return resp.StatusCode, buf.Bytes()
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not answer on TCP")
-		}
-		time.Sleep(50 * time.Millisecond)
+		return callTCP(t, base, aliceTok, method, path, body)
 	}
 
 	// alice follows the event stream from now on.
@@ -125,5 +87,100 @@ func TestSecurityAgentPinnedClientSeesOnlyItsAgent(t *testing.T) {
 	}
 	if code, _ := call("GET", "/v1/sandboxes", nil); code != http.StatusForbidden {
 		t.Fatalf("alice's /v1/sandboxes: %d, want 403", code)
+	}
+}
+
+// serveTCP runs the env's daemon in the foreground on a loopback port with
+// the extra environment, and returns its base URL once it answers.
+func serveTCP(t *testing.T, e *env, environ ...string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	serve := exec.Command(binary, "--state", e.state, "--config", e.config, "serve", "--listen", addr)
+	serve.Env = append(os.Environ(), environ...)
+	serve.Stderr = os.Stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	base := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			return base
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("daemon did not answer on TCP")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// callTCP sends one request with a bearer token and returns status and body.
+func callTCP(t *testing.T, base, token, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, base+path, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes()
+}
+
+// TestSecurityTCPApprovalsNeedTheApproverToken: over TCP the tool token
+// (what agent runtimes hold) cannot decide an approval; the approver token
+// can. Neither token reaches the commands the daemon runs (before, every
+// gateway command inherited SANDBOXCTL_TOKEN).
+func TestSecurityTCPApprovalsNeedTheApproverToken(t *testing.T) {
+	e := guardEnv(t, "")
+	const tool, approver = "tool-token-0123456789abcdef", "approver-token-0123456789abcdef"
+	base := serveTCP(t, e, "SANDBOXCTL_TOKEN="+tool, "SANDBOXCTL_APPROVER_TOKEN="+approver)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "M")
+	code, raw := callTCP(t, base, tool, "POST", "/v1/tools/exec", map[string]any{"command": "touch " + marker, "workdir": dir})
+	var res struct{ Details map[string]any }
+	if err := json.Unmarshal(raw, &res); code != http.StatusOK || err != nil || res.Details["status"] != "approval-pending" {
+		t.Fatalf("exec: %d %s", code, raw)
+	}
+	id := res.Details["approvalId"].(string)
+	if code, raw := callTCP(t, base, tool, "POST", "/v1/approvals/"+id, map[string]string{"decision": "allow-always"}); code != http.StatusUnauthorized {
+		t.Fatalf("the tool token decided: %d %s", code, raw)
+	}
+	if st := approvalStatus(t, e, id); st != "pending" {
+		t.Fatalf("status after the tool token tried: %q", st)
+	}
+	if code, raw := callTCP(t, base, approver, "POST", "/v1/approvals/"+id, map[string]string{"decision": "allow-once"}); code != http.StatusOK {
+		t.Fatalf("the approver token: %d %s", code, raw)
+	}
+	if _, last := pollUntilDone(t, e, res.Details["sessionId"].(string)); !strings.Contains(last, "exited with code 0") || !exists(marker) {
+		t.Fatalf("approved command: %q", last)
+	}
+
+	// What a command sees of the daemon's environment.
+	d := execJSON(t, e, "--ask", "off", "--security", "full", "--", "env")
+	if d["status"] == "approval-pending" {
+		if r := e.run(t, "approvals", "resolve", d["approvalId"].(string), "allow-once"); r.code != 0 {
+			t.Fatalf("resolve env: %+v", r)
+		}
+		out, _ := pollUntilDone(t, e, d["sessionId"].(string))
+		d = map[string]any{"aggregated": out}
+	}
+	out := fmt.Sprint(d["aggregated"])
+	if strings.Contains(out, tool) || strings.Contains(out, approver) || !strings.Contains(out, "PATH=") {
+		t.Fatalf("a command sees the daemon's tokens (or ran no env): %s", out)
 	}
 }
