@@ -33,6 +33,9 @@ const maxAncestry = 4096
 //     approval hook, anything they started — the daemon is the child
 //     subreaper of its tree, see AdoptOrphans, so a double fork does not
 //     leave it);
+//   - a peer that descends from a process running the daemon's own
+//     executable: a node agent on this machine (also a subreaper), another
+//     daemon, a `sandboxctld shell`;
 //   - a peer any of whose ancestors, or itself, carries SANDBOXCTL_RUN in
 //     its environment (a process of a sandboxctl command of any daemon,
 //     including one that outlived a previous daemon).
@@ -40,13 +43,15 @@ const maxAncestry = 4096
 // A person's shell passes: it neither descends from the daemon nor carries
 // the tag.
 type approverCheck struct {
-	self int    // the daemon's pid
-	uid  int    // the daemon's effective uid
-	proc string // procfs mount, "/proc"
+	self int         // the daemon's pid
+	uid  int         // the daemon's effective uid
+	exe  os.FileInfo // the daemon's executable; nil skips that rule
+	proc string      // procfs mount, "/proc"
 }
 
 func newApproverCheck() approverCheck {
-	return approverCheck{self: os.Getpid(), uid: os.Geteuid(), proc: "/proc"}
+	exe, _ := os.Stat("/proc/self/exe")
+	return approverCheck{self: os.Getpid(), uid: os.Geteuid(), exe: exe, proc: "/proc"}
 }
 
 func refuse(format string, args ...any) error {
@@ -110,6 +115,12 @@ func (c approverCheck) rules(p Peer) error {
 	for range maxAncestry {
 		if pid == c.self {
 			return refuse("pid %d was started by this daemon (a command, or a process a command started)", p.PID)
+		}
+		if pid != p.PID && c.exe != nil {
+			// Unreadable (another uid, not dumpable): not ours to judge.
+			if fi, err := os.Stat(fmt.Sprintf("%s/%d/exe", c.proc, pid)); err == nil && os.SameFile(fi, c.exe) {
+				return refuse("pid %d descends from pid %d, which runs sandboxctl's runtime (a node agent, a daemon, a sandboxctl shell)", p.PID, pid)
+			}
 		}
 		parent, err := c.ppid(pid)
 		if err != nil {

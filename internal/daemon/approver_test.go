@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -174,5 +175,41 @@ func TestApproverCheckRefusesAGonePeer(t *testing.T) {
 	c := approverCheck{self: notADaemon, uid: os.Geteuid(), proc: "/proc"}
 	if err := c.check(p); !errors.Is(err, ErrNotApprover) || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("a peer that is gone: %v, want a refusal", err)
+	}
+}
+
+// parentHelperEnv makes the test binary start `sleep`, print its pid and
+// wait for stdin to close (see TestMain).
+const parentHelperEnv = "SANDBOXCTL_TEST_PARENT_HELPER"
+
+// TestApproverCheckRefusesDescendantsOfTheRuntime: a process whose parent
+// runs the daemon's own executable (a node agent on this machine, another
+// daemon) is refused although it does not descend from this daemon.
+func TestApproverCheckRefusesDescendantsOfTheRuntime(t *testing.T) {
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), parentHelperEnv+"=1")
+	stdin, err := helper.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stdin.Close(); _ = helper.Wait() }()
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Stat(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := approverCheck{self: notADaemon, uid: os.Geteuid(), exe: exe, proc: "/proc"}
+	if err := c.check(Peer{PID: pid, UID: os.Geteuid()}); !errors.Is(err, ErrNotApprover) || !strings.Contains(err.Error(), "runtime") {
+		t.Fatalf("a child of the runtime's executable: %v, want a refusal", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +25,19 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "connect helper:", err)
 			os.Exit(1)
 		}
+		os.Exit(0)
+	}
+	if os.Getenv(parentHelperEnv) != "" {
+		// Start a child, print its pid, and keep it until stdin closes.
+		child := exec.Command("sleep", "60")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "parent helper:", err)
+			os.Exit(1)
+		}
+		fmt.Println(child.Process.Pid)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		_ = child.Process.Kill()
+		_ = child.Wait()
 		os.Exit(0)
 	}
 	if os.Getenv(reaperHelperEnv) != "" {
