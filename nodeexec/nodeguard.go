@@ -160,7 +160,7 @@ func (g *PolicyGuard) Approvals(ctx context.Context) ([]Approval, error) {
 
 func toApproval(p guard.Pending, now time.Time) Approval {
 	return Approval{
-		ID: p.ID, Slug: p.Slug, NodeID: p.NodeID, Command: p.Command, Argv: p.Argv, Cwd: p.Cwd,
+		ID: p.ID, Slug: p.Slug, NodeID: p.NodeID, Command: p.Command, Argv: p.Argv, Env: p.Env, Cwd: p.Cwd,
 		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: string(p.Security), Ask: string(p.Ask),
 		Explain: p.Explain, CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now),
 	}

@@ -195,21 +195,23 @@ type exitInfo struct {
 
 // Approval is an approval request pending (or decided) on a node.
 type Approval struct {
-	ID          string   `json:"id"`
-	Slug        string   `json:"slug"`
-	NodeID      string   `json:"nodeId"`
-	Node        string   `json:"node,omitempty"` // node name, filled in by the gateway
-	Command     string   `json:"command"`
-	Argv        []string `json:"argv,omitempty"`
-	Cwd         string   `json:"cwd"`
-	AgentID     string   `json:"agentId,omitempty"`
-	SessionKey  string   `json:"sessionKey,omitempty"`
-	Security    string   `json:"security,omitempty"`
-	Ask         string   `json:"ask,omitempty"`
-	Explain     string   `json:"explain,omitempty"`
-	CreatedAtMs int64    `json:"createdAtMs,omitempty"`
-	ExpiresAtMs int64    `json:"expiresAtMs"`
-	Status      string   `json:"status"`
+	ID      string   `json:"id"`
+	Slug    string   `json:"slug"`
+	NodeID  string   `json:"nodeId"`
+	Node    string   `json:"node,omitempty"` // node name, filled in by the gateway
+	Command string   `json:"command"`
+	Argv    []string `json:"argv,omitempty"`
+	// Env is the env the request adds, names and values.
+	Env         map[string]string `json:"env,omitempty"`
+	Cwd         string            `json:"cwd"`
+	AgentID     string            `json:"agentId,omitempty"`
+	SessionKey  string            `json:"sessionKey,omitempty"`
+	Security    string            `json:"security,omitempty"`
+	Ask         string            `json:"ask,omitempty"`
+	Explain     string            `json:"explain,omitempty"`
+	CreatedAtMs int64             `json:"createdAtMs,omitempty"`
+	ExpiresAtMs int64             `json:"expiresAtMs"`
+	Status      string            `json:"status"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)

@@ -560,7 +560,8 @@ func TestNames(t *testing.T) {
 	}{
 		{"agent", Scope{AgentID: "a", SessionKey: "s"}, "agent:a"},
 		{"agent", Scope{}, "agent:default"},
-		{"session", Scope{AgentID: "a", SessionKey: "s"}, "session:s"},
+		{"session", Scope{AgentID: "a", SessionKey: "s"}, `session:"a"/"s"`},
+		{"session", Scope{SessionKey: "s"}, `session:"default"/"s"`},
 		{"session", Scope{AgentID: "a"}, "agent:a"},
 		{"shared", Scope{AgentID: "a", SessionKey: "s"}, "shared"},
 	}

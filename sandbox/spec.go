@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
@@ -39,12 +40,14 @@ type Scope struct {
 }
 
 // ScopeKey returns the key that picks the container for s under the
-// configured scope mode: "session:<key>", "agent:<id>" or "shared".
+// configured scope mode: "session:<agent>/<key>" (both quoted, so that two
+// agents using the same session key never share a container or a
+// workspace), "agent:<id>" or "shared".
 func ScopeKey(mode string, s Scope) string {
 	switch mode {
 	case "session":
 		if s.SessionKey != "" {
-			return "session:" + s.SessionKey
+			return "session:" + strconv.Quote(orDefault(s.AgentID)) + "/" + strconv.Quote(s.SessionKey)
 		}
 		return "agent:" + orDefault(s.AgentID)
 	case "shared":

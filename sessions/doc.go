@@ -12,8 +12,9 @@
 //     with details.status "denied" and a reason. An unknown or foreign session
 //     id is a Result with the text "No session found for ID" and
 //     details.error "not_found" (Result.Err maps it to ErrNoSession).
-//   - Scope. scopeKey = sessionKey, else agentId, else the default scope; a
-//     sessionKey and an agentId with the same value are different scopes.
+//   - Scope. scopeKey = the pair (agentId, sessionKey): two agents using the
+//     same sessionKey never share sessions; a sessionKey and an agentId with
+//     the same value are different scopes.
 //     Only backgrounded sessions are visible to the process tool.
 //   - Elevated. Needs elevated.enabled and the agentId listed in
 //     elevated.allowFrom; an empty allowFrom allows nobody, "*" allows every

@@ -272,7 +272,7 @@ func TestExecBackgroundHasNoDefaultTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := m.lookup(r.Details["sessionId"].(string), "")
+	s := m.lookup(r.Details["sessionId"].(string), scopeKey("", ""))
 	s.mu.Lock()
 	armed := s.timer != nil
 	s.mu.Unlock()
@@ -284,7 +284,7 @@ func TestExecBackgroundHasNoDefaultTimeout(t *testing.T) {
 	m2, hosts2 := newTestManager(t, func(c *config.File) { c.Exec.BackgroundTimeoutSec = 3600 })
 	startWith(hosts2["sandbox"], newFakeProc(false))
 	r, _ = m2.Exec(context.Background(), ExecParams{Command: "sleep 100", YieldMs: ptr(10.0)})
-	s = m2.lookup(r.Details["sessionId"].(string), "")
+	s = m2.lookup(r.Details["sessionId"].(string), scopeKey("", ""))
 	s.mu.Lock()
 	armed = s.timer != nil
 	s.mu.Unlock()

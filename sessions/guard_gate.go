@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 )
 
@@ -14,14 +15,16 @@ import (
 // gateway's deny: the node judges every command again with its own guard,
 // with the gateway's modes forwarded so that it can only become stricter.
 type GateGuard struct {
-	gate *guard.Gate
-	path string
+	gate  *guard.Gate
+	path  string
+	shell string
 }
 
-// NewGateGuard returns the gateway's guard; path is the gateway host's PATH
-// (hostexec.Runner.Path), on which executables are resolved.
-func NewGateGuard(gate *guard.Gate, path string) *GateGuard {
-	return &GateGuard{gate: gate, path: path}
+// NewGateGuard returns the gateway's guard for commands that gateway runs:
+// executables are resolved on its PATH, and approvals record the argv it
+// executes (its shell, -c, the command).
+func NewGateGuard(gate *guard.Gate, gateway *hostexec.Runner) *GateGuard {
+	return &GateGuard{gate: gate, path: gateway.Path(), shell: gateway.Shell()}
 }
 
 // Check implements Guard.
@@ -41,8 +44,12 @@ func (g *GateGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, 
 	if err != nil {
 		return GuardVerdict{}, err
 	}
+	runner := []string{g.shell, "-c"}
+	if req.Host == "sandbox" {
+		runner = sandboxRunner
+	}
 	v, err := g.gate.Check(ctx, guard.GateRequest{
-		Line: req.Command, Argv: []string{"/bin/sh", "-c", req.Command}, Cwd: req.Cwd, Env: req.Env, Path: g.path,
+		Line: req.Command, Runner: runner, Cwd: req.Cwd, Env: req.Env, Path: g.path,
 		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: req.Host, Security: sec, Ask: ask,
 		// In a sandbox the gateway's resolved paths mean nothing: only
 		// ask=always applies there and the line runs as written.
@@ -77,6 +84,7 @@ func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 		return GuardVerdict{Decision: DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: map[string]any{
 			"approvalId": p.ID, "approvalSlug": p.Slug, "expiresAtMs": p.ExpiresAtMs,
 			"host": p.Host, "command": p.Command, "cwd": p.Cwd, "nodeId": p.NodeID,
+			"argv": p.Argv, "env": p.Env, "agentId": p.AgentID, "sessionKey": p.SessionKey,
 			"reason": v.Reason, "explain": p.Explain,
 		}}
 	default:

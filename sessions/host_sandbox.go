@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -26,6 +27,10 @@ func (h *SandboxHost) ResolveWorkdir(_ context.Context, agentID, sessionKey, req
 	return dir, warning, nil
 }
 
+// sandboxRunner is how a sandbox runs a command line: the argv before it.
+// Read-only.
+var sandboxRunner = []string{"sh", "-c"}
+
 // Start runs `sh -c Command` in the sandbox. The container's env (PATH,
 // HOME, LANG, sandbox.docker.env) is the base; the request env goes on top
 // without the host blocklist (the container is the boundary).
@@ -36,7 +41,7 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Process, error
 	}
 	sort.Strings(env)
 	st, err := h.m.Start(ctx, sandbox.Scope{AgentID: spec.AgentID, SessionKey: spec.SessionKey}, sandbox.ExecOptions{
-		Cmd:        []string{"sh", "-c", spec.Command},
+		Cmd:        append(slices.Clone(sandboxRunner), spec.Command),
 		Env:        env,
 		WorkingDir: spec.Dir,
 		TTY:        spec.PTY,

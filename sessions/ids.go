@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -45,17 +46,14 @@ func newID(taken func(string) bool) string {
 	}
 }
 
-// scopeKey is the registry scope of a caller: its sessionKey when given, else
-// its agentId, else the default scope "". The prefixes keep a sessionKey and
-// an agentId that happen to be equal apart.
+// scopeKey is the registry scope of a caller: the pair (agentId,
+// sessionKey), so that two agents that use the same session key never see
+// each other's sessions, and a sessionKey and an agentId with the same
+// value stay apart. Both parts are quoted, which makes the pair
+// unambiguous whatever characters they hold; no agent and no key is the
+// default scope.
 func scopeKey(agentID, sessionKey string) string {
-	switch {
-	case sessionKey != "":
-		return "s:" + sessionKey
-	case agentID != "":
-		return "a:" + agentID
-	}
-	return ""
+	return strconv.Quote(agentID) + "/" + strconv.Quote(sessionKey)
 }
 
 const maxNameChars = 48

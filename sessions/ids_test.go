@@ -57,19 +57,20 @@ func TestDeriveName(t *testing.T) {
 }
 
 func TestScopeKey(t *testing.T) {
-	tests := []struct{ agent, key, want string }{
-		{"", "", ""},
-		{"a", "", "a:a"},
-		{"a", "s", "s:s"},
-		{"", "s", "s:s"},
-		{"x", "", "a:x"},
+	// Every pair is its own scope: no two of these may share one.
+	pairs := [][2]string{
+		{"", ""}, {"a", ""}, {"", "a"}, {"a", "s"}, {"b", "s"}, {"", "s"},
+		{`a"/"`, ""}, {"a", `"/"`}, {"a/", "s"}, {"a", "/s"},
 	}
-	for _, tt := range tests {
-		if got := scopeKey(tt.agent, tt.key); got != tt.want {
-			t.Errorf("scopeKey(%q,%q) = %q, want %q", tt.agent, tt.key, got, tt.want)
+	seen := map[string][2]string{}
+	for _, p := range pairs {
+		k := scopeKey(p[0], p[1])
+		if q, dup := seen[k]; dup {
+			t.Errorf("(agent %q, key %q) and (agent %q, key %q) share scope %q", p[0], p[1], q[0], q[1], k)
 		}
-	}
-	if scopeKey("x", "") == scopeKey("", "x") {
-		t.Fatal("agentId x and sessionKey x share a scope")
+		seen[k] = p
+		if scopeKey(p[0], p[1]) != k {
+			t.Errorf("scopeKey(%q,%q) is not stable", p[0], p[1])
+		}
 	}
 }

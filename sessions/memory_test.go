@@ -75,7 +75,7 @@ func TestOutputMemoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.Details["sessionId"].(string)
-	s := m.lookup(id, "")
+	s := m.lookup(id, scopeKey("", ""))
 	lim := m.Limits()
 	// Sample the buffers while the flood runs, then let it finish.
 	deadline := time.Now().Add(2 * time.Minute)

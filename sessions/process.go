@@ -21,8 +21,8 @@ const (
 	killWait        = 5 * time.Second
 )
 
-// Process runs the process tool (SPEC §3) in the caller's scope (sessionKey,
-// else agentId, else the default scope).
+// Process runs the process tool (SPEC §3) in the caller's scope: the pair
+// (agentId, sessionKey).
 //
 // An unknown session id, or one of another scope, is answered at once (poll
 // never waits for it) with a Result whose text is "No session found for ID"

@@ -84,9 +84,10 @@ func TestProcessScoping(t *testing.T) {
 		p    ProcessParams
 		want string
 	}{
-		{ProcessParams{SessionKey: "A"}, idA},
-		{ProcessParams{SessionKey: "A", AgentID: "other"}, idA},
-		{ProcessParams{SessionKey: "B"}, idB},
+		{ProcessParams{SessionKey: "A", AgentID: "shared-agent"}, idA},
+		{ProcessParams{SessionKey: "A"}, ""},
+		{ProcessParams{SessionKey: "A", AgentID: "other"}, ""}, // same key, another agent
+		{ProcessParams{SessionKey: "B", AgentID: "shared-agent"}, idB},
 		{ProcessParams{AgentID: "A"}, idAgent},
 		{ProcessParams{AgentID: "shared-agent"}, ""},
 		{ProcessParams{}, idDefault},
@@ -98,7 +99,8 @@ func TestProcessScoping(t *testing.T) {
 
 	// Session B (and everyone else) cannot touch A's session, whatever the action.
 	for _, action := range []string{"poll", "log", "write", "send-keys", "paste", "submit", "kill", "clear", "remove", "resize"} {
-		for _, caller := range []ProcessParams{{SessionKey: "B"}, {AgentID: "A"}, {}, {AgentID: "shared-agent"}} {
+		for _, caller := range []ProcessParams{{SessionKey: "B", AgentID: "shared-agent"}, {AgentID: "A"}, {}, {AgentID: "shared-agent"},
+			{SessionKey: "A"}, {SessionKey: "A", AgentID: "other"}} {
 			p := caller
 			p.Action, p.SessionID, p.Data, p.Keys, p.Text = action, idA, "x", []string{"enter"}, "t"
 			p.TimeoutMs = ptr(30000.0)

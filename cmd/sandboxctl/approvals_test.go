@@ -34,14 +34,15 @@ func execJSON(t *testing.T, e *env, args ...string) map[string]any {
 	return res.Details
 }
 
-// pollUntilDone polls a session until it is no longer running and returns
-// the accumulated output and the final poll text.
-func pollUntilDone(t *testing.T, e *env, id string) (string, string) {
+// pollUntilDone polls a session (in the scope of the --agent/--session
+// flags in scope) until it is no longer running and returns the
+// accumulated output and the final poll text.
+func pollUntilDone(t *testing.T, e *env, id string, scope ...string) (string, string) {
 	t.Helper()
 	var out strings.Builder
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r := e.run(t, "process", "poll", id, "--timeout-ms", "2000")
+		r := e.run(t, append([]string{"process", "poll", id, "--timeout-ms", "2000"}, scope...)...)
 		out.WriteString(r.stdout)
 		if strings.Contains(r.stdout, "Process exited") || strings.Contains(r.stdout, "Process failed") {
 			return out.String(), r.stdout

@@ -38,7 +38,13 @@ type GateConfig struct {
 type GateRequest struct {
 	// Line is the shell line the host runs (`SHELL -c Line`).
 	Line string
-	// Argv is the exact argv that will be executed; approvals bind to it.
+	// Runner is how the host runs a command line: the argv before it, e.g.
+	// [/bin/bash -c]. When set, approvals record and bind to Runner plus
+	// the command that will actually run (the rebuilt line, once analysis
+	// pinned its executables) — exactly the argv the host executes.
+	Runner []string
+	// Argv is the exact argv that will be executed when Runner is not set
+	// (a node binds to what the gateway sent); approvals bind to it.
 	Argv []string
 	Cwd  string
 	Env  map[string]string
@@ -99,7 +105,7 @@ func firstNonEmpty(vs ...string) string {
 }
 
 // Check judges req. A decided approval for exactly this command (same line,
-// argv, cwd, agent and env) is used once; otherwise a new approval request is
+// argv, cwd, agent, session key and env) is used once; otherwise a new approval request is
 // stored when the policy needs one.
 func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) {
 	sec, ask, fb, err := g.Modes(ctx)
@@ -125,13 +131,23 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	}
 	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace}
 	v := pol.Evaluate(a)
-	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol,
-		binding: Binding{Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, AgentID: req.AgentID, EnvHash: EnvHash(req.Env)}}
+	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol}
 	if sec == SecurityFull {
 		// Nothing was checked against an allowlist: run the line as written
 		// (the rebuilt form can differ, e.g. a builtin pinned to a binary).
 		out.Command = req.Line
 	}
+	argv := req.Argv
+	if len(req.Runner) > 0 {
+		// What runs once approved: settle keeps out.Command, or falls
+		// back to the analysed command.
+		runs := out.Command
+		if runs == "" {
+			runs = a.Command
+		}
+		argv = append(slices.Clone(req.Runner), runs)
+	}
+	out.binding = Binding{Command: req.Line, Argv: argv, Cwd: req.Cwd, AgentID: req.AgentID, SessionKey: req.SessionKey, EnvHash: EnvHash(req.Env)}
 	switch v.Decision {
 	case DecisionRun:
 		if err := g.Store.RecordUse(ctx, req.AgentID, v.Hits, req.Line); err != nil {
@@ -153,8 +169,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	now := g.now()
 	b := out.binding
 	for _, p := range list {
-		if p.Consumed || p.Command != b.Command || !slices.Equal(p.Argv, b.Argv) || p.Cwd != b.Cwd ||
-			p.AgentID != b.AgentID || p.EnvHash != b.EnvHash {
+		if p.Consumed || checkBinding(&p, b) != nil {
 			continue
 		}
 		if p.Status(now) == "pending" {
@@ -172,9 +187,9 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 		return g.settle(out, r), nil
 	}
 	p, err := g.Store.Request(ctx, PendingRequest{
-		Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, Host: req.Host, NodeID: req.NodeID,
+		Command: req.Line, Argv: b.Argv, Cwd: req.Cwd, Host: req.Host, NodeID: req.NodeID,
 		Security: sec, Ask: ask, AgentID: req.AgentID, SessionKey: req.SessionKey,
-		EnvHash: b.EnvHash, ResolvedPaths: PersistablePaths(a), Explain: a.Explain(),
+		EnvHash: b.EnvHash, Env: req.Env, ResolvedPaths: PersistablePaths(a), Explain: a.Explain(),
 	})
 	if err != nil {
 		return GateVerdict{}, err

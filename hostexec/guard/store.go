@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,16 +60,19 @@ func ParseDecision(s string) (ApprovalDecision, error) {
 
 // PendingRequest is what the exec flow asks a human about.
 type PendingRequest struct {
-	Command       string   // the full command line, never truncated
-	Argv          []string // the exact argv that will be executed (e.g. [/bin/sh -c <Verdict.Command>])
-	Cwd           string
-	Host          string // gateway | node
-	NodeID        string
-	Security      Security
-	Ask           Ask
-	AgentID       string
-	SessionKey    string
-	EnvHash       string   // EnvHash of the request env
+	Command    string   // the full command line, never truncated
+	Argv       []string // the exact argv that will be executed (e.g. [/bin/bash -c <Verdict.Command>])
+	Cwd        string
+	Host       string // gateway | node
+	NodeID     string
+	Security   Security
+	Ask        Ask
+	AgentID    string
+	SessionKey string
+	EnvHash    string // EnvHash of the request env
+	// Env is the request env, names and values: what the command gets on
+	// top of the host's base environment. A human must see it.
+	Env           map[string]string
 	ResolvedPaths []string // PersistablePaths(analysis): what allow-always may add
 	Explain       string   // Analysis.Explain(), for the human
 	// Timeout overrides the store's timeout for this request when > 0.
@@ -77,25 +81,26 @@ type PendingRequest struct {
 
 // Pending is a stored approval request and its state.
 type Pending struct {
-	ID            string           `json:"id"`
-	Slug          string           `json:"slug"`
-	Command       string           `json:"command"`
-	Argv          []string         `json:"argv"`
-	Cwd           string           `json:"cwd"`
-	Host          string           `json:"host,omitempty"`
-	NodeID        string           `json:"nodeId,omitempty"`
-	Security      Security         `json:"security,omitempty"`
-	Ask           Ask              `json:"ask,omitempty"`
-	AgentID       string           `json:"agentId,omitempty"`
-	SessionKey    string           `json:"sessionKey,omitempty"`
-	EnvHash       string           `json:"envHash"`
-	ResolvedPaths []string         `json:"resolvedPaths,omitempty"`
-	Explain       string           `json:"explain,omitempty"`
-	CreatedAtMs   int64            `json:"createdAtMs"`
-	ExpiresAtMs   int64            `json:"expiresAtMs"`
-	Decision      ApprovalDecision `json:"decision,omitempty"`
-	DecidedAtMs   int64            `json:"decidedAtMs,omitempty"`
-	Consumed      bool             `json:"consumed,omitempty"`
+	ID            string            `json:"id"`
+	Slug          string            `json:"slug"`
+	Command       string            `json:"command"`
+	Argv          []string          `json:"argv"`
+	Cwd           string            `json:"cwd"`
+	Host          string            `json:"host,omitempty"`
+	NodeID        string            `json:"nodeId,omitempty"`
+	Security      Security          `json:"security,omitempty"`
+	Ask           Ask               `json:"ask,omitempty"`
+	AgentID       string            `json:"agentId,omitempty"`
+	SessionKey    string            `json:"sessionKey,omitempty"`
+	EnvHash       string            `json:"envHash"`
+	Env           map[string]string `json:"env,omitempty"`
+	ResolvedPaths []string          `json:"resolvedPaths,omitempty"`
+	Explain       string            `json:"explain,omitempty"`
+	CreatedAtMs   int64             `json:"createdAtMs"`
+	ExpiresAtMs   int64             `json:"expiresAtMs"`
+	Decision      ApprovalDecision  `json:"decision,omitempty"`
+	DecidedAtMs   int64             `json:"decidedAtMs,omitempty"`
+	Consumed      bool              `json:"consumed,omitempty"`
 }
 
 // Status is "pending", "expired", a decision, or "<decision> (used)".
@@ -114,11 +119,12 @@ func (p Pending) Status(now time.Time) string {
 // Binding is what an approval is bound to. All fields must equal the
 // request's exactly.
 type Binding struct {
-	Command string
-	Argv    []string
-	Cwd     string
-	AgentID string
-	EnvHash string
+	Command    string
+	Argv       []string
+	Cwd        string
+	AgentID    string
+	SessionKey string
+	EnvHash    string
 }
 
 // Outcome of Check/Consume.
@@ -415,7 +421,7 @@ func (s *Store) Request(ctx context.Context, req PendingRequest) (Pending, error
 	p := Pending{
 		ID: id, Slug: id[:8], Command: req.Command, Argv: slices.Clone(req.Argv), Cwd: req.Cwd,
 		Host: req.Host, NodeID: req.NodeID, Security: req.Security, Ask: req.Ask, AgentID: req.AgentID,
-		SessionKey: req.SessionKey, EnvHash: req.EnvHash, ResolvedPaths: slices.Clone(req.ResolvedPaths),
+		SessionKey: req.SessionKey, EnvHash: req.EnvHash, Env: maps.Clone(req.Env), ResolvedPaths: slices.Clone(req.ResolvedPaths),
 		Explain: req.Explain, CreatedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(timeout).UnixMilli(),
 	}
 	err := s.update(ctx, func(st *fileState) (bool, error) {
@@ -524,6 +530,9 @@ func checkBinding(p *Pending, b Binding) error {
 	if p.AgentID != b.AgentID {
 		diff = append(diff, "agent")
 	}
+	if p.SessionKey != b.SessionKey {
+		diff = append(diff, "session key")
+	}
 	if p.EnvHash != b.EnvHash {
 		diff = append(diff, "env")
 	}
@@ -549,8 +558,8 @@ func (s *Store) outcome(p *Pending) CheckResult {
 }
 
 // Check reports the state of a request for the given binding without using
-// it up. A binding that differs in command, argv, cwd, agent or env hash is
-// ErrBindingMismatch.
+// it up. A binding that differs in command, argv, cwd, agent, session key
+// or env hash is ErrBindingMismatch.
 func (s *Store) Check(ctx context.Context, id string, b Binding) (CheckResult, error) {
 	var r CheckResult
 	err := s.update(ctx, func(st *fileState) (bool, error) {

@@ -48,7 +48,7 @@ func req(cwd string) PendingRequest {
 }
 
 func bind(r PendingRequest) Binding {
-	return Binding{Command: r.Command, Argv: r.Argv, Cwd: r.Cwd, AgentID: r.AgentID, EnvHash: r.EnvHash}
+	return Binding{Command: r.Command, Argv: r.Argv, Cwd: r.Cwd, AgentID: r.AgentID, SessionKey: r.SessionKey, EnvHash: r.EnvHash}
 }
 
 func TestStoreFileModeAndFormat(t *testing.T) {
@@ -287,12 +287,13 @@ func TestStoreBinding(t *testing.T) {
 	}
 	good := bind(r)
 	muts := map[string]func(b *Binding){
-		"argv":    func(b *Binding) { b.Argv = []string{"/bin/sh", "-c", "'/usr/bin/git' 'push'"} },
-		"argv+":   func(b *Binding) { b.Argv = append(append([]string{}, b.Argv...), "x") },
-		"command": func(b *Binding) { b.Command = "git push" },
-		"cwd":     func(b *Binding) { b.Cwd = "/" },
-		"agent":   func(b *Binding) { b.AgentID = "agent-2" },
-		"env":     func(b *Binding) { b.EnvHash = EnvHash(map[string]string{"A": "2"}) },
+		"argv":        func(b *Binding) { b.Argv = []string{"/bin/sh", "-c", "'/usr/bin/git' 'push'"} },
+		"argv+":       func(b *Binding) { b.Argv = append(append([]string{}, b.Argv...), "x") },
+		"command":     func(b *Binding) { b.Command = "git push" },
+		"cwd":         func(b *Binding) { b.Cwd = "/" },
+		"agent":       func(b *Binding) { b.AgentID = "agent-2" },
+		"session key": func(b *Binding) { b.SessionKey = "s2" }, // the same agent in another session
+		"env":         func(b *Binding) { b.EnvHash = EnvHash(map[string]string{"A": "2"}) },
 	}
 	for name, m := range muts {
 		b := good

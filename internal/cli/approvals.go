@@ -4,30 +4,40 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 )
 
 // ApprovalView is one approval request as GET /v1/approvals lists it: the
-// gateway's own (where "gateway") and those pending on nodes.
+// gateway's own (where "gateway") and those pending on nodes. It shows
+// everything that decides what runs: the command, the exact argv (its
+// first word is the shell), the cwd, the host, the env the request adds
+// (names and values) and who asked.
 type ApprovalView struct {
-	ID          string   `json:"id"`
-	Slug        string   `json:"slug"`
-	Where       string   `json:"where"` // "gateway" or the node's name
-	Host        string   `json:"host"`
-	Command     string   `json:"command"`
-	Argv        []string `json:"argv,omitempty"`
-	Cwd         string   `json:"cwd"`
-	AgentID     string   `json:"agentId,omitempty"`
-	SessionKey  string   `json:"sessionKey,omitempty"`
-	Explain     string   `json:"explain,omitempty"`
-	CreatedAtMs int64    `json:"createdAtMs,omitempty"`
-	ExpiresAtMs int64    `json:"expiresAtMs"`
-	Status      string   `json:"status"`
+	ID          string            `json:"id"`
+	Slug        string            `json:"slug"`
+	Where       string            `json:"where"` // "gateway" or the node's name
+	Host        string            `json:"host"`
+	Command     string            `json:"command"`
+	Argv        []string          `json:"argv,omitempty"`
+	Shell       string            `json:"shell,omitempty"` // argv[0]
+	Env         map[string]string `json:"env,omitempty"`
+	Cwd         string            `json:"cwd"`
+	AgentID     string            `json:"agentId,omitempty"`
+	SessionKey  string            `json:"sessionKey,omitempty"`
+	Explain     string            `json:"explain,omitempty"`
+	CreatedAtMs int64             `json:"createdAtMs,omitempty"`
+	ExpiresAtMs int64             `json:"expiresAtMs"`
+	Status      string            `json:"status"`
 }
 
 // ResolveRequest is the body of POST /v1/approvals/{id}.
@@ -72,13 +82,70 @@ func RunApprovalsList(ctx context.Context, c *CLI) error {
 		_, err := fmt.Fprintln(c.Out, "no approval requests")
 		return err
 	}
-	tw := tabwriter.NewWriter(c.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tWHERE\tSTATUS\tAGENT\tEXPIRES\tCWD\tCOMMAND")
-	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Where, a.Status, a.AgentID,
-			time.UnixMilli(a.ExpiresAtMs).Format(time.TimeOnly), a.Cwd, a.Command)
+	for i, a := range list {
+		if i > 0 {
+			fmt.Fprintln(c.Out)
+		}
+		if err := writeApproval(c.Out, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeApproval prints one request for a person: every value that decides
+// what runs, with control characters and escapes shown, never interpreted
+// by the terminal.
+func writeApproval(w io.Writer, a ApprovalView) error {
+	who := orNone(a.AgentID)
+	if a.SessionKey != "" {
+		who += " (session " + visible(a.SessionKey) + ")"
+	}
+	if _, err := fmt.Fprintf(w, "%s  %s, on %s, expires %s\n", a.ID, a.Status, visible(a.Where), time.UnixMilli(a.ExpiresAtMs).Format(time.TimeOnly)); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	fmt.Fprintf(tw, "  agent:\t%s\n", visible(who))
+	fmt.Fprintf(tw, "  host:\t%s\n", visible(a.Host))
+	fmt.Fprintf(tw, "  cwd:\t%s\n", visible(a.Cwd))
+	fmt.Fprintf(tw, "  command:\t%s\n", visible(a.Command))
+	if a.Shell != "" {
+		fmt.Fprintf(tw, "  shell:\t%s\n", visible(a.Shell))
+	}
+	if len(a.Argv) > 0 {
+		q := make([]string, len(a.Argv))
+		for i, s := range a.Argv {
+			q[i] = strconv.Quote(s)
+		}
+		fmt.Fprintf(tw, "  argv:\t[%s]\n", strings.Join(q, ", "))
+	}
+	label := "  env:"
+	if len(a.Env) == 0 {
+		fmt.Fprintf(tw, "%s\t(none added)\n", label)
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		fmt.Fprintf(tw, "%s\t%s=%s\n", label, visible(k), strconv.Quote(a.Env[k]))
+		label = ""
 	}
 	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// visible returns s as is when every rune prints, else Go-quoted, so that
+// a newline, a carriage return or a terminal escape cannot hide part of it.
+func visible(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // RunApprovalsResolve records a decision.

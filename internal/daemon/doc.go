@@ -27,6 +27,15 @@
 // On TCP every request needs "Authorization: Bearer <token>" (compared in
 // constant time; 401 otherwise), and /v1/shutdown does not exist there.
 //
+// Approval decisions (Options.ApprovalRoutes) are for humans only. On the
+// socket the daemon reads the peer's pid and uid from the kernel
+// (SO_PEERCRED) and refuses (403) a peer in another pid namespace, one
+// that descends from the daemon, or one with SANDBOXCTL_RUN in its own or
+// an ancestor's environment (approverCheck); AdoptOrphans makes the daemon
+// the child subreaper of its commands so that no descendant can leave its
+// tree. On TCP they need a separate approver token; the tool token gets
+// 401.
+//
 // Files in the state directory: sandboxctl.sock (mode 0600, bound in a
 // private directory and moved into place so it is never reachable with wider
 // permissions), daemon.pid, daemon.lock (an flock held for the daemon's

@@ -89,6 +89,22 @@ type Options struct {
 	// Routes are extra endpoints ("GET /metrics", "POST /v1/approvals", ...)
 	// served on the socket and, behind the token, on TCP.
 	Routes map[string]http.Handler
+	// ApprovalRoutes decide approvals ("POST /v1/approvals/{id}"). A tool
+	// client must never reach them: on the socket they serve only a peer
+	// that is not a process sandboxctl started (see approverCheck), on TCP
+	// only a request carrying ApproverToken — the tool token is not enough.
+	ApprovalRoutes map[string]http.Handler
+	// ApproverToken is the bearer token of ApprovalRoutes on TCP; empty
+	// refuses approval decisions over TCP. It is never written to the state
+	// directory, where commands could read it.
+	ApproverToken string
+	// AgentTokens maps a TCP bearer token to the agent it is pinned to (see
+	// Pin and LoadAgentTokens). A pinned client may use exec, process,
+	// events (its agent's only), /healthz and AgentRoutes, nothing else.
+	AgentTokens map[string]string
+	// AgentRoutes are Routes a pinned client may use too; their handlers
+	// must show it only its agent's items (PinFrom).
+	AgentRoutes map[string]http.Handler
 	// SelfAuthRoutes are served on TCP without the daemon's bearer token
 	// because they check credentials of their own (the node link checks the
 	// node token); they are not served on the socket.
@@ -187,6 +203,20 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 				return nil, err
 			}
 		}
+		if opts.ApproverToken != "" && len(opts.ApproverToken) < minTokenLen {
+			return nil, fmt.Errorf("daemon: the approver token must be at least %d characters", minTokenLen)
+		}
+		if opts.ApproverToken != "" && opts.ApproverToken == s.token {
+			return nil, errors.New("daemon: the approver token must differ from the bearer token of tool clients")
+		}
+		for tok, agent := range opts.AgentTokens {
+			switch {
+			case len(tok) < minTokenLen:
+				return nil, fmt.Errorf("daemon: the agent token of %q must be at least %d characters", agent, minTokenLen)
+			case tok == s.token || tok == opts.ApproverToken:
+				return nil, fmt.Errorf("daemon: the agent token of %q must differ from the tool and approver tokens", agent)
+			}
+		}
 		if s.tcpLn, err = net.Listen("tcp", opts.Listen); err != nil {
 			return nil, fmt.Errorf("daemon: listen on %s: %w", opts.Listen, err)
 		}
@@ -199,9 +229,13 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 
 	s.unixSrv = s.newHTTPServer(s.routes(true))
+	s.unixSrv.ConnContext = withPeer
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
-		tcp.Handle("/", s.requireToken(s.routes(false)))
+		tcp.Handle("/", s.authTCP(s.routes(false), s.pinnedRoutes()))
+		for pattern, h := range opts.ApprovalRoutes {
+			tcp.Handle(pattern, s.requireApproverToken(h))
+		}
 		for pattern, h := range opts.SelfAuthRoutes {
 			tcp.Handle(pattern, h)
 		}
@@ -411,18 +445,89 @@ func (s *Server) routes(unix bool) http.Handler {
 		// Only over the socket: whoever can reach it is the daemon's
 		// owner, while a TCP token is meant to grant tool use only.
 		mux.HandleFunc("POST /v1/shutdown", s.handleShutdown)
+		check := newApproverCheck()
+		for pattern, h := range s.opts.ApprovalRoutes {
+			mux.Handle(pattern, s.requireApproverPeer(check, h))
+		}
 	}
 	return mux
 }
 
-// requireToken guards the TCP listener. Both sides are hashed before the
-// constant-time compare so that not even the token's length leaks.
-func (s *Server) requireToken(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.token))
+// requireApproverPeer serves next only to a socket peer that may decide
+// approvals; everyone else gets 403 and the reason, and is logged.
+func (s *Server) requireApproverPeer(check approverCheck, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := PeerFrom(r.Context())
+		if err := check.check(p); err != nil {
+			s.opts.Logf("refused %s %s from pid %d: %v", r.Method, r.URL.Path, p.PID, err)
+			writeError(w, http.StatusForbidden, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireApproverToken guards ApprovalRoutes on TCP like authTCP, with
+// the approver token.
+func (s *Server) requireApproverToken(next http.Handler) http.Handler {
+	if s.opts.ApproverToken == "" {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusForbidden, fmt.Errorf("%w over TCP: this daemon has no approver token (decide on its unix socket, or start it with an approver token)", ErrNotApprover))
+		})
+	}
+	return bearer(s.opts.ApproverToken, next)
+}
+
+// authTCP guards the TCP listener: the tool token gets every route, an
+// agent token the pinned routes with its Pin in the request context, and
+// anything else 401.
+func (s *Server) authTCP(all, pinned http.Handler) http.Handler {
+	agents := newAgentTokens(s.opts.AgentTokens)
+	return bearer(s.token, all, func(w http.ResponseWriter, r *http.Request, token string) bool {
+		agent, ok := agents.match(token)
+		if ok {
+			pinned.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), pinKey{}, Pin{AgentID: agent})))
+		}
+		return ok
+	})
+}
+
+// pinnedRoutes are what an agent token reaches.
+func (s *Server) pinnedRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("POST /v1/tools/exec", s.handleExec)
+	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
+	mux.HandleFunc("GET /v1/events", s.handleEvents)
+	for pattern, h := range s.opts.AgentRoutes {
+		mux.Handle(pattern, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, events and approvals list only", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// bearer serves next only to requests carrying "Authorization: Bearer
+// token"; a request with another bearer token goes to each of others until
+// one takes it. Both sides are hashed before the constant-time compare so
+// that not even the token's length leaks.
+func bearer(token string, next http.Handler, others ...func(w http.ResponseWriter, r *http.Request, token string) bool) http.Handler {
+	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		tok = strings.TrimSpace(tok)
+		got := sha256.Sum256([]byte(tok))
+		ok = ok && strings.EqualFold(scheme, "Bearer")
+		if ok && subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			ok = false
+			for _, other := range others {
+				if other(w, r, tok) {
+					return
+				}
+			}
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxctl"`)
 			writeError(w, http.StatusUnauthorized, errors.New("missing or invalid bearer token"))
 			return
@@ -441,6 +546,9 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err)
 		return
 	}
+	if pin, ok := PinFrom(r.Context()); ok {
+		p.AgentID = pin.AgentID
+	}
 	res, err := s.opts.Tools.Exec(r.Context(), p)
 	s.writeResult(w, res, err)
 }
@@ -450,6 +558,9 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 	if code, err := decodeBody(w, r, &p); err != nil {
 		writeError(w, code, err)
 		return
+	}
+	if pin, ok := PinFrom(r.Context()); ok {
+		p.AgentID = pin.AgentID
 	}
 	res, err := s.opts.Tools.Process(r.Context(), p)
 	s.writeResult(w, res, err)
@@ -475,6 +586,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	pin, pinned := PinFrom(ctx)
 	events := s.opts.Events(ctx)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -490,6 +602,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		case ev, ok := <-events:
 			if !ok {
 				return
+			}
+			if pinned && !visibleTo(pin, ev) {
+				continue
 			}
 			if err := enc.Encode(ev); err != nil {
 				return

@@ -6,27 +6,34 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 )
 
 // approvalsAPI serves the approvals of the gateway's store and of the
-// connected nodes. It is mounted behind the daemon's token on TCP.
+// connected nodes. Listing is a tool route (behind the daemon's token on
+// TCP); deciding is an approval route, which the daemon serves only to a
+// human (see daemon.Options.ApprovalRoutes).
 type approvalsAPI struct {
 	store *guard.Store
 	nodes *nodeexec.Registry // nil without node connections
 	now   func() time.Time
 }
 
+// routes are the tool routes: the list.
 func (a *approvalsAPI) routes() map[string]http.Handler {
-	return map[string]http.Handler{
-		"GET /v1/approvals":       http.HandlerFunc(a.list),
-		"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve),
-	}
+	return map[string]http.Handler{"GET /v1/approvals": http.HandlerFunc(a.list)}
+}
+
+// decisionRoutes decide approvals.
+func (a *approvalsAPI) decisionRoutes() map[string]http.Handler {
+	return map[string]http.Handler{"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve)}
 }
 
 func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) {
@@ -38,7 +45,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 	out := make([]cli.ApprovalView, 0, len(list))
 	for _, p := range list {
 		out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: p.Host, Command: p.Command, Argv: p.Argv,
-			Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
+			Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 			CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now)})
 	}
 	if a.nodes != nil {
@@ -52,7 +59,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 				where = p.NodeID
 			}
 			out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
-				Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
+				Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 				CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status})
 		}
 	}
@@ -60,11 +67,16 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 	return out, nil
 }
 
+// list answers GET /v1/approvals; a client pinned to an agent (an agent
+// token) sees that agent's requests only.
 func (a *approvalsAPI) list(w http.ResponseWriter, r *http.Request) {
 	list, err := a.collect(r.Context())
 	if err != nil {
 		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
+	}
+	if pin, ok := daemon.PinFrom(r.Context()); ok {
+		list = slices.DeleteFunc(list, func(v cli.ApprovalView) bool { return v.AgentID != pin.AgentID })
 	}
 	replyJSON(w, http.StatusOK, list)
 }
@@ -107,6 +119,13 @@ func (a *approvalsAPI) decide(ctx context.Context, id string, d guard.ApprovalDe
 		}
 	}
 	return err
+}
+
+func argv0(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
 }
 
 func replyJSON(w http.ResponseWriter, code int, v any) {

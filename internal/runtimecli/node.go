@@ -81,6 +81,9 @@ func RunNode(ctx context.Context, c *cli.CLI, opts NodeRunOptions) error {
 		return err
 	}
 	logger := log.New(c.Err, "sandboxctl node: ", log.LstdFlags)
+	// Like the daemon: the node token leaves the environment the node's
+	// commands inherit, and no command leaves the agent's process tree.
+	hardenDaemonProcess(ctx, logger.Printf)
 	err = nodeexec.RunAgent(ctx, nodeexec.AgentOptions{
 		GatewayURL: opts.GatewayURL, Token: opts.Token, Name: opts.Name,
 		TLSFingerprint: opts.TLSFingerprint, StateDir: filepath.Join(state, "node"), Workdir: opts.Workdir,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -34,6 +35,9 @@ const TokenEnv = "SANDBOXCTL_TOKEN"
 // NodeTokenEnv holds the node token when --node-token is not given.
 const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
 
+// ApproverTokenEnv holds the token that decides approvals over TCP.
+const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
+
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -49,6 +53,9 @@ type ServeOptions struct {
 	// NodeToken is what node agents present; default $SANDBOXCTL_NODE_TOKEN,
 	// then <state>/node-token (generated, mode 0600).
 	NodeToken string
+	// ApproverToken decides approvals over TCP; default
+	// $SANDBOXCTL_APPROVER_TOKEN; none refuses decisions over TCP.
+	ApproverToken string
 }
 
 func newServeCommand(c *cli.CLI) *cobra.Command {
@@ -61,8 +68,17 @@ func newServeCommand(c *cli.CLI) *cobra.Command {
 <state>/token, generated with mode 0600 when missing) and optionally TLS.
 
 Endpoints: POST /v1/tools/exec, POST /v1/tools/process, GET /v1/events
-(NDJSON stream), GET /v1/sandboxes, GET /healthz, and POST /v1/shutdown
-(socket only). SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
+(NDJSON stream), GET /v1/sandboxes, GET /v1/approvals, GET /healthz, and
+POST /v1/shutdown (socket only).
+
+Approval decisions (POST /v1/approvals/ID, 'sandboxctl approvals resolve')
+are for people: on the socket the daemon refuses every process it started
+(and their descendants) and every sandbox; over TCP they need
+--approver-token, never the tool token.
+
+Agent tokens: <state>/agent-tokens.json (mode 0600), {"agentId": "token"},
+pins a TCP client to one agent: its exec and process act as that agent, and
+/v1/events and /v1/approvals show it only that agent's items. SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
 gracefully: every process it started is killed and its socket and pid file
 are removed.`,
 		Args: cli.ExactArgs(0),
@@ -76,6 +92,7 @@ are removed.`,
 	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+TokenEnv+", then <state>/token)")
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
+	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(&cobra.Command{
@@ -106,10 +123,17 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		// The environment keeps the token out of ps, unlike --token.
 		opts.Token = c.Getenv(TokenEnv)
 	}
+	if opts.ApproverToken == "" {
+		opts.ApproverToken = c.Getenv(ApproverTokenEnv)
+	}
+	if opts.NodeToken == "" {
+		opts.NodeToken = c.Getenv(NodeTokenEnv)
+	}
 	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
 	logf := logger.Printf
+	hardenDaemonProcess(ctx, logf)
 
-	hosts, gatewayPath, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf)
+	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf)
 	if err != nil {
 		return err
 	}
@@ -141,7 +165,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, gatewayPath), Logf: logf})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -176,6 +200,14 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	for pattern, h := range approvals.routes() {
 		dopts.Routes[pattern] = h
 	}
+	dopts.ApprovalRoutes = approvals.decisionRoutes()
+	dopts.ApproverToken = opts.ApproverToken
+	dopts.AgentRoutes = approvals.routes()
+	if opts.Listen != "" {
+		if dopts.AgentTokens, err = daemon.LoadAgentTokens(filepath.Join(state, daemon.AgentTokensFileName)); err != nil {
+			return err
+		}
+	}
 	if cfg.Exec.ApprovalHook != "" {
 		hook := &approvalHook{path: cfg.Exec.ApprovalHook, resolve: approvals.decide, logf: logf,
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
@@ -207,17 +239,35 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	return srv.Serve(ctx)
 }
 
+// hardenDaemonProcess keeps the daemon's secrets and its approvals out of
+// reach of the commands it runs as its own uid: the tokens leave its
+// environment before any command inherits it; the process is not dumpable
+// (its memory, environ and fds cannot be read or ptraced by them); and it
+// is the child subreaper of its commands, so none leaves its process tree
+// (see daemon.AdoptOrphans).
+func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
+	for _, k := range []string{TokenEnv, NodeTokenEnv, ApproverTokenEnv} {
+		_ = os.Unsetenv(k)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		logf("warning: cannot make the daemon undumpable: %v", err)
+	}
+	if err := daemon.AdoptOrphans(ctx, logf); err != nil {
+		logf("warning: %v; a command that double-forks and clears its environment could pass the approver check", err)
+	}
+}
+
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, string, *sandbox.Manager, *hostsup.Supervisor, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
 	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
 	if err != nil {
-		return nil, "", nil, nil, fmt.Errorf("serve: gateway host: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
 	}
 	cwd, err := config.ExpandHome(cfg.Exec.Cwd)
 	if err != nil {
-		return nil, "", nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
 	hosts := map[string]sessions.Host{}
 	sup, err := hostSupervisor(state, logf)
@@ -231,11 +281,11 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
-			return nil, "", nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
 		}
 		logf("sandbox host unavailable: %v", err)
 		hosts["sandbox"] = unavailableHost{err: err}
-		return hosts, runner.Path(), nil, sup, nil
+		return hosts, runner, nil, sup, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -243,7 +293,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
 	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
-	return hosts, runner.Path(), sbx, sup, nil
+	return hosts, runner, sbx, sup, nil
 }
 
 // unavailableHost stands in for a host that could not be built; every use
