@@ -83,7 +83,7 @@ func TestNodeRunThroughCLI(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	r := gw.run(t, "exec", "--node", "alpha", "--", "echo", "on-node; exit 5")
+	r := gw.run(t, "exec", "--node", "alpha", "--", "echo on-node; exit 5")
 	if r.code != 5 || !strings.Contains(r.stdout, "on-node") {
 		t.Fatalf("exec on alpha: %+v", r)
 	}

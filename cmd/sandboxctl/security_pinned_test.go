@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -101,7 +102,19 @@ func serveTCP(t *testing.T, e *env, environ ...string) string {
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	t.Cleanup(func() {
+		// Gracefully, so the daemon also ends its host supervisor.
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = serve.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = serve.Process.Kill()
+			<-done
+			t.Errorf("daemon did not stop on SIGTERM")
+		}
+	})
 	base := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {

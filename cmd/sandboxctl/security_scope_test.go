@@ -38,8 +38,10 @@ func TestSecuritySessionsScopedByAgentAndKey(t *testing.T) {
 		}
 	}
 
-	// Alice's session is untouched: still running, listed, and stdin open.
-	if r := e.run(t, append([]string{"process", "list"}, alice...)...); !strings.Contains(r.stdout, sid) || !strings.Contains(r.stdout, "running") {
+	// Alice's session is untouched: still running (cat waits for its
+	// input), listed, and stdin open.
+	if r := e.run(t, append([]string{"process", "list"}, alice...)...); !strings.Contains(r.stdout, sid) ||
+		!(strings.Contains(r.stdout, "running") || strings.Contains(r.stdout, "waiting-for-input")) {
 		t.Fatalf("alice's list after mallory: %+v", r)
 	}
 	if r := e.run(t, append([]string{"process", "write", sid, "--data", "from alice\n", "--eof"}, alice...)...); r.code != 0 {

@@ -97,6 +97,9 @@ directory (unless the config sets exec.cwd).`,
 // Params validates the options that can be checked locally and builds the
 // exec tool's input.
 func (o ExecOptions) Params() (toolapi.ExecParams, error) {
+	if len(o.Command) > 0 && strings.TrimSpace(strings.Join(o.Command, "")) == "" {
+		return toolapi.ExecParams{}, UsageErrorf("exec: Provide a command to start.")
+	}
 	command, err := commandLine(o.Command)
 	if err != nil {
 		return toolapi.ExecParams{}, err
