@@ -57,6 +57,11 @@ var (
 	// ErrNotSent means a request could not be written to the connection:
 	// the server never acted on it.
 	ErrNotSent = errors.New("request not sent to the supervisor")
+	// ErrUnanswered means an Open or Attach went out on a connection that
+	// broke before the server answered: the server may or may not have
+	// acted on it. The caller must ask (List) before it runs the command
+	// any other way.
+	ErrUnanswered = errors.New("supervisor connection broke before it answered")
 )
 
 // ClientOptions configure a Client.
@@ -202,10 +207,24 @@ func (c *Client) run(conn Conn, br io.Reader) {
 		c.conn = nil
 		reqs := c.reqs
 		c.reqs = map[uint32]chan Frame{}
+		// A command whose Open (or Attach) went out on this connection and
+		// got no answer may or may not run: it is not re-attached (a
+		// refused attach would read as "never started"), its caller learns
+		// that the outcome is unknown.
+		var unanswered []*Proc
+		for id, p := range c.procs {
+			if p.sentOn == conn && !p.answered() {
+				unanswered = append(unanswered, p)
+				delete(c.procs, id)
+			}
+		}
 		c.mu.Unlock()
 		_ = conn.Close()
 		for id, ch := range reqs {
 			ch <- Frame{Type: FrameError, Stream: id, Payload: []byte("connection to the supervisor broke: " + errString(err))}
+		}
+		for _, p := range unanswered {
+			p.startFailed(fmt.Errorf("%w: %s", ErrUnanswered, errString(err)))
 		}
 		c.logf("supervisor connection broke (%v); reconnecting", err)
 		conn, br, err = c.reconnect()
@@ -248,7 +267,12 @@ func (c *Client) reconnect() (Conn, io.Reader, error) {
 			c.conn = conn
 			procs := make([]*Proc, 0, len(c.procs))
 			for _, p := range c.procs {
-				procs = append(procs, p)
+				// Only commands the server confirmed are re-attached; one
+				// whose Open is still to be sent goes out on this
+				// connection by itself.
+				if p.answered() {
+					procs = append(procs, p)
+				}
 			}
 			close(c.connected)
 			c.mu.Unlock()
@@ -634,8 +658,21 @@ func (c *Client) startProc(ctx context.Context, p *Proc, typ byte, payload []byt
 		c.mu.Unlock()
 		return nil, err
 	}
-	if err := c.send(ctx, typ, p.stream, payload); err != nil {
+	conn, err := c.waitConn(ctx)
+	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrNotSent, err))
+	}
+	if err := c.sendOn(conn, typ, p.stream, payload); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrNotSent, err))
+	}
+	c.mu.Lock()
+	p.sentOn = conn
+	broke := c.conn != conn
+	c.mu.Unlock()
+	if broke {
+		// The connection broke while the request went out; run() may have
+		// looked at this command before sentOn was set.
+		p.startFailed(fmt.Errorf("%w: the connection changed while the request was sent", ErrUnanswered))
 	}
 	select {
 	case <-p.started:
@@ -660,6 +697,9 @@ type Proc struct {
 	startOnce sync.Once
 	started   chan struct{}
 	startErr  error
+	// sentOn is the connection the Open/Attach went out on (guarded by
+	// the client's mu).
+	sentOn    Conn
 	pid       int
 	startedAt time.Time
 
@@ -681,6 +721,25 @@ func (p *Proc) onStarted(st Started) {
 	p.startOnce.Do(func() {
 		p.pid = st.PID
 		p.startedAt = time.UnixMilli(st.StartedAt)
+		close(p.started)
+	})
+}
+
+// answered reports whether the server confirmed the command (Started).
+func (p *Proc) answered() bool {
+	select {
+	case <-p.started:
+		return p.startErr == nil
+	default:
+		return false
+	}
+}
+
+// startFailed ends a start that got no confirmation; a no-op once the
+// server answered.
+func (p *Proc) startFailed(err error) {
+	p.startOnce.Do(func() {
+		p.startErr = err
 		close(p.started)
 	})
 }
