@@ -2,8 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +110,111 @@ func waitStopped(t *testing.T, m *Manager, id string) {
 			t.Fatal("container still running")
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// TestFaultDeadContainerFailsCommands replays issue 13 item 2: after the
+// sandbox's container is killed, removed, or loses its supervisor, a
+// running command fails within 2 s with a reason that names what happened,
+// and a removed container is forgotten.
+func TestFaultDeadContainerFailsCommands(t *testing.T) {
+	cases := []struct {
+		fault, want string
+	}{
+		{"kill", "exit code 137 \\(signal 9\\)"},
+		{"rm", "exit code 137|was removed"},
+		{"supervisor", "exited with exit code"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.fault, func(t *testing.T) {
+			var logs strings.Builder
+			var logMu sync.Mutex
+			m := newManagerOpts(t, func(o *Options) {
+				o.Logf = func(f string, a ...any) {
+					logMu.Lock()
+					fmt.Fprintf(&logs, f+"\n", a...)
+					logMu.Unlock()
+				}
+			})
+			s := Scope{AgentID: "a1"}
+			st := startCmd(t, m, s, "echo up; sleep 300", nil)
+			p := mustSupervised(t, st)
+			line := newLineReader(p.Stdout())
+			if got := line.next(t); got != "up" {
+				t.Fatalf("first line %q", got)
+			}
+			id := st.Ensure.ID
+			ctx := ctxT(t)
+			cl, err := m.supervisorClient(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch tc.fault {
+			case "kill":
+				if _, err := m.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+					t.Fatal(err)
+				}
+			case "rm":
+				if _, err := m.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
+					t.Fatal(err)
+				}
+			case "supervisor":
+				killSupervisorFromHost(t, m, id)
+			}
+			injected := time.Now()
+			select {
+			case <-p.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the command still runs 10 s after its container died (%s)", tc.fault)
+			}
+			took := time.Since(injected)
+			_, _, err = p.Wait(ctx)
+			t.Logf("%s: noticed after %s: %v", tc.fault, took.Round(time.Millisecond), err)
+			if took > 2*time.Second {
+				t.Errorf("noticed after %s, want within 2 s", took)
+			}
+			if !errors.Is(err, ErrContainerGone) || !regexp.MustCompile(tc.want).MatchString(err.Error()) {
+				t.Fatalf("wait error %v, want ErrContainerGone naming %q", err, tc.want)
+			}
+			// A kill now answers at once: nothing is left to end.
+			kctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := p.Kill(kctx); err != nil {
+				t.Fatalf("kill after death: %v", err)
+			}
+			// The connection has ended for good: nothing keeps dialing (and
+			// inspecting) a dead container.
+			select {
+			case <-cl.Done():
+			case <-time.After(2 * time.Second):
+				t.Fatalf("the supervisor client of the dead container still runs (err %v)", cl.Err())
+			}
+			if tc.fault == "rm" {
+				waitUntil(t, func() bool { return !slices.Contains(m.clients.ids(), id) })
+			}
+		})
+	}
+}
+
+// killSupervisorFromHost SIGKILLs the supervisor of container id: the
+// first child of the container's init, as this host's /proc shows it.
+func killSupervisorFromHost(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	insp, err := m.cli.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	initPID := insp.Container.State.Pid
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", initPID, initPID))
+	if err != nil {
+		t.Fatalf("children of the sandbox's init: %v", err)
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		t.Fatal("the sandbox's init has no child")
+	}
+	pid, _ := strconv.Atoi(f[0])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill supervisor pid %d: %v", pid, err)
 	}
 }

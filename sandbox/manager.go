@@ -74,6 +74,7 @@ type Manager struct {
 	images  imageBuilds
 	clients supervisorClients
 	warm    warmEnsures
+	watch   containerWatch
 	// localSupervisor: try a supervisor's unix socket before the attach
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
@@ -143,6 +144,7 @@ func (m *Manager) Supervised() bool { return m.sup != nil }
 // Close releases the Engine client if the Manager created it and flushes
 // last-used times.
 func (m *Manager) Close() error {
+	m.stopWatch()
 	m.clients.closeAll()
 	m.reg.flush()
 	if m.ownsClient {

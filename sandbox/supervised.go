@@ -86,8 +86,39 @@ type supervisorClients struct {
 }
 
 type clientEntry struct {
-	mu sync.Mutex
-	c  *supervisor.Client
+	mu      sync.Mutex
+	c       *supervisor.Client
+	created time.Time // when c was connected
+}
+
+// ids lists the containers with a connection entry.
+func (cs *supervisorClients) ids() []string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make([]string, 0, len(cs.entries))
+	for id := range cs.entries {
+		out = append(out, id)
+	}
+	return out
+}
+
+// fail ends container id's supervisor connection with reason when it was
+// made before at; every command it follows fails with reason. It reports
+// whether a live connection ended.
+func (cs *supervisorClients) fail(id string, at time.Time, reason error) bool {
+	cs.mu.Lock()
+	e := cs.entries[id]
+	cs.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c == nil || e.c.Err() != nil || e.created.After(at) {
+		return false
+	}
+	e.c.Fail(reason)
+	return true
 }
 
 func (cs *supervisorClients) entry(id string) *clientEntry {
@@ -228,6 +259,8 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 	if e.c != nil && e.c.Err() == nil {
 		return e.c, nil
 	}
+	m.startWatch()
+	created := time.Now()
 	opts := supervisor.ClientOptions{
 		Dial: m.dialer(id),
 		HandshakeFailed: func(conn supervisor.Conn, err error) {
@@ -248,7 +281,7 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 		return nil, fmt.Errorf("connect to the supervisor of sandbox %s: %w", short(id), err)
 	}
 	m.logf("sandbox %s: supervisor client %s connected (local socket: %v)", short(id), c.Nonce(), c.Local())
-	e.c = c
+	e.c, e.created = c, created
 	return c, nil
 }
 

@@ -423,6 +423,10 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// Fail ends the client for good with err: every followed command fails
+// with it (e.g. the container died; err says how).
+func (c *Client) Fail(err error) { c.shutdown(err) }
+
 // Err is why the client ended (nil while it works).
 func (c *Client) Err() error {
 	c.mu.Lock()
