@@ -218,3 +218,50 @@ func killSupervisorFromHost(t *testing.T, m *Manager, id string) {
 		t.Fatalf("kill supervisor pid %d: %v", pid, err)
 	}
 }
+
+// TestFaultOtherStateDirLeftAlone replays issue 13 item 4 (second half):
+// two Managers with different state directories and the same
+// containerPrefix on one Engine. The second neither runs in, recreates,
+// lists nor removes the first one's sandbox, and the first one's command
+// keeps running.
+func TestFaultOtherStateDirLeftAlone(t *testing.T) {
+	a := newTestManager(t, nil)
+	s := Scope{AgentID: "a1"}
+	st := startCmd(t, a, s, "echo up; sleep 60", nil)
+	p := mustSupervised(t, st)
+	if got := newLineReader(p.Stdout()).next(t); got != "up" {
+		t.Fatalf("first line %q", got)
+	}
+	cfg := a.cfg
+	cfg.Docker.Env = map[string]string{"OTHER": "1"} // another config hash too
+	b, err := NewManager(context.Background(), Options{Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(), Labels: a.labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := ctxT(t)
+	_, err = b.Start(ctx, s, ExecOptions{Cmd: []string{"sh", "-c", "echo T >> /workspace/runs.txt"}})
+	if !errors.Is(err, ErrOtherStateDir) {
+		t.Fatalf("second state dir's start: %v, want ErrOtherStateDir", err)
+	}
+	t.Logf("refused: %v", err)
+	if err := b.RemoveByName(ctx, st.Ensure.Name); !errors.Is(err, ErrOtherStateDir) {
+		t.Fatalf("second state dir's remove: %v", err)
+	}
+	if list, err := b.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("second state dir lists %v (%v)", list, err)
+	}
+	if _, err := os.Stat(filepath.Join(st.Ensure.Workspace, "runs.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused command ran: %v", err)
+	}
+	select {
+	case <-p.Done():
+		_, _, err := p.Wait(ctx)
+		t.Fatalf("the first state dir's command ended: %v", err)
+	default:
+	}
+	// Still the same container, still answering.
+	if out, code := run(t, a, s, "echo alive"); code != 0 || out != "alive\n" {
+		t.Fatalf("first sandbox: %q %d", out, code)
+	}
+}

@@ -93,6 +93,9 @@ type Options struct {
 	// because they check credentials of their own (the node link checks the
 	// node token); they are not served on the socket.
 	SelfAuthRoutes map[string]http.Handler
+	// Lock is the state directory's lock, taken with LockStateDir before
+	// anything else; nil makes Listen take it. The Server releases it.
+	Lock *StateLock
 	// Version is reported by /healthz.
 	Version string
 	// ShutdownGrace is how long in-flight requests may finish on their own
@@ -168,7 +171,9 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 	}()
 
-	if s.lock, err = lockStateDir(stateDir); err != nil {
+	if opts.Lock != nil && opts.Lock.f != nil {
+		s.lock, opts.Lock.f = opts.Lock.f, nil
+	} else if s.lock, err = lockStateDir(stateDir); err != nil {
 		return nil, err
 	}
 	if err := s.removeStaleSocket(ctx); err != nil {

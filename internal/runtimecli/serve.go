@@ -107,6 +107,15 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
 	logf := logger.Printf
 
+	// The lock comes first: a second daemon must not touch the state
+	// directory or take over the first one's supervisors (Recover below)
+	// before it learns that the directory is served.
+	lock, err := daemon.LockStateDir(state)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+
 	hosts, gatewayPath, sbx, err := buildHosts(ctx, cfg, state, logf)
 	if err != nil {
 		return err
@@ -158,6 +167,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		TLSKeyFile:  opts.TLSKey,
 		Version:     c.Version,
 		Logf:        logf,
+		Lock:        lock,
 	}
 	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}
 	for pattern, h := range approvals.routes() {
