@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -263,5 +264,37 @@ func TestFaultOtherStateDirLeftAlone(t *testing.T) {
 	// Still the same container, still answering.
 	if out, code := run(t, a, s, "echo alive"); code != 0 || out != "alive\n" {
 		t.Fatalf("first sandbox: %q %d", out, code)
+	}
+}
+
+// TestSignalBothPaths: Signal delivers the chosen signal to the command's
+// tree on the supervisor path and on the plain Engine exec path.
+func TestSignalBothPaths(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			m := newManagerOpts(t, func(o *Options) { o.DisableSupervisor = plain })
+			st := startCmd(t, m, Scope{AgentID: "sig"}, `trap 'echo usr1' USR1; echo ready; while :; do sleep 0.05; done`, nil)
+			if e := st.Process.Stderr(); e != nil {
+				go func() { _, _ = io.Copy(io.Discard, e) }()
+			}
+			lines := newLineReader(st.Process.Stdout())
+			if got := lines.next(t); got != "ready" {
+				t.Fatalf("first line %q", got)
+			}
+			ctx := ctxT(t)
+			if err := st.Process.Signal(ctx, syscall.SIGUSR1); err != nil {
+				t.Fatal(err)
+			}
+			if got := lines.next(t); got != "usr1" {
+				t.Fatalf("after SIGUSR1: %q", got)
+			}
+			if err := st.Process.Signal(ctx, syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			code, sig, err := st.Process.Wait(ctx)
+			if err != nil || (sig != "SIGINT" && code != 130) {
+				t.Fatalf("after SIGINT: code %d signal %q err %v", code, sig, err)
+			}
+		})
 	}
 }

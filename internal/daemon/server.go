@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Names of the daemon's files inside the state directory.
@@ -545,7 +547,16 @@ func (s *Server) statusFor(err error) int {
 // code to answer with when it cannot.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeStatus(err)
+	}
+	// A JSON decoder turns invalid UTF-8 into U+FFFD: refuse it rather
+	// than run a command other than the one sent.
+	if err := toolapi.CheckText(raw); err != nil {
+		return http.StatusBadRequest, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeStatus(err)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -973,6 +974,18 @@ func (p *Proc) Exit() ExitStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exit
+}
+
+// Signal sends sig to the command's process group.
+func (p *Proc) Signal(ctx context.Context, sig syscall.Signal) error {
+	if p.exited() {
+		return nil
+	}
+	err := p.c.Signal(ctx, p.id, int(sig))
+	if p.exited() {
+		return nil
+	}
+	return err
 }
 
 // KillGrace is the default time between SIGTERM and SIGKILL.
