@@ -190,6 +190,8 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 		s.mu.Lock()
 	}
 	out := joinNonEmpty(strings.TrimRight(s.pendOut.Drain(), "\n"), strings.TrimRight(s.pendErr.Drain(), "\n"))
+	s.delivered = s.readRaw
+	delivered := s.delivered
 	d := s.stateDetailsLocked()
 	var state string
 	switch {
@@ -205,6 +207,11 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 		state = fmt.Sprintf("Process failed: %s.", s.reason)
 	}
 	s.mu.Unlock()
+	if _, ok := m.hosts[s.host].(Recoverer); ok {
+		if err := m.cursors.set(s.id, delivered); err != nil {
+			m.logf("sessions: %s: %v", s.id, err)
+		}
+	}
 	if out == "" {
 		out = "(no new output)"
 	}

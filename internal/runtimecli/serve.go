@@ -137,7 +137,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, gatewayPath), Logf: logf})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, gatewayPath), Logf: logf,
+		CursorFile: filepath.Join(state, "cursors.json")})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
