@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -181,3 +182,67 @@ func TestFaultInvalidUTF8RunsNothing(t *testing.T) {
 }
 
 var _ = client.ContainerListOptions{}
+
+// TestFaultSocketDeleted replays issue 13 item 6: the daemon's socket file
+// is deleted while a session runs. The daemon re-creates it (the session
+// keeps running and is polled to its end), and `serve stop` stops it.
+func TestFaultSocketDeleted(t *testing.T) {
+	state := t.TempDir()
+	d := startDaemonIn(t, state, gatewayFull)
+	det, text, _ := d.call(t, "exec", map[string]any{"command": "echo start; sleep 2; echo end", "background": true})
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	sock := filepath.Join(state, "sandboxctl.sock")
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	d.hc.CloseIdleConnections()
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	deleted := time.Now()
+	for {
+		resp, err := fresh.Get("http://sandboxctl/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Since(deleted) > 10*time.Second {
+			t.Fatalf("daemon unreachable 10 s after its socket was deleted: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(deleted)
+	t.Logf("socket deleted: reachable again after %s", took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Errorf("recovery took %s, want under 3 s", took)
+	}
+	var all strings.Builder
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(all.String(), "Process exited") {
+		_, text, _ := d.call(t, "process", map[string]any{"action": "poll", "sessionId": id, "timeoutMs": 1000})
+		all.WriteString(text + "\n")
+		if time.Now().After(deadline) {
+			t.Fatalf("session after socket re-creation:\n%s", all.String())
+		}
+	}
+	if !strings.Contains(all.String(), "end") || !strings.Contains(all.String(), "code 0") {
+		t.Fatalf("session after socket re-creation:\n%s", all.String())
+	}
+	bin := buildBinary(t, "sandboxctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, bin, "--state", state, "serve", "stop").CombinedOutput(); err != nil {
+		t.Fatalf("serve stop: %v\n%s", err, out)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon still running after serve stop")
+	}
+}
