@@ -116,7 +116,9 @@ func TestFaultSecondDaemonLeavesFirstAlone(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "already running") {
 		t.Fatalf("second serve: %v\n%s", err, out)
 	}
-	all := pollUntil(t, first, "lk", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed") })
+	all := pollUntil(t, first, "lk", id, 20*time.Second, func(all string) bool {
+		return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed")
+	})
 	if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
 		t.Fatalf("the first daemon's session after a second serve:\n%s", all)
 	}
@@ -144,7 +146,9 @@ func TestFaultTwoStateDirsOneEngine(t *testing.T) {
 	if code != http.StatusConflict || !strings.Contains(text, "another state directory") {
 		t.Fatalf("second state dir's exec: %d %q", code, text)
 	}
-	all := pollUntil(t, a, "a1", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "Process ") && !strings.Contains(all, "still running.\n") || strings.Contains(all, "exited") || strings.Contains(all, "failed") })
+	all := pollUntil(t, a, "a1", id, 20*time.Second, func(all string) bool {
+		return strings.Contains(all, "Process ") && !strings.Contains(all, "still running.\n") || strings.Contains(all, "exited") || strings.Contains(all, "failed")
+	})
 	if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
 		t.Fatalf("first daemon's session:\n%s", all)
 	}

@@ -120,7 +120,7 @@ type Server struct {
 	unixLn, tcpLn   net.Listener
 	unixSrv, tcpSrv *http.Server
 
-	lnMu     sync.Mutex // guards unixLn, which watchSocket replaces
+	lnMu     sync.Mutex    // guards unixLn, which watchSocket replaces
 	stopReq  chan struct{} // closed by RequestShutdown
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins; ends event streams
