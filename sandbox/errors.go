@@ -43,8 +43,10 @@ func (e *engineError) Error() string {
 	return fmt.Sprintf("the Docker Engine at %s failed with an internal error (it is probably shutting down or restarting); "+
 		"retry once `docker info` answers; the daemon log has the Engine's message", e.host)
 }
-func (e *engineError) Is(target error) bool { return target == ErrEngineFailed || target == cerrdefs.ErrUnavailable }
-func (e *engineError) Unwrap() error        { return e.err }
+func (e *engineError) Is(target error) bool {
+	return target == ErrEngineFailed || target == cerrdefs.ErrUnavailable
+}
+func (e *engineError) Unwrap() error { return e.err }
 
 // unreachableError wraps a connection failure with the way out.
 type unreachableError struct {
