@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
 // sandboxDaemonConfig is a daemon config on the test image with its own
@@ -185,8 +187,6 @@ func TestFaultInvalidUTF8RunsNothing(t *testing.T) {
 	}
 }
 
-var _ = client.ContainerListOptions{}
-
 // TestFaultSocketDeleted replays issue 13 item 6: the daemon's socket file
 // is deleted while a session runs. The daemon re-creates it (the session
 // keeps running and is polled to its end), and `serve stop` stops it.
@@ -248,5 +248,163 @@ func TestFaultSocketDeleted(t *testing.T) {
 	case <-done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("daemon still running after serve stop")
+	}
+}
+
+// settledRuns waits until every session the supervisor of container
+// nameOrID was handed has ended (each state directory under its session
+// dir has an exit file, read through the host's /proc), and returns how
+// many of them ran a command containing marker.
+func settledRuns(t *testing.T, cli *client.Client, nameOrID, marker string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		insp, err := cli.ContainerInspect(ctx, nameOrID, client.ContainerInspectOptions{})
+		cancel()
+		if err != nil {
+			t.Fatalf("inspect %s: %v", nameOrID, err)
+		}
+		root := fmt.Sprintf("/proc/%d/root", insp.Container.State.Pid)
+		n, open := 0, 0
+		for _, dir := range supervisor.StateDirs() {
+			metas, _ := filepath.Glob(filepath.Join(root, dir, "*", "meta.json"))
+			for _, meta := range metas {
+				data, err := os.ReadFile(meta)
+				if err != nil || !strings.Contains(string(data), marker) {
+					continue
+				}
+				n++
+				if _, err := os.Stat(filepath.Join(filepath.Dir(meta), "exit")); err != nil {
+					open++
+				}
+			}
+		}
+		if open == 0 {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d supervisor sessions running %q did not end", open, marker)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// countLines counts marker lines in the runs.txt of every workspace under ws.
+func countLines(t *testing.T, ws, line string) int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(ws, "*", "runs.txt"))
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += strings.Count(string(data), line+"\n")
+	}
+	return n
+}
+
+// containerOf finds the managed container whose name starts with prefix on cli.
+func containerOf(t *testing.T, cli *client.Client, prefix string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", "sandboxctl.managed=1").Add("name", prefix)})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("containers named %s*: %v (%v)", prefix, list.Items, err)
+	}
+	return list.Items[0].ID
+}
+
+// TestFaultEngineRestart replays issue 13 items 1 and 2 with the Engine
+// itself: dockerd is restarted (its containers stop with it) while one
+// sandbox is idle and another runs a background session. The session
+// fails (it does not stay running) naming its container; the first
+// command into the idle sandbox afterwards runs exactly once.
+func TestFaultEngineRestart(t *testing.T) {
+	eng := startOwnEngine(t, testImage)
+	state := t.TempDir()
+	prefix := "sbxi-eng-" + randSuffix() + "-"
+	ws := filepath.Join(state, "ws")
+	d := startDaemonEnv(t, state, sandboxDaemonConfig(state, prefix), eng.env())
+
+	if _, text, code := d.call(t, "exec", scoped("a1", map[string]any{"command": "true"})); code != 200 {
+		t.Fatalf("first exec: %d %q", code, text)
+	}
+	det, text, _ := d.call(t, "exec", scoped("a2", map[string]any{"command": "echo start; sleep 120", "background": true}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, d, "a2", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+
+	fault := time.Now()
+	eng.stop(t)
+	down := time.Since(fault)
+	up := eng.start(t)
+	all := pollUntil(t, d, "a2", id, 30*time.Second, func(all string) bool {
+		return strings.Contains(all, "Process failed") || strings.Contains(all, "Process exited")
+	})
+	failedAfter := time.Since(fault)
+	if !strings.Contains(all, "Process failed") || !strings.Contains(all, "sandbox container") {
+		t.Fatalf("session whose container stopped with the Engine:\n%s", all)
+	}
+
+	began := time.Now()
+	_, text, code := d.call(t, "exec", scoped("a1", map[string]any{"command": "echo T >> /workspace/runs.txt"}))
+	firstAfter := time.Since(began)
+	c := containerOf(t, eng.cli, prefix+"agent-a1")
+	supRuns := settledRuns(t, eng.cli, c, "runs.txt")
+	lines := countLines(t, ws, "T")
+	t.Logf("dockerd restart: stop %s, start %s; running session failed %s after the stop began; first exec after restart %s (code %d: %q)",
+		down.Round(time.Millisecond), up.Round(time.Millisecond), failedAfter.Round(time.Millisecond), firstAfter.Round(time.Millisecond), code, text)
+	switch {
+	case lines > 1:
+		t.Fatalf("the first command after the Engine restart ran %d times (supervisor sessions %d)", lines, supRuns)
+	case code == 200 && lines != 1:
+		t.Fatalf("exec answered %q but runs.txt has %d lines", text, lines)
+	}
+	if firstAfter > 20*time.Second {
+		t.Errorf("first exec after the restart took %s", firstAfter)
+	}
+}
+
+// TestFaultContainerKilledThroughDaemon: the sandbox of a running
+// background session is killed with docker kill; the session fails within
+// 2 s with the exit code in its reason, and the next command runs once.
+func TestFaultContainerKilledThroughDaemon(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	state := t.TempDir()
+	prefix := "sbxi-kill-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	ws := filepath.Join(state, "ws")
+	d := startDaemonIn(t, state, sandboxDaemonConfig(state, prefix))
+	det, text, _ := d.call(t, "exec", scoped("k1", map[string]any{"command": "echo start; sleep 120", "background": true}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, d, "k1", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+	c := containerOf(t, cli, prefix+"agent-k1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.ContainerKill(ctx, c, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatal(err)
+	}
+	fault := time.Now()
+	all := pollUntil(t, d, "k1", id, 10*time.Second, func(all string) bool { return strings.Contains(all, "Process failed") })
+	took := time.Since(fault)
+	t.Logf("docker kill: session failed after %s", took.Round(time.Millisecond))
+	if took > 2*time.Second || !strings.Contains(all, "exit code 137") {
+		t.Fatalf("after %s:\n%s", took, all)
+	}
+	began := time.Now()
+	_, text, code := d.call(t, "exec", scoped("k1", map[string]any{"command": "echo T >> /workspace/runs.txt"}))
+	t.Logf("first exec after docker kill: %s (code %d %q)", time.Since(began).Round(time.Millisecond), code, text)
+	supRuns := settledRuns(t, cli, c, "runs.txt")
+	if n := countLines(t, ws, "T"); n > 1 || (code == 200 && n != 1) {
+		t.Fatalf("the command ran %d times (supervisor sessions %d; exec %d %q)", n, supRuns, code, text)
 	}
 }
