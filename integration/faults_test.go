@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -406,5 +407,104 @@ func TestFaultContainerKilledThroughDaemon(t *testing.T) {
 	supRuns := settledRuns(t, cli, c, "runs.txt")
 	if n := countLines(t, ws, "T"); n > 1 || (code == 200 && n != 1) {
 		t.Fatalf("the command ran %d times (supervisor sessions %d; exec %d %q)", n, supRuns, code, text)
+	}
+}
+
+// lockFree reports whether no process holds the state directory's lock.
+func lockFree(state string) bool {
+	f, err := os.Open(filepath.Join(state, "daemon.lock"))
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return false
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return true
+}
+
+// TestFaultDaemonSIGKILLConcurrentAutoStarts replays issue 13 item 4 (the
+// crash half): the daemon is SIGKILLed while a background session runs in a
+// supervised sandbox, then four CLI execs race to auto-start a new one. All
+// four run once, one daemon wins, and the session from before the crash is
+// re-adopted and finishes with its output (not "taken over").
+func TestFaultDaemonSIGKILLConcurrentAutoStarts(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	bin := buildBinary(t, "sandboxctl")
+	state := t.TempDir()
+	prefix := "sbxi-crash-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	cfgPath := filepath.Join(state, "sandboxctl.yaml")
+	if err := os.WriteFile(cfgPath, []byte(sandboxDaemonConfig(state, prefix)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, append([]string{"--state", state, "--config", cfgPath}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		if out, err := run("serve", "stop"); err != nil {
+			t.Errorf("serve stop: %v\n%s", err, out)
+		}
+	})
+	out, err := run("--json", "exec", "--agent", "a1", "--background", "--", "echo start; sleep 5; echo end")
+	if err != nil {
+		t.Fatalf("background exec: %v\n%s", err, out)
+	}
+	id := regexp.MustCompile(`"sessionId":\s*"([^"]+)"`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("no session id in %s", out)
+	}
+	pidData, err := os.ReadFile(filepath.Join(state, "daemon.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(pidData), &pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !lockFree(state); {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed daemon still holds the lock")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	began := time.Now()
+	type res struct {
+		out string
+		err error
+	}
+	results := make(chan res, 4)
+	for i := range 4 {
+		go func() {
+			out, err := run("exec", "--agent", "a1", "--", fmt.Sprintf("echo hi-%d", i))
+			results <- res{out, err}
+		}()
+	}
+	for range 4 {
+		r := <-results
+		if r.err != nil || !strings.Contains(r.out, "hi-") {
+			t.Errorf("concurrent exec after the crash: %v\n%s", r.err, r.out)
+		}
+	}
+	t.Logf("daemon SIGKILL: 4 concurrent auto-starting execs done in %s", time.Since(began).Round(time.Millisecond))
+	var all strings.Builder
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out, _ := run("process", "poll", id[1], "--agent", "a1")
+		all.WriteString(out)
+		if strings.Contains(out, "Process exited") || strings.Contains(out, "Process failed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("re-adopted session did not finish:\n%s", all.String())
+		}
+	}
+	if !strings.Contains(all.String(), "end") || !strings.Contains(all.String(), "exited with code 0") ||
+		strings.Count(all.String(), "start") != 1 {
+		t.Fatalf("the session from before the crash:\n%s", all.String())
 	}
 }

@@ -104,9 +104,15 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 		case <-ctx.Done():
 			return fmt.Errorf("daemon: waiting for the daemon to start: %w", ctx.Err())
 		case werr := <-exited:
-			// It may have lost a start race to a daemon that is healthy.
+			// It may have lost a start race to a daemon that is healthy,
+			// or that holds the lock and is still starting (it takes the
+			// lock before it recovers sessions): wait for that one.
 			if healthy(ctx, c, 2*time.Second) {
 				return nil
+			}
+			if locked(opts.StateDir) {
+				exited = nil
+				continue
 			}
 			return fmt.Errorf("daemon: the daemon exited during start-up (%v); last lines of %s:\n%s", werr, logPath, logTail(logPath, 2048))
 		case <-deadline.C:
