@@ -508,3 +508,58 @@ func TestFaultDaemonSIGKILLConcurrentAutoStarts(t *testing.T) {
 		t.Fatalf("the session from before the crash:\n%s", all.String())
 	}
 }
+
+// TestFaultContainerRemovedThroughDaemon: the sandbox of a running
+// background session is removed with docker rm -f. The session fails at
+// once, the daemon forgets the container (no endless inspect retries), and
+// a graceful shutdown afterwards is quick and leaves no socket, pid file
+// or lock behind.
+func TestFaultContainerRemovedThroughDaemon(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	state := t.TempDir()
+	prefix := "sbxi-rm-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	d := startDaemonIn(t, state, sandboxDaemonConfig(state, prefix))
+	det, text, _ := d.call(t, "exec", scoped("r1", map[string]any{"command": "echo start; sleep 120", "background": true}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, d, "r1", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+	c := containerOf(t, cli, prefix+"agent-r1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.ContainerRemove(ctx, c, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	fault := time.Now()
+	all := pollUntil(t, d, "r1", id, 10*time.Second, func(all string) bool { return strings.Contains(all, "Process failed") })
+	took := time.Since(fault)
+	t.Logf("docker rm -f: session failed after %s", took.Round(time.Millisecond))
+	if took > 2*time.Second || !strings.Contains(all, "sandbox container") {
+		t.Fatalf("after %s:\n%s", took, all)
+	}
+	began := time.Now()
+	if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("daemon exit: %v", err)
+	}
+	stop := time.Since(began)
+	t.Logf("graceful shutdown after rm -f: %s", stop.Round(time.Millisecond))
+	if stop > 5*time.Second {
+		t.Errorf("graceful shutdown took %s", stop)
+	}
+	for _, f := range []string{"sandboxctl.sock", "daemon.pid"} {
+		if _, err := os.Stat(filepath.Join(state, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", f, err)
+		}
+	}
+	if !lockFree(state) {
+		t.Error("lock still held")
+	}
+	if left, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("name", prefix)}); len(left.Items) != 0 {
+		t.Errorf("containers left: %v", left.Items)
+	}
+}
