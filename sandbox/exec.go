@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 )
@@ -107,6 +108,12 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 	if err != nil {
 		if isNotFound(err) {
 			return nil, fmt.Errorf("sandbox exec: container %s: %w", short(containerID), ErrNotFound)
+		}
+		if isConflict(err) {
+			// The Engine's "Container … is not running": it stopped between
+			// the ensure and the exec. Nothing ran.
+			return nil, fmt.Errorf("sandbox exec: %w: container %s stopped while the command was starting; nothing ran, run it again (%w)",
+				ErrContainerGone, short(containerID), cerrdefs.ErrConflict)
 		}
 		return nil, m.classify("sandbox exec create", err)
 	}
