@@ -59,6 +59,30 @@ func (p *Process) Kill(ctx context.Context) error {
 	return nil
 }
 
+// Signal delivers sig to the command's process group and to every process
+// still carrying its run tag (descendants that left the group). It does
+// not wait for anything to end.
+func (p *Process) Signal(_ context.Context, sig syscall.Signal) error {
+	pgid := p.pid
+	if pgid <= 1 || pgid == syscall.Getpgrp() {
+		return fmt.Errorf("hostexec: signal: refusing to signal process group %d: %w", pgid, os.ErrInvalid)
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("hostexec: signal %v to group %d: %w", sig, pgid, err)
+	}
+	pids, err := TaggedPIDs(p.tag)
+	if err != nil {
+		return fmt.Errorf("hostexec: signal: %w", err)
+	}
+	for _, pid := range pids {
+		if pgid, _ := syscall.Getpgid(pid); pgid == p.pid {
+			continue // signalled with the group
+		}
+		_ = syscall.Kill(pid, sig)
+	}
+	return nil
+}
+
 // waitGroupGone waits until the group is empty and the shell reaped, the
 // kill grace ran out, or ctx ended.
 func (p *Process) waitGroupGone(ctx context.Context, pgid int) {

@@ -34,6 +34,13 @@ func startDaemon(t *testing.T, config string) *daemonUnderTest {
 // when an earlier daemon used it).
 func startDaemonIn(t *testing.T, state, config string) *daemonUnderTest {
 	t.Helper()
+	return startDaemonEnv(t, state, config, nil)
+}
+
+// startDaemonEnv is startDaemonIn with extra environment (KEY=VALUE), e.g.
+// DOCKER_HOST for an Engine of the test's own.
+func startDaemonEnv(t *testing.T, state, config string, env []string) *daemonUnderTest {
+	t.Helper()
 	bin := buildBinary(t, "sandboxctl")
 	cfgPath := filepath.Join(state, "sandboxctl.yaml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
@@ -41,6 +48,9 @@ func startDaemonIn(t *testing.T, state, config string) *daemonUnderTest {
 	}
 	cmd := exec.Command(bin, "--state", state, "--config", cfgPath, "serve")
 	cmd.Stderr = os.Stderr
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

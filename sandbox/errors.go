@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -24,7 +26,27 @@ var (
 	ErrInvalidConfig = sandboxconfig.ErrInvalidConfig
 	// ErrNotFound means no managed sandbox matches.
 	ErrNotFound = errors.New("sandbox not found")
+	// ErrEngineFailed means the Engine answered with an internal error
+	// (HTTP 5xx), typically while it shuts down or restarts; it is of the
+	// Unavailable class (the daemon answers 503).
+	ErrEngineFailed = fmt.Errorf("%w: the Docker Engine failed", cerrdefs.ErrUnavailable)
 )
+
+// engineError hides the Engine's internal message (the daemon log keeps
+// it) behind what happened and the way out.
+type engineError struct {
+	host string
+	err  error
+}
+
+func (e *engineError) Error() string {
+	return fmt.Sprintf("the Docker Engine at %s failed with an internal error (it is probably shutting down or restarting); "+
+		"retry once `docker info` answers; the daemon log has the Engine's message", e.host)
+}
+func (e *engineError) Is(target error) bool {
+	return target == ErrEngineFailed || target == cerrdefs.ErrUnavailable
+}
+func (e *engineError) Unwrap() error { return e.err }
 
 // unreachableError wraps a connection failure with the way out.
 type unreachableError struct {
@@ -57,8 +79,14 @@ func (m *Manager) classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if client.IsErrConnectionFailed(err) {
+	switch {
+	case client.IsErrConnectionFailed(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		// Not there, or it went away in the middle of the request.
 		return fmt.Errorf("%s: %w", op, &unreachableError{host: m.engineHost(), err: err})
+	case cerrdefs.IsInternal(err), cerrdefs.IsUnavailable(err), cerrdefs.IsUnknown(err):
+		m.logf("%s: Engine error: %v", op, err)
+		return fmt.Errorf("%s: %w", op, &engineError{host: m.engineHost(), err: err})
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -10,8 +10,10 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 )
@@ -106,6 +108,12 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 	if err != nil {
 		if isNotFound(err) {
 			return nil, fmt.Errorf("sandbox exec: container %s: %w", short(containerID), ErrNotFound)
+		}
+		if isConflict(err) {
+			// The Engine's "Container … is not running": it stopped between
+			// the ensure and the exec. Nothing ran.
+			return nil, fmt.Errorf("sandbox exec: %w: container %s stopped while the command was starting; nothing ran, run it again (%w)",
+				ErrContainerGone, short(containerID), cerrdefs.ErrConflict)
 		}
 		return nil, m.classify("sandbox exec create", err)
 	}
@@ -331,6 +339,36 @@ func (e *Exec) Kill(ctx context.Context) error {
 	return e.m.KillTagged(ctx, e.containerID, e.tag, KillGrace)
 }
 
+// Signal delivers sig to every process of the command's tree (tagged
+// with its SANDBOXCTL_RUN) inside the container.
+func (e *Exec) Signal(ctx context.Context, sig syscall.Signal) error {
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		e.killMu.Lock()
+		if e.killed == "" {
+			e.killed = "SIGKILL"
+		}
+		e.killMu.Unlock()
+	}
+	out, code, err := e.m.run(ctx, e.containerID, []string{"sh", "-c", signalScript, "sh", e.tag, strconv.Itoa(int(sig))})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("sandbox signal %s: %w", e.tag, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("sandbox signal %s: exit %d: %s", e.tag, code, lastN(out, 300))
+	}
+	return nil
+}
+
+// signalScript sends signal number $2 to the processes tagged $1 (see
+// killScript).
+const signalScript = `t="` + RunTagEnv + `=$1"
+p=$(for d in /proc/[0-9]*; do tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$t" && echo "${d#/proc/}"; done)
+[ -z "$p" ] && exit 0
+kill -"$2" $p 2>/dev/null; exit 0`
+
 // killScript finds processes by their tag in /proc/PID/environ (busybox and
 // coreutils alike), sends TERM, waits up to the grace, then KILLs what is
 // left, twice to catch processes forked meanwhile. The tag is an argument,
@@ -417,6 +455,8 @@ type Process interface {
 	Resize(ctx context.Context, cols, rows int) error
 	Wait(ctx context.Context) (exitCode int, signal string, err error)
 	Kill(ctx context.Context) error
+	// Signal delivers one signal to the command's tree.
+	Signal(ctx context.Context, sig syscall.Signal) error
 	// Tag is the SANDBOXCTL_RUN value of the command's tree.
 	Tag() string
 	// Done is closed when the command has ended.

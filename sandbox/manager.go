@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +15,40 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
+
+// LabelStateID on a container names the state directory whose daemon
+// created it (a hash of the directory's absolute path). Daemons with other
+// state directories on the same Engine neither list, prune, recover, run
+// in, recreate nor remove it.
+const LabelStateID = "sandboxctl.stateId"
+
+// ErrOtherStateDir means the container that would serve a scope belongs to
+// another state directory's daemon (same containerPrefix on one Engine).
+var ErrOtherStateDir = fmt.Errorf("%w: the sandbox belongs to the daemon of another state directory", cerrdefs.ErrConflict)
+
+// stateID is the LabelStateID value of a state directory.
+func stateID(dir string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// ownedBy reports whether a container's labels allow this Manager to use it
+// (containers made before the label existed carry none: they are adopted).
+func (m *Manager) ownedBy(labels map[string]string) bool {
+	id := labels[LabelStateID]
+	return id == "" || id == m.stateID
+}
+
+func (m *Manager) otherStateErr(name string, labels map[string]string) error {
+	return fmt.Errorf("sandbox %s: %w (state id %s, this daemon's is %s): daemons with different state directories on one Engine need distinct sandbox.docker.containerPrefix values",
+		name, ErrOtherStateDir, labels[LabelStateID], m.stateID)
+}
 
 // RecentUseWindow is how recently a sandbox must have been used for a config
 // change to leave it running (with a pending recreate) instead of recreating it.
@@ -57,6 +88,7 @@ type Options struct {
 type Manager struct {
 	cfg        Config
 	stateDir   string
+	stateID    string
 	wsRoot     string
 	cli        *client.Client
 	ownsClient bool
@@ -74,6 +106,7 @@ type Manager struct {
 	images  imageBuilds
 	clients supervisorClients
 	warm    warmEnsures
+	watch   containerWatch
 	// localSupervisor: try a supervisor's unix socket before the attach
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
@@ -98,9 +131,14 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		}
 		home = h
 	}
+	absState, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: state directory: %w", err)
+	}
 	m := &Manager{
 		cfg:        opts.Config,
 		stateDir:   opts.StateDir,
+		stateID:    stateID(absState),
 		wsRoot:     expandHome(opts.Config.WorkspaceRoot, home),
 		cli:        opts.Client,
 		labels:     opts.Labels,
@@ -143,6 +181,7 @@ func (m *Manager) Supervised() bool { return m.sup != nil }
 // Close releases the Engine client if the Manager created it and flushes
 // last-used times.
 func (m *Manager) Close() error {
+	m.stopWatch()
 	m.clients.closeAll()
 	m.reg.flush()
 	if m.ownsClient {
@@ -260,6 +299,9 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			if c.Config == nil || c.Config.Labels[LabelManaged] != "1" {
 				return res, fmt.Errorf("sandbox: a container named %s exists but is not managed by sandboxctl; remove or rename it", name)
 			}
+			if !m.ownedBy(c.Config.Labels) {
+				return res, m.otherStateErr(name, c.Config.Labels)
+			}
 			running := c.State != nil && c.State.Running
 			if c.Config.Labels[LabelConfigHash] != hash {
 				last := m.reg.lastUsed(name)
@@ -325,6 +367,7 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 		LabelCreatedAt:  strconv.FormatInt(m.now().UnixMilli(), 10),
 		LabelConfigHash: hash,
 		LabelConfig:     string(canonical),
+		LabelStateID:    m.stateID,
 	}
 	for k, v := range m.labels {
 		labels[k] = v
@@ -475,7 +518,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			}
 		}
 		scopeKey := c.Labels[LabelScopeKey]
-		if name != ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey) {
+		if name != ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey) || !m.ownedBy(c.Labels) {
 			// Another configuration's sandbox (another containerPrefix,
 			// e.g. a second daemon on this host): not ours to list,
 			// prune, or re-adopt sessions from.
@@ -516,6 +559,9 @@ func (m *Manager) RemoveByName(ctx context.Context, name string) error {
 	}
 	if insp.Container.Config == nil || insp.Container.Config.Labels[LabelManaged] != "1" {
 		return fmt.Errorf("%w: container %s is not managed by sandboxctl", ErrNotFound, name)
+	}
+	if !m.ownedBy(insp.Container.Config.Labels) {
+		return m.otherStateErr(name, insp.Container.Config.Labels)
 	}
 	if err := m.removeID(ctx, insp.Container.ID); err != nil {
 		return err

@@ -86,8 +86,39 @@ type supervisorClients struct {
 }
 
 type clientEntry struct {
-	mu sync.Mutex
-	c  *supervisor.Client
+	mu      sync.Mutex
+	c       *supervisor.Client
+	created time.Time // when c was connected
+}
+
+// ids lists the containers with a connection entry.
+func (cs *supervisorClients) ids() []string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make([]string, 0, len(cs.entries))
+	for id := range cs.entries {
+		out = append(out, id)
+	}
+	return out
+}
+
+// fail ends container id's supervisor connection with reason when it was
+// made before at; every command it follows fails with reason. It reports
+// whether a live connection ended.
+func (cs *supervisorClients) fail(id string, at time.Time, reason error) bool {
+	cs.mu.Lock()
+	e := cs.entries[id]
+	cs.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c == nil || e.c.Err() != nil || e.created.After(at) {
+		return false
+	}
+	e.c.Fail(reason)
+	return true
 }
 
 func (cs *supervisorClients) entry(id string) *clientEntry {
@@ -228,6 +259,8 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 	if e.c != nil && e.c.Err() == nil {
 		return e.c, nil
 	}
+	m.startWatch()
+	created := time.Now()
 	opts := supervisor.ClientOptions{
 		Dial: m.dialer(id),
 		HandshakeFailed: func(conn supervisor.Conn, err error) {
@@ -248,7 +281,7 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 		return nil, fmt.Errorf("connect to the supervisor of sandbox %s: %w", short(id), err)
 	}
 	m.logf("sandbox %s: supervisor client %s connected (local socket: %v)", short(id), c.Nonce(), c.Local())
-	e.c = c
+	e.c, e.created = c, created
 	return c, nil
 }
 
@@ -310,6 +343,7 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	for k, v := range opts.Meta {
 		meta[k] = v
 	}
+	sentAt := time.Now()
 	p, err := c.Open(ctx, supervisor.OpenSpec{
 		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
 		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
@@ -321,17 +355,28 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 		// The supervisor never ran it: the plain path may.
 		return nil, fmt.Sprintf("sandbox supervisor could not start the command (%v); using the plain Engine exec path", err), nil
 	}
-	return m.adoptUncertainStart(ctx, res, opts.Tag, err)
+	return m.adoptUncertainStart(ctx, res, opts.Tag, sentAt, err)
 }
 
 // adoptUncertainStart settles an Open whose answer was lost (the connection
 // broke or was taken over after the request went out): the supervisor may
 // or may not have started the command. A session with the command's id is
 // followed from its first byte; no session means the plain path may run it;
-// not knowing is an error, never a second run.
-func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id string, openErr error) (*SupervisedExec, string, error) {
+// not knowing is an error, never a second run. A container (re)started
+// after the request went out may have run it and died since: its new
+// supervisor cannot know, so that is not knowing either.
+func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id string, sentAt time.Time, openErr error) (*SupervisedExec, string, error) {
 	if id == "" || ctx.Err() != nil {
 		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command, its answer was lost: %w", res.Name, openErr)
+	}
+	insp, err := m.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox cannot be inspected: %w", res.Name, openErr, m.classify("inspect sandbox", err))
+	}
+	if st := insp.Container.State; st == nil || !st.Running {
+		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox stopped since; not running it again", res.Name, openErr)
+	} else if started, perr := time.Parse(time.RFC3339Nano, st.StartedAt); perr != nil || !started.Before(sentAt) {
+		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox restarted since; not running it again", res.Name, openErr)
 	}
 	c, err := m.supervisorClient(ctx, res.ID)
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 				Config: cfg.Sandbox, StateDir: t.TempDir(), Home: t.TempDir(), DisableSupervisor: path.disable, SupervisorAttachOnly: path.attachOnly, Logf: t.Logf,
 				Labels: map[string]string{"sandboxctl.test": "sandbox-pkg"},
 			}
+			cursors := filepath.Join(opts.StateDir, "cursors.json") // the daemon's, kept across its restart
 			sm, err := sandbox.NewManager(context.Background(), opts)
 			if err != nil {
 				t.Fatal(err)
@@ -67,7 +69,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					mgr2, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(sm2)}})
+					mgr2, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(sm2)}, CursorFile: cursors})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -84,7 +86,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 				}
 			}
 			host := sessions.NewSandboxHost(sm)
-			mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": host}})
+			mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": host}, CursorFile: cursors})
 			if err != nil {
 				t.Fatal(err)
 			}

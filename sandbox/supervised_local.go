@@ -50,6 +50,9 @@ func (localConn) Local() bool { return true }
 // only peers outside the container's pid namespace.
 func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, error) {
 	insp, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if isNotFound(err) {
+		return nil, fmt.Errorf("sandbox %s: %w: %w", short(id), supervisor.ErrGone, err)
+	}
 	if err != nil {
 		return nil, m.classify("inspect sandbox "+short(id), err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
 )
 
 // ApprovalWaiter is implemented by a Guard whose approval-pending verdicts
@@ -130,6 +131,20 @@ func (a *approvalProcess) Wait(ctx context.Context) (int, string, error) {
 		return -1, "", err
 	}
 	return p.Wait(ctx)
+}
+
+// Signal delivers sig once the approved command runs; before that there is
+// nothing to signal.
+func (a *approvalProcess) Signal(ctx context.Context, sig syscall.Signal) error {
+	p := a.started()
+	if p == nil {
+		return errors.New("the command has not started (it awaits approval); kill without a signal cancels it")
+	}
+	sg, ok := p.(Signaler)
+	if !ok {
+		return errSignalUnsupported
+	}
+	return sg.Signal(ctx, sig)
 }
 
 func (a *approvalProcess) Kill(ctx context.Context) error {

@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"io"
+	"syscall"
 )
 
 // StartSpec describes one command for a Host to start.
@@ -74,4 +75,11 @@ type Process interface {
 	Wait(ctx context.Context) (exitCode int, signal string, err error)
 	// Kill ends the whole process tree: SIGTERM, then SIGKILL after grace.
 	Kill(ctx context.Context) error
+}
+
+// Signaler is implemented by a Process that can deliver one signal to its
+// process tree (process kill with a signal). Kill stays the way to end a
+// tree (TERM, then KILL after a grace).
+type Signaler interface {
+	Signal(ctx context.Context, sig syscall.Signal) error
 }

@@ -43,14 +43,16 @@ func newGatewayManager(t *testing.T, defaultCwd string) *sessions.Manager {
 }
 
 // newSingleHostManager returns a Manager with one host under name, closed
-// (every session killed) at the end of the test.
-func newSingleHostManager(t *testing.T, cfg config.File, name string, host sessions.Host) *sessions.Manager {
+// (every session killed) at the end of the test; cursorFile is
+// Options.CursorFile.
+func newSingleHostManager(t *testing.T, cfg config.File, name string, host sessions.Host, cursorFile ...string) *sessions.Manager {
 	t.Helper()
 	m, err := sessions.New(sessions.Options{
-		Config: cfg,
-		Hosts:  map[string]sessions.Host{name: host},
-		Logf:   t.Logf,
-		Getenv: func(string) string { return "" },
+		Config:     cfg,
+		Hosts:      map[string]sessions.Host{name: host},
+		Logf:       t.Logf,
+		Getenv:     func(string) string { return "" },
+		CursorFile: strings.Join(cursorFile, ""),
 	})
 	if err != nil {
 		t.Fatalf("sessions.New: %v", err)
@@ -198,15 +200,16 @@ func TestSupervisedGatewayConformance(t *testing.T) {
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
 	hosttest.Run(t, func(t *testing.T) hosttest.Target {
 		scratch := t.TempDir()
+		cursors := filepath.Join(t.TempDir(), "cursors.json") // the daemon's, kept across its restart
 		return hosttest.Target{
 			Restart: func(t *testing.T) hosttest.Tools {
-				m := newSingleHostManager(t, cfg, "gateway", sessions.NewSupervisedGatewayHost(newGatewayRunner(t), scratch, newSup(t)))
+				m := newSingleHostManager(t, cfg, "gateway", sessions.NewSupervisedGatewayHost(newGatewayRunner(t), scratch, newSup(t)), cursors)
 				if _, err := m.Recover(context.Background()); err != nil {
 					t.Fatalf("Recover: %v", err)
 				}
 				return m
 			},
-			Tools:      newSingleHostManager(t, cfg, "gateway", sessions.NewSupervisedGatewayHost(newGatewayRunner(t), scratch, sup)),
+			Tools:      newSingleHostManager(t, cfg, "gateway", sessions.NewSupervisedGatewayHost(newGatewayRunner(t), scratch, sup), cursors),
 			Host:       "gateway",
 			AgentID:    "agent-conformance",
 			SessionKey: "session-" + strings.ReplaceAll(t.Name(), "/", "-"),

@@ -90,6 +90,7 @@ func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
 			ID: rs.Meta[metaSessionID], Command: rs.Meta[metaCommand], Cwd: rs.Meta[metaCwd],
 			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.TTY, StdinOpen: rs.Stdin && rs.Running,
 			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output, Dropped: rs.Dropped,
+			Covered: rs.StdoutOffset + rs.StderrOffset,
 		}
 		if r.Command == "" && len(rs.Argv) > 0 {
 			r.Command = rs.Argv[len(rs.Argv)-1]

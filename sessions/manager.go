@@ -30,6 +30,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Getenv reads the SANDBOXCTL_* / PI_BASH_* overrides (default os.Getenv).
 	Getenv func(string) string
+	// CursorFile keeps how far polls delivered the output of sessions that
+	// outlive the daemon, so that a restarted daemon does not deliver it
+	// again (e.g. <state>/cursors.json); "" keeps none.
+	CursorFile string
 }
 
 // Limits are the effective numeric settings after defaults, environment
@@ -46,14 +50,15 @@ type Limits struct {
 
 // Manager runs the exec and process tools. It is safe for concurrent use.
 type Manager struct {
-	cfg    config.File
-	lim    Limits
-	hosts  map[string]Host
-	guard  Guard
-	now    func() time.Time
-	logf   func(string, ...any)
-	ctx    context.Context // lifetime of sessions; cancelled by Close
-	cancel context.CancelFunc
+	cursors *cursorStore
+	cfg     config.File
+	lim     Limits
+	hosts   map[string]Host
+	guard   Guard
+	now     func() time.Time
+	logf    func(string, ...any)
+	ctx     context.Context // lifetime of sessions; cancelled by Close
+	cancel  context.CancelFunc
 
 	mu       sync.Mutex
 	sessions map[string]*session   // by id: every registered session
@@ -90,6 +95,7 @@ func New(opts Options) (*Manager, error) {
 		reserved: map[string]bool{},
 		live:     map[*session]struct{}{},
 		subs:     map[chan Event]struct{}{},
+		cursors:  openCursors(opts.CursorFile),
 	}
 	if m.now == nil {
 		m.now = time.Now

@@ -2,10 +2,12 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
@@ -79,6 +81,13 @@ func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) 
 	case "submit":
 		return m.write(s, []byte("\r"), false, "submit")
 	case "kill":
+		if strings.TrimSpace(p.Signal) != "" {
+			sig, name, err := parseKillSignal(p.Signal)
+			if err != nil {
+				return Result{}, err
+			}
+			return m.signalAction(ctx, s, sig, name)
+		}
 		return m.killAction(ctx, s)
 	case "clear":
 		return m.clear(s)
@@ -159,7 +168,7 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 		if err := checkNumber("timeoutMs", *p.TimeoutMs); err != nil {
 			return Result{}, err
 		}
-		wait = min(time.Duration(*p.TimeoutMs*float64(time.Millisecond)), maxPollWait)
+		wait = pollWait(*p.TimeoutMs)
 	}
 	var deadline <-chan time.Time
 	if wait > 0 {
@@ -181,6 +190,8 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 		s.mu.Lock()
 	}
 	out := joinNonEmpty(strings.TrimRight(s.pendOut.Drain(), "\n"), strings.TrimRight(s.pendErr.Drain(), "\n"))
+	s.delivered = s.readRaw
+	delivered := s.delivered
 	d := s.stateDetailsLocked()
 	var state string
 	switch {
@@ -196,6 +207,11 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 		state = fmt.Sprintf("Process failed: %s.", s.reason)
 	}
 	s.mu.Unlock()
+	if _, ok := m.hosts[s.host].(Recoverer); ok {
+		if err := m.cursors.set(s.id, delivered); err != nil {
+			m.logf("sessions: %s: %v", s.id, err)
+		}
+	}
 	if out == "" {
 		out = "(no new output)"
 	}
@@ -350,6 +366,85 @@ func (m *Manager) killAction(ctx context.Context, s *session) (Result, error) {
 		return textResult(fmt.Sprintf("Killed session %s (signal %s).", s.id, s.signal), d), nil
 	}
 	return textResult(fmt.Sprintf("Kill sent to session %s; it has not exited yet.", s.id), d), nil
+}
+
+// killSignals are the signals process kill accepts by name.
+var killSignals = map[string]syscall.Signal{
+	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL, "SIGHUP": syscall.SIGHUP,
+	"SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2,
+}
+
+// parseKillSignal accepts a signal name with or without "SIG", any case.
+func parseKillSignal(name string) (syscall.Signal, string, error) {
+	n := strings.ToUpper(strings.TrimSpace(name))
+	if !strings.HasPrefix(n, "SIG") {
+		n = "SIG" + n
+	}
+	sig, ok := killSignals[n]
+	if !ok {
+		names := make([]string, 0, len(killSignals))
+		for k := range killSignals {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return 0, "", inputErr("signal", "unknown signal %q (valid: %s; omit it to end the session with SIGTERM, then SIGKILL)", name, strings.Join(names, ", "))
+	}
+	return sig, n, nil
+}
+
+// errSignalUnsupported: the host's processes take no signal but kill's.
+var errSignalUnsupported = errors.New("this host cannot deliver a chosen signal")
+
+// signalAction delivers one signal to the session's process tree and
+// reports whether it ended within killWait.
+func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Signal, name string) (Result, error) {
+	s.mu.Lock()
+	finished, status := s.finished, s.status
+	s.mu.Unlock()
+	if finished {
+		s.mu.Lock()
+		d := s.stateDetailsLocked()
+		s.mu.Unlock()
+		return textResult(fmt.Sprintf("Session %s is not running (%s).", s.id, status), d), nil
+	}
+	sg, ok := s.proc.(Signaler)
+	if !ok {
+		return Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
+	}
+	if err := sg.Signal(ctx, sig); err != nil {
+		if errors.Is(err, errSignalUnsupported) {
+			return Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
+		}
+		return Result{}, fmt.Errorf("process kill: send %s to session %s: %w", name, s.id, err)
+	}
+	t := time.NewTimer(killWait)
+	select {
+	case <-s.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.stateDetailsLocked()
+	switch {
+	case !s.finished:
+		return textResult(fmt.Sprintf("Sent %s to session %s; it is still running.", name, s.id), d), nil
+	case s.signal != "":
+		return textResult(fmt.Sprintf("Killed session %s (signal %s).", s.id, s.signal), d), nil
+	case s.status == StatusCompleted:
+		return textResult(fmt.Sprintf("Sent %s to session %s; it exited with code %d.", name, s.id, s.exitCode), d), nil
+	}
+	return textResult(fmt.Sprintf("Sent %s to session %s; it failed: %s.", name, s.id, s.reason), d), nil
+}
+
+// pollWait is poll's timeoutMs as a Duration, clamped to maxPollWait
+// before the conversion can overflow.
+func pollWait(ms float64) time.Duration {
+	if ms*float64(time.Millisecond) >= float64(maxPollWait) {
+		return maxPollWait
+	}
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 func (m *Manager) clear(s *session) (Result, error) {

@@ -32,9 +32,12 @@ type RecoveredSession struct {
 	PID       int
 	StartedAt time.Time
 	// Output is what the host kept (raw bytes, streams interleaved) and
-	// Dropped how much older output it no longer has.
+	// Dropped how much older output it no longer has. Covered is the raw
+	// byte count (both streams) that Output ends at; Process streams what
+	// follows.
 	Output  []byte
 	Dropped int64
+	Covered int64
 	// Finished sessions carry their end; running ones carry Process, which
 	// streams the output after Output and reports the exit.
 	Finished bool
@@ -80,6 +83,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 			n++
 		}
 	}
+	m.retainCursors()
 	return n, errors.Join(errs...)
 }
 
@@ -117,7 +121,8 @@ func (m *Manager) adopt(host string, rs RecoveredSession) error {
 	text += dec.Flush()
 	s.agg.AddDropped(rs.Dropped)
 	s.agg.Write(text)
-	s.pendOut.Write(text)
+	s.pendOut.Write(m.pendingOnRecover(rs))
+	s.readRaw, s.delivered = rs.Covered, rs.Covered
 	if rs.Finished {
 		s.finished = true
 		s.endedAt = rs.EndedAt

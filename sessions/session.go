@@ -66,6 +66,12 @@ type session struct {
 	timer       *time.Timer
 	killStarted bool
 	done        chan struct{} // closed by finalize
+	// readRaw counts the raw output bytes read (both streams; for a
+	// recovered session from the position its kept output ended at);
+	// delivered is readRaw as of the last poll that drained the pending
+	// output (see cursorStore).
+	readRaw   int64
+	delivered int64
 }
 
 func (m *Manager) newSession(p ExecParams, host, cwd, command string, proc Process, keepStdin bool) *session {
@@ -155,7 +161,7 @@ func (m *Manager) read(s *session, r io.Reader, pend *output.Tail) {
 					break
 				}
 			}
-			s.appendOutput(text, pend)
+			s.appendOutputRaw(text, pend, n)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
@@ -168,14 +174,21 @@ func (m *Manager) read(s *session, r io.Reader, pend *output.Tail) {
 }
 
 func (s *session) appendOutput(text string, pend *output.Tail) {
-	if text == "" {
-		return
-	}
+	s.appendOutputRaw(text, pend, 0)
+}
+
+// appendOutputRaw is appendOutput for text decoded from raw bytes read:
+// both are counted under one lock, so a poll's cursor never covers bytes
+// whose text it did not deliver.
+func (s *session) appendOutputRaw(text string, pend *output.Tail, raw int) {
 	n := utf8.RuneCountInString(text)
 	s.mu.Lock()
-	s.agg.WriteCounted(text, n)
-	pend.WriteCounted(text, n)
-	s.wakeLocked()
+	s.readRaw += int64(raw)
+	if text != "" {
+		s.agg.WriteCounted(text, n)
+		pend.WriteCounted(text, n)
+		s.wakeLocked()
+	}
 	s.mu.Unlock()
 }
 

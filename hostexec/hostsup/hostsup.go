@@ -239,6 +239,9 @@ func (s *Supervisor) Open(ctx context.Context, spec supervisor.OpenSpec) (*super
 type Recovered struct {
 	Info   supervisor.SessionInfo
 	Output []byte
+	// StdoutOffset and StderrOffset are the byte counts per stream that
+	// Output ends at.
+	StdoutOffset, StderrOffset int64
 	// Proc follows the session from the end of Output (a finished one
 	// reports its exit at once).
 	Proc *supervisor.Proc
@@ -274,7 +277,7 @@ func (s *Supervisor) Sessions(ctx context.Context) ([]Recovered, []Lost, error) 
 		if err == nil {
 			var p *supervisor.Proc
 			if p, err = c.Attach(ctx, in, so, se); err == nil {
-				out = append(out, Recovered{Info: in, Output: data, Proc: p})
+				out = append(out, Recovered{Info: in, Output: data, StdoutOffset: so, StderrOffset: se, Proc: p})
 				continue
 			}
 		}

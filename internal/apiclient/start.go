@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -103,9 +104,15 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 		case <-ctx.Done():
 			return fmt.Errorf("daemon: waiting for the daemon to start: %w", ctx.Err())
 		case werr := <-exited:
-			// It may have lost a start race to a daemon that is healthy.
+			// It may have lost a start race to a daemon that is healthy,
+			// or that holds the lock and is still starting (it takes the
+			// lock before it recovers sessions): wait for that one.
 			if healthy(ctx, c, 2*time.Second) {
 				return nil
+			}
+			if locked(opts.StateDir) {
+				exited = nil
+				continue
 			}
 			return fmt.Errorf("daemon: the daemon exited during start-up (%v); last lines of %s:\n%s", werr, logPath, logTail(logPath, 2048))
 		case <-deadline.C:
@@ -120,13 +127,23 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 func Stop(ctx context.Context, stateDir string) error {
 	c := NewUnixClient(SocketPath(stateDir))
 	if !healthy(ctx, c, 2*time.Second) {
-		if locked(stateDir) {
-			pid, _ := ReadPIDFile(stateDir)
-			return fmt.Errorf("daemon: pid %d holds the state directory but does not answer on %s", pid, SocketPath(stateDir))
+		if !locked(stateDir) {
+			return nil
 		}
-		return nil
-	}
-	if err := c.Shutdown(ctx); err != nil {
+		// A daemon that holds the lock but does not answer (its socket
+		// was deleted, say): SIGTERM, which shuts it down gracefully, once
+		// the kernel confirms that the pid in daemon.pid holds the lock.
+		pid, err := ReadPIDFile(stateDir)
+		if err != nil {
+			return fmt.Errorf("daemon: a process holds the state directory but does not answer on %s, and %w", SocketPath(stateDir), err)
+		}
+		if err := holdsLock(pid, filepath.Join(stateDir, LockFileName)); err != nil {
+			return fmt.Errorf("daemon: pid %d (daemon.pid) does not answer on %s and is not signalled: %w", pid, SocketPath(stateDir), err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			return fmt.Errorf("daemon: signal pid %d: %w", pid, err)
+		}
+	} else if err := c.Shutdown(ctx); err != nil {
 		return err
 	}
 	tick := time.NewTicker(25 * time.Millisecond)
@@ -139,6 +156,27 @@ func Stop(ctx context.Context, stateDir string) error {
 		}
 	}
 	return nil
+}
+
+// holdsLock checks in /proc/locks that pid holds a flock on path.
+func holdsLock(pid int, path string) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return err
+	}
+	data, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return err
+	}
+	ino := ":" + strconv.FormatUint(st.Ino, 10)
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		// "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
+		if len(f) >= 6 && f[1] == "FLOCK" && f[4] == strconv.Itoa(pid) && strings.HasSuffix(f[5], ino) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the kernel lists no lock of pid %d on %s", pid, path)
 }
 
 // locked reports whether a daemon holds the state directory's lock. The

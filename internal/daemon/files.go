@@ -13,6 +13,32 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
+// StateLock is the held lock of a state directory (see LockStateDir).
+type StateLock struct{ f *os.File }
+
+// LockStateDir creates the state directory (mode 0700) when missing and
+// takes its lock, failing with ErrAlreadyRunning when a daemon holds it. A
+// daemon takes it before it touches anything of the directory or of the
+// sandboxes it owns, then hands it to Listen (Options.Lock).
+func LockStateDir(stateDir string) (*StateLock, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("daemon: create state directory: %w", err)
+	}
+	f, err := lockStateDir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	return &StateLock{f: f}, nil
+}
+
+// Release drops the lock (Listen's Server releases a lock it was given).
+func (l *StateLock) Release() {
+	if l != nil && l.f != nil {
+		_ = l.f.Close()
+		l.f = nil
+	}
+}
+
 // lockStateDir takes an exclusive, non-blocking flock on <dir>/daemon.lock.
 // The kernel drops it when the process dies, so unlike the pid file it can
 // never go stale.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Names of the daemon's files inside the state directory.
@@ -109,6 +111,9 @@ type Options struct {
 	// because they check credentials of their own (the node link checks the
 	// node token); they are not served on the socket.
 	SelfAuthRoutes map[string]http.Handler
+	// Lock is the state directory's lock, taken with LockStateDir before
+	// anything else; nil makes Listen take it. The Server releases it.
+	Lock *StateLock
 	// Version is reported by /healthz.
 	Version string
 	// ShutdownGrace is how long in-flight requests may finish on their own
@@ -131,6 +136,7 @@ type Server struct {
 	unixLn, tcpLn   net.Listener
 	unixSrv, tcpSrv *http.Server
 
+	lnMu     sync.Mutex    // guards unixLn, which watchSocket replaces
 	stopReq  chan struct{} // closed by RequestShutdown
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins; ends event streams
@@ -184,7 +190,9 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 	}()
 
-	if s.lock, err = lockStateDir(stateDir); err != nil {
+	if opts.Lock != nil && opts.Lock.f != nil {
+		s.lock, opts.Lock.f = opts.Lock.f, nil
+	} else if s.lock, err = lockStateDir(stateDir); err != nil {
 		return nil, err
 	}
 	if err := s.removeStaleSocket(ctx); err != nil {
@@ -267,7 +275,10 @@ func (s *Server) RequestShutdown() { s.stopOnce.Do(func() { close(s.stopReq) }) 
 // they started), and removes the socket, pid file and lock.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
-	go func() { errc <- s.unixSrv.Serve(s.unixLn) }()
+	s.lnMu.Lock()
+	first := s.unixLn
+	s.lnMu.Unlock()
+	go func() { errc <- s.unixSrv.Serve(first) }()
 	if s.tcpSrv != nil {
 		go func() {
 			if s.opts.TLSCertFile != "" {
@@ -277,6 +288,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			errc <- s.tcpSrv.Serve(s.tcpLn)
 		}()
 	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go s.watchSocket(watchCtx, errc)
 	s.opts.Logf("sandboxctl daemon (pid %d) listening on %s", os.Getpid(), s.sockPath)
 	if s.tcpLn != nil {
 		s.opts.Logf("also listening on tcp %s (tls: %t)", s.tcpLn.Addr(), s.opts.TLSCertFile != "")
@@ -347,8 +361,12 @@ func (s *Server) shutdown() error {
 // release removes the socket and pid file and drops the lock, in that order,
 // so that a daemon starting next never sees our files as its own.
 func (s *Server) release() {
-	if s.unixLn != nil {
-		_ = s.unixLn.Close()
+	s.lnMu.Lock()
+	ln := s.unixLn
+	s.unixLn = nil
+	s.lnMu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
 		_ = os.Remove(s.sockPath)
 	}
 	if s.tcpLn != nil {
@@ -360,6 +378,74 @@ func (s *Server) release() {
 		}
 		_ = s.lock.Close() // closing the descriptor drops the flock
 		s.lock = nil
+	}
+}
+
+// socketCheckEvery is how often the daemon checks that its socket file is
+// still in place.
+const socketCheckEvery = 500 * time.Millisecond
+
+// watchSocket keeps the daemon reachable: a socket file that was deleted
+// (a tmp cleaner, a careless rm) is re-created, since nothing else can
+// reach or stop a daemon without it and the next auto-start would only
+// find the state directory locked. A file that replaced the socket is not
+// ours to remove: the daemon shuts down rather than serve unreachable.
+func (s *Server) watchSocket(ctx context.Context, errc chan<- error) {
+	s.lnMu.Lock()
+	ours, err := os.Lstat(s.sockPath)
+	s.lnMu.Unlock()
+	if err != nil {
+		s.opts.Logf("socket watch: %v", err)
+		return
+	}
+	t := time.NewTicker(socketCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stopping:
+			return
+		case <-t.C:
+		}
+		fi, err := os.Lstat(s.sockPath)
+		switch {
+		case err == nil && os.SameFile(fi, ours):
+			continue
+		case errors.Is(err, os.ErrNotExist):
+			ln, lerr := listenUnixPrivate(s.sockPath)
+			if lerr != nil {
+				s.opts.Logf("socket %s was deleted and cannot be re-created (%v); shutting down", s.sockPath, lerr)
+				s.RequestShutdown()
+				return
+			}
+			if ours, err = os.Lstat(s.sockPath); err != nil {
+				_ = ln.Close()
+				s.opts.Logf("socket %s: %v; shutting down", s.sockPath, err)
+				s.RequestShutdown()
+				return
+			}
+			// The old listener stays open (closing it would end its Serve
+			// with an error); the server's shutdown closes both.
+			s.lnMu.Lock()
+			s.unixLn = ln
+			s.lnMu.Unlock()
+			s.opts.Logf("socket %s was deleted; re-created it", s.sockPath)
+			go func() {
+				if err := s.unixSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}()
+		case err != nil:
+			s.opts.Logf("socket watch: %v", err)
+		default:
+			s.opts.Logf("socket %s was replaced by another file; shutting down", s.sockPath)
+			s.RequestShutdown()
+			return
+		}
 	}
 }
 
@@ -655,7 +741,16 @@ func (s *Server) statusFor(err error) int {
 // code to answer with when it cannot.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeStatus(err)
+	}
+	// A JSON decoder turns invalid UTF-8 into U+FFFD: refuse it rather
+	// than run a command other than the one sent.
+	if err := toolapi.CheckText(raw); err != nil {
+		return http.StatusBadRequest, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeStatus(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Tools is what the server forwards calls to: a sessions.Manager, or a
@@ -40,7 +41,10 @@ const processDescription = "Manage background sessions started by exec: action l
 func New(tools Tools, id Identity, version string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxctl", Version: version}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in sessions.ExecParams) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in sessions.ExecParams) (*mcp.CallToolResult, any, error) {
+			if err := checkArgs(req); err != nil {
+				return toMCP(sessions.Result{}, err)
+			}
 			if id.AgentID != "" || id.SessionKey != "" {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
 			}
@@ -48,7 +52,10 @@ func New(tools Tools, id Identity, version string) *mcp.Server {
 			return toMCP(res, err)
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "process", Description: processDescription},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in sessions.ProcessParams) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in sessions.ProcessParams) (*mcp.CallToolResult, any, error) {
+			if err := checkArgs(req); err != nil {
+				return toMCP(sessions.Result{}, err)
+			}
 			if id.AgentID != "" || id.SessionKey != "" {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
 			}
@@ -61,6 +68,18 @@ func New(tools Tools, id Identity, version string) *mcp.Server {
 // toMCP maps a tool result to MCP: the text content, and details as the
 // structured content. Bad input is a tool error the model can read and
 // correct, not a protocol error.
+// checkArgs refuses arguments that are not valid UTF-8: decoding them
+// would silently turn the bytes into U+FFFD and run another command.
+func checkArgs(req *mcp.CallToolRequest) error {
+	if req == nil || req.Params == nil {
+		return nil
+	}
+	if err := toolapi.CheckText(req.Params.Arguments); err != nil {
+		return &sessions.InputError{Field: "arguments", Msg: err.Error()}
+	}
+	return nil
+}
+
 func toMCP(res sessions.Result, err error) (*mcp.CallToolResult, any, error) {
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

@@ -133,6 +133,15 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	logf := logger.Printf
 	hardenDaemonProcess(ctx, logf)
 
+	// The lock comes first: a second daemon must not touch the state
+	// directory or take over the first one's supervisors (Recover below)
+	// before it learns that the directory is served.
+	lock, err := daemon.LockStateDir(state)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+
 	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf)
 	if err != nil {
 		return err
@@ -165,7 +174,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
+		CursorFile: filepath.Join(state, "cursors.json")})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -195,6 +205,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		TLSKeyFile:  opts.TLSKey,
 		Version:     c.Version,
 		Logf:        logf,
+		Lock:        lock,
 	}
 	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}
 	for pattern, h := range approvals.routes() {

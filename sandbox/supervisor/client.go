@@ -12,6 +12,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -57,6 +58,11 @@ var (
 	// ErrNotSent means a request could not be written to the connection:
 	// the server never acted on it.
 	ErrNotSent = errors.New("request not sent to the supervisor")
+	// ErrUnanswered means an Open or Attach went out on a connection that
+	// broke before the server answered: the server may or may not have
+	// acted on it. The caller must ask (List) before it runs the command
+	// any other way.
+	ErrUnanswered = errors.New("supervisor connection broke before it answered")
 )
 
 // ClientOptions configure a Client.
@@ -208,10 +214,24 @@ func (c *Client) run(conn Conn, br io.Reader) {
 		c.conn = nil
 		reqs := c.reqs
 		c.reqs = map[uint32]chan Frame{}
+		// A command whose Open (or Attach) went out on this connection and
+		// got no answer may or may not run: it is not re-attached (a
+		// refused attach would read as "never started"), its caller learns
+		// that the outcome is unknown.
+		var unanswered []*Proc
+		for id, p := range c.procs {
+			if p.sentOn == conn && !p.answered() {
+				unanswered = append(unanswered, p)
+				delete(c.procs, id)
+			}
+		}
 		c.mu.Unlock()
 		_ = conn.Close()
 		for id, ch := range reqs {
 			ch <- Frame{Type: FrameError, Stream: id, Payload: []byte("connection to the supervisor broke: " + errString(err))}
+		}
+		for _, p := range unanswered {
+			p.startFailed(fmt.Errorf("%w: %s", ErrUnanswered, errString(err)))
 		}
 		c.logf("supervisor connection broke (%v); reconnecting", err)
 		conn, br, err = c.reconnect()
@@ -254,7 +274,12 @@ func (c *Client) reconnect() (Conn, io.Reader, error) {
 			c.conn = conn
 			procs := make([]*Proc, 0, len(c.procs))
 			for _, p := range c.procs {
-				procs = append(procs, p)
+				// Only commands the server confirmed are re-attached; one
+				// whose Open is still to be sent goes out on this
+				// connection by itself.
+				if p.answered() {
+					procs = append(procs, p)
+				}
 			}
 			close(c.connected)
 			c.mu.Unlock()
@@ -404,6 +429,10 @@ func (c *Client) Close() error {
 	c.shutdown(ErrClosed)
 	return nil
 }
+
+// Fail ends the client for good with err: every followed command fails
+// with it (e.g. the container died; err says how).
+func (c *Client) Fail(err error) { c.shutdown(err) }
 
 // Err is why the client ended (nil while it works).
 func (c *Client) Err() error {
@@ -640,8 +669,21 @@ func (c *Client) startProc(ctx context.Context, p *Proc, typ byte, payload []byt
 		c.mu.Unlock()
 		return nil, err
 	}
-	if err := c.send(ctx, typ, p.stream, payload); err != nil {
+	conn, err := c.waitConn(ctx)
+	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrNotSent, err))
+	}
+	if err := c.sendOn(conn, typ, p.stream, payload); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrNotSent, err))
+	}
+	c.mu.Lock()
+	p.sentOn = conn
+	broke := c.conn != conn
+	c.mu.Unlock()
+	if broke {
+		// The connection broke while the request went out; run() may have
+		// looked at this command before sentOn was set.
+		p.startFailed(fmt.Errorf("%w: the connection changed while the request was sent", ErrUnanswered))
 	}
 	select {
 	case <-p.started:
@@ -666,6 +708,9 @@ type Proc struct {
 	startOnce sync.Once
 	started   chan struct{}
 	startErr  error
+	// sentOn is the connection the Open/Attach went out on (guarded by
+	// the client's mu).
+	sentOn    Conn
 	pid       int
 	startedAt time.Time
 
@@ -687,6 +732,25 @@ func (p *Proc) onStarted(st Started) {
 	p.startOnce.Do(func() {
 		p.pid = st.PID
 		p.startedAt = time.UnixMilli(st.StartedAt)
+		close(p.started)
+	})
+}
+
+// answered reports whether the server confirmed the command (Started).
+func (p *Proc) answered() bool {
+	select {
+	case <-p.started:
+		return p.startErr == nil
+	default:
+		return false
+	}
+}
+
+// startFailed ends a start that got no confirmation; a no-op once the
+// server answered.
+func (p *Proc) startFailed(err error) {
+	p.startOnce.Do(func() {
+		p.startErr = err
 		close(p.started)
 	})
 }
@@ -916,6 +980,18 @@ func (p *Proc) Exit() ExitStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exit
+}
+
+// Signal sends sig to the command's process group.
+func (p *Proc) Signal(ctx context.Context, sig syscall.Signal) error {
+	if p.exited() {
+		return nil
+	}
+	err := p.c.Signal(ctx, p.id, int(sig))
+	if p.exited() {
+		return nil
+	}
+	return err
 }
 
 // KillGrace is the default time between SIGTERM and SIGKILL.

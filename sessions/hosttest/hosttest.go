@@ -579,6 +579,9 @@ func testDaemonRestartWhileRunning(t *testing.T, h *harness) {
 	}
 	h.inspect("touch " + gate)
 	out, last := h.pollUntil(id, regexp.MustCompile(`after-restart`), true, 20*time.Second)
+	if strings.Contains(out, "before-restart") {
+		t.Errorf("the first polls after the restart repeated output already delivered: %q", out)
+	}
 	d := wantStatus(t, last, sessions.StatusCompleted)
 	if code := num(t, d, "exitCode"); code != 0 {
 		t.Errorf("exitCode = %v after the restart, want 0 (output %q)", code, out)
