@@ -11,7 +11,7 @@ func TestSanitizeInherited(t *testing.T) {
 		in   []string
 		want []string
 	}{
-		{"nil gives empty non-nil", nil, []string{}},
+		{"nil gives the pinned variables", nil, []string{"LESSSECURE=1"}},
 		{
 			"advisory keys dropped, ordinary kept",
 			[]string{
@@ -29,22 +29,34 @@ func TestSanitizeInherited(t *testing.T) {
 				"PS4=$(id)",
 				"ld_preload=/tmp/lower.so",
 			},
-			[]string{"HOME=/home/u", "TERM=xterm-256color", "LANG=C.UTF-8", "PATH=/usr/bin:/bin"},
+			[]string{"HOME=/home/u", "TERM=xterm-256color", "LANG=C.UTF-8", "PATH=/usr/bin:/bin", "LESSSECURE=1"},
 		},
 		{
 			"override-only keys are inherited",
-			[]string{"HOME=/h", "GIT_SSH_COMMAND=ssh -i k", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "GIT_CONFIG_COUNT=0"},
-			[]string{"HOME=/h", "GIT_SSH_COMMAND=ssh -i k", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "GIT_CONFIG_COUNT=0"},
+			[]string{"HOME=/h", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "XDG_CONFIG_HOME=/x"},
+			[]string{"HOME=/h", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "XDG_CONFIG_HOME=/x", "LESSSECURE=1"},
+		},
+		{
+			"variables that run commands or load code are dropped (issue 12 item 6)",
+			[]string{"HOME=/h", "GIT_SSH_COMMAND=ssh -i k", "GIT_CONFIG_COUNT=0", "PERLLIB=/tmp/p", "LESS=+!id", "PAGER=evil",
+				"TAR_OPTIONS=--to-command=id", "MANOPT=-Pid", "GIT_CONFIG=/tmp/c", "GIT_TRACE=/tmp/t", "TERMINFO=/tmp/ti",
+				"LOCPATH=/tmp/l", "NLSPATH=/tmp/n", "LESSKEYIN=/tmp/k", "FZF_DEFAULT_COMMAND=id"},
+			[]string{"HOME=/h", "LESSSECURE=1"},
+		},
+		{
+			"an inherited LESSSECURE is replaced by the pinned value",
+			[]string{"LESSSECURE=0", "A=1", "lesssecure=0"},
+			[]string{"A=1", "LESSSECURE=1"},
 		},
 		{
 			"malformed and invalid entries dropped",
 			[]string{"NOEQUALS", "=C:=C:\\x", "=", "A-B=1", "1A=2", "ÄX=3", "OK=", "X=a=b"},
-			[]string{"OK=", "X=a=b"},
+			[]string{"OK=", "X=a=b", "LESSSECURE=1"},
 		},
 		{
 			"order and duplicates kept",
 			[]string{"B=1", "A=2", "B=3"},
-			[]string{"B=1", "A=2", "B=3"},
+			[]string{"B=1", "A=2", "B=3", "LESSSECURE=1"},
 		},
 	}
 	for _, tt := range tests {
