@@ -245,6 +245,9 @@ func CheckKey(host Host, key string) error {
 // and the override-only keys and prefixes. List matching ignores case,
 // so Path, ld_preload and http_proxy are refused as well.
 //
+// A Pinned variable set to exactly its pinned value (LESSSECURE=1) is
+// accepted: it changes nothing, and `env -i` lines are rebuilt with it.
+//
 // Keys are checked in sorted order and every refusal is reported: with one
 // refusal the result is that *RefusedError itself, with several it is their
 // errors.Join in key order. errors.Is(err, ErrRefused) and
@@ -252,6 +255,9 @@ func CheckKey(host Host, key string) error {
 func CheckRequest(host Host, env map[string]string) error {
 	var errs []error
 	for _, k := range sortedKeys(env) {
+		if v, ok := pinned[k]; ok && env[k] == v && host != HostSandbox {
+			continue // setting a pinned variable to its pinned value changes nothing
+		}
 		if err := CheckKey(host, k); err != nil {
 			errs = append(errs, err)
 			continue

@@ -32,6 +32,10 @@ type GateConfig struct {
 	Workspace string
 	// EnvCheck vets variables assigned through env/sudo wrappers.
 	EnvCheck func(map[string]string) error
+	// UntrustedDirs are the directories a sandbox can write (workspace
+	// root, sandbox-owned workspaces, rw bind sources): executables there
+	// never satisfy the allowlist or a safe bin.
+	UntrustedDirs []string
 }
 
 // GateRequest is one command to judge, as it will run.
@@ -50,6 +54,9 @@ type GateRequest struct {
 	// are min(config, request) and max(config, request).
 	Security Security
 	Ask      Ask
+	// PTY: the command runs with a terminal (pagers and editors then take
+	// typed shell escapes; see Gadget).
+	PTY bool
 	// Contained marks a command that runs inside a sandbox: the container is
 	// the boundary, so deny still refuses but no allowlist applies, only
 	// ask=always brings a human in, and the line runs as written.
@@ -123,7 +130,8 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	if err != nil {
 		return GateVerdict{}, err
 	}
-	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace}
+	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace,
+		UntrustedDirs: g.Config.UntrustedDirs, PTY: req.PTY}
 	v := pol.Evaluate(a)
 	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol,
 		binding: Binding{Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, AgentID: req.AgentID, EnvHash: EnvHash(req.Env)}}
@@ -174,7 +182,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	p, err := g.Store.Request(ctx, PendingRequest{
 		Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, Host: req.Host, NodeID: req.NodeID,
 		Security: sec, Ask: ask, AgentID: req.AgentID, SessionKey: req.SessionKey,
-		EnvHash: b.EnvHash, ResolvedPaths: PersistablePaths(a), Explain: a.Explain(),
+		EnvHash: b.EnvHash, ResolvedPaths: PersistablePaths(a), Explain: a.Explain() + ptyNote(req.PTY),
 	})
 	if err != nil {
 		return GateVerdict{}, err
@@ -182,6 +190,13 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	out.Pending = &p
 	out.Reason = "approval required: " + v.Reason
 	return out, nil
+}
+
+func ptyNote(pty bool) string {
+	if !pty {
+		return ""
+	}
+	return "terminal: PTY (keys the agent sends reach the program interactively)\n"
 }
 
 // Await blocks until the approval of a NeedsApproval verdict is decided or
