@@ -460,3 +460,34 @@ func TestSecurityPagerOfAllowlistedProgramInPTY(t *testing.T) {
 	}
 	t.Logf("session ended %v; marker absent", end.Details["status"])
 }
+
+// Item 4/5 chained: a sandbox writes .git/config (core.fsmonitor) into its
+// workspace; an approved `git status` run on the gateway in that workspace
+// must not run the repository's command.
+func TestSecurityGitRepoConfigInWorkspace(t *testing.T) {
+	ws := t.TempDir() // the sandbox workspace root
+	repo := filepath.Join(ws, "agent-main")
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	marker := filepath.Join(t.TempDir(), "pwned")
+	f, err := os.OpenFile(filepath.Join(repo, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[core]\n\tfsmonitor = touch %s\n", marker)
+	f.Close()
+	g := newGuardedGateway(t, nil, []string{ws})
+	g.allow(t, "/usr/bin/git status")
+	r, err := g.exec(t, sessions.ExecParams{Command: "git status", Workdir: repo})
+	settledRefused(t, "git status in a sandbox-written repository", r, err, marker)
+	// The same approved command still runs in a repository the operator owns.
+	own := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", own).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	r, err = g.exec(t, sessions.ExecParams{Command: "git status", Workdir: own})
+	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+		t.Fatalf("git status in the operator's repository: %v %v", r.Details, err)
+	}
+}

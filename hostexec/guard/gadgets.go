@@ -62,6 +62,10 @@ type gadgetSpec struct {
 	words map[string]string
 	// check, when set, replaces the generic scan.
 	check func(args []string) (string, string)
+	// cwdConfig, when set, says the program reads configuration that runs
+	// commands from its working directory: it is a gadget wherever a
+	// sandbox (or another user) can write that directory.
+	cwdConfig string
 }
 
 const (
@@ -102,7 +106,7 @@ var gadgetTable = func() map[string]gadgetSpec {
 		"--pager": "runs the pager command it names", "--html": "runs the browser it names",
 		"--config-file": "reads a man_db config (DEFINE pager ...)", "--gxditview": "runs gxditview",
 	}}
-	t["git"] = gadgetSpec{check: gitGadget}
+	t["git"] = gadgetSpec{check: gitGadget, cwdConfig: "git reads the repository's config, hooks and attributes (core.fsmonitor, filters, hooks run commands) from"}
 	t["find"] = gadgetSpec{words: map[string]string{
 		"-exec": "runs a command", "-execdir": "runs a command", "-ok": "runs a command", "-okdir": "runs a command",
 		"-fprint": "writes a file", "-fprint0": "writes a file", "-fprintf": "writes a file", "-fls": "writes a file",

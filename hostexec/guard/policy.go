@@ -212,6 +212,8 @@ func (p Policy) satisfy(a Analysis, v *Verdict) (bool, string) {
 				v.Hits = append(v.Hits, Hit{EntryID: e.ID, Pattern: e.Pattern, Segment: s.Index, ResolvedPath: s.Resolved})
 			case safe:
 				sv.Satisfied, sv.By = true, "safe bin"
+			case g != "":
+				sv.Reason = fmt.Sprintf("%s is not allowlisted (%s); and %s", s.Resolved, whyNot, g)
 			default:
 				sv.Reason = fmt.Sprintf("%s is not allowlisted (%s)", s.Resolved, whyNot)
 			}
@@ -281,6 +283,13 @@ func (p Policy) match(s Segment) (Entry, bool) {
 func (p Policy) gadget(s Segment) string {
 	arg, why := Gadget(s.Argv, p.PTY, segmentNames(s)...)
 	if why == "" {
+		if spec, ok := gadgetSpecFor(segmentNames(s)...); ok && spec.cwdConfig != "" {
+			for _, c := range s.Cwds {
+				if bad := p.untrustedDir(c); bad != "" {
+					return fmt.Sprintf("%s %s, and %s (never satisfied by an allowlist entry; approve it as a whole)", spec.cwdConfig, c, bad)
+				}
+			}
+		}
 		return ""
 	}
 	return fmt.Sprintf("%s: `%s` %s (never satisfied by an allowlist entry; approve it as a whole)", filepath.Base(s.Resolved), arg, why)
@@ -321,6 +330,31 @@ func (p Policy) untrusted(s Segment) string {
 	if s.Resolved != "" {
 		if err := securePath(s.Resolved); err != nil {
 			return fmt.Sprintf("%s: %v: never allowlisted", s.Resolved, err)
+		}
+	}
+	return ""
+}
+
+// untrustedDir says why a sandbox (or another user) can write directory d,
+// or "".
+func (p Policy) untrustedDir(d string) string {
+	for _, u := range p.UntrustedDirs {
+		if under(d, u) {
+			return fmt.Sprintf("%s is in %s, which a sandbox can write", d, u)
+		}
+	}
+	r, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		return fmt.Sprintf("cannot resolve %s: %v", d, err)
+	}
+	if err := securePath(r); err != nil {
+		return err.Error()
+	}
+	if r != d {
+		for _, u := range p.UntrustedDirs {
+			if under(r, u) {
+				return fmt.Sprintf("%s (%s) is in %s, which a sandbox can write", d, r, u)
+			}
 		}
 	}
 	return ""
