@@ -38,3 +38,27 @@ if ! command -v "${cc%% *}" >/dev/null 2>&1; then
     exit 1
   fi
 fi
+
+# The guard's attack tests (go test -run Security ./sessions/ ./integration/)
+# replay attacks through real programs: man and less in a PTY, a perl script
+# (shasum), git, vim and zip. Install the ones missing (root + apt-get).
+need=()
+for pair in man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing what the attack tests run: ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    log=/tmp/sandboxctl-apt.log
+    { apt-get -o DPkg::Lock::Timeout=300 update && \
+      apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}"; } </dev/null >>"$log" 2>&1 \
+      || { tail -n 20 "$log" >&2; err "installing ${need[*]} failed (see $log)"; exit 1; }
+  else
+    err "the attack tests need: ${need[*]} (apt-get install ${need[*]})"
+    exit 1
+  fi
+fi
+if ! man -w ls >/dev/null 2>&1; then
+  say "note: no manual page for ls (documentation excluded from this image?); TestSecurityEnvLessRunsCommandInPTY needs one"
+fi
