@@ -482,7 +482,8 @@ func (s *Store) Resolve(ctx context.Context, idOrSlug string, d ApprovalDecision
 				if !persistable(rp) || slices.ContainsFunc(a.Allowlist, func(e Entry) bool { return e.Pattern == rp }) {
 					continue
 				}
-				a.Allowlist = append(a.Allowlist, Entry{ID: uuid.NewString(), Pattern: rp, LastUsedAt: now.UnixMilli(), LastUsedCommand: p.Command, LastResolvedPath: rp})
+				head, _, _ := ParsePattern(rp)
+				a.Allowlist = append(a.Allowlist, Entry{ID: uuid.NewString(), Pattern: rp, LastUsedAt: now.UnixMilli(), LastUsedCommand: p.Command, LastResolvedPath: head})
 			}
 		}
 		return true, nil
