@@ -22,7 +22,7 @@
 //     The inherited environment loses the blocked-everywhere keys
 //     (SanitizeInherited) but keeps override-only ones such as HOME or
 //     SSH_AUTH_SOCK, which the operator set, and gets the Pinned variables
-//     (LESSSECURE=1).
+//     (LESSSECURE=1, PAGER=/bin/cat, EDITOR/VISUAL/GIT_EDITOR=/bin/false).
 //
 // Blocked everywhere means: the variable makes a common program load code,
 // read a configuration that can run commands, run or write what it names, or

@@ -193,9 +193,10 @@ func classifyOverride(key, upper string) *RefusedError {
 }
 
 // Pinned returns the variables every gateway and node command gets whatever
-// was inherited (LESSSECURE=1: less(1) secure mode, so a pager started in a
-// PTY cannot run commands). A request may not set or unset them. It returns a
-// fresh map.
+// was inherited (LESSSECURE=1, PAGER=/bin/cat, EDITOR, VISUAL and GIT_EDITOR
+// =/bin/false: no interactive pager or editor whose shell escapes an agent
+// could type; see lists.go). A request may not change or unset them. It
+// returns a fresh map.
 func Pinned() map[string]string { return maps.Clone(pinned) }
 
 // IsPinned reports whether key (any case) is one of Pinned's.

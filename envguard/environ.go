@@ -10,7 +10,8 @@ import (
 // is invalid (including Windows' "=C:" entries) and entries whose key is
 // blocked everywhere (exact or prefix, case ignored) are dropped. Order and
 // duplicates are kept; Merge settles duplicates. The Pinned variables
-// (LESSSECURE=1) are then set, replacing any inherited value, so every host
+// (LESSSECURE=1, PAGER=/bin/cat, EDITOR/VISUAL/GIT_EDITOR=/bin/false) are
+// then appended, replacing any inherited value, so every host
 // command starts with them.
 //
 // The result is never nil: a nil exec.Cmd.Env means "inherit everything",

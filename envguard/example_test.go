@@ -42,7 +42,7 @@ func ExampleSanitizeInherited() {
 	fmt.Println(envguard.SanitizeInherited([]string{
 		"HOME=/home/u", "NODE_OPTIONS=--require /tmp/x.js", "TERM=xterm", "BASH_FUNC_ls%%=() { id; }",
 	}))
-	// Output: [HOME=/home/u TERM=xterm LESSSECURE=1]
+	// Output: [HOME=/home/u TERM=xterm EDITOR=/bin/false GIT_EDITOR=/bin/false LESSSECURE=1 PAGER=/bin/cat VISUAL=/bin/false]
 }
 
 func ExampleBuildPath() {

@@ -250,12 +250,26 @@ var overrideOnlyPrefixes = []prefixRule{
 
 // pinned are set in the base environment of every gateway and node command
 // whatever was inherited (SanitizeInherited adds them), and a request may not
-// change them (they are blocked above). LESSSECURE=1 puts less(1) in secure
-// mode (less(1) SECURITY): no shell escapes (!), pipes (|), editor (v),
-// :e, LESSOPEN, log or history files — so a pager that man, git,
-// systemctl or anything else starts in a PTY cannot run a command typed
-// into it.
-var pinned = map[string]string{"LESSSECURE": "1"}
+// change them (they are blocked above; exactly the pinned value is accepted).
+// Agents drive programs through pipes or a PTY, never through an interactive
+// pager or editor, and those take shell escapes:
+//
+//   - PAGER=/bin/cat: man, git, systemctl, psql ... page through cat (man
+//     reads MANPAGER first, git GIT_PAGER and core.pager: MANPAGER and
+//     GIT_PAGER are blocked, core.pager is the operator's);
+//   - LESSSECURE=1: less(1) secure mode (less(1) SECURITY) for the less that
+//     still runs (core.pager, an explicit less): no !, |, v, :e, LESSOPEN,
+//     log or history files;
+//   - EDITOR, VISUAL, GIT_EDITOR=/bin/false: git commit, crontab -e,
+//     systemctl edit ... fail at once instead of opening vi, whose :!cmd an
+//     agent could type (git reads GIT_EDITOR before core.editor).
+var pinned = map[string]string{
+	"LESSSECURE": "1",
+	"PAGER":      "/bin/cat",
+	"EDITOR":     "/bin/false",
+	"VISUAL":     "/bin/false",
+	"GIT_EDITOR": "/bin/false",
+}
 
 // cargoTargetPrefix and cargoTargetSuffixes describe the one pattern rule:
 // CARGO_TARGET_<triple>_LINKER and CARGO_TARGET_<triple>_RUNNER make cargo run

@@ -428,11 +428,15 @@ func TestSecurityPagerShellEscapeInPTY(t *testing.T) {
 
 // Item 5/6: a program that is not a pager itself starts one in a PTY (git
 // log → less). `!touch X` typed into it must not run: every gateway command
-// gets LESSSECURE=1 (envguard.Pinned), which the request cannot change.
+// gets PAGER=/bin/cat and LESSSECURE=1 (envguard.Pinned), which the request
+// cannot change. The repository's own core.pager = less (the operator's
+// repository: trusted) makes git start less anyway, so this exercises
+// LESSSECURE.
 func TestSecurityPagerOfAllowlistedProgramInPTY(t *testing.T) {
 	repo := t.TempDir()
 	msg := "subject\n\n" + strings.Repeat("a long body line\n", 120)
-	for _, args := range [][]string{{"init", "-q", repo}, {"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg}} {
+	for _, args := range [][]string{{"init", "-q", repo}, {"-C", repo, "config", "core.pager", "less"},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg}} {
 		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v %s", args, err, out)
 		}
@@ -489,5 +493,60 @@ func TestSecurityGitRepoConfigInWorkspace(t *testing.T) {
 	r, err = g.exec(t, sessions.ExecParams{Command: "git status", Workdir: own})
 	if err != nil || r.Details["status"] != sessions.StatusCompleted {
 		t.Fatalf("git status in the operator's repository: %v %v", r.Details, err)
+	}
+}
+
+// Item 5/6: an allowlisted program opens an editor in a PTY (git commit
+// without -m → vi), whose :!cmd the agent can type. Every gateway command
+// gets EDITOR, VISUAL and GIT_EDITOR=/bin/false (envguard.Pinned): git
+// fails at once instead.
+func TestSecurityEditorOfAllowlistedProgramInPTY(t *testing.T) {
+	repo := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	g := newGuardedGateway(t, nil, nil)
+	for _, kv := range [][2]string{{"user.name", "t"}, {"user.email", "t@t"}} {
+		if out, err := exec.Command("git", "-C", repo, "config", kv[0], kv[1]).CombinedOutput(); err != nil {
+			t.Fatalf("git config: %v %s", err, out)
+		}
+	}
+	g.allow(t, "/usr/bin/git commit --allow-empty")
+	marker := filepath.Join(t.TempDir(), "pwned")
+	r, err := g.exec(t, sessions.ExecParams{Command: "git commit --allow-empty", Workdir: repo, PTY: true, Background: true})
+	if err != nil || r.Details["status"] != sessions.StatusRunning {
+		t.Fatalf("git commit in a PTY: %v %v", r.Details, err)
+	}
+	id := r.Details["sessionId"].(string)
+	// Either an editor draws its screen (vi shows ~ lines) or git ends.
+	deadline := time.Now().Add(20 * time.Second)
+	var out strings.Builder
+	for {
+		p, err := g.m.Process(context.Background(), sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: new(float64(500))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString(firstText(p))
+		if p.Details["status"] != sessions.StatusRunning {
+			break
+		}
+		if strings.Contains(out.String(), "~") {
+			g.m.Process(context.Background(), sessions.ProcessParams{Action: "write", SessionID: id, Data: "\x1b:!touch " + marker + "\n"})
+			if markerAppears(marker, 10*time.Second) {
+				g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id})
+				t.Fatalf("ATTACK WORKED: :!touch typed into the editor git commit opened ran (marker %s)", marker)
+			}
+			g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id})
+			t.Fatalf("an editor opened in the PTY: %q", out.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("git commit neither ended nor opened an editor: %q", out.String())
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("ATTACK WORKED: marker %s", marker)
+	}
+	if !strings.Contains(out.String(), "/bin/false") {
+		t.Fatalf("git commit did not fail on the pinned editor: %q", out.String())
 	}
 }
