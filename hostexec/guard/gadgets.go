@@ -36,7 +36,8 @@ import (
 // nc/ncat(1) -e -c --sh-exec --lua-exec; socat(1) EXEC:/SYSTEM:;
 // tcpdump(8) -z; wget(1) --use-askpass; apt-get(8) -o/-c (APT hooks such
 // as APT::Update::Pre-Invoke); gcc(1) -wrapper, -fplugin, -B, -specs and
-// @file) and GTFOBins (gtfobins.github.io), which catalogues the same
+// @file; ldd(1) Security; openssl(1) -engine/-provider/-config;
+// systemctl(1) edit) and GTFOBins (gtfobins.github.io), which catalogues the same
 // class for privilege escalation.
 
 // gadgetSpec describes one program. Options are matched as the program's
@@ -78,12 +79,19 @@ const (
 
 var gadgetTable = func() map[string]gadgetSpec {
 	t := map[string]gadgetSpec{}
-	for _, n := range []string{"vi", "vim", "vim.basic", "vim.tiny", "nvim", "view", "ex", "rvim", "rview", "vimdiff", "gvim", "evim", "ed", "red", "emacs", "nano", "pico", "joe", "jed", "mcedit"} {
+	for _, n := range []string{"vi", "vim", "vim.basic", "vim.tiny", "nvim", "view", "ex", "rvim", "rview", "vimdiff", "gvim", "evim", "ed", "red", "emacs", "nano", "pico", "joe", "jed", "mcedit", "visudo", "vipw", "vigr", "sudoedit", "editor", "sensible-editor"} {
 		t[n] = gadgetSpec{always: whyEditor}
 	}
 	for _, n := range []string{"gdb", "lldb", "ftp", "sftp", "telnet", "mail", "mailx", "dc", "sqlite3", "mysql", "psql", "m4", "tmux", "screen", "crontab", "at", "batch", "socat"} {
 		t[n] = gadgetSpec{always: whyInteractive}
 	}
+	// ldd(1) "Security": ldd may run the program it inspects.
+	t["ldd"] = gadgetSpec{always: "may run the program it inspects (ldd(1) Security)"}
+	t["openssl"] = gadgetSpec{words: map[string]string{
+		"-engine": "loads the engine (shared object) it names", "-provider": "loads the provider it names",
+		"-provider-path": "loads providers from the directory it names", "-config": "reads a config that loads engines and providers",
+	}}
+	t["systemctl"] = gadgetSpec{words: map[string]string{"edit": "runs an editor"}}
 	for _, n := range []string{"java", "jshell", "irb", "pry", "erl", "escript", "elixir", "iex", "guile", "racket", "sbcl", "clisp", "ghci", "runghc", "swift", "kotlin", "scala", "groovy", "R", "octave"} {
 		t[n] = gadgetSpec{always: whyInterpreter}
 	}
@@ -117,7 +125,7 @@ var gadgetTable = func() map[string]gadgetSpec {
 	t["sort"] = gadgetSpec{valueShort: "koStT", short: map[byte]string{'o': "writes the file it names"}, long: map[string]string{
 		"--compress-program": "runs the program it names", "--output": "writes the file it names",
 	}}
-	t["zip"] = gadgetSpec{words: map[string]string{"-TT": "runs the unzip command it names"}, long: map[string]string{"--unzip-command": "runs the unzip command it names"}}
+	t["zip"] = gadgetSpec{words: map[string]string{"-TT*": "runs the unzip command it names"}, long: map[string]string{"--unzip-command": "runs the unzip command it names"}}
 	t["rsync"] = gadgetSpec{valueShort: "eBfTM", short: map[byte]string{'e': "runs the remote shell it names"}, long: map[string]string{
 		"--rsh": "runs the remote shell it names", "--rsync-path": "runs the remote program it names",
 		"--log-file": "writes a log file", "--daemon": "runs a daemon", "--config": "reads a daemon config (pre-xfer exec)",
@@ -304,6 +312,7 @@ var (
 		"--open-files-in-pager": "runs the pager it names", "-O": "runs the pager it names", "--ext-diff": "runs the external diff driver",
 		"--extcmd": "runs the command it names", "--textconv": "runs textconv filters", "--sendmail-cmd": "runs the command it names",
 		"--to-cmd": "runs the command it names", "--cc-cmd": "runs the command it names", "--remote": "talks to a remote (runs ssh)",
+		"--output": "writes the file it names",
 	}
 )
 

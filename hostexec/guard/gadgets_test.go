@@ -178,6 +178,15 @@ func TestGadgetTable(t *testing.T) {
 		{"go version", false, true},
 		{"sqlite3 x.db", false, true},
 		{"crontab -l", false, true},
+		{"ldd /bin/ls", false, true},
+		{"openssl dgst -sha256 f", false, false},
+		{"openssl req -engine x", false, true},
+		{"openssl x509 -config c", false, true},
+		{"systemctl status x", false, false},
+		{"systemctl edit x", false, true},
+		{"zip -TTid a.zip f", false, true},
+		{"git log --output=x", false, true},
+		{"visudo", false, true},
 		// not in the table
 		{"ls -la", true, false},
 		{"cat f", false, false},
@@ -385,5 +394,42 @@ func TestEnvKeepsPinnedVariables(t *testing.T) {
 	a = Analyze("env -i git log", h.env)
 	if !a.OK || !strings.Contains(a.Rebuilt, "'-i' 'EDITOR=/bin/false' 'GIT_EDITOR=/bin/false' 'LESSSECURE=1' 'PAGER=/bin/cat'") {
 		t.Fatalf("env -i not rebuilt with LESSSECURE=1: %s %s", a.Reason, a.Rebuilt)
+	}
+}
+
+// An approval decided for a piped run does not admit the same command with
+// a PTY: the binding covers the terminal.
+func TestGateApprovalBindsPTY(t *testing.T) {
+	h := newHost(t)
+	st, err := OpenStore(filepath.Join(t.TempDir(), "approvals.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{Store: st, Config: GateConfig{Security: SecurityAllowlist, Ask: AskOnMiss}}
+	ctx := t.Context()
+	req := GateRequest{Line: "man ls", Argv: []string{"/bin/sh", "-c", "man ls"}, Cwd: h.ws, Path: h.env.Path}
+	v, err := g.Check(ctx, req)
+	if err != nil || v.Pending == nil {
+		t.Fatalf("man ls did not ask: %v %+v", err, v)
+	}
+	if err := st.Resolve(ctx, v.Pending.ID, AllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	pty := req
+	pty.PTY = true
+	w, err := g.Check(ctx, pty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Decision != DecisionNeedsApproval || w.Pending == nil || w.Pending.ID == v.Pending.ID {
+		t.Fatalf("the piped run's approval admitted a PTY run: %s %+v", w.Decision, w.Pending)
+	}
+	if !strings.Contains(w.Pending.Explain, "terminal: PTY") {
+		t.Errorf("the PTY is not shown to the human: %q", w.Pending.Explain)
+	}
+	// The piped run itself still uses its approval, once.
+	u, err := g.Check(ctx, req)
+	if err != nil || u.Decision != DecisionRun {
+		t.Fatalf("approved piped run: %v %s %s", err, u.Decision, u.Reason)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -134,7 +135,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 		UntrustedDirs: g.Config.UntrustedDirs, PTY: req.PTY}
 	v := pol.Evaluate(a)
 	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol,
-		binding: Binding{Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, AgentID: req.AgentID, EnvHash: EnvHash(req.Env)}}
+		binding: Binding{Command: req.Line, Argv: req.Argv, Cwd: req.Cwd, AgentID: req.AgentID, EnvHash: bindingHash(req.Env, req.PTY)}}
 	if sec == SecurityFull {
 		// Nothing was checked against an allowlist: run the line as written
 		// (the rebuilt form can differ, e.g. a builtin pinned to a binary).
@@ -190,6 +191,22 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	out.Pending = &p
 	out.Reason = "approval required: " + v.Reason
 	return out, nil
+}
+
+// bindingHash is the env hash an approval binds to. A run with a terminal
+// hashes one more entry whose key no environment can carry ("=pty"), so a
+// decision about a piped run never admits the same command with a PTY (where
+// pagers and editors take typed shell escapes), nor the other way round.
+func bindingHash(env map[string]string, pty bool) string {
+	if !pty {
+		return EnvHash(env)
+	}
+	m := maps.Clone(env)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m["=pty"] = "1"
+	return EnvHash(m)
 }
 
 func ptyNote(pty bool) string {
