@@ -393,6 +393,13 @@ func sandboxWritableDirs(cfg config.File, state string) ([]string, error) {
 	if root != "" {
 		dirs = append(dirs, root)
 	}
+	for i, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox-writable dir %s: %w", d, err)
+		}
+		dirs[i] = abs
+	}
 	for _, b := range cfg.Sandbox.Docker.Binds {
 		parts := strings.Split(b, ":")
 		if len(parts) > 2 && slices.Contains(strings.Split(parts[2], ","), "ro") {
