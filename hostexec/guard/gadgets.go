@@ -340,8 +340,8 @@ func gitGadget(args []string) (string, string) {
 			}
 			return a, why
 		}
-		if !hasVal && (name == "--git-dir" || name == "--work-tree" || name == "--namespace") {
-			i++
+		if name == "--attr-source" && !hasVal {
+			i++ // the one other global option with a separate value
 		}
 	}
 	if i >= len(args) {

@@ -31,6 +31,8 @@ func TestGadgetTable(t *testing.T) {
 		{"git --git-dir=/tmp/x status", false, true},
 		{"git --git-dir /tmp/x status", false, true},
 		{"git -p status", false, true},
+		{"git --attr-source HEAD -c core.fsmonitor=x status", false, true},
+		{"git --attr-source=HEAD status", false, false},
 		{"git --pag status", false, true},
 		{"git rebase -x true main", false, true},
 		{"git rebase --exec=true main", false, true},
