@@ -43,7 +43,10 @@ import (
 // gadgetSpec describes one program. Options are matched as the program's
 // own parser would see them: long options by GNU unique-prefix rules (a
 // prefix of a gadget option counts as the gadget), short options anywhere
-// in a cluster up to the first letter that takes a value.
+// in a cluster up to the first letter that takes a value. valueShort must
+// list only letters that really take a value: a letter listed wrongly would
+// hide the next word from the scan (a missing one only makes the scan see a
+// value as options, which errs on the side of a miss).
 type gadgetSpec struct {
 	// always, when set, makes every argv a gadget: the program's input or
 	// arguments are code by design.
@@ -104,8 +107,11 @@ var gadgetTable = func() map[string]gadgetSpec {
 		"--log-file": "writes a log file", "--LOG-FILE": "writes a log file", "--lesskey-file": "reads a lesskey file",
 		"--lesskey-src": "reads a lesskey file", "--lesskey-content": "reads lesskey bindings",
 	}, words: map[string]string{"+*": "initial command (+!cmd runs a shell command)"}}
-	for _, n := range []string{"less", "more", "most", "pg"} {
-		t[n] = pager
+	t["less"] = pager
+	// more, most and pg: their argv can only move and search (+/pattern,
+	// +line); interactive, they take ! escapes.
+	for _, n := range []string{"more", "most", "pg"} {
+		t[n] = gadgetSpec{pty: whyPager, words: map[string]string{"+*": "initial command"}}
 	}
 	t["man"] = gadgetSpec{pty: "runs a pager in a PTY: shell escapes can be typed into it", valueShort: "CeELmMpPrRsS", short: map[byte]string{
 		'P': "runs the pager command it names", 'H': "runs the browser it names", 'C': "reads a man_db config (DEFINE pager ...)",
@@ -141,7 +147,7 @@ var gadgetTable = func() map[string]gadgetSpec {
 	for _, n := range []string{"nc", "ncat", "netcat", "nc.traditional", "nc.openbsd"} {
 		t[n] = nc
 	}
-	t["tcpdump"] = gadgetSpec{valueShort: "BcCDEFGiMmrsTVwWyzZ", short: map[byte]string{'z': "runs the post-rotate command it names", 'w': "writes a capture file"}}
+	t["tcpdump"] = gadgetSpec{valueShort: "BcCEFGiMmrsTVwWyzZ", short: map[byte]string{'z': "runs the post-rotate command it names", 'w': "writes a capture file"}}
 	t["wget"] = gadgetSpec{long: map[string]string{"--use-askpass": "runs the askpass program it names"}}
 	apt := gadgetSpec{valueShort: "cot", short: map[byte]string{'o': "sets APT options (Pre-Invoke hooks run commands)", 'c': "reads an APT config (hooks run commands)"}, long: map[string]string{
 		"--option": "sets APT options (Pre-Invoke hooks run commands)", "--config-file": "reads an APT config (hooks run commands)",

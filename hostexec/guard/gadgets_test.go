@@ -162,6 +162,7 @@ func TestGadgetTable(t *testing.T) {
 		{"nc -z h 1", false, false},
 		{"tcpdump -z id -w x", false, true},
 		{"tcpdump -n -i eth0", false, false},
+		{"tcpdump -D -z id", false, true},
 		{"wget --use-askpass=id u", false, true},
 		{"wget -q u", false, false},
 		{"apt-get -o APT::Update::Pre-Invoke::=id update", false, true},
