@@ -368,6 +368,25 @@ func TestPolicyInsecureExecutableDir(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A symlink to a trusted binary in a writable directory: the rebuilt
+	// line executes the link, which others could swap after the check.
+	link := filepath.Join(dir, "ls")
+	if err := os.Symlink("/usr/bin/ls", link); err != nil {
+		t.Fatal(err)
+	}
+	q := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "l", Pattern: "/usr/bin/ls"}}}
+	if v := q.Evaluate(Analyze(link, h.env)); v.Decision != DecisionRun {
+		t.Fatalf("link in an owner-only dir: %s (%s)", v.Decision, v.Reason)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if v := q.Evaluate(Analyze(link, h.env)); v.Decision != DecisionDeny || !strings.Contains(v.Reason, "writable by group or others") {
+		t.Fatalf("link in a world-writable dir: %s (%s)", v.Decision, v.Reason)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if os.Geteuid() != 0 {
 		return
 	}

@@ -327,9 +327,15 @@ func (p Policy) untrusted(s Segment) string {
 			}
 		}
 	}
-	if s.Resolved != "" {
-		if err := securePath(s.Resolved); err != nil {
-			return fmt.Sprintf("%s: %v: never allowlisted", s.Resolved, err)
+	for _, f := range []string{s.Resolved, s.Path} {
+		if f == "" {
+			continue
+		}
+		if err := securePath(f); err != nil {
+			return fmt.Sprintf("%s: %v: never allowlisted", f, err)
+		}
+		if s.Path == s.Resolved {
+			break
 		}
 	}
 	return ""
