@@ -98,7 +98,9 @@ var gadgetTable = func() map[string]gadgetSpec {
 	for _, n := range []string{"java", "jshell", "irb", "pry", "erl", "escript", "elixir", "iex", "guile", "racket", "sbcl", "clisp", "ghci", "runghc", "swift", "kotlin", "scala", "groovy", "R", "octave"} {
 		t[n] = gadgetSpec{always: whyInterpreter}
 	}
-	for _, n := range []string{"make", "gmake", "ninja", "cmake", "npm", "npx", "yarn", "pnpm", "cargo", "go", "mvn", "gradle", "rake", "bundle", "composer", "pytest", "tox", "pip", "pip3"} {
+	for _, n := range []string{"make", "gmake", "ninja", "cmake", "meson", "scons", "bazel", "just", "task", "npm", "npx", "yarn", "pnpm",
+		"cargo", "go", "mvn", "gradle", "rake", "bundle", "composer", "pytest", "tox", "nox", "invoke", "pip", "pip3", "poetry", "uv", "hatch", "pdm",
+		"terraform", "tofu", "packer", "vagrant", "ansible", "ansible-playbook"} {
 		t[n] = gadgetSpec{always: whyProject}
 	}
 	pager := gadgetSpec{pty: whyPager, valueShort: "bhjkoOpPtTxyz#", short: map[byte]string{

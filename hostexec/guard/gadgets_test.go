@@ -179,6 +179,8 @@ func TestGadgetTable(t *testing.T) {
 		{"make -n", false, true},
 		{"npm test", false, true},
 		{"go version", false, true},
+		{"terraform plan", false, true},
+		{"ansible-playbook site.yml", false, true},
 		{"sqlite3 x.db", false, true},
 		{"crontab -l", false, true},
 		{"ldd /bin/ls", false, true},
