@@ -15,11 +15,19 @@
 //     The sandbox's own docker config env refuses credential-looking keys
 //     (CheckSandboxConfigEnv).
 //   - gateway and node (and any unknown host: fail closed): PATH, the
-//     blocked-everywhere keys and prefixes (LD_, DYLD_, BASH_FUNC_) and the
-//     override-only keys, prefixes and the CARGO_TARGET_<triple>_(LINKER|RUNNER)
-//     pattern are refused as well. The inherited environment loses the
-//     blocked-everywhere keys (SanitizeInherited) but keeps override-only ones
-//     such as HOME or SSH_AUTH_SOCK, which the operator set.
+//     blocked-everywhere keys, prefixes (LD_, DYLD_, BASH_FUNC_, GIT_CONFIG,
+//     GIT_TRACE, NPM_CONFIG_, ...), suffixes (_COMMAND, _PAGER, _EDITOR,
+//     _ASKPASS, _RSH, _SSH) and the CARGO_TARGET_<triple>_(LINKER|RUNNER)
+//     pattern, and the override-only keys and prefixes are refused as well.
+//     The inherited environment loses the blocked-everywhere keys
+//     (SanitizeInherited) but keeps override-only ones such as HOME or
+//     SSH_AUTH_SOCK, which the operator set, and gets the Pinned variables
+//     (LESSSECURE=1, PAGER=/bin/cat, EDITOR/VISUAL/GIT_EDITOR=/bin/false).
+//
+// Blocked everywhere means: the variable makes a common program load code,
+// read a configuration that can run commands, run or write what it names, or
+// parse attacker-chosen data files in every process. lists.go states the
+// principle, its sources and each group's reason.
 //
 // Matching against the lists ignores case (PATH, Path and path are all
 // refused; so are ld_preload and http_proxy): Windows node hosts read the

@@ -3,6 +3,7 @@ package envguard
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 )
@@ -32,12 +33,16 @@ const (
 	RuleInvalidValue Rule = "invalid-value"
 	// RuleBlocked: the exact key is blocked everywhere.
 	RuleBlocked Rule = "blocked"
-	// RuleBlockedPrefix: the key starts with a prefix blocked everywhere.
+	// RuleBlockedPrefix: the key starts with a prefix blocked everywhere (or
+	// matches the CARGO_TARGET_<triple>_(LINKER|RUNNER) pattern).
 	RuleBlockedPrefix Rule = "blocked-prefix"
+	// RuleBlockedSuffix: the key ends in a suffix that says it holds a
+	// command (_COMMAND, _PAGER, _EDITOR, _ASKPASS, _RSH, _SSH).
+	RuleBlockedSuffix Rule = "blocked-suffix"
 	// RuleOverrideOnly: the exact key may not be set by a request.
 	RuleOverrideOnly Rule = "override-only"
-	// RuleOverrideOnlyPrefix: the key starts with a prefix (or matches the
-	// CARGO_TARGET_<triple>_(LINKER|RUNNER) pattern) that a request may not set.
+	// RuleOverrideOnlyPrefix: the key starts with a prefix that a request
+	// may not set.
 	RuleOverrideOnlyPrefix Rule = "override-only-prefix"
 	// RulePathOverride: a request tried to set PATH on the gateway or a node.
 	RulePathOverride Rule = "path-override"
@@ -80,15 +85,11 @@ func (e *RefusedError) Error() string {
 	b.WriteString(" refused: ")
 	b.WriteString(e.Rule.words())
 	if e.Match != "" {
-		switch e.Rule {
-		case RuleCredential:
+		switch {
+		case e.Rule == RuleCredential || e.Rule == RuleBlockedSuffix:
 			fmt.Fprintf(&b, " (suffix %s)", e.Match)
-		case RuleOverrideOnlyPrefix:
-			if strings.HasSuffix(e.Match, "_") {
-				fmt.Fprintf(&b, " (prefix %s)", e.Match)
-			} else {
-				fmt.Fprintf(&b, " (pattern %s)", e.Match)
-			}
+		case strings.Contains(e.Match, "<"):
+			fmt.Fprintf(&b, " (pattern %s)", e.Match)
 		default:
 			fmt.Fprintf(&b, " (prefix %s)", e.Match)
 		}
@@ -109,7 +110,7 @@ func (r Rule) words() string {
 		return "invalid key"
 	case RuleInvalidValue:
 		return "invalid value"
-	case RuleBlocked, RuleBlockedPrefix:
+	case RuleBlocked, RuleBlockedPrefix, RuleBlockedSuffix:
 		return "blocked everywhere"
 	case RuleOverrideOnly, RuleOverrideOnlyPrefix:
 		return "may not be set by a request on this host"
@@ -168,6 +169,14 @@ func classifyBlocked(key, upper string) *RefusedError {
 			return &RefusedError{Key: key, Rule: RuleBlockedPrefix, Detail: p.reason, Match: p.prefix}
 		}
 	}
+	for _, p := range blockedEverywhereSuffixes {
+		if strings.HasSuffix(upper, p.prefix) {
+			return &RefusedError{Key: key, Rule: RuleBlockedSuffix, Detail: p.reason, Match: p.prefix}
+		}
+	}
+	if matchCargoTarget(upper) {
+		return &RefusedError{Key: key, Rule: RuleBlockedPrefix, Detail: cargoTargetReason, Match: cargoTargetPattern}
+	}
 	return nil
 }
 
@@ -180,10 +189,20 @@ func classifyOverride(key, upper string) *RefusedError {
 			return &RefusedError{Key: key, Rule: RuleOverrideOnlyPrefix, Detail: p.reason, Match: p.prefix}
 		}
 	}
-	if matchCargoTarget(upper) {
-		return &RefusedError{Key: key, Rule: RuleOverrideOnlyPrefix, Detail: cargoTargetReason, Match: cargoTargetPattern}
-	}
 	return nil
+}
+
+// Pinned returns the variables every gateway and node command gets whatever
+// was inherited (LESSSECURE=1, PAGER=/bin/cat, EDITOR, VISUAL and GIT_EDITOR
+// =/bin/false: no interactive pager or editor whose shell escapes an agent
+// could type; see lists.go). A request may not change or unset them. It
+// returns a fresh map.
+func Pinned() map[string]string { return maps.Clone(pinned) }
+
+// IsPinned reports whether key (any case) is one of Pinned's.
+func IsPinned(key string) bool {
+	_, ok := pinned[strings.ToUpper(key)]
+	return ok
 }
 
 // IsBlockedEverywhere reports whether key is invalid or on the
@@ -223,9 +242,12 @@ func CheckKey(host Host, key string) error {
 // container is the boundary and the host env is never inherited there. Every
 // other host value — HostGateway, HostNode, and any unknown host, which fails
 // closed — additionally refuses PATH, the blocked-everywhere keys and
-// prefixes, and the override-only keys, prefixes and the
-// CARGO_TARGET_<triple>_(LINKER|RUNNER) pattern. List matching ignores case,
+// prefixes, suffixes and the CARGO_TARGET_<triple>_(LINKER|RUNNER) pattern,
+// and the override-only keys and prefixes. List matching ignores case,
 // so Path, ld_preload and http_proxy are refused as well.
+//
+// A Pinned variable set to exactly its pinned value (LESSSECURE=1) is
+// accepted: it changes nothing, and `env -i` lines are rebuilt with it.
 //
 // Keys are checked in sorted order and every refusal is reported: with one
 // refusal the result is that *RefusedError itself, with several it is their
@@ -234,6 +256,9 @@ func CheckKey(host Host, key string) error {
 func CheckRequest(host Host, env map[string]string) error {
 	var errs []error
 	for _, k := range sortedKeys(env) {
+		if v, ok := pinned[k]; ok && env[k] == v && host != HostSandbox {
+			continue // setting a pinned variable to its pinned value changes nothing
+		}
 		if err := CheckKey(host, k); err != nil {
 			errs = append(errs, err)
 			continue

@@ -9,7 +9,10 @@ import (
 // a process on the gateway or a node: entries without '=', entries whose key
 // is invalid (including Windows' "=C:" entries) and entries whose key is
 // blocked everywhere (exact or prefix, case ignored) are dropped. Order and
-// duplicates are kept; Merge settles duplicates.
+// duplicates are kept; Merge settles duplicates. The Pinned variables
+// (LESSSECURE=1, PAGER=/bin/cat, EDITOR/VISUAL/GIT_EDITOR=/bin/false) are
+// then appended, replacing any inherited value, so every host
+// command starts with them.
 //
 // The result is never nil: a nil exec.Cmd.Env means "inherit everything",
 // which is exactly what this function exists to prevent.
@@ -20,7 +23,13 @@ func SanitizeInherited(environ []string) []string {
 		if !ok || IsBlockedEverywhere(key) {
 			continue
 		}
+		if IsPinned(key) {
+			continue
+		}
 		out = append(out, kv)
+	}
+	for _, k := range sortedKeys(pinned) {
+		out = append(out, k+"="+pinned[k])
 	}
 	return out
 }

@@ -2,8 +2,12 @@ package envguard
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
+
+// pinnedKV are envguard's pinned variables as SanitizeInherited appends them.
+var pinnedKV = []string{"EDITOR=/bin/false", "GIT_EDITOR=/bin/false", "LESSSECURE=1", "PAGER=/bin/cat", "VISUAL=/bin/false"}
 
 func TestSanitizeInherited(t *testing.T) {
 	tests := []struct {
@@ -11,7 +15,7 @@ func TestSanitizeInherited(t *testing.T) {
 		in   []string
 		want []string
 	}{
-		{"nil gives empty non-nil", nil, []string{}},
+		{"nil gives the pinned variables", nil, pinnedKV},
 		{
 			"advisory keys dropped, ordinary kept",
 			[]string{
@@ -29,22 +33,34 @@ func TestSanitizeInherited(t *testing.T) {
 				"PS4=$(id)",
 				"ld_preload=/tmp/lower.so",
 			},
-			[]string{"HOME=/home/u", "TERM=xterm-256color", "LANG=C.UTF-8", "PATH=/usr/bin:/bin"},
+			append([]string{"HOME=/home/u", "TERM=xterm-256color", "LANG=C.UTF-8", "PATH=/usr/bin:/bin"}, pinnedKV...),
 		},
 		{
 			"override-only keys are inherited",
-			[]string{"HOME=/h", "GIT_SSH_COMMAND=ssh -i k", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "GIT_CONFIG_COUNT=0"},
-			[]string{"HOME=/h", "GIT_SSH_COMMAND=ssh -i k", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "GIT_CONFIG_COUNT=0"},
+			[]string{"HOME=/h", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "XDG_CONFIG_HOME=/x"},
+			append([]string{"HOME=/h", "HTTP_PROXY=http://p", "SSH_AUTH_SOCK=/s", "XDG_CONFIG_HOME=/x"}, pinnedKV...),
+		},
+		{
+			"variables that run commands or load code are dropped (issue 12 item 6)",
+			[]string{"HOME=/h", "GIT_SSH_COMMAND=ssh -i k", "GIT_CONFIG_COUNT=0", "PERLLIB=/tmp/p", "LESS=+!id", "PAGER=evil",
+				"TAR_OPTIONS=--to-command=id", "MANOPT=-Pid", "GIT_CONFIG=/tmp/c", "GIT_TRACE=/tmp/t", "TERMINFO=/tmp/ti",
+				"LOCPATH=/tmp/l", "NLSPATH=/tmp/n", "LESSKEYIN=/tmp/k", "FZF_DEFAULT_COMMAND=id"},
+			append([]string{"HOME=/h"}, pinnedKV...),
+		},
+		{
+			"inherited pinned variables are replaced by the pinned values",
+			[]string{"LESSSECURE=0", "A=1", "lesssecure=0", "PAGER=less", "EDITOR=vim"},
+			append([]string{"A=1"}, pinnedKV...),
 		},
 		{
 			"malformed and invalid entries dropped",
 			[]string{"NOEQUALS", "=C:=C:\\x", "=", "A-B=1", "1A=2", "ÄX=3", "OK=", "X=a=b"},
-			[]string{"OK=", "X=a=b"},
+			append([]string{"OK=", "X=a=b"}, pinnedKV...),
 		},
 		{
 			"order and duplicates kept",
 			[]string{"B=1", "A=2", "B=3"},
-			[]string{"B=1", "A=2", "B=3"},
+			append([]string{"B=1", "A=2", "B=3"}, pinnedKV...),
 		},
 	}
 	for _, tt := range tests {
@@ -165,5 +181,29 @@ func TestFilterShellWrapperEnv(t *testing.T) {
 	}
 	if got := FilterShellWrapperEnv(nil); got == nil || len(got) != 0 {
 		t.Fatalf("FilterShellWrapperEnv(nil) = %#v, want empty map", got)
+	}
+}
+
+// A request may set a pinned variable only to its pinned value; on the
+// sandbox nothing is pinned.
+func TestPinnedInRequests(t *testing.T) {
+	for k, v := range Pinned() {
+		if err := CheckRequest(HostGateway, map[string]string{k: v}); err != nil {
+			t.Errorf("%s=%s (the pinned value) refused: %v", k, v, err)
+		}
+		if err := CheckRequest(HostNode, map[string]string{k: v + "x"}); err == nil {
+			t.Errorf("%s=%sx accepted on a node", k, v)
+		}
+		if !IsPinned(k) || !IsPinned(strings.ToLower(k)) {
+			t.Errorf("IsPinned(%s) = false", k)
+		}
+	}
+	if err := CheckRequest(HostGateway, map[string]string{"pager": "/bin/cat"}); err == nil {
+		t.Error("lower-case pager accepted: only the exact pinned key and value are")
+	}
+	p := Pinned()
+	p["PAGER"] = "less"
+	if Pinned()["PAGER"] != "/bin/cat" {
+		t.Error("Pinned returned the package's own map")
 	}
 }

@@ -34,7 +34,7 @@ func ExampleCheckRequest_several() {
 	})
 	fmt.Println(err)
 	// Output:
-	// env GIT_SSH_COMMAND refused: may not be set by a request on this host: it names a command that tools run
+	// env GIT_SSH_COMMAND refused: blocked everywhere: version-control hooks and settings can run commands or redirect the repository
 	// env PATH refused: PATH may not be set by a request on this host: the host builds PATH from the login shell PATH and pathPrepend
 }
 
@@ -42,7 +42,7 @@ func ExampleSanitizeInherited() {
 	fmt.Println(envguard.SanitizeInherited([]string{
 		"HOME=/home/u", "NODE_OPTIONS=--require /tmp/x.js", "TERM=xterm", "BASH_FUNC_ls%%=() { id; }",
 	}))
-	// Output: [HOME=/home/u TERM=xterm]
+	// Output: [HOME=/home/u TERM=xterm EDITOR=/bin/false GIT_EDITOR=/bin/false LESSSECURE=1 PAGER=/bin/cat VISUAL=/bin/false]
 }
 
 func ExampleBuildPath() {

@@ -23,33 +23,77 @@ type prefixRule struct {
 	reason string
 }
 
+// The principle (issue 12, item 6). A variable is blocked everywhere — refused
+// in a request on the gateway and node hosts AND dropped from the environment
+// the daemon inherited before any command starts — when it makes a common
+// program that merely starts
+//
+//  1. load code: a preload, module, library, plugin or startup-file path, or
+//     options that name such a path (PERLLIB, PYTHONPATH, NODE_OPTIONS,
+//     OPENSSL_CONF, GTK_MODULES, GOFLAGS=-toolexec ...);
+//  2. read a configuration that can run commands (GIT_CONFIG*, MANOPT,
+//     TAR_OPTIONS, LESS, ZIPOPT, MAKEFILES, npm_config_* ...); or
+//  3. run a command it names (PAGER, EDITOR, LESSOPEN, GIT_SSH_COMMAND,
+//     RSYNC_RSH, BROWSER, and every key whose name says it is a command:
+//     *_COMMAND, *_PAGER, *_EDITOR, *_ASKPASS, *_RSH, *_SSH), or write a file
+//     it names (GIT_TRACE*, LESSHISTFILE, SSLKEYLOGFILE), or parse
+//     attacker-chosen binary data in every process (LOCPATH, NLSPATH,
+//     TERMINFO, TERMCAP: parsers hardened only for setuid programs).
+//
+// Variables that only point tools at the operator's own configuration or
+// identity (HOME, XDG_*, proxies, credentials, toolchain homes) are
+// override-only: a request may not set them, the inherited value stays.
+//
+// Sources: the programs' own manuals — perlrun(1) ENVIRONMENT, python(1),
+// ruby(1), node(1), git(1) ENVIRONMENT VARIABLES and git-config(1)
+// ENVIRONMENT, less(1) ENVIRONMENT VARIABLES and SECURITY, man(1) ENVIRONMENT,
+// tar(1) TAR_OPTIONS, zip(1) ENVIRONMENT, rsync(1) ENVIRONMENT VARIABLES,
+// make(1) MAKEFILES, go help environment (GOFLAGS, GOENV, GOTOOLCHAIN),
+// ld.so(8), locale(7)/catopen(3) (LOCPATH, NLSPATH), terminfo(5) (TERMINFO,
+// TERMINFO_DIRS, TERMCAP), groff(1) (GROFF_COMMAND_PREFIX, GROFF_BIN_PATH),
+// openssl-env(7), gtk/gst/gio/qt module variables, systemd(1) SYSTEMD_PAGER
+// and SYSTEMD_LESS; OpenClaw's host-env-security list (the first groups
+// below); and published chains such as PYTHONWARNINGS + BROWSER
+// (elttam, "Hacking with Environment Variables").
+
 // blockedEverywhereGroups are dropped from the inherited host environment and
-// refused in requests on the gateway and node hosts: each one makes a program
-// that merely starts (a shell, an interpreter, git, a compiler) load or run
-// code the caller chose.
+// refused in requests on the gateway and node hosts.
 var blockedEverywhereGroups = []keyGroup{
 	{
 		reason: "loader and interpreter hooks can run code",
 		keys: []string{
 			"NODE_OPTIONS", "NODE_PATH", "NODE_REDIRECT_WARNINGS", "NODE_REPL_EXTERNAL_MODULE",
 			"NODE_REPL_HISTORY", "NODE_V8_COVERAGE",
-			"PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONBREAKPOINT",
-			"PERL5LIB", "PERL5OPT", "RUBYLIB", "RUBYOPT",
+			"PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONBREAKPOINT", "PYTHONWARNINGS",
+			"PYTHONINSPECT", "PYTHONUSERBASE", "PYTHONPYCACHEPREFIX", "PYTHONPLATLIBDIR",
+			"PERL5LIB", "PERLLIB", "PERL5OPT", "PERL5DB", "PERL5DBCMD",
+			"RUBYLIB", "RUBYOPT", "GEM_HOME", "GEM_PATH", "BUNDLE_GEMFILE",
 			"GCONV_PATH", "GLIBC_TUNABLES",
-			"JAVA_OPTS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+			"JAVA_OPTS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
 			"MAVEN_OPTS", "SBT_OPTS", "GRADLE_OPTS", "ANT_OPTS", "CATALINA_OPTS",
-			"DOTNET_STARTUP_HOOKS", "DOTNET_ADDITIONAL_DEPS", "CORECLR_PROFILER",
-			"LUA_INIT", "LUA_INIT_5_1", "LUA_INIT_5_2", "LUA_INIT_5_3", "LUA_INIT_5_4",
-			"ERL_AFLAGS", "ERL_FLAGS", "ERL_ZFLAGS", "ELIXIR_ERL_OPTIONS",
-			"R_ENVIRON", "R_PROFILE", "R_ENVIRON_USER", "R_PROFILE_USER",
-			"TCLLIBPATH", "EMACSLOADPATH",
+			"DOTNET_STARTUP_HOOKS", "DOTNET_ADDITIONAL_DEPS", "CORECLR_PROFILER", "CORECLR_PROFILER_PATH",
+			"LUA_INIT", "LUA_INIT_5_1", "LUA_INIT_5_2", "LUA_INIT_5_3", "LUA_INIT_5_4", "LUA_PATH", "LUA_CPATH",
+			"ERL_AFLAGS", "ERL_FLAGS", "ERL_ZFLAGS", "ELIXIR_ERL_OPTIONS", "ERL_LIBS",
+			"R_ENVIRON", "R_PROFILE", "R_ENVIRON_USER", "R_PROFILE_USER", "R_LIBS", "R_LIBS_USER", "R_LIBS_SITE",
+			"TCLLIBPATH", "EMACSLOADPATH", "GUILE_LOAD_PATH", "GUILE_LOAD_COMPILED_PATH",
+			"JULIA_LOAD_PATH", "JULIA_DEPOT_PATH", "PHPRC", "PHP_INI_SCAN_DIR", "DENO_DIR", "YARN_RC_FILENAME",
+		},
+	},
+	{
+		reason: "library and plugin search paths load code into ordinary programs",
+		keys: []string{
+			"OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+			"GTK_MODULES", "GTK3_MODULES", "GTK_PATH", "QT_PLUGIN_PATH", "GST_PLUGIN_PATH",
+			"GST_PLUGIN_SYSTEM_PATH", "GIO_EXTRA_MODULES", "SASL_PATH", "LIBVA_DRIVERS_PATH", "KRB5_CONFIG",
+			"HELM_PLUGINS", "PACKER_PLUGIN_PATH", "VAGRANT_VAGRANTFILE", "BZR_PLUGIN_PATH",
+			"VIMRUNTIME", "VIM", "GROFF_BIN_PATH", "GROFF_COMMAND_PREFIX",
 		},
 	},
 	{
 		reason: "shell startup hooks can run code",
 		keys: []string{
 			"BASH_ENV", "ENV", "KSH_ENV", "SHELL", "SHELLOPTS", "BASHOPTS",
-			"PS4", "IFS", "FPATH", "RUBYSHELL",
+			"PS4", "IFS", "FPATH", "RUBYSHELL", "ZDOTDIR", "PROMPT_COMMAND",
 		},
 	},
 	{
@@ -59,34 +103,49 @@ var blockedEverywhereGroups = []keyGroup{
 			"GIT_COMMON_DIR", "GIT_EXEC_PATH", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
 			"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PROTOCOL_FROM_USER",
 			"GIT_SEQUENCE_EDITOR", "GIT_TEMPLATE_DIR", "GIT_SSL_NO_VERIFY", "GIT_SSL_CAINFO",
-			"GIT_SSL_CAPATH", "GIT_HOOK_PATH",
+			"GIT_SSL_CAPATH", "GIT_HOOK_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_PROXY_COMMAND",
+			"GIT_ASKPASS", "GIT_PAGER", "GIT_SHELL",
 			"HGRCPATH", "HGEDITOR", "HGMERGE",
-			"SVN_EDITOR", "SVN_SSH", "BZR_EDITOR", "BZR_SSH", "BZR_PLUGIN_PATH",
+			"SVN_EDITOR", "SVN_SSH", "BZR_EDITOR", "BZR_SSH", "CVS_RSH", "CVS_SERVER", "CVSEDITOR",
 		},
 	},
 	{
-		reason: "build tools run the compiler or command it names",
+		reason: "build tools run the compiler, flags or command it names",
 		keys: []string{
 			"CC", "CPP", "CXX", "CXXCPP",
 			"CARGO_BUILD_RUSTC", "CARGO_BUILD_RUSTC_WRAPPER", "CARGO_BUILD_RUSTC_WORKSPACE_WRAPPER",
 			"CARGO_BUILD_RUSTDOC", "RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTDOC",
+			"RUSTFLAGS", "RUSTDOCFLAGS", "RUSTUP_TOOLCHAIN",
 			"CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER", "CMAKE_TOOLCHAIN_FILE",
-			"MAKE", "MAKEFLAGS", "MFLAGS", "CONFIG_SITE", "CONFIG_SHELL",
+			"MAKE", "MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS", "MAKEFILES", "CONFIG_SITE", "CONFIG_SHELL",
+			"GOFLAGS", "GOENV", "GOTOOLCHAIN",
+			"CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CGO_CFLAGS", "CGO_CXXFLAGS", "CGO_CPPFLAGS", "CGO_LDFLAGS",
 		},
 	},
 	{
-		reason: "editor and helper hooks can run commands",
+		reason: "it names a command, pager or editor that tools run",
 		keys: []string{
-			"BROWSER", "EXINIT", "VIMINIT", "MYVIMRC", "GVIMINIT", "SUDO_ASKPASS", "JULIA_EDITOR",
+			"BROWSER", "PAGER", "MANPAGER", "EDITOR", "VISUAL", "FCEDIT", "SUDO_EDITOR", "SUDO_ASKPASS",
+			"SSH_ASKPASS", "JULIA_EDITOR", "LESSOPEN", "LESSCLOSE", "LESSEDIT", "SYSTEMD_PAGER",
+			"RSYNC_RSH", "RSYNC_CONNECT_PROG", "TAPE",
 		},
 	},
 	{
-		reason: "plugin search paths can load code",
-		keys:   []string{"HELM_PLUGINS", "PACKER_PLUGIN_PATH", "VAGRANT_VAGRANTFILE"},
+		reason: "it injects options or a configuration that can run commands",
+		keys: []string{
+			"EXINIT", "VIMINIT", "MYVIMRC", "GVIMINIT",
+			"LESS", "LESSKEY", "LESSKEYIN", "LESSKEY_SYSTEM", "LESSKEYIN_SYSTEM", "LESSKEY_CONTENT",
+			"LESSMETACHARS", "LESSMETAESCAPE", "LESSSECURE", "LESSSECURE_ALLOW", "SYSTEMD_LESS",
+			"SYSTEMD_PAGERSECURE", "MANOPT", "MANROFFOPT", "TAR_OPTIONS", "ZIPOPT", "ZIP", "GIT_CONFIG",
+		},
 	},
 	{
-		reason: "it writes TLS session keys to a file",
-		keys:   []string{"SSLKEYLOGFILE"},
+		reason: "it makes every program parse files the caller chose (parsers hardened only for setuid programs)",
+		keys:   []string{"LOCPATH", "NLSPATH", "TERMINFO", "TERMINFO_DIRS", "TERMCAP", "TERMPATH", "RESOLV_HOST_CONF"},
+	},
+	{
+		reason: "it writes to a file it names",
+		keys:   []string{"SSLKEYLOGFILE", "LESSHISTFILE"},
 	},
 	{
 		reason: "it redirects host name lookups",
@@ -99,22 +158,32 @@ var blockedEverywherePrefixes = []prefixRule{
 	{prefix: "LD_", reason: "loader and interpreter hooks can run code"},
 	{prefix: "DYLD_", reason: "loader and interpreter hooks can run code"},
 	{prefix: "BASH_FUNC_", reason: "exported shell functions run as code"},
+	{prefix: "GIT_CONFIG", reason: "git configuration from the environment can run commands"},
+	{prefix: "GIT_TRACE", reason: "git writes traces to the file it names"},
+	{prefix: "NPM_CONFIG_", reason: "npm settings can run scripts (script-shell, node-options)"},
+	{prefix: "LUA_INIT", reason: "loader and interpreter hooks can run code"},
+}
+
+// blockedEverywhereSuffixes: a key whose name says it holds a command.
+var blockedEverywhereSuffixes = []prefixRule{
+	{prefix: "_COMMAND", reason: "its name says it holds a command that a tool runs"},
+	{prefix: "_PAGER", reason: "its name says it holds a pager that a tool runs"},
+	{prefix: "_EDITOR", reason: "its name says it holds an editor that a tool runs"},
+	{prefix: "_ASKPASS", reason: "its name says it holds a program that a tool runs"},
+	{prefix: "_RSH", reason: "its name says it holds a remote-shell command"},
+	{prefix: "_SSH", reason: "its name says it holds an ssh command"},
 }
 
 // overrideOnlyGroups may be inherited from the host (the operator set them)
 // but a request may not set them on the gateway or node hosts: each one
-// points a tool at other configuration, another command, another server or
-// other credentials.
+// points a tool at other configuration, another server or other credentials.
 var overrideOnlyGroups = []keyGroup{
 	{
 		reason: "it points tools at other configuration or code",
 		keys: []string{
-			"HOME", "ZDOTDIR", "GRADLE_USER_HOME", "HISTFILE", "WGETRC", "CURL_HOME",
-			"PERL5DB", "PERL5DBCMD", "OPENSSL_CONF", "OPENSSL_ENGINES", "CLASSPATH",
-			"CORECLR_PROFILER_PATH", "PHPRC", "PHP_INI_SCAN_DIR", "DENO_DIR", "YARN_RC_FILENAME",
-			"PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_DEFAULT_ENV", "CONDA_PREFIX",
-			"LUA_PATH", "LUA_CPATH", "GEM_HOME", "GEM_PATH", "BUNDLE_GEMFILE", "COMPOSER_HOME",
-			"R_LIBS_USER", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "GOPATH", "GOENV",
+			"HOME", "GRADLE_USER_HOME", "HISTFILE", "WGETRC", "CURL_HOME", "GNUPGHOME", "INPUTRC",
+			"YARN_CACHE_FOLDER", "VIRTUAL_ENV", "CONDA_DEFAULT_ENV", "CONDA_PREFIX", "COMPOSER_HOME",
+			"CARGO_HOME", "RUSTUP_HOME", "GOPATH", "GOROOT", "MANPATH",
 			"TF_CLI_CONFIG_FILE", "TF_PLUGIN_CACHE_DIR",
 			"XDG_CACHE_HOME", "XDG_CONFIG_DIRS", "XDG_CONFIG_HOME", "XDG_DATA_DIRS",
 			"XDG_DATA_HOME", "XDG_RUNTIME_DIR", "XDG_STATE_HOME",
@@ -125,17 +194,8 @@ var overrideOnlyGroups = []keyGroup{
 		},
 	},
 	{
-		reason: "it names a command that tools run",
-		keys: []string{
-			"GIT_SSH_COMMAND", "GIT_SSH", "GIT_PROXY_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS",
-			"LESSOPEN", "LESSCLOSE", "PAGER", "MANPAGER", "GIT_PAGER", "EDITOR", "VISUAL",
-			"FCEDIT", "SUDO_EDITOR", "PROMPT_COMMAND",
-		},
-	},
-	{
 		reason: "it changes what the compiler builds and links",
 		keys: []string{
-			"CFLAGS", "LDFLAGS", "CGO_CFLAGS", "CGO_LDFLAGS", "GOFLAGS", "RUSTFLAGS",
 			"LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH",
 		},
 	},
@@ -160,7 +220,7 @@ var overrideOnlyGroups = []keyGroup{
 	},
 	{
 		reason: "it points docker at another engine",
-		keys:   []string{"DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONTEXT"},
+		keys:   []string{"DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONTEXT", "DOCKER_CONFIG"},
 	},
 	{
 		reason: "it swaps the credentials or identity that tools use",
@@ -182,12 +242,33 @@ var overrideOnlyGroups = []keyGroup{
 
 // overrideOnlyPrefixes cover families whose members are open-ended.
 var overrideOnlyPrefixes = []prefixRule{
-	{prefix: "GIT_CONFIG_", reason: "git configuration from the environment can run commands"},
-	{prefix: "NPM_CONFIG_", reason: "npm settings can run scripts or change the registry"},
 	{prefix: "CARGO_REGISTRIES_", reason: "cargo registry settings can install other code"},
 	{prefix: "TF_VAR_", reason: "terraform input variables change what gets deployed"},
 	{prefix: "XDG_", reason: "it points tools at other configuration or code"},
 	{prefix: "ANSIBLE_", reason: "ansible settings can load plugins and modules"},
+}
+
+// pinned are set in the base environment of every gateway and node command
+// whatever was inherited (SanitizeInherited adds them), and a request may not
+// change them (they are blocked above; exactly the pinned value is accepted).
+// Agents drive programs through pipes or a PTY, never through an interactive
+// pager or editor, and those take shell escapes:
+//
+//   - PAGER=/bin/cat: man, git, systemctl, psql ... page through cat (man
+//     reads MANPAGER first, git GIT_PAGER and core.pager: MANPAGER and
+//     GIT_PAGER are blocked, core.pager is the operator's);
+//   - LESSSECURE=1: less(1) secure mode (less(1) SECURITY) for the less that
+//     still runs (core.pager, an explicit less): no !, |, v, :e, LESSOPEN,
+//     log or history files;
+//   - EDITOR, VISUAL, GIT_EDITOR=/bin/false: git commit, crontab -e,
+//     systemctl edit ... fail at once instead of opening vi, whose :!cmd an
+//     agent could type (git reads GIT_EDITOR before core.editor).
+var pinned = map[string]string{
+	"LESSSECURE": "1",
+	"PAGER":      "/bin/cat",
+	"EDITOR":     "/bin/false",
+	"VISUAL":     "/bin/false",
+	"GIT_EDITOR": "/bin/false",
 }
 
 // cargoTargetPrefix and cargoTargetSuffixes describe the one pattern rule:

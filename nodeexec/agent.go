@@ -714,7 +714,7 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 	defer cancel()
 	v, err := a.guard.Check(ctx, GuardRequest{
 		Line: line, Argv: p.Argv, Cwd: cwd, Env: p.Env, Path: a.runner.Path(),
-		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask, NodeID: a.nodeID,
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask, NodeID: a.nodeID, PTY: p.TTY,
 	})
 	if err != nil {
 		return denied(p.RunID, "the node's guard failed, so nothing runs: "+err.Error()), nil

@@ -40,6 +40,9 @@ type GuardRequest struct {
 	// Security and Ask are the gateway's modes; they can only tighten.
 	Security, Ask string
 	NodeID        string
+	// PTY: the run has a terminal (pagers and editors take typed shell
+	// escapes; see guard.Gadget).
+	PTY bool
 }
 
 // Guard decisions.
@@ -190,7 +193,7 @@ func (g *PolicyGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict
 	v, err := g.gate().Check(ctx, guard.GateRequest{
 		Line: req.Line, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env, Path: req.Path,
 		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: "node", NodeID: req.NodeID,
-		Security: guard.Security(req.Security), Ask: guard.Ask(req.Ask),
+		Security: guard.Security(req.Security), Ask: guard.Ask(req.Ask), PTY: req.PTY,
 	})
 	if err != nil {
 		return GuardVerdict{}, err

@@ -39,14 +39,16 @@ if ! command -v "${cc%% *}" >/dev/null 2>&1; then
   fi
 fi
 
-# Programs the tests run on this host (tmux drives the terminal tests, ip makes the
-# network namespaces of the node tests). Installed when missing, so no test depends on
-# what a machine happens to have.
+# Programs the tests run on this host, installed when missing (root + apt-get), so no
+# test depends on what a machine happens to have: tmux drives the terminal tests, ip
+# makes the node tests' network namespaces, curl and ps serve the attack tests, and the
+# guard's attack tests (go test -run Security ./sessions/ ./integration/) replay attacks
+# through man and less in a PTY, a perl script (shasum), git, vim and zip.
 need=()
-for pair in tmux:tmux ip:iproute2 curl:curl ps:procps; do
+for pair in tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
-if [ ${#need[@]} -gt 0 ]; then
+if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing what the tests run: ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -55,7 +57,10 @@ if [ ${#need[@]} -gt 0 ]; then
       apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}"; } </dev/null >>"$log" 2>&1 \
       || { tail -n 20 "$log" >&2; err "installing ${need[*]} failed (see $log)"; exit 1; }
   else
-    err "the tests need ${need[*]} (apt-get install ${need[*]})"
+    err "the tests need: ${need[*]} (apt-get install ${need[*]})"
     exit 1
   fi
+fi
+if ! man -w ls >/dev/null 2>&1; then
+  say "note: no manual page for ls (documentation excluded from this image?); TestSecurityEnvLessRunsCommandInPTY needs one"
 fi

@@ -101,7 +101,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		v, err := m.guard.Check(ctx, GuardRequest{
 			Command: command, Cwd: dir, Host: plan.host, Env: p.Env,
 			Security: plan.security, Ask: plan.ask,
-			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node,
+			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node, PTY: p.PTY,
 		})
 		if err != nil {
 			return Result{}, fmt.Errorf("exec: guard: %w", err)

@@ -20,6 +20,9 @@ type GuardRequest struct {
 	AgentID, SessionKey string
 	// Node is the requested node id or name for host "node".
 	Node string
+	// PTY: the command runs with a terminal (pagers and editors then take
+	// typed shell escapes).
+	PTY bool
 }
 
 // Guard decisions.

@@ -50,7 +50,7 @@ func (g *GateGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, 
 	}
 	v, err := g.gate.Check(ctx, guard.GateRequest{
 		Line: req.Command, Runner: runner, Cwd: req.Cwd, Env: req.Env, Path: g.path,
-		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: req.Host, Security: sec, Ask: ask,
+		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: req.Host, Security: sec, Ask: ask, PTY: req.PTY,
 		// In a sandbox the gateway's resolved paths mean nothing: only
 		// ask=always applies there and the line runs as written.
 		Contained: req.Host == "sandbox",

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // ErrBadPattern is wrapped by every allowlist pattern validation error.
@@ -20,18 +23,105 @@ type Entry struct {
 	LastResolvedPath string `json:"lastResolvedPath,omitempty"`
 }
 
-// ValidatePattern checks an allowlist pattern. A pattern is either an
-// absolute path glob (`**` any characters, `*` any characters but `/`, `?`
-// one character but `/`) or a bare executable name (optionally with `*`/`?`)
-// matched against the executable's base name. Character classes, `~`,
-// relative paths, `.`/`..` components, empty components and patterns that
-// match every executable are refused.
+// ValidatePattern checks an allowlist pattern. A pattern is an executable
+// part — an absolute path glob (`**` any characters, `*` any characters but
+// `/`, `?` one character but `/`) or a bare executable name (optionally with
+// `*`/`?`) matched against the executable's base name — optionally followed
+// by a space and an argv pattern: the exact arguments, shell-quoted
+// (`/usr/bin/git status`, `/usr/bin/git log '--format=%h %s'`). Character
+// classes, `~`, relative paths, `.`/`..` components, empty components and
+// executable parts that match every executable are refused; argument words
+// must be literal (quoted where the shell would expand them).
 func ValidatePattern(p string) error {
+	_, _, err := ParsePattern(p)
+	return err
+}
+
+// ParsePattern splits an allowlist pattern into its executable part and its
+// argv pattern (nil when the pattern has none: every argv matches, except
+// those carrying a gadget of the program, see Gadget).
+func ParsePattern(p string) (string, []string, error) {
 	bad := func(why string) error { return fmt.Errorf("%q: %s: %w", p, why, ErrBadPattern) }
+	if p == "" {
+		return "", nil, bad("empty")
+	}
+	if strings.TrimSpace(p) != p {
+		return "", nil, bad("leading or trailing whitespace")
+	}
+	head, rest, hasArgs := strings.Cut(p, " ")
+	if err := validateHead(head); err != nil {
+		return "", nil, bad(err.Error())
+	}
+	if !hasArgs {
+		return head, nil, nil
+	}
+	if strings.TrimLeft(rest, " \t") != rest {
+		return "", nil, bad("one space between the executable and its arguments")
+	}
+	args, err := parseArgvPattern(rest)
+	if err != nil {
+		return "", nil, bad("argv pattern: " + err.Error())
+	}
+	return head, args, nil
+}
+
+// FormatArgvPattern is the allowlist pattern that matches exactly path with
+// args (each argument quoted with syntax.Quote). ok is false when the
+// arguments cannot be written so that ParsePattern reads them back
+// unchanged (control characters, substitution sequences).
+func FormatArgvPattern(path string, args []string) (string, bool) {
+	if len(args) == 0 {
+		return "", false
+	}
+	words := []string{path}
+	for _, a := range args {
+		q, err := syntax.Quote(a, syntax.LangBash)
+		if err != nil {
+			return "", false
+		}
+		words = append(words, q)
+	}
+	p := strings.Join(words, " ")
+	head, got, err := ParsePattern(p)
+	if err != nil || head != path || !slices.Equal(got, args) {
+		return "", false
+	}
+	return p, true
+}
+
+// parseArgvPattern reads the argument words of a pattern with the shell
+// parser: one simple command of literal words, nothing that expands.
+func parseArgvPattern(s string) ([]string, error) {
+	if rule, msg := lexical(s); rule != "" {
+		return nil, fmt.Errorf("%s: %s", rule, msg)
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(s), "")
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Stmts) != 1 {
+		return nil, errors.New("must be one list of words")
+	}
+	st := f.Stmts[0]
+	c, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || st.Negated || st.Background || st.Coprocess || len(st.Redirs) > 0 || len(c.Assigns) > 0 || len(c.Args) == 0 {
+		return nil, errors.New("must be one list of literal words (no operators, redirections or assignments)")
+	}
+	out := make([]string, 0, len(c.Args))
+	for _, a := range c.Args {
+		v, rule, msg := word(a)
+		if rule != "" {
+			return nil, fmt.Errorf("%s: %s", rule, msg)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func validateHead(p string) error {
+	bad := func(why string) error { return errors.New(why) }
 	switch {
-	case p == "":
-		return bad("empty")
-	case strings.TrimSpace(p) != p || strings.ContainsAny(p, " \t\n\r\x00"):
+	case strings.ContainsAny(p, " \t\n\r\x00"):
 		return bad("contains whitespace or control characters")
 	case strings.ContainsAny(p, "[]{}\\~$`"):
 		return bad("only **, * and ? are supported (no [ ] { } \\ ~ $ `)")
@@ -70,8 +160,8 @@ func ValidatePattern(p string) error {
 }
 
 func compilePattern(p string) (*regexp.Regexp, error) {
-	if err := ValidatePattern(p); err != nil {
-		return nil, err
+	if err := validateHead(p); err != nil {
+		return nil, fmt.Errorf("%q: %s: %w", p, err, ErrBadPattern)
 	}
 	var b strings.Builder
 	b.WriteString("^")
@@ -92,12 +182,18 @@ func compilePattern(p string) (*regexp.Regexp, error) {
 	return regexp.Compile(b.String())
 }
 
-// MatchPattern reports whether an allowlist pattern matches an executable.
+// MatchPattern reports whether the executable part of an allowlist pattern
+// matches an executable (the argv part, if any, is Policy's to compare).
 // path is where it was found on PATH and resolved its symlink-free form;
 // path patterns match resolved only (a symlink in an allowlisted directory
 // pointing elsewhere does not match), bare names match either base name.
-// Matching is case-sensitive.
+// Matching is case-sensitive. (Policy further restricts bare names to PATH
+// hits in the trusted directories.)
 func MatchPattern(pattern, path, resolved string) (bool, error) {
+	pattern, _, err := ParsePattern(pattern)
+	if err != nil {
+		return false, err
+	}
 	re, err := compilePattern(pattern)
 	if err != nil {
 		return false, err

@@ -59,7 +59,9 @@
 // NAME, -S/--split-string STRING re-split and spliced back as env does,
 // NAME=VALUE vetted by AnalyzeEnv.EnvCheck — by default
 // envguard.CheckRequest(HostGateway) plus shell hooks such as CDPATH, so PATH
-// and the SPEC §6 loader and interpreter hooks are refused),
+// and the SPEC §6 loader and interpreter hooks are refused; -u of a pinned
+// host variable (LESSSECURE) is refused and env -i is rebuilt with the
+// pinned variables set again),
 // sh/bash/dash/zsh/ksh/mksh
 // `-c STRING` (STRING analysed recursively, depth limit 4; -i, -s, -O,
 // --rcfile and shells without -c are refused), nohup, timeout, nice,
@@ -88,11 +90,33 @@
 // RequiresApproval, Elevated.Check). A segment is satisfied by an allowlist
 // entry, as a safe bin, or as builtin cd; a segment run through sudo is
 // satisfied only if sudo itself is allowlisted too (a privilege change is
-// never granted by the inner command's entry or as a safe bin). Allowlist
-// patterns are globs on
-// the resolved path (`**` any, `*` no slash, `?` one non-slash character),
-// case-sensitive; a bare name matches the base name of the executable
-// wherever PATH found it (weaker: prefer paths). Safe bins (default cut
+// never granted by the inner command's entry or as a safe bin).
+//
+// Allowlist patterns (ParsePattern) are an executable part — a glob on the
+// resolved path (`**` any, `*` no slash, `?` one non-slash character),
+// case-sensitive, or a bare name — optionally followed by an argv pattern:
+// the exact arguments, shell-quoted (`/usr/bin/git status`). A bare name
+// matches only an executable found on PATH (argv[0] without a slash) whose
+// PATH hit and symlink target are both in the trusted dirs: `./ls`, a
+// workspace on PATH or a symlink out of /usr/bin never match `ls`.
+//
+// Trust (issue 12 items 4-5): whatever the entry, a segment is never
+// satisfied (by an entry or as a safe bin) when
+//   - its executable lies in Policy.UntrustedDirs (the daemon passes the
+//     sandbox workspace root, sandbox-owned workspaces and rw bind
+//     sources) or on a path that is not root/daemon-owned and
+//     owner-writable only (securePath: a sandbox user's files fail here);
+//   - its argv carries a gadget of its program (Gadget, gadgets.go: the one
+//     tested table of options that make a program run a command, load code
+//     or write a file it names — git -c, find -exec, sed without --sandbox,
+//     tar --to-command, sort --compress-program, man -P, zip -TT ...);
+//     programs whose every use runs code (interpreters, editors, command
+//     readers, build tools) always carry one, and pagers and editors do
+//     when the run has a PTY (typed shell escapes);
+//   - it is git and a directory it may run in is one a sandbox can write
+//     (the repository's config and hooks run commands).
+//
+// Safe bins (default cut
 // uniq head tail tr wc; profiles for grep and sort too; jq always fails
 // closed) must be found and resolved in the trusted dirs under their own
 // name and fit their profile: bounded positionals (no file paths), known
@@ -122,9 +146,12 @@
 // Check/Consume verify the binding (command, argv, cwd, agent, env hash)
 // exactly (ErrBindingMismatch); Consume uses an approval up
 // (ErrAlreadyConsumed on reuse). allow-always appends each segment's
-// resolved executable (PersistablePaths) to the agent's allowlist, and
-// never a shell, wrapper, carrier or interpreter (IsShellOrWrapper) — so
-// approving `/bin/zsh -lc whoami` allowlists /usr/bin/whoami, not zsh. An
+// pattern (PersistablePaths) to the agent's allowlist: the resolved
+// executable, or for a program with command-running options (ArgvMatched)
+// its resolved path plus the exact arguments (`/usr/bin/git status`), never
+// an argv that carries a gadget, and never a shell, wrapper, carrier,
+// interpreter or other always-gadget program (IsShellOrWrapper, Gadget) —
+// so approving `/bin/zsh -lc whoami` allowlists /usr/bin/whoami, not zsh. An
 // allow-always for a line whose analysis failed persists only its passing
 // segments. Requests without an agent id belong to agent "default".
 package guard

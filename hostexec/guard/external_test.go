@@ -74,7 +74,7 @@ func TestExplain(t *testing.T) {
 	h := newHost(t)
 	a := Analyze(`env -i timeout 5 bash -lc 'git status 2>&1 | head -n 1'`, h.env)
 	ex := a.Explain()
-	for _, want := range []string{"analysis: ok", "segment 1: git status 2>&1", "runs: /usr/bin/git", "via env: env -i", "via timeout: timeout 5", "via shell: bash -lc", "redirect: 2>&1", "env: cleared", "will execute: '/usr/bin/env' '-i' '/bin/timeout' '5'"} {
+	for _, want := range []string{"analysis: ok", "segment 1: git status 2>&1", "runs: /usr/bin/git", "via env: env -i", "via timeout: timeout 5", "via shell: bash -lc", "redirect: 2>&1", "env: cleared", "will execute: '/usr/bin/env' '-i' 'EDITOR=/bin/false' 'GIT_EDITOR=/bin/false' 'LESSSECURE=1' 'PAGER=/bin/cat' 'VISUAL=/bin/false' '/bin/timeout' '5'"} {
 		if !strings.Contains(ex, want) {
 			t.Errorf("explain lacks %q:\n%s", want, ex)
 		}

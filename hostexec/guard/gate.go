@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -32,6 +33,10 @@ type GateConfig struct {
 	Workspace string
 	// EnvCheck vets variables assigned through env/sudo wrappers.
 	EnvCheck func(map[string]string) error
+	// UntrustedDirs are the directories a sandbox can write (workspace
+	// root, sandbox-owned workspaces, rw bind sources): executables there
+	// never satisfy the allowlist or a safe bin.
+	UntrustedDirs []string
 }
 
 // GateRequest is one command to judge, as it will run.
@@ -56,6 +61,9 @@ type GateRequest struct {
 	// are min(config, request) and max(config, request).
 	Security Security
 	Ask      Ask
+	// PTY: the command runs with a terminal (pagers and editors then take
+	// typed shell escapes; see Gadget).
+	PTY bool
 	// Contained marks a command that runs inside a sandbox: the container is
 	// the boundary, so deny still refuses but no allowlist applies, only
 	// ask=always brings a human in, and the line runs as written.
@@ -129,7 +137,8 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	if err != nil {
 		return GateVerdict{}, err
 	}
-	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace}
+	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace,
+		UntrustedDirs: g.Config.UntrustedDirs, PTY: req.PTY}
 	v := pol.Evaluate(a)
 	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol}
 	if sec == SecurityFull {
@@ -147,7 +156,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 		}
 		argv = append(slices.Clone(req.Runner), runs)
 	}
-	out.binding = Binding{Command: req.Line, Argv: argv, Cwd: req.Cwd, AgentID: req.AgentID, SessionKey: req.SessionKey, EnvHash: EnvHash(req.Env)}
+	out.binding = Binding{Command: req.Line, Argv: argv, Cwd: req.Cwd, AgentID: req.AgentID, SessionKey: req.SessionKey, EnvHash: bindingHash(req.Env, req.PTY)}
 	switch v.Decision {
 	case DecisionRun:
 		if err := g.Store.RecordUse(ctx, req.AgentID, v.Hits, req.Line); err != nil {
@@ -189,7 +198,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	p, err := g.Store.Request(ctx, PendingRequest{
 		Command: req.Line, Argv: b.Argv, Cwd: req.Cwd, Host: req.Host, NodeID: req.NodeID,
 		Security: sec, Ask: ask, AgentID: req.AgentID, SessionKey: req.SessionKey,
-		EnvHash: b.EnvHash, Env: req.Env, ResolvedPaths: PersistablePaths(a), Explain: a.Explain(),
+		EnvHash: b.EnvHash, Env: req.Env, ResolvedPaths: PersistablePaths(a), Explain: a.Explain() + ptyNote(req.PTY),
 	})
 	if err != nil {
 		return GateVerdict{}, err
@@ -197,6 +206,29 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	out.Pending = &p
 	out.Reason = "approval required: " + v.Reason
 	return out, nil
+}
+
+// bindingHash is the env hash an approval binds to. A run with a terminal
+// hashes one more entry whose key no environment can carry ("=pty"), so a
+// decision about a piped run never admits the same command with a PTY (where
+// pagers and editors take typed shell escapes), nor the other way round.
+func bindingHash(env map[string]string, pty bool) string {
+	if !pty {
+		return EnvHash(env)
+	}
+	m := maps.Clone(env)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m["=pty"] = "1"
+	return EnvHash(m)
+}
+
+func ptyNote(pty bool) string {
+	if !pty {
+		return ""
+	}
+	return "terminal: PTY (keys the agent sends reach the program interactively)\n"
 }
 
 // Await blocks until the approval of a NeedsApproval verdict is decided or

@@ -43,6 +43,15 @@ type Policy struct {
 	// ExternalAllow are absolute path globs (allowlist syntax) that are not
 	// treated as external.
 	ExternalAllow []string
+	// UntrustedDirs are directories a sandbox (or anyone but the operator)
+	// can write: the sandbox workspace root, sandbox-owned workspaces, rw
+	// bind sources. An executable in one of them, or anywhere that is not
+	// a root-owned path writable only by its owner (see securePath), never
+	// satisfies an allowlist entry or a safe bin.
+	UntrustedDirs []string
+	// PTY says the command runs with a terminal: pagers and editors then
+	// take typed shell escapes and never satisfy an entry (Gadget).
+	PTY bool
 }
 
 // Hit is an allowlist entry that satisfied a segment.
@@ -182,17 +191,34 @@ func (p Policy) satisfy(a Analysis, v *Verdict) (bool, string) {
 			if a.OK {
 				reasons = append(reasons, fmt.Sprintf("segment %d `%s`: %s", s.Index, s.Raw, sv.Reason))
 			}
+		case p.untrusted(s) != "":
+			sv.Reason = p.untrusted(s)
+			if a.OK {
+				reasons = append(reasons, fmt.Sprintf("segment %d `%s`: %s", s.Index, s.Raw, sv.Reason))
+			}
 		default:
-			if e, ok := p.match(s); ok {
+			// An entry or a safe bin would cover the program; an argv that
+			// carries a gadget of it still misses.
+			e, hit := p.match(s)
+			safe, whyNot := false, ""
+			if !hit {
+				safe, whyNot = p.safeBin(s)
+			}
+			switch g := p.gadget(s); {
+			case (hit || safe) && g != "":
+				sv.Reason = g
+			case hit:
 				sv.Satisfied, sv.By = true, "allowlist "+e.Pattern
 				v.Hits = append(v.Hits, Hit{EntryID: e.ID, Pattern: e.Pattern, Segment: s.Index, ResolvedPath: s.Resolved})
-			} else if ok, why := p.safeBin(s); ok {
+			case safe:
 				sv.Satisfied, sv.By = true, "safe bin"
-			} else {
-				sv.Reason = fmt.Sprintf("%s is not allowlisted (%s)", s.Resolved, why)
-				if a.OK {
-					reasons = append(reasons, fmt.Sprintf("segment %d `%s`: %s", s.Index, s.Raw, sv.Reason))
-				}
+			case g != "":
+				sv.Reason = fmt.Sprintf("%s is not allowlisted (%s); and %s", s.Resolved, whyNot, g)
+			default:
+				sv.Reason = fmt.Sprintf("%s is not allowlisted (%s)", s.Resolved, whyNot)
+			}
+			if !sv.Satisfied && a.OK {
+				reasons = append(reasons, fmt.Sprintf("segment %d `%s`: %s", s.Index, s.Raw, sv.Reason))
 			}
 		}
 		v.Segments = append(v.Segments, sv)
@@ -220,20 +246,142 @@ func (p Policy) unallowedPrivilege(s Segment) string {
 		if w.Kind != "sudo" {
 			continue
 		}
-		if _, ok := p.match(Segment{Path: w.Path, Resolved: w.Resolved}); !ok {
+		if _, ok := p.match(Segment{Argv: w.Argv, Path: w.Path, Resolved: w.Resolved}); !ok {
 			return fmt.Sprintf("privilege change through %s: sudo itself is not allowlisted", w.Resolved)
 		}
 	}
 	return ""
 }
 
+// match finds the first allowlist entry that s satisfies. A bare-name
+// entry matches only an executable found on PATH (argv[0] without a slash)
+// in the trusted dirs, under its own name or its target's; an entry with an
+// argv pattern matches only exactly those arguments.
 func (p Policy) match(s Segment) (Entry, bool) {
+	viaPath := len(s.Argv) > 0 && !strings.Contains(s.Argv[0], "/")
+	trusted := p.trustedDirs()
 	for _, e := range p.Allowlist {
-		if ok, err := MatchPattern(e.Pattern, s.Path, s.Resolved); err == nil && ok {
+		head, args, err := ParsePattern(e.Pattern)
+		if err != nil {
+			continue
+		}
+		if !strings.Contains(head, "/") && (!viaPath || !inDirs(s.Path, trusted) || !inDirs(s.Resolved, trusted)) {
+			continue
+		}
+		if args != nil && (len(s.Argv) == 0 || !slices.Equal(s.Argv[1:], args)) {
+			continue
+		}
+		if ok, err := MatchPattern(head, s.Path, s.Resolved); err == nil && ok {
 			return e, true
 		}
 	}
 	return Entry{}, false
+}
+
+// gadget says why s's argv can make its program run a command, load code
+// or write a file it names (Gadget), or "".
+func (p Policy) gadget(s Segment) string {
+	arg, why := Gadget(s.Argv, p.PTY, segmentNames(s)...)
+	if why == "" {
+		if spec, ok := gadgetSpecFor(segmentNames(s)...); ok && spec.cwdConfig != "" {
+			for _, c := range s.Cwds {
+				if bad := p.untrustedDir(c); bad != "" {
+					return fmt.Sprintf("%s %s, and %s (never satisfied by an allowlist entry; approve it as a whole)", spec.cwdConfig, c, bad)
+				}
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("%s: `%s` %s (never satisfied by an allowlist entry; approve it as a whole)", filepath.Base(s.Resolved), arg, why)
+}
+
+// segmentNames are the base names a segment's program runs as: as written,
+// as found on PATH and its symlink-free target.
+func segmentNames(s Segment) []string {
+	var out []string
+	for _, n := range []string{firstArg(s.Argv), s.Path, s.Resolved} {
+		if n != "" {
+			out = append(out, filepath.Base(n))
+		}
+	}
+	return out
+}
+
+func firstArg(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
+}
+
+// untrusted says why s's executable lies where a sandbox (or another user)
+// can write it, or "".
+func (p Policy) untrusted(s Segment) string {
+	for _, f := range []string{s.Path, s.Resolved} {
+		if f == "" {
+			continue
+		}
+		for _, d := range p.UntrustedDirs {
+			if under(f, d) {
+				return fmt.Sprintf("%s is in %s, which a sandbox can write: never allowlisted", f, d)
+			}
+		}
+	}
+	for _, f := range []string{s.Resolved, s.Path} {
+		if f == "" {
+			continue
+		}
+		if err := securePath(f); err != nil {
+			return fmt.Sprintf("%s: %v: never allowlisted", f, err)
+		}
+		if s.Path == s.Resolved {
+			break
+		}
+	}
+	return ""
+}
+
+// untrustedDir says why a sandbox (or another user) can write directory d,
+// or "".
+func (p Policy) untrustedDir(d string) string {
+	for _, u := range p.UntrustedDirs {
+		if under(d, u) {
+			return fmt.Sprintf("%s is in %s, which a sandbox can write", d, u)
+		}
+	}
+	r, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		return fmt.Sprintf("cannot resolve %s: %v", d, err)
+	}
+	if err := securePath(r); err != nil {
+		return err.Error()
+	}
+	if r != d {
+		for _, u := range p.UntrustedDirs {
+			if under(r, u) {
+				return fmt.Sprintf("%s (%s) is in %s, which a sandbox can write", d, r, u)
+			}
+		}
+	}
+	return ""
+}
+
+// under reports whether f is dir or inside it, comparing cleaned paths and
+// dir's symlink-free form.
+func under(f, dir string) bool {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return false
+	}
+	dirs := []string{filepath.Clean(dir)}
+	if r, err := filepath.EvalSymlinks(dir); err == nil && r != dirs[0] {
+		dirs = append(dirs, r)
+	}
+	for _, d := range dirs {
+		if f == d || strings.HasPrefix(f, strings.TrimSuffix(d, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (p Policy) externalAllowed(path string) bool {

@@ -488,7 +488,8 @@ func (s *Store) Resolve(ctx context.Context, idOrSlug string, d ApprovalDecision
 				if !persistable(rp) || slices.ContainsFunc(a.Allowlist, func(e Entry) bool { return e.Pattern == rp }) {
 					continue
 				}
-				a.Allowlist = append(a.Allowlist, Entry{ID: uuid.NewString(), Pattern: rp, LastUsedAt: now.UnixMilli(), LastUsedCommand: p.Command, LastResolvedPath: rp})
+				head, _, _ := ParsePattern(rp)
+				a.Allowlist = append(a.Allowlist, Entry{ID: uuid.NewString(), Pattern: rp, LastUsedAt: now.UnixMilli(), LastUsedCommand: p.Command, LastResolvedPath: head})
 			}
 		}
 		return true, nil
@@ -500,18 +501,42 @@ func (s *Store) Resolve(ctx context.Context, idOrSlug string, d ApprovalDecision
 }
 
 func persistable(p string) bool {
-	return filepath.IsAbs(p) && ValidatePattern(p) == nil && !IsShellOrWrapper(p)
+	head, _, err := ParsePattern(p)
+	if err != nil || !filepath.IsAbs(head) || IsShellOrWrapper(head) {
+		return false
+	}
+	spec, ok := gadgetSpecFor(filepath.Base(head))
+	return !ok || spec.always == ""
 }
 
-// PersistablePaths returns the resolved executables of an analysis that
-// allow-always may add to an allowlist: passed segments only, never a
-// builtin, shell, wrapper, carrier or interpreter.
+// PersistablePaths returns the allowlist patterns allow-always may add for
+// an analysis: passed segments only, never a builtin, shell, wrapper,
+// carrier or interpreter, nor a program whose every use runs code (Gadget).
+// A program with command-running options (ArgvMatched) is persisted as an
+// argv pattern, its resolved path plus the exact arguments
+// (`/usr/bin/git status`), and not at all when its argv carries a gadget or
+// has no arguments; any other program as its resolved path.
 func PersistablePaths(a Analysis) []string {
 	var out []string
 	for _, s := range a.Segments {
-		if s.OK() && !s.Builtin && s.Resolved != "" && persistable(s.Resolved) && !slices.Contains(out, s.Resolved) {
-			out = append(out, s.Resolved)
+		if !s.OK() || s.Builtin || s.Resolved == "" || !persistable(s.Resolved) {
+			continue
 		}
+		names := segmentNames(s)
+		p := s.Resolved
+		if ArgvMatched(names...) {
+			if g, _ := Gadget(s.Argv, false, names...); g != "" || len(s.Argv) < 2 {
+				continue
+			}
+			var ok bool
+			if p, ok = FormatArgvPattern(s.Resolved, s.Argv[1:]); !ok {
+				continue
+			}
+		}
+		if !persistable(p) || slices.Contains(out, p) {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }

@@ -3,12 +3,15 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
 )
 
 // defaultExecPath is the search path execvp and `command -p` use when PATH
@@ -459,6 +462,12 @@ opts:
 			return nil, false
 		}
 	}
+	for _, u := range unset {
+		if envguard.IsPinned(u) {
+			w.an.segFail(seg, RuleEnvBlocked, "env: -u %s: a pinned variable of the host (%s) may not be unset", u, ErrEnvBlocked)
+			return nil, false
+		}
+	}
 	if len(assign) > 0 && seg.Env == nil {
 		seg.Env = map[string]string{}
 	}
@@ -471,7 +480,13 @@ opts:
 	}
 	pinned := []string{path}
 	if clear {
+		// env -i drops the host's pinned variables too (LESSSECURE=1):
+		// the rebuilt line sets them again right after -i.
 		pinned = append(pinned, "-i")
+		hostPinned := envguard.Pinned()
+		for _, k := range slices.Sorted(maps.Keys(hostPinned)) {
+			pinned = append(pinned, k+"="+hostPinned[k])
+		}
 	}
 	for _, u := range unset {
 		pinned = append(pinned, "-u", u)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -442,14 +444,53 @@ func buildGate(cfg config.File, state string) (*guard.Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
+	untrusted, err := sandboxWritableDirs(cfg, state)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
 	return &guard.Gate{Store: store, Config: guard.GateConfig{
-		Security:    guard.Security(cfg.Exec.Security),
-		Ask:         guard.Ask(cfg.Exec.Ask),
-		AskFallback: guard.Security(cfg.Exec.AskFallback),
-		SafeBins:    cfg.Exec.SafeBins,
-		Workspace:   workspace,
+		Security:      guard.Security(cfg.Exec.Security),
+		Ask:           guard.Ask(cfg.Exec.Ask),
+		AskFallback:   guard.Security(cfg.Exec.AskFallback),
+		SafeBins:      cfg.Exec.SafeBins,
+		Workspace:     workspace,
+		UntrustedDirs: untrusted,
 		EnvCheck: func(assign map[string]string) error {
 			return envguard.CheckRequest(envguard.HostGateway, assign)
 		},
 	}}, nil
+}
+
+// sandboxWritableDirs are the host directories a sandbox can write: the
+// workspace root, the sandbox-owned workspaces under the state dir, and the
+// sources of binds not mounted read-only. No executable there ever
+// satisfies the gateway's allowlist (issue 12 item 4).
+func sandboxWritableDirs(cfg config.File, state string) ([]string, error) {
+	root, err := config.ExpandHome(cfg.Sandbox.WorkspaceRoot)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.workspaceRoot: %w", err)
+	}
+	dirs := []string{filepath.Join(state, "sandboxes")}
+	if root != "" {
+		dirs = append(dirs, root)
+	}
+	for i, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox-writable dir %s: %w", d, err)
+		}
+		dirs[i] = abs
+	}
+	for _, b := range cfg.Sandbox.Docker.Binds {
+		parts := strings.Split(b, ":")
+		if len(parts) > 2 && slices.Contains(strings.Split(parts[2], ","), "ro") {
+			continue
+		}
+		src, err := config.ExpandHome(parts[0])
+		if err != nil || !filepath.IsAbs(src) {
+			continue // sandboxconfig refuses such binds before a sandbox starts
+		}
+		dirs = append(dirs, filepath.Clean(src))
+	}
+	return dirs, nil
 }
