@@ -162,7 +162,7 @@ func SweepTag(tag string) (int, error) {
 }
 
 func sweepTag(tag string) (int, error) {
-	if !validTag(tag) {
+	if !ValidTag(tag) {
 		return 0, fmt.Errorf("sweep: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
 	needle := []byte("\x00" + TagEnv + "=" + tag + "\x00")
@@ -189,7 +189,7 @@ func sweepTag(tag string) (int, error) {
 // TaggedPIDs lists the live processes whose environment carries
 // SANDBOXCTL_RUN=tag.
 func TaggedPIDs(tag string) ([]int, error) {
-	if !validTag(tag) {
+	if !ValidTag(tag) {
 		return nil, fmt.Errorf("hostexec: tagged pids: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
 	pids, err := taggedPIDs([]byte("\x00"+TagEnv+"="+tag+"\x00"), os.Getpid())

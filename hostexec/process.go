@@ -109,7 +109,7 @@ func (r *Runner) Prepare(spec Spec) (Prepared, error) {
 	tag := spec.Tag
 	if tag == "" {
 		tag = NewTag()
-	} else if !validTag(tag) {
+	} else if !ValidTag(tag) {
 		return Prepared{}, fmt.Errorf("hostexec: start: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
 	cols, rows := spec.Cols, spec.Rows
@@ -437,7 +437,8 @@ func NewTag() string {
 	return hex.EncodeToString(b[:])
 }
 
-func validTag(tag string) bool {
+// ValidTag reports whether tag can be a run tag: [A-Za-z0-9_.-], 1 to 64 bytes.
+func ValidTag(tag string) bool {
 	if len(tag) == 0 || len(tag) > 64 {
 		return false
 	}

@@ -172,3 +172,98 @@ func TestGatewaySessionLostWithItsSupervisor(t *testing.T) {
 }
 
 func stringOf(v any) string { s, _ := v.(string); return s }
+
+// TestGatewaySupervisorDeathSweptAtOnce: the host supervisor dies while the
+// daemon lives. The session fails, and what the command left running is
+// ended at once, not at the next command or daemon.
+func TestGatewaySupervisorDeathSweptAtOnce(t *testing.T) {
+	state := t.TempDir()
+	d := startDaemonIn(t, state, gatewayFull)
+	id, pid := gatewayRun(t, d, filepath.Join(state, "pid"))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	sup := hostSupervisorPID(t, state)
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	waitDead(t, pid, 5*time.Second)
+	t.Logf("the orphaned command was ended %v after its supervisor died", time.Since(begin).Round(time.Millisecond))
+	det, text, _ := d.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll"})
+	if det["status"] != "failed" {
+		t.Fatalf("session of a dead supervisor: %v %q", det, text)
+	}
+}
+
+// TestGatewaySupervisorWithoutSocketIsNotSwept: the daemon dies and the
+// host supervisor's socket file is deleted. The next daemon must not take
+// the live supervisor for dead (ending its sessions and starting a second
+// one); it says what is wrong instead.
+func TestGatewaySupervisorWithoutSocketIsNotSwept(t *testing.T) {
+	state := t.TempDir()
+	first := startDaemonIn(t, state, gatewayFull)
+	_, pid := gatewayRun(t, first, filepath.Join(state, "pid"))
+	sup := hostSupervisorPID(t, state)
+	t.Cleanup(func() { _ = syscall.Kill(sup, syscall.SIGKILL); _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	if err := os.Remove(filepath.Join(state, "gateway-supervisor", "supervisor.sock")); err != nil {
+		t.Fatal(err)
+	}
+	second := startDaemonIn(t, state, gatewayFull)
+	_, text, _ := second.call(t, "exec", map[string]any{"agentId": "durable", "command": "true"})
+	if !strings.Contains(text, "runs but its socket") {
+		t.Fatalf("gateway exec with the supervisor's socket gone: %q", text)
+	}
+	if !alivePID(pid) || !alivePID(sup) {
+		t.Fatalf("the live supervisor (alive %v) or its command (alive %v) was ended", alivePID(sup), alivePID(pid))
+	}
+	if n := strings.Count(strings.Join(procArgs(t, "host-supervisor"), "\n"), filepath.Join(state, "gateway-supervisor")); n != 1 {
+		t.Fatalf("%d host supervisors serve the state directory", n)
+	}
+}
+
+// TestGatewayFinishedSessionAfterGracefulRestart: a finished gateway
+// session keeps its exit code across a graceful stop and start.
+func TestGatewayFinishedSessionAfterGracefulRestart(t *testing.T) {
+	state := t.TempDir()
+	first := startDaemonIn(t, state, gatewayFull)
+	det, _, _ := first.call(t, "exec", map[string]any{"agentId": "durable", "command": "echo kept; exit 3", "background": true})
+	id, _ := det["sessionId"].(string)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		det, _, _ = first.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll", "timeoutMs": 1000})
+		if det["status"] != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not end")
+		}
+	}
+	_ = first.cmd.Process.Signal(os.Interrupt)
+	_ = first.cmd.Wait()
+	second := startDaemonIn(t, state, gatewayFull)
+	det, text, _ := second.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll"})
+	if det["status"] != "completed" || det["exitCode"] != float64(3) {
+		t.Fatalf("finished session after a graceful restart: %v %q", det, text)
+	}
+}
+
+// procArgs lists the command lines (spaces for NULs) of the processes
+// whose command line contains word.
+func procArgs(t *testing.T, word string) []string {
+	t.Helper()
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(word)) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if alivePID(pid) {
+			out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}

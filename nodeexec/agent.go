@@ -101,6 +101,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) error {
 	if err != nil {
 		return err
 	}
+	defer a.ledger.close()
 	return a.run(ctx)
 }
 

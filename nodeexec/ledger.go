@@ -1,8 +1,10 @@
 package nodeexec
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"path/filepath"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -15,15 +17,38 @@ import (
 // of those tags before it connects, so nothing the dead agent started keeps
 // running untracked. (The gateway fails those runs: the node comes back
 // without them, or not within the link grace.)
-type runLedger struct{ dir string }
+type runLedger struct {
+	dir  string
+	lock *os.File // agent.lock, held for the agent's life
+}
 
 func openRunLedger(stateDir string) (*runLedger, error) {
 	dir := filepath.Join(stateDir, "runs")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("nodeexec: run ledger: %w", err)
 	}
-	return &runLedger{dir: dir}, nil
+	// One agent per state directory: a second one must neither sweep the
+	// first one's live runs nor answer for them. The lock is held until
+	// this process exits (the descriptor is close-on-exec).
+	lock, err := os.OpenFile(filepath.Join(stateDir, "agent.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("nodeexec: another node agent runs on the state directory %s (it holds agent.lock)", stateDir)
+		}
+		return nil, fmt.Errorf("nodeexec: lock %s: %w", lock.Name(), err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("nodeexec: run ledger: %w", err)
+	}
+	return &runLedger{dir: dir, lock: lock}, nil
 }
+
+// close releases the state directory for the next agent.
+func (l *runLedger) close() { _ = l.lock.Close() }
 
 // add records tag before its command starts.
 func (l *runLedger) add(tag string) error {

@@ -455,3 +455,41 @@ func TestNodeAgentSIGKILLLeavesNothingRunning(t *testing.T) {
 	waitFor(t, 10*time.Second, "the dead agent's run ended", func() bool { return !alive(pid) })
 	t.Logf("the new agent ended the orphaned run %v after its start", time.Since(begin).Round(time.Millisecond))
 }
+
+// TestSecondAgentOnStateDirRefused: a second node agent on a live agent's
+// state directory stops with a clear error and ends none of its runs.
+func TestSecondAgentOnStateDirRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts node agent processes")
+	}
+	bin := buildTestNode(t, t.TempDir())
+	g := newTestGateway(t, RegistryOptions{LinkGrace: time.Second, PingInterval: time.Second})
+	state := t.TempDir()
+	args := []string{"-gateway", g.url, "-security", "full", "-ask", "off", "-state", state,
+		"-token", testToken, "-tls-fingerprint", g.fingerprint}
+	startNodeProc(t, bin, "first", args...)
+	g.waitNode(t, "first")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rp, err := g.reg.Start(ctx, "first", StartSpec{Command: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(rp)
+	defer func() { _ = rp.Kill(ctx); c.wait() }()
+	second := startNodeProc(t, bin, "second", args...)
+	select {
+	case <-second.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a second agent on the same state directory kept running")
+	}
+	second.mu.Lock()
+	stderr := second.stderr.String()
+	second.mu.Unlock()
+	if !strings.Contains(stderr, "another node agent runs on the state directory") {
+		t.Fatalf("second agent's error: %q", stderr)
+	}
+	if !alive(rp.PID()) {
+		t.Fatal("the second agent ended the first one's run")
+	}
+}

@@ -61,12 +61,18 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 	out := make([]RecoveredSession, 0, len(found)+len(lost))
 	for _, l := range lost {
 		in := l.Info
-		out = append(out, RecoveredSession{
+		r := RecoveredSession{
 			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
 			AgentID: in.Meta[metaAgentID], SessionKey: in.Meta[metaSessionKey], PTY: in.TTY,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
 			Finished: true, Lost: l.Reason,
-		})
+		}
+		if l.Exit != nil {
+			// Its end is known; only its output is gone, and the log says so.
+			r.Lost, r.ExitCode, r.Signal, r.EndedAt = "", l.Exit.Code, l.Exit.Signal, time.UnixMilli(l.Exit.EndedAt)
+			r.Output = []byte("[sandboxctl: " + l.Reason + "]\n")
+		}
+		out = append(out, r)
 	}
 	for _, f := range found {
 		in := f.Info

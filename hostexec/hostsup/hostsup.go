@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
@@ -70,6 +71,9 @@ func New(opts Options) (*Supervisor, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	if n := len(SocketPath(opts.Dir)); n >= maxSocketPath {
+		return nil, fmt.Errorf("hostsup: the socket path %s is %d bytes, over the %d a unix socket allows: use a shorter state directory", SocketPath(opts.Dir), n, maxSocketPath-1)
+	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("hostsup: %w", err)
 	}
@@ -81,6 +85,47 @@ func New(opts Options) (*Supervisor, error) {
 
 // SocketPath is where the supervisor of dir listens.
 func SocketPath(dir string) string { return filepath.Join(dir, supervisor.SocketName) }
+
+// maxSocketPath is the size of sockaddr_un's sun_path, NUL included.
+const maxSocketPath = 108
+
+// lockName is the file a live supervisor holds an exclusive flock on: the
+// proof of life that a missing or refused socket is not.
+const lockName = "supervisor.lock"
+
+// alive reports whether a supervisor holds dir's lock.
+func alive(dir string) (bool, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return false, fmt.Errorf("hostsup: %w", err)
+	}
+	defer f.Close()
+	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+	case err == nil:
+		return false, nil // closing f releases it
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return true, nil
+	default:
+		return false, fmt.Errorf("hostsup: lock %s: %w", f.Name(), err)
+	}
+}
+
+// holdLock takes dir's lock for the life of the calling supervisor. The
+// descriptor is close-on-exec: no command inherits it.
+func holdLock(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another host supervisor serves %s", dir)
+		}
+		return nil, err
+	}
+	return f, nil
+}
 
 // current returns a connected client: to the running supervisor, or, with
 // start, to a new one, after the sessions of a dead one were swept. Without
@@ -98,7 +143,16 @@ func (s *Supervisor) current(ctx context.Context, start bool) (*supervisor.Clien
 	}
 	c, err := s.dial(ctx)
 	if errors.Is(err, errNoSupervisor) {
-		s.sweepLocked()
+		// No socket answers: dead, or alive with its socket gone (never
+		// sweep a live one's sessions).
+		if live, lerr := alive(s.opts.Dir); lerr != nil || live {
+			if lerr != nil {
+				return nil, lerr
+			}
+			return nil, fmt.Errorf("hostsup: the host supervisor of %s runs but its socket %s does not answer; stop it (it holds %s) and retry",
+				s.opts.Dir, SocketPath(s.opts.Dir), lockName)
+		}
+		s.lost = append(s.lost, s.sweep()...)
 		if !start {
 			return nil, err
 		}
@@ -110,7 +164,27 @@ func (s *Supervisor) current(ctx context.Context, start bool) (*supervisor.Clien
 		return nil, err
 	}
 	s.client = c
+	go s.watch(c)
 	return c, nil
+}
+
+// watch sweeps at once what a supervisor that died under this daemon left
+// running: its sessions already failed here, their processes must not run
+// on untracked until the next command or daemon.
+func (s *Supervisor) watch(c *supervisor.Client) {
+	<-c.Done()
+	if errors.Is(c.Err(), supervisor.ErrClosed) {
+		return // this daemon closed the link (Stop)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != c {
+		return
+	}
+	s.client = nil
+	if live, err := alive(s.opts.Dir); err == nil && !live {
+		s.sweep()
+	}
 }
 
 var errNoSupervisor = errors.New("no host supervisor answers")
@@ -186,22 +260,28 @@ func (s *Supervisor) start() error {
 	return nil
 }
 
-// sweepLocked ends what a dead supervisor's sessions left running and keeps
-// those sessions as lost for Recover; their directories are removed.
-func (s *Supervisor) sweepLocked() {
+// sweep ends what a dead supervisor's sessions left running, removes their
+// directories and returns them. A directory named like a run tag is swept
+// even without a readable meta.json (the supervisor died before writing it):
+// such a session cannot be reported, but nothing of it runs on.
+func (s *Supervisor) sweep() []Lost {
 	entries, err := os.ReadDir(s.opts.Dir)
 	if err != nil {
-		return
+		return nil
 	}
+	var lost []Lost
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || !hostexec.ValidTag(e.Name()) {
 			continue
 		}
 		dir := filepath.Join(s.opts.Dir, e.Name())
+		n, serr := hostexec.SweepTag(e.Name())
 		var info supervisor.SessionInfo
 		b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 		if err != nil || json.Unmarshal(b, &info) != nil || info.ID != e.Name() {
-			continue // not a session directory
+			s.opts.Logf("hostsup: session %s of a dead host supervisor has no record; %d process(es) of it ended (%v)", e.Name(), n, serr)
+			_ = os.RemoveAll(dir)
+			continue
 		}
 		l := Lost{Info: info}
 		if b, err := os.ReadFile(filepath.Join(dir, "exit")); err == nil {
@@ -210,19 +290,19 @@ func (s *Supervisor) sweepLocked() {
 				l.Exit = &st
 			}
 		}
-		n, err := hostexec.SweepTag(info.ID)
 		switch {
-		case err != nil:
-			l.Reason = fmt.Sprintf("its host supervisor died; ending what it left running failed: %v", err)
+		case serr != nil:
+			l.Reason = fmt.Sprintf("its host supervisor died; ending what it left running failed: %v", serr)
 		case l.Exit != nil:
-			l.Reason = "its host supervisor died after the command ended; its output was not kept"
+			l.Reason = "its host supervisor ended after the command did; its output was not kept"
 		default:
 			l.Reason = fmt.Sprintf("its host supervisor died while it ran; %d process(es) it left were ended", n)
 		}
-		s.opts.Logf("hostsup: session %s of a dead host supervisor: %s", info.ID, l.Reason)
-		s.lost = append(s.lost, l)
+		s.opts.Logf("hostsup: session %s: %s", info.ID, l.Reason)
+		lost = append(lost, l)
 		_ = os.RemoveAll(dir)
 	}
+	return lost
 }
 
 // Open starts a command in the supervisor.
@@ -295,16 +375,20 @@ func (s *Supervisor) Forget(ctx context.Context, id string) error {
 	return c.Forget(ctx, id)
 }
 
-// Stop ends the supervisor if no session of it is running (a graceful
-// daemon shutdown has ended its sessions), and closes the link.
+// Stop ends the supervisor, if one runs and none of its sessions is running
+// (a graceful daemon shutdown has ended them), and waits until it is gone;
+// it closes the link.
 func (s *Supervisor) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	c := s.client
-	s.client = nil
-	s.mu.Unlock()
-	if c == nil {
+	c, err := s.current(ctx, false)
+	if errors.Is(err, errNoSupervisor) {
 		return nil
 	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.client = nil
+	s.mu.Unlock()
 	defer c.Close()
 	infos, err := c.List(ctx)
 	if err != nil {
@@ -315,12 +399,26 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 			return nil // kept for the next daemon
 		}
 	}
-	if pid := c.ServerPID(); pid > 0 {
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("hostsup: stop the host supervisor: %w", err)
+	pid := c.ServerPID()
+	if pid <= 0 {
+		return errors.New("hostsup: stop: the host supervisor did not say its pid")
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("hostsup: stop the host supervisor: %w", err)
+	}
+	for {
+		if st, err := procfs.ReadStat("/proc", pid); err != nil || st.Dead() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hostsup: the host supervisor (pid %d) did not stop: %w", pid, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // localConn marks the socket as local: output goes uncompressed.

@@ -27,6 +27,14 @@ func Serve(ctx context.Context, dir string, logf func(format string, args ...any
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("hostsup: PR_SET_DUMPABLE: %w", err)
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("hostsup: %w", err)
+	}
+	lock, err := holdLock(dir)
+	if err != nil {
+		return fmt.Errorf("hostsup: %w", err)
+	}
+	defer lock.Close()
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return fmt.Errorf("hostsup: %w", err)

@@ -339,5 +339,14 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	}
 	// A missing sandboxctld matters only when no daemon runs yet.
 	argv, argvErr := c.DaemonCommand(state)
+	if c.Getenv(RunTagEnv) != "" {
+		// A daemon started from a command would run under that command's
+		// supervisor, which serves no descendant of its own.
+		argv, argvErr = nil, fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", RunTagEnv)
+	}
 	return apiclient.Connect(apiclient.StartOptions{StateDir: state, Command: argv, CommandErr: argvErr}), nil
 }
+
+// RunTagEnv is the variable that marks every process sandboxctl runs
+// (hostexec.TagEnv; the light CLI does not link hostexec).
+const RunTagEnv = "SANDBOXCTL_RUN"

@@ -8,7 +8,9 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
@@ -168,5 +170,13 @@ func TestForwardWithoutDaemonBinary(t *testing.T) {
 	err := root.Execute()
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/sandboxctld") {
 		t.Fatalf("forwarding to a missing sandboxctld: %v", err)
+	}
+}
+
+func TestRunTagEnvIsHostexecs(t *testing.T) {
+	for _, other := range []string{hostexec.TagEnv, supervisor.RunTagEnv} {
+		if other != RunTagEnv {
+			t.Fatalf("RunTagEnv %q, but %q elsewhere", RunTagEnv, other)
+		}
 	}
 }

@@ -52,9 +52,11 @@ func newHostSupervisorCommand(c *cli.CLI) *cobra.Command {
 			defer stop()
 			// Caught, not ignored: an ignored signal stays ignored in the
 			// commands it starts.
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
+			// SIGHUP, and the job-control stops a terminal's parent may
+			// have set to ignored.
+			caught := make(chan os.Signal, 1)
+			signal.Notify(caught, syscall.SIGHUP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+			defer signal.Stop(caught)
 			logger := log.New(c.Err, "sandboxctl host supervisor: ", log.LstdFlags)
 			return hostsup.Serve(ctx, dir, logger.Printf)
 		},
