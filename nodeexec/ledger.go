@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"path/filepath"
+	"syscall"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
 )

@@ -91,4 +91,3 @@ func TestSocketPathTooLong(t *testing.T) {
 		t.Fatalf("the refused directory was created: %v", err)
 	}
 }
-
