@@ -358,6 +358,12 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	return m.adoptUncertainStart(ctx, res, opts.Tag, sentAt, err)
 }
 
+// ErrStartUncertain means the supervisor may or may not have started a
+// command (the connection broke before it answered) and the daemon cannot
+// find out; it does not run the command again. The agent should check the
+// command's effects before it runs it again.
+var ErrStartUncertain = errors.New("the command may or may not have started (sandboxctl did not run it a second time; check its effects before running it again)")
+
 // adoptUncertainStart settles an Open whose answer was lost (the connection
 // broke or was taken over after the request went out): the supervisor may
 // or may not have started the command. A session with the command's id is
@@ -367,16 +373,16 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 // supervisor cannot know, so that is not knowing either.
 func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id string, sentAt time.Time, openErr error) (*SupervisedExec, string, error) {
 	if id == "" || ctx.Err() != nil {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command, its answer was lost: %w", res.Name, openErr)
+		return nil, "", fmt.Errorf("sandbox %s: %w (its answer was lost: %w)", res.Name, ErrStartUncertain, openErr)
 	}
 	insp, err := m.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
 	if err != nil {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox cannot be inspected: %w", res.Name, openErr, m.classify("inspect sandbox", err))
+		return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the sandbox cannot be inspected: %w", res.Name, ErrStartUncertain, openErr, m.classify("inspect sandbox", err))
 	}
 	if st := insp.Container.State; st == nil || !st.Running {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox stopped since; not running it again", res.Name, openErr)
+		return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the sandbox stopped since", res.Name, ErrStartUncertain, openErr)
 	} else if started, perr := time.Parse(time.RFC3339Nano, st.StartedAt); perr != nil || !started.Before(sentAt) {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox restarted since; not running it again", res.Name, openErr)
+		return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the sandbox restarted since", res.Name, ErrStartUncertain, openErr)
 	}
 	c, err := m.supervisorClient(ctx, res.ID)
 	if err == nil {
@@ -395,7 +401,7 @@ func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id 
 			return nil, fmt.Sprintf("sandbox supervisor lost the request (%v); using the plain Engine exec path", openErr), nil
 		}
 	}
-	return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and cannot be asked: %w", res.Name, openErr, err)
+	return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the supervisor cannot be asked: %w", res.Name, ErrStartUncertain, openErr, err)
 }
 
 // RecoveredSession is a command the supervisor of a sandbox knows about,
