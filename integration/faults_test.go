@@ -342,14 +342,16 @@ func TestFaultEngineRestart(t *testing.T) {
 	}
 	pollUntil(t, d, "a2", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
 
+	// The session must fail while the Engine is still down: its container
+	// went with the Engine (no live-restore).
 	fault := time.Now()
 	eng.stop(t)
 	down := time.Since(fault)
-	up := eng.start(t)
 	all := pollUntil(t, d, "a2", id, 30*time.Second, func(all string) bool {
 		return strings.Contains(all, "Process failed") || strings.Contains(all, "Process exited")
 	})
 	failedAfter := time.Since(fault)
+	up := eng.start(t)
 	if !strings.Contains(all, "Process failed") || !strings.Contains(all, "sandbox container") {
 		t.Fatalf("session whose container stopped with the Engine:\n%s", all)
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +86,31 @@ type supervisorClients struct {
 	// localBad: when a container's supervisor socket last failed a
 	// handshake (see Manager.dialer).
 	localBad map[string]time.Time
+	// inits: the host pid of each container's init when last dialed
+	// locally, to tell a dead container while the Engine does not answer.
+	inits map[string]int
+}
+
+func (cs *supervisorClients) sawInit(id string, pid int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.inits == nil {
+		cs.inits = map[string]int{}
+	}
+	cs.inits[id] = pid
+}
+
+// initGone reports whether container id's init, as last seen, no longer
+// runs in the container's cgroup (false when it was never seen).
+func (cs *supervisorClients) initGone(id string) bool {
+	cs.mu.Lock()
+	pid, ok := cs.inits[id]
+	cs.mu.Unlock()
+	if !ok {
+		return false
+	}
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	return err != nil || !strings.Contains(string(cg), id)
 }
 
 type clientEntry struct {
@@ -221,7 +249,7 @@ func (m *Manager) dialer(id string) supervisor.Dialer {
 		if err == nil {
 			return conn, nil
 		}
-		if errors.Is(err, ErrDockerUnreachable) || ctx.Err() != nil {
+		if errors.Is(err, ErrDockerUnreachable) || errors.Is(err, supervisor.ErrGone) || ctx.Err() != nil {
 			return nil, err
 		}
 		m.logf("sandbox %s: supervisor socket: %v; using the attach stream", short(id), err)
