@@ -291,10 +291,11 @@ func settledRuns(t *testing.T, cli *client.Client, nameOrID, marker string) int 
 	}
 }
 
-// countLines counts marker lines in the runs.txt of every workspace under ws.
-func countLines(t *testing.T, ws, line string) int {
+// countLines counts marker lines in the runs.txt of every workspace
+// directory matching dirGlob.
+func countLines(t *testing.T, dirGlob, line string) int {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(ws, "*", "runs.txt"))
+	files, _ := filepath.Glob(filepath.Join(dirGlob, "runs.txt"))
 	n := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -341,14 +342,16 @@ func TestFaultEngineRestart(t *testing.T) {
 	}
 	pollUntil(t, d, "a2", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
 
+	// The session must fail while the Engine is still down: its container
+	// went with the Engine (no live-restore).
 	fault := time.Now()
 	eng.stop(t)
 	down := time.Since(fault)
-	up := eng.start(t)
 	all := pollUntil(t, d, "a2", id, 30*time.Second, func(all string) bool {
 		return strings.Contains(all, "Process failed") || strings.Contains(all, "Process exited")
 	})
 	failedAfter := time.Since(fault)
+	up := eng.start(t)
 	if !strings.Contains(all, "Process failed") || !strings.Contains(all, "sandbox container") {
 		t.Fatalf("session whose container stopped with the Engine:\n%s", all)
 	}
@@ -358,7 +361,7 @@ func TestFaultEngineRestart(t *testing.T) {
 	firstAfter := time.Since(began)
 	c := containerOf(t, eng.cli, prefix+"agent-a1")
 	supRuns := settledRuns(t, eng.cli, c, "runs.txt")
-	lines := countLines(t, ws, "T")
+	lines := countLines(t, filepath.Join(ws, "*"), "T")
 	t.Logf("dockerd restart: stop %s, start %s; running session failed %s after the stop began; first exec after restart %s (code %d: %q)",
 		down.Round(time.Millisecond), up.Round(time.Millisecond), failedAfter.Round(time.Millisecond), firstAfter.Round(time.Millisecond), code, text)
 	switch {
@@ -372,41 +375,78 @@ func TestFaultEngineRestart(t *testing.T) {
 	}
 }
 
-// TestFaultContainerKilledThroughDaemon: the sandbox of a running
-// background session is killed with docker kill; the session fails within
-// 2 s with the exit code in its reason, and the next command runs once.
-func TestFaultContainerKilledThroughDaemon(t *testing.T) {
+// TestFaultContainerDiesThroughDaemon: the sandbox of a running
+// background session is killed (docker kill), stopped (docker stop) or
+// loses its supervisor (SIGKILL from the host); the session fails within
+// 2 s with a reason naming the container's exit, and the next command
+// runs exactly once.
+func TestFaultContainerDiesThroughDaemon(t *testing.T) {
 	cli := requireDocker(t, testImage)
 	state := t.TempDir()
-	prefix := "sbxi-kill-" + randSuffix() + "-"
+	prefix := "sbxi-die-" + randSuffix() + "-"
 	t.Cleanup(func() { removeByPrefix(cli, prefix) })
-	ws := filepath.Join(state, "ws")
 	d := startDaemonIn(t, state, sandboxDaemonConfig(state, prefix))
-	det, text, _ := d.call(t, "exec", scoped("k1", map[string]any{"command": "echo start; sleep 120", "background": true}))
-	id, _ := det["sessionId"].(string)
-	if id == "" {
-		t.Fatalf("exec: %v %q", det, text)
-	}
-	pollUntil(t, d, "k1", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
-	c := containerOf(t, cli, prefix+"agent-k1")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := cli.ContainerKill(ctx, c, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-		t.Fatal(err)
-	}
-	fault := time.Now()
-	all := pollUntil(t, d, "k1", id, 10*time.Second, func(all string) bool { return strings.Contains(all, "Process failed") })
-	took := time.Since(fault)
-	t.Logf("docker kill: session failed after %s", took.Round(time.Millisecond))
-	if took > 2*time.Second || !strings.Contains(all, "exit code 137") {
-		t.Fatalf("after %s:\n%s", took, all)
-	}
-	began := time.Now()
-	_, text, code := d.call(t, "exec", scoped("k1", map[string]any{"command": "echo T >> /workspace/runs.txt"}))
-	t.Logf("first exec after docker kill: %s (code %d %q)", time.Since(began).Round(time.Millisecond), code, text)
-	supRuns := settledRuns(t, cli, c, "runs.txt")
-	if n := countLines(t, ws, "T"); n > 1 || (code == 200 && n != 1) {
-		t.Fatalf("the command ran %d times (supervisor sessions %d; exec %d %q)", n, supRuns, code, text)
+	for _, tc := range []struct {
+		fault, want string
+		within      time.Duration
+	}{
+		{"kill", "exit code 137", 2 * time.Second},
+		{"stop", "exit code (0|143)", 3 * time.Second}, // docker stop -t1 itself takes up to 1 s
+		{"supervisor", "exit code 137", 2 * time.Second},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			agent := "die-" + tc.fault
+			ws := filepath.Join(state, "ws")
+			det, text, _ := d.call(t, "exec", scoped(agent, map[string]any{"command": "echo start; sleep 120", "background": true}))
+			id, _ := det["sessionId"].(string)
+			if id == "" {
+				t.Fatalf("exec: %v %q", det, text)
+			}
+			pollUntil(t, d, agent, id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+			c := containerOf(t, cli, prefix+"agent-"+agent)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			fault := time.Now()
+			switch tc.fault {
+			case "kill":
+				if _, err := cli.ContainerKill(ctx, c, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+					t.Fatal(err)
+				}
+			case "stop":
+				timeout := 1
+				if _, err := cli.ContainerStop(ctx, c, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+					t.Fatal(err)
+				}
+			case "supervisor":
+				insp, err := cli.ContainerInspect(ctx, c, client.ContainerInspectOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid := insp.Container.State.Pid
+				children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+				if err != nil || len(strings.Fields(string(children))) == 0 {
+					t.Fatalf("supervisor pid: %q %v", children, err)
+				}
+				var sup int
+				fmt.Sscan(strings.Fields(string(children))[0], &sup)
+				if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			all := pollUntil(t, d, agent, id, 10*time.Second, func(all string) bool { return strings.Contains(all, "Process failed") })
+			took := time.Since(fault)
+			t.Logf("%s: session failed %s after the fault", tc.fault, took.Round(time.Millisecond))
+			if took > tc.within || !regexp.MustCompile(tc.want).MatchString(all) {
+				t.Fatalf("after %s, want a reason matching %q:\n%s", took, tc.want, all)
+			}
+			began := time.Now()
+			_, text, code := d.call(t, "exec", scoped(agent, map[string]any{"command": "echo T >> /workspace/runs.txt"}))
+			t.Logf("%s: first exec after the fault: %s (code %d %q)", tc.fault, time.Since(began).Round(time.Millisecond), code, text)
+			supRuns := settledRuns(t, cli, c, "runs.txt")
+			if n := countLines(t, filepath.Join(ws, "agent-"+agent+"-*"), "T"); n > 1 || (code == 200 && n != 1) {
+				t.Fatalf("the command ran %d times (supervisor sessions %d; exec %d %q)", n, supRuns, code, text)
+			}
+		})
 	}
 }
 

@@ -183,6 +183,7 @@ func (m *Manager) forgetContainer(id string) {
 	m.clients.drop(id)
 	m.clients.mu.Lock()
 	delete(m.clients.localBad, id)
+	delete(m.clients.inits, id)
 	m.clients.mu.Unlock()
 	m.watch.mu.Lock()
 	delete(m.watch.oom, id)

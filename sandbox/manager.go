@@ -135,6 +135,9 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: state directory: %w", err)
 	}
+	if real, err := filepath.EvalSymlinks(absState); err == nil {
+		absState = real // one id however the directory is spelt
+	}
 	m := &Manager{
 		cfg:        opts.Config,
 		stateDir:   opts.StateDir,

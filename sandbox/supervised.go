@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +86,31 @@ type supervisorClients struct {
 	// localBad: when a container's supervisor socket last failed a
 	// handshake (see Manager.dialer).
 	localBad map[string]time.Time
+	// inits: the host pid of each container's init when last dialed
+	// locally, to tell a dead container while the Engine does not answer.
+	inits map[string]int
+}
+
+func (cs *supervisorClients) sawInit(id string, pid int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.inits == nil {
+		cs.inits = map[string]int{}
+	}
+	cs.inits[id] = pid
+}
+
+// initGone reports whether container id's init, as last seen, no longer
+// runs in the container's cgroup (false when it was never seen).
+func (cs *supervisorClients) initGone(id string) bool {
+	cs.mu.Lock()
+	pid, ok := cs.inits[id]
+	cs.mu.Unlock()
+	if !ok {
+		return false
+	}
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	return err != nil || !strings.Contains(string(cg), id)
 }
 
 type clientEntry struct {
@@ -221,7 +249,7 @@ func (m *Manager) dialer(id string) supervisor.Dialer {
 		if err == nil {
 			return conn, nil
 		}
-		if errors.Is(err, ErrDockerUnreachable) || ctx.Err() != nil {
+		if errors.Is(err, ErrDockerUnreachable) || errors.Is(err, supervisor.ErrGone) || ctx.Err() != nil {
 			return nil, err
 		}
 		m.logf("sandbox %s: supervisor socket: %v; using the attach stream", short(id), err)
@@ -358,6 +386,12 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	return m.adoptUncertainStart(ctx, res, opts.Tag, sentAt, err)
 }
 
+// ErrStartUncertain means the supervisor may or may not have started a
+// command (the connection broke before it answered) and the daemon cannot
+// find out; it does not run the command again. The agent should check the
+// command's effects before it runs it again.
+var ErrStartUncertain = errors.New("the command may or may not have started (sandboxctl did not run it a second time; check its effects before running it again)")
+
 // adoptUncertainStart settles an Open whose answer was lost (the connection
 // broke or was taken over after the request went out): the supervisor may
 // or may not have started the command. A session with the command's id is
@@ -367,16 +401,16 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 // supervisor cannot know, so that is not knowing either.
 func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id string, sentAt time.Time, openErr error) (*SupervisedExec, string, error) {
 	if id == "" || ctx.Err() != nil {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command, its answer was lost: %w", res.Name, openErr)
+		return nil, "", fmt.Errorf("sandbox %s: %w (its answer was lost: %w)", res.Name, ErrStartUncertain, openErr)
 	}
 	insp, err := m.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
 	if err != nil {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox cannot be inspected: %w", res.Name, openErr, m.classify("inspect sandbox", err))
+		return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the sandbox cannot be inspected: %w", res.Name, ErrStartUncertain, openErr, m.classify("inspect sandbox", err))
 	}
 	if st := insp.Container.State; st == nil || !st.Running {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox stopped since; not running it again", res.Name, openErr)
+		return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the sandbox stopped since", res.Name, ErrStartUncertain, openErr)
 	} else if started, perr := time.Parse(time.RFC3339Nano, st.StartedAt); perr != nil || !started.Before(sentAt) {
-		return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and the sandbox restarted since; not running it again", res.Name, openErr)
+		return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the sandbox restarted since", res.Name, ErrStartUncertain, openErr)
 	}
 	c, err := m.supervisorClient(ctx, res.ID)
 	if err == nil {
@@ -395,7 +429,7 @@ func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id 
 			return nil, fmt.Sprintf("sandbox supervisor lost the request (%v); using the plain Engine exec path", openErr), nil
 		}
 	}
-	return nil, "", fmt.Errorf("sandbox %s: the supervisor may have started the command (%v) and cannot be asked: %w", res.Name, openErr, err)
+	return nil, "", fmt.Errorf("sandbox %s: %w (%v) and the supervisor cannot be asked: %w", res.Name, ErrStartUncertain, openErr, err)
 }
 
 // RecoveredSession is a command the supervisor of a sandbox knows about,

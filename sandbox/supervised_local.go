@@ -54,13 +54,22 @@ func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, er
 		return nil, fmt.Errorf("sandbox %s: %w: %w", short(id), supervisor.ErrGone, err)
 	}
 	if err != nil {
-		return nil, m.classify("inspect sandbox "+short(id), err)
+		err = m.classify("inspect sandbox "+short(id), err)
+		if errors.Is(err, ErrDockerUnreachable) && m.clients.initGone(id) {
+			// The Engine is down, and so is the container (its init
+			// process is gone, as a dockerd without live-restore takes its
+			// containers with it): nothing to reconnect to.
+			return nil, fmt.Errorf("%w: %w: sandbox container %s stopped while the Docker Engine does not answer (its init process is gone)",
+				supervisor.ErrGone, ErrContainerGone, short(id))
+		}
+		return nil, err
 	}
 	st := insp.Container.State
 	if st == nil || !st.Running || st.Pid <= 0 {
 		return nil, fmt.Errorf("sandbox %s is not running", short(id))
 	}
 	initPID := st.Pid
+	m.clients.sawInit(id, initPID)
 	root := filepath.Join("/proc", strconv.Itoa(initPID), "root")
 	deadline := time.Now()
 	if started, err := time.Parse(time.RFC3339Nano, st.StartedAt); err == nil && time.Since(started) < justStartedFresh {

@@ -94,7 +94,7 @@ func newProcessCommand(c *CLI) *cobra.Command {
 		}},
 		{name: "submit", short: "Send a carriage return"},
 		{name: "kill", short: "Kill the session's whole process tree", flags: func(cmd *cobra.Command, o *ProcessOptions, _ *processInts) {
-			cmd.Flags().StringVar(&o.Signal, "signal", "", "signal to send first (default SIGTERM, then SIGKILL after 3 s)")
+			cmd.Flags().StringVar(&o.Signal, "signal", "", "send only this signal (SIGINT, SIGTERM, SIGKILL, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) to the tree; without it: SIGTERM, then SIGKILL after 3 s")
 		}},
 		{name: "clear", short: "Forget a finished session"},
 		{name: "remove", short: "Kill the session if running, then forget it"},
