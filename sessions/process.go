@@ -348,13 +348,7 @@ func (m *Manager) killAction(ctx context.Context, s *session) (Result, error) {
 	s.mu.Unlock()
 	if !finished {
 		m.kill(s, "killed")
-		t := time.NewTimer(killWait)
-		select {
-		case <-s.done:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		waitEnded(ctx, s)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -417,13 +411,7 @@ func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Sign
 		}
 		return Result{}, fmt.Errorf("process kill: send %s to session %s: %w", name, s.id, err)
 	}
-	t := time.NewTimer(killWait)
-	select {
-	case <-s.done:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	t.Stop()
+	waitEnded(ctx, s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.stateDetailsLocked()
@@ -493,4 +481,16 @@ func (m *Manager) resize(ctx context.Context, s *session, p ProcessParams) (Resu
 	}
 	return textResult(fmt.Sprintf("Resized session %s to %dx%d.", s.id, cols, rows),
 		map[string]any{"status": StatusRunning, "sessionId": s.id, "cols": cols, "rows": rows}), nil
+}
+
+// waitEnded waits up to killWait (or ctx) for a signalled session to end,
+// so the answer can say whether it did.
+func waitEnded(ctx context.Context, s *session) {
+	t := time.NewTimer(killWait)
+	defer t.Stop()
+	select {
+	case <-s.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

@@ -92,19 +92,11 @@ func FormatArgvPattern(path string, args []string) (string, bool) {
 // parseArgvPattern reads the argument words of a pattern with the shell
 // parser: one simple command of literal words, nothing that expands.
 func parseArgvPattern(s string) ([]string, error) {
-	if rule, msg := lexical(s); rule != "" {
-		return nil, fmt.Errorf("%s: %s", rule, msg)
-	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(s), "")
+	c, err := oneCall(s)
 	if err != nil {
 		return nil, err
 	}
-	if len(f.Stmts) != 1 {
-		return nil, errors.New("must be one list of words")
-	}
-	st := f.Stmts[0]
-	c, ok := st.Cmd.(*syntax.CallExpr)
-	if !ok || st.Negated || st.Background || st.Coprocess || len(st.Redirs) > 0 || len(c.Assigns) > 0 || len(c.Args) == 0 {
+	if len(c.Assigns) > 0 || len(c.Args) == 0 {
 		return nil, errors.New("must be one list of literal words (no operators, redirections or assignments)")
 	}
 	out := make([]string, 0, len(c.Args))

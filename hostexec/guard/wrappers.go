@@ -503,13 +503,9 @@ opts:
 	return w.inner(seg, pinned, args[i:], pathVar)
 }
 
-// splitString splits an env -S string. Only plain words are accepted: no
-// backslashes, $ or # (env's own escapes, ${VAR} and comments), and nothing
-// the shell would read as an operator or redirection.
-func splitString(s string) ([]string, error) {
-	if strings.ContainsAny(s, "\\$#`") {
-		return nil, errors.New(`contains \ $ # or ` + "`")
-	}
+// oneCall parses s as exactly one simple command: no operators,
+// redirections, negation or background; the caller judges its words.
+func oneCall(s string) (*syntax.CallExpr, error) {
 	if rule, msg := lexical(s); rule != "" {
 		return nil, fmt.Errorf("%s: %s", rule, msg)
 	}
@@ -524,6 +520,20 @@ func splitString(s string) ([]string, error) {
 	c, ok := st.Cmd.(*syntax.CallExpr)
 	if !ok || st.Negated || st.Background || st.Coprocess || len(st.Redirs) > 0 {
 		return nil, errors.New("must be one plain list of words (no operators or redirections)")
+	}
+	return c, nil
+}
+
+// splitString splits an env -S string. Only plain words are accepted: no
+// backslashes, $ or # (env's own escapes, ${VAR} and comments), and nothing
+// the shell would read as an operator or redirection.
+func splitString(s string) ([]string, error) {
+	if strings.ContainsAny(s, "\\$#`") {
+		return nil, errors.New(`contains \ $ # or ` + "`")
+	}
+	c, err := oneCall(s)
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, as := range c.Assigns {
