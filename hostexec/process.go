@@ -122,7 +122,8 @@ func (r *Runner) Prepare(spec Spec) (Prepared, error) {
 	if cols > 0xffff || rows > 0xffff {
 		return Prepared{}, fmt.Errorf("hostexec: start: terminal size %dx%d out of range: %w", cols, rows, os.ErrInvalid)
 	}
-	env := envguard.Merge(r.baseEnv, spec.Env)
+	_, base := r.env()
+	env := envguard.Merge(base, spec.Env)
 	if spec.PTY {
 		env = envguard.Merge(env, map[string]string{"TERM": "xterm-256color"})
 	}
@@ -143,7 +144,8 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
 	tag, cols, rows := pr.Tag, pr.Cols, pr.Rows
 	cmd := exec.Command(pr.Argv[0], pr.Argv[1:]...)
 	cmd.Dir = pr.Dir
-	env := envguard.Merge(r.baseEnv, spec.Env) // TERM only where a PTY is had
+	_, base := r.env()
+	env := envguard.Merge(base, spec.Env) // TERM only where a PTY is had
 	own := map[string]string{TagEnv: tag}
 
 	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{})}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,10 +70,15 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// Runner starts commands on this machine. It is safe for concurrent use; all
-// its fields are fixed by NewRunner.
+// Runner starts commands on this machine. It is safe for concurrent use.
 type Runner struct {
 	shell       string
+	environ     []string // inherited, unsanitised
+	pathPrepend []string
+	// envOnce computes path and baseEnv on first use: the login-shell
+	// probe costs a login profile's run, which a daemon whose commands all
+	// go to sandboxes never needs to pay.
+	envOnce     sync.Once
 	path        string
 	baseEnv     []string
 	killGrace   time.Duration
@@ -82,10 +88,13 @@ type Runner struct {
 	openPTY func() (ptmx, tty *os.File, err error)
 }
 
-// NewRunner resolves the shell and computes PATH once: the login shell's
-// PATH (probed with `SHELL -lc`, bounded by a short timeout, falling back to
-// the inherited PATH) with opts.PathPrepend in front.
+// NewRunner resolves the shell. PATH is computed once, on first use: the
+// login shell's PATH (probed with `SHELL -lc`, bounded by a short timeout,
+// falling back to the inherited PATH) with opts.PathPrepend in front.
 func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("hostexec: %w", err)
+	}
 	environ := opts.Environ
 	if environ == nil {
 		environ = os.Environ()
@@ -103,6 +112,8 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	}
 	r := &Runner{
 		shell:       shell,
+		environ:     environ,
+		pathPrepend: opts.PathPrepend,
 		killGrace:   opts.KillGrace,
 		outputDrain: opts.OutputDrain,
 		logf:        opts.Logf,
@@ -117,29 +128,39 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
 	}
-
-	sanitized := envguard.SanitizeInherited(environ)
-	loginPath, err := probeLoginPath(ctx, shell, sanitized)
-	if err != nil {
-		loginPath = lookupEnv(environ, "PATH")
-		r.logf("hostexec: login shell PATH probe failed, using the inherited PATH: %v", err)
-	}
-	r.path = envguard.BuildPath(loginPath, opts.PathPrepend)
-	r.baseEnv = envguard.Merge(sanitized, map[string]string{"PATH": r.path})
 	return r, nil
+}
+
+// env computes PATH and the base environment on first use.
+func (r *Runner) env() (path string, baseEnv []string) {
+	r.envOnce.Do(func() {
+		sanitized := envguard.SanitizeInherited(r.environ)
+		loginPath, err := probeLoginPath(context.Background(), r.shell, sanitized)
+		if err != nil {
+			loginPath = lookupEnv(r.environ, "PATH")
+			r.logf("hostexec: login shell PATH probe failed, using the inherited PATH: %v", err)
+		}
+		r.path = envguard.BuildPath(loginPath, r.pathPrepend)
+		r.baseEnv = envguard.Merge(sanitized, map[string]string{"PATH": r.path})
+	})
+	return r.path, r.baseEnv
 }
 
 // Shell is the shell every command runs under.
 func (r *Runner) Shell() string { return r.shell }
 
 // Path is the PATH every command gets.
-func (r *Runner) Path() string { return r.path }
+func (r *Runner) Path() string {
+	p, _ := r.env()
+	return p
+}
 
 // BaseEnv is the environment every command starts from: the inherited
 // environment with envguard's blocked variables dropped and PATH replaced by
 // the built PATH. It returns a fresh copy.
 func (r *Runner) BaseEnv() []string {
-	return append([]string(nil), r.baseEnv...)
+	_, b := r.env()
+	return append([]string(nil), b...)
 }
 
 // pickShell returns $SHELL when it names an existing POSIX shell by absolute

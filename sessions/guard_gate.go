@@ -15,16 +15,15 @@ import (
 // gateway's deny: the node judges every command again with its own guard,
 // with the gateway's modes forwarded so that it can only become stricter.
 type GateGuard struct {
-	gate  *guard.Gate
-	path  string
-	shell string
+	gate    *guard.Gate
+	gateway *hostexec.Runner
 }
 
 // NewGateGuard returns the gateway's guard for commands that gateway runs:
 // executables are resolved on its PATH, and approvals record the argv it
 // executes (its shell, -c, the command).
 func NewGateGuard(gate *guard.Gate, gateway *hostexec.Runner) *GateGuard {
-	return &GateGuard{gate: gate, path: gateway.Path(), shell: gateway.Shell()}
+	return &GateGuard{gate: gate, gateway: gateway}
 }
 
 // Check implements Guard.
@@ -44,12 +43,12 @@ func (g *GateGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, 
 	if err != nil {
 		return GuardVerdict{}, err
 	}
-	runner := []string{g.shell, "-c"}
+	runner := []string{g.gateway.Shell(), "-c"}
 	if req.Host == "sandbox" {
 		runner = sandboxRunner
 	}
 	v, err := g.gate.Check(ctx, guard.GateRequest{
-		Line: req.Command, Runner: runner, Cwd: req.Cwd, Env: req.Env, Path: g.path,
+		Line: req.Command, Runner: runner, Cwd: req.Cwd, Env: req.Env, Path: g.gateway.Path(),
 		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: req.Host, Security: sec, Ask: ask, PTY: req.PTY,
 		// In a sandbox the gateway's resolved paths mean nothing: only
 		// ask=always applies there and the line runs as written.
