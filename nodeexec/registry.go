@@ -422,6 +422,47 @@ func (r *Registry) Approvals(ctx context.Context) ([]Approval, error) {
 	return out, errors.Join(errs...)
 }
 
+// AwaitApproval polls node's approvals every interval until the one with id
+// is no longer pending, and returns its status: the decision (allow-once,
+// allow-always, deny, possibly with " (used)") or "expired". A node that
+// has no such approval (it forgot it, or restarted) is an error.
+func (r *Registry) AwaitApproval(ctx context.Context, node, id string, interval time.Duration) (string, error) {
+	for {
+		e, err := r.lookup(node)
+		if err != nil {
+			return "", err
+		}
+		l, _ := r.currentLink(e)
+		if l != nil {
+			f, err := l.rpc(ctx, &frame{Type: frameApprovalsList})
+			if err == nil && f.Error != "" {
+				err = errors.New(f.Error)
+			}
+			if err != nil {
+				return "", fmt.Errorf("node %s: %w", node, err)
+			}
+			found := false
+			for _, a := range f.Approvals {
+				if a.ID != id {
+					continue
+				}
+				found = true
+				if a.Status != "pending" {
+					return a.Status, nil
+				}
+			}
+			if !found {
+				return "", fmt.Errorf("node %s no longer has approval %s", node, id)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
 // ResolveApproval records a human decision (allow-once, allow-always, deny)
 // for an approval id or slug on node ("" = ask every connected node). The
 // agent then repeats the exec and the node runs it under that decision.

@@ -157,13 +157,25 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		m.releaseID(id)
 		// A node re-checks its own policy: its refusal or pending approval
 		// is a result, not a failure.
-		if reason, approval, ok := nodeRefusal(err); ok {
-			if approval != nil {
-				m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
-					Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], command)})
-				return approvalResult(approval, plan, command, dir, warnings), nil
+		if reason, pe, ok := nodeRefusal(err); ok {
+			if pe == nil {
+				return deniedResult(reason, warnings), nil
 			}
-			return deniedResult(reason, warnings), nil
+			approval := pe.Details()
+			m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
+				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], command)})
+			if w, ok := host.(ApprovalWaiter); ok {
+				// As on the gateway: the request is a session now, and its
+				// command starts once a human decided on the node.
+				return m.startAfterApproval(w, GuardVerdict{Decision: DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, StartSpec{
+					Command: command, Env: p.Env, Dir: dir,
+					PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+					KeepStdin: plan.keepStdin,
+					AgentID:   p.AgentID, SessionKey: p.SessionKey,
+					Node: p.Node, Security: plan.security, Ask: plan.ask,
+				}, dir, warnings)
+			}
+			return approvalResult(approval, plan, command, dir, warnings), nil
 		}
 		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 )
@@ -72,24 +74,42 @@ func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
 	return p, nil
 }
 
+// nodeApprovalPoll is how often a node is asked whether a human decided.
+const nodeApprovalPoll = 250 * time.Millisecond
+
+// AwaitApproval implements ApprovalWaiter for an approval pending on a node
+// (v.Ticket is its *nodeexec.ApprovalPendingError): it waits until a human
+// decided there. Allowed, or expired, the command is asked for again and
+// the node decides under its own record (an expiry applies the node's
+// askFallback); denied, it is denied.
+func (h *nodeHost) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error) {
+	pe, ok := v.Ticket.(*nodeexec.ApprovalPendingError)
+	if !ok {
+		return GuardVerdict{}, fmt.Errorf("node approval: unexpected ticket %T", v.Ticket)
+	}
+	node := pe.Approval.NodeID
+	if node == "" {
+		node = pe.Node
+	}
+	status, err := h.reg.AwaitApproval(ctx, node, pe.Approval.ID, nodeApprovalPoll)
+	if err != nil {
+		return GuardVerdict{}, err
+	}
+	if strings.HasPrefix(status, "deny") {
+		return GuardVerdict{Decision: DecisionDeny, Reason: fmt.Sprintf("a human denied it on node %s", pe.Node)}, nil
+	}
+	return GuardVerdict{Decision: DecisionRun}, nil
+}
+
 // nodeRefusal classifies a node host Start error: a node's refusal gives its
 // reason (→ a denied result), a pending approval on the node gives the
-// approval-pending details (approvalId, approvalSlug, expiresAtMs, host,
-// command, cwd, nodeId). ok is false for any other error (node unknown or
+// node's ApprovalPendingError (→ a session that starts once a human decided,
+// see AwaitApproval). ok is false for any other error (node unknown or
 // offline, link failures), which stays an error.
-//
-// The Manager's Exec uses it right after host.Start fails:
-//
-//	if reason, approval, ok := nodeRefusal(err); ok {
-//		if approval != nil {
-//			return approvalResult(approval, plan, command, dir, warnings), nil
-//		}
-//		return deniedResult(reason, warnings), nil
-//	}
-func nodeRefusal(err error) (reason string, approval map[string]any, ok bool) {
+func nodeRefusal(err error) (reason string, approval *nodeexec.ApprovalPendingError, ok bool) {
 	var pe *nodeexec.ApprovalPendingError
 	if errors.As(err, &pe) {
-		return "", pe.Details(), true
+		return "", pe, true
 	}
 	var de *nodeexec.DeniedError
 	if errors.As(err, &de) {

@@ -96,11 +96,17 @@ func TestNodeRunThroughCLI(t *testing.T) {
 		t.Fatal("the deny node ran the command")
 	}
 	// A node that asks: its approval request is visible and decided from
-	// the gateway's approvals surface; the agent's retry then runs once.
+	// the gateway's approvals surface; the request is a session, and the
+	// approved command starts by itself, once.
 	asked := filepath.Join(t.TempDir(), "ASKED")
-	r = gw.run(t, "--json", "exec", "--node", "asks", "--", "touch "+asked)
-	if !strings.Contains(r.stdout, `"approval-pending"`) {
+	r = gw.run(t, "--json", "exec", "--node", "asks", "--", "touch "+asked+"; echo ran-after-approval")
+	var pending struct{ Details map[string]any }
+	if err := json.Unmarshal([]byte(r.stdout), &pending); err != nil || pending.Details["status"] != "approval-pending" {
 		t.Fatalf("exec on an asking node: %+v", r)
+	}
+	sid, _ := pending.Details["sessionId"].(string)
+	if sid == "" {
+		t.Fatalf("an approval-pending node exec is not kept as a session: %v", pending.Details)
 	}
 	list := gw.run(t, "--json", "approvals", "list")
 	var approvals []map[string]any
@@ -116,20 +122,20 @@ func TestNodeRunThroughCLI(t *testing.T) {
 	if id == "" {
 		t.Fatalf("node approval not listed on the gateway: %s", list.stdout)
 	}
+	if _, err := os.Stat(asked); err == nil {
+		t.Fatal("ran before a human decided")
+	}
 	if r := gw.run(t, "approvals", "resolve", id, "allow-once"); r.code != 0 {
 		t.Fatalf("resolve on the node: %+v", r)
 	}
-	if _, err := os.Stat(asked); err == nil {
-		t.Fatal("ran before the retry")
-	}
-	if r := gw.run(t, "exec", "--node", "asks", "--", "touch "+asked); r.code != 0 {
-		t.Fatalf("retry after allow-once: %+v", r)
+	if out, last := pollUntilDone(t, gw, sid); !strings.Contains(out, "ran-after-approval") || !strings.Contains(last, "exited with code 0") {
+		t.Fatalf("the approved node command as session %s: %q / %q", sid, out, last)
 	}
 	if _, err := os.Stat(asked); err != nil {
 		t.Fatal("approved command did not run on the node")
 	}
 	os.Remove(asked)
-	if r := gw.run(t, "--json", "exec", "--node", "asks", "--", "touch "+asked); !strings.Contains(r.stdout, `"approval-pending"`) {
+	if r := gw.run(t, "--json", "exec", "--node", "asks", "--", "touch "+asked+"; echo ran-after-approval"); !strings.Contains(r.stdout, `"approval-pending"`) {
 		t.Fatalf("allow-once was reused: %+v", r)
 	}
 
