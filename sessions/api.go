@@ -25,3 +25,6 @@ const (
 	StatusApprovalPending = toolapi.StatusApprovalPending
 	StatusDenied          = toolapi.StatusDenied
 )
+
+// IsInvalidInput reports whether err is bad input (maps to HTTP 400).
+func IsInvalidInput(err error) bool { return toolapi.IsInvalidInput(err) }

@@ -7,11 +7,8 @@ import (
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
-// ErrInvalidInput classifies bad tool input (SPEC §11). Every such error
-// returned by Exec and Process satisfies errors.Is(err, ErrInvalidInput); the
-// HTTP layer maps it to 400. Nothing has been started or changed when it is
-// returned.
-var ErrInvalidInput = errors.New("invalid input")
+// ErrInvalidInput classifies bad tool input (toolapi.ErrInvalidInput).
+var ErrInvalidInput = toolapi.ErrInvalidInput
 
 // ErrNoSession classifies an unknown (or another scope's) session id. The
 // process tool reports it as a normal Result whose text is
@@ -27,22 +24,9 @@ var ErrHostUnavailable = errors.New("exec host not available")
 // ErrClosed is returned by Exec and Process after Close.
 var ErrClosed = errors.New("sessions manager is closed")
 
-// InputError is a bad-input error naming the offending field.
-type InputError struct {
-	Field string // JSON field name, e.g. "command", "env", "sessionId"
-	Msg   string // the specific message shown to the caller
-	// Err is the underlying cause, if any (e.g. an *envguard.RefusedError);
-	// errors.As reaches it through Unwrap.
-	Err error
-}
-
-func (e *InputError) Error() string { return e.Msg }
-
-// Is makes every InputError match ErrInvalidInput.
-func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
-
-// Unwrap returns the cause.
-func (e *InputError) Unwrap() error { return e.Err }
+// InputError is a bad-input error naming the offending field
+// (toolapi.InputError).
+type InputError = toolapi.InputError
 
 func inputErr(field, format string, args ...any) *InputError {
 	return &InputError{Field: field, Msg: fmt.Sprintf(format, args...)}

@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -388,6 +387,3 @@ func checkNumber(field string, v float64) error {
 }
 
 func clampFloat(v, lo, hi float64) float64 { return math.Min(math.Max(v, lo), hi) }
-
-// IsInvalidInput reports whether err is bad input (maps to HTTP 400).
-func IsInvalidInput(err error) bool { return errors.Is(err, ErrInvalidInput) }

@@ -21,7 +21,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -54,8 +53,7 @@ func SocketPath(stateDir string) string { return apiclient.SocketPath(stateDir) 
 
 // Tools is the part of a *sessions.Manager that the daemon serves.
 type Tools interface {
-	Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
-	Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
+	toolapi.Tools
 	// Close ends every process the tools started; the daemon calls it once
 	// on shutdown, after it stopped accepting requests.
 	Close(ctx context.Context) error
@@ -75,7 +73,7 @@ type Options struct {
 	// the endpoint answer 503.
 	Sandboxes func(ctx context.Context) (any, error)
 	// IsInvalidInput reports errors that are the caller's fault (→ 400)
-	// beyond the containerd errdefs classes, e.g. sessions.ErrInvalidInput.
+	// beyond the containerd errdefs classes, e.g. toolapi.ErrInvalidInput.
 	IsInvalidInput func(error) bool
 	// IsUnavailable reports errors of a backend that is down (→ 503), e.g.
 	// sandbox.ErrDockerUnreachable.
@@ -627,7 +625,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	var p sessions.ExecParams
+	var p toolapi.ExecParams
 	if code, err := decodeBody(w, r, &p); err != nil {
 		writeError(w, code, err)
 		return
@@ -640,7 +638,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
-	var p sessions.ProcessParams
+	var p toolapi.ProcessParams
 	if code, err := decodeBody(w, r, &p); err != nil {
 		writeError(w, code, err)
 		return
@@ -652,7 +650,7 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 	s.writeResult(w, res, err)
 }
 
-func (s *Server) writeResult(w http.ResponseWriter, res sessions.Result, err error) {
+func (s *Server) writeResult(w http.ResponseWriter, res toolapi.Result, err error) {
 	if err != nil {
 		writeError(w, s.statusFor(err), err)
 		return

@@ -10,16 +10,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
-// Tools is what the server forwards calls to: a sessions.Manager, or a
-// client of the daemon.
-type Tools interface {
-	Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
-	Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
-}
+// Tools is the tool contract (toolapi.Tools).
+type Tools = toolapi.Tools
 
 // Identity pins the caller's scope. When set, it replaces whatever agentId
 // and sessionKey the MCP client sends, so one MCP server process serves one
@@ -41,9 +36,9 @@ const processDescription = "Manage background sessions started by exec: action l
 func New(tools Tools, id Identity, version string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxctl", Version: version}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription},
-		func(ctx context.Context, req *mcp.CallToolRequest, in sessions.ExecParams) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ExecParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req); err != nil {
-				return toMCP(sessions.Result{}, err)
+				return toMCP(toolapi.Result{}, err)
 			}
 			if id.AgentID != "" || id.SessionKey != "" {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
@@ -52,9 +47,9 @@ func New(tools Tools, id Identity, version string) *mcp.Server {
 			return toMCP(res, err)
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "process", Description: processDescription},
-		func(ctx context.Context, req *mcp.CallToolRequest, in sessions.ProcessParams) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ProcessParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req); err != nil {
-				return toMCP(sessions.Result{}, err)
+				return toMCP(toolapi.Result{}, err)
 			}
 			if id.AgentID != "" || id.SessionKey != "" {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
@@ -75,12 +70,12 @@ func checkArgs(req *mcp.CallToolRequest) error {
 		return nil
 	}
 	if err := toolapi.CheckText(req.Params.Arguments); err != nil {
-		return &sessions.InputError{Field: "arguments", Msg: err.Error()}
+		return &toolapi.InputError{Field: "arguments", Msg: err.Error()}
 	}
 	return nil
 }
 
-func toMCP(res sessions.Result, err error) (*mcp.CallToolResult, any, error) {
+func toMCP(res toolapi.Result, err error) (*mcp.CallToolResult, any, error) {
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, nil, err
@@ -91,7 +86,7 @@ func toMCP(res sessions.Result, err error) (*mcp.CallToolResult, any, error) {
 	for _, c := range res.Content {
 		out.Content = append(out.Content, &mcp.TextContent{Text: c.Text})
 	}
-	if status, _ := res.Details["status"].(string); status == sessions.StatusDenied {
+	if status, _ := res.Details["status"].(string); status == toolapi.StatusDenied {
 		out.IsError = true
 	}
 	return out, nil, nil

@@ -14,14 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
-// Tools is the pair of tool calls being instrumented.
-type Tools interface {
-	Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
-	Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
-}
+// Tools is the tool contract (toolapi.Tools).
+type Tools = toolapi.Tools
 
 // Instrumented wraps Tools and records calls, outcomes and latencies.
 type Instrumented struct {
@@ -59,7 +56,7 @@ func New(next Tools) *Instrumented {
 }
 
 // Exec forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error) {
+func (in *Instrumented) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result, error) {
 	start := time.Now()
 	res, err := in.next.Exec(ctx, p)
 	host := p.Host
@@ -71,7 +68,7 @@ func (in *Instrumented) Exec(ctx context.Context, p sessions.ExecParams) (sessio
 		if s, ok := res.Details["status"].(string); ok {
 			status = s
 		}
-	} else if errors.Is(err, sessions.ErrInvalidInput) {
+	} else if errors.Is(err, toolapi.ErrInvalidInput) {
 		status = "invalid"
 	}
 	in.execs.WithLabelValues(host, status).Inc()
@@ -80,11 +77,11 @@ func (in *Instrumented) Exec(ctx context.Context, p sessions.ExecParams) (sessio
 }
 
 // Process forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+func (in *Instrumented) Process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
 	res, err := in.next.Process(ctx, p)
 	outcome := "ok"
 	switch {
-	case errors.Is(err, sessions.ErrInvalidInput):
+	case errors.Is(err, toolapi.ErrInvalidInput):
 		outcome = "invalid"
 	case err != nil:
 		outcome = "error"

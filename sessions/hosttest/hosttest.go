@@ -20,14 +20,12 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
-// Tools is the pair of tools under test; *sessions.Manager implements it,
-// and so can a client of the daemon's HTTP API.
-type Tools interface {
-	Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
-	Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
-}
+// Tools is the pair of tools under test (toolapi.Tools): *sessions.Manager,
+// or a client of the daemon's HTTP API.
+type Tools = toolapi.Tools
 
 // Target is one host under test.
 type Target struct {
