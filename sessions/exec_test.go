@@ -566,8 +566,6 @@ func TestLimitsFromEnv(t *testing.T) {
 			Limits{YieldMs: 500, TimeoutSec: 1800, MaxOutputChars: 200000, PendingMaxOutputChars: 30000, JobTTL: 30 * time.Minute, SweepEvery: 5 * time.Minute}},
 		{"clamped", map[string]string{"SANDBOXCTL_YIELD_MS": "1", "SANDBOXCTL_MAX_OUTPUT_CHARS": "9999999", "SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS": "5", "SANDBOXCTL_JOB_TTL_MS": "99999999999"}, nil,
 			Limits{YieldMs: 10, TimeoutSec: 1800, MaxOutputChars: 200000, PendingMaxOutputChars: 1000, JobTTL: 3 * time.Hour, SweepEvery: 30 * time.Minute}},
-		{"garbage ignored", map[string]string{"SANDBOXCTL_YIELD_MS": "soon", "PI_BASH_YIELD_MS": "300"}, nil,
-			Limits{YieldMs: 300, TimeoutSec: 1800, MaxOutputChars: 200000, PendingMaxOutputChars: 30000, JobTTL: 30 * time.Minute, SweepEvery: 5 * time.Minute}},
 		{"config", nil, func(c *config.File) {
 			c.Exec.BackgroundMs, c.Exec.TimeoutSec, c.Exec.CleanupMs, c.Exec.MaxOutputChars, c.Exec.BackgroundTimeoutSec = 200000, 60, 1000, 10, 7
 		}, Limits{YieldMs: 120000, TimeoutSec: 60, BackgroundTimeoutSec: 7, MaxOutputChars: 1000, PendingMaxOutputChars: 30000, JobTTL: time.Minute, SweepEvery: 30 * time.Second}},
@@ -579,6 +577,23 @@ func TestLimitsFromEnv(t *testing.T) {
 				t.Fatalf("limits = %+v\nwant     %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A bad override is an error naming the variable (config.ApplyEnv's one
+// rule), not silently ignored.
+func TestBadEnvOverrideRefused(t *testing.T) {
+	for _, v := range []string{"soon", "-5", "1.5e4"} {
+		_, err := New(Options{Config: config.Default(), Hosts: map[string]Host{"sandbox": &fakeHost{}},
+			Getenv: func(k string) string {
+				if k == "SANDBOXCTL_YIELD_MS" {
+					return v
+				}
+				return ""
+			}})
+		if err == nil || !strings.Contains(err.Error(), "SANDBOXCTL_YIELD_MS") {
+			t.Errorf("SANDBOXCTL_YIELD_MS=%s: %v", v, err)
+		}
 	}
 }
 

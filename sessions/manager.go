@@ -3,9 +3,7 @@ package sessions
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -74,14 +72,6 @@ type Manager struct {
 	wg        sync.WaitGroup // session goroutines
 }
 
-// Environment overrides (SPEC §8); the SANDBOXCTL_ name wins over the alias.
-var (
-	envYield   = []string{"SANDBOXCTL_YIELD_MS", "PI_BASH_YIELD_MS"}
-	envMaxOut  = []string{"SANDBOXCTL_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS"}
-	envPending = []string{"SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS", "PI_BASH_PENDING_MAX_OUTPUT_CHARS"}
-	envTTL     = []string{"SANDBOXCTL_JOB_TTL_MS", "PI_BASH_JOB_TTL_MS"}
-)
-
 // New validates opts, applies defaults and overrides, and starts the TTL
 // sweeper. Call Close to stop it and kill every running session.
 func New(opts Options) (*Manager, error) {
@@ -110,6 +100,10 @@ func New(opts Options) (*Manager, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	// The SANDBOXCTL_* / PI_BASH_* overrides, by the config's one rule.
+	if err := m.cfg.ApplyEnv(getenv); err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
 	ex := &m.cfg.Exec
 	for _, c := range []struct {
 		field, val string
@@ -131,7 +125,7 @@ func New(opts Options) (*Manager, error) {
 		}
 		*c.dst = v
 	}
-	m.lim = m.limits(getenv)
+	m.lim = m.limits()
 
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.sweepStop = make(chan struct{})
@@ -143,36 +137,19 @@ func New(opts Options) (*Manager, error) {
 // Limits returns the effective limits.
 func (m *Manager) Limits() Limits { return m.lim }
 
-func (m *Manager) limits(getenv func(string) string) Limits {
+func (m *Manager) limits() Limits {
 	ex := m.cfg.Exec
 	l := Limits{
-		YieldMs:               clampInt(m.override(getenv, envYield, orDefault(ex.BackgroundMs, 10000)), 10, 120000),
+		YieldMs:               clampInt(orDefault(ex.BackgroundMs, 10000), 10, 120000),
 		TimeoutSec:            orDefault(ex.TimeoutSec, 1800),
 		BackgroundTimeoutSec:  max(ex.BackgroundTimeoutSec, 0),
-		MaxOutputChars:        clampInt(m.override(getenv, envMaxOut, orDefault(ex.MaxOutputChars, 200000)), 1000, 200000),
-		PendingMaxOutputChars: clampInt(m.override(getenv, envPending, orDefault(ex.PendingMaxOutputChars, 30000)), 1000, 200000),
+		MaxOutputChars:        clampInt(orDefault(ex.MaxOutputChars, 200000), 1000, 200000),
+		PendingMaxOutputChars: clampInt(orDefault(ex.PendingMaxOutputChars, 30000), 1000, 200000),
 	}
-	ttl := clampInt(m.override(getenv, envTTL, orDefault(ex.CleanupMs, 1800000)), 60000, 3*3600*1000)
+	ttl := clampInt(orDefault(ex.CleanupMs, 1800000), 60000, 3*3600*1000)
 	l.JobTTL = time.Duration(ttl) * time.Millisecond
 	l.SweepEvery = max(30*time.Second, l.JobTTL/6)
 	return l
-}
-
-// override returns the first set, valid integer among the env names, else def.
-func (m *Manager) override(getenv func(string) string, names []string, def int) int {
-	for _, n := range names {
-		v := strings.TrimSpace(getenv(n))
-		if v == "" {
-			continue
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			m.logf("sessions: ignoring %s=%q: not a number", n, v)
-			continue
-		}
-		return int(f)
-	}
-	return def
 }
 
 func orDefault(v, def int) int {
