@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 )
 
 // registry keeps last-used times of sandboxes in the state directory
@@ -103,14 +105,7 @@ func (r *registry) writeLocked() {
 	if err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".sandboxes-*.json")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), r.path) != nil {
-		_ = os.Remove(tmp.Name())
+	if atomicfile.Write(r.path, data, 0o600) != nil {
 		return
 	}
 	r.dirty = false

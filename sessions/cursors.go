@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
+	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 )
 
@@ -82,20 +82,8 @@ func (c *cursorStore) writeLocked() error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(c.path), ".cursors-*")
-	if err != nil {
+	if err := atomicfile.Write(c.path, data, 0o600); err != nil {
 		return fmt.Errorf("poll cursors: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), c.path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("poll cursors: %w", werr)
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 )
 
 // Store errors. Callers branch on them with errors.Is.
@@ -352,37 +354,8 @@ func (s *Store) write(st *fileState) error {
 		return fmt.Errorf("encode approvals: %w", err)
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(s.path)
-	tmp, err := os.CreateTemp(dir, ".approvals-*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(s.path, data, 0o600); err != nil {
 		return fmt.Errorf("write approvals: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("write approvals: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write approvals: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write approvals: fsync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write approvals: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return fmt.Errorf("write approvals: %w", err)
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -230,7 +231,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 			opts.Logf("warning: %s is reachable from other machines without TLS: the bearer token travels in clear text (use --tls-cert/--tls-key)", ta)
 		}
 	}
-	if err := writeFileAtomic(s.pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(s.pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("daemon: write pid file: %w", err)
 	}
 
