@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
 
 const (
@@ -117,36 +118,15 @@ func groupAlive(pgid int) bool {
 		return true // cannot tell: assume alive, the caller escalates
 	}
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if state, pg, ok := parseStat(data); ok && pg == pgid && state != 'Z' && state != 'X' {
+		if st, err := procfs.ReadStat("/proc", pid); err == nil && st.PGRP == pgid && !st.Dead() {
 			return true
 		}
 	}
 	return false
-}
-
-// parseStat extracts the state and the process group from /proc/PID/stat:
-// "pid (comm) state ppid pgrp ...", where comm may hold spaces and ')'.
-func parseStat(data []byte) (state byte, pgrp int, ok bool) {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(f[2])
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
 }
 
 // SweepTag SIGKILLs every process (other than this one) whose environment

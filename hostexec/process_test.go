@@ -674,26 +674,6 @@ func TestSweepTagValidation(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	tests := []struct {
-		in    string
-		state byte
-		pgrp  int
-		ok    bool
-	}{
-		{"123 (sleep) S 1 120 120 0 -1", 'S', 120, true},
-		{"124 (a b) c) Z 1 99 99 0", 'Z', 99, true},
-		{"garbage", 0, 0, false},
-		{"1 (x) S 1", 0, 0, false},
-	}
-	for _, tc := range tests {
-		state, pgrp, ok := parseStat([]byte(tc.in))
-		if state != tc.state || pgrp != tc.pgrp || ok != tc.ok {
-			t.Errorf("parseStat(%q) = %c %d %v", tc.in, state, pgrp, ok)
-		}
-	}
-}
-
 func TestWaitHonoursContextAndBadDir(t *testing.T) {
 	r := newTestRunner(t, Options{})
 	p := start(t, r, Spec{Command: "sleep 30"})
