@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,23 +138,6 @@ func (e *ownEngine) destroy(t *testing.T) {
 	if err := os.RemoveAll(e.dir); err != nil {
 		t.Logf("remove %s: %v", e.dir, err)
 	}
-}
-
-// containers lists the managed containers of this Engine.
-func (e *ownEngine) containers(t *testing.T) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	list, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", "sandboxctl.managed=1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, c := range list.Items {
-		out = append(out, fmt.Sprintf("%s %s", c.ID[:12], c.State))
-	}
-	return out
 }
 
 func lastBytes(b []byte, n int) []byte {

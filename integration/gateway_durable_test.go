@@ -114,8 +114,12 @@ func TestGatewaySessionSurvivesDaemonSIGKILL(t *testing.T) {
 	if !strings.Contains(log, "started") {
 		t.Fatalf("log after the restart: %q", log)
 	}
-	det, text, _ := second.call(t, "process", with(map[string]any{"action": "kill"}))
+	if _, text, code := second.call(t, "process", with(map[string]any{"action": "kill"})); code != 200 {
+		t.Fatalf("kill after the restart: %d %q", code, text)
+	}
 	waitDead(t, pid, 10*time.Second)
+	var det map[string]any
+	var text string
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		det, text, _ = second.call(t, "process", with(map[string]any{"action": "poll", "timeoutMs": 1000}))
 		if det["status"] != "running" {

@@ -29,7 +29,7 @@ func (rt engineRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // the daemon) with the way out, not the Engine's internals.
 func TestEngineInternalErrorClassified(t *testing.T) {
 	var logs strings.Builder
-	cli, err := client.New(client.WithHost("tcp://engine.invalid:2375"), client.WithVersion("1.47"),
+	cli, err := client.New(client.WithHost("tcp://engine.invalid:2375"), client.WithAPIVersion("1.47"),
 		client.WithHTTPClient(&http.Client{Transport: engineRT{500, `{"message":"failed to update store for object type *libnetwork.endpoint: open /var/lib/docker/network/files/local-kv.db: bad file descriptor"}`}}))
 	if err != nil {
 		t.Fatal(err)
