@@ -182,6 +182,14 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 		// through the Engine's attach stream; stdin stays open across
 		// attaches, and stdout is not logged by the Engine.
 		hc.LogConfig = container.LogConfig{Type: "none"}
+		// The supervisor is pid 1 itself, with no docker-init above it:
+		// docker-init is dumpable and holds the attach stream as its fd 0,
+		// so any process of the sandbox could open /proc/1/fd/0 and write
+		// frames into the daemon's control stream. The supervisor is not
+		// dumpable, so without CAP_SYS_PTRACE its descriptors cannot be
+		// opened; it reaps orphans and handles SIGTERM itself.
+		noInit := false
+		hc.Init = &noInit
 	}
 	cfg := &container.Config{
 		Image:      d.Image,
