@@ -132,9 +132,23 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpfs := make(map[string]string, len(d.Tmpfs))
-	for _, t := range d.Tmpfs {
-		tmpfs[t] = "rw,nosuid,nodev"
+	tmpfsList, err := sandboxconfig.ParseTmpfsList(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A tmpfs over a directory of the image takes that directory's owner
+	// and mode (/run: root, 0755); a sandbox user given by number owns
+	// them instead, so the supervisor can keep its state in /run.
+	owner := ""
+	if uid, gid, ok := workdir.NumericUser(d.User); ok && uid != 0 {
+		owner = fmt.Sprintf(",uid=%d", uid)
+		if gid >= 0 {
+			owner += fmt.Sprintf(",gid=%d", gid)
+		}
+	}
+	tmpfs := make(map[string]string, len(tmpfsList))
+	for _, t := range tmpfsList {
+		tmpfs[t.Path] = t.Options + owner
 	}
 	secOpt := []string{"no-new-privileges"}
 	if d.SeccompProfile != "" {

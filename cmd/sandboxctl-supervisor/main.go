@@ -26,6 +26,14 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == supervisor.LaunchArg {
+		// One command's launcher (the server starts every command so). It
+		// stays dumpable: a non-dumpable process of another uid than root
+		// cannot open its own /proc/self/oom_score_adj.
+		err := supervisor.Launch(os.Args[2:])
+		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
+		os.Exit(127)
+	}
 	// Not dumpable: processes of the sandbox may run as the same user, and
 	// must not open /proc/<this>/fd (the attach stream's pipes), read its
 	// memory or trace it. Commands are unaffected (execve makes them
@@ -56,6 +64,9 @@ func main() {
 		// sandboxctl on the Engine's host connects here through
 		// /proc/PID/root; processes of the sandbox itself are refused.
 		Socket: supervisor.SocketName, AcceptPeer: supervisor.OutsidePIDNamespace,
+		// Commands start through this binary, which raises their OOM
+		// score before they run (supervisor.LaunchArg).
+		Launcher: "/proc/self/exe",
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
