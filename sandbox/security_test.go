@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
 	"testing"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
@@ -207,5 +210,30 @@ func TestSessionOwner(t *testing.T) {
 		if tc.mismatch != errors.Is(err, ErrOwnerMismatch) || a != tc.agent || k != tc.key {
 			t.Errorf("%s: got %q %q %v", tc.name, a, k, err)
 		}
+	}
+}
+
+// TestSupervisorPID1StopsOnSIGTERM: as pid 1 the supervisor handles the
+// SIGTERM of `docker stop` itself (pid 1 gets no default action): it ends
+// the running commands and exits well before the Engine's SIGKILL.
+func TestSupervisorPID1StopsOnSIGTERM(t *testing.T) {
+	m := newTestManager(t, nil)
+	s := Scope{AgentID: "stop"}
+	st := startCmd(t, m, s, `sleep 300`, nil)
+	mustSupervised(t, st)
+	timeout := 20
+	start := time.Now()
+	if _, err := m.cli.ContainerStop(ctxT(t), st.Ensure.ID, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("docker stop took %s: the supervisor ignored SIGTERM", took)
+	}
+	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := insp.Container.State; st.Running || st.ExitCode == 137 {
+		t.Errorf("after stop: running %v exit %d (137: killed, not stopped)", st.Running, st.ExitCode)
 	}
 }

@@ -139,14 +139,23 @@
 //
 // # Processes
 //
-// Commands are forked directly (pipes, or a pseudo-terminal the server
-// allocates; setsid + controlling tty), each in its own process group, with
-// SANDBOXCTL_RUN=<session id> in the environment. The server is a child
-// subreaper, so orphans (setsid escapees, daemons) reparent to it and are
-// reaped. A tree kill signals the process group, every descendant of the
-// leader by parent links and every process whose /proc/PID/environ carries
-// the tag: SIGTERM, then SIGKILL after the grace, repeated until nothing is
-// left.
+// Commands are forked (pipes, or a pseudo-terminal the server allocates;
+// setsid + controlling tty), each in its own process group, with
+// SANDBOXCTL_RUN=<session id> in the environment. In the container they
+// start through the supervisor binary itself (ServerOptions.Launcher,
+// `supervisor --launch PATH ARGV...`), which sets its oom_score_adj to
+// ChildOOMScoreAdj and execs the command: when the sandbox runs out of
+// memory the kernel kills commands before the supervisor (raising a score
+// needs no privilege, lowering the supervisor's would). The server is pid
+// 1 and a child subreaper, so orphans (setsid escapees, daemons) reparent
+// to it and are reaped. A tree kill signals the process group, every
+// descendant of the leader by parent links and every process whose
+// /proc/PID/environ carries the tag: SIGTERM, then SIGKILL after the grace,
+// repeated until nothing is left. When a command's leader exits, what it
+// left behind gets that tree kill (LeftoverGrace), and every orphan of pid
+// 1 that no running session claims (by leadership or tag) is killed: a
+// finished session keeps nothing running. On SIGTERM (docker stop) the
+// server ends every tree and exits.
 //
 // # Waiting for input
 //
