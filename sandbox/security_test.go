@@ -73,7 +73,24 @@ echo ATTACK-DONE
 // running session must be unaffected, and a restarted daemon must adopt
 // nothing into another agent.
 func TestSecuritySandboxCannotInjectControlFrames(t *testing.T) {
-	m := newTestManager(t, nil)
+	for _, tc := range []struct {
+		name       string
+		attachOnly bool
+		user       string
+	}{{"local socket", false, ""}, {"attach stream", true, ""}, {"attach stream, sandbox user root", true, "0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManagerOpts(t, func(o *Options) {
+				o.SupervisorAttachOnly = tc.attachOnly
+				o.Config.Docker.User = tc.user
+			})
+			injectionAttempt(t, m)
+		})
+	}
+}
+
+// injectionAttempt runs the attack of TestSecuritySandboxCannotInjectControlFrames
+// against m's sandbox and checks its outcome.
+func injectionAttempt(t *testing.T, m *Manager) {
 	s := Scope{AgentID: "victim", SessionKey: "main"}
 	ctx := ctxT(t)
 
