@@ -22,10 +22,13 @@ var ErrOwnerMismatch = errors.New("session owner does not match its sandbox")
 //     which (every agent there shares one boundary anyway, SECURITY.md).
 //
 // Metadata that names another agent (or key) than the labels is refused
-// with ErrOwnerMismatch.
+// with ErrOwnerMismatch; metadata that names no agent (a command not
+// started by the daemon's sandbox host) claims nothing and is the
+// sandbox's.
 func sessionOwner(labels, meta map[string]string) (agentID, sessionKey string, err error) {
 	scope := labels[LabelScopeKey]
-	metaAgent, metaKey := meta["agentId"], meta["sessionKey"]
+	metaAgent, claimed := meta["agentId"]
+	metaKey, keyClaimed := meta["sessionKey"]
 	switch {
 	case scope == "shared":
 		return metaAgent, metaKey, nil
@@ -33,13 +36,13 @@ func sessionOwner(labels, meta map[string]string) (agentID, sessionKey string, e
 		agentID, sessionKey = labels[LabelAgentID], metaKey
 	case strings.HasPrefix(scope, "session:"):
 		agentID, sessionKey = labels[LabelAgentID], labels[LabelSessionKey]
-		if metaKey != sessionKey {
+		if keyClaimed && metaKey != sessionKey {
 			return "", "", fmt.Errorf("%w: it names session key %q, the sandbox is %s's", ErrOwnerMismatch, metaKey, scope)
 		}
 	default:
 		return "", "", fmt.Errorf("%w: the sandbox has no scope label", ErrOwnerMismatch)
 	}
-	if metaAgent != agentID {
+	if claimed && metaAgent != agentID {
 		return "", "", fmt.Errorf("%w: it names agent %q, the sandbox belongs to agent %q", ErrOwnerMismatch, metaAgent, agentID)
 	}
 	return agentID, sessionKey, nil

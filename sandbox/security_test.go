@@ -216,8 +216,10 @@ func TestSessionOwner(t *testing.T) {
 	}{
 		{"agent scope", agent, map[string]string{"agentId": "a1", "sessionKey": "k9"}, "a1", "k9", false},
 		{"agent scope, other agent", agent, map[string]string{"agentId": "a2"}, "", "", true},
-		{"agent scope, no agent in meta", agent, map[string]string{}, "", "", true},
+		{"agent scope, no agent in meta", agent, map[string]string{}, "a1", "", false},
+		{"agent scope, empty agent in meta", agent, map[string]string{"agentId": ""}, "", "", true},
 		{"session scope", session, map[string]string{"agentId": "a1", "sessionKey": "k"}, "a1", "k", false},
+		{"session scope, no meta", session, map[string]string{}, "a1", "k", false},
 		{"session scope, other key", session, map[string]string{"agentId": "a1", "sessionKey": "k2"}, "", "", true},
 		{"session scope, other agent", session, map[string]string{"agentId": "a2", "sessionKey": "k"}, "", "", true},
 		{"shared", shared, map[string]string{"agentId": "a2", "sessionKey": "k"}, "a2", "k", false},
