@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -150,20 +152,41 @@ func injectionAttempt(t *testing.T, m *Manager) {
 	}
 }
 
-// drainErr is drain that returns the error of Wait instead of failing.
+// drainErr is drain that returns the error of Wait instead of failing,
+// and fails with the container's state when the command has not ended
+// within drainDeadline.
 func drainErr(t *testing.T, p Process) (string, string, int, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	var wg sync.WaitGroup
-	if p.Stderr() != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = io.Copy(&errb, p.Stderr()) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		if p.Stderr() != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = io.Copy(&errb, p.Stderr()) }()
+		}
+		_, _ = io.Copy(&out, p.Stdout())
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(drainDeadline):
+		state := "?"
+		if se, ok := p.(*SupervisedExec); ok {
+			if insp, err := se.m.cli.ContainerInspect(context.Background(), se.containerID, clientInspect()); err == nil && insp.Container.State != nil {
+				cs := insp.Container.State
+				state = fmt.Sprintf("running %v exit %d oomKilled %v error %q", cs.Running, cs.ExitCode, cs.OOMKilled, cs.Error)
+			}
+		}
+		t.Fatalf("command %s did not end within %s; container: %s", p.Tag(), drainDeadline, state)
 	}
-	_, _ = io.Copy(&out, p.Stdout())
-	wg.Wait()
 	code, _, err := p.Wait(ctxT(t))
 	return out.String(), errb.String(), code, err
 }
+
+// drainDeadline bounds drainErr.
+const drainDeadline = 90 * time.Second
 
 // workspaceOf is the host directory mounted at /workspace for s.
 func workspaceOf(m *Manager, s Scope) string {
