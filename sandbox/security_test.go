@@ -99,6 +99,9 @@ func injectionAttempt(t *testing.T, m *Manager) {
 	victim := mustSupervised(t, startCmd(t, m, s, `sleep 3; echo victim-done`, func(o *ExecOptions) {
 		o.Meta = map[string]string{"agentId": "victim", "sessionKey": "main"}
 	}))
+	if held := streamHolders(t, m, victim.containerID); len(held) > 0 {
+		t.Errorf("processes of the sandbox hold the control stream: %q", held)
+	}
 	attack := startCmd(t, m, s, injectScript, func(o *ExecOptions) {
 		o.Env = []string{"FRAMES=" + base64.StdEncoding.EncodeToString(forgedFrames(t))}
 		o.Meta = map[string]string{"agentId": "victim", "sessionKey": "main"}
@@ -183,6 +186,48 @@ func drainErr(t *testing.T, p Process) (string, string, int, error) {
 	}
 	code, _, err := p.Wait(ctxT(t))
 	return out.String(), errb.String(), code, err
+}
+
+// streamHolders looks from the host (this test runs where the Engine's
+// processes are visible, as root) at every process of the container but
+// its main process, and returns the descriptors that are the main
+// process's stdin, stdout or stderr (the attach stream). It fails when the
+// main process's descriptors cannot be read, rather than find nothing.
+func streamHolders(t *testing.T, m *Manager, containerID string) []string {
+	t.Helper()
+	insp, err := m.cli.ContainerInspect(ctxT(t), containerID, clientInspect())
+	if err != nil || insp.Container.State == nil || insp.Container.State.Pid <= 0 {
+		t.Fatalf("inspect %s: %v", containerID, err)
+	}
+	initPID := insp.Container.State.Pid
+	stream := map[string]bool{}
+	for fd := 0; fd <= 2; fd++ {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", initPID, fd))
+		if err != nil {
+			t.Fatalf("the attach stream of the sandbox's pid 1 (host pid %d) is not readable from the test: %v", initPID, err)
+		}
+		stream[l] = true
+	}
+	ents, _ := os.ReadDir("/proc")
+	var held []string
+	for _, e := range ents {
+		pid := e.Name()
+		if pid == fmt.Sprint(initPID) || pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		cg, err := os.ReadFile("/proc/" + pid + "/cgroup")
+		if err != nil || !strings.Contains(string(cg), containerID) {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + pid + "/fd")
+		for _, fd := range fds {
+			l, err := os.Readlink("/proc/" + pid + "/fd/" + fd.Name())
+			if err == nil && stream[l] {
+				held = append(held, fmt.Sprintf("pid %s fd %s -> %s", pid, fd.Name(), l))
+			}
+		}
+	}
+	return held
 }
 
 // drainDeadline bounds drainErr.
