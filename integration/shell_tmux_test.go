@@ -72,7 +72,8 @@ sleep 60
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	waitFor("the prompt", func(s string) bool { return strings.Contains(s, "/workspace #") })
+	// The sandbox user is not root by default: ash prompts with "$".
+	waitFor("the prompt", func(s string) bool { return strings.Contains(s, "/workspace $") || strings.Contains(s, "/workspace #") })
 
 	tmux("send-keys", "-t", session, "echo SIZE=$(stty size)", "Enter")
 	waitFor("the initial size 30 120", func(s string) bool { return strings.Contains(s, "SIZE=30 120") })

@@ -27,3 +27,11 @@ func DefaultConfig() Config { return sandboxconfig.DefaultConfig() }
 func ParseBind(field, spec string, allowedRoots []string) (Bind, error) {
 	return sandboxconfig.ParseBind(field, spec, allowedRoots)
 }
+
+// DefaultUser is the uid:gid sandboxes run as under a root daemon when
+// sandbox.docker.user is empty.
+const DefaultUser = sandboxconfig.DefaultUser
+
+// Unsafe is sandbox.docker.unsafe: what weakens the boundary and is
+// accepted anyway.
+type Unsafe = sandboxconfig.Unsafe

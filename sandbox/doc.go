@@ -2,15 +2,20 @@
 // through the Engine API (github.com/moby/moby/client, negotiating down to API
 // 1.41): scope keys and names, labels, the config hash, ensure (create, start,
 // reuse, recreate with the five-minute rule, one container per scope under
-// concurrency), the hardening defaults, bind and env validation, prune,
-// explain, and the two exec paths:
+// concurrency), the hardening defaults (no capabilities, read-only root,
+// no network, a non-root user, memory/CPU/pids limits, sized tmpfs mounts),
+// the refusal of configs that weaken them unless named under
+// sandbox.docker.unsafe, bind and env validation, prune, explain, and the
+// two exec paths:
 //
 //   - the supervisor path (the default): the container's main process is
 //     sandboxctl-supervisor (package supervisor), delivered in a derived image
 //     built through the Engine's build API; commands, stdin, resizes and
 //     signals travel over the attach stream of that process (see
-//     supervisor's package doc for the protocol). Sessions survive a restart
-//     of the daemon (Sessions, Reattach) and input waits are reported.
+//     supervisor's package doc for the protocol). The supervisor is pid 1,
+//     so no process of the sandbox can reach that stream. Sessions survive
+//     a restart of the daemon (Sessions, Reattach; each adopted by the
+//     owner the container's labels name) and input waits are reported.
 //   - the plain path: one Engine exec per command with attach, demultiplexed
 //     output, stdin with EOF, TTY resize, and a kill of the whole in-container
 //     tree by its SANDBOXCTL_RUN tag. It is used when the supervisor binary is

@@ -506,6 +506,16 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 	if err != nil {
 		return nil, err
 	}
+	// What the command leaves behind (tagged with its SANDBOXCTL_RUN)
+	// ends with it, as on the supervisor path.
+	go func() {
+		<-e.Done()
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.KillTagged(kctx, res.ID, e.Tag(), KillGrace); err != nil {
+			m.logf("sandbox %s: end what %s left behind: %v", res.Name, e.Tag(), err)
+		}
+	}()
 	st.Process = e
 	return st, nil
 }

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/go-units"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
@@ -162,6 +164,11 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		}
 		m.wsRoot = abs
 	}
+	// No bind may reach the daemon's own state (its socket, approvals) or
+	// the workspaces of every agent.
+	if err := opts.Config.CheckBinds(sandboxconfig.BindPolicy{Protected: []string{opts.StateDir, m.wsRoot}}); err != nil {
+		return nil, err
+	}
 	if m.cli == nil {
 		cli, err := client.New(client.FromEnv)
 		if err != nil {
@@ -249,6 +256,7 @@ func (m *Manager) layoutFor(scopeKey, name string) layout {
 
 func (m *Manager) shapeFor(scopeKey, name string) shape {
 	sh := shape{Docker: m.cfg.Docker, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
+	sh.Docker.User = sandboxconfig.EffectiveUser(sh.Docker.User, os.Geteuid(), os.Getegid())
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash
 	}
@@ -357,10 +365,12 @@ func short(h string) string {
 }
 
 func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte) (id string, supervised bool, note string, err error) {
-	for _, dir := range []string{sh.Layout.AgentDir, sh.Layout.WorkspaceHost} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
-		}
+	if err := os.MkdirAll(sh.Layout.AgentDir, 0o755); err != nil {
+		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
+	}
+	// What is mounted at /workspace is writable to the sandbox's user.
+	if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
+		return "", false, "", fmt.Errorf("sandbox: %w", err)
 	}
 	labels := map[string]string{
 		LabelManaged:    "1",
@@ -641,6 +651,9 @@ type Explanation struct {
 	ConfigHash string          `json:"configHash"`
 	Config     json.RawMessage `json:"config"`
 	Container  *Info           `json:"container,omitempty"`
+	// Limits are the resource limits and the user the config in force
+	// gives a sandbox of this scope (defaults included).
+	Limits Limits `json:"limits"`
 	// Hardening is read back from the Engine for an existing container.
 	Hardening map[string]any `json:"hardening,omitempty"`
 	// Recreate says whether and why the next ensure recreates the container.
@@ -652,8 +665,9 @@ type Explanation struct {
 func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
-	hash, canonical := configHash(m.shapeFor(scopeKey, name))
-	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical}
+	sh := m.shapeFor(scopeKey, name)
+	hash, canonical := configHash(sh)
+	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker)}
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):
@@ -689,6 +703,25 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	return ex, nil
 }
 
+// Limits are a sandbox's resource limits as configured ("" or 0: none).
+type Limits struct {
+	User       string            `json:"user"`
+	Memory     string            `json:"memory"`
+	MemorySwap string            `json:"memorySwap"`
+	CPUs       float64           `json:"cpus"`
+	PidsLimit  int64             `json:"pidsLimit"`
+	Tmpfs      map[string]string `json:"tmpfs"` // path -> size
+}
+
+func limitsOf(d DockerConfig) Limits {
+	l := Limits{User: d.User, Memory: d.Memory, MemorySwap: d.MemorySwap, CPUs: d.CPUs, PidsLimit: d.PidsLimit, Tmpfs: map[string]string{}}
+	ts, _ := sandboxconfig.ParseTmpfsList(d) // validated in NewManager
+	for _, t := range ts {
+		l.Tmpfs[t.Path] = units.BytesSize(float64(t.Size))
+	}
+	return l
+}
+
 func hardeningOf(c container.InspectResponse) map[string]any {
 	h := map[string]any{}
 	if hc := c.HostConfig; hc != nil {
@@ -704,6 +737,7 @@ func hardeningOf(c container.InspectResponse) map[string]any {
 			h["pidsLimit"] = *hc.PidsLimit
 		}
 		h["memory"] = hc.Memory
+		h["memorySwap"] = hc.MemorySwap
 		h["nanoCpus"] = hc.NanoCPUs
 		var mounts []string
 		for _, mt := range hc.Mounts {

@@ -156,7 +156,7 @@ func TestHardeningInside(t *testing.T) {
 		{"var tmp writable", "echo y > /var/tmp/ok && cat /var/tmp/ok", "y"},
 		{"no network", "ls /sys/class/net | tr '\\n' ' '", "lo"},
 		{"no new privileges", "grep NoNewPrivs /proc/self/status | awk '{print $2}'", "1"},
-		{"init is pid 1", "cat /proc/1/cmdline | tr '\\0' ' ' | cut -d' ' -f1", "/sbin/docker-init"},
+		{"supervisor is pid 1", "cat /proc/1/cmdline | tr '\\0' ' ' | cut -d' ' -f1", SupervisorPath},
 		{"env not inherited", "env | grep -c SANDBOXCTL_HOST_LEAK || true", "0"},
 		{"lang set", "echo $LANG", "C.UTF-8"},
 		{"workdir", "pwd", "/workspace"},

@@ -135,9 +135,23 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpfs := make(map[string]string, len(d.Tmpfs))
-	for _, t := range d.Tmpfs {
-		tmpfs[t] = "rw,nosuid,nodev"
+	tmpfsList, err := sandboxconfig.ParseTmpfsList(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A tmpfs over a directory of the image takes that directory's owner
+	// and mode (/run: root, 0755); a sandbox user given by number owns
+	// them instead, so the supervisor can keep its state in /run.
+	owner := ""
+	if uid, gid, ok := workdir.NumericUser(d.User); ok && uid != 0 {
+		owner = fmt.Sprintf(",uid=%d", uid)
+		if gid >= 0 {
+			owner += fmt.Sprintf(",gid=%d", gid)
+		}
+	}
+	tmpfs := make(map[string]string, len(tmpfsList))
+	for _, t := range tmpfsList {
+		tmpfs[t.Path] = t.Options + owner
 	}
 	secOpt := []string{"no-new-privileges"}
 	if d.SeccompProfile != "" {
@@ -185,6 +199,14 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 		// through the Engine's attach stream; stdin stays open across
 		// attaches, and stdout is not logged by the Engine.
 		hc.LogConfig = container.LogConfig{Type: "none"}
+		// The supervisor is pid 1 itself, with no docker-init above it:
+		// docker-init is dumpable and holds the attach stream as its fd 0,
+		// so any process of the sandbox could open /proc/1/fd/0 and write
+		// frames into the daemon's control stream. The supervisor is not
+		// dumpable, so without CAP_SYS_PTRACE its descriptors cannot be
+		// opened; it reaps orphans and handles SIGTERM itself.
+		noInit := false
+		hc.Init = &noInit
 	}
 	cfg := &container.Config{
 		Image:      d.Image,

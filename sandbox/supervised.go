@@ -485,9 +485,8 @@ func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
 		rs, err := m.containerSessions(ctx, c)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		out = append(out, rs...)
+		out = append(out, rs...) // what was found, even beside an error
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
 	return out, errors.Join(errs...)
@@ -510,11 +509,17 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 		return nil, fmt.Errorf("sandbox %s: list sessions: %w", c.Name, err)
 	}
 	out := make([]RecoveredSession, 0, len(infos))
+	var refused []error
 	for _, in := range infos {
+		agentID, sessionKey, err := sessionOwner(insp.Container.Config.Labels, in.Meta)
+		if err != nil {
+			refused = append(refused, fmt.Errorf("sandbox %s: session %s not adopted: %w", c.Name, in.ID, err))
+			continue
+		}
 		rs := RecoveredSession{
 			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey,
 			ID: in.ID, Argv: in.Argv, Dir: in.Dir, TTY: in.TTY, Stdin: in.Stdin,
-			AgentID: in.Meta["agentId"], SessionKey: in.Meta["sessionKey"], Meta: in.Meta,
+			AgentID: agentID, SessionKey: sessionKey, Meta: in.Meta,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
 			Dropped: in.Dropped, StdoutOffset: in.Stdout, StderrOffset: in.Stderr, info: in,
 		}
@@ -529,7 +534,7 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 		}
 		out = append(out, rs)
 	}
-	return out, nil
+	return out, errors.Join(refused...)
 }
 
 // Reattach follows a session listed by Sessions: its output after

@@ -149,10 +149,10 @@ func TestSupervisedExec(t *testing.T) {
 	if out != "out\nC.UTF-8 /tmp /workspace\n" || errs != "err\n" || code != 7 || sig != "" {
 		t.Fatalf("out %q err %q code %d sig %q", out, errs, code, sig)
 	}
-	// The supervisor is the main process under docker-init, and the
+	// The supervisor is the main process, pid 1 (no docker-init), and the
 	// container keeps its hardening.
 	ps, _ := run(t, m, s, `cat /proc/1/cmdline | tr '\0' ' '; echo; for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\0' ' '; echo; done | grep -c "^`+SupervisorPath+`"`)
-	if !strings.HasPrefix(ps, "/sbin/docker-init") || !strings.HasSuffix(strings.TrimSpace(ps), "1") {
+	if !strings.HasPrefix(ps, SupervisorPath+" \n") || !strings.HasSuffix(strings.TrimSpace(ps), "1") {
 		t.Fatalf("process table: %q", ps)
 	}
 	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())

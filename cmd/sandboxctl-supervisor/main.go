@@ -1,5 +1,5 @@
 // Command sandboxctl-supervisor is the in-container supervisor of
-// sandboxctl: the main process of every sandbox (under docker-init). It
+// sandboxctl: the main process of every sandbox (pid 1, no docker-init). It
 // speaks the protocol of package supervisor on its stdin and stdout, which
 // sandboxctl reaches through the Engine's attach stream, and on a unix
 // socket in its state directory (the fast path of a local Engine), forks the commands
@@ -26,6 +26,22 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == supervisor.LaunchArg {
+		// One command's launcher (the server starts every command so). It
+		// stays dumpable: a non-dumpable process of another uid than root
+		// cannot open its own /proc/self/oom_score_adj.
+		err := supervisor.Launch(os.Args[2:])
+		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
+		os.Exit(127)
+	}
+	// Not dumpable: processes of the sandbox may run as the same user, and
+	// must not open /proc/<this>/fd (the attach stream's pipes), read its
+	// memory or trace it. Commands are unaffected (execve makes them
+	// dumpable). It comes first: nothing of the sandbox runs before it.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor: PR_SET_DUMPABLE:", err)
+		os.Exit(1)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "--version" {
 		fmt.Println("sandboxctl-supervisor protocol", supervisor.ProtocolVersion)
 		return
@@ -37,15 +53,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05.000")+" "+format+"\n", args...)
 	}
 	// Orphans (setsid escapees, daemons) reparent to this process, so they
-	// are reaped here and stay findable.
+	// are reaped here and stay findable. As pid 1 of the container that is
+	// so anyway; the subreaper covers a supervisor started under an init.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		logf("supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
-	}
-	// Not dumpable: processes of the sandbox run as the same user, and must
-	// not open /proc/<this>/fd (the attach stream's pipes), read its memory
-	// or trace it. Commands are unaffected (execve makes them dumpable).
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		logf("supervisor: PR_SET_DUMPABLE: %v", err)
 	}
 	srv := supervisor.NewServer(supervisor.ServerOptions{
 		In: os.Stdin, Out: os.Stdout, Logf: logf, BaseEnv: os.Environ(),
@@ -53,6 +64,9 @@ func main() {
 		// sandboxctl on the Engine's host connects here through
 		// /proc/PID/root; processes of the sandbox itself are refused.
 		Socket: supervisor.SocketName, AcceptPeer: supervisor.OutsidePIDNamespace,
+		// Commands start through this binary, which raises their OOM
+		// score before they run (supervisor.LaunchArg).
+		Launcher: "/proc/self/exe",
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()

@@ -306,6 +306,14 @@ func formatExplanation(ex sandbox.Explanation) string {
 		b.WriteString("container:    none\n")
 	}
 	fmt.Fprintf(&b, "recreate:     %s\n", ex.Recreate)
+	fmt.Fprintf(&b, "limits:       user %s, memory %s (swap %s), cpus %g, pids %d\n",
+		orNone(ex.Limits.User), orNone(ex.Limits.Memory), orNone(ex.Limits.MemorySwap), ex.Limits.CPUs, ex.Limits.PidsLimit)
+	tmpfs := make([]string, 0, len(ex.Limits.Tmpfs))
+	for p, size := range ex.Limits.Tmpfs {
+		tmpfs = append(tmpfs, p+" "+size)
+	}
+	sort.Strings(tmpfs)
+	fmt.Fprintf(&b, "tmpfs:        %s\n", strings.Join(tmpfs, ", "))
 	if len(ex.Hardening) > 0 {
 		b.WriteString("hardening:\n")
 		keys := make([]string, 0, len(ex.Hardening))
@@ -323,6 +331,14 @@ func formatExplanation(ex sandbox.Explanation) string {
 		fmt.Fprintf(&b, "config:\n  %s\n", cfg.String())
 	}
 	return b.String()
+}
+
+// orNone shows an unset limit as "none".
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func short12(id string) string {

@@ -5,6 +5,8 @@
 // sandboxctl CLI can load and check a config; package sandbox re-exports it.
 package sandboxconfig
 
+import "fmt"
+
 // Config is the `sandbox:` section of sandboxctl.yaml (SPEC §8).
 type Config struct {
 	Scope           string       `yaml:"scope" json:"scope"`                     // session | agent | shared
@@ -24,11 +26,14 @@ type PruneConfig struct {
 
 // DockerConfig shapes the container; every field takes part in the config hash.
 type DockerConfig struct {
-	Image           string            `yaml:"image" json:"image"`
-	ContainerPrefix string            `yaml:"containerPrefix" json:"containerPrefix"`
-	ReadOnlyRoot    bool              `yaml:"readOnlyRoot" json:"readOnlyRoot"`
-	Tmpfs           []string          `yaml:"tmpfs" json:"tmpfs"`
-	Network         string            `yaml:"network" json:"network"`
+	Image           string   `yaml:"image" json:"image"`
+	ContainerPrefix string   `yaml:"containerPrefix" json:"containerPrefix"`
+	ReadOnlyRoot    bool     `yaml:"readOnlyRoot" json:"readOnlyRoot"`
+	Tmpfs           []string `yaml:"tmpfs" json:"tmpfs"`
+	Network         string   `yaml:"network" json:"network"`
+	// User runs every process of the sandbox; "" is DefaultUser (see
+	// EffectiveUser), "root" or "0" runs them as root (capabilities are
+	// dropped all the same).
 	User            string            `yaml:"user" json:"user"`
 	CapDrop         []string          `yaml:"capDrop" json:"capDrop"`
 	Env             map[string]string `yaml:"env" json:"env"`
@@ -43,6 +48,9 @@ type DockerConfig struct {
 	DNS             []string          `yaml:"dns" json:"dns"`
 	ExtraHosts      []string          `yaml:"extraHosts" json:"extraHosts"`
 	Binds           []string          `yaml:"binds" json:"binds"` // "src:dst[:ro|rw]"
+	// Unsafe names every setting above that weakens the boundary and is
+	// accepted anyway; without it such settings are refused.
+	Unsafe Unsafe `yaml:"unsafe" json:"unsafe,omitzero"`
 }
 
 // DefaultImage is the sandbox image built by `make images`.
@@ -59,11 +67,33 @@ func DefaultConfig() Config {
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",
 			ReadOnlyRoot:    true,
-			Tmpfs:           []string{"/tmp", "/var/tmp", "/run"},
-			Network:         "none",
-			CapDrop:         []string{"ALL"},
-			Env:             map[string]string{"LANG": "C.UTF-8"},
-			PidsLimit:       256,
+			// Sized: a tmpfs is charged to the memory limit (SECURITY.md).
+			Tmpfs:     []string{"/tmp:size=256m", "/var/tmp:size=64m", "/run:size=16m"},
+			Network:   "none",
+			CapDrop:   []string{"ALL"},
+			Env:       map[string]string{"LANG": "C.UTF-8"},
+			PidsLimit: 256,
+			Memory:    "1g",
+			// No swap beyond the memory limit.
+			MemorySwap: "1g",
+			CPUs:       1,
 		},
 	}
+}
+
+// DefaultUser is the uid:gid sandboxes run as when sandbox.docker.user is
+// empty and the daemon runs as root; a daemon of another uid runs them as
+// its own uid:gid, so the workspace on the host stays the user's own.
+const DefaultUser = "1000:1000"
+
+// EffectiveUser is the user sandboxes run as for the configured one, given
+// the daemon's effective uid and gid.
+func EffectiveUser(configured string, euid, egid int) string {
+	if configured != "" {
+		return configured
+	}
+	if euid == 0 {
+		return DefaultUser
+	}
+	return fmt.Sprintf("%d:%d", euid, egid)
 }

@@ -155,11 +155,6 @@ func (c Config) Validate() error {
 	case d.Network == "":
 		return &ConfigError{Field: "sandbox.docker.network", Msg: "must not be empty (use none)"}
 	}
-	for field, v := range map[string]string{"sandbox.docker.seccompProfile": d.SeccompProfile, "sandbox.docker.apparmorProfile": d.ApparmorProfile} {
-		if strings.EqualFold(strings.TrimSpace(v), "unconfined") {
-			return &ConfigError{Field: field, Value: v, Msg: "unconfined profiles are refused"}
-		}
-	}
 	if err := envguard.CheckSandboxConfigEnv(d.Env); err != nil {
 		field := "sandbox.docker.env"
 		var re *envguard.RefusedError
@@ -174,10 +169,8 @@ func (c Config) Validate() error {
 	if d.CPUs < 0 {
 		return &ConfigError{Field: "sandbox.docker.cpus", Value: fmt.Sprint(d.CPUs), Msg: "must be >= 0"}
 	}
-	for _, t := range d.Tmpfs {
-		if !path.IsAbs(t) {
-			return &ConfigError{Field: "sandbox.docker.tmpfs", Value: t, Msg: "must be an absolute container path"}
-		}
+	if _, err := ParseTmpfsList(d); err != nil {
+		return err
 	}
 	for i, b := range d.Binds {
 		if _, err := ParseBind(fmt.Sprintf("sandbox.docker.binds[%d]", i), b, c.AllowedSourceRoots); err != nil {
@@ -187,7 +180,7 @@ func (c Config) Validate() error {
 	if _, err := ParseResources(d); err != nil {
 		return err
 	}
-	return nil
+	return c.checkUnsafe()
 }
 
 // Resources is the parsed form of the resource settings.

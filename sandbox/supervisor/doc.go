@@ -2,7 +2,8 @@
 // side's client for it.
 //
 // Every supervised sandbox runs cmd/sandboxctl-supervisor (a static binary,
-// std + golang.org/x/sys only) as its main process under docker-init. It is
+// std + golang.org/x/sys only) as its main process, pid 1 (no docker-init:
+// see "Who can reach the stream" below). It is
 // delivered in a derived image (the configured image plus the binary at
 // /.sandboxctl/supervisor, built through the Engine's build API), so it
 // needs no registry, no bind mount and nothing from the image but a Linux
@@ -25,12 +26,25 @@
 // peers its pid namespace cannot show (pid 0): processes outside the
 // sandbox's pid namespace, which keeps out every process of the sandbox.
 // The client trusts the socket only if its holder is in the container's
-// cgroup and is the first-started child of the container's init (the
-// supervisor under docker-init) or init itself; a sandbox process that
-// replaces the file fails that, and the client uses the attach stream. The
-// supervisor is not dumpable, so processes of the sandbox, which run as the
-// same user, cannot open its descriptors (the attach stream's pipes) or
-// trace it.
+// cgroup and is the container's init (the supervisor, pid 1) or, for
+// containers made before the supervisor became pid 1, the first-started
+// child of docker-init; a sandbox process that replaces the file fails
+// that, and the client uses the attach stream.
+//
+// # Who can reach the stream
+//
+// The attach stream is unauthenticated: whoever can write the supervisor's
+// stdin speaks for the daemon. So only the supervisor holds it. It is pid 1
+// of the container (docker-init, dumpable, held the stream as its fd 0 and
+// let any process of the sandbox open /proc/1/fd/0), it makes itself not
+// dumpable at start, before any command runs, and the container has no
+// capabilities (CapDrop ALL, enforced by the config check), so no process
+// of the sandbox, root or not, may open /proc/1/fd/*, read its memory or
+// trace it. Commands get fresh pipes or a pseudo-terminal as fds 0-2 and
+// every other descriptor of the supervisor is close-on-exec, so none
+// inherits the stream. Recovery takes a session's owner from the labels
+// the daemon put on the container, not from the session's metadata
+// (package sandbox, sessionOwner).
 //
 // The newest Hello wins across both transports; a superseded socket client
 // gets the HelloAck of its successor and is closed, and a socket client
@@ -125,14 +139,23 @@
 //
 // # Processes
 //
-// Commands are forked directly (pipes, or a pseudo-terminal the server
-// allocates; setsid + controlling tty), each in its own process group, with
-// SANDBOXCTL_RUN=<session id> in the environment. The server is a child
-// subreaper, so orphans (setsid escapees, daemons) reparent to it and are
-// reaped. A tree kill signals the process group, every descendant of the
-// leader by parent links and every process whose /proc/PID/environ carries
-// the tag: SIGTERM, then SIGKILL after the grace, repeated until nothing is
-// left.
+// Commands are forked (pipes, or a pseudo-terminal the server allocates;
+// setsid + controlling tty), each in its own process group, with
+// SANDBOXCTL_RUN=<session id> in the environment. In the container they
+// start through the supervisor binary itself (ServerOptions.Launcher,
+// `supervisor --launch PATH ARGV...`), which sets its oom_score_adj to
+// ChildOOMScoreAdj and execs the command: when the sandbox runs out of
+// memory the kernel kills commands before the supervisor (raising a score
+// needs no privilege, lowering the supervisor's would). The server is pid
+// 1 and a child subreaper, so orphans (setsid escapees, daemons) reparent
+// to it and are reaped. A tree kill signals the process group, every
+// descendant of the leader by parent links and every process whose
+// /proc/PID/environ carries the tag: SIGTERM, then SIGKILL after the grace,
+// repeated until nothing is left. When a command's leader exits, what it
+// left behind gets that tree kill (LeftoverGrace), and every orphan of pid
+// 1 that no running session claims (by leadership or tag) is killed: a
+// finished session keeps nothing running. On SIGTERM (docker stop) the
+// server ends every tree and exits.
 //
 // # Waiting for input
 //

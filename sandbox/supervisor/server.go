@@ -52,7 +52,13 @@ type ServerOptions struct {
 	// credentials as the kernel reports them (SO_PEERCRED); an error
 	// refuses it. Nil accepts every peer that can open the socket.
 	AcceptPeer func(cred *unix.Ucred) error
-	Logf       func(format string, args ...any)
+	// Launcher is an executable that understands LaunchArg (the
+	// supervisor binary: "/proc/self/exe"); commands are started through
+	// it so their OOM score is raised before they run. Empty starts them
+	// directly and raises the score just after the fork, which a command
+	// that forks at once can outrun.
+	Launcher string
+	Logf     func(format string, args ...any)
 }
 
 // Server is the in-container end: it forks commands, pumps their output to
@@ -67,6 +73,7 @@ type Server struct {
 	maxFinished int
 	iwInterval  time.Duration
 	baseEnv     []string
+	launcher    string
 	logf        func(format string, args ...any)
 
 	outq chan outFrame
@@ -98,6 +105,7 @@ func NewServer(opts ServerOptions) *Server {
 		maxFinished: opts.MaxFinished,
 		iwInterval:  opts.InputWaitInterval,
 		baseEnv:     opts.BaseEnv,
+		launcher:    opts.Launcher,
 		logf:        opts.Logf,
 		outq:        make(chan outFrame, 16),
 		stop:        make(chan struct{}),

@@ -234,11 +234,20 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		sess.closeFds()
 		return errors.New("open: the connection was superseded by a newer client")
 	}
-	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
+	exe, argv := path, spec.Argv
+	if s.launcher != "" {
+		exe, argv = s.launcher, append([]string{spec.Argv[0], LaunchArg, path}, spec.Argv...)
+	}
+	pid, err := syscall.ForkExec(exe, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
 	if err != nil {
 		s.mu.Unlock()
 		sess.closeFds()
 		return fmt.Errorf("open: start %s: %w", spec.Argv[0], err)
+	}
+	if s.launcher == "" {
+		if err := setOOMScoreAdj(pid, ChildOOMScoreAdj); err != nil {
+			s.logf("supervisor: %s: %v", sess.id, err)
+		}
 	}
 	sess.pid, sess.pgid = pid, pid
 	sess.startedAt = time.Now().UnixMilli()
@@ -387,6 +396,11 @@ func (sess *session) leaderExited(ws unix.WaitStatus) {
 // background child still holds the pipe), then records the exit.
 func (sess *session) finish() {
 	<-sess.leaderDone
+	// What the command left behind (background children, setsid
+	// escapees, daemons) ends with it: its group and tagged processes,
+	// then, in the container's pid 1, orphans no running session claims.
+	sess.killTree(LeftoverGrace)
+	sess.srv.endOrphans()
 	done := make(chan struct{})
 	go func() { sess.readersWG.Wait(); close(done) }()
 	t := time.NewTicker(50 * time.Millisecond)
@@ -677,6 +691,52 @@ func (sess *session) signal(sig unix.Signal) error {
 		}
 	}
 	return nil
+}
+
+// LeftoverGrace is how long processes a command left behind get between
+// SIGTERM and SIGKILL once its leader exited.
+const LeftoverGrace = 500 * time.Millisecond
+
+// endOrphans kills the children of this process that are no session's
+// leader and carry no running session's tag: processes whose command
+// ended and that shed their tag and process group to outlive it. Only pid
+// 1 does it, where every orphan of the sandbox is its child.
+func (s *Server) endOrphans() {
+	self := os.Getpid()
+	if self != 1 {
+		return
+	}
+	// The list comes first: a process in it was forked before the
+	// snapshot below, so a session starting meanwhile is in it.
+	procs := listProcs()
+	s.mu.Lock()
+	var tags [][]byte
+	leaders := map[int]bool{}
+	for pid, sess := range s.byPID {
+		leaders[pid] = true
+		tags = append(tags, sess.tag)
+	}
+	for _, sess := range s.sessions {
+		if !sess.isExited() {
+			tags = append(tags, sess.tag)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		if p.ppid != self || leaders[p.pid] || p.state == 'Z' {
+			continue
+		}
+		claimed := false
+		for _, tag := range tags {
+			if hasTag(p.pid, tag) {
+				claimed = true
+				break
+			}
+		}
+		if !claimed {
+			_ = unix.Kill(p.pid, unix.SIGKILL)
+		}
+	}
 }
 
 // killTree ends every process of the session: its group, the leader's

@@ -1,0 +1,51 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// ChildOOMScoreAdj is the oom_score_adj of every command the server starts
+// (and so of everything they fork): when the sandbox runs out of memory
+// the kernel kills a command, never the supervisor first (it keeps 0; it
+// could lower its own only with CAP_SYS_RESOURCE, while raising a score
+// needs no privilege).
+const ChildOOMScoreAdj = 1000
+
+// LaunchArg, as the first argument of the supervisor binary, makes it the
+// launcher of one command: `supervisor --launch PATH ARGV0 ARGS...` raises
+// its own OOM score to ChildOOMScoreAdj and execs PATH. Setting the score
+// before the exec leaves no window in which the command could fork a
+// child that keeps the supervisor's score.
+const LaunchArg = "--launch"
+
+// Launch is the launcher mode (args after LaunchArg). It returns only if
+// the exec failed.
+func Launch(args []string) error {
+	if len(args) < 2 {
+		return errors.New("launch: want PATH ARGV0 [ARGS...]")
+	}
+	if err := setOOMScoreAdj(0, ChildOOMScoreAdj); err != nil {
+		return err
+	}
+	if err := unix.Exec(args[0], args[1:], os.Environ()); err != nil {
+		return fmt.Errorf("exec %s: %w", args[0], err)
+	}
+	return nil
+}
+
+// setOOMScoreAdj writes /proc/PID/oom_score_adj (pid 0: this process).
+func setOOMScoreAdj(pid, score int) error {
+	p := "/proc/self/oom_score_adj"
+	if pid > 0 {
+		p = "/proc/" + strconv.Itoa(pid) + "/oom_score_adj"
+	}
+	if err := os.WriteFile(p, []byte(strconv.Itoa(score)), 0); err != nil {
+		return fmt.Errorf("oom_score_adj: %w", err)
+	}
+	return nil
+}
