@@ -271,3 +271,30 @@ func procArgs(t *testing.T, word string) []string {
 	}
 	return out
 }
+
+// TestSecurityGatewayLeftoversEndWithSession: what a gateway command leaves
+// running in the background is ended when the command's session ends (the
+// host supervisor ends the group and the tagged processes of a command
+// whose leader exited).
+func TestSecurityGatewayLeftoversEndWithSession(t *testing.T) {
+	state := t.TempDir()
+	d := startDaemonIn(t, state, gatewayFull)
+	pidFile := filepath.Join(state, "leftover")
+	det, text, _ := d.call(t, "exec", map[string]any{"agentId": "durable",
+		"command": "sleep 300 & echo $! > " + pidFile + "; (setsid sleep 301 &); echo started"})
+	if det["status"] != "completed" || !strings.Contains(text, "started") {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	waitDead(t, pid, 5*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); len(procArgs(t, "sleep 301")) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the setsid leftover still runs: %v", procArgs(t, "sleep 301"))
+		}
+	}
+}
