@@ -393,6 +393,9 @@ func TestFaultContainerDiesThroughDaemon(t *testing.T) {
 		{"kill", "exit code 137", 2 * time.Second},
 		{"stop", "exit code (0|143)", 3 * time.Second}, // docker stop -t1 itself takes up to 1 s
 		{"supervisor", "exit code 137", 2 * time.Second},
+		// From inside: a command signals pid 1 (the supervisor). KILL is
+		// ignored for a namespace's init; TERM stops the sandbox gracefully.
+		{"supervisor-from-inside", "exit code (0|143)", 3 * time.Second},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
 			agent := "die-" + tc.fault
@@ -430,6 +433,8 @@ func TestFaultContainerDiesThroughDaemon(t *testing.T) {
 				if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
+			case "supervisor-from-inside":
+				_, _, _ = d.call(t, "exec", scoped(agent, map[string]any{"command": "kill -KILL 1; kill -TERM 1; sleep 5"}))
 			}
 			all := pollUntil(t, d, agent, id, 10*time.Second, func(all string) bool { return strings.Contains(all, "Process failed") })
 			took := time.Since(fault)
