@@ -113,12 +113,15 @@ func TestSecurityCommandCannotResolveApproval(t *testing.T) {
 	body := `{"decision":"allow-always"}`
 	curl := "curl -sS --unix-socket " + quote(t, sock) + " -X POST -d " + quote(t, body) + " http://sandboxctl/v1/approvals/" + id
 
-	// First a copy that leaves the daemon's tree (a background job of a
-	// shell that exits at once is an orphan) and drops SANDBOXCTL_RUN with
-	// env -i; its answer is written to a file the test waits for.
+	// First a copy that is orphaned at once (a background job of a subshell
+	// that exits) and drops SANDBOXCTL_RUN with env -i; its answer is
+	// written to a file the test waits for. The command itself waits for
+	// that answer: what a command leaves behind is ended when its session
+	// ends, which would end the orphan before it asked.
 	t.Run("detached-clean-env", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "answer")
-		cmd := "env -i " + strings.Replace(curl, "curl -sS", "curl -sS -o "+quote(t, out), 1) + " &"
+		cmd := "(env -i " + strings.Replace(curl, "curl -sS", "curl -sS -o "+quote(t, out), 1) + " &); " +
+			"i=0; while [ ! -s " + quote(t, out) + " ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done"
 		// The analyser refuses `&`, so a human approves this one line; an
 		// approved command still may not decide other requests.
 		d := execJSON(t, e, "--", cmd)
