@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,6 +18,26 @@ import (
 // TestMain can sweep what a crashed run left behind.
 const testLabel = "sandboxctl.test"
 
+// testRunLabel tells this run's containers from those of a run going on
+// at the same time (another engineer's): the sweep takes only its own.
+const testRunLabel = testLabel + ".run"
+
+// testRunEnv carries this run's value of testRunLabel to the test binary's
+// own helper processes (they create containers of the same run).
+const testRunEnv = "SANDBOXCTL_TEST_RUN"
+
+// testRun is this run's value of testRunLabel.
+func testRun() string { return os.Getenv(testRunEnv) }
+
+// testLabels are the labels of a container of this run, plus extra pairs.
+func testLabels(extra ...string) map[string]string {
+	l := map[string]string{testLabel: "sandbox-pkg", testRunLabel: testRun()}
+	for i := 0; i+1 < len(extra); i += 2 {
+		l[extra[i]] = extra[i+1]
+	}
+	return l
+}
+
 // testImage is the busybox image built by `make images` (images/build.sh).
 var testImage = envOr("SANDBOXCTL_TEST_IMAGE", "sandboxctl/testbb:1")
 
@@ -28,6 +49,9 @@ func envOr(k, def string) string {
 }
 
 func TestMain(m *testing.M) {
+	if testRun() == "" {
+		_ = os.Setenv(testRunEnv, strconv.Itoa(os.Getpid()))
+	}
 	cleanup := setupSupervisor() // supervised_test.go: builds the binary, sets SANDBOXCTL_SUPERVISOR
 	code := m.Run()
 	sweep()
@@ -45,7 +69,7 @@ func sweep() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", testLabel+"=sandbox-pkg")})
+		Filters: make(client.Filters).Add("label", testRunLabel+"="+testRun())})
 	if err != nil {
 		return
 	}

@@ -52,7 +52,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			cfg.Sandbox.WorkspaceRoot = t.TempDir()
 			opts := sandbox.Options{
 				Config: cfg.Sandbox, StateDir: t.TempDir(), Home: t.TempDir(), DisableSupervisor: path.disable, SupervisorAttachOnly: path.attachOnly, Logf: t.Logf,
-				Labels: map[string]string{"sandboxctl.test": "sandbox-pkg"},
+				Labels: sandbox.TestLabels(),
 			}
 			cursors := filepath.Join(opts.StateDir, "cursors.json") // the daemon's, kept across its restart
 			sm, err := sandbox.NewManager(context.Background(), opts)

@@ -77,7 +77,7 @@ func newManagerOpts(t *testing.T, mutate func(*Options)) *Manager {
 	cfg.WorkspaceRoot = t.TempDir()
 	opts := Options{
 		Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(),
-		Labels: map[string]string{testLabel: "sandbox-pkg", testLabel + ".prefix": cfg.Docker.ContainerPrefix},
+		Labels: testLabels(testLabel+".prefix", cfg.Docker.ContainerPrefix),
 	}
 	if mutate != nil {
 		mutate(&opts)
@@ -491,7 +491,7 @@ func TestHelperDaemon(t *testing.T) {
 		fail(err)
 	}
 	m, err := NewManager(context.Background(), Options{Config: cfg, StateDir: os.Getenv("SANDBOXCTL_HELPER_STATE"), Home: os.TempDir(),
-		Labels: map[string]string{testLabel: "sandbox-pkg", testLabel + ".prefix": cfg.Docker.ContainerPrefix}})
+		Labels: testLabels(testLabel+".prefix", cfg.Docker.ContainerPrefix)})
 	if err != nil {
 		fail(err)
 	}

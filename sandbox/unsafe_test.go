@@ -35,7 +35,7 @@ func TestSecurityWeakeningConfigRefused(t *testing.T) {
 		cfg.WorkspaceRoot = t.TempDir()
 		mutate(&cfg)
 		m, err := NewManager(context.Background(), Options{Config: cfg, StateDir: state, Home: t.TempDir(),
-			Labels: map[string]string{testLabel: "sandbox-pkg", testLabel + ".prefix": prefix}})
+			Labels: testLabels(testLabel+".prefix", prefix)})
 		if err == nil {
 			_, _, _ = m.Run(ctxT(t), Scope{AgentID: "weak"}, []string{"true"})
 			_ = m.Close()
