@@ -443,11 +443,25 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 		t.Fatal("marker exists before approval")
 	}
 	id, _ := r.Details["approvalId"].(string)
+	sid, _ := r.Details["sessionId"].(string)
+	if sid == "" {
+		t.Fatalf("the approval-pending node exec is not a session: %+v", r.Details)
+	}
 	if err := gw.reg.ResolveApproval(ctx, "", id, "allow-once"); err != nil {
 		t.Fatal(err)
 	}
-	if r := exec("asking-node"); r.Details["status"] != sessions.StatusCompleted {
-		t.Fatalf("after allow-once: %+v", r.Details)
+	// The approved command starts by itself, as that session.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		p, err := m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: sid, TimeoutMs: ptrFloat(1000), AgentID: "a", SessionKey: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Details["status"] == sessions.StatusCompleted {
+			break
+		}
+		if p.Details["status"] != sessions.StatusRunning || time.Now().After(deadline) {
+			t.Fatalf("the approved session: %+v", p.Details)
+		}
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("approved command did not run: %v", err)
