@@ -37,11 +37,9 @@ func gatewayRun(t *testing.T, d *daemonUnderTest, pidFile string) (string, int) 
 	}
 }
 
-// alivePID reports whether pid is a live process (not a zombie).
-func alivePID(pid int) bool {
-	st, err := procfs.ReadStat("/proc", pid)
-	return err == nil && !st.Dead()
-}
+// alivePID reports whether pid is a live process (not a zombie whose
+// threads all exited).
+func alivePID(pid int) bool { return !procfs.Exited("/proc", pid) }
 
 // waitDead waits until pid is no live process.
 func waitDead(t *testing.T, pid int, within time.Duration) {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
@@ -160,12 +161,11 @@ func readPID(state string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(data)))
 }
 
+// waitGone waits until pid exited entirely: a daemon's leader thread is a
+// zombie before its other threads, which still hold its socket, are gone.
 func waitGone(pid int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for syscall.Kill(pid, 0) == nil {
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
-			return nil
-		}
+	for !procfs.Exited("/proc", pid) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pid %d still alive", pid)
 		}
@@ -430,7 +430,8 @@ func TestDaemonCrashRecovery(t *testing.T) {
 	}
 	r := e.run(t, "exec", "--", "echo", "again")
 	if r.code != 0 || r.stdout != "again\n" {
-		t.Fatalf("exec after crash: %+v", r)
+		log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+		t.Fatalf("exec after crash: %+v\ndaemon.log:\n%s", r, log)
 	}
 	if pid2, _ := readPID(e.state); pid2 == pid || pid2 == 0 {
 		t.Errorf("no new daemon: pid %d then %d", pid, pid2)

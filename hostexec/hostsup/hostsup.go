@@ -410,7 +410,7 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 		return fmt.Errorf("hostsup: stop the host supervisor: %w", err)
 	}
 	for {
-		if st, err := procfs.ReadStat("/proc", pid); err != nil || st.Dead() {
+		if procfs.Exited("/proc", pid) {
 			return nil
 		}
 		select {

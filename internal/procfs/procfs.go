@@ -73,3 +73,34 @@ func truncate(b []byte) []byte {
 	}
 	return b
 }
+
+// Exited reports whether pid has exited entirely: there is no such process,
+// or it is a zombie none of whose threads still runs. (A thread-group
+// leader shows Z as soon as it exits, while its other threads may still run
+// and hold its files: its sockets, its locks.)
+func Exited(root string, pid int) bool {
+	st, err := ReadStat(root, pid)
+	if err != nil {
+		return true
+	}
+	if !st.Dead() {
+		return false
+	}
+	tasks, err := os.ReadDir(root + "/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return true
+	}
+	for _, t := range tasks {
+		if t.Name() == strconv.Itoa(pid) {
+			continue
+		}
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if ts, err := ReadStat(root+"/"+strconv.Itoa(pid)+"/task", tid); err == nil && !ts.Dead() {
+			return false
+		}
+	}
+	return true
+}

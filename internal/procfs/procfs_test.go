@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -38,5 +39,18 @@ func TestReadStatSelf(t *testing.T) {
 	}
 	if st.PID != os.Getpid() || st.PPID != os.Getppid() || st.Dead() || st.StartTime == 0 {
 		t.Fatalf("own stat %+v", st)
+	}
+}
+
+func TestExited(t *testing.T) {
+	if Exited("/proc", os.Getpid()) {
+		t.Fatal("this process counts as exited")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !Exited("/proc", cmd.Process.Pid) {
+		t.Fatalf("reaped pid %d counts as running", cmd.Process.Pid)
 	}
 }
