@@ -77,7 +77,7 @@ func (g *GateGuard) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVer
 func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 	switch v.Decision {
 	case guard.DecisionRun:
-		return GuardVerdict{Decision: DecisionRun, Reason: v.Reason, Command: v.Command}
+		return GuardVerdict{Decision: DecisionRun, Reason: v.Reason, Command: v.Command, Confine: v.Confine}
 	case guard.DecisionNeedsApproval:
 		p := v.Pending
 		return GuardVerdict{Decision: DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: map[string]any{

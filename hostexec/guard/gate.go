@@ -77,6 +77,11 @@ type GateVerdict struct {
 	Reason   string
 	// Command is what to run when Decision is Run.
 	Command string
+	// Confine is the workspace the command must run confined to
+	// (Verdict.Confine); "" in a sandbox, where the container is the
+	// boundary. It holds whichever way the run is decided (a human's
+	// approval or askFallback keeps it: they decided on the same paths).
+	Confine string
 	Pending *Pending
 
 	binding  Binding
@@ -140,7 +145,10 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace,
 		UntrustedDirs: g.Config.UntrustedDirs, PTY: req.PTY}
 	v := pol.Evaluate(a)
-	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol}
+	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, Confine: v.Confine, analysis: a, policy: pol}
+	if req.Contained {
+		out.Confine = ""
+	}
 	if sec == SecurityFull {
 		// Nothing was checked against an allowlist: run the line as written
 		// (the rebuilt form can differ, e.g. a builtin pinned to a binary).

@@ -1,0 +1,94 @@
+package guard
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestConfineWorkspace is the table of which commands run confined to the
+// workspace (Verdict.Confine): exactly those whose decision relied on the
+// external-directory check finding every path inside it.
+func TestConfineWorkspace(t *testing.T) {
+	h := newHost(t)
+	cat := []Entry{{ID: "c", Pattern: "/usr/bin/cat"}, {ID: "l", Pattern: "ls"}}
+	allow := func(ask Ask) Policy {
+		return Policy{Security: SecurityAllowlist, Ask: ask, Allowlist: cat, Workspace: h.ws}
+	}
+	cases := []struct {
+		name    string
+		p       Policy
+		cmd     string
+		confine bool
+	}{
+		{"allowlisted cat inside", allow(AskOff), "cat sub/x", true},
+		{"cd builtin inside", allow(AskOff), "cd sub && ls", true},
+		{"cat on-miss, not allowlisted part", allow(AskOnMiss), "cat x | sort", true},
+		{"ask always, inside", allow(AskAlways), "cat x", true},
+		{"full on-miss inside", Policy{Security: SecurityFull, Ask: AskOnMiss, Workspace: h.ws}, "rm -rf sub", true},
+		{"full ask always inside", Policy{Security: SecurityFull, Ask: AskAlways, Workspace: h.ws}, "rm -rf sub", true},
+		// The check did not decide anything:
+		{"no external-directory command", allow(AskOff), "ls /etc", false},
+		{"no workspace configured", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: cat}, "cat x", false},
+		{"full ask off", Policy{Security: SecurityFull, Ask: AskOff, Workspace: h.ws}, "cat x", false},
+		{"analysis refused (approved as shown)", allow(AskOnMiss), "cat $X", false},
+		// A path outside: a human approves it, or ExternalAllow lets it
+		// out; it must stay reachable.
+		{"external path needs approval", allow(AskOnMiss), "cat /etc/passwd", false},
+		{"external allowed", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: cat, Workspace: h.ws, ExternalAllow: []string{"/etc/**"}}, "cat /etc/hostname", false},
+		{"deny", Policy{Security: SecurityDeny, Ask: AskOff, Workspace: h.ws}, "cat x", false},
+	}
+	for _, c := range cases {
+		v := c.p.Evaluate(Analyze(h.expand(c.cmd), h.env))
+		want := ""
+		if c.confine {
+			want = h.ws
+		}
+		if v.Confine != want {
+			t.Errorf("%s: %q → Confine %q (decision %s: %s), want %q", c.name, c.cmd, v.Confine, v.Decision, v.Reason, want)
+		}
+	}
+}
+
+// The Gate carries Confine through a human's approval (the human decided on
+// the same paths the check saw) and clears it in a sandbox, where the
+// container is the boundary. An approved external path runs unconfined.
+func TestGateConfine(t *testing.T) {
+	h := newHost(t)
+	st, err := OpenStore(filepath.Join(t.TempDir(), "approvals.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{Store: st, Config: GateConfig{Security: SecurityAllowlist, Ask: AskOnMiss, Workspace: h.ws}}
+	ctx := t.Context()
+	check := func(line string, contained bool) GateVerdict {
+		t.Helper()
+		v, err := g.Check(ctx, GateRequest{Line: line, Runner: []string{"/bin/sh", "-c"}, Cwd: h.ws, Path: h.env.Path, Contained: contained})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	approve := func(v GateVerdict) GateVerdict {
+		t.Helper()
+		if v.Decision != DecisionNeedsApproval || v.Pending == nil {
+			t.Fatalf("did not ask: %s %s", v.Decision, v.Reason)
+		}
+		if err := st.Resolve(ctx, v.Pending.ID, AllowOnce); err != nil {
+			t.Fatal(err)
+		}
+		f, err := g.Await(ctx, v)
+		if err != nil || f.Decision != DecisionRun {
+			t.Fatalf("approved: %v %s %s", err, f.Decision, f.Reason)
+		}
+		return f
+	}
+	if f := approve(check("cat sub/x", false)); f.Confine != h.ws {
+		t.Errorf("approved inside cat: Confine %q, want %q", f.Confine, h.ws)
+	}
+	if f := approve(check("cat /etc/hostname", false)); f.Confine != "" {
+		t.Errorf("approved external cat: Confine %q, want none", f.Confine)
+	}
+	if v := check("cat sub/x", true); v.Confine != "" {
+		t.Errorf("sandbox: Confine %q, want none", v.Confine)
+	}
+}
