@@ -2,6 +2,7 @@ package guard
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +91,22 @@ func TestGateConfine(t *testing.T) {
 	}
 	if v := check("cat sub/x", true); v.Confine != "" {
 		t.Errorf("sandbox: Confine %q, want none", v.Confine)
+	}
+}
+
+// The approval record says that the command will run confined.
+func TestGateConfineShownToHuman(t *testing.T) {
+	h := newHost(t)
+	st, err := OpenStore(filepath.Join(t.TempDir(), "approvals.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{Store: st, Config: GateConfig{Security: SecurityAllowlist, Ask: AskOnMiss, Workspace: h.ws}}
+	v, err := g.Check(t.Context(), GateRequest{Line: "cat x | sort", Runner: []string{"/bin/sh", "-c"}, Cwd: h.ws, Path: h.env.Path})
+	if err != nil || v.Pending == nil {
+		t.Fatalf("did not ask: %v %s", err, v.Reason)
+	}
+	if !strings.Contains(v.Pending.Explain, "confined: runs under Landlock, reading and writing only in "+h.ws) {
+		t.Errorf("explain does not show the confinement: %q", v.Pending.Explain)
 	}
 }

@@ -206,7 +206,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	p, err := g.Store.Request(ctx, PendingRequest{
 		Command: req.Line, Argv: b.Argv, Cwd: req.Cwd, Host: req.Host, NodeID: req.NodeID,
 		Security: sec, Ask: ask, AgentID: req.AgentID, SessionKey: req.SessionKey,
-		EnvHash: b.EnvHash, Env: req.Env, ResolvedPaths: PersistablePaths(a), Explain: a.Explain() + ptyNote(req.PTY),
+		EnvHash: b.EnvHash, Env: req.Env, ResolvedPaths: PersistablePaths(a), Explain: a.Explain() + ptyNote(req.PTY) + confineNote(out.Confine),
 	})
 	if err != nil {
 		return GateVerdict{}, err
@@ -237,6 +237,13 @@ func ptyNote(pty bool) string {
 		return ""
 	}
 	return "terminal: PTY (keys the agent sends reach the program interactively)\n"
+}
+
+func confineNote(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return "confined: runs under Landlock, reading and writing only in " + dir + " (plus the system directories, read-only)\n"
 }
 
 // Await blocks until the approval of a NeedsApproval verdict is decided or
