@@ -71,11 +71,13 @@ var (
 	confineHomeFiles = []string{".gitconfig", ".config/git"}
 )
 
-// ConfineRules is the Landlock ruleset of a command confined to workspace:
-// workspace read-write (renames and links within it included), the system
-// paths above read and execute, the devices above, and home's git
-// configuration read-only. Paths that do not exist are left out.
-func ConfineRules(workspace, home string) ([]landlock.Rule, error) {
+// ConfineRules is the Landlock ruleset of a command confined to workspace
+// on a kernel of Landlock ABI abi: workspace read-write (renames and links
+// between its directories included from ABI 2 on; ABI 1 refuses those
+// with EXDEV, which mv and cp handle by copying), the system paths above
+// read and execute, the devices above, and home's git configuration
+// read-only. Paths that do not exist are left out.
+func ConfineRules(abi int, workspace, home string) ([]landlock.Rule, error) {
 	if !filepath.IsAbs(workspace) {
 		return nil, fmt.Errorf("confine: workspace %q is not an absolute path", workspace)
 	}
@@ -86,8 +88,14 @@ func ConfineRules(workspace, home string) ([]landlock.Rule, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("confine: workspace %s is not a directory", workspace)
 	}
+	ws := landlock.RWDirs(workspace)
+	if abi >= 2 {
+		// Asking for refer on ABI 1 would make go-landlock's best effort
+		// enforce nothing at all.
+		ws = ws.WithRefer()
+	}
 	rules := []landlock.Rule{
-		landlock.RWDirs(workspace).WithRefer(),
+		ws,
 		landlock.RODirs(confineSystemDirs...).IgnoreIfMissing(),
 	}
 	ro := slices.Clone(confineEtc)
@@ -124,14 +132,21 @@ func ConfineRules(workspace, home string) ([]landlock.Rule, error) {
 // kernel has no Landlock: a caller that was promised confinement must not
 // run the command without it.
 func Confine(workspace string) error {
-	if _, err := LandlockABI(); err != nil {
+	abi, err := LandlockABI()
+	if err != nil {
 		return fmt.Errorf("confine: %w", err)
 	}
-	rules, err := ConfineRules(workspace, os.Getenv("HOME"))
+	return confineAt(confineABI, abi, workspace)
+}
+
+// confineAt enforces ConfineRules for abi with the file rights of cfg (best
+// effort: those of them the kernel knows).
+func confineAt(cfg landlock.Config, abi int, workspace string) error {
+	rules, err := ConfineRules(abi, workspace, os.Getenv("HOME"))
 	if err != nil {
 		return err
 	}
-	if err := confineABI.BestEffort().RestrictPaths(rules...); err != nil {
+	if err := cfg.BestEffort().RestrictPaths(rules...); err != nil {
 		return fmt.Errorf("confine: landlock: %w", err)
 	}
 	return nil

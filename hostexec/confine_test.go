@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain makes this test binary its own confining launcher (what
@@ -19,8 +23,21 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "launcher:", err)
 		os.Exit(126)
 	}
+	if len(os.Args) > 4 && os.Args[1] == confineABI1Arg {
+		// The ruleset as a kernel of Landlock ABI 1 gets it.
+		err := confineAt(landlock.V1, 1, os.Args[2])
+		if err == nil {
+			err = unix.Exec(os.Args[3], os.Args[4:], os.Environ())
+		}
+		fmt.Fprintln(os.Stderr, "launcher:", err)
+		os.Exit(126)
+	}
 	os.Exit(m.Run())
 }
+
+// confineABI1Arg makes the test binary a launcher that confines as on a
+// kernel of Landlock ABI 1.
+const confineABI1Arg = "--test-confine-abi1"
 
 // confinedRunner is a runner whose launcher is this test binary. The test
 // fails (never skips) on a kernel without Landlock: the claim is about it.
@@ -234,5 +251,29 @@ func TestConfineLauncherFailsClosed(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the command ran without its confinement")
+	}
+}
+
+// On a kernel of Landlock ABI 1 (no "refer" right) the ruleset still
+// confines: go-landlock's best effort would enforce nothing if the rules
+// asked for refer there. Renames across the workspace's directories then
+// fail with EXDEV, which mv handles by copying.
+func TestConfineABI1StillConfines(t *testing.T) {
+	r := confinedRunner(t)
+	f := newConfineFixture(t)
+	pr, err := r.Prepare(Spec{Command: "cat link; mv in.txt sub/in.txt && cat sub/in.txt", Dir: f.ws, Confine: f.ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Swap the launcher's mode for the ABI-1 one: same layout of argv.
+	argv := append([]string{pr.Argv[0], confineABI1Arg}, pr.Argv[2:]...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = f.ws, pr.Env
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "TOP-SECRET") || !strings.Contains(string(out), "link: Permission denied") {
+		t.Fatalf("ABI 1 ruleset does not confine: %q", out)
+	}
+	if !strings.Contains(string(out), "inside") {
+		t.Fatalf("mv across directories under ABI 1: %q", out)
 	}
 }
