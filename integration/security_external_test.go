@@ -37,7 +37,7 @@ func TestSecurityExternalDirectorySymlinkFlip(t *testing.T) {
 	if err := os.WriteFile(inside, []byte(insideText+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	approvals := `{"version":1,"defaults":{},"agents":{"*":{"allowlist":[{"id":"cat","pattern":"cat"}]}}}` + "\n"
+	approvals := `{"version":1,"defaults":{},"agents":{"*":{"allowlist":[{"id":"cat","pattern":"cat"},{"id":"cp","pattern":"cp"},{"id":"ls","pattern":"ls"}]}}}` + "\n"
 	if err := os.WriteFile(filepath.Join(state, "approvals.json"), []byte(approvals), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -104,5 +104,20 @@ func TestSecurityExternalDirectorySymlinkFlip(t *testing.T) {
 	}
 	if printed == 0 {
 		t.Fatalf("no try printed the inside file (%d denied): the test proves nothing", denied)
+	}
+
+	// Confined commands still work in the workspace...
+	det, text, _ := d.call(t, "exec", map[string]any{"agentId": "main", "command": "cp inside.txt copy.txt && cat copy.txt"})
+	if det["status"] != "completed" || !strings.Contains(text, insideText) {
+		t.Fatalf("confined cp + cat in the workspace: %v %q", det, text)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "copy.txt")); err != nil || !strings.Contains(string(b), insideText) {
+		t.Fatalf("copy.txt: %q %v", b, err)
+	}
+	// ... and a line the check had no say in runs as before: the
+	// allowlisted ls lists the outside directory.
+	det, text, _ = d.call(t, "exec", map[string]any{"agentId": "main", "command": "ls " + outside})
+	if det["status"] != "completed" || !strings.Contains(text, "secret") {
+		t.Fatalf("unconfined ls of an outside directory: %v %q", det, text)
 	}
 }
