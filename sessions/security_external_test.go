@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // TestSecurityExternalDirectorySymlinkFlipDirectPath replays issue 12 item 9
@@ -50,12 +51,12 @@ func TestSecurityExternalDirectorySymlinkFlipDirectPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := &guard.Gate{Store: store, Config: guard.GateConfig{
-		Security: guard.SecurityAllowlist, Ask: guard.AskOff, AskFallback: guard.SecurityDeny, Workspace: ws}}
+		Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, AskFallback: vocab.SecurityDeny, Workspace: ws}}
 	cfg := config.Default()
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "allowlist", "off"
 	m, err := sessions.New(sessions.Options{
 		Config: cfg,
-		Hosts:  map[string]sessions.Host{"gateway": sessions.NewGatewayHost(r, ws)},
+		Hosts:  map[vocab.Host]sessions.Host{"gateway": sessions.NewGatewayHost(r, ws)},
 		Guard:  sessions.NewGateGuard(gate, r),
 		Logf:   t.Logf, Getenv: func(string) string { return "" },
 	})

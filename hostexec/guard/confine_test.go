@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // TestConfineWorkspace is the table of which commands run confined to the
@@ -12,8 +14,8 @@ import (
 func TestConfineWorkspace(t *testing.T) {
 	h := newHost(t)
 	cat := []Entry{{ID: "c", Pattern: "/usr/bin/cat"}, {ID: "l", Pattern: "ls"}}
-	allow := func(ask Ask) Policy {
-		return Policy{Security: SecurityAllowlist, Ask: ask, Allowlist: cat, Workspace: h.ws}
+	allow := func(ask vocab.Ask) Policy {
+		return Policy{Security: vocab.SecurityAllowlist, Ask: ask, Allowlist: cat, Workspace: h.ws}
 	}
 	cases := []struct {
 		name    string
@@ -21,22 +23,22 @@ func TestConfineWorkspace(t *testing.T) {
 		cmd     string
 		confine bool
 	}{
-		{"allowlisted cat inside", allow(AskOff), "cat sub/x", true},
-		{"cd builtin inside", allow(AskOff), "cd sub && ls", true},
-		{"cat on-miss, not allowlisted part", allow(AskOnMiss), "cat x | sort", true},
-		{"ask always, inside", allow(AskAlways), "cat x", true},
-		{"full on-miss inside", Policy{Security: SecurityFull, Ask: AskOnMiss, Workspace: h.ws}, "rm -rf sub", true},
-		{"full ask always inside", Policy{Security: SecurityFull, Ask: AskAlways, Workspace: h.ws}, "rm -rf sub", true},
+		{"allowlisted cat inside", allow(vocab.AskOff), "cat sub/x", true},
+		{"cd builtin inside", allow(vocab.AskOff), "cd sub && ls", true},
+		{"cat on-miss, not allowlisted part", allow(vocab.AskOnMiss), "cat x | sort", true},
+		{"ask always, inside", allow(vocab.AskAlways), "cat x", true},
+		{"full on-miss inside", Policy{Security: vocab.SecurityFull, Ask: vocab.AskOnMiss, Workspace: h.ws}, "rm -rf sub", true},
+		{"full ask always inside", Policy{Security: vocab.SecurityFull, Ask: vocab.AskAlways, Workspace: h.ws}, "rm -rf sub", true},
 		// The check did not decide anything:
-		{"no external-directory command", allow(AskOff), "ls /etc", false},
-		{"no workspace configured", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: cat}, "cat x", false},
-		{"full ask off", Policy{Security: SecurityFull, Ask: AskOff, Workspace: h.ws}, "cat x", false},
-		{"analysis refused (approved as shown)", allow(AskOnMiss), "cat $X", false},
+		{"no external-directory command", allow(vocab.AskOff), "ls /etc", false},
+		{"no workspace configured", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: cat}, "cat x", false},
+		{"full ask off", Policy{Security: vocab.SecurityFull, Ask: vocab.AskOff, Workspace: h.ws}, "cat x", false},
+		{"analysis refused (approved as shown)", allow(vocab.AskOnMiss), "cat $X", false},
 		// A path outside: a human approves it, or ExternalAllow lets it
 		// out; it must stay reachable.
-		{"external path needs approval", allow(AskOnMiss), "cat /etc/passwd", false},
-		{"external allowed", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: cat, Workspace: h.ws, ExternalAllow: []string{"/etc/**"}}, "cat /etc/hostname", false},
-		{"deny", Policy{Security: SecurityDeny, Ask: AskOff, Workspace: h.ws}, "cat x", false},
+		{"external path needs approval", allow(vocab.AskOnMiss), "cat /etc/passwd", false},
+		{"external allowed", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: cat, Workspace: h.ws, ExternalAllow: []string{"/etc/**"}}, "cat /etc/hostname", false},
+		{"deny", Policy{Security: vocab.SecurityDeny, Ask: vocab.AskOff, Workspace: h.ws}, "cat x", false},
 	}
 	for _, c := range cases {
 		v := c.p.Evaluate(Analyze(h.expand(c.cmd), h.env))
@@ -59,7 +61,7 @@ func TestGateConfine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gate{Store: st, Config: GateConfig{Security: SecurityAllowlist, Ask: AskOnMiss, Workspace: h.ws}}
+	g := &Gate{Store: st, Config: GateConfig{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Workspace: h.ws}}
 	ctx := t.Context()
 	check := func(line string, contained bool) GateVerdict {
 		t.Helper()
@@ -71,14 +73,14 @@ func TestGateConfine(t *testing.T) {
 	}
 	approve := func(v GateVerdict) GateVerdict {
 		t.Helper()
-		if v.Decision != DecisionNeedsApproval || v.Pending == nil {
+		if v.Decision != vocab.DecisionApprovalPending || v.Pending == nil {
 			t.Fatalf("did not ask: %s %s", v.Decision, v.Reason)
 		}
-		if err := st.Resolve(ctx, v.Pending.ID, AllowOnce); err != nil {
+		if err := st.Resolve(ctx, v.Pending.ID, vocab.AllowOnce); err != nil {
 			t.Fatal(err)
 		}
 		f, err := g.Await(ctx, v)
-		if err != nil || f.Decision != DecisionRun {
+		if err != nil || f.Decision != vocab.DecisionRun {
 			t.Fatalf("approved: %v %s %s", err, f.Decision, f.Reason)
 		}
 		return f
@@ -101,7 +103,7 @@ func TestGateConfineShownToHuman(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gate{Store: st, Config: GateConfig{Security: SecurityAllowlist, Ask: AskOnMiss, Workspace: h.ws}}
+	g := &Gate{Store: st, Config: GateConfig{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Workspace: h.ws}}
 	v, err := g.Check(t.Context(), GateRequest{Line: "cat x | sort", Runner: []string{"/bin/sh", "-c"}, Cwd: h.ws, Path: h.env.Path})
 	if err != nil || v.Pending == nil {
 		t.Fatalf("did not ask: %v %s", err, v.Reason)
