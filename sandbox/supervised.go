@@ -438,6 +438,8 @@ type RecoveredSession struct {
 	ContainerID   string `json:"containerId"`
 	ContainerName string `json:"containerName"`
 	ScopeKey      string `json:"scopeKey"`
+	// Engine names the Engine of the sandbox.
+	Engine string `json:"engine"`
 	// ID is the durable session id (= the SANDBOXCTL_RUN tag, = ExecOptions.Tag).
 	ID         string            `json:"id"`
 	Argv       []string          `json:"argv"`
@@ -472,6 +474,9 @@ type RecoveredSession struct {
 // Manager, oldest first, with its output so far. A restarted daemon calls it
 // once to re-adopt them; Reattach resumes a running one.
 func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
+	if m.fleet != nil {
+		return m.fleetSessions(ctx)
+	}
 	list, err := m.List(ctx)
 	if err != nil {
 		return nil, err
@@ -517,7 +522,7 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 			continue
 		}
 		rs := RecoveredSession{
-			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey,
+			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey, Engine: m.engine.Name,
 			ID: in.ID, Argv: in.Argv, Dir: in.Dir, TTY: in.TTY, Stdin: in.Stdin,
 			AgentID: agentID, SessionKey: sessionKey, Meta: in.Meta,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
@@ -541,6 +546,13 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 // StdoutOffset/StderrOffset, live, then its exit (at once for a finished
 // one). The result satisfies sessions.Process.
 func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error) {
+	if m.fleet != nil {
+		mb, err := m.memberNamed(rs.Engine)
+		if err != nil {
+			return nil, err
+		}
+		return mb.m.Reattach(ctx, rs)
+	}
 	cl, err := m.supervisorClient(ctx, rs.ContainerID)
 	if err != nil {
 		return nil, err
@@ -558,6 +570,13 @@ func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*Supervise
 
 // ForgetSession drops a finished session from its sandbox's supervisor.
 func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) error {
+	if m.fleet != nil {
+		mb, err := m.memberByID(ctx, containerID)
+		if err != nil {
+			return err
+		}
+		return mb.m.ForgetSession(ctx, containerID, id)
+	}
 	cl, err := m.supervisorClient(ctx, containerID)
 	if err != nil {
 		return err
