@@ -76,8 +76,11 @@ type fleet struct {
 	interval time.Duration
 	logf     func(format string, args ...any)
 
-	mu     sync.Mutex
-	placed map[string]*member // scope key -> the Engine serving it
+	// placeMu makes choosing an Engine and counting the new sandbox on it
+	// one step, so concurrent placements spread.
+	placeMu sync.Mutex
+	mu      sync.Mutex
+	placed  map[string]*member // scope key -> the Engine serving it
 	ids    map[string]*member // container id -> Engine
 
 	firstCheck sync.Once
@@ -371,6 +374,8 @@ func (m *Manager) memberFor(ctx context.Context, s Scope, create bool) (*member,
 	if !create {
 		return nil, nil
 	}
+	f.placeMu.Lock()
+	defer f.placeMu.Unlock()
 	mb, err := f.place(m.sandboxMemory())
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", name, err)
