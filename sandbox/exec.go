@@ -16,6 +16,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // RunTagEnv is the environment variable that tags every process of one
@@ -51,7 +53,7 @@ type ExecOptions struct {
 }
 
 // Exec is a command running in a sandbox through the Engine's exec API.
-// Its method set matches sessions.Process.
+// It is a Process.
 type Exec struct {
 	m           *Manager
 	containerID string
@@ -444,17 +446,10 @@ func (m *Manager) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec,
 }
 
 // Process is a command started in a sandbox, on either path: *Exec (plain
-// Engine exec) or *SupervisedExec (the in-container supervisor). Its method
-// set includes sessions.Process.
+// Engine exec) or *SupervisedExec (the in-container supervisor): the one
+// host Process, and what a sandbox adds to it.
 type Process interface {
-	PID() int
-	Stdout() io.Reader
-	Stderr() io.Reader
-	Write(p []byte) (int, error)
-	CloseStdin() error
-	Resize(ctx context.Context, cols, rows int) error
-	Wait(ctx context.Context) (exitCode int, signal string, err error)
-	Kill(ctx context.Context) error
+	hostapi.Process
 	// Signal delivers one signal to the command's tree.
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Tag is the SANDBOXCTL_RUN value of the command's tree.

@@ -42,16 +42,8 @@ func (g *gatewayHost) ResolveWorkdir(_ context.Context, _, _, requested string) 
 // Start runs spec on this machine under a fresh random run tag, so that the
 // process's Kill also finds descendants that left its process group.
 func (g *gatewayHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
-	p, err := g.r.Start(ctx, hostexec.Spec{
-		Command:   spec.Command,
-		Env:       spec.Env,
-		Dir:       spec.Dir,
-		PTY:       spec.PTY,
-		Cols:      spec.Cols,
-		Rows:      spec.Rows,
-		KeepStdin: spec.KeepStdin,
-		Tag:       hostexec.NewTag(),
-	})
+	spec.Tag = "" // a fresh one
+	p, err := g.r.Start(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

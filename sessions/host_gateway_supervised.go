@@ -28,10 +28,8 @@ func NewSupervisedGatewayHost(r *hostexec.Runner, defaultCwd string, sup *hostsu
 // Start runs spec in the host supervisor under a fresh run tag, which is
 // also the supervisor's session id.
 func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
-	pr, err := g.r.Prepare(hostexec.Spec{
-		Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
-		PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
-	})
+	spec.Tag = "" // a fresh one
+	pr, err := g.r.Prepare(spec)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

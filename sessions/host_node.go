@@ -56,19 +56,7 @@ func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
 	if node == "" {
 		node = h.defaultNode
 	}
-	p, err := h.reg.Start(ctx, node, nodeexec.StartSpec{
-		Command:    spec.Command,
-		Env:        spec.Env,
-		Dir:        spec.Dir,
-		PTY:        spec.PTY,
-		Cols:       spec.Cols,
-		Rows:       spec.Rows,
-		KeepStdin:  spec.KeepStdin,
-		AgentID:    spec.AgentID,
-		SessionKey: spec.SessionKey,
-		Security:   spec.Security,
-		Ask:        spec.Ask,
-	})
+	p, err := h.reg.Start(ctx, node, spec)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
