@@ -221,7 +221,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	waitCtx, cancel := context.WithCancel(m.ctx)
 	slug, _ := v.Approval["approvalSlug"].(string)
 	proc := newApprovalProcess(spec.PTY, "waiting for approval "+slug, cancel)
-	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, proc, plan.keepStdin)
+	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, Started{Process: proc}, plan.keepStdin)
 	s.id = id
 	s.visible = true
 	if err := m.register(s); err != nil {
@@ -258,7 +258,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 			proc.fail(fmt.Errorf("start after approval: %w", err))
 			return
 		}
-		if !proc.attach(real) {
+		if !proc.attach(real.Process) {
 			kctx, kcancel := context.WithTimeout(context.Background(), killCallTimeout)
 			_ = real.Kill(kctx)
 			kcancel()
@@ -266,6 +266,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		}
 		s.mu.Lock()
 		s.pid = real.PID()
+		s.forget = real.Forget
 		s.mu.Unlock()
 	}()
 	r := approvalResult(v.Approval, plan, plan.command, spec.Dir, warnings)

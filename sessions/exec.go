@@ -164,7 +164,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	started := spec
 	started.SessionID = id
 	started.KeepStdin = spec.KeepStdin || watchInput
-	proc, err := host.Start(m.ctx, started)
+	st, err := host.Start(m.ctx, started)
 	if err != nil {
 		m.releaseID(id)
 		// A node re-checks its own policy: its refusal or pending approval
@@ -185,24 +185,20 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		}
 		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
-	if wr, ok := proc.(WarningsReporter); ok {
-		warnings = append(warnings, wr.Warnings()...)
+	warnings = append(warnings, st.Warnings...)
+	iw := st.InputWait
+	if watchInput && iw == nil {
+		// The host fell back to a path that cannot tell: EOF at once.
+		_ = st.CloseStdin()
+		watchInput = false
 	}
-	var iw InputWaiter
-	if watchInput {
-		if iw = inputWaitOf(proc); iw == nil {
-			// The host fell back to a path that cannot tell: EOF at once.
-			_ = proc.CloseStdin()
-			watchInput = false
-		}
-	}
-	s := m.newSession(p, plan.host, spec.Dir, p.Command, proc, plan.keepStdin || watchInput)
+	s := m.newSession(p, plan.host, spec.Dir, p.Command, st, plan.keepStdin || watchInput)
 	s.id = id
 	s.visible = plan.background
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
-		_ = proc.Kill(kctx)
-		_, _, _ = proc.Wait(kctx)
+		_ = st.Kill(kctx)
+		_, _, _ = st.Wait(kctx)
 		cancel()
 		return Result{}, err
 	}

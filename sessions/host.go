@@ -20,11 +20,17 @@ type Host interface {
 	// failures that make the host unusable (e.g. Docker unreachable).
 	ResolveWorkdir(ctx context.Context, agentID, sessionKey, requested string) (dir, warning string, err error)
 	// Start starts the command. The returned Process must be waited on.
-	Start(ctx context.Context, spec StartSpec) (Process, error)
+	Start(ctx context.Context, spec StartSpec) (Started, error)
 }
 
 // Process is a started command.
 type Process = hostapi.Process
+
+// Started is a started command with what its host knows about it.
+type Started = hostapi.Started
+
+// InputWaiter reports input waits of a started command.
+type InputWaiter = hostapi.InputWaiter
 
 // Signaler is implemented by a Process that can deliver one signal to its
 // process tree (process kill with a signal). Kill stays the way to end a

@@ -54,7 +54,8 @@ type StartSpec struct {
 
 // Process is a started command, as every host returns it.
 type Process interface {
-	// PID is the process id as the host sees it (in-container pid for sandboxes).
+	// PID is the pid as the machine the command runs on numbers it (inside
+	// the container for a sandbox; see details.pid in package toolapi).
 	PID() int
 	// Stdout is the output stream (stdout and stderr merged for a PTY). Reads
 	// return io.EOF once the process and every writer closed it.
@@ -72,4 +73,29 @@ type Process interface {
 	Wait(ctx context.Context) (exitCode int, signal string, err error)
 	// Kill ends the whole process tree: SIGTERM, then SIGKILL after grace.
 	Kill(ctx context.Context) error
+}
+
+// Started is what a host's Start returns: the process and what the host
+// knows about it.
+type Started struct {
+	Process
+	// Warnings are shown in the exec result (a pending sandbox recreate, a
+	// PTY or supervisor fallback).
+	Warnings []string
+	// InputWait, when set, tells from the kernel's view when the command
+	// sits blocked reading a stdin nobody has written (supervised hosts);
+	// nil when the host cannot tell.
+	InputWait InputWaiter
+	// Forget, when set, drops the finished session that the host keeps
+	// across daemon restarts (a supervisor keeps output and exit status),
+	// so a restarted daemon does not bring it back; nil when it keeps none.
+	Forget func(ctx context.Context) error
+}
+
+// InputWaiter reports input waits of a started command.
+type InputWaiter interface {
+	// InputWait reports whether the command is blocked reading its stdin.
+	InputWait() bool
+	// InputWaitChanged is closed at the next change of InputWait.
+	InputWaitChanged() <-chan struct{}
 }
