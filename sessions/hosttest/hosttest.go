@@ -97,6 +97,7 @@ var cases = []struct {
 	{"PTYPaste", testPTYPaste},
 	{"UnknownSession", testUnknownSession},
 	{"KillBackground", testKillBackground},
+	{"PIDIsTheCommands", testPIDIsTheCommands},
 }
 
 // harness wraps a Target with call helpers that fill in host and identity.
@@ -556,6 +557,22 @@ func testKillBackground(t *testing.T, h *harness) {
 	h.waitGone(pids, 3*time.Second)
 	if h.exists(marker) {
 		t.Errorf("%s exists: kill did not end the whole tree", marker)
+	}
+}
+
+// testPIDIsTheCommands: details.pid is the command's pid as the machine it
+// runs on numbers it, the $$ it sees (inside the container for a sandbox),
+// on every host and exec path.
+func testPIDIsTheCommands(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: "echo pid=$$; sleep 30", Background: true})
+	wantStatus(t, r, sessions.StatusRunning)
+	id := str(t, r.Details, "sessionId")
+	t.Cleanup(func() { _, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id}) })
+	out, _ := h.pollUntil(id, regexp.MustCompile(`pid=[0-9]+`), false, 15*time.Second)
+	want := regexp.MustCompile(`pid=([0-9]+)`).FindStringSubmatch(out)[1]
+	// JSON through an API client makes it a float64; the Manager's own is an int.
+	if got := fmt.Sprint(r.Details["pid"]); got != want {
+		t.Fatalf("details.pid = %s, the command's $$ is %s", got, want)
 	}
 }
 
