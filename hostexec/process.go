@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,8 @@ type Process struct {
 	tag     string
 	isPTY   bool
 	warning string
+	// confineWarning: StartSpec.Confine was not honoured (Prepared.Warning).
+	confineWarning string
 
 	ptmx   *os.File // PTY master; nil for pipes
 	stdout *outputReader
@@ -70,6 +73,9 @@ type Prepared struct {
 	Tag string
 	// Cols and Rows are the terminal size (defaults applied).
 	Cols, Rows int
+	// Warning is non-empty when StartSpec.Confine could not be honoured (no
+	// Landlock): the command runs unconfined, and this says so.
+	Warning string
 }
 
 // Prepare checks spec and builds what starting it takes. Of the start spec
@@ -111,7 +117,21 @@ func (r *Runner) Prepare(spec hostapi.StartSpec) (Prepared, error) {
 	if spec.PTY {
 		env = envguard.Merge(env, map[string]string{"TERM": "xterm-256color"})
 	}
-	return Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}, nil
+	pr := Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}
+	if spec.Confine != "" {
+		if !filepath.IsAbs(spec.Confine) {
+			return Prepared{}, fmt.Errorf("hostexec: start: confine directory %q is not absolute: %w", spec.Confine, os.ErrInvalid)
+		}
+		if _, err := r.landlockABI(); err != nil {
+			pr.Warning = fmt.Sprintf("not confined to %s (%v): the external-directory check was advisory only for this command", spec.Confine, err)
+			return pr, nil
+		}
+		if r.launcher == "" {
+			return Prepared{}, fmt.Errorf("hostexec: start: the command must run confined to %s but the runner has no launcher: %w", spec.Confine, os.ErrInvalid)
+		}
+		pr.Argv = append([]string{r.launcher, ConfineArg, spec.Confine, r.shell}, pr.Argv...)
+	}
+	return pr, nil
 }
 
 // Start starts spec.Command. ctx bounds the start only: the process outlives
@@ -132,7 +152,7 @@ func (r *Runner) Start(ctx context.Context, spec hostapi.StartSpec) (_ *Process,
 	env := envguard.Merge(base, spec.Env) // TERM only where a PTY is had
 	own := map[string]string{TagEnv: tag}
 
-	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{})}
+	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{}), confineWarning: pr.Warning}
 	if spec.PTY {
 		ptmx, tty, perr := r.openPTY()
 		if perr == nil {
@@ -268,10 +288,13 @@ func (p *Process) Warning() string { return p.warning }
 // Warnings is Warning as a list (empty when there is none), the shape the
 // sessions layer shows in a result.
 func (p *Process) Warnings() []string {
-	if p.warning == "" {
-		return nil
+	var out []string
+	for _, w := range []string{p.confineWarning, p.warning} {
+		if w != "" {
+			out = append(out, w)
+		}
 	}
-	return []string{p.warning}
+	return out
 }
 
 // Stdout is the output stream (stdout and stderr merged for a PTY). It

@@ -95,6 +95,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 			if v.Command != "" {
 				spec.Command = v.Command
 			}
+			spec.Confine = v.Confine
 		case vocab.DecisionDeny:
 			reason := v.Reason
 			if reason == "" {

@@ -44,7 +44,11 @@ func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Star
 	if err != nil {
 		return Started{}, fmt.Errorf("gateway: host supervisor: %w", err)
 	}
-	return g.started(p), nil
+	st := g.started(p)
+	if pr.Warning != "" {
+		st.Warnings = []string{pr.Warning} // what the start could not honour
+	}
+	return st, nil
 }
 
 // DetectsInputWait implements InputWaitHost: the supervisor sees, from the

@@ -47,6 +47,11 @@ type StartSpec struct {
 	// Timeout, when > 0, is enforced by a host that can (a node kills the
 	// tree when it expires); the Manager enforces its own timeouts anyway.
 	Timeout time.Duration
+	// Confine, when set, is the directory the gateway confines the command
+	// to with Landlock (GuardVerdict.Confine): read and write there, read
+	// and execute on the system directories, nothing else. Other hosts
+	// ignore it.
+	Confine string
 	// Tag is the run tag of the command's process tree (SANDBOXCTL_RUN),
 	// which a kill sweeps; "" = the host picks a fresh one.
 	Tag string
