@@ -43,12 +43,6 @@ type Target struct {
 	// Scratch is a directory writable by commands, as the commands see it.
 	// Targets may share it: every case uses unique file names.
 	Scratch string
-	// SkipSetsidEscape, when non-empty, skips the case whose command's child
-	// calls setsid to leave the process group, with this reason (a host that
-	// cannot yet find such escapees).
-	SkipSetsidEscape string
-	// SkipResize, when non-empty, skips the terminal resize case.
-	SkipResize string
 	// Restart stands for the daemon dying (its tools are dropped without
 	// being closed, as a SIGKILL leaves them) and starting again on the same
 	// host state: it returns the tools of a new daemon that recovered the
@@ -318,9 +312,6 @@ func testTimeoutKillsTree(t *testing.T, h *harness) {
 }
 
 func testTimeoutKillsSetsidChild(t *testing.T, h *harness) {
-	if h.tg.SkipSetsidEscape != "" {
-		t.Skip(h.tg.SkipSetsidEscape)
-	}
 	proof, pids := h.scratchFile("PROOF2"), h.scratchFile("PIDS2")
 	r := h.exec(sessions.ExecParams{
 		Command: "echo $$ > " + pids + "; (setsid sh -c 'echo $$ >> " + pids + "; sleep 3; touch " + proof + "') & " +
@@ -446,9 +437,6 @@ func testPTYSize(t *testing.T, h *harness) {
 }
 
 func testPTYResize(t *testing.T, h *harness) {
-	if h.tg.SkipResize != "" {
-		t.Skip(h.tg.SkipResize)
-	}
 	id := h.background(sessions.ExecParams{Command: `stty size; read -r x; stty size`, PTY: true})
 	h.pollUntil(id, regexp.MustCompile(`30 120`), false, 20*time.Second)
 	r, err := h.processErr(sessions.ProcessParams{Action: "resize", SessionID: id, Cols: ptr(100), Rows: ptr(40)})
