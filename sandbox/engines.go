@@ -81,7 +81,7 @@ type fleet struct {
 	placeMu sync.Mutex
 	mu      sync.Mutex
 	placed  map[string]*member // scope key -> the Engine serving it
-	ids    map[string]*member // container id -> Engine
+	ids     map[string]*member // container id -> Engine
 
 	firstCheck sync.Once
 	cancel     context.CancelFunc
