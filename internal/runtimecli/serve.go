@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
@@ -190,13 +191,18 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		logf("recovered %d session(s) from a previous daemon", n)
 	}
 	tools := metrics.New(mgr)
+	if sbx != nil {
+		if err := tools.Register(engineGauges(sbx)...); err != nil {
+			return fmt.Errorf("serve: metrics: %w", err)
+		}
+	}
 	dopts := daemon.Options{
 		StateDir:       state,
 		Tools:          tools,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
-			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) ||
+			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
 				errors.Is(err, sessions.ErrHostUnavailable)
 		},
 		Events: func(ctx context.Context) <-chan any {
@@ -503,4 +509,33 @@ func sandboxWritableDirs(cfg config.File, state string) ([]string, error) {
 		dirs = append(dirs, filepath.Clean(src))
 	}
 	return dirs, nil
+}
+
+// engineGauges are the per-Engine gauges of /metrics: whether each
+// sandbox Engine answers and how many sandboxes it holds.
+func engineGauges(sbx *sandbox.Manager) []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, e := range sbx.Engines() {
+		status := func() sandbox.EngineStatus {
+			for _, s := range sbx.Engines() {
+				if s.Name == e.Name {
+					return s
+				}
+			}
+			return sandbox.EngineStatus{}
+		}
+		labels := prometheus.Labels{"engine": e.Name}
+		out = append(out,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sandboxctl_engine_up", Help: "1 when the sandbox Engine answers its health check.", ConstLabels: labels},
+				func() float64 {
+					if status().Healthy {
+						return 1
+					}
+					return 0
+				}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sandboxctl_engine_sandboxes", Help: "Sandboxes of this daemon placed on the Engine (multi-Engine configs).", ConstLabels: labels},
+				func() float64 { return float64(status().Sandboxes) }),
+		)
+	}
+	return out
 }
