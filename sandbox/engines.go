@@ -84,6 +84,7 @@ type fleet struct {
 	ids     map[string]*member // container id -> Engine
 
 	firstCheck sync.Once
+	bg         sync.WaitGroup // re-adoptions under way
 	cancel     context.CancelFunc
 	done       chan struct{}
 }
@@ -102,7 +103,8 @@ type member struct {
 	memTotal  int64
 	count     int // sandboxes of this Manager on the Engine
 	imageOK   bool
-	readopted int
+	stopped   int // sandboxes found stopped when it last (re)joined
+	readopted int // of those, started again
 }
 
 func (mb *member) state() (checked, healthy bool, err error) {
@@ -175,6 +177,7 @@ func (f *fleet) close() error {
 	if f.cancel != nil {
 		f.cancel()
 		<-f.done
+		f.bg.Wait()
 	}
 	var errs []error
 	for _, mb := range f.members {
@@ -285,23 +288,54 @@ func (f *fleet) adopt(ctx context.Context, mb *member) error {
 		mine = append(mine, c)
 	}
 	f.mu.Unlock()
-	readopted := 0
+	var stopped []Info
 	for _, c := range mine {
-		if c.State == "running" {
-			continue
+		if c.State != "running" {
+			stopped = append(stopped, c)
 		}
-		// Stopped with its Engine: start it again where it is.
-		if _, err := mb.m.Ensure(actx, Scope{AgentID: c.AgentID, SessionKey: c.SessionKey}); err != nil {
-			f.logf("sandbox: Engine %q: re-adopt %s: %v", mb.eng.Name, c.Name, err)
-			continue
-		}
-		readopted++
 	}
 	mb.mu.Lock()
 	mb.memTotal, mb.count, mb.imageOK = info.Info.MemTotal, len(list), imgErr == nil
-	mb.readopted = readopted
+	mb.stopped, mb.readopted = len(stopped), 0
 	mb.mu.Unlock()
+	// Stopped with its Engine (a dockerd without live-restore stops what
+	// it finds running when it starts again): start them where they are,
+	// a few at a time, once the Engine takes requests again.
+	f.readopt(ctx, mb, stopped)
 	return nil
+}
+
+// readopt starts the stopped sandboxes of mb again (in the background,
+// after mb is marked healthy; requests for them meanwhile start them
+// themselves).
+func (f *fleet) readopt(ctx context.Context, mb *member, stopped []Info) {
+	if len(stopped) == 0 {
+		return
+	}
+	f.bg.Add(1)
+	go func() {
+		defer f.bg.Done()
+		sem := make(chan struct{}, 4)
+		var wg sync.WaitGroup
+		for _, c := range stopped {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				actx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				if _, err := mb.m.Ensure(actx, Scope{AgentID: c.AgentID, SessionKey: c.SessionKey}); err != nil {
+					f.logf("sandbox: Engine %q: re-adopt %s: %v", mb.eng.Name, c.Name, err)
+					return
+				}
+				mb.mu.Lock()
+				mb.readopted++
+				mb.mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}()
 }
 
 // failAll ends every supervisor connection of this (member) Manager with
@@ -449,8 +483,9 @@ type EngineStatus struct {
 	Since     time.Time `json:"since,omitzero"`
 	Error     string    `json:"error,omitempty"`
 	Sandboxes int       `json:"sandboxes"`
-	// Readopted counts the stopped sandboxes started again when the
-	// Engine last (re)joined.
+	// Stopped counts the sandboxes found stopped when the Engine last
+	// (re)joined, Readopted those of them started again so far.
+	Stopped   int `json:"stopped"`
 	Readopted int `json:"readopted"`
 }
 
@@ -463,7 +498,7 @@ func (m *Manager) Engines() []EngineStatus {
 	out := make([]EngineStatus, 0, len(m.fleet.members))
 	for _, mb := range m.fleet.members {
 		mb.mu.Lock()
-		st := EngineStatus{Name: mb.eng.Name, Host: mb.m.cli.DaemonHost(), Healthy: mb.healthy, Since: mb.since, Sandboxes: mb.count, Readopted: mb.readopted}
+		st := EngineStatus{Name: mb.eng.Name, Host: mb.m.cli.DaemonHost(), Healthy: mb.healthy, Since: mb.since, Sandboxes: mb.count, Stopped: mb.stopped, Readopted: mb.readopted}
 		if mb.lastErr != nil {
 			st.Error = mb.lastErr.Error()
 		}
