@@ -123,6 +123,7 @@ type Manager struct {
 	engine       Engine
 	fleet        *fleet
 	eventsBroken func(error)
+	flavor       engineFlavor
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -494,6 +495,9 @@ func (m *Manager) createStart(ctx context.Context, name string, sh shape, labels
 	}
 	if image != "" {
 		cfg.Image = image
+	}
+	if m.isPodman(ctx) {
+		adaptForPodman(hc)
 	}
 	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
