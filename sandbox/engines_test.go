@@ -38,6 +38,9 @@ type testDockerd struct {
 	tcpHost   string // "" without TLS
 	cmd       *exec.Cmd
 	exited    chan struct{}
+	// containerd is the shared containerd's socket ("": its own), run
+	// the test run's id for the namespaces.
+	containerd, run string
 }
 
 // containerdSocket is the containerd the test dockerds share: the
@@ -57,7 +60,7 @@ func newTestDockerd(t *testing.T, base, name, run string, tlsDir string) *testDo
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	d := &testDockerd{name: name, dir: dir, unixHost: "unix://" + filepath.Join(dir, "d.sock")}
+	d := &testDockerd{name: name, dir: dir, unixHost: "unix://" + filepath.Join(dir, "d.sock"), run: run}
 	d.args = []string{
 		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "x"),
 		"-H", d.unixHost, "--pidfile", filepath.Join(dir, "d.pid"),
@@ -68,6 +71,7 @@ func newTestDockerd(t *testing.T, base, name, run string, tlsDir string) *testDo
 	}
 	if sock := containerdSocket(); sock != "" {
 		d.args = append(d.args, "--containerd", sock)
+		d.containerd = sock
 	}
 	if tlsDir != "" {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -175,6 +179,14 @@ func (d *testDockerd) stop(t *testing.T) {
 	case <-d.exited:
 	case <-time.After(30 * time.Second):
 		d.kill()
+	}
+	// The (now empty) namespaces it made in the shared containerd.
+	if d.containerd != "" {
+		if ctr, err := exec.LookPath("ctr"); err == nil {
+			for _, ns := range []string{"sbxeng-" + d.run + "-" + d.name, "sbxeng-" + d.run + "-" + d.name + "-p"} {
+				_ = exec.Command(ctr, "-a", d.containerd, "namespaces", "rm", ns).Run()
+			}
+		}
 	}
 }
 
