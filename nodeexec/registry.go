@@ -47,21 +47,43 @@ type RegistryOptions struct {
 	// peers (only for a daemon behind a TLS-terminating proxy). Default:
 	// plain connections are accepted from loopback peers only.
 	AllowPlainRemote bool
+	// ID identifies this gateway across restarts (the daemon keeps it in
+	// its state directory). Runs that an earlier incarnation with the same
+	// ID started on a node are adopted when the node reconnects (see
+	// Adoptions); runs of the same incarnation that no session owns any
+	// more, and runs of other gateways, are ended. Default: a random ID
+	// (nothing is adopted across Registries).
+	ID string
 	// Logf receives diagnostics (default: discard).
 	Logf func(format string, args ...any)
+}
+
+// AdoptedRun is a run that an earlier incarnation of this gateway started
+// on a node, taken over when the node reconnected: the node's report of
+// it, the output the node kept (streams interleaved; Covered is the byte
+// count of both streams it ends at, Dropped how many older bytes the node
+// no longer has) and the process, which streams what follows Output.
+type AdoptedRun struct {
+	Process *RemoteProcess
+	State   RunState
+	Output  []byte
+	Covered int64
+	Dropped int64
 }
 
 // Registry is the gateway side of node hosts: the nodes connected through
 // Handler, and Start to run commands on them. It is safe for concurrent use.
 type Registry struct {
 	opts   RegistryOptions
+	owner  string // ID:epoch, the Owner of every run this Registry starts
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	nodes  map[string]*nodeEntry     // by node id
-	runs   map[string]*RemoteProcess // by run id
+	mu      sync.Mutex
+	adopted chan *AdoptedRun // nil until Adoptions: nothing is adopted then
+	closed  bool
+	nodes   map[string]*nodeEntry     // by node id
+	runs    map[string]*RemoteProcess // by run id
 }
 
 // nodeEntry is a node that connected at least once since the Registry
@@ -116,12 +138,37 @@ func NewRegistry(opts RegistryOptions) (*Registry, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	if opts.ID == "" {
+		opts.ID = NewID()
+	}
+	if err := validID("registry id", opts.ID); err != nil || strings.Contains(opts.ID, ":") {
+		return nil, fmt.Errorf("nodeexec: registry: invalid id %q ([A-Za-z0-9._-])", opts.ID)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{opts: opts, ctx: ctx, cancel: cancel,
+	return &Registry{opts: opts, owner: opts.ID + ":" + NewID()[:16], ctx: ctx, cancel: cancel,
 		nodes: map[string]*nodeEntry{}, runs: map[string]*RemoteProcess{}}, nil
 }
 
 func (r *Registry) logf(format string, args ...any) { r.opts.Logf(format, args...) }
+
+// Adoptions delivers the runs this Registry adopts: runs an earlier
+// incarnation of the gateway (same ID) started, as their nodes reconnect.
+// Until the first call nothing is adopted (such runs are ended). The
+// channel is never closed; read it until the Registry is closed.
+func (r *Registry) Adoptions() <-chan *AdoptedRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adopted == nil {
+		r.adopted = make(chan *AdoptedRun, 64)
+	}
+	return r.adopted
+}
+
+// earlierOwner reports whether owner is an earlier incarnation of this
+// gateway.
+func (r *Registry) earlierOwner(owner string) bool {
+	return owner != r.owner && strings.HasPrefix(owner, r.opts.ID+":")
+}
 
 // Close drops every link and fails every run still tracked. Nodes kill their
 // runs when their grace ends.
@@ -280,6 +327,9 @@ type StartSpec struct {
 	// Security and Ask are the gateway's effective modes; the node uses
 	// them only to become stricter than its own configuration.
 	Security, Ask string
+	// SessionID is the gateway session the run belongs to; the node keeps
+	// it so that a restarted gateway adopts the run under the same id.
+	SessionID string
 }
 
 // NewID returns a random 128-bit id in hex.
@@ -311,6 +361,7 @@ func (r *Registry) Start(ctx context.Context, node string, spec StartSpec) (*Rem
 		Cwd: spec.Dir, Env: spec.Env, AgentID: spec.AgentID, SessionKey: spec.SessionKey,
 		RunID: NewID(), IdempotencyKey: NewID(), Security: spec.Security, Ask: spec.Ask,
 		TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
+		Owner: r.owner, SessionID: spec.SessionID,
 	}
 	if spec.Timeout > 0 {
 		params.TimeoutMs = max(1, spec.Timeout.Milliseconds())

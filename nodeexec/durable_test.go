@@ -1,0 +1,176 @@
+package nodeexec
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sleepers lists the live processes whose command line is `sleep arg`.
+func sleepers(arg string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/cmdline")
+		if err != nil || string(b) != "sleep\x00"+arg+"\x00" {
+			continue
+		}
+		if pid, _ := strconv.Atoi(filepath.Base(d)); alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// supervisors lists the live host supervisors serving dir.
+func supervisors(dir string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/cmdline")
+		if err != nil || !strings.HasSuffix(string(b), "\x00-host-supervisor\x00"+dir+"\x00") {
+			continue
+		}
+		if pid, _ := strconv.Atoi(filepath.Base(d)); alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// gatedRun starts, on node, a command that prints one, waits for its gate
+// file, prints two (and err on stderr) and sleeps; it returns the run, its
+// collector, the shell's pid, the gate and the sleep argument once one was
+// received.
+func gatedRun(t *testing.T, g *testGateway, node string) (*RemoteProcess, *collected, int, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	pidFile, gate := filepath.Join(dir, "pid"), filepath.Join(dir, "GATE")
+	sleep := fmt.Sprint(3000 + time.Now().UnixNano()%500)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rp, err := g.reg.Start(ctx, node, StartSpec{SessionID: "durable-session", AgentID: "agent-d",
+		Command: "echo $$ > " + pidFile + "; echo one; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo two; echo err >&2; sleep " + sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(rp)
+	var pid int
+	waitFor(t, 10*time.Second, "the first line", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0 && c.Stdout() == "one\n"
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return rp, c, pid, gate, sleep
+}
+
+// killAndCheck kills rp and checks that nothing of its tree runs on.
+func killAndCheck(t *testing.T, rp *RemoteProcess, pid int, sleep string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rp.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, sig, err := rp.Wait(ctx); sig == "" || err != nil {
+		t.Errorf("after kill: signal %q, err %v", sig, err)
+	}
+	waitFor(t, 10*time.Second, "the run's tree gone", func() bool { return !alive(pid) && len(sleepers(sleep)) == 0 })
+}
+
+// TestSupervisedRunSurvivesAgentSIGKILL: a node agent whose commands run in
+// its host supervisor is killed with SIGKILL while a run prints. The run
+// goes on; the next agent on the state directory re-adopts it, and the
+// gateway's run receives what follows, each byte once, then is killed
+// for good. A graceful stop of the agent then ends the idle supervisor.
+func TestSupervisedRunSurvivesAgentSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts node agent processes")
+	}
+	bin := buildTestNode(t, t.TempDir())
+	g := newTestGateway(t, RegistryOptions{LinkGrace: 10 * time.Second, PingInterval: time.Second})
+	state := t.TempDir()
+	args := []string{"-gateway", g.url, "-security", "full", "-ask", "off", "-state", state, "-supervise",
+		"-token", testToken, "-tls-fingerprint", g.fingerprint, "-ping", "1s", "-kill-grace", "500ms"}
+	first := startNodeProc(t, bin, "durable", args...)
+	g.waitNode(t, "durable")
+	rp, c, pid, gate, sleep := gatedRun(t, g, "durable")
+
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.exited
+	if !alive(pid) {
+		t.Fatal("the run died with its agent")
+	}
+	begin := time.Now()
+	second := startNodeProc(t, bin, "durable", args...)
+	g.waitNode(t, "durable")
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the output after the restart", func() bool { return strings.Contains(c.Stdout(), "two") })
+	t.Logf("the run printed again %v after the new agent started", time.Since(begin).Round(time.Millisecond))
+	killAndCheck(t, rp, pid, sleep)
+	if out, errOut := c.wait(); out != "one\ntwo\n" || errOut != "err\n" {
+		t.Errorf("output across the agent's SIGKILL: %q / %q, want each line once", out, errOut)
+	}
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-second.exited
+	waitFor(t, 10*time.Second, "the idle host supervisor gone", func() bool { return len(supervisors(SupervisorDir(state))) == 0 })
+}
+
+// TestSupervisedRunAdoptedByRestartedGateway: the gateway dies while a run
+// prints on a node; a new Registry with the same gateway ID, on the same
+// address, adopts the run when the node reconnects: the output the node
+// kept, then what follows, each byte once; killable.
+func TestSupervisedRunAdoptedByRestartedGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts node agent processes")
+	}
+	bin := buildTestNode(t, t.TempDir())
+	opts := RegistryOptions{ID: "gw-durable", LinkGrace: 10 * time.Second, PingInterval: time.Second}
+	g1 := newTestGateway(t, opts)
+	args := []string{"-gateway", g1.url, "-security", "full", "-ask", "off", "-supervise",
+		"-token", testToken, "-tls-fingerprint", g1.fingerprint, "-ping", "1s", "-kill-grace", "500ms", "-link-grace", "10s"}
+	startNodeProc(t, bin, "steady", args...)
+	g1.waitNode(t, "steady")
+	_, _, pid, gate, sleep := gatedRun(t, g1, "steady")
+
+	addr := g1.srv.Listener.Addr().String()
+	// The gateway dies: its links drop (the node's runs are not told
+	// anything), its listener closes.
+	_ = g1.reg.Close()
+	g1.srv.Close()
+	begin := time.Now()
+	g2 := newTestGatewayOn(t, opts, addr)
+	var a *AdoptedRun
+	select {
+	case a = <-g2.adopted:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the restarted gateway adopted nothing; nodes %+v", g2.reg.List())
+	}
+	t.Logf("the restarted gateway adopted the run %v after it started", time.Since(begin).Round(time.Millisecond))
+	st := a.State
+	if string(a.Output) != "one\n" || a.Covered != 4 || st.SessionID != "durable-session" || st.AgentID != "agent-d" || !st.Running || st.PID != pid {
+		t.Fatalf("adopted run: output %q covered %d state %+v (pid %d)", a.Output, a.Covered, st, pid)
+	}
+	c := collect(a.Process)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the output after the restart", func() bool { return strings.Contains(c.Stdout(), "two") })
+	killAndCheck(t, a.Process, pid, sleep)
+	if out, errOut := c.wait(); out != "two\n" || errOut != "err\n" {
+		t.Errorf("output after the adoption: %q / %q, want what followed the kept output, once", out, errOut)
+	}
+}
