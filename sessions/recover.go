@@ -18,6 +18,15 @@ type Recoverer interface {
 	Recover(ctx context.Context) ([]RecoveredSession, error)
 }
 
+// LateRecoverer is a Recoverer whose kept sessions come back later, one by
+// one, rather than at Recover: a node's runs, when the node reconnects to
+// the restarted daemon. Manager.Recover adopts each session Later delivers
+// until the Manager is closed (ctx ends then).
+type LateRecoverer interface {
+	Recoverer
+	Later(ctx context.Context) <-chan RecoveredSession
+}
+
 // RecoveredSession is one session found by a Recoverer.
 type RecoveredSession struct {
 	// ID is the session id to keep, if the host knows it; "" or an id already
@@ -66,10 +75,15 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	slices.Sort(names)
 	n := 0
 	var errs []error
+	late := false
 	for _, name := range names {
 		rec, ok := m.hosts[name].(Recoverer)
 		if !ok {
 			continue
+		}
+		if lr, ok := rec.(LateRecoverer); ok {
+			late = true
+			m.adoptLater(name, lr.Later(m.ctx))
 		}
 		list, err := rec.Recover(ctx)
 		if err != nil {
@@ -83,8 +97,40 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 			n++
 		}
 	}
-	m.retainCursors()
+	if !late {
+		// With a late host, a cursor may belong to a session that is
+		// still to come back: none is dropped.
+		m.retainCursors()
+	}
 	return n, errors.Join(errs...)
+}
+
+// adoptLater adopts the sessions of host that ch delivers, until the
+// Manager closes.
+func (m *Manager) adoptLater(host string, ch <-chan RecoveredSession) {
+	go func() {
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case rs, ok := <-ch:
+				if !ok {
+					return
+				}
+				if err := m.adopt(host, rs); err != nil {
+					m.logf("sessions: recover %s session %s: %v", host, rs.ID, err)
+					if rs.Process != nil && !errors.Is(err, ErrClosed) {
+						// Nothing would track it.
+						kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						_ = rs.Process.Kill(kctx)
+						cancel()
+					}
+					continue
+				}
+				m.logf("sessions: recovered %s session %s (%s)", host, rs.ID, rs.Command)
+			}
+		}
+	}()
 }
 
 func (m *Manager) adopt(host string, rs RecoveredSession) error {

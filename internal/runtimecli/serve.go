@@ -380,6 +380,9 @@ func RunServeStop(ctx context.Context, c *cli.CLI) error {
 	return apiclient.Stop(ctx, state)
 }
 
+// gatewayIDFile, under the state directory, names this gateway to its nodes.
+const gatewayIDFile = "gateway-id"
+
 // buildNodeRegistry accepts node agents when the daemon listens on TCP; the
 // unix socket is local only, so without --listen there are no nodes.
 func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(string, ...any)) (*nodeexec.Registry, error) {
@@ -396,7 +399,13 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 			return nil, fmt.Errorf("serve: node token: %w", err)
 		}
 	}
-	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Logf: logf})
+	// The gateway's identity across restarts: a restarted daemon adopts
+	// the runs that its previous incarnation started on nodes.
+	id, err := daemon.LoadOrCreateSecret(filepath.Join(state, gatewayIDFile))
+	if err != nil {
+		return nil, fmt.Errorf("serve: gateway id: %w", err)
+	}
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, ID: id, Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}
