@@ -3,6 +3,7 @@ package nodeexec
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 )
 
 // sleepers lists the live processes whose command line is `sleep arg`.
@@ -138,7 +142,7 @@ func TestSupervisedRunAdoptedByRestartedGateway(t *testing.T) {
 		t.Skip("builds and starts node agent processes")
 	}
 	bin := buildTestNode(t, t.TempDir())
-	opts := RegistryOptions{ID: "gw-durable", LinkGrace: 10 * time.Second, PingInterval: time.Second}
+	opts := RegistryOptions{Key: "gw-durable-key", LinkGrace: 10 * time.Second, PingInterval: time.Second}
 	g1 := newTestGateway(t, opts)
 	args := []string{"-gateway", g1.url, "-security", "full", "-ask", "off", "-supervise",
 		"-token", testToken, "-tls-fingerprint", g1.fingerprint, "-ping", "1s", "-kill-grace", "500ms", "-link-grace", "10s"}
@@ -172,5 +176,109 @@ func TestSupervisedRunAdoptedByRestartedGateway(t *testing.T) {
 	killAndCheck(t, a.Process, pid, sleep)
 	if out, errOut := c.wait(); out != "two\n" || errOut != "err\n" {
 		t.Errorf("output after the adoption: %q / %q, want what followed the kept output, once", out, errOut)
+	}
+}
+
+// TestSecurityNodeCannotForgeAdoption: after a gateway restart a node
+// (holding the node token) reports runs in its hello. Only a run whose
+// owner mark the gateway made for exactly that run, node and session scope
+// is adopted: a node that moves one of its runs into another agent's
+// scope, onto another node's id, or into the current epoch gets it ended
+// (left out of the welcome's resume list).
+func TestSecurityNodeCannotForgeAdoption(t *testing.T) {
+	opts := RegistryOptions{Key: "forge-test-key"}
+	g1 := newTestGateway(t, opts)
+	g2 := newTestGateway(t, opts)
+	other := newTestGateway(t, RegistryOptions{Key: "another-gateway"})
+	legit := RunParams{RunID: NewID(), SessionID: "sess-a", AgentID: "agent-a", SessionKey: "key-a"}
+	mark := g1.reg.ownerMark(g1.reg.epoch, "node-1", legit)
+	run := func(id, agent, owner string) RunState {
+		return RunState{RunID: id, Running: true, Owner: owner, SessionID: "sess-a", AgentID: agent, SessionKey: "key-a"}
+	}
+	hello := func(g *testGateway, node string, runs ...RunState) []Resume {
+		t.Helper()
+		c, _, err := websocket.Dial(ctxT(t), g.url, &websocket.DialOptions{HTTPClient: g.srv.Client(),
+			HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		if err := wsjson.Write(ctxT(t), c, &frame{Type: frameHello, Hello: &Hello{Protocol: ProtocolVersion, NodeID: node, Name: node,
+			Capabilities: []string{CapSystemRun}, Running: runs}}); err != nil {
+			t.Fatal(err)
+		}
+		var w frame
+		if err := wsjson.Read(ctxT(t), c, &w); err != nil || w.Type != frameWelcome || w.Reason != "" {
+			t.Fatalf("welcome: %+v %v", w, err)
+		}
+		return w.Resume
+	}
+	for _, g := range []*testGateway{g1, g2, other} {
+		g.reg.Adoptions()
+	}
+	forged := []RunState{
+		run(legit.RunID, "agent-victim", mark),              // another agent's scope
+		run(NewID(), "agent-a", mark),                       // another run id
+		run(legit.RunID, "agent-a", g2.reg.epoch+mark[16:]), // the current epoch
+		run(legit.RunID, "agent-a", "x:"+strings.Repeat("0", 64)),
+	}
+	for _, rs := range forged {
+		if got := hello(g2, "node-1", rs); len(got) != 0 {
+			t.Errorf("forged run %+v kept: %+v", rs, got)
+		}
+	}
+	if got := hello(g2, "node-2", run(legit.RunID, "agent-a", mark)); len(got) != 0 {
+		t.Errorf("a run moved to another node id kept: %+v", got)
+	}
+	if got := hello(other, "node-1", run(legit.RunID, "agent-a", mark)); len(got) != 0 {
+		t.Errorf("another gateway adopted the run: %+v", got)
+	}
+	if got := hello(g2, "node-1", run(legit.RunID, "agent-a", mark)); len(got) != 1 || !got[0].Adopt || got[0].RunID != legit.RunID {
+		t.Errorf("the genuine run of an earlier incarnation: resume %+v, want it adopted", got)
+	}
+}
+
+// TestSupervisedRunEndsWhileAgentDead: a run ends while its node agent is
+// dead (SIGKILL). The host supervisor keeps its output and exit status; the
+// next agent delivers both to the gateway's run, each byte once.
+func TestSupervisedRunEndsWhileAgentDead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts node agent processes")
+	}
+	bin := buildTestNode(t, t.TempDir())
+	g := newTestGateway(t, RegistryOptions{LinkGrace: 10 * time.Second, PingInterval: time.Second})
+	state, dir := t.TempDir(), t.TempDir()
+	args := []string{"-gateway", g.url, "-security", "full", "-ask", "off", "-state", state, "-supervise",
+		"-token", testToken, "-tls-fingerprint", g.fingerprint, "-ping", "1s", "-kill-grace", "500ms"}
+	first := startNodeProc(t, bin, "finisher", args...)
+	g.waitNode(t, "finisher")
+	pidFile, gate := filepath.Join(dir, "pid"), filepath.Join(dir, "GATE")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rp, err := g.reg.Start(ctx, "finisher", StartSpec{
+		Command: "echo $$ > " + pidFile + "; echo one; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo two; exit 7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(rp)
+	var pid int
+	waitFor(t, 10*time.Second, "the first line", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0 && c.Stdout() == "one\n"
+	})
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.exited
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the command ended while no agent ran", func() bool { return !alive(pid) })
+	startNodeProc(t, bin, "finisher", args...)
+	code, sig, err := runWait(t, rp)
+	out, _ := c.wait()
+	if code != 7 || sig != "" || err != nil || out != "one\ntwo\n" {
+		t.Errorf("the end delivered by the new agent: code %d signal %q err %v output %q", code, sig, err, out)
 	}
 }

@@ -48,7 +48,7 @@ func newTestGatewayOn(t testing.TB, opts RegistryOptions, addr string) *testGate
 		t.Fatal(err)
 	}
 	var adopted <-chan *AdoptedRun
-	if opts.ID != "" {
+	if opts.Key != "" {
 		adopted = reg.Adoptions()
 	}
 	mux := http.NewServeMux()

@@ -386,10 +386,15 @@ func (h *Hello) validate() error {
 	if len(h.Running) > maxHelloRuns {
 		return fmt.Errorf("hello lists %d runs, more than %d", len(h.Running), maxHelloRuns)
 	}
+	seen := make(map[string]bool, len(h.Running))
 	for _, r := range h.Running {
 		if err := validID("runId", r.RunID); err != nil {
 			return err
 		}
+		if seen[r.RunID] {
+			return fmt.Errorf("hello lists run %s twice", r.RunID)
+		}
+		seen[r.RunID] = true
 		for kind, v := range map[string]string{"owner": r.Owner, "sessionId": r.SessionID, "agentId": r.AgentID, "sessionKey": r.SessionKey} {
 			if err := validText(kind, v, 512); err != nil {
 				return err

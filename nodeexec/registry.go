@@ -2,7 +2,9 @@ package nodeexec
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -47,13 +49,16 @@ type RegistryOptions struct {
 	// peers (only for a daemon behind a TLS-terminating proxy). Default:
 	// plain connections are accepted from loopback peers only.
 	AllowPlainRemote bool
-	// ID identifies this gateway across restarts (the daemon keeps it in
-	// its state directory). Runs that an earlier incarnation with the same
-	// ID started on a node are adopted when the node reconnects (see
-	// Adoptions); runs of the same incarnation that no session owns any
-	// more, and runs of other gateways, are ended. Default: a random ID
-	// (nothing is adopted across Registries).
-	ID string
+	// Key is a secret that stays the same across the gateway's restarts
+	// (the daemon keeps it in its state directory). Every run carries an
+	// owner mark: the Registry's epoch and a MAC under Key of the run's
+	// identity and session scope (run, node, session, agent, session key).
+	// A Registry with the same Key adopts the runs of earlier epochs when
+	// their node reconnects (see Adoptions), under the scope it gave them:
+	// a node cannot forge a run into a session. Runs no session owns, and
+	// runs of other gateways, are ended. Default: a random key (nothing is
+	// adopted across Registries).
+	Key string
 	// Logf receives diagnostics (default: discard).
 	Logf func(format string, args ...any)
 }
@@ -75,7 +80,7 @@ type AdoptedRun struct {
 // Handler, and Start to run commands on them. It is safe for concurrent use.
 type Registry struct {
 	opts   RegistryOptions
-	owner  string // ID:epoch, the Owner of every run this Registry starts
+	epoch  string // this incarnation, the first part of every owner mark
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -138,14 +143,11 @@ func NewRegistry(opts RegistryOptions) (*Registry, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	if opts.ID == "" {
-		opts.ID = NewID()
-	}
-	if err := validID("registry id", opts.ID); err != nil || strings.Contains(opts.ID, ":") {
-		return nil, fmt.Errorf("nodeexec: registry: invalid id %q ([A-Za-z0-9._-])", opts.ID)
+	if opts.Key == "" {
+		opts.Key = NewID()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{opts: opts, owner: opts.ID + ":" + NewID()[:16], ctx: ctx, cancel: cancel,
+	return &Registry{opts: opts, epoch: NewID()[:16], ctx: ctx, cancel: cancel,
 		nodes: map[string]*nodeEntry{}, runs: map[string]*RemoteProcess{}}, nil
 }
 
@@ -164,10 +166,27 @@ func (r *Registry) Adoptions() <-chan *AdoptedRun {
 	return r.adopted
 }
 
-// earlierOwner reports whether owner is an earlier incarnation of this
-// gateway.
-func (r *Registry) earlierOwner(owner string) bool {
-	return owner != r.owner && strings.HasPrefix(owner, r.opts.ID+":")
+// ownerMark is the owner of a run this incarnation (epoch) starts on node
+// for a session: "EPOCH:MAC".
+func (r *Registry) ownerMark(epoch, node string, p RunParams) string {
+	m := hmac.New(sha256.New, []byte(r.opts.Key))
+	for _, f := range []string{epoch, node, p.RunID, p.SessionID, p.AgentID, p.SessionKey} {
+		m.Write([]byte(f))
+		m.Write([]byte{0})
+	}
+	return epoch + ":" + hex.EncodeToString(m.Sum(nil))
+}
+
+// earlierRun reports whether rs, as node reports it, is a run an earlier
+// incarnation of this gateway started: its owner mark is valid for exactly
+// this run, node and session scope, and not of this incarnation.
+func (r *Registry) earlierRun(node string, rs RunState) bool {
+	epoch, _, ok := strings.Cut(rs.Owner, ":")
+	if !ok || epoch == r.epoch {
+		return false
+	}
+	want := r.ownerMark(epoch, node, RunParams{RunID: rs.RunID, SessionID: rs.SessionID, AgentID: rs.AgentID, SessionKey: rs.SessionKey})
+	return hmac.Equal([]byte(want), []byte(rs.Owner))
 }
 
 // Close drops every link and fails every run still tracked. Nodes kill their
@@ -361,7 +380,7 @@ func (r *Registry) Start(ctx context.Context, node string, spec StartSpec) (*Rem
 		Cwd: spec.Dir, Env: spec.Env, AgentID: spec.AgentID, SessionKey: spec.SessionKey,
 		RunID: NewID(), IdempotencyKey: NewID(), Security: spec.Security, Ask: spec.Ask,
 		TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
-		Owner: r.owner, SessionID: spec.SessionID,
+		SessionID: spec.SessionID,
 	}
 	if spec.Timeout > 0 {
 		params.TimeoutMs = max(1, spec.Timeout.Milliseconds())
@@ -371,6 +390,7 @@ func (r *Registry) Start(ctx context.Context, node string, spec StartSpec) (*Rem
 
 // startParams sends a prepared system.run and waits for the node's answer.
 func (r *Registry) startParams(ctx context.Context, e *nodeEntry, params RunParams) (*RemoteProcess, error) {
+	params.Owner = r.ownerMark(r.epoch, e.hello.NodeID, params)
 	if err := params.validate(); err != nil {
 		return nil, fmt.Errorf("nodeexec: start: invalid request: %w", err)
 	}

@@ -167,7 +167,7 @@ func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]Resume, error) {
 		case rp != nil && rp.nodeID == h.NodeID && rp.relink(l):
 			so, se := rp.received()
 			resume = append(resume, Resume{RunID: rs.RunID, Stdout: so, Stderr: se})
-		case rp == nil && r.adopted != nil && r.earlierOwner(rs.Owner):
+		case rp == nil && r.adopted != nil && r.earlierRun(h.NodeID, rs):
 			r.runs[rs.RunID] = newAdoptedProcess(r, e, rs, l)
 			resume = append(resume, Resume{RunID: rs.RunID, Adopt: true})
 			r.logf("nodeexec: node %s holds run %s of session %s, started by an earlier incarnation of this gateway; adopting it", h.Name, rs.RunID, rs.SessionID)

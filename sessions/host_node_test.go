@@ -52,7 +52,7 @@ func startNodeGateway(t testing.TB, name string, external bool, security string)
 
 func startNodeGatewayOpts(t testing.TB, name string, external bool, security string, viaProxy bool) *nodeGateway {
 	t.Helper()
-	gw := &nodeGateway{opts: nodeexec.RegistryOptions{Token: nodeTestToken, LinkGrace: 2 * time.Second, ID: "conformance-gateway"}, root: t}
+	gw := &nodeGateway{opts: nodeexec.RegistryOptions{Token: nodeTestToken, LinkGrace: 2 * time.Second, Key: "conformance-gateway-key"}, root: t}
 	gw.reg = gw.newRegistry(t)
 	mux := http.NewServeMux()
 	mux.Handle(nodeexec.ConnectPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

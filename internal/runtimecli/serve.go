@@ -380,8 +380,9 @@ func RunServeStop(ctx context.Context, c *cli.CLI) error {
 	return apiclient.Stop(ctx, state)
 }
 
-// gatewayIDFile, under the state directory, names this gateway to its nodes.
-const gatewayIDFile = "gateway-id"
+// nodeRunKeyFile, under the state directory, holds the key that marks the
+// runs the daemon starts on nodes (nodeexec.RegistryOptions.Key).
+const nodeRunKeyFile = "node-run-key"
 
 // buildNodeRegistry accepts node agents when the daemon listens on TCP; the
 // unix socket is local only, so without --listen there are no nodes.
@@ -399,13 +400,14 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 			return nil, fmt.Errorf("serve: node token: %w", err)
 		}
 	}
-	// The gateway's identity across restarts: a restarted daemon adopts
-	// the runs that its previous incarnation started on nodes.
-	id, err := daemon.LoadOrCreateSecret(filepath.Join(state, gatewayIDFile))
+	// The key that marks the runs it starts on nodes, kept across
+	// restarts: a restarted daemon adopts exactly the runs its previous
+	// incarnation started.
+	key, err := daemon.LoadOrCreateSecret(filepath.Join(state, nodeRunKeyFile))
 	if err != nil {
-		return nil, fmt.Errorf("serve: gateway id: %w", err)
+		return nil, fmt.Errorf("serve: node run key: %w", err)
 	}
-	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, ID: id, Logf: logf})
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Key: key, Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}
