@@ -89,7 +89,8 @@ func RunNode(ctx context.Context, c *cli.CLI, opts NodeRunOptions) error {
 	// this agent, and the next agent on the state directory re-adopts them.
 	sup, err := hostSupervisorIn(nodeexec.SupervisorDir(nodeState), logger.Printf)
 	if err != nil {
-		return fmt.Errorf("node run: %w", err)
+		logger.Printf("warning: %v; commands run unsupervised and end with this agent", err)
+		sup = nil
 	}
 	err = nodeexec.RunAgent(ctx, nodeexec.AgentOptions{
 		GatewayURL: opts.GatewayURL, Token: opts.Token, Name: opts.Name, Supervisor: sup,
