@@ -160,14 +160,6 @@ func (r *nodeRun) markDropsLocked() {
 	r.dropped = 0
 }
 
-// setLink makes l the run's link (nil: down) and wakes what waits for one.
-func (r *nodeRun) setLink(l *agentLink) {
-	r.mu.Lock()
-	r.link = l
-	r.cond.Broadcast()
-	r.mu.Unlock()
-}
-
 // abandon stops every wait for a link: nothing of the run is sent any more.
 func (r *nodeRun) abandon() {
 	r.mu.Lock()
