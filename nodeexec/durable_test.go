@@ -141,12 +141,19 @@ func TestSupervisedRunAdoptedByRestartedGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts node agent processes")
 	}
+	t.Run("gateway", func(t *testing.T) { testAdoptedByRestartedGateway(t, false) })
+	// Both die: the new agent holds the run and the new gateway adopts it.
+	t.Run("gateway and agent", func(t *testing.T) { testAdoptedByRestartedGateway(t, true) })
+}
+
+func testAdoptedByRestartedGateway(t *testing.T, agentToo bool) {
 	bin := buildTestNode(t, t.TempDir())
 	opts := RegistryOptions{Key: "gw-durable-key", LinkGrace: 10 * time.Second, PingInterval: time.Second}
 	g1 := newTestGateway(t, opts)
 	args := []string{"-gateway", g1.url, "-security", "full", "-ask", "off", "-supervise",
-		"-token", testToken, "-tls-fingerprint", g1.fingerprint, "-ping", "1s", "-kill-grace", "500ms", "-link-grace", "10s"}
-	startNodeProc(t, bin, "steady", args...)
+		"-token", testToken, "-tls-fingerprint", g1.fingerprint, "-ping", "1s", "-kill-grace", "500ms", "-link-grace", "10s",
+		"-state", t.TempDir()}
+	agent := startNodeProc(t, bin, "steady", args...)
 	g1.waitNode(t, "steady")
 	_, _, pid, gate, sleep := gatedRun(t, g1, "steady")
 
@@ -155,8 +162,17 @@ func TestSupervisedRunAdoptedByRestartedGateway(t *testing.T) {
 	// anything), its listener closes.
 	_ = g1.reg.Close()
 	g1.srv.Close()
+	if agentToo {
+		if err := agent.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-agent.exited
+	}
 	begin := time.Now()
 	g2 := newTestGatewayOn(t, opts, addr)
+	if agentToo {
+		startNodeProc(t, bin, "steady", args...)
+	}
 	var a *AdoptedRun
 	select {
 	case a = <-g2.adopted:
