@@ -476,7 +476,51 @@ func (a *agent) graceExpired() {
 		return
 	}
 	a.logf("nodeexec: link to the gateway not restored within %s; killing %d run(s)", a.opts.LinkGrace, len(runs))
-	a.endAll(runs)
+	if a.sup == nil {
+		a.endAll(runs)
+		return
+	}
+	// Supervised, each run's end waits for the next link with its output:
+	// a restarted gateway adopts it as ended with this reason, the gateway
+	// that failed it has it ended for good.
+	reason := fmt.Sprintf("the node ended it: its link to the gateway was not back within %s", a.opts.LinkGrace)
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.killKept(r, reason)
+		}()
+	}
+	wg.Wait()
+}
+
+// killKept kills a supervised run's tree and keeps the run, its exit
+// carrying reason, for the next gateway link.
+func (a *agent) killKept(r *nodeRun, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	r.lostReason = reason
+	held := r.held
+	r.mu.Unlock()
+	if held != nil {
+		p, err := a.sup.Attach(ctx, *held, held.Stdout, held.Stderr)
+		if err != nil {
+			a.logf("nodeexec: run %s: attach to end it: %v", r.id, err)
+			a.end(r)
+			return
+		}
+		r.mu.Lock()
+		r.proc, r.held, r.pos = p, nil, [2]int64{held.Stdout, held.Stderr}
+		r.mu.Unlock()
+		r.begin()
+	}
+	if p := r.current(); p != nil {
+		if err := p.Kill(ctx); err != nil {
+			a.logf("nodeexec: kill run %s: %v", r.id, err)
+		}
+	}
 }
 
 // endAll ends runs (end) in parallel.
@@ -522,6 +566,13 @@ func (a *agent) end(r *nodeRun) {
 // delivered forgets a run whose end the gateway has (or that was ended):
 // the host supervisor drops its output and exit status.
 func (a *agent) delivered(r *nodeRun) {
+	r.mu.Lock()
+	again := r.forgotten
+	r.forgotten = true
+	r.mu.Unlock()
+	if again {
+		return
+	}
 	if a.sup != nil && r.tag != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := a.sup.Forget(ctx, r.tag); err != nil {

@@ -53,7 +53,9 @@ type nodeRun struct {
 	backlogBytes int
 	dropped      int
 	exit         *exitInfo
-	abandoned    bool // nothing of it is sent any more (ended, or the agent stops)
+	abandoned    bool   // nothing of it is sent any more (ended, or the agent stops)
+	lostReason   string // why the node ended it, reported with its exit
+	forgotten    bool   // delivered: the agent and the supervisor dropped it
 }
 
 func newNodeRun(a *agent, id, key, tag string, st RunState) *nodeRun {
@@ -249,6 +251,9 @@ func (r *nodeRun) begin() {
 			r.timer.Stop()
 		}
 		x := &exitInfo{Code: code, Signal: sig}
+		r.mu.Lock()
+		x.Error = r.lostReason
+		r.mu.Unlock()
 		if err != nil {
 			x.Error = err.Error()
 		}

@@ -298,3 +298,38 @@ func TestSupervisedRunEndsWhileAgentDead(t *testing.T) {
 		t.Errorf("the end delivered by the new agent: code %d signal %q err %v output %q", code, sig, err, out)
 	}
 }
+
+// TestSupervisedRunEndedAfterGraceIsReported: the gateway stays away longer
+// than the node's link grace. The node ends the run's tree, keeps its end
+// with the reason, and the restarted gateway adopts it as ended, with that
+// reason: nothing runs on untracked, nothing is silently gone.
+func TestSupervisedRunEndedAfterGraceIsReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts node agent processes")
+	}
+	bin := buildTestNode(t, t.TempDir())
+	opts := RegistryOptions{Key: "gw-late-key", LinkGrace: 10 * time.Second, PingInterval: time.Second}
+	g1 := newTestGateway(t, opts)
+	startNodeProc(t, bin, "patient", "-gateway", g1.url, "-security", "full", "-ask", "off", "-supervise",
+		"-token", testToken, "-tls-fingerprint", g1.fingerprint, "-ping", "1s", "-kill-grace", "500ms", "-link-grace", "1s")
+	g1.waitNode(t, "patient")
+	_, _, pid, _, sleep := gatedRun(t, g1, "patient")
+	addr := g1.srv.Listener.Addr().String()
+	_ = g1.reg.Close()
+	g1.srv.Close()
+	waitFor(t, 10*time.Second, "the node ended the run after its grace", func() bool { return !alive(pid) && len(sleepers(sleep)) == 0 })
+
+	g2 := newTestGatewayOn(t, opts, addr)
+	var a *AdoptedRun
+	select {
+	case a = <-g2.adopted:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the restarted gateway adopted nothing; nodes %+v", g2.reg.List())
+	}
+	c := collect(a.Process)
+	code, sig, err := runWait(t, a.Process)
+	c.wait()
+	if string(a.Output) != "one\n" || code != -1 || sig == "" || err == nil || !strings.Contains(err.Error(), "not back within 1s") {
+		t.Errorf("adopted ended run: state %+v output %q, end %d %q %v", a.State, a.Output, code, sig, err)
+	}
+}
