@@ -76,14 +76,12 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	slices.Sort(names)
 	n := 0
 	var errs []error
-	late := false
 	for _, name := range names {
 		rec, ok := m.hosts[name].(Recoverer)
 		if !ok {
 			continue
 		}
 		if lr, ok := rec.(LateRecoverer); ok {
-			late = true
 			m.adoptLater(name, lr.Later(m.ctx))
 		}
 		list, err := rec.Recover(ctx)
@@ -98,11 +96,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 			n++
 		}
 	}
-	if !late {
-		// With a late host, a cursor may belong to a session that is
-		// still to come back: none is dropped.
-		m.retainCursors()
-	}
+	m.retainCursors()
 	return n, errors.Join(errs...)
 }
 
@@ -168,7 +162,7 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	text += dec.Flush()
 	s.agg.AddDropped(rs.Dropped)
 	s.agg.Write(text)
-	s.pendOut.Write(m.pendingOnRecover(rs))
+	s.pendOut.Write(m.pendingOnRecover(host, rs))
 	s.readRaw, s.delivered = rs.Covered, rs.Covered
 	if rs.Finished {
 		s.finished = true
