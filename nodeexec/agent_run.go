@@ -49,6 +49,8 @@ type nodeRun struct {
 	held         *supervisor.SessionInfo
 	link         *agentLink // nil while the link is down
 	pos          [2]int64   // stream position of the next output byte (stdout, stderr)
+	sent         [2]int64   // supervised: stream position up to which output went on a link
+	recent       [2][]byte  // supervised: the last output sent per stream (at most maxResend)
 	backlog      []*frame   // unsupervised: frames queued while the link is down
 	backlogBytes int
 	dropped      int
@@ -117,7 +119,10 @@ func (r *nodeRun) emit(f *frame) bool {
 				continue
 			}
 			if err := r.link.send(f); err == nil {
-				if f.Type == frameExit {
+				switch f.Type {
+				case frameOutput:
+					r.keepSentLocked(f)
+				case frameExit:
 					go r.a.delivered(r)
 				}
 				return true
@@ -143,6 +148,45 @@ func (r *nodeRun) emit(f *frame) bool {
 	r.backlog = append(r.backlog, f)
 	r.backlogBytes += len(f.Data)
 	return false
+}
+
+// maxResend is how much of the output last sent per stream a supervised
+// run keeps to send again when the gateway did not get it (in flight when
+// the connection died).
+const maxResend = 256 << 10
+
+// keepSentLocked records output frame f as sent.
+func (r *nodeRun) keepSentLocked(f *frame) {
+	i := streamIndex(f.Stream)
+	r.sent[i] = f.Offset + int64(len(f.Data))
+	r.recent[i] = append(r.recent[i], f.Data...)
+	if n := len(r.recent[i]) - maxResend; n > 0 {
+		r.recent[i] = append(r.recent[i][:0], r.recent[i][n:]...)
+	}
+}
+
+// resendLocked sends on l the output the gateway lacks (it has from)
+// that this run sent on an earlier link, and reports whether l took it.
+func (r *nodeRun) resendLocked(l *agentLink, from [2]int64) bool {
+	for i, stream := range []string{streamStdout, streamStderr} {
+		missing := r.sent[i] - from[i]
+		if missing <= 0 {
+			continue
+		}
+		if missing > int64(len(r.recent[i])) {
+			r.a.logf("nodeexec: run %s: %d bytes of %s sent on the lost link are no longer here to send again", r.id, missing, stream)
+			missing = int64(len(r.recent[i]))
+		}
+		data, off := r.recent[i][int64(len(r.recent[i]))-missing:], r.sent[i]-missing
+		for len(data) > 0 {
+			n := min(len(data), MaxOutputChunk)
+			if l.send(&frame{Type: frameOutput, RunID: r.id, Stream: stream, Offset: off, Data: data[:n]}) != nil {
+				return false
+			}
+			data, off = data[n:], off+int64(n)
+		}
+	}
+	return true
 }
 
 func streamIndex(stream string) int {

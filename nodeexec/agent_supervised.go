@@ -176,10 +176,10 @@ func (a *agent) resume(l *agentLink, r *nodeRun, rs Resume) {
 			go a.delivered(r)
 		}
 	default:
-		if r.pos[0] < from[0] || r.pos[1] < from[1] {
-			// The gateway has more than this agent sent (a kept frame):
-			// what the pumps send up to there is dropped by the gateway.
-			a.logf("nodeexec: run %s resumes at %v; its pumps are at %v", r.id, from, r.pos)
+		// What went out on the lost link but never arrived is sent again
+		// (what the gateway has beyond it, from a kept frame, it drops).
+		if !rs.Adopt && !r.resendLocked(l, from) {
+			return
 		}
 		r.link = l
 		r.cond.Broadcast()

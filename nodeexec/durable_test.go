@@ -333,3 +333,51 @@ func TestSupervisedRunEndedAfterGraceIsReported(t *testing.T) {
 		t.Errorf("adopted ended run: state %+v output %q, end %d %q %v", a.State, a.Output, code, sig, err)
 	}
 }
+
+// TestSupervisedRunLinkCutLosesNothing: the link is cut while a supervised
+// run prints fast, then comes back within the grace. Whatever was in flight
+// when the connection died is sent again from where the gateway's output
+// ends: the gateway's run ends with every line exactly once, in order.
+func TestSupervisedRunLinkCutLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts node agent processes")
+	}
+	bin := buildTestNode(t, t.TempDir())
+	g := newTestGateway(t, RegistryOptions{LinkGrace: 10 * time.Second, PingInterval: time.Second})
+	px := newLinkProxy(t, strings.TrimPrefix(g.srv.URL, "https://"))
+	startNodeProc(t, bin, "flaky", "-gateway", px.url(), "-security", "full", "-ask", "off", "-supervise",
+		"-token", testToken, "-tls-fingerprint", g.fingerprint, "-ping", "1s", "-kill-grace", "500ms", "-link-grace", "10s")
+	g.waitNode(t, "flaky")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const lines = 40000
+	rp, err := g.reg.Start(ctx, "flaky", StartSpec{Command: fmt.Sprintf("i=0; while [ $i -lt %d ]; do echo line-$i; i=$((i+1)); done", lines)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(rp)
+	for cut := 0; cut < 3; cut++ {
+		waitFor(t, 20*time.Second, "more output", func() bool { return strings.Count(c.Stdout(), "\n") > (cut+1)*lines/5 })
+		px.cut()
+		waitFor(t, 5*time.Second, "flaky offline", func() bool {
+			for _, n := range g.reg.List() {
+				if n.Name == "flaky" {
+					return !n.Connected
+				}
+			}
+			return false
+		})
+		px.unblock()
+		g.waitNode(t, "flaky")
+	}
+	code, _, err := runWait(t, rp)
+	out, _ := c.wait()
+	var want strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&want, "line-%d\n", i)
+	}
+	if code != 0 || err != nil || out != want.String() {
+		got := strings.Split(out, "\n")
+		t.Fatalf("after 3 cuts: code %d err %v, %d lines (want %d): lost or repeated output", code, err, len(got)-1, lines)
+	}
+}
