@@ -113,7 +113,9 @@
 // list says which runs the gateway keeps and how many bytes of each stream
 // it has, the node ends the others and sends the rest. Every output frame
 // carries its stream offset, and the gateway drops bytes it already has: no
-// byte is shown twice. Otherwise the gateway fails
+// byte is shown twice; a supervised run sends again, from the gateway's
+// offsets, what the dying link swallowed (up to 256 KiB per stream).
+// Otherwise the gateway fails
 // each run (Wait returns an error wrapping ErrLinkLost: "the link to node X
 // was lost (...) and not restored within 10s; the node kills what it
 // started") and the node kills every process it started (the whole tree,
