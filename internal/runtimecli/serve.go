@@ -228,6 +228,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
+		dopts.Routes["GET /v1/sandboxes/{name}"] = sandboxDetailHandler(sbx)
 	}
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
