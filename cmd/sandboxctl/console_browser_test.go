@@ -70,11 +70,11 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s", path)
 }
 
-func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+func evalJS[T any](t *testing.T, ctx context.Context, expr string, opts ...chromedp.EvaluateOption) T {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(tctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[T](expr, opts...))
 	if err != nil {
 		t.Fatalf("evaluate %s: %v", expr, err)
 	}
@@ -321,5 +321,68 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", headers: {"C
 	}
 	if exists(marker) {
 		t.Fatal("the forged approval ran the command")
+	}
+}
+
+// TestConsoleBrowserTCP logs into the console of `serve --listen` with a
+// token typed into its login form: the tool token shows the approvals
+// without the means to decide them, the approver token decides.
+func TestConsoleBrowserTCP(t *testing.T) {
+	e := guardEnv(t, "")
+	const tool, approver = "console-tool-token-0123456789", "console-approver-token-0123456789"
+	base := serveTCP(t, e, "SANDBOXCTL_TOKEN="+tool, "SANDBOXCTL_APPROVER_TOKEN="+approver)
+	d := execJSON(t, e, "--", "touch", filepath.Join(t.TempDir(), "denied"))
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	card := `.approval[data-id="` + id + `"]`
+	ctx := browser(t)
+
+	login := func(token string) {
+		t.Helper()
+		within(t, ctx, 20*time.Second, "log in with a token",
+			chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#login-form")),
+			chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#login-form button")),
+			chromedp.WaitVisible(chromedp.CSS("#nav")))
+	}
+	within(t, ctx, 20*time.Second, "open the console", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+	screenshot(t, ctx, "login")
+	within(t, ctx, 20*time.Second, "a wrong token",
+		chromedp.SendKeys(chromedp.CSS("#token"), "wrong-token-0123456789"), chromedp.Click(chromedp.CSS("#login-form button")))
+	waitJS(t, ctx, 10*time.Second, "the wrong token is refused", `document.getElementById('status').textContent.includes('wrong token')`)
+
+	login(tool)
+	waitJS(t, ctx, 10*time.Second, "the approval appears", `!!document.querySelector('`+card+`')`)
+	if who := evalJS[string](t, ctx, "document.getElementById('who').textContent"); who != "view only" {
+		t.Fatalf("the tool token logged in as %q, want view only", who)
+	}
+	if n := evalJS[int](t, ctx, `document.querySelectorAll('`+card+` button:disabled').length`); n != 3 {
+		t.Fatalf("a view-only session has %d of 3 decision buttons disabled", n)
+	}
+	screenshot(t, ctx, "approvals-view-only")
+	// Even a decision the page would not offer is refused.
+	answer := evalJS[string](t, ctx, `(async () => {
+		const me = await (await fetch('/ui/api/me')).json();
+		const r = await fetch('/ui/api/approvals/`+id+`', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-Sandboxctl-Csrf': me.csrf}, body: '{"decision":"allow-once"}'});
+		return r.status + ' ' + await r.text();
+	})()`, chromedp.EvalAwaitPromise)
+	if !strings.HasPrefix(answer, "403 ") {
+		t.Fatalf("a view-only session's decision: %s", answer)
+	}
+	if st := approvalStatus(t, e, id); st != "pending" {
+		t.Fatalf("a view-only session decided: %q", st)
+	}
+	within(t, ctx, 10*time.Second, "log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+
+	login(approver)
+	if who := evalJS[string](t, ctx, "document.getElementById('who').textContent"); who != "approver" {
+		t.Fatalf("the approver token logged in as %q", who)
+	}
+	waitJS(t, ctx, 10*time.Second, "the approval appears", `!!document.querySelector('`+card+` button[data-decision="deny"]:enabled')`)
+	within(t, ctx, 10*time.Second, "deny", chromedp.Click(chromedp.CSS(card+` button[data-decision="deny"]`)))
+	waitJS(t, ctx, 10*time.Second, "the approval leaves the pending list", `!document.querySelector('`+card+`')`)
+	if st := approvalStatus(t, e, id); !strings.HasPrefix(st, "deny") {
+		t.Fatalf("after deny the approval is %q", st)
 	}
 }
