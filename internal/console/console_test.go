@@ -357,4 +357,3 @@ func TestPageHeaders(t *testing.T) {
 		t.Errorf("traversal: %d", st)
 	}
 }
-
