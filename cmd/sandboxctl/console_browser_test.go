@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // browser starts headless Chromium (Debian's chromium, installed by
@@ -385,4 +388,53 @@ func TestConsoleBrowserTCP(t *testing.T) {
 	if st := approvalStatus(t, e, id); !strings.HasPrefix(st, "deny") {
 		t.Fatalf("after deny the approval is %q", st)
 	}
+}
+
+// TestConsoleBrowserSandbox shows an agent's sandbox in the console: its
+// row, and on Explain its limits, the hardening read back from the Engine
+// and its resource use.
+func TestConsoleBrowserSandbox(t *testing.T) {
+	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
+	e := newEnv(t)
+	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n", filepath.Join(e.state, "ws"))
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := fmt.Sprintf("console-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", agent) })
+	if r := e.run(t, "exec", "--agent", agent, "--", "echo in-sandbox"); r.code != 0 {
+		t.Fatalf("sandbox exec: %+v", r)
+	}
+	r := e.run(t, "--json", "sandbox", "ls")
+	var list []struct{ Name, AgentID string }
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("sandbox ls: %+v", r)
+	}
+	name := ""
+	for _, s := range list {
+		if s.AgentID == agent {
+			name = s.Name
+		}
+	}
+	if name == "" {
+		t.Fatalf("no sandbox of %s: %s", agent, r.stdout)
+	}
+	link := startUI(t, e)
+	base := link[:strings.Index(link, "/ui/")]
+	ctx := browser(t)
+	row := `#sandboxes-table tr[data-name="` + name + `"]`
+	within(t, ctx, 30*time.Second, "log in and open the sandboxes page",
+		chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#nav")),
+		chromedp.Navigate(base+"/ui/#sandboxes"), chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.Click(chromedp.CSS(row+" button")))
+	detail := `[data-sandbox="` + name + `"]`
+	waitJS(t, ctx, 30*time.Second, "the sandbox's hardening and resource use",
+		`(() => { const e = document.querySelector('`+detail+`'); return !!e && e.textContent.includes('memoryBytes') && e.textContent.includes('capDrop'); })()`)
+	shown := evalJS[string](t, ctx, `document.querySelector('`+detail+`').textContent`)
+	for _, want := range []string{"readOnlyRootfs", "pidsLimit", "cpuPercent", "pids"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the sandbox detail does not show %s:\n%s", want, shown)
+		}
+	}
+	screenshot(t, ctx, "sandbox-explain")
 }

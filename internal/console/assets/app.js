@@ -17,6 +17,7 @@
       else if (k === 'onclick') e.addEventListener('click', v);
       else if (k === 'disabled') e.disabled = !!v;
       else if (k === 'title') e.title = String(v);
+      else if (k === 'colspan') e.colSpan = Number(v);
       else if (k.startsWith('data-')) e.setAttribute(k, String(v));
       else throw new Error('el: unsupported property ' + k);
     }
@@ -206,15 +207,15 @@
       list = await call('GET', '/ui/api/sandboxes');
     } catch (e) {
       if (e instanceof AuthError) throw e;
-      $('sandboxes-table').tBodies[0].replaceChildren(el('tr', {}, el('td', {}, e.message)));
+      $('sandboxes-table').tBodies[0].replaceChildren(el('tr', {}, el('td', { colspan: 6 }, e.message)));
       return;
     }
     learnScopes(list);
-    const rows = (list || []).map((s) => el('tr', {},
+    const rows = (list || []).map((s) => el('tr', { 'data-name': s.name },
       el('td', {}, s.name), el('td', {}, s.agentId || ''), el('td', {}, s.state), el('td', {}, s.image),
       el('td', {}, s.current ? 'yes' : 'no (recreated)'),
       el('td', {}, el('button', { onclick: () => { state.openSandbox = s.name; renderSandbox(); } }, 'Explain'))));
-    if (!rows.length) rows.push(el('tr', {}, el('td', {}, 'No sandboxes.')));
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 6 }, 'No sandboxes.')));
     $('sandboxes-table').tBodies[0].replaceChildren(...rows);
     if (state.openSandbox) await renderSandbox();
   }
@@ -241,7 +242,7 @@
     const list = await call('GET', '/ui/api/nodes');
     const rows = (list || []).map((n) => el('tr', {},
       el('td', {}, (n.name || n.id) + (n.connected ? '' : ' (disconnected)')), el('td', {}, el('pre', {}, text(n)))));
-    if (!rows.length) rows.push(el('tr', {}, el('td', {}, 'No nodes connected.')));
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 2 }, 'No nodes connected.')));
     $('nodes-table').tBodies[0].replaceChildren(...rows);
   }
 
