@@ -93,3 +93,18 @@ echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: applic
 		t.Fatal("the command ran although only the attacker approved it")
 	}
 }
+
+// TestUIRefusesNonLoopbackListen: the console's local port carries a
+// logged-in session; it is never opened to other machines.
+func TestUIRefusesNonLoopbackListen(t *testing.T) {
+	e := newEnv(t)
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "nonsense"} {
+		r := e.run(t, "ui", "--no-open", "--listen", addr)
+		if r.code != 2 || !strings.Contains(r.stderr, "--listen") {
+			t.Errorf("ui --listen %s: %+v", addr, r)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.state, "sandboxctl.sock")); err == nil {
+		t.Errorf("a refused ui started a daemon")
+	}
+}
