@@ -1,10 +1,16 @@
 package main_test
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSecurityCommandCannotApproveThroughConsole replays issue 19's rule
@@ -106,5 +112,117 @@ func TestUIRefusesNonLoopbackListen(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.state, "sandboxctl.sock")); err == nil {
 		t.Errorf("a refused ui started a daemon")
+	}
+}
+
+// runApproved runs command as an agent would (allowlisted, or with a
+// human's allow-once: it looks harmless), and returns its output once it
+// ended.
+func runApproved(t *testing.T, e *env, command string) string {
+	t.Helper()
+	a := execJSON(t, e, "--", command)
+	if a["status"] == "completed" {
+		out, _ := a["aggregated"].(string)
+		return out
+	}
+	if a["status"] != "approval-pending" {
+		t.Fatalf("want completed or approval-pending for %q, got %v", command, a)
+	}
+	if r := e.run(t, "approvals", "resolve", a["approvalId"].(string), "allow-once"); r.code != 0 {
+		t.Fatalf("human resolve: %+v", r)
+	}
+	out, _ := pollUntilDone(t, e, a["sessionId"].(string))
+	return out
+}
+
+// TestSecurityStolenConsoleLinkThroughUI replays a command that got hold
+// of what logs a person into the console (the login link, which xdg-open
+// and the browser carry in their command lines; a session cookie and its
+// CSRF token) and uses it through the person's own `sandboxctl ui`. The
+// forwarder names the process behind each connection and the daemon holds
+// it to the approval API's rule: the command's login and its decision are
+// refused, while the person's own use of the same link and cookie works.
+func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
+	e := attackEnv(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "APPROVED-WITH-STOLEN-COOKIE")
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	link := startUI(t, e)
+	base := link[:strings.Index(link, "/ui/")]
+
+	// The command redeems the stolen link first.
+	out := runApproved(t, e, "curl -sS -o /dev/null -w 'redeem=%{http_code}' "+quote(t, link))
+	if !strings.Contains(out, "redeem=403") {
+		t.Fatalf("a command redeemed the person's login link through sandboxctl ui: %s", out)
+	}
+	// The link still logs the person in: the refusal did not use it up.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	person := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	res, err := person.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Request.URL.Path != "/ui/" {
+		t.Fatalf("the person's login after the refused one: %d at %s", res.StatusCode, res.Request.URL)
+	}
+	var me struct{ CSRF string }
+	res, err = person.Get(base + "/ui/api/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&me); err != nil || me.CSRF == "" {
+		t.Fatalf("me: %v", err)
+	}
+	res.Body.Close()
+	u, err := url.Parse(base + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := jar.Cookies(u)
+	if len(cookies) != 1 {
+		t.Fatalf("cookies: %v", cookies)
+	}
+
+	// The command decides with the person's cookie and CSRF token.
+	decide := "curl -sS -w ' status=%{http_code}' -X POST -H 'Content-Type: application/json'" +
+		" -H " + quote(t, "X-Sandboxctl-Csrf: "+me.CSRF) + " -b " + quote(t, cookies[0].Name+"="+cookies[0].Value) +
+		" -d '{\"decision\":\"allow-always\"}' " + quote(t, base+"/ui/api/approvals/"+id)
+	out = runApproved(t, e, decide)
+	if st := approvalStatus(t, e, id); st != "pending" {
+		t.Fatalf("a command decided with a stolen console cookie through sandboxctl ui: %q; it got %s", st, out)
+	}
+	if !strings.Contains(out, "status=403") || !strings.Contains(out, "not allowed to decide approvals") {
+		t.Errorf("the stolen cookie's decision was not refused with the reason: %s", out)
+	}
+
+	// The person decides with the same cookie: deny.
+	req, err := http.NewRequest("POST", base+"/ui/api/approvals/"+id, strings.NewReader(`{"decision":"deny"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Sandboxctl-Csrf", me.CSRF)
+	res, err = person.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the person's decision: %d %s", res.StatusCode, body)
+	}
+	if st := approvalStatus(t, e, id); !strings.HasPrefix(st, "deny") {
+		t.Fatalf("after the person's deny: %q", st)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran")
 	}
 }

@@ -26,3 +26,10 @@ func (c *Client) ConsoleLogin(ctx context.Context) (string, error) {
 	}
 	return body.Path, nil
 }
+
+// ConsoleClientPIDsHeader is set by `sandboxctl ui` on every request it
+// forwards to the console: the pids of the processes holding the browser's
+// end of the connection (comma-separated; empty when it could not tell).
+// The daemon holds them to the same rule as the forwarder itself before a
+// login or a decision (see daemon's console vet).
+const ConsoleClientPIDsHeader = "X-Sandboxctl-Console-Client-Pids"

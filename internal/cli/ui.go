@@ -2,15 +2,22 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
 	"os/exec"
-	"sync"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
 
 // UIOptions are the flags of `sandboxctl ui`.
@@ -102,51 +109,67 @@ func openBrowser(c *CLI, link string) {
 	go func() { _ = cmd.Wait() }()
 }
 
-// forwardConsole copies every connection on ln to a new connection to the
-// daemon's socket, both ways, until ctx is done.
+// forwardConsole serves ln with a reverse proxy to the daemon's socket
+// until ctx is done. Every request it forwards names, in
+// apiclient.ConsoleClientPIDsHeader, the processes that hold the other end
+// of its connection: the daemon refuses a login or a decision when one of
+// them is a process sandboxctl started, as if it had asked itself.
 func forwardConsole(ctx context.Context, ln net.Listener, sock string) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
-	defer stop()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("ui: accept: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			splice(ctx, conn, sock)
-		}()
+	target := &url.URL{Scheme: "http", Host: "sandboxctl"}
+	var d net.Dialer
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // the console compares Origin with it
+			pids, _ := pr.In.Context().Value(clientPIDsKey{}).(string)
+			pr.Out.Header.Set(apiclient.ConsoleClientPIDsHeader, pids)
+		},
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, "unix", sock)
+			},
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, "the sandboxctl daemon does not answer: "+err.Error(), http.StatusBadGateway)
+		},
 	}
+	srv := &http.Server{
+		Handler:           proxy,
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, clientPIDsKey{}, clientPIDs(c))
+		},
+	}
+	stop := context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	defer stop()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("ui: %w", err)
+	}
+	return nil
 }
 
-func splice(ctx context.Context, conn net.Conn, sock string) {
-	defer conn.Close()
-	var d net.Dialer
-	up, err := d.DialContext(ctx, "unix", sock)
-	if err != nil {
-		msg := "the sandboxctl daemon is not running: " + err.Error() + "\n"
-		_, _ = fmt.Fprintf(conn, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(msg), msg)
-		return
+type clientPIDsKey struct{}
+
+// clientPIDs names the processes of this uid that hold the other end of
+// c, or "" when they cannot be told.
+func clientPIDs(c net.Conn) string {
+	remote, ok1 := c.RemoteAddr().(*net.TCPAddr)
+	local, ok2 := c.LocalAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return ""
 	}
-	defer up.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close(); _ = up.Close() })
-	defer stop()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(up, conn)
-		if uc, ok := up.(*net.UnixConn); ok {
-			_ = uc.CloseWrite()
-		}
-	}()
-	_, _ = io.Copy(conn, up)
-	// The daemon is done with the connection: so is the browser.
-	_ = conn.Close()
-	<-done
+	owner, err := procfs.TCPSocketOwner("/proc", remote.AddrPort(), local.AddrPort())
+	if err != nil || owner.UID != os.Geteuid() || len(owner.PIDs) == 0 {
+		return ""
+	}
+	ids := make([]string, len(owner.PIDs))
+	for i, pid := range owner.PIDs {
+		ids[i] = strconv.Itoa(pid)
+	}
+	return strings.Join(ids, ",")
 }

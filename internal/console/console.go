@@ -196,6 +196,26 @@ func (c *Console) serveAsset(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(data)
 }
 
+type vetKey struct{}
+
+// WithVet serves the console with vet deciding, before anything else
+// happens, whether the client of a request may log in with a one-time code
+// or decide an approval (nil: it may). The daemon's socket uses it to hold
+// the processes behind a request to the approval API's rule.
+func (c *Console) WithVet(vet func(*http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), vetKey{}, vet)))
+	})
+}
+
+// vetted applies the vet of WithVet, if any.
+func vetted(r *http.Request) error {
+	if vet, ok := r.Context().Value(vetKey{}).(func(*http.Request) error); ok {
+		return vet(r)
+	}
+	return nil
+}
+
 // LoginCodeHandler mints a one-time login code: POST answers {"path":
 // "/ui/login?code=..."}, valid once for a minute, that logs a browser in
 // with decisions. The daemon serves it on its unix socket only, to a peer
@@ -234,6 +254,14 @@ func (c *Console) MintLoginCode() (string, error) {
 
 // redeem logs a browser in with a one-time code and sends it to the page.
 func (c *Console) redeem(w http.ResponseWriter, r *http.Request) {
+	if err := vetted(r); err != nil {
+		// The code stays valid for the person it was meant for.
+		c.opts.Logf("console: refused a login: %v", err)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, "Refused: "+err.Error()+"\n")
+		return
+	}
 	key := sha256.Sum256([]byte(r.URL.Query().Get("code")))
 	now := c.opts.Now()
 	c.mu.Lock()
@@ -474,6 +502,11 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request) {
 	s := sessionFrom(r.Context())
 	if !s.canDecide {
 		writeError(w, http.StatusForbidden, ErrViewOnly)
+		return
+	}
+	if err := vetted(r); err != nil {
+		c.opts.Logf("console: refused a decision: %v", err)
+		writeError(w, http.StatusForbidden, err)
 		return
 	}
 	var body struct {

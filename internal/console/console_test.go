@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -355,5 +356,53 @@ func TestPageHeaders(t *testing.T) {
 	}
 	if st, _, _ := do(t, f.browser(t), "GET", f.srv.URL+"/ui/static/..%2fconsole.go", "", nil); st != http.StatusNotFound {
 		t.Errorf("traversal: %d", st)
+	}
+}
+
+// TestVetRefusesLoginAndDecision: a vet (the daemon's approver check on
+// its socket) that refuses keeps the one-time code valid and stops the
+// decision; viewing is not vetted.
+func TestVetRefusesLoginAndDecision(t *testing.T) {
+	f := newFixture(t, false)
+	refuse := true
+	var mu sync.Mutex
+	vetted := httptest.NewServer(f.c.WithVet(func(*http.Request) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return errors.New("not allowed to decide approvals: test")
+		}
+		return nil
+	}))
+	defer vetted.Close()
+	code, err := f.c.MintLoginCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser(t)
+	if st, body, _ := do(t, b, "GET", vetted.URL+LoginPath+"?code="+code, "", nil); st != http.StatusForbidden || !strings.Contains(body, "not allowed") {
+		t.Fatalf("vetted login: %d %s", st, body)
+	}
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	if st, body, _ := do(t, b, "GET", vetted.URL+LoginPath+"?code="+code, "", nil); st != http.StatusSeeOther {
+		t.Fatalf("the code after a refused use: %d %s", st, body)
+	}
+	st, body, _ := do(t, b, "GET", vetted.URL+"/ui/api/me", "", nil)
+	var me struct{ CSRF string }
+	if err := json.Unmarshal([]byte(body), &me); st != http.StatusOK || err != nil {
+		t.Fatalf("me: %d %s", st, body)
+	}
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	if st, _, _ := do(t, b, "GET", vetted.URL+"/ui/api/approvals", "", nil); st != http.StatusOK {
+		t.Fatalf("viewing under a refusing vet: %d", st)
+	}
+	st, body, _ = do(t, b, "POST", vetted.URL+"/ui/api/approvals/abc", `{"decision":"allow-once"}`,
+		map[string]string{"Content-Type": "application/json", CSRFHeader: me.CSRF})
+	if st != http.StatusForbidden || len(f.decided.got()) != 0 {
+		t.Fatalf("vetted decision: %d %s, decided %q", st, body, f.decided.got())
 	}
 }

@@ -545,7 +545,7 @@ func (s *Server) routes(unix bool) http.Handler {
 		}
 		// The console logs a browser in with a code only an approver
 		// mints (`sandboxctl ui`); the page needs its session cookie.
-		mux.Handle(console.Prefix, s.console)
+		mux.Handle(console.Prefix, s.console.WithVet(consoleVet(check)))
 		mux.Handle("POST "+apiclient.ConsoleLoginPath, s.requireApproverPeer(check, s.console.LoginCodeHandler()))
 	}
 	return mux
