@@ -330,7 +330,7 @@ func TestSessionsForwardReadOnlyActions(t *testing.T) {
 	}
 	want := []string{
 		`POST /v1/tools/process {"action":"list","agentId":"a1","sessionKey":"k"}`,
-		`POST /v1/tools/process {"action":"log","sessionId":"s/1","agentId":"a1","limit":5}`,
+		`POST /v1/tools/process {"action":"log","sessionId":"s/1","limit":5,"agentId":"a1"}`,
 	}
 	if got := f.api.got(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("API calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
