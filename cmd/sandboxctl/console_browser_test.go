@@ -388,6 +388,27 @@ func TestConsoleBrowserTCP(t *testing.T) {
 	if st := approvalStatus(t, e, id); !strings.HasPrefix(st, "deny") {
 		t.Fatalf("after deny the approval is %q", st)
 	}
+
+	// A node connects; the nodes page shows it.
+	token, err := os.ReadFile(filepath.Join(e.state, "node-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ndir := t.TempDir()
+	ncfg := filepath.Join(ndir, "node.yaml")
+	if err := os.WriteFile(ncfg, []byte("exec:\n  security: allowlist\n  ask: on-miss\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node := exec.Command(binary, "--state", ndir, "--config", ncfg, "node", "run", "--gateway", "ws://"+strings.TrimPrefix(base, "http://"),
+		"--token", strings.TrimSpace(string(token)), "--name", "console-node", "--workdir", ndir)
+	node.Stderr = os.Stderr
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Process.Signal(os.Interrupt); _ = node.Wait() })
+	within(t, ctx, 10*time.Second, "open the nodes page", chromedp.Navigate(base+"/ui/#nodes"), chromedp.WaitVisible(chromedp.CSS("#nodes")))
+	waitJS(t, ctx, 20*time.Second, "the node appears", `document.querySelector('#nodes-table').textContent.includes('console-node')`)
+	screenshot(t, ctx, "nodes")
 }
 
 // TestConsoleBrowserSandbox shows an agent's sandbox in the console: its
