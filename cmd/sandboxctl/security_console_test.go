@@ -74,8 +74,8 @@ echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: applic
 			if !strings.Contains(out, "not allowed to decide approvals") {
 				t.Errorf("the login code was not refused with the reason:\n%s", out)
 			}
-			if !strings.Contains(out, "not logged in") {
-				t.Errorf("the decision was not refused for want of a session:\n%s", out)
+			if !strings.Contains(out, `decide: {"error":"not allowed to decide approvals`) {
+				t.Errorf("the decision was not refused with the reason:\n%s", out)
 			}
 		})
 	}
@@ -141,7 +141,8 @@ func runApproved(t *testing.T, e *env, command string) string {
 // CSRF token) and uses it through the person's own `sandboxctl ui`. The
 // forwarder names the process behind each connection and the daemon holds
 // it to the approval API's rule: the command's login and its decision are
-// refused, while the person's own use of the same link and cookie works.
+// refused (so is its view), while the person's own use of the same link
+// and cookie works.
 func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
 	e := attackEnv(t)
 	dir := t.TempDir()
@@ -191,7 +192,12 @@ func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
 		t.Fatalf("cookies: %v", cookies)
 	}
 
-	// The command decides with the person's cookie and CSRF token.
+	// With the person's cookie the command sees nothing...
+	view := "curl -sS -w ' status=%{http_code}' -b " + quote(t, cookies[0].Name+"="+cookies[0].Value) + " " + quote(t, base+"/ui/api/approvals")
+	if out := runApproved(t, e, view); !strings.Contains(out, "status=403") || strings.Contains(out, id) {
+		t.Fatalf("a command viewed the approvals with a stolen console cookie: %s", out)
+	}
+	// ...and decides nothing, with the CSRF token too.
 	decide := "curl -sS -w ' status=%{http_code}' -X POST -H 'Content-Type: application/json'" +
 		" -H " + quote(t, "X-Sandboxctl-Csrf: "+me.CSRF) + " -b " + quote(t, cookies[0].Name+"="+cookies[0].Value) +
 		" -d '{\"decision\":\"allow-always\"}' " + quote(t, base+"/ui/api/approvals/"+id)

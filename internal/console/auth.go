@@ -23,7 +23,8 @@ type vetKey struct{}
 
 // WithVet serves the console with vet deciding, before anything else
 // happens, whether the client of a request may log in with a one-time code
-// or decide an approval (nil: it may). The daemon's socket uses it to hold
+// or use a session at all (nil: it may): a stolen session cookie is worth
+// nothing to a client the vet refuses. The daemon's socket uses it to hold
 // the processes behind a request to the approval API's rule.
 func (c *Console) WithVet(vet func(*http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -179,10 +180,16 @@ func (c *Console) sweepLocked(now time.Time) {
 
 type sessionKey struct{}
 
-// withSession serves next only with a valid session cookie; a POST must
-// also carry the session's CSRF token and come from the same origin.
+// withSession serves next only to a client the vet (if any) passes, with a
+// valid session cookie; a POST must also carry the session's CSRF token and
+// come from the same origin.
 func (c *Console) withSession(post bool, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if err := vetted(r); err != nil {
+			c.opts.Logf("console: refused %s %s: %v", r.Method, r.URL.Path, err)
+			writeError(w, http.StatusForbidden, err)
+			return
+		}
 		ck, err := r.Cookie(CookieName)
 		if err != nil {
 			writeError(w, http.StatusUnauthorized, ErrNoSession)

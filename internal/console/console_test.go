@@ -360,8 +360,8 @@ func TestPageHeaders(t *testing.T) {
 }
 
 // TestVetRefusesLoginAndDecision: a vet (the daemon's approver check on
-// its socket) that refuses keeps the one-time code valid and stops the
-// decision; viewing is not vetted.
+// its socket) that refuses keeps the one-time code valid, and makes a
+// session cookie worthless: no view, no decision.
 func TestVetRefusesLoginAndDecision(t *testing.T) {
 	f := newFixture(t, false)
 	refuse := true
@@ -397,8 +397,11 @@ func TestVetRefusesLoginAndDecision(t *testing.T) {
 	mu.Lock()
 	refuse = true
 	mu.Unlock()
-	if st, _, _ := do(t, b, "GET", vetted.URL+"/ui/api/approvals", "", nil); st != http.StatusOK {
-		t.Fatalf("viewing under a refusing vet: %d", st)
+	if st, _, _ := do(t, b, "GET", vetted.URL+"/ui/api/approvals", "", nil); st != http.StatusForbidden {
+		t.Fatalf("viewing with the session under a refusing vet: %d", st)
+	}
+	if got := f.api.got(); len(got) != 0 {
+		t.Fatalf("a refused client reached the daemon's routes: %q", got)
 	}
 	st, body, _ = do(t, b, "POST", vetted.URL+"/ui/api/approvals/abc", `{"decision":"allow-once"}`,
 		map[string]string{"Content-Type": "application/json", CSRFHeader: me.CSRF})
