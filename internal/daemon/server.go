@@ -544,7 +544,8 @@ func (s *Server) routes(unix bool) http.Handler {
 			mux.Handle(pattern, s.requireApproverPeer(check, h))
 		}
 		// The console logs a browser in with a code only an approver
-		// mints (`sandboxctl ui`); the page needs its session cookie.
+		// mints (`sandboxctl ui`), and vets the processes behind every
+		// login and session request (see consoleVet).
 		mux.Handle(console.Prefix, s.console.WithVet(consoleVet(check)))
 		mux.Handle("POST "+apiclient.ConsoleLoginPath, s.requireApproverPeer(check, s.console.LoginCodeHandler()))
 	}
