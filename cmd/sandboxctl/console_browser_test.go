@@ -215,7 +215,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// An agent asks to run a command that is itself hostile markup.
 	dir := t.TempDir()
 	command := "printf '%s\\n' " + quote(t, hostile) + "; echo console-output-arrived"
-	d := execJSON(t, e, "--agent", "agent-7", "--workdir", dir, "--env", "CONSOLE_NOTE="+hostile, "--", command)
+	d := execJSON(t, e, "--agent", "agent-7", "--workdir", dir, "--env", "CONSOLE_NOTE="+hostile, "--env", "CONSOLE_BIDI=gpj.\u202eexe", "--", command)
 	if d["status"] != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
@@ -225,7 +225,8 @@ func TestConsoleBrowser(t *testing.T) {
 	waitJS(t, ctx, 15*time.Second, "the pending approval appears", `!!document.querySelector('`+card+`')`)
 	shown := evalJS[string](t, ctx, `document.querySelector('`+card+`').textContent`)
 	view := approvalView(t, e, id)
-	want := []string{command, dir, "agent-7", "gateway", view.Shell, "CONSOLE_NOTE=" + hostile}
+	// A bidi override is shown, not obeyed: the value cannot pass for another.
+	want := []string{command, dir, "agent-7", "gateway", view.Shell, "CONSOLE_NOTE=" + hostile, `CONSOLE_BIDI=gpj.\u{202e}exe`}
 	want = append(want, view.Argv...)
 	for _, want := range want {
 		if !strings.Contains(shown, want) {

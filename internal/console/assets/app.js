@@ -28,6 +28,16 @@
     return e;
   }
 
+  // Characters that print as nothing or reorder what follows (controls,
+  // zero-width and bidirectional marks): in what a decision binds they are
+  // shown as \u{XXXX}, so a command cannot look like another. Newlines and
+  // tabs stay.
+  const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb]/gu;
+  function visible(v) {
+    return String(v === null || v === undefined ? '' : v).replace(HIDDEN,
+      (c) => '\\u{' + c.codePointAt(0).toString(16).padStart(4, '0') + '}');
+  }
+
   function text(v) {
     if (v === null || v === undefined) return '';
     return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
@@ -131,15 +141,15 @@
     const cards = [];
     for (const a of pending) {
       const dl = el('dl');
-      field(dl, 'Command', a.command);
-      field(dl, 'Argv', el('ol', {}, ...(a.argv || []).map((w) => el('li', {}, el('code', {}, w)))));
-      field(dl, 'Shell', a.shell || '');
-      field(dl, 'Cwd', a.cwd);
-      field(dl, 'Host', a.host + (a.where && a.where !== a.host ? ' (' + a.where + ')' : ''));
-      field(dl, 'Agent', (a.agentId || '(default)') + (a.sessionKey ? ' / ' + a.sessionKey : ''));
+      field(dl, 'Command', visible(a.command));
+      field(dl, 'Argv', el('ol', {}, ...(a.argv || []).map((w) => el('li', {}, el('code', {}, visible(w))))));
+      field(dl, 'Shell', visible(a.shell));
+      field(dl, 'Cwd', visible(a.cwd));
+      field(dl, 'Host', visible(a.host + (a.where && a.where !== a.host ? ' (' + a.where + ')' : '')));
+      field(dl, 'Agent', visible((a.agentId || '(default)') + (a.sessionKey ? ' / ' + a.sessionKey : '')));
       const env = Object.entries(a.env || {});
-      field(dl, 'Env', env.length ? el('ul', {}, ...env.map(([k, v]) => el('li', {}, el('code', {}, k + '=' + v)))) : '(none beyond the defaults)');
-      if (a.explain) field(dl, 'Why', a.explain);
+      field(dl, 'Env', env.length ? el('ul', {}, ...env.map(([k, v]) => el('li', {}, el('code', {}, visible(k + '=' + v))))) : '(none beyond the defaults)');
+      if (a.explain) field(dl, 'Why', visible(a.explain));
       field(dl, 'Expires', new Date(a.expiresAtMs).toLocaleTimeString());
       const buttons = el('div', { class: 'decide' },
         decideButton(a, 'allow-once', 'Allow once', 'allow'),
@@ -151,7 +161,7 @@
     if (!cards.length) cards.push(el('p', { class: 'hint' }, 'No pending approvals.'));
     box.replaceChildren(...cards);
     const rows = recent.slice(0, 20).map((a) => el('tr', {},
-      el('td', {}, a.slug || a.id), el('td', {}, a.agentId || ''), el('td', {}, el('code', {}, a.command)), el('td', {}, a.status)));
+      el('td', {}, a.slug || a.id), el('td', {}, visible(a.agentId)), el('td', {}, el('code', {}, visible(a.command))), el('td', {}, a.status)));
     $('approvals-recent').tBodies[0].replaceChildren(...rows);
   }
 
@@ -186,7 +196,7 @@
         const log = await call('GET', '/ui/api/sessions/' + encodeURIComponent(s.sessionId) + '/log?' + lq);
         const out = (log.content || []).map((c) => c.text).join('\n');
         const dl = el('dl');
-        field(dl, 'Command', s.command);
+        field(dl, 'Command', visible(s.command));
         field(dl, 'Status', s.status + (s.exitCode !== undefined && s.exitCode !== null ? ' (exit ' + s.exitCode + ')' : ''));
         field(dl, 'Host', s.host);
         field(dl, 'Cwd', s.cwd);
