@@ -5,7 +5,7 @@
 (() => {
   const CSRF_HEADER = 'X-Sandboxctl-Csrf';
   const POLL_MS = 1000;
-  const state = { csrf: '', canDecide: false, page: 'approvals', scopes: new Map(), timer: 0, openSandbox: '' };
+  const state = { csrf: '', canDecide: false, page: 'approvals', scopes: new Map(), finishedOutput: new Map(), timer: 0, openSandbox: '' };
 
   const $ = (id) => document.getElementById(id);
 
@@ -192,9 +192,15 @@
       const agent = scope.agentId || '(default agent)';
       if (!groups.has(agent)) groups.set(agent, []);
       for (const s of sessions) {
-        const lq = new URLSearchParams({ agentId: scope.agentId, sessionKey: scope.sessionKey, limit: '200' });
-        const log = await call('GET', '/ui/api/sessions/' + encodeURIComponent(s.sessionId) + '/log?' + lq);
-        const out = (log.content || []).map((c) => c.text).join('\n');
+        // A finished session's output no longer changes: fetched once.
+        const key = JSON.stringify([scope.agentId, scope.sessionKey, s.sessionId]);
+        let out = state.finishedOutput.get(key);
+        if (out === undefined) {
+          const lq = new URLSearchParams({ agentId: scope.agentId, sessionKey: scope.sessionKey, limit: '200' });
+          const log = await call('GET', '/ui/api/sessions/' + encodeURIComponent(s.sessionId) + '/log?' + lq);
+          out = (log.content || []).map((c) => c.text).join('\n');
+          if (s.status === 'completed' || s.status === 'failed') state.finishedOutput.set(key, out);
+        }
         const dl = el('dl');
         field(dl, 'Command', visible(s.command));
         field(dl, 'Status', s.status + (s.exitCode !== undefined && s.exitCode !== null ? ' (exit ' + s.exitCode + ')' : ''));
