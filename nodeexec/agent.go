@@ -22,6 +22,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -886,7 +887,7 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 		command = line
 	}
 	command, _ = peelShell(command, a.runner.Shell())
-	spec := hostexec.Spec{
+	spec := hostapi.StartSpec{
 		Command: command, Env: p.Env, Dir: cwd, PTY: p.TTY, Cols: p.Cols, Rows: p.Rows,
 		KeepStdin: p.KeepStdin, Tag: hostexec.NewTag(),
 	}
@@ -925,7 +926,7 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 
 // startChild starts spec as a child of the agent, recorded in the run
 // ledger until it ended.
-func (a *agent) startChild(ctx context.Context, spec hostexec.Spec) (*hostexec.Process, error) {
+func (a *agent) startChild(ctx context.Context, spec hostapi.StartSpec) (*hostexec.Process, error) {
 	if err := a.ledger.add(spec.Tag); err != nil {
 		return nil, err
 	}

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // SupervisorDir is the host supervisor's state directory under a node's
@@ -36,7 +36,7 @@ const maxKept = 512 << 10
 
 // openSupervised starts spec in the host supervisor, its run tag as the
 // session id.
-func (a *agent) openSupervised(ctx context.Context, spec hostexec.Spec, key string, st RunState, deadline time.Time) (runProc, error) {
+func (a *agent) openSupervised(ctx context.Context, spec hostapi.StartSpec, key string, st RunState, deadline time.Time) (runProc, error) {
 	pr, err := a.runner.Prepare(spec)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // sleepers lists the live processes whose command line is `sleep arg`.
@@ -59,7 +61,7 @@ func gatedRun(t *testing.T, g *testGateway, node string) (*RemoteProcess, *colle
 	sleep := fmt.Sprint(3000 + time.Now().UnixNano()%500)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rp, err := g.reg.Start(ctx, node, StartSpec{SessionID: "durable-session", AgentID: "agent-d",
+	rp, err := g.reg.Start(ctx, node, hostapi.StartSpec{SessionID: "durable-session", AgentID: "agent-d",
 		Command: "echo $$ > " + pidFile + "; echo one; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo two; echo err >&2; sleep " + sleep})
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +273,7 @@ func TestSupervisedRunEndsWhileAgentDead(t *testing.T) {
 	pidFile, gate := filepath.Join(dir, "pid"), filepath.Join(dir, "GATE")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rp, err := g.reg.Start(ctx, "finisher", StartSpec{
+	rp, err := g.reg.Start(ctx, "finisher", hostapi.StartSpec{
 		Command: "echo $$ > " + pidFile + "; echo one; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo two; exit 7"})
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +353,7 @@ func TestSupervisedRunLinkCutLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const lines = 40000
-	rp, err := g.reg.Start(ctx, "flaky", StartSpec{Command: fmt.Sprintf("i=0; while [ $i -lt %d ]; do echo line-$i; i=$((i+1)); done", lines)})
+	rp, err := g.reg.Start(ctx, "flaky", hostapi.StartSpec{Command: fmt.Sprintf("i=0; while [ $i -lt %d ]; do echo line-$i; i=$((i+1)); done", lines)})
 	if err != nil {
 		t.Fatal(err)
 	}
