@@ -40,6 +40,13 @@ const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
 // ApproverTokenEnv holds the token that decides approvals over TCP.
 const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
 
+// SandboxLabelsEnv adds labels to every sandbox the daemon creates
+// (KEY=VALUE,KEY=VALUE), e.g. the testcontainers labels of a test that runs
+// the daemon in a container, so that its reaper recognises the sandboxes.
+// The sandboxctl.* keys (a sandbox's owner and config) are refused, but for
+// sandboxctl.test*.
+const SandboxLabelsEnv = "SANDBOXCTL_SANDBOX_LABELS"
+
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -144,7 +151,11 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer lock.Release()
 
-	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf)
+	labels, err := parseSandboxLabels(c.Getenv(SandboxLabelsEnv))
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", SandboxLabelsEnv, err)}
+	}
+	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, labels, logf)
 	if err != nil {
 		return err
 	}
@@ -273,7 +284,7 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, labels map[string]string, logf func(string, ...any)) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
 	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
@@ -291,7 +302,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		hosts["gateway"] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
-	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
+	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Labels: labels, Logf: logf})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
@@ -307,6 +318,25 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	}
 	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
+}
+
+// parseSandboxLabels parses $SANDBOXCTL_SANDBOX_LABELS.
+func parseSandboxLabels(v string) (map[string]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			return nil, fmt.Errorf("label %q: want KEY=VALUE", kv)
+		case strings.HasPrefix(k, "sandboxctl.") && !strings.HasPrefix(k, "sandboxctl.test"):
+			return nil, fmt.Errorf("label %q: the sandboxctl.* labels name a sandbox's owner and config; only sandboxctl.test* keys are free", k)
+		}
+		labels[k] = val
+	}
+	return labels, nil
 }
 
 // unavailableHost stands in for a host that could not be built; every use
