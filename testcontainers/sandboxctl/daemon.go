@@ -27,7 +27,6 @@ import (
 
 // Paths and names inside the daemon image (images/build.sh daemon).
 const (
-	daemonPort       = "7766/tcp"
 	daemonBinary     = "/usr/local/bin/sandboxctl"
 	daemonSupervisor = "/usr/local/lib/sandboxctl/sandboxctl-supervisor"
 	daemonConfig     = "/etc/sandboxctl/sandboxctl.yaml"
@@ -42,8 +41,9 @@ const (
 
 // ContainerMode is the default Launcher: the sandboxctl daemon itself in a
 // container of DaemonImage, reached over its TCP listener (TLS with a
-// certificate made for this run, a bearer token made for this run, the port
-// published on 127.0.0.1 only). The test links only this package,
+// certificate made for this run, a bearer token made for this run). The
+// daemon container runs in this machine's network namespace and listens on
+// its loopback only. The test links only this package,
 // testcontainers-go and the tools' wire types.
 //
 // The daemon creates sandboxes through the host's Docker Engine: its socket
@@ -114,13 +114,16 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 	if s.Supervisor == nil || *s.Supervisor {
 		env["SANDBOXCTL_SUPERVISOR"] = daemonSupervisor
 	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	listen := net.JoinHostPort("127.0.0.1", port)
 	b.ctr, err = testcontainers.Run(ctx, s.DaemonImage,
 		testcontainers.WithCmd(daemonBinary, "--config", daemonConfig, "serve",
-			"--listen", "0.0.0.0:"+strings.TrimSuffix(daemonPort, "/tcp"),
-			"--tls-cert", daemonCert, "--tls-key", daemonKey),
+			"--listen", listen, "--tls-cert", daemonCert, "--tls-key", daemonKey),
 		testcontainers.WithEnv(env),
 		testcontainers.WithLabels(s.Labels),
-		testcontainers.WithExposedPorts("127.0.0.1::"+daemonPort),
 		testcontainers.WithFiles(
 			testcontainers.ContainerFile{Reader: bytes.NewReader(doc), ContainerFilePath: daemonConfig, FileMode: 0o600},
 			testcontainers.ContainerFile{Reader: bytes.NewReader(cert), ContainerFilePath: daemonCert, FileMode: 0o644},
@@ -130,20 +133,35 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 				mount.Mount{Type: mount.TypeBind, Source: socket, Target: engineSocket},
 				mount.Mount{Type: mount.TypeBind, Source: ws, Target: ws})
 			hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
+			// This machine's network, so that the listener is on its
+			// loopback: nothing else reaches it, and no port publishing
+			// (nor a working docker bridge) is needed.
+			hc.NetworkMode = "host"
 		}),
-		testcontainers.WithWaitStrategy(wait.ForHTTP("/healthz").WithPort(daemonPort).
-			WithTLS(true, tlsConf).WithHeaders(map[string]string{"Authorization": "Bearer " + token}).
-			WithStartupTimeout(time.Minute)),
+		testcontainers.WithWaitStrategy(wait.ForLog("also listening on tcp").WithStartupTimeout(time.Minute)),
 	)
 	if err != nil {
 		return fmt.Errorf("sandboxctl: start the daemon container (%s; build it with images/build.sh daemon): %w", s.DaemonImage, err)
 	}
-	port, err := b.ctr.MappedPort(ctx, daemonPort)
-	if err != nil {
-		return fmt.Errorf("sandboxctl: daemon port: %w", err)
+	b.api = newAPIClient("https://"+listen, token, tlsConf)
+	var health struct {
+		OK bool `json:"ok"`
 	}
-	b.api = newAPIClient("https://"+net.JoinHostPort("127.0.0.1", port.Port()), token, tlsConf)
+	if err := b.api.do(ctx, http.MethodGet, "/healthz", nil, &health); err != nil || !health.OK {
+		return fmt.Errorf("sandboxctl: the daemon container does not answer on %s: %w (ok=%v)", listen, err, health.OK)
+	}
 	return nil
+}
+
+// freePort returns a TCP port free on this machine's loopback right now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("sandboxctl: find a free port: %w", err)
+	}
+	defer ln.Close()
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	return port, err
 }
 
 func (b *daemonBackend) Exec(ctx context.Context, p ExecParams) (Result, error) {
@@ -283,24 +301,34 @@ func (e *APIError) Is(target error) bool {
 }
 
 func (c *apiClient) call(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("sandboxctl: encode request: %w", err)
+	return c.do(ctx, http.MethodPost, path, in, out)
+}
+
+func (c *apiClient) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("sandboxctl: encode request: %w", err)
+		}
+		body = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("sandboxctl: POST %s: %w", path, err)
+		return fmt.Errorf("sandboxctl: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("sandboxctl: POST %s: read answer: %w", path, err)
+		return fmt.Errorf("sandboxctl: %s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var eb struct {
@@ -313,7 +341,7 @@ func (c *apiClient) call(ctx context.Context, path string, in, out any) error {
 		return &APIError{StatusCode: resp.StatusCode, Message: msg}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("sandboxctl: POST %s: decode answer: %w", path, err)
+		return fmt.Errorf("sandboxctl: %s %s: decode answer: %w", method, path, err)
 	}
 	return nil
 }

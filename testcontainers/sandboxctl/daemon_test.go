@@ -1,0 +1,93 @@
+package sandboxctl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
+	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl/internal/lifecycle"
+)
+
+const testImage = "sandboxctl/testbb:1"
+
+// daemonImage is built from this tree for this run of the tests (a tag of
+// its own, removed at the end), so the container mode tests this code.
+var daemonImage string
+
+func TestMain(m *testing.M) {
+	os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	code := m.Run()
+	if daemonImage != "" {
+		_ = exec.Command("docker", "image", "rm", daemonImage).Run()
+	}
+	os.Exit(code)
+}
+
+// requireDaemonImage builds the daemon image once per package run with
+// images/build.sh.
+func requireDaemonImage(t *testing.T) string {
+	t.Helper()
+	if daemonImage != "" {
+		return daemonImage
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "images", "build.sh")
+	tag := fmt.Sprintf("sandboxctl/sandboxctld:test-%d", time.Now().UnixNano())
+	cmd := exec.Command(script, "daemon")
+	cmd.Env = append(os.Environ(), "DAEMON_IMAGE="+tag)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("images/build.sh daemon: %v\n%s", err, out)
+	}
+	daemonImage = tag
+	return tag
+}
+
+// TestContainerModeSandboxLifecycle: the daemon in a container, reached
+// over TLS with a token; see lifecycle.Check (the daemon container is the
+// run's second container).
+func TestContainerModeSandboxLifecycle(t *testing.T) {
+	cli := dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandboxctl.Run(ctx, append(lifecycle.Options(testImage), sandboxctl.WithDaemonImage(img))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifecycle.Check(ctx, t, cli, sb, 1)
+}
+
+// TestContainerModeRefusesBadInput: the daemon's 400 comes back as an
+// *APIError of class invalid argument, and a missing daemon image is
+// named.
+func TestContainerModeRefusesBadInput(t *testing.T) {
+	dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandboxctl.Run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithDaemonImage(img), sandboxctl.WithTB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sb.Exec(ctx, sandboxctl.ExecParams{Command: "true", Host: "moon"})
+	var apiErr *sandboxctl.APIError
+	if !errors.As(err, &apiErr) || !errors.Is(err, cerrdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "host") {
+		t.Fatalf("exec on host moon: %v, want a 400 naming host", err)
+	}
+
+	_, err = sandboxctl.Run(ctx, sandboxctl.WithDaemonImage("sandboxctl/no-such-daemon:0"))
+	if err == nil || !strings.Contains(err.Error(), "sandboxctl/no-such-daemon:0") {
+		t.Fatalf("missing daemon image: %v", err)
+	}
+}
