@@ -38,8 +38,18 @@ func TestMain(m *testing.M) {
 // images/build.sh.
 func requireDaemonImage(t *testing.T) string {
 	t.Helper()
+	img, err := buildDaemonImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// buildDaemonImage builds the daemon image of this tree under a tag of
+// this package run, once.
+func buildDaemonImage() (string, error) {
 	if daemonImage != "" {
-		return daemonImage
+		return daemonImage, nil
 	}
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "images", "build.sh")
@@ -47,10 +57,10 @@ func requireDaemonImage(t *testing.T) string {
 	cmd := exec.Command(script, "daemon")
 	cmd.Env = append(os.Environ(), "DAEMON_IMAGE="+tag)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("images/build.sh daemon: %v\n%s", err, out)
+		return "", fmt.Errorf("images/build.sh daemon: %w\n%s", err, out)
 	}
 	daemonImage = tag
-	return tag
+	return tag, nil
 }
 
 // TestContainerModeSandboxLifecycle: the daemon in a container, reached
