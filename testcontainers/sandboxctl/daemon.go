@@ -23,6 +23,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Paths and names inside the daemon image (images/build.sh daemon).
@@ -195,8 +197,8 @@ func (b *daemonBackend) Explain(ctx context.Context, agentID, sessionKey string)
 	return out, nil
 }
 
-func (b *daemonBackend) Files(ctx context.Context, host, agentID, sessionKey string) (FileTarget, error) {
-	if host == "gateway" {
+func (b *daemonBackend) Files(ctx context.Context, host vocab.Host, agentID, sessionKey string) (FileTarget, error) {
+	if host == vocab.HostGateway {
 		return FileTarget{Engine: b.dc.Client, Container: b.ctr.GetContainerID()}, nil
 	}
 	for range 2 {
@@ -217,7 +219,7 @@ func (b *daemonBackend) Files(ctx context.Context, host, agentID, sessionKey str
 			return FileTarget{Engine: b.dc.Client, Container: ex.Container.ID}, nil
 		}
 		// No sandbox yet: the daemon creates it for a first command.
-		res, err := b.Exec(ctx, ExecParams{Command: "true", Host: "sandbox", AgentID: agentID, SessionKey: sessionKey})
+		res, err := b.Exec(ctx, ExecParams{Command: "true", Host: string(vocab.HostSandbox), AgentID: agentID, SessionKey: sessionKey})
 		if err != nil {
 			return FileTarget{}, err
 		}

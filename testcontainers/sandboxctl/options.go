@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Defaults of the options.
@@ -35,8 +37,8 @@ type Settings struct {
 	Image string
 	// AgentID and SessionKey are the scope of the handle's commands.
 	AgentID, SessionKey string
-	// Host is exec.host: "sandbox" (default) or "gateway".
-	Host string
+	// Host is exec.host: sandbox (default) or gateway.
+	Host vocab.Host
 	// Supervisor: nil is the default of the mode (on when a supervisor
 	// binary is at hand), otherwise on or off.
 	Supervisor *bool
@@ -111,14 +113,14 @@ func WithSessionKey(key string) Option {
 	return func(s *Settings) error { s.SessionKey = key; return nil }
 }
 
-// WithHost picks where the handle's commands run: "sandbox" (a hardened
-// container per agent, the default) or "gateway" (the daemon's own
-// machine: the test process's in-process mode, the daemon container in
-// container mode).
-func WithHost(host string) Option {
+// WithHost picks where the handle's commands run: vocab.HostSandbox (a
+// hardened container per agent, the default) or vocab.HostGateway (the
+// daemon's own machine: the test process in-process, the daemon container
+// in container mode).
+func WithHost(host vocab.Host) Option {
 	return func(s *Settings) error {
 		switch host {
-		case "sandbox", "gateway":
+		case vocab.HostSandbox, vocab.HostGateway:
 			s.Host = host
 			return nil
 		}
@@ -210,7 +212,7 @@ func (s Settings) ConfigYAML(set map[string]any) ([]byte, error) {
 		layers["sandbox.docker.image"] = s.Image
 	}
 	if s.Host != "" {
-		layers["exec.host"] = s.Host
+		layers["exec.host"] = string(s.Host)
 	}
 	if s.Runtime != "" {
 		layers["sandbox.docker.runtime"] = s.Runtime
@@ -246,7 +248,7 @@ func setPath(doc map[string]any, keys []string, v any) error {
 	return nil
 }
 
-func (s Settings) host() string {
+func (s Settings) host() vocab.Host {
 	if s.Host != "" {
 		return s.Host
 	}
@@ -256,7 +258,9 @@ func (s Settings) host() string {
 		} `yaml:"exec"`
 	}
 	if yaml.Unmarshal(s.Config, &doc) == nil && doc.Exec.Host != "" {
-		return doc.Exec.Host
+		if h, err := vocab.ParseHost(doc.Exec.Host); err == nil {
+			return h
+		}
 	}
-	return "sandbox"
+	return vocab.HostSandbox
 }

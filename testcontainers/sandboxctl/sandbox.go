@@ -16,6 +16,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // LabelRun carries the id of one Run on every container it creates, so
@@ -48,7 +49,7 @@ type Backend interface {
 	Explain(ctx context.Context, agentID, sessionKey string) (json.RawMessage, error)
 	// Files returns where files of host live for the scope, creating
 	// the sandbox when it does not exist yet.
-	Files(ctx context.Context, host, agentID, sessionKey string) (FileTarget, error)
+	Files(ctx context.Context, host vocab.Host, agentID, sessionKey string) (FileTarget, error)
 	// Terminate ends every session and removes every container the run
 	// created.
 	Terminate(ctx context.Context) error
@@ -102,8 +103,8 @@ func Run(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			}
 		})
 	}
-	if s.host() == "sandbox" {
-		if _, err := b.Files(ctx, "sandbox", s.AgentID, s.SessionKey); err != nil {
+	if s.host() == vocab.HostSandbox {
+		if _, err := b.Files(ctx, vocab.HostSandbox, s.AgentID, s.SessionKey); err != nil {
 			return nil, errors.Join(fmt.Errorf("sandboxctl: create the sandbox: %w", err), sb.Terminate(context.WithoutCancel(ctx)))
 		}
 	}
@@ -136,7 +137,7 @@ func (sb *Sandbox) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		p.SessionKey = sb.settings.SessionKey
 	}
 	if p.Host == "" {
-		p.Host = sb.settings.Host
+		p.Host = string(sb.settings.Host)
 	}
 	return sb.b.Exec(ctx, p)
 }

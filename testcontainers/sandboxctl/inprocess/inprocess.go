@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // SupervisorPackage is built when no supervisor binary is given.
@@ -103,9 +104,9 @@ func (b *backend) start(ctx context.Context, s sandboxctl.Settings) error {
 	}
 	b.mgr, err = sessions.New(sessions.Options{Config: cfg, Logf: b.logf,
 		Getenv: func(string) string { return "" },
-		Hosts: map[string]sessions.Host{
-			"sandbox": sessions.NewSandboxHost(b.sbx),
-			"gateway": sessions.NewGatewayHost(runner, cwd),
+		Hosts: map[vocab.Host]sessions.Host{
+			vocab.HostSandbox: sessions.NewSandboxHost(b.sbx),
+			vocab.HostGateway: sessions.NewGatewayHost(runner, cwd),
 		}})
 	if err != nil {
 		return fmt.Errorf("sandboxctl: %w", err)
@@ -157,8 +158,8 @@ func (b *backend) Explain(ctx context.Context, agentID, sessionKey string) (json
 	return json.Marshal(ex)
 }
 
-func (b *backend) Files(ctx context.Context, host, agentID, sessionKey string) (sandboxctl.FileTarget, error) {
-	if host == "gateway" {
+func (b *backend) Files(ctx context.Context, host vocab.Host, agentID, sessionKey string) (sandboxctl.FileTarget, error) {
+	if host == vocab.HostGateway {
 		return sandboxctl.FileTarget{}, nil
 	}
 	res, err := b.sbx.Ensure(ctx, sandbox.Scope{AgentID: agentID, SessionKey: sessionKey})
