@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,5 +100,34 @@ func TestContainerModeRefusesBadInput(t *testing.T) {
 	_, err = sandboxctl.Run(ctx, sandboxctl.WithDaemonImage("sandboxctl/no-such-daemon:0"))
 	if err == nil || !strings.Contains(err.Error(), "sandboxctl/no-such-daemon:0") {
 		t.Fatalf("missing daemon image: %v", err)
+	}
+}
+
+// TestContainerModeGateway: on the gateway host the commands run in the
+// daemon container, and files are copied there.
+func TestContainerModeGateway(t *testing.T) {
+	dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandboxctl.Run(ctx, sandboxctl.WithDaemonImage(img), sandboxctl.WithHost("gateway"), sandboxctl.WithTB(t),
+		sandboxctl.WithConfigYAML([]byte("exec:\n  security: full\n  ask: \"off\"\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.CopyToContainer(ctx, []byte("6 7\n"), "/tmp/in.txt", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "read a b < /tmp/in.txt; echo $((a*b)) > /tmp/out.txt; cat /proc/1/cmdline | tr '\\0' ' '"})
+	if err != nil || !lifecycle.ExitedZero(res) || !strings.Contains(fmt.Sprint(res.Details["aggregated"]), "serve --listen 127.0.0.1:") {
+		t.Fatalf("gateway exec: %v %v", err, res)
+	}
+	rc, err := sb.CopyFileFromContainer(ctx, "/tmp/out.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if b, _ := io.ReadAll(rc); string(b) != "42\n" {
+		t.Fatalf("copied out %q", b)
 	}
 }

@@ -75,3 +75,28 @@ func TestInProcessGateway(t *testing.T) {
 		t.Fatalf("copied out %q", b)
 	}
 }
+
+// TestInProcessRuntimeReachesTheConfig: WithRuntime is
+// sandbox.docker.runtime in the config the run uses. A sandboxctl without
+// that key refuses it by name; one with it runs the sandbox under that
+// runtime (the Engine's default runc here).
+func TestInProcessRuntimeReachesTheConfig(t *testing.T) {
+	dockertest.Require(t, testImage)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := inprocess.Run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithRuntime("runc"), sandboxctl.WithTB(t))
+	if err != nil {
+		if !strings.Contains(err.Error(), "sandbox.docker.runtime") {
+			t.Fatalf("runc: %v, want success or a refusal naming sandbox.docker.runtime", err)
+		}
+		t.Logf("this sandboxctl has no sandbox.docker.runtime yet: %v", err)
+		return
+	}
+	ex, err := sb.Explain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ex.Raw), `"runc"`) {
+		t.Fatalf("explanation does not mention the runtime: %s", ex.Raw)
+	}
+}
