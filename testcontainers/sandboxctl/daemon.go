@@ -234,6 +234,12 @@ func (b *daemonBackend) Files(ctx context.Context, host vocab.Host, agentID, ses
 // then removes every container of the run, the daemon's included.
 func (b *daemonBackend) Terminate(ctx context.Context) error {
 	var errs []error
+	if b.ctr != nil && b.ws != "" {
+		// The daemon (root in its container) made the workspaces; it
+		// empties them, so that a test running as another user can
+		// remove the directory afterwards.
+		_, _, _ = b.ctr.Exec(ctx, []string{"/bin/sh", "-c", `cd "$1" && rm -rf -- * .[!.]* ..?*`, "sh", b.ws})
+	}
 	if b.ctr != nil {
 		timeout := 20 * time.Second
 		if err := b.ctr.Stop(ctx, &timeout); err != nil && !cerrdefs.IsNotFound(err) {
