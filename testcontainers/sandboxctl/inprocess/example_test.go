@@ -71,7 +71,7 @@ func ExampleRun_process() {
 
 // Explain tells the effective sandbox config of the scope and whether the
 // next command would recreate the container.
-func ExampleSandbox_Explain() {
+func ExampleRun_explain() {
 	ctx := context.Background()
 	sb, err := inprocess.Run(ctx, sandboxctl.WithImage("sandboxctl/testbb:1"), sandboxctl.WithAgentID("alice"))
 	if err != nil {

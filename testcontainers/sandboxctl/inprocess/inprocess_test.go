@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl/inprocess"
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl/internal/lifecycle"
@@ -98,5 +99,25 @@ func TestInProcessRuntimeReachesTheConfig(t *testing.T) {
 	}
 	if !strings.Contains(string(ex.Raw), `"runc"`) {
 		t.Fatalf("explanation does not mention the runtime: %s", ex.Raw)
+	}
+}
+
+// TestInProcessConfigStruct: WithConfig takes a config.File (marshalled to
+// the YAML it was loaded from); its settings are in force.
+func TestInProcessConfigStruct(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := config.Default()
+	cfg.Exec.Host = "gateway"
+	cfg.Exec.Security = "full"
+	cfg.Exec.Ask = "off"
+	cfg.Exec.Cwd = t.TempDir()
+	sb, err := inprocess.Run(ctx, sandboxctl.WithConfig(cfg), sandboxctl.WithTB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "pwd"})
+	if err != nil || !lifecycle.ExitedZero(res) || strings.TrimSpace(fmt.Sprint(res.Details["aggregated"])) != cfg.Exec.Cwd {
+		t.Fatalf("exec on the configured gateway cwd %s: %v %v", cfg.Exec.Cwd, err, res)
 	}
 }
