@@ -131,10 +131,9 @@ replace github.com/sandboxctl/sandboxctl/testcontainers => %s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(left.Items) != 0 {
-		for _, c := range left.Items {
-			t.Errorf("left behind: %v (%s)", c.Names, c.State)
-		}
+	for _, c := range left.Items {
+		t.Errorf("left behind: %v (%s)", c.Names, c.State)
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	}
 
 	// The nested module's own tests (with -race, as make test runs ours).
