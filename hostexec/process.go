@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +49,13 @@ type Spec struct {
 	// pipe-run command reads EOF from /dev/null at once, so nothing can hang
 	// on stdin. A PTY is always writable.
 	KeepStdin bool
+	// Confine, when set, is the workspace directory the command is confined
+	// to: it starts through Options.Launcher (ConfineArg), which restricts
+	// itself with Landlock (ConfineRules) and execs the shell. On a kernel
+	// without Landlock the command runs unconfined and Prepared.Warning
+	// (Process.Warnings) says so: the guard's external-directory check is
+	// then advisory only, as it was before confinement existed.
+	Confine string
 	// Tag is a unique run tag ([A-Za-z0-9_.-], at most 64 bytes; "" = a
 	// random one). It is exported as SANDBOXCTL_RUN=Tag and inherited by
 	// every descendant; Kill sweeps every process that still carries it.
@@ -64,6 +72,8 @@ type Process struct {
 	tag     string
 	isPTY   bool
 	warning string
+	// confineWarning: Spec.Confine was not honoured (Prepared.Warning).
+	confineWarning string
 
 	ptmx   *os.File // PTY master; nil for pipes
 	stdout *outputReader
@@ -94,6 +104,9 @@ type Prepared struct {
 	Tag string
 	// Cols and Rows are the terminal size (defaults applied).
 	Cols, Rows int
+	// Warning is non-empty when Spec.Confine could not be honoured (no
+	// Landlock): the command runs unconfined, and this says so.
+	Warning string
 }
 
 // Prepare checks spec and builds what starting it takes.
@@ -127,7 +140,21 @@ func (r *Runner) Prepare(spec Spec) (Prepared, error) {
 	if spec.PTY {
 		env = envguard.Merge(env, map[string]string{"TERM": "xterm-256color"})
 	}
-	return Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}, nil
+	pr := Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}
+	if spec.Confine != "" {
+		if !filepath.IsAbs(spec.Confine) {
+			return Prepared{}, fmt.Errorf("hostexec: start: confine directory %q is not absolute: %w", spec.Confine, os.ErrInvalid)
+		}
+		if _, err := r.landlockABI(); err != nil {
+			pr.Warning = fmt.Sprintf("not confined to %s (%v): the external-directory check was advisory only for this command", spec.Confine, err)
+			return pr, nil
+		}
+		if r.launcher == "" {
+			return Prepared{}, fmt.Errorf("hostexec: start: the command must run confined to %s but the runner has no launcher: %w", spec.Confine, os.ErrInvalid)
+		}
+		pr.Argv = append([]string{r.launcher, ConfineArg, spec.Confine, r.shell}, pr.Argv...)
+	}
+	return pr, nil
 }
 
 // Start starts spec.Command. ctx bounds the start only: the process outlives
@@ -148,7 +175,7 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
 	env := envguard.Merge(base, spec.Env) // TERM only where a PTY is had
 	own := map[string]string{TagEnv: tag}
 
-	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{})}
+	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{}), confineWarning: pr.Warning}
 	if spec.PTY {
 		ptmx, tty, perr := r.openPTY()
 		if perr == nil {
@@ -284,10 +311,13 @@ func (p *Process) Warning() string { return p.warning }
 // Warnings is Warning as a list (empty when there is none), the shape the
 // sessions layer shows in a result.
 func (p *Process) Warnings() []string {
-	if p.warning == "" {
-		return nil
+	var out []string
+	for _, w := range []string{p.confineWarning, p.warning} {
+		if w != "" {
+			out = append(out, w)
+		}
 	}
-	return []string{p.warning}
+	return out
 }
 
 // Stdout is the output stream (stdout and stderr merged for a PTY). It

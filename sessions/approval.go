@@ -253,6 +253,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		if final.Command != "" {
 			spec.Command = final.Command
 		}
+		spec.Confine = final.Confine
 		real, err := host.Start(m.ctx, spec)
 		if err != nil {
 			proc.fail(fmt.Errorf("start after approval: %w", err))

@@ -96,7 +96,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		warnings = append(warnings, warn)
 	}
 
-	command := plan.command
+	command, confine := plan.command, ""
 	if m.needsGuard(plan) {
 		v, err := m.guard.Check(ctx, GuardRequest{
 			Command: command, Cwd: dir, Host: plan.host, Env: p.Env,
@@ -111,6 +111,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 			if v.Command != "" {
 				command = v.Command
 			}
+			confine = v.Confine
 		case vocab.DecisionDeny:
 			reason := v.Reason
 			if reason == "" {
@@ -152,6 +153,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		KeepStdin: plan.keepStdin || watchInput,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
 		Node: p.Node, Security: plan.security, Ask: plan.ask,
+		Confine: confine,
 	})
 	if err != nil {
 		m.releaseID(id)

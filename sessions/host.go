@@ -40,6 +40,11 @@ type StartSpec struct {
 	// Node is the node id or name for the node host (ExecParams.Node); ""
 	// means the node host's default (exec.node). Other hosts ignore it.
 	Node string
+	// Confine, when set, is the directory the gateway confines the command
+	// to with Landlock (GuardVerdict.Confine): read and write there, read
+	// and execute on the system directories, nothing else. Other hosts
+	// ignore it.
+	Confine string
 }
 
 // Host starts processes somewhere: a sandbox container, this machine, or a

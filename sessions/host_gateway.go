@@ -51,6 +51,7 @@ func (g *gatewayHost) Start(ctx context.Context, spec StartSpec) (Process, error
 		Rows:      spec.Rows,
 		KeepStdin: spec.KeepStdin,
 		Tag:       hostexec.NewTag(),
+		Confine:   spec.Confine,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

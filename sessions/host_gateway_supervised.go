@@ -31,6 +31,7 @@ func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Proc
 	pr, err := g.r.Prepare(hostexec.Spec{
 		Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
 		PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
+		Confine: spec.Confine,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -46,7 +47,11 @@ func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Proc
 	if err != nil {
 		return nil, fmt.Errorf("gateway: host supervisor: %w", err)
 	}
-	return gatewayProc{Proc: p, sup: g.sup}, nil
+	gp := gatewayProc{Proc: p, sup: g.sup}
+	if pr.Warning != "" {
+		gp.warnings = []string{pr.Warning}
+	}
+	return gp, nil
 }
 
 // DetectsInputWait implements InputWaitHost: the supervisor sees, from the
@@ -99,8 +104,12 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 // gatewayProc is a command in the host supervisor.
 type gatewayProc struct {
 	*supervisor.Proc
-	sup *hostsup.Supervisor
+	sup      *hostsup.Supervisor
+	warnings []string // what the start could not honour (Prepared.Warning)
 }
+
+// Warnings implements WarningsReporter.
+func (p gatewayProc) Warnings() []string { return p.warnings }
 
 // Forget drops the finished session from the host supervisor, which would
 // otherwise offer it to a restarted daemon.
