@@ -48,6 +48,11 @@ const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
 // sandboxctl.test*.
 const SandboxLabelsEnv = "SANDBOXCTL_SANDBOX_LABELS"
 
+// SupervisorOff, as the value of $SANDBOXCTL_SUPERVISOR, keeps the daemon's
+// sandboxes on the plain Engine exec path on purpose (no warning in the
+// results, unlike a supervisor binary that is not found).
+const SupervisorOff = "off"
+
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -156,7 +161,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", SandboxLabelsEnv, err)}
 	}
-	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, labels, logf)
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff}
+	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
 	}
@@ -282,10 +288,11 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 	}
 }
 
-// buildHosts creates the gateway host (always) and the sandbox host. A
+// buildHosts creates the gateway host (always) and the sandbox host (with
+// sbxOpts' Labels and DisableSupervisor). A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, labels map[string]string, logf func(string, ...any)) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sandbox.Options, logf func(string, ...any)) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
 	// This executable is the launcher that confines gateway commands to
 	// the workspace (hostexec.ConfineArg, handled in cmd/sandboxctld).
 	self, err := os.Executable()
@@ -312,7 +319,8 @@ func buildHosts(ctx context.Context, cfg config.File, state string, labels map[s
 		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
-	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Labels: labels, Logf: logf})
+	sbxOpts.Config, sbxOpts.StateDir, sbxOpts.Logf = cfg.Sandbox, state, logf
+	sbx, err := sandbox.NewManager(ctx, sbxOpts)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}

@@ -113,8 +113,9 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 	}
 	slices.Sort(labels)
 	env := map[string]string{"SANDBOXCTL_TOKEN": token, SandboxLabelsEnv: strings.Join(labels, ",")}
-	if s.Supervisor == nil || *s.Supervisor {
-		env["SANDBOXCTL_SUPERVISOR"] = daemonSupervisor
+	env["SANDBOXCTL_SUPERVISOR"] = daemonSupervisor
+	if s.Supervisor != nil && !*s.Supervisor {
+		env["SANDBOXCTL_SUPERVISOR"] = "off" // the plain exec path, on purpose
 	}
 	port, err := freePort()
 	if err != nil {

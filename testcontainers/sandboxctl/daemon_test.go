@@ -14,9 +14,11 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
+	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl/inprocess"
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl/internal/lifecycle"
 )
 
@@ -129,5 +131,40 @@ func TestContainerModeGateway(t *testing.T) {
 	defer rc.Close()
 	if b, _ := io.ReadAll(rc); string(b) != "42\n" {
 		t.Fatalf("copied out %q", b)
+	}
+}
+
+// TestSupervisorOff: WithSupervisor(false) keeps sandboxes on the plain
+// Engine exec path in both modes (no supervisor label on the container),
+// and the command results carry no warning about it.
+func TestSupervisorOff(t *testing.T) {
+	cli := dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	for name, run := range map[string]func(context.Context, ...sandboxctl.Option) (*sandboxctl.Sandbox, error){
+		"inprocess": inprocess.Run, "container": sandboxctl.Run,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			sb, err := run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithDaemonImage(img), sandboxctl.WithSupervisor(false), sandboxctl.WithTB(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "echo plain"})
+			if err != nil || !lifecycle.ExitedZero(res) || res.Details["warnings"] != nil {
+				t.Fatalf("exec: %v %v", err, res)
+			}
+			ex, err := sb.Explain(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			insp, err := cli.ContainerInspect(ctx, ex.Name, client.ContainerInspectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := insp.Container.Config.Labels["sandboxctl.supervisor"]; ok {
+				t.Fatalf("supervisor off, but the sandbox has sandboxctl.supervisor=%s", v)
+			}
+		})
 	}
 }

@@ -11,6 +11,10 @@
 // only with exec.security "full", and ask "always" is refused. Sandbox
 // commands run as configured. The SANDBOXCTL_* environment overrides are
 // not read: a test's configuration is what its options say.
+//
+// The supervisor: WithSupervisorBinary, else $SANDBOXCTL_SUPERVISOR, else
+// each Run builds it with the go command (about 2 s with a warm build
+// cache); build it once in TestMain and name it to save that.
 package inprocess
 
 import (
