@@ -13,6 +13,8 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // TestMain makes this test binary its own confining launcher (what
@@ -54,7 +56,7 @@ func confinedRunner(t *testing.T) *Runner {
 }
 
 // runSpec runs spec to its end and returns the merged output and exit code.
-func runSpec(t *testing.T, r *Runner, spec Spec) (string, int) {
+func runSpec(t *testing.T, r *Runner, spec hostapi.StartSpec) (string, int) {
 	t.Helper()
 	p := start(t, r, spec)
 	out, errs := collect(p.Stdout()), collect(p.Stderr())
@@ -116,7 +118,7 @@ date +%Y >/dev/null; id -u >/dev/null
 echo via-stdout > /dev/stdout
 printf '%s\n' "$(uname -s)"
 echo done`
-	out, code := runSpec(t, r, Spec{Command: script, Dir: f.ws, Confine: f.ws})
+	out, code := runSpec(t, r, hostapi.StartSpec{Command: script, Dir: f.ws, Confine: f.ws})
 	want := []string{"inside", "new", "x", "via-stdout", "Linux", "done"}
 	for _, w := range want {
 		if !strings.Contains(out, w) {
@@ -132,7 +134,7 @@ echo done`
 
 	// A terminal works too (the pty is opened before the confinement;
 	// /dev/tty is reopened by name).
-	p := start(t, r, Spec{Command: "cat in.txt; tty >/dev/null && echo tty-ok; echo x > /dev/tty", Dir: f.ws, Confine: f.ws, PTY: true})
+	p := start(t, r, hostapi.StartSpec{Command: "cat in.txt; tty >/dev/null && echo tty-ok; echo x > /dev/tty", Dir: f.ws, Confine: f.ws, PTY: true})
 	c := collect(p.Stdout())
 	c.waitFor(t, "tty-ok", 10*time.Second)
 	if s := c.wait(t, 10*time.Second); !strings.Contains(s, "inside") || strings.Contains(s, "denied") {
@@ -164,7 +166,7 @@ func TestConfinedCommandCannotReachOutside(t *testing.T) {
 		"ls /tmp",
 		"cat /proc/self/environ",
 	} {
-		out, code := runSpec(t, r, Spec{Command: cmd, Dir: f.ws, Confine: f.ws})
+		out, code := runSpec(t, r, hostapi.StartSpec{Command: cmd, Dir: f.ws, Confine: f.ws})
 		if strings.Contains(out, "TOP-SECRET") || strings.Contains(out, "secret\n") {
 			t.Errorf("%q: ATTACK WORKED: %q", cmd, out)
 		}
@@ -192,11 +194,11 @@ func TestConfinedCommandCannotReachOutside(t *testing.T) {
 func TestUnconfinedCommandUnchanged(t *testing.T) {
 	r := confinedRunner(t)
 	f := newConfineFixture(t)
-	out, code := runSpec(t, r, Spec{Command: "cat link", Dir: f.ws})
+	out, code := runSpec(t, r, hostapi.StartSpec{Command: "cat link", Dir: f.ws})
 	if code != 0 || out != "TOP-SECRET\n" {
 		t.Fatalf("unconfined cat link: exit %d %q", code, out)
 	}
-	pr, err := r.Prepare(Spec{Command: "true"})
+	pr, err := r.Prepare(hostapi.StartSpec{Command: "true"})
 	if err != nil || pr.Argv[0] != r.Shell() || pr.Warning != "" {
 		t.Fatalf("unconfined Prepare: %v %q %v", pr.Argv, pr.Warning, err)
 	}
@@ -206,7 +208,7 @@ func TestUnconfinedCommandUnchanged(t *testing.T) {
 // both the direct path and the host supervisor execute.
 func TestPrepareConfinedArgv(t *testing.T) {
 	r := confinedRunner(t)
-	pr, err := r.Prepare(Spec{Command: "cat x", Confine: "/w"})
+	pr, err := r.Prepare(hostapi.StartSpec{Command: "cat x", Confine: "/w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,11 +216,11 @@ func TestPrepareConfinedArgv(t *testing.T) {
 	if strings.Join(pr.Argv, "\x00") != strings.Join(want, "\x00") || pr.Warning != "" {
 		t.Fatalf("argv %q warning %q, want %q", pr.Argv, pr.Warning, want)
 	}
-	if _, err := r.Prepare(Spec{Command: "cat x", Confine: "rel"}); !errors.Is(err, os.ErrInvalid) {
+	if _, err := r.Prepare(hostapi.StartSpec{Command: "cat x", Confine: "rel"}); !errors.Is(err, os.ErrInvalid) {
 		t.Fatalf("relative confine dir: %v", err)
 	}
 	noLauncher := newTestRunner(t, Options{})
-	if _, err := noLauncher.Prepare(Spec{Command: "cat x", Confine: "/w"}); !errors.Is(err, os.ErrInvalid) {
+	if _, err := noLauncher.Prepare(hostapi.StartSpec{Command: "cat x", Confine: "/w"}); !errors.Is(err, os.ErrInvalid) {
 		t.Fatalf("no launcher: %v", err)
 	}
 }
@@ -229,7 +231,7 @@ func TestConfineWithoutLandlockWarns(t *testing.T) {
 	r := confinedRunner(t)
 	r.landlockABI = func() (int, error) { return 0, fmt.Errorf("%w: ENOSYS", ErrLandlockUnavailable) }
 	f := newConfineFixture(t)
-	p := start(t, r, Spec{Command: "cat in.txt", Dir: f.ws, Confine: f.ws})
+	p := start(t, r, hostapi.StartSpec{Command: "cat in.txt", Dir: f.ws, Confine: f.ws})
 	out := collect(p.Stdout())
 	if s := out.wait(t, 10*time.Second); s != "inside\n" {
 		t.Fatalf("output %q", s)
@@ -245,7 +247,7 @@ func TestConfineWithoutLandlockWarns(t *testing.T) {
 func TestConfineLauncherFailsClosed(t *testing.T) {
 	r := confinedRunner(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	out, code := runSpec(t, r, Spec{Command: "touch " + marker, Confine: filepath.Join(t.TempDir(), "missing")})
+	out, code := runSpec(t, r, hostapi.StartSpec{Command: "touch " + marker, Confine: filepath.Join(t.TempDir(), "missing")})
 	if code != 126 || !strings.Contains(out, "confine: workspace") {
 		t.Fatalf("exit %d %q", code, out)
 	}
@@ -261,7 +263,7 @@ func TestConfineLauncherFailsClosed(t *testing.T) {
 func TestConfineABI1StillConfines(t *testing.T) {
 	r := confinedRunner(t)
 	f := newConfineFixture(t)
-	pr, err := r.Prepare(Spec{Command: "cat link; mv in.txt sub/in.txt && cat sub/in.txt", Dir: f.ws, Confine: f.ws})
+	pr, err := r.Prepare(hostapi.StartSpec{Command: "cat link; mv in.txt sub/in.txt && cat sub/in.txt", Dir: f.ws, Confine: f.ws})
 	if err != nil {
 		t.Fatal(err)
 	}

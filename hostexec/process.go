@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // Errors returned by Process methods; test with errors.Is.
@@ -25,45 +26,13 @@ var (
 	// ErrNotPTY is returned by Resize for a process without a terminal.
 	ErrNotPTY = errors.New("process has no terminal")
 	// ErrNoStdin is returned by Write and CloseStdin when stdin was not kept
-	// open (Spec.KeepStdin false) or was already closed.
+	// open (StartSpec.KeepStdin false) or was already closed.
 	ErrNoStdin = errors.New("stdin is closed")
 	// ErrExited is returned by Write and CloseStdin once the process exited.
 	ErrExited = errors.New("process has exited")
 )
 
-// Spec describes one command to start.
-type Spec struct {
-	// Command runs as `SHELL -c Command`.
-	Command string
-	// Env is extra environment applied over the Runner's BaseEnv. The caller
-	// has already checked it with envguard; PATH is refused here regardless.
-	Env map[string]string
-	// Dir is the working directory ("" = the daemon's own).
-	Dir string
-	// PTY runs the command in a pseudo-terminal of Cols x Rows (default
-	// 120x30) with TERM=xterm-256color. If no PTY can be had the command runs
-	// with pipes and Process.Warning says why.
-	PTY        bool
-	Cols, Rows int
-	// KeepStdin keeps a stdin pipe open for Write/CloseStdin. Without it a
-	// pipe-run command reads EOF from /dev/null at once, so nothing can hang
-	// on stdin. A PTY is always writable.
-	KeepStdin bool
-	// Confine, when set, is the workspace directory the command is confined
-	// to: it starts through Options.Launcher (ConfineArg), which restricts
-	// itself with Landlock (ConfineRules) and execs the shell. On a kernel
-	// without Landlock the command runs unconfined and Prepared.Warning
-	// (Process.Warnings) says so: the guard's external-directory check is
-	// then advisory only, as it was before confinement existed.
-	Confine string
-	// Tag is a unique run tag ([A-Za-z0-9_.-], at most 64 bytes; "" = a
-	// random one). It is exported as SANDBOXCTL_RUN=Tag and inherited by
-	// every descendant; Kill sweeps every process that still carries it.
-	Tag string
-}
-
-// Process is a started command. Its methods use std types only, so it
-// satisfies sessions.Process. Callers must read Stdout (and Stderr, when not
+// Process is a started command: a hostapi.Process. Callers must read Stdout (and Stderr, when not
 // nil) to io.EOF: that releases the descriptors.
 type Process struct {
 	r       *Runner
@@ -72,7 +41,7 @@ type Process struct {
 	tag     string
 	isPTY   bool
 	warning string
-	// confineWarning: Spec.Confine was not honoured (Prepared.Warning).
+	// confineWarning: StartSpec.Confine was not honoured (Prepared.Warning).
 	confineWarning string
 
 	ptmx   *os.File // PTY master; nil for pipes
@@ -100,17 +69,25 @@ type Prepared struct {
 	// on top, and TERM for a terminal. The run tag is not in it.
 	Env []string
 	Dir string
-	// Tag is the run tag (Spec.Tag, or a fresh one).
+	// Tag is the run tag (StartSpec.Tag, or a fresh one).
 	Tag string
 	// Cols and Rows are the terminal size (defaults applied).
 	Cols, Rows int
-	// Warning is non-empty when Spec.Confine could not be honoured (no
+	// Warning is non-empty when StartSpec.Confine could not be honoured (no
 	// Landlock): the command runs unconfined, and this says so.
 	Warning string
 }
 
-// Prepare checks spec and builds what starting it takes.
-func (r *Runner) Prepare(spec Spec) (Prepared, error) {
+// Prepare checks spec and builds what starting it takes. Of the start spec
+// a Runner uses Command (run as `SHELL -c Command`), Env (over the Runner's
+// BaseEnv, checked by the caller with envguard; PATH is refused here
+// regardless), Dir ("" = the daemon's own), PTY with Cols x Rows (default
+// 120x30, TERM=xterm-256color; pipes and Process.Warning when no PTY can be
+// had), KeepStdin (without it a pipe-run command reads EOF from /dev/null at
+// once; a PTY is always writable) and Tag ([A-Za-z0-9_.-], at most 64
+// bytes; "" = a random one), exported as SANDBOXCTL_RUN=Tag to every
+// descendant, which Kill sweeps.
+func (r *Runner) Prepare(spec hostapi.StartSpec) (Prepared, error) {
 	if strings.TrimSpace(spec.Command) == "" {
 		return Prepared{}, fmt.Errorf("hostexec: start: empty command: %w", os.ErrInvalid)
 	}
@@ -160,7 +137,7 @@ func (r *Runner) Prepare(spec Spec) (Prepared, error) {
 // Start starts spec.Command. ctx bounds the start only: the process outlives
 // it and ends by itself or through Kill. The returned Process must be waited
 // on (Wait) and its output read to EOF.
-func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
+func (r *Runner) Start(ctx context.Context, spec hostapi.StartSpec) (_ *Process, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("hostexec: start: %w", err)
 	}
@@ -338,7 +315,7 @@ func (p *Process) Stderr() io.Reader {
 	return p.stderr
 }
 
-// Write sends data to stdin: the PTY master, or the stdin pipe when the Spec
+// Write sends data to stdin: the PTY master, or the stdin pipe when the StartSpec
 // kept it.
 func (p *Process) Write(b []byte) (int, error) {
 	if p.exited() {

@@ -365,8 +365,8 @@ func (h unavailableHost) ResolveWorkdir(context.Context, string, string, string)
 	return "", "", h.err
 }
 
-func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Process, error) {
-	return nil, h.err
+func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Started, error) {
+	return sessions.Started{}, h.err
 }
 
 // forward copies typed events to the untyped channel the daemon streams.
