@@ -349,6 +349,7 @@ func TestMultiEngine(t *testing.T) {
 	}
 	var logMu sync.Mutex
 	var logs []string
+	var lastOpts Options
 	newM := func(engs []sandboxconfig.EngineConfig) *Manager {
 		cfg := DefaultConfig()
 		cfg.Docker.Image = testImage
@@ -356,7 +357,7 @@ func TestMultiEngine(t *testing.T) {
 		cfg.Docker.Memory, cfg.Docker.MemorySwap = "64m", "64m"
 		cfg.WorkspaceRoot = t.TempDir()
 		cfg.Engines = engs
-		m, err := NewManager(context.Background(), Options{
+		lastOpts = Options{
 			Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(), Labels: testLabels(),
 			EngineHealthInterval: 500 * time.Millisecond,
 			Logf: func(f string, a ...any) {
@@ -364,7 +365,8 @@ func TestMultiEngine(t *testing.T) {
 				logs = append(logs, fmt.Sprintf(f, a...))
 				logMu.Unlock()
 			},
-		})
+		}
+		m, err := NewManager(context.Background(), lastOpts)
 		if err != nil {
 			t.Fatalf("NewManager: %v", err)
 		}
@@ -405,6 +407,7 @@ func TestMultiEngine(t *testing.T) {
 	}
 
 	m := newM(engines)
+	mOpts := lastOpts
 	// Warm-up: one sandbox per Engine builds its supervisor image, so the
 	// timed placements compare like with like (the baseline below reuses
 	// e1's image).
@@ -438,6 +441,22 @@ func TestMultiEngine(t *testing.T) {
 	if err != nil || ex.Engine != sts[0].Ensure.Engine {
 		t.Fatalf("Explain(a00) = engine %q, %v; want %q", ex.Engine, err, sts[0].Ensure.Engine)
 	}
+
+	// A restarted daemon (a new Manager, same config and state directory,
+	// nothing in memory) finds each agent's sandbox by asking the Engines.
+	m2, err := NewManager(ctx, mOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []string{"e1", "e2", "e3"} {
+		st := perEngine[e][0]
+		res, err := m2.Ensure(ctx, Scope{AgentID: st.Ensure.ScopeKey[len("agent:"):]})
+		if err != nil || res.Engine != e || res.ID != st.Ensure.ID || res.Created {
+			t.Fatalf("restarted daemon, scope %s: engine %s id %s created %v err %v; want its container %s on %s",
+				st.Ensure.ScopeKey, res.Engine, short(res.ID), res.Created, err, short(st.Ensure.ID), e)
+		}
+	}
+	_ = m2.Close()
 
 	// Lose e2.
 	lost := perEngine["e2"]
