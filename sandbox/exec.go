@@ -194,7 +194,7 @@ func (e *Exec) monitor() {
 		insp, err := e.m.cli.ExecInspect(ctx, e.execID, client.ExecInspectOptions{})
 		if err != nil {
 			if isNotFound(err) { // container gone
-				e.exitCode, e.waitErr = -1, fmt.Errorf("sandbox exec: container removed while the command ran")
+				e.exitCode, e.waitErr = -1, fmt.Errorf("sandbox exec: container removed while the command ran: %w", ErrNotFound)
 				break
 			}
 			if client.IsErrConnectionFailed(err) {

@@ -2,11 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 
+	"github.com/docker/go-units"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 )
 
 // engineFlavor is what serves an Engine's API, learnt once per Manager
@@ -15,6 +19,10 @@ type engineFlavor struct {
 	mu     sync.Mutex
 	known  bool
 	podman bool
+	// rlimit reads the limits a Podman container's nofile/nproc default
+	// to: those of the process serving the Engine's socket when it is a
+	// local unix socket, else this process's.
+	rlimit func(resource int) (unix.Rlimit, error)
 }
 
 // isPodman reports whether the Engine is Podman (its /version lists a
@@ -34,14 +42,94 @@ func (m *Manager) isPodman(ctx context.Context) bool {
 				m.flavor.podman = true
 			}
 		}
+		m.flavor.rlimit = ownRlimit
+		if m.flavor.podman {
+			if path, ok := strings.CutPrefix(m.cli.DaemonHost(), "unix://"); ok {
+				if pid, err := socketPeer(ctx, path); err == nil {
+					m.flavor.rlimit = func(resource int) (unix.Rlimit, error) { return pidRlimit(pid, resource) }
+				} else {
+					m.logf("sandbox: Podman at %s: cannot learn its resource limits (%v); using this process's", m.cli.DaemonHost(), err)
+				}
+			}
+		}
 	}
 	return m.flavor.podman
 }
 
-// adaptForPodman rewrites what Podman 4.3's compatible API refuses: the
-// uid=/gid= options of a tmpfs (its tmpfs takes U, which gives the mount
-// to the container's user).
-func adaptForPodman(hc *container.HostConfig) {
+// socketPeer returns the pid of the process serving the unix socket at
+// path (SO_PEERCRED).
+func socketPeer(ctx context.Context, path string) (int, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return 0, fmt.Errorf("dial %s: %w", path, err)
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("peer of %s: %w", path, err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, fmt.Errorf("peer of %s: %w", path, err)
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("peer of %s: %w", path, credErr)
+	}
+	return int(cred.Pid), nil
+}
+
+// pidRlimit returns process pid's limit for resource.
+func pidRlimit(pid, resource int) (unix.Rlimit, error) {
+	var r unix.Rlimit
+	if err := unix.Prlimit(pid, resource, nil, &r); err != nil {
+		return r, fmt.Errorf("limits of pid %d: %w", pid, err)
+	}
+	return r, nil
+}
+
+// podmanRlimits are the resource limits a container on Podman gets unless
+// sandbox.docker.ulimits names them.
+var podmanRlimits = []struct {
+	name     string
+	resource int
+}{{"nofile", unix.RLIMIT_NOFILE}, {"nproc", unix.RLIMIT_NPROC}}
+
+// ownRlimit returns this process's limit for resource.
+func ownRlimit(resource int) (unix.Rlimit, error) {
+	var r unix.Rlimit
+	err := unix.Getrlimit(resource, &r)
+	return r, err
+}
+
+// adaptForPodman rewrites what Podman 4.3's compatible API refuses or gets
+// wrong:
+//   - the uid=/gid= options of a tmpfs (its tmpfs takes U, which gives the
+//     mount to the container's user);
+//   - no ulimit for nofile or nproc: Podman then sets its own default
+//     (1048576), which runc fails to apply where the host's hard limit is
+//     lower. Docker's containers inherit the daemon's limits; here the
+//     container gets this process's (getrlimit), which fit on the machine
+//     this daemon runs on. A remote Podman with lower limits needs
+//     sandbox.docker.ulimits.
+func adaptForPodman(hc *container.HostConfig, getrlimit func(resource int) (unix.Rlimit, error)) {
+	named := map[string]bool{}
+	for _, u := range hc.Ulimits {
+		named[u.Name] = true
+	}
+	for _, l := range podmanRlimits {
+		if named[l.name] {
+			continue
+		}
+		r, err := getrlimit(l.resource)
+		if err != nil || r.Cur == unix.RLIM_INFINITY || r.Max == unix.RLIM_INFINITY {
+			continue // nothing to bound it by: Podman's default stands
+		}
+		hc.Ulimits = append(hc.Ulimits, &units.Ulimit{Name: l.name, Soft: int64(r.Cur), Hard: int64(r.Max)})
+	}
 	for path, opts := range hc.Tmpfs {
 		var kept []string
 		owned := false

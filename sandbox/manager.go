@@ -497,7 +497,7 @@ func (m *Manager) createStart(ctx context.Context, name string, sh shape, labels
 		cfg.Image = image
 	}
 	if m.isPodman(ctx) {
-		adaptForPodman(hc)
+		adaptForPodman(hc, m.flavor.rlimit)
 	}
 	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {

@@ -126,7 +126,8 @@ type OpenSpec struct {
 	ID   string   `json:"id"`
 	Argv []string `json:"argv"`
 	// Env is the full environment of the command (KEY=VALUE); the server
-	// adds SANDBOXCTL_RUN and, for a TTY, TERM when missing.
+	// adds SANDBOXCTL_RUN and, for a TTY, TERM=xterm-256color unless Env
+	// itself has a TERM (the container's own TERM is replaced).
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	TTY  bool     `json:"tty,omitempty"`

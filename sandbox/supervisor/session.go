@@ -145,14 +145,17 @@ func lookPath(argv0 string, env []string) (string, error) {
 func (sess *session) start(c *serverConn, stream uint32) error {
 	spec := sess.spec
 	env := mergeEnv(sess.srv.baseEnv, spec.Env)
+	// A TTY gets xterm-256color unless the command asks for its own TERM,
+	// as on the Engine exec path: the container's TERM (Podman sets
+	// TERM=xterm in every container) describes no terminal of ours.
 	hasTerm := false
-	for _, e := range env {
+	for _, e := range spec.Env {
 		hasTerm = hasTerm || strings.HasPrefix(e, "TERM=")
 	}
-	env = append(env, sess.tag)
 	if spec.TTY && !hasTerm {
-		env = append(env, "TERM=xterm-256color")
+		env = mergeEnv(env, []string{"TERM=xterm-256color"})
 	}
+	env = append(env, sess.tag)
 	path, err := lookPath(spec.Argv[0], env)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
