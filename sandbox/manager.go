@@ -109,6 +109,8 @@ type Manager struct {
 	clients supervisorClients
 	warm    warmEnsures
 	watch   containerWatch
+	// runtimes caches the Engine's runtime list (sandbox.docker.runtime).
+	runtimes engineRuntimes
 	// localSupervisor: try a supervisor's unix socket before the attach
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
@@ -365,6 +367,9 @@ func short(h string) string {
 }
 
 func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte) (id string, supervised bool, note string, err error) {
+	if err := m.checkRuntime(ctx); err != nil {
+		return "", false, "", err
+	}
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o755); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
@@ -650,7 +655,11 @@ type Explanation struct {
 	Name       string          `json:"name"`
 	ConfigHash string          `json:"configHash"`
 	Config     json.RawMessage `json:"config"`
-	Container  *Info           `json:"container,omitempty"`
+	// Runtime is the OCI runtime sandboxes of this config run under (runc,
+	// runsc = gVisor), RuntimeNote what it changes.
+	Runtime     string `json:"runtime"`
+	RuntimeNote string `json:"runtimeNote,omitempty"`
+	Container   *Info  `json:"container,omitempty"`
 	// Limits are the resource limits and the user the config in force
 	// gives a sandbox of this scope (defaults included).
 	Limits Limits `json:"limits"`
@@ -667,7 +676,8 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
-	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker)}
+	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Runtime: m.runtimeOf(ctx)}
+	ex.RuntimeNote = runtimeNoteFor(m.cfg.Docker.Runtime)
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):
@@ -725,6 +735,7 @@ func limitsOf(d DockerConfig) Limits {
 func hardeningOf(c container.InspectResponse) map[string]any {
 	h := map[string]any{}
 	if hc := c.HostConfig; hc != nil {
+		h["runtime"] = hc.Runtime
 		h["readOnlyRootfs"] = hc.ReadonlyRootfs
 		h["networkMode"] = string(hc.NetworkMode)
 		h["capDrop"] = hc.CapDrop

@@ -175,6 +175,7 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	pids := d.PidsLimit
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(d.Network),
+		Runtime:        d.Runtime,
 		CapDrop:        d.CapDrop,
 		SecurityOpt:    secOpt,
 		ReadonlyRootfs: d.ReadOnlyRoot,

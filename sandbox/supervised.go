@@ -249,6 +249,9 @@ func (m *Manager) dialer(id string) supervisor.Dialer {
 		if err == nil {
 			return conn, nil
 		}
+		if errors.Is(err, errNoLocalPath) {
+			return attach(ctx)
+		}
 		if errors.Is(err, ErrDockerUnreachable) || errors.Is(err, supervisor.ErrGone) || ctx.Err() != nil {
 			return nil, err
 		}
@@ -309,6 +312,9 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 		return nil, fmt.Errorf("connect to the supervisor of sandbox %s: %w", short(id), err)
 	}
 	m.logf("sandbox %s: supervisor client %s connected (local socket: %v)", short(id), c.Nonce(), c.Local())
+	for _, l := range c.Limits() {
+		m.logf("sandbox %s: supervisor: %s", short(id), l)
+	}
 	e.c, e.created = c, created
 	return c, nil
 }
@@ -330,6 +336,22 @@ type SupervisedExec struct {
 	*supervisor.Proc
 	m           *Manager
 	containerID string
+	noInputWait bool
+}
+
+func (m *Manager) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
+	return &SupervisedExec{Proc: p, m: m, containerID: containerID, noInputWait: c.NoInputWait()}
+}
+
+// InputWaitChanged is the supervisor's, or nil (never ready) when its
+// sandbox cannot detect input waits (gVisor): callers that would keep stdin
+// open for a command that may wait for input then close it instead, as on
+// the plain path.
+func (p *SupervisedExec) InputWaitChanged() <-chan struct{} {
+	if p.noInputWait {
+		return nil
+	}
+	return p.Proc.InputWaitChanged()
 }
 
 // ContainerID is the sandbox the command runs in.
@@ -343,7 +365,9 @@ func (p *SupervisedExec) Forget(ctx context.Context) error {
 
 // startSupervised runs opts through the supervisor of res's container. It
 // returns nil and a warning (empty when the plain path was chosen on
-// purpose) when the plain path must be used, and an error when it cannot
+// purpose) when the plain path must be used; the process and a warning when
+// the supervisor cannot do all it should for the command (a limit of its
+// runtime, such as no input-wait detection under gVisor); an error when it cannot
 // tell whether the supervisor started the command (the plain path would
 // then risk running it twice).
 func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult, opts ExecOptions) (*SupervisedExec, string, error) {
@@ -377,7 +401,14 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
 	})
 	if err == nil {
-		return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
+		warn := ""
+		if res.Created && len(c.Limits()) > 0 {
+			// Said with the first command of a new sandbox (and by
+			// `sandbox explain`): a foreground command that reads its
+			// stdin gets EOF here instead of "waiting for input".
+			warn = "this sandbox's supervisor: " + strings.Join(c.Limits(), "; ")
+		}
+		return m.supervisedExec(c, p, res.ID), warn, nil
 	}
 	if errors.Is(err, supervisor.ErrRefused) || errors.Is(err, supervisor.ErrNotSent) {
 		// The supervisor never ran it: the plain path may.
@@ -424,7 +455,7 @@ func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id 
 				if aerr != nil {
 					return nil, "", fmt.Errorf("sandbox %s: follow the command the supervisor started: %w", res.Name, aerr)
 				}
-				return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
+				return m.supervisedExec(c, p, res.ID), "", nil
 			}
 			return nil, fmt.Sprintf("sandbox supervisor lost the request (%v); using the plain Engine exec path", openErr), nil
 		}
@@ -553,7 +584,7 @@ func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*Supervise
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: reattach %s: %w", rs.ContainerName, rs.ID, err)
 	}
-	return &SupervisedExec{Proc: p, m: m, containerID: rs.ContainerID}, nil
+	return m.supervisedExec(cl, p, rs.ContainerID), nil
 }
 
 // ForgetSession drops a finished session from its sandbox's supervisor.

@@ -306,6 +306,10 @@ func formatExplanation(ex sandbox.Explanation) string {
 		b.WriteString("container:    none\n")
 	}
 	fmt.Fprintf(&b, "recreate:     %s\n", ex.Recreate)
+	fmt.Fprintf(&b, "runtime:      %s\n", ex.Runtime)
+	if ex.RuntimeNote != "" {
+		fmt.Fprintf(&b, "              %s\n", ex.RuntimeNote)
+	}
 	fmt.Fprintf(&b, "limits:       user %s, memory %s (swap %s), cpus %g, pids %d\n",
 		orNone(ex.Limits.User), orNone(ex.Limits.Memory), orNone(ex.Limits.MemorySwap), ex.Limits.CPUs, ex.Limits.PidsLimit)
 	tmpfs := make([]string, 0, len(ex.Limits.Tmpfs))

@@ -91,18 +91,20 @@ type Client struct {
 
 	wmu sync.Mutex // serialises frame writes
 
-	mu        sync.Mutex
-	conn      Conn
-	connected chan struct{} // closed while connected
-	closed    bool
-	closeErr  error
-	next      uint32
-	procs     map[uint32]*Proc
-	reqs      map[uint32]chan Frame
-	serverPID int
-	serverDir string
-	done      chan struct{}
-	zr        io.ReadCloser // DEFLATE reader, used by the read loop only
+	mu          sync.Mutex
+	conn        Conn
+	connected   chan struct{} // closed while connected
+	closed      bool
+	closeErr    error
+	next        uint32
+	procs       map[uint32]*Proc
+	reqs        map[uint32]chan Frame
+	serverPID   int
+	serverDir   string
+	limits      []string
+	noInputWait bool
+	done        chan struct{}
+	zr          io.ReadCloser // DEFLATE reader, used by the read loop only
 }
 
 // NewClient connects (handshake included) and returns a Client.
@@ -185,7 +187,7 @@ func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
 			return nil, nil, fmt.Errorf("supervisor speaks protocol %d, want %d", ack.Version, ProtocolVersion)
 		}
 		c.mu.Lock()
-		c.serverPID, c.serverDir = ack.PID, ack.Dir
+		c.serverPID, c.serverDir, c.limits, c.noInputWait = ack.PID, ack.Dir, ack.Limits, ack.NoInputWait
 		c.mu.Unlock()
 		return conn, br, nil
 	}
@@ -465,6 +467,22 @@ func (c *Client) ServerPID() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.serverPID
+}
+
+// Limits are what the server said it cannot do where it runs
+// (HelloAck.Limits), as of the last handshake.
+func (c *Client) Limits() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limits
+}
+
+// NoInputWait reports whether the server cannot detect input waits where
+// it runs (its Hello answer said so): Proc.InputWait then stays false.
+func (c *Client) NoInputWait() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.noInputWait
 }
 
 // CloseConn breaks the current connection as a network failure would; the
