@@ -111,6 +111,9 @@ type Manager struct {
 	watch   containerWatch
 	// runtimes caches the Engine's runtime list (sandbox.docker.runtime).
 	runtimes engineRuntimes
+	// pool is the warm pool (sandbox.pool), claims who took its members.
+	pool   pool
+	claims claims
 	// localSupervisor: try a supervisor's unix socket before the attach
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
@@ -180,6 +183,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	m.localSupervisor = !opts.SupervisorAttachOnly && strings.HasPrefix(m.cli.DaemonHost(), "unix://")
 	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
+	m.claims.path = filepath.Join(opts.StateDir, "pool-claims.json")
 	if !opts.DisableSupervisor {
 		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)
 	}
@@ -190,9 +194,10 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 // (false: the plain Engine exec path, e.g. no supervisor binary was found).
 func (m *Manager) Supervised() bool { return m.sup != nil }
 
-// Close releases the Engine client if the Manager created it and flushes
-// last-used times.
+// Close removes the untaken sandboxes of the warm pool, releases the
+// Engine client if the Manager created it and flushes last-used times.
 func (m *Manager) Close() error {
+	m.closePool()
 	m.stopWatch()
 	m.clients.closeAll()
 	m.reg.flush()
@@ -234,6 +239,8 @@ type EnsureResult struct {
 	// supervisor; SupervisorNote says why not when it should have been.
 	Supervised     bool
 	SupervisorNote string
+	// Pooled is set when a new sandbox was taken from the warm pool.
+	Pooled bool
 }
 
 // Layout returns the scope key, container name, agent workspace (host path)
@@ -315,8 +322,18 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			if !m.ownedBy(c.Config.Labels) {
 				return res, m.otherStateErr(name, c.Config.Labels)
 			}
+			labels := m.ownerLabels(c.ID, c.Config.Labels)
+			if labels[LabelPooled] == "1" {
+				// Taken from the pool: its claim must name this scope.
+				if labels[LabelScopeKey] != scopeKey {
+					return res, fmt.Errorf("sandbox: container %s was made for the pool and has no claim for scope %s in %s; remove it (sandboxctl sandbox rm %s)", name, scopeKey, m.claims.path, name)
+				}
+				if err := m.moveClaimedWorkspace(labels[LabelPoolDir], sh); err != nil {
+					return res, err
+				}
+			}
 			running := c.State != nil && c.State.Running
-			if c.Config.Labels[LabelConfigHash] != hash {
+			if c.Config.Labels[LabelConfigHash] != m.wantHash(labels, scopeKey, name) {
 				last := m.reg.lastUsed(name)
 				if running && !last.IsZero() && m.now().Sub(last) < RecentUseWindow {
 					res.RecreatePending = true
@@ -327,6 +344,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 					if err := m.removeID(ctx, c.ID); err != nil {
 						return res, err
 					}
+					m.forgetPooled(c.ID, labels)
 					res.Recreated = true
 					continue
 				}
@@ -343,7 +361,21 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			m.reg.touch(name, scopeKey)
 			return res, nil
 		}
-		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical)
+		mem, ok, err := m.takePooled(ctx, s, scopeKey, name, sh)
+		if isConflict(err) {
+			lastErr = err
+			continue // another process created it first; use theirs
+		}
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			res.ID, res.Created, res.Started, res.Pooled = mem.id, true, true, true
+			res.Supervised, res.SupervisorNote = mem.supervised, mem.note
+			m.reg.touch(name, scopeKey)
+			return res, nil
+		}
+		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, nil)
 		if isConflict(err) {
 			lastErr = err
 			continue // another process created it first; use theirs
@@ -366,7 +398,9 @@ func short(h string) string {
 	return h
 }
 
-func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte) (id string, supervised bool, note string, err error) {
+// create makes and starts a sandbox; extra labels go on the container
+// (the pool's).
+func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, extra map[string]string) (id string, supervised bool, note string, err error) {
 	if err := m.checkRuntime(ctx); err != nil {
 		return "", false, "", err
 	}
@@ -388,6 +422,9 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 		LabelStateID:    m.stateID,
 	}
 	for k, v := range m.labels {
+		labels[k] = v
+	}
+	for k, v := range extra {
 		labels[k] = v
 	}
 	image := ""
@@ -512,6 +549,11 @@ type Info struct {
 	// Current is false when the container's config hash differs from the
 	// config in force (it will be recreated).
 	Current bool `json:"current"`
+	// Pool is PoolReady for a warm-pool sandbox no scope has taken yet
+	// (no scope, agent or session), PoolTaken for one taken from it.
+	Pool string `json:"pool,omitempty"`
+
+	labels map[string]string // owner labels (ownerLabels)
 }
 
 // List returns the managed containers of this configuration (named with its
@@ -535,25 +577,37 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 				name = name[1:]
 			}
 		}
-		scopeKey := c.Labels[LabelScopeKey]
-		if name != ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey) || !m.ownedBy(c.Labels) {
+		labels := m.ownerLabels(c.ID, c.Labels)
+		scopeKey := labels[LabelScopeKey]
+		pool := ""
+		switch {
+		case labels[LabelPooled] == "1" && m.isPoolName(name):
+			pool = PoolReady
+		case labels[LabelPooled] == "1":
+			pool = PoolTaken
+		}
+		if !m.ownedBy(c.Labels) || (pool != PoolReady && name != ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)) {
 			// Another configuration's sandbox (another containerPrefix,
 			// e.g. a second daemon on this host): not ours to list,
 			// prune, or re-adopt sessions from.
 			continue
+		}
+		if pool == PoolReady {
+			scopeKey = ""
+			labels[LabelAgentID], labels[LabelSessionKey] = "", ""
 		}
 		ms, _ := strconv.ParseInt(c.Labels[LabelCreatedAt], 10, 64)
 		created := time.UnixMilli(ms)
 		if ms == 0 {
 			created = time.Unix(c.Created, 0)
 		}
-		wantHash, _ := configHash(m.shapeFor(scopeKey, name))
 		out = append(out, Info{
 			ID: c.ID, Name: name, ScopeKey: scopeKey,
-			AgentID: c.Labels[LabelAgentID], SessionKey: c.Labels[LabelSessionKey],
+			AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 			State: string(c.State), Image: c.Image, CreatedAt: created,
 			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
-			Current: c.Labels[LabelConfigHash] == wantHash,
+			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name),
+			Pool:    pool, labels: labels,
 		})
 	}
 	return out, nil
@@ -584,6 +638,7 @@ func (m *Manager) RemoveByName(ctx context.Context, name string) error {
 	if err := m.removeID(ctx, insp.Container.ID); err != nil {
 		return err
 	}
+	m.forgetPooled(insp.Container.ID, insp.Container.Config.Labels)
 	m.reg.forget(trimSlash(insp.Container.Name))
 	return nil
 }
@@ -606,6 +661,18 @@ func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
 	now := m.now()
 	var pruned []Info
 	for _, c := range list {
+		if c.Pool == PoolReady {
+			// Untaken pool members are fresh, whatever their age: only
+			// those of another config or stopped go (the pool drains).
+			if c.Current && c.State == string(container.StateRunning) {
+				continue
+			}
+			if !dryRun {
+				m.removePooled(ctx, poolMember{id: c.ID, name: c.Name, dir: c.labels[LabelPoolDir]})
+			}
+			pruned = append(pruned, c)
+			continue
+		}
 		last := c.LastUsedAt
 		if last.IsZero() {
 			last = c.CreatedAt
@@ -619,6 +686,7 @@ func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
 			if err := m.removeID(ctx, c.ID); err != nil {
 				return pruned, err
 			}
+			m.forgetPooled(c.ID, c.labels)
 			m.reg.forget(c.Name)
 		}
 		pruned = append(pruned, c)
@@ -687,11 +755,14 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 		return ex, m.classify("inspect sandbox "+name, err)
 	}
 	c := insp.Container
-	labels := c.Config.Labels
+	labels := m.ownerLabels(c.ID, c.Config.Labels)
 	ms, _ := strconv.ParseInt(labels[LabelCreatedAt], 10, 64)
 	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
-		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == hash}
+		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name)}
+	if labels[LabelPooled] == "1" {
+		info.Pool = PoolTaken
+	}
 	if c.State != nil {
 		info.State = string(c.State.Status)
 	}

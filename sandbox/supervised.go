@@ -510,7 +510,7 @@ func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
 	var out []RecoveredSession
 	var errs []error
 	for _, c := range list {
-		if c.State != "running" {
+		if c.State != "running" || c.Pool == PoolReady {
 			continue
 		}
 		rs, err := m.containerSessions(ctx, c)
@@ -542,7 +542,7 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 	out := make([]RecoveredSession, 0, len(infos))
 	var refused []error
 	for _, in := range infos {
-		agentID, sessionKey, err := sessionOwner(insp.Container.Config.Labels, in.Meta)
+		agentID, sessionKey, err := sessionOwner(m.ownerLabels(c.ID, insp.Container.Config.Labels), in.Meta)
 		if err != nil {
 			refused = append(refused, fmt.Errorf("sandbox %s: session %s not adopted: %w", c.Name, in.ID, err))
 			continue

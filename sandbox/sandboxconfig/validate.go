@@ -178,6 +178,9 @@ func (c Config) Validate() error {
 	if c.Pool.Size > 0 && c.Scope == "shared" {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: "a pool serves new agents or sessions; scope shared has a single sandbox"}
 	}
+	if c.Pool.Size > 0 && c.WorkspaceAccess == string(workdir.AccessRO) {
+		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: "workspaceAccess ro mounts the agent's own workspace when the sandbox is made, which a pooled sandbox cannot know; use rw or none, or no pool"}
+	}
 	if c.PauseAfterMinutes < 0 {
 		return &ConfigError{Field: "sandbox.pauseAfterMinutes", Value: fmt.Sprint(c.PauseAfterMinutes), Msg: "must be >= 0 (0: never pause)"}
 	}
