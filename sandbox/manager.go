@@ -84,7 +84,16 @@ type Options struct {
 	// stream even when their local socket is reachable (see
 	// Manager.dialLocal); for tests and for comparing the two transports.
 	SupervisorAttachOnly bool
+	// SupervisorIdleClose closes the connection to a sandbox's supervisor
+	// after it followed no command for this long (default
+	// DefaultSupervisorIdleClose; negative: never), so the daemon holds
+	// goroutines and buffers only for sandboxes in use; the next command
+	// connects again.
+	SupervisorIdleClose time.Duration
 }
+
+// DefaultSupervisorIdleClose is Options.SupervisorIdleClose by default.
+const DefaultSupervisorIdleClose = time.Minute
 
 // Manager creates, reuses, recreates and removes sandboxes.
 type Manager struct {
@@ -114,6 +123,7 @@ type Manager struct {
 	// pool is the warm pool (sandbox.pool), claims who took its members.
 	pool   pool
 	claims claims
+	idleClose time.Duration
 	// localSupervisor: try a supervisor's unix socket before the attach
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
@@ -155,6 +165,10 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		now:        opts.Now,
 		logf:       opts.Logf,
 		scopeLocks: map[string]*sync.Mutex{},
+		idleClose:  opts.SupervisorIdleClose,
+	}
+	if m.idleClose == 0 {
+		m.idleClose = DefaultSupervisorIdleClose
 	}
 	if m.now == nil {
 		m.now = time.Now

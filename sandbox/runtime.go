@@ -15,6 +15,15 @@ import (
 // RuntimeRunsc is gVisor's runtime name as `make docker-up` registers it.
 const RuntimeRunsc = "runsc"
 
+// Under runsc the container's pids limit bounds gVisor's host tasks:
+// runscBaseTasks for the sentry and gofer (38 measured idle), plus
+// runscTasksPerProcess per sandbox process (~10 measured with the ptrace
+// platform).
+const (
+	runscBaseTasks       = 128
+	runscTasksPerProcess = 12
+)
+
 // engineRuntimes caches the Engine's runtime list (docker info): a name
 // once found stays valid for the Manager's life; a name not found asks the
 // Engine again (it may have been registered meanwhile with a SIGHUP).
@@ -104,7 +113,8 @@ func runtimeNoteFor(rt string) string {
 		return ""
 	case rt == RuntimeRunsc:
 		return "gVisor: the supervisor is reached over the Engine's attach stream only (its socket lives in the gVisor kernel); " +
-			"gVisor has no /proc/PID/syscall nor /proc/PID/wchan, so input-wait detection is off and commands never report \"waiting for input\""
+			"gVisor has no /proc/PID/syscall nor /proc/PID/wchan, so input-wait detection is off and commands never report \"waiting for input\"; " +
+			fmt.Sprintf("the Engine's pids limit counts gVisor's host tasks, so it is set to pidsLimit x %d + %d, and reaching it ends the whole sandbox", runscTasksPerProcess, runscBaseTasks)
 	default:
 		return "runtime " + rt + ": the supervisor is reached over the Engine's attach stream only"
 	}

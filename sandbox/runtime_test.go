@@ -2,8 +2,12 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestRuntimeUnknownRefused: a runtime the Engine does not list is a
@@ -89,5 +93,65 @@ func TestRuntimeDefaultExplain(t *testing.T) {
 	}
 	if !strings.Contains(ex.Runtime, "the Engine's default") || ex.RuntimeNote != "" {
 		t.Fatalf("explain runtime %q note %q", ex.Runtime, ex.RuntimeNote)
+	}
+}
+
+// TestSupervisorIdleClose: a supervisor connection that follows nothing is
+// closed after the idle time (the daemon keeps no goroutine for an idle
+// sandbox), one that follows a running command is not, and the next
+// command connects again.
+func TestSupervisorIdleClose(t *testing.T) {
+	m := newManagerOpts(t, func(o *Options) { o.SupervisorIdleClose = 300 * time.Millisecond })
+	s := Scope{AgentID: "idle"}
+	st := startCmd(t, m, s, `true`, nil)
+	drain(t, mustSupervised(t, st))
+	id := st.Ensure.ID
+	waitUntil(t, func() bool { return !m.clients.alive(id) })
+	// A command running longer than the idle time keeps its connection.
+	st = startCmd(t, m, s, `sleep 1; echo done`, nil)
+	out, _, code, _ := drain(t, mustSupervised(t, st))
+	if out != "done\n" || code != 0 {
+		t.Fatalf("command across the idle time: %q %d", out, code)
+	}
+	waitUntil(t, func() bool { return !m.clients.alive(id) })
+	st = startCmd(t, m, s, `echo again`, nil)
+	if out, _, code, _ := drain(t, mustSupervised(t, st)); out != "again\n" || code != 0 {
+		t.Fatalf("after an idle close: %q %d", out, code)
+	}
+}
+
+// TestRuntimeGVisorConcurrent: 8 concurrent commands in one gVisor
+// sandbox all run. With the Engine's pids limit left at pidsLimit, gVisor's
+// host tasks (a ptrace stub per process) reached it and the sentry
+// panicked ("error initializing first thread: resource temporarily
+// unavailable"): the sandbox exited with code 2 mid-run.
+func TestRuntimeGVisorConcurrent(t *testing.T) {
+	m := newTestManager(t, func(c *Config) { c.Docker.Runtime = RuntimeRunsc })
+	s := Scope{AgentID: "gvisor-conc"}
+	drain(t, startCmd(t, m, s, "true", nil).Process)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 15 {
+				st, err := m.Start(ctxT(t), s, ExecOptions{Cmd: []string{"sh", "-c", "echo ok"}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				out, _ := io.ReadAll(st.Stdout())
+				if code, _, err := st.Wait(ctxT(t)); err != nil || code != 0 || string(out) != "ok\n" {
+					errs <- fmt.Errorf("code %d out %q: %v", code, out, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

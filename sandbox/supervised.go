@@ -281,6 +281,49 @@ func (m *Manager) attachDialer(id string) supervisor.Dialer {
 	}
 }
 
+// releaseIdleLoop closes supervisor connections idle for m.idleClose, until
+// ctx ends (part of the Manager's one watch goroutine pair).
+func (m *Manager) releaseIdleLoop(ctx context.Context) {
+	if m.idleClose < 0 {
+		return
+	}
+	t := time.NewTicker(max(m.idleClose/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n := m.clients.releaseIdle(now, m.idleClose); n > 0 {
+				m.logf("sandbox: closed %d idle supervisor connections", n)
+			}
+		}
+	}
+}
+
+// releaseIdle closes the connections idle for at least d and returns how
+// many it closed. The entry's lock is held, so no caller gets a client
+// being closed from supervisorClient.
+func (cs *supervisorClients) releaseIdle(now time.Time, d time.Duration) int {
+	n := 0
+	for _, id := range cs.ids() {
+		cs.mu.Lock()
+		e := cs.entries[id]
+		cs.mu.Unlock()
+		if e == nil {
+			continue
+		}
+		e.mu.Lock()
+		if e.c != nil && e.c.Err() == nil && e.c.IdleFor(now) >= d {
+			_ = e.c.Close()
+			e.c = nil
+			n++
+		}
+		e.mu.Unlock()
+	}
+	return n
+}
+
 // supervisorClient returns the live connection to container id's
 // supervisor, connecting (one connection per container) when needed.
 func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.Client, error) {
@@ -288,6 +331,7 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.c != nil && e.c.Err() == nil {
+		e.c.Touch() // not idle: the caller is about to use it
 		return e.c, nil
 	}
 	m.startWatch()
@@ -395,11 +439,21 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	for k, v := range opts.Meta {
 		meta[k] = v
 	}
-	sentAt := time.Now()
-	p, err := c.Open(ctx, supervisor.OpenSpec{
+	spec := supervisor.OpenSpec{
 		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
 		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
-	})
+	}
+	sentAt := time.Now()
+	p, err := c.Open(ctx, spec)
+	if errors.Is(err, supervisor.ErrNotSent) && errors.Is(err, supervisor.ErrClosed) {
+		// The idle connection was closed just as this command took it
+		// (nothing was sent): once more on a new one.
+		if c, err = m.supervisorClient(ctx, res.ID); err != nil {
+			return nil, fmt.Sprintf("sandbox supervisor unreachable (%v); using the plain Engine exec path", err), nil
+		}
+		sentAt = time.Now()
+		p, err = c.Open(ctx, spec)
+	}
 	if err == nil {
 		warn := ""
 		if res.Created && len(c.Limits()) > 0 {

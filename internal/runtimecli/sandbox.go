@@ -175,7 +175,14 @@ func printSandboxes(w io.Writer, list []sandbox.Info, now time.Time) error {
 		if !s.Current {
 			cfgState = "outdated"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.ScopeKey, ago(now, s.CreatedAt), ago(now, s.LastUsedAt), cfgState)
+		scope := s.ScopeKey
+		switch s.Pool {
+		case sandbox.PoolReady:
+			scope = "(warm pool)"
+		case sandbox.PoolTaken:
+			scope += " (from the pool)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, scope, ago(now, s.CreatedAt), ago(now, s.LastUsedAt), cfgState)
 	}
 	return tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,6 +91,8 @@ type Client struct {
 	nonce   string
 
 	wmu sync.Mutex // serialises frame writes
+	// lastUse is when a frame was last sent or received (unix ns).
+	lastUse atomic.Int64
 
 	mu          sync.Mutex
 	conn        Conn
@@ -134,6 +137,7 @@ func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
 	c.conn = conn
 	close(c.connected)
 	c.mu.Unlock()
+	c.Touch()
 	go c.run(conn, br)
 	return c, nil
 }
@@ -313,6 +317,7 @@ func (c *Client) readLoop(br io.Reader) error {
 }
 
 func (c *Client) dispatch(f Frame) error {
+	c.lastUse.Store(time.Now().UnixNano())
 	switch f.Type {
 	case FrameHelloAck:
 		var ack HelloAck
@@ -469,6 +474,21 @@ func (c *Client) ServerPID() int {
 	return c.serverPID
 }
 
+// IdleFor is how long the client has followed no command, awaited no
+// answer and moved no frame (0 while it does any of these).
+func (c *Client) IdleFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	busy := len(c.procs) > 0 || len(c.reqs) > 0
+	c.mu.Unlock()
+	if busy {
+		return 0
+	}
+	return now.Sub(time.Unix(0, c.lastUse.Load()))
+}
+
+// Touch marks the client as just used (a caller about to send on it).
+func (c *Client) Touch() { c.lastUse.Store(time.Now().UnixNano()) }
+
 // Limits are what the server said it cannot do where it runs
 // (HelloAck.Limits), as of the last handshake.
 func (c *Client) Limits() []string {
@@ -530,6 +550,7 @@ func (c *Client) send(ctx context.Context, typ byte, stream uint32, payload []by
 }
 
 func (c *Client) sendOn(conn Conn, typ byte, stream uint32, payload []byte) error {
+	c.lastUse.Store(time.Now().UnixNano())
 	b := AppendFrame(make([]byte, 0, HeaderSize+len(payload)), typ, stream, payload)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
