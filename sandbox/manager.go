@@ -121,8 +121,8 @@ type Manager struct {
 	// runtimes caches the Engine's runtime list (sandbox.docker.runtime).
 	runtimes engineRuntimes
 	// pool is the warm pool (sandbox.pool), claims who took its members.
-	pool   pool
-	claims claims
+	pool      pool
+	claims    claims
 	idleClose time.Duration
 	// localSupervisor: try a supervisor's unix socket before the attach
 	// stream (the Engine is reached over a unix socket, so it may share
