@@ -42,8 +42,9 @@ func (m *Manager) startWatch() {
 		go func() {
 			defer close(m.watch.done)
 			var wg sync.WaitGroup
-			wg.Add(1)
+			wg.Add(2)
 			go func() { defer wg.Done(); m.releaseIdleLoop(ctx) }()
+			go func() { defer wg.Done(); m.pauseLoop(ctx) }()
 			m.followEvents(ctx)
 			wg.Wait()
 		}()

@@ -255,6 +255,9 @@ type EnsureResult struct {
 	SupervisorNote string
 	// Pooled is set when a new sandbox was taken from the warm pool.
 	Pooled bool
+	// Resumed is set when the sandbox was paused as idle and this call
+	// resumed it.
+	Resumed bool
 }
 
 // Layout returns the scope key, container name, agent workspace (host path)
@@ -337,6 +340,12 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 				return res, m.otherStateErr(name, c.Config.Labels)
 			}
 			labels := m.ownerLabels(c.ID, c.Config.Labels)
+			if labels[LabelPooled] == "1" && labels[LabelScopeKey] == "" && !m.isPoolName(name) {
+				if err := m.restoreClaim(c.ID, s, scopeKey, name); err != nil {
+					return res, fmt.Errorf("sandbox %s: record the claim: %w", name, err)
+				}
+				labels = m.ownerLabels(c.ID, c.Config.Labels)
+			}
 			if labels[LabelPooled] == "1" {
 				// Taken from the pool: its claim must name this scope.
 				if labels[LabelScopeKey] != scopeKey {
@@ -368,6 +377,12 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 					return res, m.classify("start sandbox "+name, err)
 				}
 				res.Started = true
+			} else if c.State.Paused {
+				// Paused while idle (sandbox.pauseAfterMinutes).
+				if err := m.resume(ctx, c.ID, name); err != nil {
+					return res, err
+				}
+				res.Resumed = true
 			}
 			res.ID = c.ID
 			res.Supervised = c.Config.Labels[LabelSupervisor] != ""

@@ -200,7 +200,9 @@ func (m *Manager) poolDirRoot() string {
 	return filepath.Join(m.stateDir, "pool")
 }
 
-// startPool starts filling the pool (once; a no-op without one).
+// startPool starts filling the pool (once; a no-op without one). Only a
+// daemon (StartPool) or WaitPool starts it: a short-lived Manager (the
+// CLI's) never makes pooled sandboxes.
 func (m *Manager) startPool() {
 	if m.poolSize() == 0 {
 		return
@@ -377,7 +379,6 @@ func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string
 	if m.poolSize() == 0 {
 		return mem, false, nil
 	}
-	m.startPool()
 	if !emptyOrMissing(sh.Layout.WorkspaceHost) {
 		return mem, false, nil
 	}
@@ -390,16 +391,18 @@ func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string
 		mem = m.pool.ready[0]
 		m.pool.ready = m.pool.ready[1:]
 		m.pool.mu.Unlock()
-		select {
-		case m.pool.kick <- struct{}{}:
-		default:
-		}
-		err := m.claims.put(mem.id, claim{Name: name, ScopeKey: scopeKey, AgentID: s.AgentID, SessionKey: s.SessionKey, TakenAtMs: m.now().UnixMilli()})
+		// The claim is written while the Engine renames the container:
+		// both must be done before the sandbox is used. Should the
+		// daemon die between the two, Ensure of this scope finds the
+		// container under its name and writes the claim again
+		// (restoreClaim).
+		cl := claim{Name: name, ScopeKey: scopeKey, AgentID: s.AgentID, SessionKey: s.SessionKey, TakenAtMs: m.now().UnixMilli()}
+		claimErr := make(chan error, 1)
+		go func() { claimErr <- m.claims.put(mem.id, cl) }()
+		_, err := m.cli.ContainerRename(ctx, mem.id, client.ContainerRenameOptions{NewName: name})
+		cerr := <-claimErr
+		m.kickPool()
 		if err != nil {
-			m.removePooled(context.WithoutCancel(ctx), mem)
-			return mem, false, fmt.Errorf("sandbox pool: record the claim: %w", err)
-		}
-		if _, err := m.cli.ContainerRename(ctx, mem.id, client.ContainerRenameOptions{NewName: name}); err != nil {
 			// Gone (removed by hand), or the name is taken (another
 			// process made the scope's sandbox first): never reused.
 			m.claims.remove(mem.id)
@@ -410,12 +413,42 @@ func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string
 			m.logf("sandbox pool: take %s: %v", mem.name, err)
 			continue
 		}
+		if cerr != nil {
+			// Renamed but not recorded: it is the scope's now, but its
+			// owner could not be kept; it is not used.
+			_ = m.removeID(context.WithoutCancel(ctx), mem.id)
+			m.forgetPooled(mem.id, map[string]string{LabelPooled: "1", LabelPoolDir: mem.dir})
+			return mem, false, fmt.Errorf("sandbox pool: record the claim: %w", cerr)
+		}
 		if err := m.moveClaimedWorkspace(mem.dir, sh); err != nil {
 			return mem, false, err
 		}
 		m.logf("sandbox %s: taken from the pool (%s)", name, mem.name)
 		return mem, true, nil
 	}
+}
+
+// poolRefillDelay is how long the refill waits after a take, so that the
+// Engine serves the taken sandbox's first command before it creates the
+// next member.
+const poolRefillDelay = 250 * time.Millisecond
+
+// kickPool wakes the filler (after poolRefillDelay).
+func (m *Manager) kickPool() {
+	time.AfterFunc(poolRefillDelay, func() {
+		select {
+		case m.pool.kick <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// restoreClaim writes again the claim of a pooled sandbox found under
+// scope s's name without one: only this daemon renames pooled sandboxes,
+// and only to the name of the scope that took it, so the name says whose
+// it is (a daemon that died between the rename and the claim's write).
+func (m *Manager) restoreClaim(id string, s Scope, scopeKey, name string) error {
+	return m.claims.put(id, claim{Name: name, ScopeKey: scopeKey, AgentID: s.AgentID, SessionKey: s.SessionKey, TakenAtMs: m.now().UnixMilli()})
 }
 
 // moveClaimedWorkspace moves a taken sandbox's workspace from the pool to

@@ -266,3 +266,34 @@ func TestPoolConfigRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolClaimRestored: a daemon that died after renaming a pooled
+// sandbox to a scope's name but before its claim was written: the next
+// Ensure of that scope writes the claim again and uses the sandbox, with
+// the scope's owner for its sessions.
+func TestPoolClaimRestored(t *testing.T) {
+	m := newManagerOpts(t, func(o *Options) { o.Config.Pool.Size = 1 })
+	waitPool(t, m)
+	m.pool.mu.Lock()
+	mem := m.pool.ready[0]
+	m.pool.ready = nil
+	m.pool.mu.Unlock()
+	s := Scope{AgentID: "restored"}
+	_, name, _, _ := m.Layout(s)
+	if _, err := m.cli.ContainerRename(ctxT(t), mem.id, client.ContainerRenameOptions{NewName: name}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Ensure(ctxT(t), s)
+	if err != nil || res.ID != mem.id {
+		t.Fatalf("Ensure after the half-done take: %s %v", short(res.ID), err)
+	}
+	if cl, ok := m.claims.get(mem.id); !ok || cl.AgentID != "restored" || cl.ScopeKey != res.ScopeKey {
+		t.Fatalf("claim %+v %v", cl, ok)
+	}
+	if out, code := run(t, m, s, `ls -d /workspace && touch /workspace/w && echo ok`); code != 0 || !strings.HasSuffix(out, "ok\n") {
+		t.Fatalf("in the restored sandbox: %q %d", out, code)
+	}
+	if _, err := os.Stat(filepath.Join(res.Workspace, "w")); err != nil {
+		t.Fatalf("workspace not moved to the scope's path: %v", err)
+	}
+}

@@ -48,7 +48,7 @@ func (m *Manager) ensureForStart(ctx context.Context, s Scope) (EnsureResult, er
 	m.warm.mu.Unlock()
 	if ok && now.Sub(w.at) < warmWindow && m.clients.alive(w.res.ID) {
 		res := w.res
-		res.Created, res.Started, res.Recreated = false, false, false
+		res.Created, res.Started, res.Recreated, res.Resumed, res.Pooled = false, false, false, false, false
 		m.reg.touch(res.Name, scopeKey)
 		return res, nil
 	}
@@ -584,6 +584,12 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 	}
 	if insp.Container.Config == nil || insp.Container.Config.Labels[LabelSupervisor] == "" {
 		return nil, nil // plain sandbox: nothing survives a restart
+	}
+	if st := insp.Container.State; st != nil && st.Paused {
+		// Paused while idle: its supervisor answers once resumed.
+		if err := m.resume(ctx, c.ID, c.Name); err != nil {
+			return nil, err
+		}
 	}
 	cl, err := m.supervisorClient(ctx, c.ID)
 	if err != nil {
