@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // runtimes are the columns of BenchmarkRuntimes.
@@ -79,7 +80,7 @@ func BenchmarkRuntimes(b *testing.B) {
 	const samples = 12
 	tab := &rtTable{}
 	vals := func() map[string]string { return map[string]string{} }
-	dockerRun, pooled, cold, warm, thr, mem := vals(), vals(), vals(), vals(), vals(), vals()
+	dockerRun, pooled, cold, warm, thr, mem, resume := vals(), vals(), vals(), vals(), vals(), vals(), vals()
 	var pooledMed = map[string]time.Duration{}
 	for _, rt := range runtimes {
 		// docker run --rm, the Engine's own cold start.
@@ -94,7 +95,7 @@ func BenchmarkRuntimes(b *testing.B) {
 		}))
 		dockerRun[rt] = ms(dr)
 
-		newMgr := func(poolSize int, tag string) (*sandbox.Manager, *sessions.Manager) {
+		newMgr := func(poolSize int, tag string, pauseAfterMin float64) (*sandbox.Manager, *sessions.Manager) {
 			cfg := config.Default()
 			cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "sandbox", "full", "off"
 			cfg.Sandbox.Docker.Image = benchImage
@@ -102,11 +103,12 @@ func BenchmarkRuntimes(b *testing.B) {
 			cfg.Sandbox.Docker.Runtime = rt
 			cfg.Sandbox.WorkspaceRoot = filepath.Join(dir, "ws-"+tag)
 			cfg.Sandbox.Pool.Size = poolSize
+			cfg.Sandbox.PauseAfterMinutes = pauseAfterMin
 			m, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: filepath.Join(dir, "state-"+tag), SupervisorBinary: supBin, Client: cli})
 			if err != nil {
 				b.Fatal(err)
 			}
-			sm, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(m)}})
+			sm, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{vocab.HostSandbox: sessions.NewSandboxHost(m)}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -138,7 +140,7 @@ func BenchmarkRuntimes(b *testing.B) {
 		}
 
 		// Cold: no pool (the derived image is built by a first sandbox).
-		mc, smc := newMgr(0, rt+"-cold")
+		mc, smc := newMgr(0, rt+"-cold", 0)
 		if err := firstCmd(smc); err != nil {
 			b.Fatal(err)
 		}
@@ -170,7 +172,7 @@ func BenchmarkRuntimes(b *testing.B) {
 
 		// From the pool: the pool is full before each sample (what a
 		// daemon that is not starting agents faster than it refills sees).
-		mp, smp := newMgr(2, rt+"-pool")
+		mp, smp := newMgr(2, rt+"-pool", 0)
 		var ds []time.Duration
 		for range samples {
 			wctx, c := context.WithTimeout(ctx, 2*time.Minute)
@@ -185,6 +187,44 @@ func BenchmarkRuntimes(b *testing.B) {
 		pooled[rt] = ms(pooledMed[rt])
 		closeMgr(mp, smp)
 		b.ReportMetric(float64(pooledMed[rt].Microseconds())/1000, "pool-first-ms-"+rt)
+
+		// Resume: a sandbox paused as idle (pauseAfterMinutes 0.01 =
+		// 600 ms), then one command.
+		mz, smz := newMgr(0, rt+"-pause", 0.01)
+		if err := firstCmd(smz); err != nil {
+			b.Fatal(err)
+		}
+		pausedAgent := fmt.Sprintf("agent-%d", n)
+		ens, err := mz.Ensure(ctx, sandbox.Scope{AgentID: pausedAgent})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rs []time.Duration
+		for range 6 {
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				insp, err := cli.ContainerInspect(ctx, ens.ID, client.ContainerInspectOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if insp.Container.State.Paused {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatal("sandbox not paused as idle")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			rs = append(rs, sample(b, 1, func() error {
+				r, err := smz.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: pausedAgent, Security: "full", Ask: "off"})
+				if err == nil && r.Details["status"] != sessions.StatusCompleted {
+					err = fmt.Errorf("result %+v", r)
+				}
+				return err
+			})...)
+		}
+		resume[rt] = ms(median(rs))
+		closeMgr(mz, smz)
 	}
 	tab.add("docker run --rm --network none IMAGE true", dockerRun, "the Engine's own cold start")
 	tab.add("first command, new agent, cold (sessions.Manager)", cold, "")
@@ -192,6 +232,7 @@ func BenchmarkRuntimes(b *testing.B) {
 		fmt.Sprintf("%s runc, %s runsc (<= 50 ms)", check(pooledMed["runc"] <= 50*time.Millisecond, ""), check(pooledMed[sandbox.RuntimeRunsc] <= 50*time.Millisecond, "")))
 	tab.add("exec `true`, warm sandbox (sessions, median)", warm, "")
 	tab.add("exec `true`, 8 concurrent (sessions)", thr, "")
+	tab.add("first command after an idle pause (resume)", resume, "exec `true` in a warm sandbox (row above)")
 	tab.add("idle sandbox memory, cgroup no cache (usage)", mem, "runsc: the gVisor sentry is in the cgroup")
 	tab.print()
 	_ = os.Stdout.Sync()

@@ -43,6 +43,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func main() {
@@ -168,7 +169,7 @@ func measureImage(ctx context.Context, cli *client.Client, o options, image, sup
 		return err
 	}
 	defer m.Close()
-	smgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(m)}})
+	smgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{vocab.HostSandbox: sessions.NewSandboxHost(m)}})
 	if err != nil {
 		return err
 	}
