@@ -4,17 +4,20 @@
 // and prints, each beside its baseline from the same run:
 //
 //   - creation rate;
+//
 //   - memory per idle sandbox including its supervisor (cgroup, without
 //     page cache), beside a `sleep infinity` sandbox; the Engine's shim
 //     process per sandbox is shown apart (host cost outside the cgroup);
+//
 //   - this process's (the daemon's) RSS, goroutines and open fds per
 //     sandbox, with the supervisor connections up and after they were
 //     closed as idle;
+//
 //   - exec `true` through sessions.Manager, p50/p99, with 1, 50 and 200
 //     sandboxes live (Engine API exec at 1 live as the baseline), and
 //     8-way concurrent throughput with 200 live.
 //
-//	go run ./bench/density -n 50,100,200 -images sandboxctl/testbb:1,sandboxctl/sandbox:bookworm
+//     go run ./bench/density -n 50,100,200 -images sandboxctl/testbb:1,sandboxctl/sandbox:bookworm
 //
 // Every container it made is removed at the end (and on Ctrl-C).
 package main
