@@ -23,8 +23,11 @@ const LabelSupervisorNote = "sandboxctl.supervisorNote"
 
 // warmWindow is how long a verified supervised sandbox is trusted without
 // asking the Engine again: its live supervisor connection proves it runs
-// (the connection breaks, and the client gives up, when it stops or goes).
-const warmWindow = 2 * time.Second
+// (the connection breaks, and the client gives up, when it stops or goes;
+// the event watch fails it when the container dies; the pauser forgets it).
+// Long enough that round-robin use of a few hundred sandboxes stays off the
+// Engine (bench/density: exec at 200 live).
+const warmWindow = 30 * time.Second
 
 // warmEnsures caches recent Ensure results of supervised sandboxes.
 type warmEnsures struct {
