@@ -86,9 +86,10 @@
 // # Policy
 //
 // Security deny|allowlist|full, ask off|on-miss|always, askFallback and
-// elevated follow SPEC §2/§5 (vocab.MinSecurity, vocab.MaxAsk, vocab.EffectiveModes,
-// RequiresApproval, Elevated.Check). A segment is satisfied by an allowlist
-// entry, as a safe bin, or as builtin cd; a segment run through sudo is
+// elevated follow SPEC §2/§5 (vocab.MinSecurity, vocab.MaxAsk,
+// vocab.EffectiveModes, RequiresApproval; whether an elevated request is
+// allowed is the session manager's decision). A segment is satisfied by an
+// allowlist entry, as a safe bin, or as builtin cd; a segment run through sudo is
 // satisfied only if sudo itself is allowlisted too (a privilege change is
 // never granted by the inner command's entry or as a safe bin).
 //
@@ -130,7 +131,11 @@
 // kernel does, relative to every possible cwd) outside the workspace make the line unsatisfied, so it needs
 // approval (allowlist + on-miss; full + on-miss) unless matched by
 // Policy.ExternalAllow. Only /dev/null redirect targets exist, so no
-// redirect target is ever external.
+// redirect target is ever external. The check resolves names that the
+// command opens again later; so a line whose decision relied on it passing
+// carries Verdict.Confine (Policy.ConfineWorkspace), and the gateway runs
+// it under a Landlock ruleset confined to the workspace
+// (hostexec.ConfineArg): the kernel enforces at open what the check saw.
 //
 // # Approvals
 //

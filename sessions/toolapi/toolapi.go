@@ -1,8 +1,9 @@
 // Package toolapi holds the wire types of the exec and process tools (SPEC
 // §2, §3) and of the daemon's event stream: what agents send and get back,
 // with OpenClaw's exact JSON field names. It imports nothing beyond the
-// standard library, so clients (the sandboxctl CLI, embedders) can speak
-// the API without linking the runtime; package sessions re-exports it.
+// standard library and package vocab (itself standard library only), so
+// clients (the sandboxctl CLI, embedders) can speak the API without linking
+// the runtime; package sessions re-exports it.
 package toolapi
 
 import (
@@ -68,6 +69,12 @@ type Content struct {
 // Result is what both tools return: {content:[{type:"text",text}], details}.
 // Details is a JSON object whose fields depend on details.status (SPEC §2) or
 // on the process action (SPEC §3).
+//
+// details.pid, wherever it appears, is the command's pid as the machine it
+// runs on numbers it: inside the sandbox container for host "sandbox" (the
+// $$ of the command there, on the supervised and the plain exec path
+// alike), on the daemon's machine for "gateway", on the node's machine for
+// "node". 0 means it could not be learnt.
 type Result struct {
 	Content []Content      `json:"content"`
 	Details map[string]any `json:"details"`
