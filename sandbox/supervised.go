@@ -401,6 +401,10 @@ func (p *SupervisedExec) InputWaitChanged() <-chan struct{} {
 	return p.Proc.InputWaitChanged()
 }
 
+// DetectsInputWait reports whether the sandbox's supervisor can tell when
+// the command waits for input (false under gVisor).
+func (p *SupervisedExec) DetectsInputWait() bool { return !p.noInputWait }
+
 // ContainerID is the sandbox the command runs in.
 func (p *SupervisedExec) ContainerID() string { return p.containerID }
 
