@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"syscall"
+
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // ApprovalWaiter is implemented by a Guard whose approval-pending verdicts
@@ -210,7 +212,7 @@ func (a *approvalProcess) fail(err error) {
 
 // startAfterApproval keeps an approval-pending exec as a background session
 // and starts its command once the guard's approval is decided.
-func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, dir string, warnings []string) (Result, error) {
+func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, dir string, warnings []string, started func(toolapi.Follower)) (Result, error) {
 	id, err := m.reserveID()
 	if err != nil {
 		return Result{}, err
@@ -232,6 +234,9 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		s.mu.Unlock()
 	}
 	m.run(s)
+	if started != nil {
+		started(&Follower{s: s})
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Terminal size of a PTY run (SPEC §2).
@@ -66,6 +67,11 @@ type execPlan struct {
 // expiry the whole tree is killed and the session fails with signal SIGKILL
 // and reason "timeout after Ns".
 func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
+	return m.exec(ctx, p, nil)
+}
+
+// exec is Exec, calling started (when not nil) once the session exists.
+func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.Follower)) (Result, error) {
 	if m.isClosed() {
 		return Result{}, ErrClosed
 	}
@@ -126,7 +132,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 					KeepStdin: plan.keepStdin,
 					AgentID:   p.AgentID, SessionKey: p.SessionKey,
 					Node: p.Node, Security: plan.security, Ask: plan.ask,
-				}, dir, warnings)
+				}, dir, warnings, started)
 			}
 			return approvalResult(v.Approval, plan, command, dir, warnings), nil
 		default:
@@ -172,7 +178,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 					KeepStdin: plan.keepStdin,
 					AgentID:   p.AgentID, SessionKey: p.SessionKey,
 					Node: p.Node, Security: plan.security, Ask: plan.ask,
-				}, dir, warnings)
+				}, dir, warnings, started)
 			}
 			return approvalResult(approval, plan, command, dir, warnings), nil
 		}
@@ -207,6 +213,9 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	m.armTimeoutLocked(s, timeout)
 	s.mu.Unlock()
 	m.run(s)
+	if started != nil {
+		started(&Follower{s: s})
+	}
 
 	if plan.window > 0 {
 		t := time.NewTimer(plan.window)

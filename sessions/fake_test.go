@@ -220,8 +220,6 @@ func newTestManager(t *testing.T, edit func(*config.File), opts ...func(*Options
 	return m, hosts
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func text(r Result) string {
 	if len(r.Content) == 0 {
 		return ""

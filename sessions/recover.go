@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 )
@@ -104,7 +105,7 @@ func (m *Manager) adopt(host string, rs RecoveredSession) error {
 		pid:         rs.PID,
 		startedAt:   rs.StartedAt,
 		startedReal: time.Now(),
-		agg:         output.NewTail(m.lim.MaxOutputChars),
+		agg:         output.NewLog(m.lim.MaxOutputChars),
 		pendOut:     output.NewTail(m.lim.PendingMaxOutputChars),
 		pendErr:     output.NewTail(m.lim.PendingMaxOutputChars),
 		stdinOpen:   rs.StdinOpen && !rs.Finished,
@@ -120,7 +121,7 @@ func (m *Manager) adopt(host string, rs RecoveredSession) error {
 	text, _ := dec.Feed(rs.Output)
 	text += dec.Flush()
 	s.agg.AddDropped(rs.Dropped)
-	s.agg.Write(text)
+	s.agg.WriteStream(output.StreamStdout, text, utf8.RuneCountInString(text))
 	s.pendOut.Write(m.pendingOnRecover(rs))
 	s.readRaw, s.delivered = rs.Covered, rs.Covered
 	if rs.Finished {

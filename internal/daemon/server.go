@@ -70,6 +70,9 @@ type Options struct {
 	// channel must close or stop being read from once ctx is done. Nil makes
 	// GET /v1/events answer 503.
 	Events func(ctx context.Context) <-chan any
+	// Streams serves streamed exec ("stream": true) and GET
+	// /v1/sessions/{id}/stream (sessions.Manager); nil answers 501.
+	Streams toolapi.Streamer
 	// Sandboxes lists the managed sandboxes for GET /v1/sandboxes. Nil makes
 	// the endpoint answer 503.
 	Sandboxes func(ctx context.Context) (any, error)
@@ -523,6 +526,7 @@ func (s *Server) routes(unix bool) http.Handler {
 	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
+	s.addStreamRoutes(mux)
 	for pattern, h := range s.opts.Routes {
 		mux.Handle(pattern, h)
 	}
@@ -584,6 +588,7 @@ func (s *Server) pinnedRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/tools/exec", s.handleExec)
 	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
+	s.addStreamRoutes(mux)
 	for pattern, h := range s.opts.AgentRoutes {
 		mux.Handle(pattern, h)
 	}
@@ -626,13 +631,18 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	var p toolapi.ExecParams
-	if code, err := decodeBody(w, r, &p); err != nil {
+	var req execRequest
+	if code, err := decodeBody(w, r, &req); err != nil {
 		writeError(w, code, err)
 		return
 	}
+	p := req.ExecParams
 	if pin, ok := PinFrom(r.Context()); ok {
 		p.AgentID = pin.AgentID
+	}
+	if req.Stream {
+		s.serveExecStream(w, r, p)
+		return
 	}
 	res, err := s.opts.Tools.Exec(r.Context(), p)
 	s.writeResult(w, res, err)

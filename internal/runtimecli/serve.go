@@ -192,6 +192,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	dopts := daemon.Options{
 		StateDir:       state,
 		Tools:          tools,
+		Streams:        mgr,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
