@@ -190,6 +190,17 @@ func (c *clock) Advance(d time.Duration) {
 
 // newTestManager returns a Manager whose hosts are fakes; cfg edits a
 // default config. It is closed at test end.
+// exitErr ends p with a failed wait: no exit code, no signal.
+func (p *fakeProc) exitErr(err error) {
+	p.exitOnce.Do(func() {
+		p.outW.Close()
+		if p.errW != nil {
+			p.errW.Close()
+		}
+		p.exitCh <- exitInfo{code: -1, err: err}
+	})
+}
+
 func newTestManager(t *testing.T, edit func(*config.File), opts ...func(*Options)) (*Manager, map[string]*fakeHost) {
 	t.Helper()
 	cfg := config.Default()

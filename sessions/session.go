@@ -269,7 +269,9 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 	} else if s.signal != "" {
 		head = fmt.Sprintf("Exec failed (%s, signal %s)", s.id, s.signal)
 	} else {
-		head = fmt.Sprintf("Exec failed (%s, code %d)", s.id, s.exitCode)
+		// No exit code exists (details.exitCode is null): say why instead
+		// of a made-up "code -1".
+		head = fmt.Sprintf("Exec failed (%s): %s", s.id, s.reason)
 	}
 	text := head
 	if out != "" {

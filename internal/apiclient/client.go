@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -197,7 +198,34 @@ type EventStream struct {
 // Events opens the event stream. It ends when ctx is done, Close is called,
 // or the daemon stops (Next then returns io.EOF or an error).
 func (c *Client) Events(ctx context.Context) (*EventStream, error) {
-	body, err := c.send(ctx, "GET", "/v1/events", nil)
+	return c.EventsSince(ctx, EventsQuery{})
+}
+
+// EventsQuery selects what GET /v1/events streams.
+type EventsQuery struct {
+	// Since, when set, replays the events after this cursor first (0: all
+	// the journal holds); unset streams only new events.
+	Since *int64
+	// Agent, when set, shows only this agent's events.
+	Agent string
+}
+
+// EventsSince streams events as q selects: a client that reconnects with
+// the cursor of the last event it saw misses nothing, or gets a "gap"
+// event (toolapi.EventGap) first.
+func (c *Client) EventsSince(ctx context.Context, q EventsQuery) (*EventStream, error) {
+	v := url.Values{}
+	if q.Since != nil {
+		v.Set("since", strconv.FormatInt(*q.Since, 10))
+	}
+	if q.Agent != "" {
+		v.Set("agent", q.Agent)
+	}
+	path := "/v1/events"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	body, err := c.send(ctx, "GET", path, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,9 @@ type Options struct {
 	// channel must close or stop being read from once ctx is done. Nil makes
 	// GET /v1/events answer 503.
 	Events func(ctx context.Context) <-chan any
+	// Journal, when set, serves GET /v1/events instead of Events: numbered
+	// events, replay with ?since=CURSOR, an ?agent=ID filter.
+	Journal EventJournal
 	// Streams serves streamed exec ("stream": true) and GET
 	// /v1/sessions/{id}/stream (sessions.Manager); nil answers 501.
 	Streams toolapi.Streamer
@@ -670,6 +673,10 @@ func (s *Server) writeResult(w http.ResponseWriter, res toolapi.Result, err erro
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Journal != nil {
+		s.serveJournal(w, r)
+		return
+	}
 	if s.opts.Events == nil {
 		writeError(w, http.StatusServiceUnavailable, errors.New("the event stream is not available"))
 		return
@@ -790,7 +797,7 @@ func decodeStatus(err error) (int, error) {
 		return http.StatusBadRequest, errors.New("request body is truncated JSON")
 	case errors.As(err, &typeErr):
 		if typeErr.Field != "" {
-			return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+			return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", jsonFieldPath(typeErr.Field), typeErr.Type, typeErr.Value)
 		}
 		return http.StatusBadRequest, fmt.Errorf("request body must be a JSON object, got JSON %s", typeErr.Value)
 	case errors.As(err, &synErr):
@@ -798,6 +805,18 @@ func decodeStatus(err error) (int, error) {
 	default:
 		// e.g. `json: unknown field "foo"` from DisallowUnknownFields.
 		return http.StatusBadRequest, fmt.Errorf("bad request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+// jsonFieldPath drops the Go names of embedded structs (execRequest embeds
+// ExecParams) from a decode error's field path: JSON names are lowerCamel.
+func jsonFieldPath(path string) string {
+	for {
+		head, rest, ok := strings.Cut(path, ".")
+		if !ok || head == "" || head[0] < 'A' || head[0] > 'Z' {
+			return path
+		}
+		path = rest
 	}
 }
 

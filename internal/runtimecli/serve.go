@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
 	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -176,8 +177,13 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
+	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer journal.Close()
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json")})
+		CursorFile: filepath.Join(state, "cursors.json"), Journal: journal})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -193,6 +199,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		StateDir:       state,
 		Tools:          tools,
 		Streams:        mgr,
+		Journal:        journal,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {

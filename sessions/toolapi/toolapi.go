@@ -83,7 +83,10 @@ const (
 // Event is an asynchronous notification: today "exit" events for background
 // sessions (SPEC §3); approval events will join them.
 type Event struct {
-	Type       string         `json:"type"` // "exit"
+	// Cursor numbers the event in the daemon's event journal: reconnect
+	// with GET /v1/events?since=CURSOR to get the events after it.
+	Cursor     int64          `json:"cursor,omitempty"`
+	Type       string         `json:"type"` // "exit", "approval", EventGap
 	Text       string         `json:"text"`
 	SessionID  string         `json:"sessionId,omitempty"`
 	AgentID    string         `json:"agentId,omitempty"`
@@ -91,6 +94,11 @@ type Event struct {
 	Time       time.Time      `json:"time"`
 	Details    map[string]any `json:"details,omitempty"`
 }
+
+// EventGap is the type of the event that tells a client reconnecting with
+// ?since=CURSOR that events after its cursor are no longer in the journal;
+// details.missed counts them.
+const EventGap = "gap"
 
 // Err returns nil for an ordinary result and an error wrapping ErrNoSession
 // for a "No session found for ID" result.
