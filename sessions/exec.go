@@ -97,6 +97,10 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	if err != nil {
 		return Result{}, fmt.Errorf("exec: workdir: %w", err)
 	}
+	if warn != "" && p.StrictWorkdir {
+		reason, _, _ := strings.Cut(warn, "; using ")
+		return Result{}, inputErr("workdir", "%s", reason)
+	}
 	if warn != "" {
 		warnings = append(warnings, warn)
 	}

@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // started is a sandboxctl process whose stdout the test reads line by line.
@@ -214,4 +217,44 @@ func (e *env) runIn(t *testing.T, stdin string, args ...string) result {
 		t.Fatal(err)
 	}
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// TestExecStartFailuresAreErrors replays issue 15 in a sandbox: a workdir
+// outside the workspace, a workdir that does not exist, and a PATH without
+// the shell each fail with the real reason on stderr and a shell's exit
+// code — never a warning, a fallback to /workspace or to another exec path.
+func TestExecStartFailuresAreErrors(t *testing.T) {
+	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
+	e := newEnv(t)
+	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n", filepath.Join(e.state, "ws"))
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := fmt.Sprintf("clitest-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", agent) })
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{"workdir outside the workspace", []string{"-w", "/etc"}, 126, `workdir "/etc" escapes the workspace`},
+		{"workdir missing", []string{"--workdir", "/workspace/nope"}, 126, "working directory /workspace/nope: not a directory"},
+		{"no shell on PATH", []string{"--env", "PATH=/x"}, 127, "sh: command not found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"exec", "--agent", agent}, tc.args...), "--", "pwd; echo ran")
+			r := e.run(t, args...)
+			if r.code != tc.code || r.stdout != "" || !strings.Contains(r.stderr, tc.wantErr) ||
+				strings.Contains(r.stderr, "using /workspace") || strings.Contains(r.stderr, "plain Engine exec path") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q on stderr alone", r.code, r.stdout, r.stderr, tc.code, tc.wantErr)
+			}
+		})
+	}
+	// The tool's answer (--json) keeps its warning and fallback.
+	r := e.run(t, "exec", "--json", "--agent", agent, "-w", "/etc", "--", "pwd")
+	if r.code != 0 || !strings.Contains(r.stdout, `"cwd":"/workspace"`) || !strings.Contains(r.stdout, "escapes the workspace") {
+		t.Errorf("--json -w /etc: %+v", r)
+	}
 }

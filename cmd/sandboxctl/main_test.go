@@ -42,7 +42,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bins, err := testbuild.Build(dir, "sandboxctl", "sandboxctld")
+	// The supervisor beside them, as installed: sandboxes run commands
+	// through it.
+	bins, err := testbuild.Build(dir, "sandboxctl", "sandboxctld", "sandboxctl-supervisor")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -38,16 +38,20 @@ func newFrameStream(body io.ReadCloser) *FrameStream {
 	return &FrameStream{body: body, dec: json.NewDecoder(bufio.NewReader(body))}
 }
 
+// execBody is the body of POST /v1/tools/exec: the tool's input and the
+// HTTP API's own fields.
+type execBody struct {
+	toolapi.ExecParams
+	StrictWorkdir bool `json:"strictWorkdir,omitempty"`
+	Stream        bool `json:"stream,omitempty"`
+}
+
 // ExecStream runs the exec tool with "stream": true: frames as they
 // happen — start, stdout/stderr, dropped, status, exit — and last a
 // "result" frame holding exactly what Exec would have returned. Bad input
 // is an error here, as with Exec.
 func (c *Client) ExecStream(ctx context.Context, p toolapi.ExecParams) (*FrameStream, error) {
-	body := struct {
-		toolapi.ExecParams
-		Stream bool `json:"stream"`
-	}{p, true}
-	rc, err := c.send(ctx, "POST", "/v1/tools/exec", body)
+	rc, err := c.send(ctx, "POST", "/v1/tools/exec", execBody{p, p.StrictWorkdir, true})
 	if err != nil {
 		return nil, err
 	}

@@ -231,6 +231,11 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 	if !waiting && (opts.Stdin || opts.TTY) {
 		return UsageErrorf("exec: -i and -t need a waiting exec: they cannot be combined with --json, --yield-ms or -d")
 	}
+	if !c.JSON && opts.YieldMs == nil {
+		// For people and scripts a workdir that cannot be used is an
+		// error, not the tool's warning and fallback.
+		p.StrictWorkdir = true
+	}
 	if waiting {
 		if p.Timeout == nil && cfg.Exec.TimeoutSec > 0 {
 			// The run is a session the CLI follows; the foreground timeout
@@ -242,6 +247,9 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 	}
 	raw, err := client.ExecRaw(ctx, p)
 	if err != nil {
+		if p.StrictWorkdir {
+			return startError(ctx, err)
+		}
 		return interrupted(ctx, err)
 	}
 	var res toolapi.Result

@@ -24,6 +24,8 @@ import (
 const (
 	ExitTimeout     = 124 // the timeout killed the command
 	ExitOwnFailure  = 125 // sandboxctl itself failed, or the run failed without a code
+	ExitCannotRun   = 126 // the command could not start (its workdir, environment, ...)
+	ExitNotFound    = 127 // the command's program was not found
 	ExitInterrupted = 130 // Ctrl-C ended the wait (and the command)
 )
 
@@ -57,7 +59,7 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi
 	p.PTY = p.PTY || tty
 	res, err := client.Exec(ctx, p)
 	if err != nil {
-		return interrupted(ctx, err)
+		return startError(ctx, err)
 	}
 	printWarnings(c.Err, res)
 	w.id, _ = res.Details["sessionId"].(string)
@@ -191,6 +193,24 @@ func readFrames(ctx context.Context, fs *apiclient.FrameStream, out chan<- frame
 	}
 }
 
+// startError maps a failed start to the exit code a shell (and docker
+// exec) gives: 127 for a program that is not found, 126 for another
+// refusal of the command's input (a workdir that cannot be used, an
+// environment too large), 125 when sandboxctl itself failed.
+func startError(ctx context.Context, err error) error {
+	if err = interrupted(ctx, err); errors.As(err, new(*ExitError)) {
+		return err
+	}
+	code := ExitOwnFailure
+	if cerrdefs.IsInvalidArgument(err) {
+		code = ExitCannotRun
+		if strings.Contains(err.Error(), "command not found") {
+			code = ExitNotFound
+		}
+	}
+	return &ExitError{Code: code, Err: err}
+}
+
 // exitFrameError maps the exit frame to the CLI's exit: the command's code,
 // 124 for a timeout, 128+N for signal N, 125 for another failure (its
 // reason on stderr).
@@ -226,10 +246,15 @@ func (w *waiter) process(ctx context.Context, p toolapi.ProcessParams) (toolapi.
 // closeStdin gives the command EOF on stdin (no -i, as docker exec).
 func (w *waiter) closeStdin(ctx context.Context) error {
 	_, err := w.process(ctx, toolapi.ProcessParams{Action: "write", EOF: true})
-	if err != nil && !cerrdefs.IsInvalidArgument(err) {
-		return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: close stdin of session %s: %w", w.id, err)}
+	if err == nil || cerrdefs.IsInvalidArgument(err) {
+		return nil // a command that already ended has no stdin to close
 	}
-	return nil // a command that already ended has no stdin to close
+	// It may have ended while stdin was being closed: only a command that
+	// still runs with its stdin open is a failure.
+	if res, perr := w.process(ctx, toolapi.ProcessParams{Action: "poll"}); perr == nil && status(res) != toolapi.StatusRunning {
+		return nil
+	}
+	return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: close stdin of session %s: %w", w.id, err)}
 }
 
 // pumpStdin forwards the CLI's stdin to the command, then EOF. Text goes

@@ -640,6 +640,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := req.ExecParams
+	p.StrictWorkdir = req.StrictWorkdir
 	if pin, ok := PinFrom(r.Context()); ok {
 		p.AgentID = pin.AgentID
 	}

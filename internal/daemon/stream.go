@@ -17,10 +17,13 @@ import (
 const streamChunkBytes = 32 * 1024
 
 // execRequest is the body of POST /v1/tools/exec: the exec tool's input,
-// and "stream" to get NDJSON frames as things happen instead of one result.
+// "stream" to get NDJSON frames as things happen instead of one result,
+// and "strictWorkdir" to refuse a workdir the tool would replace.
 type execRequest struct {
 	toolapi.ExecParams
 	Stream bool `json:"stream,omitempty"`
+	// StrictWorkdir: see toolapi.ExecParams.StrictWorkdir.
+	StrictWorkdir bool `json:"strictWorkdir,omitempty"`
 }
 
 // addStreamRoutes registers the session stream on mux (the exec stream is

@@ -33,6 +33,11 @@ type ExecParams struct {
 	Node       string            `json:"node,omitempty"`
 	AgentID    string            `json:"agentId,omitempty"`
 	SessionKey string            `json:"sessionKey,omitempty"`
+	// StrictWorkdir makes a workdir that cannot be used an error (nothing
+	// runs) instead of the tool's warning and fallback. It is not part of
+	// the tool's JSON: the HTTP API takes it as "strictWorkdir" beside the
+	// tool's fields, for the CLI.
+	StrictWorkdir bool `json:"-"`
 }
 
 // ProcessParams is the input of the process tool (SPEC §3).
