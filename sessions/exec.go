@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -185,6 +186,11 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 				}, dir, warnings, started)
 			}
 			return approvalResult(approval, plan, command, dir, warnings), nil
+		}
+		if errors.As(err, new(interface{ InvalidParameter() })) {
+			// The host looked at the command and could not start it (its
+			// workdir, its program, its environment): the caller's input.
+			return Result{}, &InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
 		}
 		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}

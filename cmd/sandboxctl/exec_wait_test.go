@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -257,4 +258,35 @@ func TestExecStartFailuresAreErrors(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, `"cwd":"/workspace"`) || !strings.Contains(r.stdout, "escapes the workspace") {
 		t.Errorf("--json -w /etc: %+v", r)
 	}
+}
+
+// command is the sandboxctl command line of args with the env's state and
+// config, and extra environment variables.
+func (e *env) command(t *testing.T, extraEnv []string, args ...string) *exec.Cmd {
+	t.Helper()
+	pre := []string{"--state", e.state}
+	if !slices.Contains(args, "--config") {
+		pre = append(pre, "--config", e.config)
+	}
+	cmd := exec.Command(binary, append(pre, args...)...)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	return cmd
+}
+
+// runWith runs sandboxctl with extra environment variables (args may give
+// their own --config).
+func (e *env) runWith(t *testing.T, extraEnv []string, args ...string) result {
+	t.Helper()
+	cmd := e.command(t, extraEnv, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
 }

@@ -196,19 +196,23 @@ func readFrames(ctx context.Context, fs *apiclient.FrameStream, out chan<- frame
 // startError maps a failed start to the exit code a shell (and docker
 // exec) gives: 127 for a program that is not found, 126 for another
 // refusal of the command's input (a workdir that cannot be used, an
-// environment too large), 125 when sandboxctl itself failed.
+// environment too large), 2 for other bad input, 125 when sandboxctl
+// itself failed.
 func startError(ctx context.Context, err error) error {
 	if err = interrupted(ctx, err); errors.As(err, new(*ExitError)) {
 		return err
 	}
-	code := ExitOwnFailure
-	if cerrdefs.IsInvalidArgument(err) {
-		code = ExitCannotRun
-		if strings.Contains(err.Error(), "command not found") {
-			code = ExitNotFound
-		}
+	var apiErr *apiclient.APIError
+	switch {
+	case !errors.As(err, &apiErr) || !cerrdefs.IsInvalidArgument(err):
+		return &ExitError{Code: ExitOwnFailure, Err: err}
+	case apiErr.Field == "start" && strings.Contains(apiErr.Message, "command not found"):
+		return &ExitError{Code: ExitNotFound, Err: err}
+	case apiErr.Field == "start" || apiErr.Field == "workdir":
+		return &ExitError{Code: ExitCannotRun, Err: err}
+	default:
+		return &ExitError{Code: 2, Err: err} // bad usage
 	}
-	return &ExitError{Code: code, Err: err}
 }
 
 // exitFrameError maps the exit frame to the CLI's exit: the command's code,

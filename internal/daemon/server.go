@@ -121,6 +121,9 @@ type Options struct {
 	Lock *StateLock
 	// Version is reported by /healthz.
 	Version string
+	// Identity is the configuration and Engine the daemon serves, reported
+	// by /healthz; a client sending another is refused (checkIdentity).
+	Identity apiclient.Identity
 	// ShutdownGrace is how long in-flight requests may finish on their own
 	// before the tools are closed (default 2 s).
 	ShutdownGrace time.Duration
@@ -145,6 +148,8 @@ type Server struct {
 	stopReq  chan struct{} // closed by RequestShutdown
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins; ends event streams
+	pid      int
+	started  time.Time
 }
 
 // Listen takes the state directory's lock, removes a stale socket (only when
@@ -185,6 +190,8 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		pidPath:  filepath.Join(stateDir, PIDFileName),
 		stopReq:  make(chan struct{}),
 		stopping: make(chan struct{}),
+		pid:      os.Getpid(),
+		started:  time.Now(),
 	}
 	if len(s.sockPath) > maxSocketPath {
 		return nil, fmt.Errorf("daemon: socket path %q is %d bytes, longer than the %d a unix socket allows; use a shorter --state directory", s.sockPath, len(s.sockPath), maxSocketPath)
@@ -241,11 +248,11 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("daemon: write pid file: %w", err)
 	}
 
-	s.unixSrv = s.newHTTPServer(s.routes(true))
+	s.unixSrv = s.newHTTPServer(s.checkIdentity(s.routes(true)))
 	s.unixSrv.ConnContext = withPeer
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
-		tcp.Handle("/", s.authTCP(s.routes(false), s.pinnedRoutes()))
+		tcp.Handle("/", s.authTCP(s.checkIdentity(s.routes(false)), s.pinnedRoutes()))
 		for pattern, h := range opts.ApprovalRoutes {
 			tcp.Handle(pattern, s.requireApproverToken(h))
 		}
@@ -630,7 +637,8 @@ func bearer(token string, next http.Handler, others ...func(w http.ResponseWrite
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, Health{OK: true, PID: os.Getpid(), Version: s.opts.Version})
+	writeJSON(w, http.StatusOK, Health{OK: true, PID: s.pid, Version: s.opts.Version,
+		Identity: s.opts.Identity, Socket: s.sockPath, StartedAt: s.started})
 }
 
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
@@ -667,7 +675,11 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) writeResult(w http.ResponseWriter, res toolapi.Result, err error) {
 	if err != nil {
-		writeError(w, s.statusFor(err), err)
+		body := errorBody{Error: err.Error()}
+		if ie := (*toolapi.InputError)(nil); errors.As(err, &ie) {
+			body.Field = ie.Field
+		}
+		writeJSON(w, s.statusFor(err), body)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -98,6 +98,7 @@ are removed.`,
 	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
+	cmd.AddCommand(newServeStatusCommand(c))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the state directory's daemon gracefully",
@@ -194,8 +195,13 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else if n > 0 {
 		logf("recovered %d session(s) from a previous daemon", n)
 	}
+	identity, err := c.Identity()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	tools := metrics.New(mgr)
 	dopts := daemon.Options{
+		Identity:       identity,
 		StateDir:       state,
 		Tools:          tools,
 		Streams:        mgr,
