@@ -133,7 +133,7 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
 				return m.startAfterApproval(w, v, plan, host, StartSpec{
 					Command: command, Env: p.Env, Dir: dir,
-					PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+					PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
 					KeepStdin: plan.keepStdin,
 					AgentID:   p.AgentID, SessionKey: p.SessionKey,
 					Node: p.Node, Security: plan.security, Ask: plan.ask,
@@ -158,7 +158,7 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	proc, err := host.Start(m.ctx, StartSpec{
 		SessionID: id,
 		Command:   command, Env: p.Env, Dir: dir,
-		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+		PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
 		KeepStdin: plan.keepStdin || watchInput,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
 		Node: p.Node, Security: plan.security, Ask: plan.ask,
@@ -179,7 +179,7 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 				// command starts once a human decided on the node.
 				return m.startAfterApproval(w, GuardVerdict{Decision: DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, StartSpec{
 					Command: command, Env: p.Env, Dir: dir,
-					PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+					PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
 					KeepStdin: plan.keepStdin,
 					AgentID:   p.AgentID, SessionKey: p.SessionKey,
 					Node: p.Node, Security: plan.security, Ask: plan.ask,
@@ -403,6 +403,14 @@ func checkNumber(field string, v float64) error {
 		return inputErr(field, "%s must not be negative (got %g)", field, v)
 	}
 	return nil
+}
+
+// sizeOr is a requested terminal dimension, or def when none was asked.
+func sizeOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 func clampFloat(v, lo, hi float64) float64 { return math.Min(math.Max(v, lo), hi) }

@@ -195,7 +195,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 // ExecRaw calls the exec tool and returns the result exactly as the daemon
 // sent it.
 func (c *Client) ExecRaw(ctx context.Context, p toolapi.ExecParams) (json.RawMessage, error) {
-	return c.do(ctx, "POST", "/v1/tools/exec", execBody{p, p.StrictWorkdir, false})
+	return c.do(ctx, "POST", "/v1/tools/exec", newExecBody(p, false))
 }
 
 // Exec calls the exec tool.

@@ -43,7 +43,13 @@ func newFrameStream(body io.ReadCloser) *FrameStream {
 type execBody struct {
 	toolapi.ExecParams
 	StrictWorkdir bool `json:"strictWorkdir,omitempty"`
+	Cols          int  `json:"cols,omitempty"`
+	Rows          int  `json:"rows,omitempty"`
 	Stream        bool `json:"stream,omitempty"`
+}
+
+func newExecBody(p toolapi.ExecParams, stream bool) execBody {
+	return execBody{ExecParams: p, StrictWorkdir: p.StrictWorkdir, Cols: p.Cols, Rows: p.Rows, Stream: stream}
 }
 
 // ExecStream runs the exec tool with "stream": true: frames as they
@@ -51,7 +57,7 @@ type execBody struct {
 // "result" frame holding exactly what Exec would have returned. Bad input
 // is an error here, as with Exec.
 func (c *Client) ExecStream(ctx context.Context, p toolapi.ExecParams) (*FrameStream, error) {
-	rc, err := c.send(ctx, "POST", "/v1/tools/exec", execBody{p, p.StrictWorkdir, true})
+	rc, err := c.send(ctx, "POST", "/v1/tools/exec", newExecBody(p, true))
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,14 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi
 	w := &waiter{c: c, client: client, p: p, stdin: stdin, tty: tty}
 	p.Background = true
 	p.PTY = p.PTY || tty
+	if tty {
+		// Start at the terminal's size: a command may read it at once.
+		if in, ok := c.In.(*os.File); ok && term.IsTerminal(in.Fd()) {
+			if ws, err := term.GetWinsize(in.Fd()); err == nil && ws.Width > 0 && ws.Height > 0 {
+				p.Cols, p.Rows = int(ws.Width), int(ws.Height)
+			}
+		}
+	}
 	res, err := client.Exec(ctx, p)
 	if err != nil {
 		return startError(ctx, err)

@@ -649,6 +649,11 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	}
 	p := req.ExecParams
 	p.StrictWorkdir = req.StrictWorkdir
+	if req.Cols < 0 || req.Rows < 0 || req.Cols > 1000 || req.Rows > 1000 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("cols %d, rows %d: want 1..1000 each", req.Cols, req.Rows))
+		return
+	}
+	p.Cols, p.Rows = req.Cols, req.Rows
 	if pin, ok := PinFrom(r.Context()); ok {
 		p.AgentID = pin.AgentID
 	}

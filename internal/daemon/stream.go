@@ -22,8 +22,10 @@ const streamChunkBytes = 32 * 1024
 type execRequest struct {
 	toolapi.ExecParams
 	Stream bool `json:"stream,omitempty"`
-	// StrictWorkdir: see toolapi.ExecParams.StrictWorkdir.
+	// StrictWorkdir, Cols and Rows: see toolapi.ExecParams.
 	StrictWorkdir bool `json:"strictWorkdir,omitempty"`
+	Cols          int  `json:"cols,omitempty"`
+	Rows          int  `json:"rows,omitempty"`
 }
 
 // addStreamRoutes registers the session stream on mux (the exec stream is

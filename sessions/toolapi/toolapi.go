@@ -38,6 +38,10 @@ type ExecParams struct {
 	// the tool's JSON: the HTTP API takes it as "strictWorkdir" beside the
 	// tool's fields, for the CLI.
 	StrictWorkdir bool `json:"-"`
+	// Cols and Rows, when > 0, size a PTY run's terminal at its start
+	// instead of the tool's 120x30 (the HTTP API's "cols" and "rows", for
+	// the CLI's -t: a command that reads its size at once sees the user's).
+	Cols, Rows int `json:"-"`
 }
 
 // ProcessParams is the input of the process tool (SPEC §3).
