@@ -70,9 +70,21 @@ func TestExecTTYInTmux(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The terminal is back in cooked mode with echo.
-	if st, err := os.ReadFile(filepath.Join(dir, "stty")); err != nil || !strings.Contains(string(st), " icanon") || !strings.Contains(string(st), " echo ") {
-		t.Errorf("terminal after exec -it: %q %v", st, err)
+	// The terminal is back in cooked mode with echo (stty -a runs after
+	// the exit code was written).
+	var st []byte
+	for {
+		st, err = os.ReadFile(filepath.Join(dir, "stty"))
+		if err == nil && strings.Contains(string(st), "icanon") && strings.Contains(string(st), "echo") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stty -a after exec -it: %q %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(string(st), " icanon") || !strings.Contains(string(st), " echo ") {
+		t.Errorf("terminal after exec -it: %q", st)
 	}
 }
 
