@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // allowAll is a Guard that runs everything (benchmarks only: it measures the
@@ -14,11 +16,11 @@ import (
 type allowAll struct{}
 
 func (allowAll) Check(_ context.Context, req GuardRequest) (GuardVerdict, error) {
-	return GuardVerdict{Decision: VerdictRun, Command: req.Line}, nil
+	return GuardVerdict{Decision: vocab.DecisionRun, Command: req.Line}, nil
 }
-func (allowAll) Summary(context.Context) ApprovalSummary       { return ApprovalSummary{} }
-func (allowAll) Approvals(context.Context) ([]Approval, error) { return nil, nil }
-func (allowAll) Resolve(context.Context, string, string) error { return nil }
+func (allowAll) Summary(context.Context) ApprovalSummary                       { return ApprovalSummary{} }
+func (allowAll) Approvals(context.Context) ([]Approval, error)                 { return nil, nil }
+func (allowAll) Resolve(context.Context, string, vocab.ApprovalDecision) error { return nil }
 
 func reportMedian(b *testing.B, durs []time.Duration) {
 	slices.Sort(durs)
@@ -45,7 +47,7 @@ func BenchmarkStartTrue(b *testing.B) {
 		durs := make([]time.Duration, 0, b.N)
 		for range b.N {
 			t0 := time.Now()
-			p, err := runner.Start(ctx, hostexec.Spec{Command: "true"})
+			p, err := runner.Start(ctx, hostapi.StartSpec{Command: "true"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -66,7 +68,7 @@ func BenchmarkStartTrue(b *testing.B) {
 			durs := make([]time.Duration, 0, b.N)
 			for range b.N {
 				t0 := time.Now()
-				rp, err := g.reg.Start(ctx, node, StartSpec{Command: "true"})
+				rp, err := g.reg.Start(ctx, node, hostapi.StartSpec{Command: "true"})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Defaults of RegistryOptions and AgentOptions.
@@ -257,31 +260,6 @@ func (r *Registry) forgetRun(rp *RemoteProcess) {
 	r.mu.Unlock()
 }
 
-// StartSpec is one command for a node. It mirrors sessions.StartSpec.
-type StartSpec struct {
-	// Command is a shell command line; the node runs ["/bin/sh","-c",Command].
-	Command string
-	// Env is the request's extra environment (the node checks it with
-	// envguard for node hosts; PATH is refused).
-	Env map[string]string
-	// Dir is the working directory on the node; "" or a directory that does
-	// not exist there means the node's default, with a warning.
-	Dir string
-	// PTY asks for a terminal of Cols x Rows (default 120x30).
-	PTY        bool
-	Cols, Rows int
-	// KeepStdin keeps stdin open for Write/CloseStdin.
-	KeepStdin bool
-	// AgentID and SessionKey identify the caller (approvals are per agent).
-	AgentID, SessionKey string
-	// Timeout, when > 0, is enforced by the node as well (system.run
-	// timeoutMs): it kills the tree when it expires.
-	Timeout time.Duration
-	// Security and Ask are the gateway's effective modes; the node uses
-	// them only to become stricter than its own configuration.
-	Security, Ask string
-}
-
 // NewID returns a random 128-bit id in hex.
 func NewID() string {
 	var b [16]byte
@@ -298,7 +276,7 @@ func NewID() string {
 // idempotency key, so the node never starts it twice.
 //
 // ctx bounds the start only; the run lives until it exits or is killed.
-func (r *Registry) Start(ctx context.Context, node string, spec StartSpec) (*RemoteProcess, error) {
+func (r *Registry) Start(ctx context.Context, node string, spec hostapi.StartSpec) (*RemoteProcess, error) {
 	if strings.TrimSpace(spec.Command) == "" {
 		return nil, errors.New("nodeexec: start: empty command")
 	}
@@ -466,7 +444,7 @@ func (r *Registry) AwaitApproval(ctx context.Context, node, id string, interval 
 // ResolveApproval records a human decision (allow-once, allow-always, deny)
 // for an approval id or slug on node ("" = ask every connected node). The
 // agent then repeats the exec and the node runs it under that decision.
-func (r *Registry) ResolveApproval(ctx context.Context, node, id, decision string) error {
+func (r *Registry) ResolveApproval(ctx context.Context, node, id string, decision vocab.ApprovalDecision) error {
 	switch decision {
 	case "allow-once", "allow-always", "deny":
 	default:
@@ -487,7 +465,7 @@ func (r *Registry) ResolveApproval(ctx context.Context, node, id, decision strin
 		links = r.links()
 	}
 	for _, l := range links {
-		f, err := l.rpc(ctx, &frame{Type: frameApprovalsSolve, ApprovalID: id, Decision: decision})
+		f, err := l.rpc(ctx, &frame{Type: frameApprovalsSolve, ApprovalID: id, Decision: string(decision)})
 		if err != nil {
 			return fmt.Errorf("nodeexec: resolve approval on %s: %w", l.name(), err)
 		}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
-	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Terminal size of a PTY run (SPEC §2).
@@ -24,8 +24,9 @@ const (
 type execPlan struct {
 	p               ExecParams
 	command         string
-	host            string
-	security, ask   string
+	host            vocab.Host
+	security        vocab.Security
+	ask             vocab.Ask
 	window          time.Duration // yield window; 0 = background at once
 	background      bool          // background:true
 	explicitYield   bool
@@ -33,6 +34,9 @@ type execPlan struct {
 	explicitTimeout bool
 	keepStdin       bool
 	denied          string // set when the request is refused before anything runs
+	// started, when set, is called with a Follower once the session exists
+	// (ExecStream).
+	started func(toolapi.Follower)
 }
 
 // Exec runs the exec tool (SPEC §2).
@@ -80,36 +84,17 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	if err != nil {
 		return Result{}, err
 	}
+	plan.started = started
 	if plan.denied != "" {
 		return deniedResult(plan.denied, nil), nil
 	}
-	host := m.hosts[plan.host]
-	if host == nil {
-		return Result{}, fmt.Errorf("exec: host %q is not configured on this daemon: %w", plan.host, ErrHostUnavailable)
-	}
-	// env is checked before the workdir although the SPEC lists it after:
-	// the check is pure, and resolving a sandbox workdir may create the
-	// container — bad input must change nothing (SPEC §11).
-	if err := envguard.CheckRequest(envguard.Host(plan.host), p.Env); err != nil {
-		return Result{}, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
-	}
-	var warnings []string
-	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
+	host, spec, warnings, err := m.prepare(ctx, plan)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec: workdir: %w", err)
+		return Result{}, err
 	}
-	if warn != "" && p.StrictWorkdir {
-		reason, _, _ := strings.Cut(warn, "; using ")
-		return Result{}, inputErr("workdir", "%s", reason)
-	}
-	if warn != "" {
-		warnings = append(warnings, warn)
-	}
-
-	command := plan.command
 	if m.needsGuard(plan) {
 		v, err := m.guard.Check(ctx, GuardRequest{
-			Command: command, Cwd: dir, Host: plan.host, Env: p.Env,
+			Command: spec.Command, Cwd: spec.Dir, Host: plan.host, Env: p.Env,
 			Security: plan.security, Ask: plan.ask,
 			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node, PTY: p.PTY,
 		})
@@ -117,34 +102,71 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			return Result{}, fmt.Errorf("exec: guard: %w", err)
 		}
 		switch v.Decision {
-		case DecisionRun:
+		case vocab.DecisionRun:
 			if v.Command != "" {
-				command = v.Command
+				spec.Command = v.Command
 			}
-		case DecisionDeny:
+			spec.Confine = v.Confine
+		case vocab.DecisionDeny:
 			reason := v.Reason
 			if reason == "" {
 				reason = "denied by the command guard"
 			}
 			return deniedResult(reason, warnings), nil
-		case DecisionApprovalPending:
-			m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
-				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], command)})
+		case vocab.DecisionApprovalPending:
+			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
+				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], spec.Command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
-				return m.startAfterApproval(w, v, plan, host, StartSpec{
-					Command: command, Env: p.Env, Dir: dir,
-					PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
-					KeepStdin: plan.keepStdin,
-					AgentID:   p.AgentID, SessionKey: p.SessionKey,
-					Node: p.Node, Security: plan.security, Ask: plan.ask,
-				}, dir, warnings, started)
+				return m.startAfterApproval(w, v, plan, host, spec, warnings)
 			}
-			return approvalResult(v.Approval, plan, command, dir, warnings), nil
+			return approvalResult(v.Approval, plan, spec.Command, spec.Dir, warnings), nil
 		default:
 			return Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
 		}
 	}
+	return m.start(ctx, plan, host, spec, warnings)
+}
 
+// prepare picks the host, checks the env and resolves the working
+// directory: the start spec of plan, with the warnings so far.
+func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, []string, error) {
+	p := plan.p
+	host := m.hosts[plan.host]
+	if host == nil {
+		return nil, StartSpec{}, nil, fmt.Errorf("exec: host %q is not configured on this daemon: %w", plan.host, ErrHostUnavailable)
+	}
+	// env is checked before the workdir although the SPEC lists it after:
+	// the check is pure, and resolving a sandbox workdir may create the
+	// container — bad input must change nothing (SPEC §11).
+	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
+		return nil, StartSpec{}, nil, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+	}
+	var warnings []string
+	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
+	if err != nil {
+		return nil, StartSpec{}, nil, fmt.Errorf("exec: workdir: %w", err)
+	}
+	if warn != "" && p.StrictWorkdir {
+		reason, _, _ := strings.Cut(warn, "; using ")
+		return nil, StartSpec{}, nil, inputErr("workdir", "%s", reason)
+	}
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	spec := StartSpec{
+		Command: plan.command, Env: p.Env, Dir: dir,
+		PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
+		KeepStdin: plan.keepStdin,
+		AgentID:   p.AgentID, SessionKey: p.SessionKey,
+		Node: p.Node, Security: plan.security, Ask: plan.ask,
+	}
+	return host, spec, warnings, nil
+}
+
+// start starts spec on host as a new session and waits for it up to the
+// yield window.
+func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
+	p := plan.p
 	id, err := m.reserveID()
 	if err != nil {
 		return Result{}, err
@@ -155,14 +177,10 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	if iwh, ok := host.(InputWaitHost); ok && !plan.keepStdin && iwh.DetectsInputWait() {
 		watchInput = true
 	}
-	proc, err := host.Start(m.ctx, StartSpec{
-		SessionID: id,
-		Command:   command, Env: p.Env, Dir: dir,
-		PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
-		KeepStdin: plan.keepStdin || watchInput,
-		AgentID:   p.AgentID, SessionKey: p.SessionKey,
-		Node: p.Node, Security: plan.security, Ask: plan.ask,
-	})
+	started := spec
+	started.SessionID = id
+	started.KeepStdin = spec.KeepStdin || watchInput
+	st, err := host.Start(m.ctx, started)
 	if err != nil {
 		m.releaseID(id)
 		// A node re-checks its own policy: its refusal or pending approval
@@ -172,20 +190,14 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 				return deniedResult(reason, warnings), nil
 			}
 			approval := pe.Details()
-			m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
-				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], command)})
+			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
+				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], spec.Command)})
 			if w, ok := host.(ApprovalWaiter); ok {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.
-				return m.startAfterApproval(w, GuardVerdict{Decision: DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, StartSpec{
-					Command: command, Env: p.Env, Dir: dir,
-					PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
-					KeepStdin: plan.keepStdin,
-					AgentID:   p.AgentID, SessionKey: p.SessionKey,
-					Node: p.Node, Security: plan.security, Ask: plan.ask,
-				}, dir, warnings, started)
+				return m.startAfterApproval(w, GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, spec, warnings)
 			}
-			return approvalResult(approval, plan, command, dir, warnings), nil
+			return approvalResult(approval, plan, spec.Command, spec.Dir, warnings), nil
 		}
 		if errors.As(err, new(interface{ InvalidParameter() })) {
 			// The host looked at the command and could not start it (its
@@ -194,24 +206,20 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 		}
 		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
-	if wr, ok := proc.(WarningsReporter); ok {
-		warnings = append(warnings, wr.Warnings()...)
+	warnings = append(warnings, st.Warnings...)
+	iw := st.InputWait
+	if watchInput && iw == nil {
+		// The host fell back to a path that cannot tell: EOF at once.
+		_ = st.CloseStdin()
+		watchInput = false
 	}
-	var iw InputWaiter
-	if watchInput {
-		if iw = inputWaitOf(proc); iw == nil {
-			// The host fell back to a path that cannot tell: EOF at once.
-			_ = proc.CloseStdin()
-			watchInput = false
-		}
-	}
-	s := m.newSession(p, plan.host, dir, p.Command, proc, plan.keepStdin || watchInput)
+	s := m.newSession(p, plan.host, spec.Dir, p.Command, st, plan.keepStdin || watchInput)
 	s.id = id
 	s.visible = plan.background
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
-		_ = proc.Kill(kctx)
-		_, _, _ = proc.Wait(kctx)
+		_ = st.Kill(kctx)
+		_, _, _ = st.Wait(kctx)
 		cancel()
 		return Result{}, err
 	}
@@ -223,33 +231,40 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	m.armTimeoutLocked(s, timeout)
 	s.mu.Unlock()
 	m.run(s)
-	if started != nil {
-		started(&Follower{s: s})
+	if plan.started != nil {
+		plan.started(&Follower{s: s})
 	}
-
-	if plan.window > 0 {
-		t := time.NewTimer(plan.window)
-		var inputChanged <-chan struct{}
-		if iw != nil {
-			inputChanged = iw.InputWaitChanged()
-		}
-	wait:
-		for {
-			select {
-			case <-s.done:
-			case <-t.C:
-			case <-ctx.Done():
-				warnings = append(warnings, "the request ended during the yield window; the command continues in the background")
-			case <-inputChanged:
-				if !iw.InputWait() {
-					continue
-				}
-			}
-			break wait
-		}
-		t.Stop()
-	}
+	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil
+}
+
+// yield waits up to window for s to finish, for ctx to end (the run
+// continues in the background, with a warning) or, when iw is set, for the
+// command to block reading its stdin.
+func (m *Manager) yield(ctx context.Context, s *session, window time.Duration, iw InputWaiter, warnings []string) []string {
+	if window <= 0 {
+		return warnings
+	}
+	t := time.NewTimer(window)
+	defer t.Stop()
+	var inputChanged <-chan struct{}
+	if iw != nil {
+		inputChanged = iw.InputWaitChanged()
+	}
+	for {
+		select {
+		case <-s.done:
+		case <-t.C:
+		case <-ctx.Done():
+			warnings = append(warnings, "the request ended during the yield window; the command continues in the background")
+		case <-inputChanged:
+			if !iw.InputWait() {
+				inputChanged = iw.InputWaitChanged() // the next change
+				continue
+			}
+		}
+		return warnings
+	}
 }
 
 // settle turns the state of s after the yield window into the exec result:
@@ -281,7 +296,7 @@ func (m *Manager) needsGuard(plan execPlan) bool {
 	if m.guard == nil {
 		return false
 	}
-	return plan.host != "sandbox" || plan.ask == "always"
+	return plan.host != vocab.HostSandbox || plan.ask == vocab.AskAlways
 }
 
 // plan validates p and resolves yield, elevated, host, security and ask.
@@ -293,15 +308,15 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	if strings.IndexByte(p.Command, 0) >= 0 {
 		return pl, inputErr("command", "command contains a NUL byte")
 	}
-	host, err := normEnum("host", p.Host, []string{"sandbox", "gateway", "node"})
+	host, err := parseParam("host", p.Host, vocab.ParseHost)
 	if err != nil {
 		return pl, err
 	}
-	security, err := normEnum("security", p.Security, securityLevels)
+	security, err := parseParam("security", p.Security, vocab.ParseSecurity)
 	if err != nil {
 		return pl, err
 	}
-	ask, err := normEnum("ask", p.Ask, askLevels)
+	ask, err := parseParam("ask", p.Ask, vocab.ParseAsk)
 	if err != nil {
 		return pl, err
 	}
@@ -337,7 +352,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 
 	// elevated
 	cfgHost := m.cfg.Exec.Host
-	lvl := guard.ElevatedOff
+	lvl := vocab.ElevatedOff
 	if p.Elevated {
 		el := m.cfg.Elevated
 		switch {
@@ -352,11 +367,11 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 			pl.denied = fmt.Sprintf("elevated is not allowed for agent %s: it is not listed in elevated.allowFrom", who)
 			return pl, nil
 		}
-		if host != "" && host != "gateway" {
+		if host != "" && host != vocab.HostGateway {
 			return pl, inputErr("host", "elevated runs always use the gateway host; host %q cannot be combined with elevated", host)
 		}
-		host = "gateway"
-		lvl = guard.ElevatedLevel(strings.ToLower(el.DefaultLevel))
+		host = vocab.HostGateway
+		lvl = el.DefaultLevel
 	}
 
 	// host
@@ -370,29 +385,33 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 
 	// security = min(config, request); ask = max(config, request);
 	// elevated full ⇒ full/off.
-	sec, ak := guard.EffectiveModes(guard.Security(m.cfg.Exec.Security), guard.Security(security),
-		guard.Ask(m.cfg.Exec.Ask), guard.Ask(ask), lvl)
-	pl.security, pl.ask = string(sec), string(ak)
+	pl.security, pl.ask = vocab.EffectiveModes(m.cfg.Exec.Security, security, m.cfg.Exec.Ask, ask, lvl)
 
 	// Refusals that need no workdir or env: fail closed without a guard.
 	switch {
-	case pl.security == "deny":
+	case pl.security == vocab.SecurityDeny:
 		pl.denied = "security mode is deny: no command may run"
 	case m.guard != nil:
-	case pl.ask == "always":
+	case pl.ask == vocab.AskAlways:
 		pl.denied = "approval required (ask=always) but no approver is configured"
-	case host != "sandbox" && pl.security == "allowlist":
+	case host != vocab.HostSandbox && pl.security == vocab.SecurityAllowlist:
 		pl.denied = "allowlist not available: the command guard is not configured"
 	}
 	return pl, nil
 }
 
-func normEnum(field, v string, allowed []string) (string, error) {
+// parseParam parses the tool parameter field with its vocab parser: case
+// and surrounding blanks do not matter, and "" means not given.
+func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, error) {
 	v = strings.ToLower(strings.TrimSpace(v))
-	if v == "" || slices.Contains(allowed, v) {
-		return v, nil
+	if v == "" {
+		return "", nil
 	}
-	return "", inputErr(field, "unknown %s %q (want %s)", field, v, strings.Join(allowed, ", "))
+	t, err := parse(v)
+	if err != nil {
+		return "", &InputError{Field: field, Msg: err.Error(), Err: err}
+	}
+	return t, nil
 }
 
 func checkNumber(field string, v float64) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // fakeHost is a Host whose behaviour is given by func fields; a nil field
@@ -33,16 +34,29 @@ func (h *fakeHost) ResolveWorkdir(ctx context.Context, agentID, sessionKey, requ
 	return requested, "", nil
 }
 
-func (h *fakeHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
+func (h *fakeHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	h.mu.Lock()
 	h.specs = append(h.specs, spec)
 	h.mu.Unlock()
-	if h.startFunc != nil {
-		return h.startFunc(ctx, spec)
+	if h.startFunc == nil {
+		p := newFakeProc(spec.PTY)
+		p.exit(0, "")
+		return Started{Process: p}, nil
 	}
-	p := newFakeProc(spec.PTY)
-	p.exit(0, "")
-	return p, nil
+	p, err := h.startFunc(ctx, spec)
+	if err != nil {
+		return Started{}, err
+	}
+	// As a real host adapter does: what the fake process reports goes
+	// with Started.
+	st := Started{Process: p}
+	if w, ok := p.(interface{ Warnings() []string }); ok {
+		st.Warnings = w.Warnings()
+	}
+	if iw, ok := p.(InputWaiter); ok && iw.InputWaitChanged() != nil {
+		st.InputWait = iw
+	}
+	return st, nil
 }
 
 func (h *fakeHost) lastSpec() StartSpec {
@@ -210,7 +224,7 @@ func newTestManager(t *testing.T, edit func(*config.File), opts ...func(*Options
 	hosts := map[string]*fakeHost{"sandbox": {}, "gateway": {}, "node": {}}
 	o := Options{
 		Config: cfg,
-		Hosts:  map[string]Host{"sandbox": hosts["sandbox"], "gateway": hosts["gateway"], "node": hosts["node"]},
+		Hosts:  map[vocab.Host]Host{"sandbox": hosts["sandbox"], "gateway": hosts["gateway"], "node": hosts["node"]},
 		Logf:   t.Logf,
 		Getenv: func(string) string { return "" },
 	}

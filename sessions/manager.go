@@ -1,14 +1,15 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Options configure a Manager.
@@ -18,7 +19,7 @@ type Options struct {
 	Config config.File
 	// Hosts maps "sandbox", "gateway" and "node" to their implementations.
 	// A host that is missing is only an error when a request selects it.
-	Hosts map[string]Host
+	Hosts map[vocab.Host]Host
 	// Guard judges gateway/node commands (and sandbox ones with ask=always).
 	// Optional: without it, see Manager.Exec for the fail-closed rules.
 	Guard Guard
@@ -54,7 +55,7 @@ type Manager struct {
 	cursors *cursorStore
 	cfg     config.File
 	lim     Limits
-	hosts   map[string]Host
+	hosts   map[vocab.Host]Host
 	guard   Guard
 	now     func() time.Time
 	logf    func(string, ...any)
@@ -105,7 +106,7 @@ func New(opts Options) (*Manager, error) {
 		m.logf = func(string, ...any) {}
 	}
 	if m.hosts == nil {
-		m.hosts = map[string]Host{}
+		m.hosts = map[vocab.Host]Host{}
 	}
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -115,26 +116,23 @@ func New(opts Options) (*Manager, error) {
 	if err := m.cfg.ApplyEnv(getenv); err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
+	// Empty modes take their defaults; config.Load has validated the rest,
+	// which a configuration built in code must get right as well.
 	ex := &m.cfg.Exec
+	def := config.Default().Exec
+	ex.Host = cmp.Or(ex.Host, def.Host)
+	ex.Security = cmp.Or(ex.Security, def.Security)
+	ex.Ask = cmp.Or(ex.Ask, def.Ask)
+	_, hostErr := vocab.ParseHost(string(ex.Host))
+	_, secErr := vocab.ParseSecurity(string(ex.Security))
+	_, askErr := vocab.ParseAsk(string(ex.Ask))
 	for _, c := range []struct {
-		field, val string
-		levels     []string
-		def        string
-		dst        *string
-	}{
-		{"exec.host", ex.Host, []string{"sandbox", "gateway", "node"}, "sandbox", &ex.Host},
-		{"exec.security", ex.Security, securityLevels, "allowlist", &ex.Security},
-		{"exec.ask", ex.Ask, askLevels, "on-miss", &ex.Ask},
-	} {
-		v := strings.ToLower(strings.TrimSpace(c.val))
-		if v == "" {
-			v = c.def
+		key string
+		err error
+	}{{"exec.host", hostErr}, {"exec.security", secErr}, {"exec.ask", askErr}} {
+		if c.err != nil {
+			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, ErrInvalidInput)
 		}
-		if level(c.levels, v) < 0 {
-			return nil, fmt.Errorf("sessions: config %s: unknown value %q (want %s): %w",
-				c.field, c.val, strings.Join(c.levels, "|"), ErrInvalidInput)
-		}
-		*c.dst = v
 	}
 	m.lim = m.limits()
 
@@ -392,21 +390,16 @@ func (m *Manager) lookup(id, scope string) *session {
 	return s
 }
 
-// Forgetter is a Process whose host keeps a finished session (a supervised
-// sandbox keeps output and exit status across daemon restarts) until it is
-// told to forget it.
-type Forgetter interface {
-	Forget(ctx context.Context) error
-}
-
 // forgetTimeout bounds one host call that drops a forgotten session.
 const forgetTimeout = 10 * time.Second
 
 // releaseHostState tells the host to drop a session the Manager forgot, so
 // a restarted daemon does not bring it back. It does not block the caller.
 func (m *Manager) releaseHostState(s *session) {
-	f, ok := s.proc.(Forgetter)
-	if !ok {
+	s.mu.Lock()
+	forget := s.forget
+	s.mu.Unlock()
+	if forget == nil {
 		return
 	}
 	m.wg.Add(1)
@@ -414,7 +407,7 @@ func (m *Manager) releaseHostState(s *session) {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), forgetTimeout)
 		defer cancel()
-		if err := f.Forget(ctx); err != nil {
+		if err := forget(ctx); err != nil {
 			m.logf("sessions: %s: host did not forget the session: %v", s.id, err)
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/sessions/output"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Recoverer is implemented by a Host whose sessions outlive the daemon (the
@@ -39,8 +40,9 @@ type RecoveredSession struct {
 	Output  []byte
 	Dropped int64
 	Covered int64
-	// Finished sessions carry their end; running ones carry Process, which
-	// streams the output after Output and reports the exit.
+	// Finished sessions carry their end; running ones carry the started
+	// Process, which streams the output after Output and reports the exit
+	// (a finished one may carry it for Forget).
 	Finished bool
 	// Lost, on a finished session, says why its end is unknown (its
 	// processes were ended when it was found): the session is failed with
@@ -49,7 +51,7 @@ type RecoveredSession struct {
 	ExitCode int
 	Signal   string
 	EndedAt  time.Time
-	Process  Process
+	Started
 }
 
 // Recover adopts the sessions that hosts implementing Recoverer still hold:
@@ -60,7 +62,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	if m.isClosed() {
 		return 0, ErrClosed
 	}
-	names := make([]string, 0, len(m.hosts))
+	names := make([]vocab.Host, 0, len(m.hosts))
 	for name := range m.hosts {
 		names = append(names, name)
 	}
@@ -88,7 +90,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-func (m *Manager) adopt(host string, rs RecoveredSession) error {
+func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	if !rs.Finished && rs.Process == nil {
 		return errors.New("running session without a process")
 	}
@@ -102,6 +104,8 @@ func (m *Manager) adopt(host string, rs RecoveredSession) error {
 		host:        host,
 		pty:         rs.PTY,
 		proc:        rs.Process,
+		inputWait:   rs.InputWait,
+		forget:      rs.Forget,
 		pid:         rs.PID,
 		startedAt:   rs.StartedAt,
 		startedReal: time.Now(),

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func textResult(text string, details map[string]any) Result {
@@ -84,10 +86,10 @@ func approvalResult(approval map[string]any, plan execPlan, command, cwd string,
 		d[k] = v
 	}
 	d["status"] = StatusApprovalPending
-	setDefault(d, "host", plan.host)
+	setDefault(d, "host", string(plan.host))
 	setDefault(d, "command", command)
 	setDefault(d, "cwd", cwd)
-	if plan.host == "node" {
+	if plan.host == vocab.HostNode {
 		setDefault(d, "nodeId", plan.p.Node)
 	}
 	id := fmt.Sprint(d["approvalId"])

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/sessions/output"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Timing of the kill path. The host's Kill sends SIGTERM and SIGKILL after its
@@ -28,22 +29,18 @@ const (
 	eventChars  = 180
 )
 
-// WarningsReporter is optionally implemented by a Process whose host had to
-// fall back (no PTY available, no supervisor, ...). The warnings are shown in
-// the exec result's text and details.warnings.
-type WarningsReporter interface {
-	Warnings() []string
-}
-
 // session is one started command.
 type session struct {
 	id                  string
 	scope               string
 	agentID, sessionKey string
 	command, name       string
-	cwd, host           string
+	cwd                 string
+	host                vocab.Host
 	pty                 bool
 	proc                Process
+	inputWait           InputWaiter                     // nil: the host cannot tell
+	forget              func(ctx context.Context) error // nil: the host keeps nothing
 	pid                 int
 	startedAt           time.Time // by the injected clock (results, list, TTL)
 	startedReal         time.Time // by the real clock (timeouts run on real timers)
@@ -74,7 +71,7 @@ type session struct {
 	delivered int64
 }
 
-func (m *Manager) newSession(p ExecParams, host, cwd, command string, proc Process, keepStdin bool) *session {
+func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
 	return &session{
 		scope:       scopeKey(p.AgentID, p.SessionKey),
 		agentID:     p.AgentID,
@@ -84,8 +81,10 @@ func (m *Manager) newSession(p ExecParams, host, cwd, command string, proc Proce
 		cwd:         cwd,
 		host:        host,
 		pty:         p.PTY,
-		proc:        proc,
-		pid:         proc.PID(),
+		proc:        st.Process,
+		inputWait:   st.InputWait,
+		forget:      st.Forget,
+		pid:         st.PID(),
 		startedAt:   m.now(),
 		startedReal: time.Now(),
 		agg:         output.NewLog(m.lim.MaxOutputChars),
@@ -278,7 +277,7 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 		text += " :: " + lastChars(out, eventChars)
 	}
 	return &Event{
-		Type: "exit", Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
+		Type: vocab.EventExit, Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Time:    s.endedAt,
 		Details: s.stateDetailsLocked(),
 	}

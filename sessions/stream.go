@@ -94,7 +94,7 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 		watch := s.watchLocked()
 		s.mu.Unlock()
 		var inputChanged <-chan struct{}
-		if iw := inputWaitOf(s.proc); iw != nil {
+		if iw := s.inputWait; iw != nil {
 			inputChanged = iw.InputWaitChanged()
 		}
 		select {

@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // startJournalDaemon serves a real gateway Manager whose events go through
@@ -35,7 +36,7 @@ func startJournalDaemon(t *testing.T, dir string, segBytes int64, opts Options) 
 	cfg.Exec.NotifyOnExitEmptySuccess = true
 	mgr, err := sessions.New(sessions.Options{
 		Config:  cfg,
-		Hosts:   map[string]sessions.Host{"gateway": sessions.NewGatewayHost(runner, t.TempDir())},
+		Hosts:   map[vocab.Host]sessions.Host{"gateway": sessions.NewGatewayHost(runner, t.TempDir())},
 		Logf:    t.Logf,
 		Journal: j,
 	})

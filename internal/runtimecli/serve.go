@@ -30,6 +30,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // TokenEnv holds the TCP listener's bearer token when --token is not given.
@@ -174,9 +175,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	if nodes != nil {
 		defer nodes.Close()
-		hosts["node"] = sessions.NewNodeHost(nodes, cfg.Exec.Node)
+		hosts[vocab.HostNode] = sessions.NewNodeHost(nodes, cfg.Exec.Node)
 	} else {
-		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
+		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
 	if err != nil {
@@ -287,8 +288,14 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
-	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
+	// This executable is the launcher that confines gateway commands to
+	// the workspace (hostexec.ConfineArg, handled in cmd/sandboxctld).
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
+	}
+	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf, Launcher: self})
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
 	}
@@ -296,13 +303,16 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
-	hosts := map[string]sessions.Host{}
+	if _, err := runner.Landlock(); err != nil && cwd != "" {
+		logf("warning: %v: gateway commands that pass the external-directory check run unconfined (each result says so); keep exec.cwd out of directories a sandbox writes", err)
+	}
+	hosts := map[vocab.Host]sessions.Host{}
 	sup, err := hostSupervisor(state, logf)
 	if err != nil {
 		logf("warning: %v; gateway commands run unsupervised and do not survive a crash of the daemon", err)
-		hosts["gateway"] = sessions.NewGatewayHost(runner, cwd)
+		hosts[vocab.HostGateway] = sessions.NewGatewayHost(runner, cwd)
 	} else {
-		hosts["gateway"] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
+		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
 	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
@@ -311,7 +321,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
 		}
 		logf("sandbox host unavailable: %v", err)
-		hosts["sandbox"] = unavailableHost{err: err}
+		hosts[vocab.HostSandbox] = unavailableHost{err: err}
 		return hosts, runner, nil, sup, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -319,7 +329,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	if err := sbx.Ping(pctx); err != nil {
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
-	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
+	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
 }
 
@@ -331,8 +341,8 @@ func (h unavailableHost) ResolveWorkdir(context.Context, string, string, string)
 	return "", "", h.err
 }
 
-func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Process, error) {
-	return nil, h.err
+func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Started, error) {
+	return sessions.Started{}, h.err
 }
 
 // forward copies typed events to the untyped channel the daemon streams.
@@ -463,14 +473,14 @@ func buildGate(cfg config.File, state string) (*guard.Gate, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	return &guard.Gate{Store: store, Config: guard.GateConfig{
-		Security:      guard.Security(cfg.Exec.Security),
-		Ask:           guard.Ask(cfg.Exec.Ask),
-		AskFallback:   guard.Security(cfg.Exec.AskFallback),
+		Security:      cfg.Exec.Security,
+		Ask:           cfg.Exec.Ask,
+		AskFallback:   cfg.Exec.AskFallback,
 		SafeBins:      cfg.Exec.SafeBins,
 		Workspace:     workspace,
 		UntrustedDirs: untrusted,
 		EnvCheck: func(assign map[string]string) error {
-			return envguard.CheckRequest(envguard.HostGateway, assign)
+			return envguard.CheckRequest(vocab.HostGateway, assign)
 		},
 	}}, nil
 }

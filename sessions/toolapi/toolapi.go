@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // ErrNoSession classifies an unknown (or another scope's) session id; see
@@ -75,6 +77,12 @@ type Content struct {
 // Result is what both tools return: {content:[{type:"text",text}], details}.
 // Details is a JSON object whose fields depend on details.status (SPEC §2) or
 // on the process action (SPEC §3).
+//
+// details.pid, wherever it appears, is the command's pid as the machine it
+// runs on numbers it: inside the sandbox container for host "sandbox" (the
+// $$ of the command there, on the supervised and the plain exec path
+// alike), on the daemon's machine for "gateway", on the node's machine for
+// "node". 0 means it could not be learnt.
 type Result struct {
 	Content []Content      `json:"content"`
 	Details map[string]any `json:"details"`
@@ -94,20 +102,20 @@ const (
 type Event struct {
 	// Cursor numbers the event in the daemon's event journal: reconnect
 	// with GET /v1/events?since=CURSOR to get the events after it.
-	Cursor     int64          `json:"cursor,omitempty"`
-	Type       string         `json:"type"` // "exit", "approval", EventGap
-	Text       string         `json:"text"`
-	SessionID  string         `json:"sessionId,omitempty"`
-	AgentID    string         `json:"agentId,omitempty"`
-	SessionKey string         `json:"sessionKey,omitempty"`
-	Time       time.Time      `json:"time"`
-	Details    map[string]any `json:"details,omitempty"`
+	Cursor     int64           `json:"cursor,omitempty"`
+	Type       vocab.EventType `json:"type"`
+	Text       string          `json:"text"`
+	SessionID  string          `json:"sessionId,omitempty"`
+	AgentID    string          `json:"agentId,omitempty"`
+	SessionKey string          `json:"sessionKey,omitempty"`
+	Time       time.Time       `json:"time"`
+	Details    map[string]any  `json:"details,omitempty"`
 }
 
 // EventGap is the type of the event that tells a client reconnecting with
 // ?since=CURSOR that events after its cursor are no longer in the journal;
 // details.missed counts them.
-const EventGap = "gap"
+const EventGap vocab.EventType = "gap"
 
 // Err returns nil for an ordinary result and an error wrapping ErrNoSession
 // for a "No session found for ID" result.
