@@ -379,12 +379,33 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	if err == nil {
 		return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
 	}
-	if errors.Is(err, supervisor.ErrRefused) || errors.Is(err, supervisor.ErrNotSent) {
-		// The supervisor never ran it: the plain path may.
+	if errors.Is(err, supervisor.ErrRefused) {
+		// The supervisor looked at the command and could not start it (a
+		// workdir that is not a directory, a program not on PATH, an
+		// environment too large): that is the command's own failure, and
+		// the plain path would only hide it behind another message.
+		return nil, "", &CommandRefusedError{Err: err}
+	}
+	if errors.Is(err, supervisor.ErrNotSent) {
+		// The supervisor never saw it: the plain path may run it.
 		return nil, fmt.Sprintf("sandbox supervisor could not start the command (%v); using the plain Engine exec path", err), nil
 	}
 	return m.adoptUncertainStart(ctx, res, opts.Tag, sentAt, err)
 }
+
+// CommandRefusedError is a command the sandbox's supervisor could not
+// start for a reason of the command's own (its workdir, its program, its
+// environment): the caller's input, nothing ran (errdefs invalid argument).
+type CommandRefusedError struct{ Err error }
+
+func (e *CommandRefusedError) Error() string {
+	return "the command could not start: " + e.Err.Error()
+}
+
+func (e *CommandRefusedError) Unwrap() error { return e.Err }
+
+// InvalidParameter classifies the error for containerd/errdefs.
+func (e *CommandRefusedError) InvalidParameter() {}
 
 // ErrStartUncertain means the supervisor may or may not have started a
 // command (the connection broke before it answered) and the daemon cannot

@@ -38,6 +38,7 @@ func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
 	}
 	r := startServer(t, Options{
 		Tools:          mgr,
+		Streams:        mgr,
 		IsInvalidInput: sessions.IsInvalidInput,
 		Events: func(ctx context.Context) <-chan any {
 			in := mgr.Subscribe(ctx)

@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
 	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -115,6 +116,7 @@ are removed.`,
 	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
+	cmd.AddCommand(newServeStatusCommand(c))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the state directory's daemon gracefully",
@@ -199,8 +201,13 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
+	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer journal.Close()
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json")})
+		CursorFile: filepath.Join(state, "cursors.json"), Journal: journal})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -211,6 +218,10 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else if n > 0 {
 		logf("recovered %d session(s) from a previous daemon", n)
 	}
+	identity, err := c.Identity()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	tools := metrics.New(mgr)
 	if sbx != nil {
 		if err := tools.Register(engineGauges(sbx)...); err != nil {
@@ -218,8 +229,11 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		}
 	}
 	dopts := daemon.Options{
+		Identity:       identity,
 		StateDir:       state,
 		Tools:          tools,
+		Streams:        mgr,
+		Journal:        journal,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
