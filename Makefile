@@ -15,7 +15,9 @@ GO          ?= go
 BIN         := bin/sandboxctl
 STATE       ?= $(CURDIR)/.state/demo
 FORCE       ?=
-TEST_FLAGS  ?= -race -timeout 25m
+# Test artifacts (the web console's browser screenshots) are kept under $(TEST_OUTPUT)/_artifacts.
+TEST_OUTPUT ?= $(CURDIR)/test-output
+TEST_FLAGS  ?= -race -timeout 25m -artifacts -outputdir $(TEST_OUTPUT)
 PKGS        ?= ./...
 
 # The testcontainers reaper image (Ryuk) cannot be pulled here: no Docker Hub.
@@ -36,9 +38,11 @@ docker-up:
 docker-down:
 	@scripts/docker-down.sh
 
-## sandboxctl/sandbox:bookworm and sandboxctl/testbb:1, built without any registry.
+## sandboxctl/sandbox:bookworm and sandboxctl/testbb:1, built without any registry,
+## and sandboxctl/sandboxctld:dev (the daemon, for the testcontainers module).
 images: docker-up
 	@images/build.sh $(IMAGES_FLAGS) all
+	@images/build.sh $(IMAGES_FLAGS) daemon
 
 ## Go toolchain check (and a C compiler for -race).
 toolchain:
@@ -54,6 +58,7 @@ run: docker-up images build
 	@STATE="$(STATE)" SANDBOXCTL_BIN=./$(BIN) scripts/demo.sh
 
 test: toolchain docker-up images
+	@mkdir -p $(TEST_OUTPUT)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 ## go mod tidy -diff, gofmt, go vet, staticcheck, govulncheck (tools pinned in go.mod).
@@ -63,6 +68,6 @@ lint: toolchain
 clean:
 	rm -rf bin .state
 
-## Removes the two images (the next `make images` builds them again).
+## Removes the images (the next `make images` builds them again).
 clean-images:
-	-docker image rm sandboxctl/sandbox:bookworm sandboxctl/testbb:1
+	-docker image rm sandboxctl/sandbox:bookworm sandboxctl/testbb:1 sandboxctl/sandboxctld:dev

@@ -160,6 +160,7 @@ the state directory's socket and start one when none is running.`,
 		newProcessCommand(c),
 		newApprovalsCommand(c),
 		newVersionCommand(c),
+		newUICommand(c),
 	)
 	root.AddCommand(extra...)
 	refuseUnknownSubcommands(root)
