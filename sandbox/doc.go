@@ -34,4 +34,9 @@
 // the source of truth for which sandboxes exist; last-used times live in the
 // state directory, and so do the owners of sandboxes taken from the pool
 // (pool-claims.json: labels cannot change after creation).
+//
+// With several Engines (sandbox.engines; engines.go, placement.go) the
+// Manager NewManager returns places and routes: each Engine has a member
+// Manager of its own, pinged and followed for health, and a new sandbox
+// goes to the healthy Engine with the most free capacity.
 package sandbox

@@ -90,6 +90,9 @@ type Options struct {
 	// goroutines and buffers only for sandboxes in use; the next command
 	// connects again.
 	SupervisorIdleClose time.Duration
+	// EngineHealthInterval is how often each Engine of a multi-Engine
+	// config is pinged (default DefaultEngineHealthInterval).
+	EngineHealthInterval time.Duration
 }
 
 // DefaultSupervisorIdleClose is Options.SupervisorIdleClose by default.
@@ -128,6 +131,14 @@ type Manager struct {
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
 	localSupervisor bool
+	// engine is this Manager's Engine; fleet, when set, the several
+	// Engines the Manager places sandboxes on (engines.go), each with its
+	// own member Manager. eventsBroken tells the fleet a member's event
+	// stream broke.
+	engine       Engine
+	fleet        *fleet
+	eventsBroken func(error)
+	flavor       engineFlavor
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -188,15 +199,25 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if err := opts.Config.CheckBinds(sandboxconfig.BindPolicy{Protected: []string{opts.StateDir, m.wsRoot}}); err != nil {
 		return nil, err
 	}
+	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
+	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
+	if err != nil {
+		return nil, err
+	}
+	if len(engines) > 1 {
+		if err := m.newFleet(ctx, opts, engines); err != nil {
+			return nil, err
+		}
+	}
+	m.engine = engines[0]
 	if m.cli == nil {
-		cli, err := client.New(client.FromEnv)
+		cli, err := newEngineClient(m.engine)
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: docker client from environment: %w", err)
+			return nil, err
 		}
 		m.cli, m.ownsClient = cli, true
 	}
 	m.localSupervisor = !opts.SupervisorAttachOnly && strings.HasPrefix(m.cli.DaemonHost(), "unix://")
-	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
 	m.claims.path = filepath.Join(opts.StateDir, "pool-claims.json")
 	if !opts.DisableSupervisor {
 		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)
@@ -211,6 +232,10 @@ func (m *Manager) Supervised() bool { return m.sup != nil }
 // Close removes the untaken sandboxes of the warm pool, releases the
 // Engine client if the Manager created it and flushes last-used times.
 func (m *Manager) Close() error {
+	if m.fleet != nil {
+		defer m.reg.flush()
+		return m.fleet.close()
+	}
 	m.closePool()
 	m.stopWatch()
 	m.clients.closeAll()
@@ -227,10 +252,18 @@ func (m *Manager) Config() Config { return m.cfg }
 // Client returns the Engine client (for benchmarks and tests).
 func (m *Manager) Client() *client.Client { return m.cli }
 
-func (m *Manager) engineHost() string { return m.cli.DaemonHost() }
+func (m *Manager) engineHost() string {
+	if m.engine.Name != "" && m.engine.Name != sandboxconfig.LocalEngineName {
+		return fmt.Sprintf("%s (Engine %q)", m.cli.DaemonHost(), m.engine.Name)
+	}
+	return m.cli.DaemonHost()
+}
 
 // Ping checks that the Engine answers.
 func (m *Manager) Ping(ctx context.Context) error {
+	if m.fleet != nil {
+		return m.fleet.ping(ctx)
+	}
 	_, err := m.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	return m.classify("ping docker", err)
 }
@@ -258,6 +291,8 @@ type EnsureResult struct {
 	// Resumed is set when the sandbox was paused as idle and this call
 	// resumed it.
 	Resumed bool
+	// Engine names the Engine the sandbox lives on.
+	Engine string
 }
 
 // Layout returns the scope key, container name, agent workspace (host path)
@@ -306,6 +341,9 @@ func (m *Manager) scopeLock(key string) *sync.Mutex {
 // Concurrent calls for one scope, in this process or another, end with one
 // container.
 func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
+	if m.fleet != nil {
+		return m.fleetEnsure(ctx, s)
+	}
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	lock := m.scopeLock(scopeKey)
@@ -314,7 +352,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
-	res := EnsureResult{Name: name, ScopeKey: scopeKey, Workspace: sh.Layout.AgentDir, Access: sh.Layout.Access}
+	res := EnsureResult{Name: name, ScopeKey: scopeKey, Workspace: sh.Layout.AgentDir, Access: sh.Layout.Access, Engine: m.engine.Name}
 	var lastErr error
 
 	const attempts = 10
@@ -529,6 +567,9 @@ func (m *Manager) createStart(ctx context.Context, name string, sh shape, labels
 	if image != "" {
 		cfg.Image = image
 	}
+	if m.isPodman(ctx) {
+		adaptForPodman(hc)
+	}
 	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
 		if isConflict(err) {
@@ -578,6 +619,8 @@ type Info struct {
 	// Current is false when the container's config hash differs from the
 	// config in force (it will be recreated).
 	Current bool `json:"current"`
+	// Engine names the Engine the sandbox lives on.
+	Engine string `json:"engine"`
 	// Pool is PoolReady for a warm-pool sandbox no scope has taken yet
 	// (no scope, agent or session), PoolTaken for one taken from it.
 	Pool string `json:"pool,omitempty"`
@@ -589,6 +632,9 @@ type Info struct {
 // containerPrefix; another daemon's sandboxes on the same Engine are left
 // out), as the Engine reports them.
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	if m.fleet != nil {
+		return m.fleetList(ctx)
+	}
 	f := make(client.Filters).Add("label", LabelManaged+"=1")
 	for k, v := range m.labels {
 		f.Add("label", k+"="+v)
@@ -635,8 +681,8 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 			State: string(c.State), Image: c.Image, CreatedAt: created,
 			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
-			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name),
-			Pool:    pool, labels: labels,
+			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
+			Pool: pool, labels: labels,
 		})
 	}
 	return out, nil
@@ -651,6 +697,9 @@ func (m *Manager) Remove(ctx context.Context, s Scope) error {
 // RemoveByName force-removes a managed container by name or id. A container
 // that is not managed by sandboxctl is never touched.
 func (m *Manager) RemoveByName(ctx context.Context, name string) error {
+	if m.fleet != nil {
+		return m.fleetRemoveByName(ctx, name)
+	}
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if isNotFound(err) {
 		return fmt.Errorf("%w: no container named %s", ErrNotFound, name)
@@ -683,6 +732,9 @@ func trimSlash(s string) string {
 // older than prune.maxAgeDays (0 disables a rule). With dryRun it only
 // reports what it would remove.
 func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
+	if m.fleet != nil {
+		return m.fleetPrune(ctx, dryRun)
+	}
 	list, err := m.List(ctx)
 	if err != nil {
 		return nil, err
@@ -764,16 +816,21 @@ type Explanation struct {
 	Hardening map[string]any `json:"hardening,omitempty"`
 	// Recreate says whether and why the next ensure recreates the container.
 	Recreate string `json:"recreate"`
+	// Engine names the Engine the sandbox lives on (or would be placed on).
+	Engine string `json:"engine"`
 }
 
 // Explain reports the effective config of scope s, its hash, the container
 // serving it and whether it would be recreated, and why.
 func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
+	if m.fleet != nil {
+		return m.fleetExplain(ctx, s)
+	}
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
-	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Runtime: m.runtimeOf(ctx)}
+	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name, Runtime: m.runtimeOf(ctx)}
 	ex.RuntimeNote = runtimeNoteFor(m.cfg.Docker.Runtime)
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
@@ -788,7 +845,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	ms, _ := strconv.ParseInt(labels[LabelCreatedAt], 10, 64)
 	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
-		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name)}
+		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name}
 	if labels[LabelPooled] == "1" {
 		info.Pool = PoolTaken
 	}

@@ -204,6 +204,14 @@ func (m *Manager) poolDirRoot() string {
 // daemon (StartPool) or WaitPool starts it: a short-lived Manager (the
 // CLI's) never makes pooled sandboxes.
 func (m *Manager) startPool() {
+	if m.fleet != nil {
+		// Several Engines: each member keeps a pool of its own (its
+		// Ensure takes from it).
+		for _, mb := range m.fleet.members {
+			mb.m.startPool()
+		}
+		return
+	}
 	if m.poolSize() == 0 {
 		return
 	}
@@ -524,6 +532,17 @@ type PoolStatus struct {
 
 // Pool reports the pool's state.
 func (m *Manager) Pool() PoolStatus {
+	if m.fleet != nil {
+		var st PoolStatus
+		for _, mb := range m.fleet.members {
+			ms := mb.m.Pool()
+			st.Size, st.Ready = st.Size+ms.Size, st.Ready+ms.Ready
+			if ms.LastErr != "" {
+				st.LastErr = ms.LastErr
+			}
+		}
+		return st
+	}
 	m.pool.mu.Lock()
 	defer m.pool.mu.Unlock()
 	return PoolStatus{Size: m.poolSize(), Ready: len(m.pool.ready), LastErr: m.pool.lastErr}

@@ -21,6 +21,9 @@ type Config struct {
 	// PauseAfterMinutes pauses a sandbox (the Engine's cgroup freezer)
 	// idle that long; the next command resumes it. 0: never.
 	PauseAfterMinutes float64 `yaml:"pauseAfterMinutes" json:"pauseAfterMinutes"`
+	// Engines are the Docker Engines sandboxes are placed on; none is the
+	// one Engine of the environment (see ParseEngines).
+	Engines []EngineConfig `yaml:"engines" json:"engines,omitempty"`
 }
 
 // PoolConfig is sandbox.pool: Size started, supervised sandboxes are kept
