@@ -84,6 +84,9 @@ type Options struct {
 	// stream even when their local socket is reachable (see
 	// Manager.dialLocal); for tests and for comparing the two transports.
 	SupervisorAttachOnly bool
+	// OnSupervisorFallback, when set, is told each time a supervised
+	// sandbox is reached without its supervisor ("exec", "files").
+	OnSupervisorFallback func(op string)
 }
 
 // Manager creates, reuses, recreates and removes sandboxes.
@@ -113,6 +116,7 @@ type Manager struct {
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
 	localSupervisor bool
+	onFallback      func(op string)
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -150,6 +154,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		now:        opts.Now,
 		logf:       opts.Logf,
 		scopeLocks: map[string]*sync.Mutex{},
+		onFallback: opts.OnSupervisorFallback,
 	}
 	if m.now == nil {
 		m.now = time.Now
