@@ -58,6 +58,8 @@ type ServeOptions struct {
 	// ApproverToken decides approvals over TCP; default
 	// $SANDBOXCTL_APPROVER_TOKEN; none refuses decisions over TCP.
 	ApproverToken string
+	// FilesMaxBytes bounds one transfer of the files API.
+	FilesMaxBytes int64
 }
 
 func newServeCommand(c *cli.CLI) *cobra.Command {
@@ -95,6 +97,7 @@ are removed.`,
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
 	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
+	f.Int64Var(&opts.FilesMaxBytes, "files-max-bytes", daemon.DefaultFileMaxBytes, "largest file content one files API transfer (upload or download) may move")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(&cobra.Command{
@@ -228,6 +231,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
+		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable}) {
+			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
+		}
 	}
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
