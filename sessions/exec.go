@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Terminal size of a PTY run (SPEC §2).
@@ -274,7 +275,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	if strings.IndexByte(p.Command, 0) >= 0 {
 		return pl, inputErr("command", "command contains a NUL byte")
 	}
-	host, err := normEnum("host", p.Host, []string{"sandbox", "gateway", "node"})
+	host, err := normEnum("host", p.Host, toolapi.Hosts)
 	if err != nil {
 		return pl, err
 	}

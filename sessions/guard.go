@@ -1,6 +1,10 @@
 package sessions
 
-import "context"
+import (
+	"context"
+
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+)
 
 // Guard decides whether a command may run on the gateway or node host (SPEC
 // §5): security mode, allowlist, safe bins, approvals. The Manager calls it
@@ -50,8 +54,8 @@ type GuardVerdict struct {
 // Security and ask levels, ordered so that effective security is the minimum
 // and effective ask the maximum of config and request.
 var (
-	securityLevels = []string{"deny", "allowlist", "full"}
-	askLevels      = []string{"off", "on-miss", "always"}
+	securityLevels = toolapi.SecurityLevels
+	askLevels      = toolapi.AskLevels
 )
 
 func level(levels []string, v string) int {

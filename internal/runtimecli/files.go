@@ -1,12 +1,18 @@
 package runtimecli
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 
+	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 )
 
@@ -47,4 +53,36 @@ func (s sandboxFiles) WriteFile(ctx context.Context, f daemon.FileRef, mode fs.F
 
 func (s sandboxFiles) Remove(ctx context.Context, f daemon.FileRef) error {
 	return s.m.RemoveFile(ctx, scopeOf(f), f.Path)
+}
+
+// storeFiles gives the daemon's MCP endpoint the file tools.
+type storeFiles struct {
+	store daemon.FileStore
+	limit int64
+}
+
+var _ mcpserver.Files = storeFiles{}
+
+func (s storeFiles) ReadFile(ctx context.Context, f daemon.FileRef, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := s.store.Read(ctx, f, limit, &buf); err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(&buf)
+	hdr, err := tr.Next()
+	if err != nil {
+		return nil, fmt.Errorf("files: read %s: %w", f.Path, err)
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil, fmt.Errorf("%w: %s is not a regular file", cerrdefs.ErrInvalidArgument, f.Path)
+	}
+	return io.ReadAll(tr)
+}
+
+func (s storeFiles) WriteFile(ctx context.Context, f daemon.FileRef, data []byte) error {
+	return s.store.WriteFile(ctx, f, 0o644, s.limit, bytes.NewReader(data))
+}
+
+func (s storeFiles) ListFiles(ctx context.Context, f daemon.FileRef) (apiclient.FileList, error) {
+	return s.store.List(ctx, f)
 }
