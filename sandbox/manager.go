@@ -84,10 +84,38 @@ type Options struct {
 	// stream even when their local socket is reachable (see
 	// Manager.dialLocal); for tests and for comparing the two transports.
 	SupervisorAttachOnly bool
-	// OnSupervisorFallback, when set, is told each time a supervised
-	// sandbox is reached without its supervisor ("exec", "files").
-	OnSupervisorFallback func(op string)
+	// Observer, when set, is told about costly and failing Engine work
+	// (the daemon's metrics).
+	Observer Observer
 }
+
+// Observer is told about a Manager's costly and failing Engine work. Its
+// methods must be quick and safe for concurrent use.
+type Observer interface {
+	// SandboxCreated reports the time a sandbox took to create and start.
+	SandboxCreated(d time.Duration)
+	// ImageBuilt reports the time a supervised image took to build.
+	ImageBuilt(d time.Duration)
+	// SupervisorFallback reports a supervised sandbox reached without its
+	// supervisor: op is "exec" or "files".
+	SupervisorFallback(op string)
+	// EngineError reports an Engine call that failed, by class (one of
+	// EngineErrorClasses).
+	EngineError(class string)
+}
+
+// EngineErrorClasses are the classes of EngineError.
+var EngineErrorClasses = []string{"unreachable", "internal", "unavailable", "not_found", "conflict", "invalid", "other"}
+
+// SandboxStates are the container states a sandbox is counted under
+// (Info.State); anything else counts as "other".
+var SandboxStates = []string{"created", "running", "paused", "restarting", "removing", "exited", "dead", "other"}
+
+// Sandbox engines (Info.Engine): how commands reach the sandbox.
+const (
+	EngineSupervisor = "supervisor"
+	EnginePlain      = "plain"
+)
 
 // Manager creates, reuses, recreates and removes sandboxes.
 type Manager struct {
@@ -116,7 +144,7 @@ type Manager struct {
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
 	localSupervisor bool
-	onFallback      func(op string)
+	obs             Observer
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -154,7 +182,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		now:        opts.Now,
 		logf:       opts.Logf,
 		scopeLocks: map[string]*sync.Mutex{},
-		onFallback: opts.OnSupervisorFallback,
+		obs:        opts.Observer,
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -346,7 +374,11 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			m.reg.touch(name, scopeKey)
 			return res, nil
 		}
+		createStart := time.Now()
 		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical)
+		if err == nil && m.obs != nil {
+			m.obs.SandboxCreated(time.Since(createStart))
+		}
 		if isConflict(err) {
 			lastErr = err
 			continue // another process created it first; use theirs
@@ -512,6 +544,8 @@ type Info struct {
 	// Current is false when the container's config hash differs from the
 	// config in force (it will be recreated).
 	Current bool `json:"current"`
+	// Engine is how commands reach it: EngineSupervisor or EnginePlain.
+	Engine string `json:"engine"`
 }
 
 // List returns the managed containers of this configuration (named with its
@@ -554,6 +588,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			State: string(c.State), Image: c.Image, CreatedAt: created,
 			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
 			Current: c.Labels[LabelConfigHash] == wantHash,
+			Engine:  map[bool]string{true: EngineSupervisor, false: EnginePlain}[c.Labels[LabelSupervisor] != ""],
 		})
 	}
 	return out, nil

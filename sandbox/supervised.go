@@ -578,7 +578,7 @@ func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) err
 // supervisorFallback reports that a supervised sandbox was reached without
 // its supervisor.
 func (m *Manager) supervisorFallback(op string) {
-	if m.onFallback != nil {
-		m.onFallback(op)
+	if m.obs != nil {
+		m.obs.SupervisorFallback(op)
 	}
 }

@@ -147,7 +147,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer lock.Release()
 
-	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf)
+	// The metrics come first: the sandbox manager reports to them.
+	metricSet := metrics.NewSet()
+	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf, metricSet)
 	if err != nil {
 		return err
 	}
@@ -191,7 +193,14 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else if n > 0 {
 		logf("recovered %d session(s) from a previous daemon", n)
 	}
-	tools := metrics.New(mgr)
+	src := metrics.Sources{
+		RunningSessions:  mgr.Running,
+		PendingApprovals: func(ctx context.Context) (int, error) { return pendingApprovals(ctx, gate.Store) },
+	}
+	if sbx != nil {
+		src.Sandboxes = sbx.List
+	}
+	tools := metricSet.Wrap(mgr, src)
 	dopts := daemon.Options{
 		StateDir:       state,
 		Tools:          tools,
@@ -260,6 +269,19 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	return srv.Serve(ctx)
 }
 
+// pendingApprovals counts the requests awaiting a decision.
+func pendingApprovals(ctx context.Context, store *guard.Store) (int, error) {
+	list, err := store.List(ctx)
+	n := 0
+	now := time.Now().UnixMilli()
+	for _, p := range list {
+		if p.Decision == "" && (p.ExpiresAtMs == 0 || p.ExpiresAtMs > now) {
+			n++
+		}
+	}
+	return n, err
+}
+
 // hardenDaemonProcess keeps the daemon's secrets and its approvals out of
 // reach of the commands it runs as its own uid: the tokens leave its
 // environment before any command inherits it; the process is not dumpable
@@ -281,7 +303,7 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any), obs sandbox.Observer) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
 	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
@@ -299,7 +321,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		hosts["gateway"] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
-	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
+	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf, Observer: obs})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
