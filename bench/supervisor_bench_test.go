@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // benchImage is the busybox test image (`make images`).
@@ -268,7 +269,7 @@ func BenchmarkSupervisor(b *testing.B) {
 	tab.add("sandbox.Manager.Start `true` (supervisor)", ms(supMed), "API exec "+ms(apiMed)+", docker exec CLI "+ms(cliMed), fmt.Sprintf("x%.1f faster than API exec", float64(apiMed)/float64(supMed)))
 
 	// Through sessions.Manager.
-	smgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(m)}})
+	smgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{"sandbox": sessions.NewSandboxHost(m)}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -35,7 +35,7 @@
 //
 // A typical gateway run:
 //
-//	if err := envguard.CheckRequest(envguard.HostGateway, req.Env); err != nil {
+//	if err := envguard.CheckRequest(vocab.HostGateway, req.Env); err != nil {
 //		return err // names every refused key and its rule
 //	}
 //	env := envguard.Merge(envguard.SanitizeInherited(os.Environ()), req.Env)

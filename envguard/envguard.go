@@ -6,18 +6,8 @@ import (
 	"maps"
 	"sort"
 	"strings"
-)
 
-// Host names the kind of host a command runs on. The env policy differs by
-// host: inside a sandbox the container is the boundary, on the gateway and on
-// node hosts the command shares the machine with everything else.
-type Host string
-
-// The hosts of the exec tool.
-const (
-	HostSandbox Host = "sandbox"
-	HostGateway Host = "gateway"
-	HostNode    Host = "node"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Rule names the rule that refused a key. Its value is a short stable token
@@ -215,11 +205,11 @@ func IsBlockedEverywhere(key string) bool {
 
 // CheckKey checks one request key for host and returns its refusal or nil.
 // See CheckRequest.
-func CheckKey(host Host, key string) error {
+func CheckKey(host vocab.Host, key string) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
-	if host == HostSandbox {
+	if host == vocab.HostSandbox {
 		return nil
 	}
 	upper := strings.ToUpper(key)
@@ -238,9 +228,9 @@ func CheckKey(host Host, key string) error {
 
 // CheckRequest checks the env of an exec request for host.
 //
-// On HostSandbox only key validity (and NUL-free values) is checked: the
+// On vocab.HostSandbox only key validity (and NUL-free values) is checked: the
 // container is the boundary and the host env is never inherited there. Every
-// other host value — HostGateway, HostNode, and any unknown host, which fails
+// other host value — vocab.HostGateway, vocab.HostNode, and any unknown host, which fails
 // closed — additionally refuses PATH, the blocked-everywhere keys and
 // prefixes, suffixes and the CARGO_TARGET_<triple>_(LINKER|RUNNER) pattern,
 // and the override-only keys and prefixes. List matching ignores case,
@@ -253,10 +243,10 @@ func CheckKey(host Host, key string) error {
 // refusal the result is that *RefusedError itself, with several it is their
 // errors.Join in key order. errors.Is(err, ErrRefused) and
 // errors.As(err, **RefusedError) (which finds the first) work in both cases.
-func CheckRequest(host Host, env map[string]string) error {
+func CheckRequest(host vocab.Host, env map[string]string) error {
 	var errs []error
 	for _, k := range sortedKeys(env) {
-		if v, ok := pinned[k]; ok && env[k] == v && host != HostSandbox {
+		if v, ok := pinned[k]; ok && env[k] == v && host != vocab.HostSandbox {
 			continue // setting a pinned variable to its pinned value changes nothing
 		}
 		if err := CheckKey(host, k); err != nil {

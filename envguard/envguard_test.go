@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -227,7 +229,7 @@ func TestCheckKeyClasses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
-			for _, host := range []Host{HostGateway, HostNode, Host(""), Host("bogus")} {
+			for _, host := range []vocab.Host{vocab.HostGateway, vocab.HostNode, vocab.Host(""), vocab.Host("bogus")} {
 				err := CheckKey(host, tt.key)
 				if tt.wantRule == "" {
 					if err != nil {
@@ -250,7 +252,7 @@ func TestCheckKeyClasses(t *testing.T) {
 				}
 			}
 			// The sandbox only checks validity.
-			if err := CheckKey(HostSandbox, tt.key); err != nil {
+			if err := CheckKey(vocab.HostSandbox, tt.key); err != nil {
 				t.Fatalf("CheckKey(sandbox, %s) = %v, want nil", tt.key, err)
 			}
 		})
@@ -259,19 +261,19 @@ func TestCheckKeyClasses(t *testing.T) {
 
 func TestRefusedErrorMessage(t *testing.T) {
 	tests := []struct {
-		host Host
+		host vocab.Host
 		key  string
 		want string
 	}{
-		{HostGateway, "LD_PRELOAD", "env LD_PRELOAD refused: blocked everywhere (prefix LD_): loader and interpreter hooks can run code"},
-		{HostNode, "NODE_OPTIONS", "env NODE_OPTIONS refused: blocked everywhere: loader and interpreter hooks can run code"},
-		{HostGateway, "HOME", "env HOME refused: may not be set by a request on this host: it points tools at other configuration or code"},
-		{HostGateway, "GIT_CONFIG_COUNT", "env GIT_CONFIG_COUNT refused: blocked everywhere (prefix GIT_CONFIG): git configuration from the environment can run commands"},
-		{HostGateway, "CARGO_TARGET_X_RUNNER", "env CARGO_TARGET_X_RUNNER refused: blocked everywhere (pattern CARGO_TARGET_<triple>_(LINKER|RUNNER)): cargo runs the linker or runner it names"},
-		{HostGateway, "FZF_DEFAULT_COMMAND", "env FZF_DEFAULT_COMMAND refused: blocked everywhere (suffix _COMMAND): its name says it holds a command that a tool runs"},
-		{HostNode, "PATH", "env PATH refused: PATH may not be set by a request on this host: the host builds PATH from the login shell PATH and pathPrepend"},
-		{HostSandbox, "A-B", `env "A-B" refused: invalid key: must match ^[A-Za-z_][A-Za-z0-9_]*$`},
-		{HostSandbox, "", `env "" refused: invalid key: empty key; must match ^[A-Za-z_][A-Za-z0-9_]*$`},
+		{vocab.HostGateway, "LD_PRELOAD", "env LD_PRELOAD refused: blocked everywhere (prefix LD_): loader and interpreter hooks can run code"},
+		{vocab.HostNode, "NODE_OPTIONS", "env NODE_OPTIONS refused: blocked everywhere: loader and interpreter hooks can run code"},
+		{vocab.HostGateway, "HOME", "env HOME refused: may not be set by a request on this host: it points tools at other configuration or code"},
+		{vocab.HostGateway, "GIT_CONFIG_COUNT", "env GIT_CONFIG_COUNT refused: blocked everywhere (prefix GIT_CONFIG): git configuration from the environment can run commands"},
+		{vocab.HostGateway, "CARGO_TARGET_X_RUNNER", "env CARGO_TARGET_X_RUNNER refused: blocked everywhere (pattern CARGO_TARGET_<triple>_(LINKER|RUNNER)): cargo runs the linker or runner it names"},
+		{vocab.HostGateway, "FZF_DEFAULT_COMMAND", "env FZF_DEFAULT_COMMAND refused: blocked everywhere (suffix _COMMAND): its name says it holds a command that a tool runs"},
+		{vocab.HostNode, "PATH", "env PATH refused: PATH may not be set by a request on this host: the host builds PATH from the login shell PATH and pathPrepend"},
+		{vocab.HostSandbox, "A-B", `env "A-B" refused: invalid key: must match ^[A-Za-z_][A-Za-z0-9_]*$`},
+		{vocab.HostSandbox, "", `env "" refused: invalid key: empty key; must match ^[A-Za-z_][A-Za-z0-9_]*$`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -290,29 +292,29 @@ func TestRefusedErrorMessage(t *testing.T) {
 func TestCheckRequest(t *testing.T) {
 	tests := []struct {
 		name string
-		host Host
+		host vocab.Host
 		env  map[string]string
 		want []string // refused keys, in order; nil = accepted
 		rule Rule     // rule of the first refusal
 	}{
-		{"nil env", HostGateway, nil, nil, ""},
-		{"empty env", HostNode, map[string]string{}, nil, ""},
-		{"plain keys gateway", HostGateway, map[string]string{"FOO": "1", "BAR_2": "x"}, nil, ""},
-		{"LD_PRELOAD gateway", HostGateway, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, []string{"LD_PRELOAD"}, RuleBlockedPrefix},
-		{"LD_PRELOAD node", HostNode, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, []string{"LD_PRELOAD"}, RuleBlockedPrefix},
-		{"LD_PRELOAD sandbox", HostSandbox, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, nil, ""},
-		{"GIT_SSH_COMMAND gateway", HostGateway, map[string]string{"GIT_SSH_COMMAND": "evil.sh"}, []string{"GIT_SSH_COMMAND"}, RuleBlocked},
-		{"GIT_SSH_COMMAND sandbox", HostSandbox, map[string]string{"GIT_SSH_COMMAND": "evil.sh"}, nil, ""},
-		{"PATH gateway", HostGateway, map[string]string{"PATH": "/tmp/evil"}, []string{"PATH"}, RulePathOverride},
-		{"PATH node", HostNode, map[string]string{"PATH": "/tmp/evil"}, []string{"PATH"}, RulePathOverride},
-		{"PATH sandbox", HostSandbox, map[string]string{"PATH": "/opt/bin:/usr/bin"}, nil, ""},
-		{"PATH unknown host fails closed", Host("elsewhere"), map[string]string{"PATH": "/x"}, []string{"PATH"}, RulePathOverride},
-		{"invalid key sandbox", HostSandbox, map[string]string{"A-B": "1"}, []string{"A-B"}, RuleInvalidKey},
-		{"invalid key gateway", HostGateway, map[string]string{"1X": "1"}, []string{"1X"}, RuleInvalidKey},
-		{"NUL value sandbox", HostSandbox, map[string]string{"X": "a\x00b"}, []string{"X"}, RuleInvalidValue},
-		{"NUL value gateway", HostGateway, map[string]string{"X": "a\x00b"}, []string{"X"}, RuleInvalidValue},
+		{"nil env", vocab.HostGateway, nil, nil, ""},
+		{"empty env", vocab.HostNode, map[string]string{}, nil, ""},
+		{"plain keys gateway", vocab.HostGateway, map[string]string{"FOO": "1", "BAR_2": "x"}, nil, ""},
+		{"LD_PRELOAD gateway", vocab.HostGateway, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, []string{"LD_PRELOAD"}, RuleBlockedPrefix},
+		{"LD_PRELOAD node", vocab.HostNode, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, []string{"LD_PRELOAD"}, RuleBlockedPrefix},
+		{"LD_PRELOAD sandbox", vocab.HostSandbox, map[string]string{"LD_PRELOAD": "/tmp/malware.so"}, nil, ""},
+		{"GIT_SSH_COMMAND gateway", vocab.HostGateway, map[string]string{"GIT_SSH_COMMAND": "evil.sh"}, []string{"GIT_SSH_COMMAND"}, RuleBlocked},
+		{"GIT_SSH_COMMAND sandbox", vocab.HostSandbox, map[string]string{"GIT_SSH_COMMAND": "evil.sh"}, nil, ""},
+		{"PATH gateway", vocab.HostGateway, map[string]string{"PATH": "/tmp/evil"}, []string{"PATH"}, RulePathOverride},
+		{"PATH node", vocab.HostNode, map[string]string{"PATH": "/tmp/evil"}, []string{"PATH"}, RulePathOverride},
+		{"PATH sandbox", vocab.HostSandbox, map[string]string{"PATH": "/opt/bin:/usr/bin"}, nil, ""},
+		{"PATH unknown host fails closed", vocab.Host("elsewhere"), map[string]string{"PATH": "/x"}, []string{"PATH"}, RulePathOverride},
+		{"invalid key sandbox", vocab.HostSandbox, map[string]string{"A-B": "1"}, []string{"A-B"}, RuleInvalidKey},
+		{"invalid key gateway", vocab.HostGateway, map[string]string{"1X": "1"}, []string{"1X"}, RuleInvalidKey},
+		{"NUL value sandbox", vocab.HostSandbox, map[string]string{"X": "a\x00b"}, []string{"X"}, RuleInvalidValue},
+		{"NUL value gateway", vocab.HostGateway, map[string]string{"X": "a\x00b"}, []string{"X"}, RuleInvalidValue},
 		{
-			"several in sorted order", HostGateway,
+			"several in sorted order", vocab.HostGateway,
 			map[string]string{"ZZZ": "ok", "PATH": "/x", "HOME": "/tmp", "BASH_FUNC_ls%%": "() { id; }", "GOOD": "1", "A=B": "c"},
 			[]string{"A=B", "BASH_FUNC_ls%%", "HOME", "PATH"}, RuleInvalidKey,
 		},
@@ -352,9 +354,9 @@ func TestCheckRequestDeterministic(t *testing.T) {
 	for i := range 30 {
 		env[fmt.Sprintf("LD_X%02d", i)] = "v"
 	}
-	want := CheckRequest(HostGateway, env).Error()
+	want := CheckRequest(vocab.HostGateway, env).Error()
 	for range 20 {
-		if got := CheckRequest(HostGateway, env).Error(); got != want {
+		if got := CheckRequest(vocab.HostGateway, env).Error(); got != want {
 			t.Fatalf("non-deterministic:\n%s\n---\n%s", got, want)
 		}
 	}
@@ -465,7 +467,7 @@ func TestListsConsistent(t *testing.T) {
 		}
 	}
 	for k := range blockedEverywhere() {
-		if err := CheckKey(HostGateway, k); err == nil {
+		if err := CheckKey(vocab.HostGateway, k); err == nil {
 			t.Errorf("blocked key %s accepted", k)
 		}
 		if !IsBlockedEverywhere(k) {
@@ -474,7 +476,7 @@ func TestListsConsistent(t *testing.T) {
 	}
 	for k := range overrideOnly() {
 		var re *RefusedError
-		if err := CheckKey(HostNode, k); !errors.As(err, &re) || re.Rule != RuleOverrideOnly {
+		if err := CheckKey(vocab.HostNode, k); !errors.As(err, &re) || re.Rule != RuleOverrideOnly {
 			t.Errorf("override-only key %s: %v", k, err)
 		}
 		if IsBlockedEverywhere(k) {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // pinnedKV are envguard's pinned variables as SanitizeInherited appends them.
@@ -188,17 +190,17 @@ func TestFilterShellWrapperEnv(t *testing.T) {
 // sandbox nothing is pinned.
 func TestPinnedInRequests(t *testing.T) {
 	for k, v := range Pinned() {
-		if err := CheckRequest(HostGateway, map[string]string{k: v}); err != nil {
+		if err := CheckRequest(vocab.HostGateway, map[string]string{k: v}); err != nil {
 			t.Errorf("%s=%s (the pinned value) refused: %v", k, v, err)
 		}
-		if err := CheckRequest(HostNode, map[string]string{k: v + "x"}); err == nil {
+		if err := CheckRequest(vocab.HostNode, map[string]string{k: v + "x"}); err == nil {
 			t.Errorf("%s=%sx accepted on a node", k, v)
 		}
 		if !IsPinned(k) || !IsPinned(strings.ToLower(k)) {
 			t.Errorf("IsPinned(%s) = false", k)
 		}
 	}
-	if err := CheckRequest(HostGateway, map[string]string{"pager": "/bin/cat"}); err == nil {
+	if err := CheckRequest(vocab.HostGateway, map[string]string{"pager": "/bin/cat"}); err == nil {
 		t.Error("lower-case pager accepted: only the exact pinned key and value are")
 	}
 	p := Pinned()

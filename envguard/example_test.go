@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func ExampleCheckRequest() {
 	env := map[string]string{"LD_PRELOAD": "/tmp/malware.so", "MY_FLAG": "1"}
 
-	err := envguard.CheckRequest(envguard.HostGateway, env)
+	err := envguard.CheckRequest(vocab.HostGateway, env)
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, envguard.ErrRefused))
 	var re *envguard.RefusedError
@@ -19,7 +20,7 @@ func ExampleCheckRequest() {
 	}
 
 	// Inside a sandbox the container is the boundary.
-	fmt.Println(envguard.CheckRequest(envguard.HostSandbox, env))
+	fmt.Println(envguard.CheckRequest(vocab.HostSandbox, env))
 	// Output:
 	// env LD_PRELOAD refused: blocked everywhere (prefix LD_): loader and interpreter hooks can run code
 	// true
@@ -28,7 +29,7 @@ func ExampleCheckRequest() {
 }
 
 func ExampleCheckRequest_several() {
-	err := envguard.CheckRequest(envguard.HostNode, map[string]string{
+	err := envguard.CheckRequest(vocab.HostNode, map[string]string{
 		"PATH":            "/tmp/evil:/usr/bin",
 		"GIT_SSH_COMMAND": "evil.sh",
 	})

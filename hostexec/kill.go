@@ -1,12 +1,10 @@
 package hostexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -113,16 +111,12 @@ func groupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
-	entries, err := os.ReadDir("/proc")
+	procs, err := procfs.List("/proc")
 	if err != nil {
 		return true // cannot tell: assume alive, the caller escalates
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := procfs.ReadStat("/proc", pid); err == nil && st.PGRP == pgid && !st.Dead() {
+	for _, st := range procs {
+		if st.PGRP == pgid && !st.Dead() {
 			return true
 		}
 	}
@@ -145,11 +139,11 @@ func sweepTag(tag string) (int, error) {
 	if !ValidTag(tag) {
 		return 0, fmt.Errorf("sweep: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
-	needle := []byte("\x00" + TagEnv + "=" + tag + "\x00")
+	entry := TagEnv + "=" + tag
 	self := os.Getpid()
 	total := 0
 	for range sweepRounds {
-		pids, err := taggedPIDs(needle, self)
+		pids, err := taggedPIDs(entry, self)
 		if err != nil {
 			return total, err
 		}
@@ -172,34 +166,23 @@ func TaggedPIDs(tag string) ([]int, error) {
 	if !ValidTag(tag) {
 		return nil, fmt.Errorf("hostexec: tagged pids: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
-	pids, err := taggedPIDs([]byte("\x00"+TagEnv+"="+tag+"\x00"), os.Getpid())
+	pids, err := taggedPIDs(TagEnv+"="+tag, os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("hostexec: tagged pids: %w", err)
 	}
 	return pids, nil
 }
 
-// taggedPIDs scans /proc. needle is "\0KEY=VALUE\0"; each environ is read
-// with a NUL added on both ends so that the first and last entries match
-// too. A zombie's environ reads empty, so dead processes never match.
-func taggedPIDs(needle []byte, self int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
+// taggedPIDs lists the processes other than self whose environment holds
+// entry ("KEY=VALUE").
+func taggedPIDs(entry string, self int) ([]int, error) {
+	all, err := procfs.PIDs("/proc")
 	if err != nil {
-		return nil, fmt.Errorf("read /proc: %w", err)
+		return nil, err
 	}
 	var pids []int
-	buf := make([]byte, 0, 4096)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		buf = append(append(append(buf[:0], 0), data...), 0)
-		if bytes.Contains(buf, needle) {
+	for _, pid := range all {
+		if pid != self && procfs.HasEnv("/proc", pid, entry) {
 			pids = append(pids, pid)
 		}
 	}

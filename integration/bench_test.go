@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // timed runs op b.N times and reports the median and p90 latency beside
@@ -136,7 +137,7 @@ func newSandboxStackB(b *testing.B, plain bool) (*sandbox.Manager, *sessions.Man
 	if err != nil {
 		b.Fatal(err)
 	}
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(sm)}})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{"sandbox": sessions.NewSandboxHost(sm)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func newGatewayManagerWithHost(b *testing.B, host sessions.Host) *sessions.Manag
 	b.Helper()
 	cfg := config.Default()
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"gateway": host}})
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{"gateway": host}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Errors of RunAgent that end it (no reconnect can fix them).
@@ -541,7 +542,11 @@ func (a *agent) handle(l *agentLink, f *frame) {
 	case frameApprovalsSolve:
 		a.goAsync(func() {
 			reply := &frame{Type: frameReply, ReqID: f.ReqID}
-			if err := a.guard.Resolve(a.ctx, f.ApprovalID, f.Decision); err != nil {
+			d, err := vocab.ParseApprovalDecision(f.Decision)
+			if err == nil {
+				err = a.guard.Resolve(a.ctx, f.ApprovalID, d)
+			}
+			if err != nil {
 				reply.Error = err.Error()
 				if errors.Is(err, ErrApprovalUnknown) {
 					reply.Reason = "unknown-approval"
@@ -703,7 +708,7 @@ func denied(runID, reason string) *frame {
 // admit applies the node's checks in order — envguard, rawCommand ↔ argv,
 // workdir, the node's guard — and starts the process if they all pass.
 func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
-	if err := envguard.CheckRequest(envguard.HostNode, p.Env); err != nil {
+	if err := envguard.CheckRequest(vocab.HostNode, p.Env); err != nil {
 		return denied(p.RunID, "env: "+err.Error()), nil
 	}
 	line, err := CheckRawCommand(p.Argv, p.RawCommand)
@@ -721,8 +726,8 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 		return denied(p.RunID, "the node's guard failed, so nothing runs: "+err.Error()), nil
 	}
 	switch v.Decision {
-	case VerdictRun:
-	case VerdictPending:
+	case vocab.DecisionRun:
+	case vocab.DecisionApprovalPending:
 		ap := Approval{}
 		if v.Approval != nil {
 			ap = *v.Approval

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // allowAll is a Guard that runs everything (benchmarks only: it measures the
@@ -14,11 +15,11 @@ import (
 type allowAll struct{}
 
 func (allowAll) Check(_ context.Context, req GuardRequest) (GuardVerdict, error) {
-	return GuardVerdict{Decision: VerdictRun, Command: req.Line}, nil
+	return GuardVerdict{Decision: vocab.DecisionRun, Command: req.Line}, nil
 }
-func (allowAll) Summary(context.Context) ApprovalSummary       { return ApprovalSummary{} }
-func (allowAll) Approvals(context.Context) ([]Approval, error) { return nil, nil }
-func (allowAll) Resolve(context.Context, string, string) error { return nil }
+func (allowAll) Summary(context.Context) ApprovalSummary                       { return ApprovalSummary{} }
+func (allowAll) Approvals(context.Context) ([]Approval, error)                 { return nil, nil }
+func (allowAll) Resolve(context.Context, string, vocab.ApprovalDecision) error { return nil }
 
 func reportMedian(b *testing.B, durs []time.Duration) {
 	slices.Sort(durs)

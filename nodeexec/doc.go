@@ -44,7 +44,7 @@
 //  1. approved / approvalDecision in the request are dropped (logged):
 //     only the node's own approvals.json counts (OpenClaw #8682).
 //  2. The request's shape and sizes.
-//  3. envguard.CheckRequest(envguard.HostNode, env): blocked keys and any
+//  3. envguard.CheckRequest(vocab.HostNode, env): blocked keys and any
 //     PATH override are refused.
 //  4. rawCommand must describe argv exactly (CheckRawCommand, CVE-2026-26325):
 //     empty, or FormatArgv(argv), or — for [sh -c SCRIPT] — SCRIPT byte for

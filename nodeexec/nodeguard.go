@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Guard is the node's own judge of a system.run. The gateway's verdict does
@@ -21,7 +22,7 @@ type Guard interface {
 	Approvals(ctx context.Context) ([]Approval, error)
 	// Resolve records a human decision for an approval id or slug. An
 	// unknown id is an error wrapping ErrApprovalUnknown.
-	Resolve(ctx context.Context, id, decision string) error
+	Resolve(ctx context.Context, id string, d vocab.ApprovalDecision) error
 }
 
 // GuardRequest is one system.run, as the node will execute it.
@@ -38,23 +39,17 @@ type GuardRequest struct {
 	Path                string
 	AgentID, SessionKey string
 	// Security and Ask are the gateway's modes; they can only tighten.
-	Security, Ask string
-	NodeID        string
+	Security vocab.Security
+	Ask      vocab.Ask
+	NodeID   string
 	// PTY: the run has a terminal (pagers and editors take typed shell
 	// escapes; see guard.Gadget).
 	PTY bool
 }
 
-// Guard decisions.
-const (
-	VerdictRun     = "run"
-	VerdictDeny    = "deny"
-	VerdictPending = "approval-pending"
-)
-
 // GuardVerdict is the node's decision.
 type GuardVerdict struct {
-	Decision string // VerdictRun, VerdictDeny, VerdictPending
+	Decision vocab.Decision
 	Reason   string
 	// Command is the shell line to execute when Decision is run.
 	Command string
@@ -67,12 +62,12 @@ type GuardVerdict struct {
 type GuardConfig struct {
 	// Security deny | allowlist | full. "" = approvals.json defaults, else
 	// allowlist.
-	Security string `json:"security" yaml:"security"`
+	Security vocab.Security `json:"security" yaml:"security"`
 	// Ask off | on-miss | always. "" = approvals.json defaults, else on-miss.
-	Ask string `json:"ask" yaml:"ask"`
+	Ask vocab.Ask `json:"ask" yaml:"ask"`
 	// AskFallback deny | allowlist | full: what an expired approval does.
 	// "" = approvals.json defaults, else deny.
-	AskFallback string `json:"askFallback" yaml:"askFallback"`
+	AskFallback vocab.Security `json:"askFallback" yaml:"askFallback"`
 	// SafeBins; nil = the default list.
 	SafeBins []string `json:"safeBins" yaml:"safeBins"`
 	// ApprovalTimeout is how long a request waits for a human (default 120 s).
@@ -94,15 +89,15 @@ func NewPolicyGuard(cfg GuardConfig, approvalsPath string) (*PolicyGuard, error)
 	if cfg.ApprovalTimeout > 0 {
 		opts = append(opts, guard.WithTimeout(cfg.ApprovalTimeout))
 	}
-	for kind, v := range map[string]string{"security": cfg.Security, "askFallback": cfg.AskFallback} {
+	for kind, v := range map[string]vocab.Security{"security": cfg.Security, "askFallback": cfg.AskFallback} {
 		if v != "" {
-			if _, err := guard.ParseSecurity(v); err != nil {
+			if _, err := vocab.ParseSecurity(string(v)); err != nil {
 				return nil, fmt.Errorf("nodeexec: node guard %s: %w", kind, err)
 			}
 		}
 	}
 	if cfg.Ask != "" {
-		if _, err := guard.ParseAsk(cfg.Ask); err != nil {
+		if _, err := vocab.ParseAsk(string(cfg.Ask)); err != nil {
 			return nil, fmt.Errorf("nodeexec: node guard ask: %w", err)
 		}
 	}
@@ -118,15 +113,15 @@ func (g *PolicyGuard) Store() *guard.Store { return g.store }
 
 func (g *PolicyGuard) gate() *guard.Gate {
 	return &guard.Gate{Store: g.store, Now: g.now, Config: guard.GateConfig{
-		Security: guard.Security(g.cfg.Security), Ask: guard.Ask(g.cfg.Ask),
-		AskFallback: guard.Security(g.cfg.AskFallback), SafeBins: g.cfg.SafeBins,
+		Security: g.cfg.Security, Ask: g.cfg.Ask,
+		AskFallback: g.cfg.AskFallback, SafeBins: g.cfg.SafeBins,
 	}}
 }
 
 // Summary implements Guard.
 func (g *PolicyGuard) Summary(ctx context.Context) ApprovalSummary {
 	sec, ask, fb, err := g.gate().Modes(ctx)
-	s := ApprovalSummary{Security: string(sec), Ask: string(ask), AskFallback: string(fb)}
+	s := ApprovalSummary{Security: sec, Ask: ask, AskFallback: fb}
 	if err != nil {
 		s.Error = err.Error()
 		return s
@@ -164,17 +159,13 @@ func (g *PolicyGuard) Approvals(ctx context.Context) ([]Approval, error) {
 func toApproval(p guard.Pending, now time.Time) Approval {
 	return Approval{
 		ID: p.ID, Slug: p.Slug, NodeID: p.NodeID, Command: p.Command, Argv: p.Argv, Env: p.Env, Cwd: p.Cwd,
-		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: string(p.Security), Ask: string(p.Ask),
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask,
 		Explain: p.Explain, CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now),
 	}
 }
 
 // Resolve implements Guard.
-func (g *PolicyGuard) Resolve(ctx context.Context, id, decision string) error {
-	d, err := guard.ParseDecision(decision)
-	if err != nil {
-		return err
-	}
+func (g *PolicyGuard) Resolve(ctx context.Context, id string, d vocab.ApprovalDecision) error {
 	if err := g.store.Resolve(ctx, id, d); err != nil {
 		if errors.Is(err, guard.ErrUnknownApproval) {
 			return fmt.Errorf("%w: %w", ErrApprovalUnknown, err)
@@ -192,19 +183,19 @@ func (g *PolicyGuard) Resolve(ctx context.Context, id, decision string) error {
 func (g *PolicyGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, error) {
 	v, err := g.gate().Check(ctx, guard.GateRequest{
 		Line: req.Line, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env, Path: req.Path,
-		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: "node", NodeID: req.NodeID,
-		Security: guard.Security(req.Security), Ask: guard.Ask(req.Ask), PTY: req.PTY,
+		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: vocab.HostNode, NodeID: req.NodeID,
+		Security: req.Security, Ask: req.Ask, PTY: req.PTY,
 	})
 	if err != nil {
 		return GuardVerdict{}, err
 	}
 	switch v.Decision {
-	case guard.DecisionRun:
-		return GuardVerdict{Decision: VerdictRun, Reason: v.Reason, Command: v.Command}, nil
-	case guard.DecisionNeedsApproval:
+	case vocab.DecisionRun:
+		return GuardVerdict{Decision: vocab.DecisionRun, Reason: v.Reason, Command: v.Command}, nil
+	case vocab.DecisionApprovalPending:
 		ap := toApproval(*v.Pending, g.now())
-		return GuardVerdict{Decision: VerdictPending, Reason: v.Reason, Approval: &ap}, nil
+		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Approval: &ap}, nil
 	default:
-		return GuardVerdict{Decision: VerdictDeny, Reason: "node guard: " + v.Reason}, nil
+		return GuardVerdict{Decision: vocab.DecisionDeny, Reason: "node guard: " + v.Reason}, nil
 	}
 }

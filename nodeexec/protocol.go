@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // ProtocolVersion is the version of the link protocol carried in hello.
@@ -126,11 +128,11 @@ type Hello struct {
 
 // ApprovalSummary is a node's guard configuration and approvals state.
 type ApprovalSummary struct {
-	Security    string `json:"security"`
-	Ask         string `json:"ask"`
-	AskFallback string `json:"askFallback,omitempty"`
-	Pending     int    `json:"pending"`
-	Allowlist   int    `json:"allowlist"`
+	Security    vocab.Security `json:"security"`
+	Ask         vocab.Ask      `json:"ask"`
+	AskFallback vocab.Security `json:"askFallback,omitempty"`
+	Pending     int            `json:"pending"`
+	Allowlist   int            `json:"allowlist"`
 	// Error is set when the node could not read its approvals file.
 	Error string `json:"error,omitempty"`
 }
@@ -160,8 +162,8 @@ type RunParams struct {
 	IdempotencyKey string            `json:"idempotencyKey"`
 	// Security and Ask are the gateway's effective modes. The node may only
 	// get stricter from them: it uses min(own, Security) and max(own, Ask).
-	Security string `json:"security,omitempty"`
-	Ask      string `json:"ask,omitempty"`
+	Security vocab.Security `json:"security,omitempty"`
+	Ask      vocab.Ask      `json:"ask,omitempty"`
 	// TTY asks for a pseudo-terminal of Cols x Rows; KeepStdin keeps a
 	// stdin pipe open for stdin frames.
 	TTY       bool `json:"tty,omitempty"`
@@ -206,8 +208,8 @@ type Approval struct {
 	Cwd         string            `json:"cwd"`
 	AgentID     string            `json:"agentId,omitempty"`
 	SessionKey  string            `json:"sessionKey,omitempty"`
-	Security    string            `json:"security,omitempty"`
-	Ask         string            `json:"ask,omitempty"`
+	Security    vocab.Security    `json:"security,omitempty"`
+	Ask         vocab.Ask         `json:"ask,omitempty"`
 	Explain     string            `json:"explain,omitempty"`
 	CreatedAtMs int64             `json:"createdAtMs,omitempty"`
 	ExpiresAtMs int64             `json:"expiresAtMs"`
@@ -295,15 +297,15 @@ func (p *RunParams) validate() error {
 	if p.Cols < 0 || p.Rows < 0 || p.Cols > 0xffff || p.Rows > 0xffff {
 		return fmt.Errorf("terminal size %dx%d out of range", p.Cols, p.Rows)
 	}
-	switch p.Security {
-	case "", "deny", "allowlist", "full":
-	default:
-		return fmt.Errorf("unknown security %q", p.Security)
+	if p.Security != "" {
+		if _, err := vocab.ParseSecurity(string(p.Security)); err != nil {
+			return err
+		}
 	}
-	switch p.Ask {
-	case "", "off", "on-miss", "always":
-	default:
-		return fmt.Errorf("unknown ask %q", p.Ask)
+	if p.Ask != "" {
+		if _, err := vocab.ParseAsk(string(p.Ask)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

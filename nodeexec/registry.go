@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Defaults of RegistryOptions and AgentOptions.
@@ -279,7 +281,8 @@ type StartSpec struct {
 	Timeout time.Duration
 	// Security and Ask are the gateway's effective modes; the node uses
 	// them only to become stricter than its own configuration.
-	Security, Ask string
+	Security vocab.Security
+	Ask      vocab.Ask
 }
 
 // NewID returns a random 128-bit id in hex.
@@ -466,7 +469,7 @@ func (r *Registry) AwaitApproval(ctx context.Context, node, id string, interval 
 // ResolveApproval records a human decision (allow-once, allow-always, deny)
 // for an approval id or slug on node ("" = ask every connected node). The
 // agent then repeats the exec and the node runs it under that decision.
-func (r *Registry) ResolveApproval(ctx context.Context, node, id, decision string) error {
+func (r *Registry) ResolveApproval(ctx context.Context, node, id string, decision vocab.ApprovalDecision) error {
 	switch decision {
 	case "allow-once", "allow-always", "deny":
 	default:
@@ -487,7 +490,7 @@ func (r *Registry) ResolveApproval(ctx context.Context, node, id, decision strin
 		links = r.links()
 	}
 	for _, l := range links {
-		f, err := l.rpc(ctx, &frame{Type: frameApprovalsSolve, ApprovalID: id, Decision: decision})
+		f, err := l.rpc(ctx, &frame{Type: frameApprovalsSolve, ApprovalID: id, Decision: string(decision)})
 		if err != nil {
 			return fmt.Errorf("nodeexec: resolve approval on %s: %w", l.name(), err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/hosttest"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // TestSandboxConformanceBothPaths runs the Host conformance suite against
@@ -69,7 +70,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					mgr2, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": sessions.NewSandboxHost(sm2)}, CursorFile: cursors})
+					mgr2, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{"sandbox": sessions.NewSandboxHost(sm2)}, CursorFile: cursors})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -86,7 +87,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 				}
 			}
 			host := sessions.NewSandboxHost(sm)
-			mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{"sandbox": host}, CursorFile: cursors})
+			mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{"sandbox": host}, CursorFile: cursors})
 			if err != nil {
 				t.Fatal(err)
 			}

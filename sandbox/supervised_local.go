@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
@@ -160,15 +161,15 @@ func verifySupervisorPeer(conn syscall.Conn, initPID int, containerID string) er
 		return err
 	}
 	pid := int(cred.Pid)
-	st, err := readProcStat(pid)
+	st, err := procfs.ReadStat("/proc", pid)
 	if err != nil {
 		return fmt.Errorf("supervisor socket held by pid %d: %w", pid, err)
 	}
 	if pid != initPID {
-		if st.ppid != initPID {
+		if st.PPID != initPID {
 			return fmt.Errorf("supervisor socket held by pid %d, not a child of the sandbox's init (pid %d)", pid, initPID)
 		}
-		if err := firstChild(initPID, pid, st.start); err != nil {
+		if err := firstChild(initPID, pid, st.StartTime); err != nil {
 			return fmt.Errorf("supervisor socket held by pid %d: %w", pid, err)
 		}
 	}
@@ -194,45 +195,13 @@ func firstChild(parent, pid int, start uint64) error {
 		if err != nil || other == pid {
 			continue
 		}
-		ost, err := readProcStat(other)
+		ost, err := procfs.ReadStat("/proc", other)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if ost.start < start {
+		if ost.StartTime < start {
 			return fmt.Errorf("pid %d, another child of the sandbox's init, started earlier: not the supervisor", other)
 		}
 	}
 	return nil
-}
-
-// procStat is what verifySupervisorPeer reads from /proc/PID/stat.
-type procStat struct {
-	ppid  int
-	start uint64 // clock ticks after boot
-}
-
-func readProcStat(pid int) (procStat, error) {
-	var st procStat
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return st, err
-	}
-	// "pid (comm) state ppid ... starttime(22) ...": comm may hold spaces
-	// and parentheses, so fields count from the last ')'.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return st, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return st, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	if st.ppid, err = strconv.Atoi(f[1]); err != nil {
-		return st, fmt.Errorf("/proc/%d/stat ppid: %w", pid, err)
-	}
-	if st.start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
-		return st, fmt.Errorf("/proc/%d/stat starttime: %w", pid, err)
-	}
-	return st, nil
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"syscall"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // ApprovalWaiter is implemented by a Guard whose approval-pending verdicts
@@ -244,7 +246,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		case err != nil:
 			proc.fail(fmt.Errorf("approval: %w", err))
 			return
-		case final.Decision != DecisionRun:
+		case final.Decision != vocab.DecisionRun:
 			proc.fail(fmt.Errorf("denied: %s", final.Reason))
 			return
 		}

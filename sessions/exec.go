@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
-	"github.com/sandboxctl/sandboxctl/hostexec/guard"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Terminal size of a PTY run (SPEC §2).
@@ -23,8 +22,9 @@ const (
 type execPlan struct {
 	p               ExecParams
 	command         string
-	host            string
-	security, ask   string
+	host            vocab.Host
+	security        vocab.Security
+	ask             vocab.Ask
 	window          time.Duration // yield window; 0 = background at once
 	background      bool          // background:true
 	explicitYield   bool
@@ -84,7 +84,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	// env is checked before the workdir although the SPEC lists it after:
 	// the check is pure, and resolving a sandbox workdir may create the
 	// container — bad input must change nothing (SPEC §11).
-	if err := envguard.CheckRequest(envguard.Host(plan.host), p.Env); err != nil {
+	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
 		return Result{}, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
 	}
 	var warnings []string
@@ -107,18 +107,18 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 			return Result{}, fmt.Errorf("exec: guard: %w", err)
 		}
 		switch v.Decision {
-		case DecisionRun:
+		case vocab.DecisionRun:
 			if v.Command != "" {
 				command = v.Command
 			}
-		case DecisionDeny:
+		case vocab.DecisionDeny:
 			reason := v.Reason
 			if reason == "" {
 				reason = "denied by the command guard"
 			}
 			return deniedResult(reason, warnings), nil
-		case DecisionApprovalPending:
-			m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
+		case vocab.DecisionApprovalPending:
+			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
 				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
 				return m.startAfterApproval(w, v, plan, host, StartSpec{
@@ -162,12 +162,12 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 				return deniedResult(reason, warnings), nil
 			}
 			approval := pe.Details()
-			m.Publish(Event{Type: "approval", AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
+			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
 				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], command)})
 			if w, ok := host.(ApprovalWaiter); ok {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.
-				return m.startAfterApproval(w, GuardVerdict{Decision: DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, StartSpec{
+				return m.startAfterApproval(w, GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, StartSpec{
 					Command: command, Env: p.Env, Dir: dir,
 					PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
 					KeepStdin: plan.keepStdin,
@@ -263,7 +263,7 @@ func (m *Manager) needsGuard(plan execPlan) bool {
 	if m.guard == nil {
 		return false
 	}
-	return plan.host != "sandbox" || plan.ask == "always"
+	return plan.host != vocab.HostSandbox || plan.ask == vocab.AskAlways
 }
 
 // plan validates p and resolves yield, elevated, host, security and ask.
@@ -275,15 +275,15 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	if strings.IndexByte(p.Command, 0) >= 0 {
 		return pl, inputErr("command", "command contains a NUL byte")
 	}
-	host, err := normEnum("host", p.Host, toolapi.Hosts)
+	host, err := parseParam("host", p.Host, vocab.ParseHost)
 	if err != nil {
 		return pl, err
 	}
-	security, err := normEnum("security", p.Security, securityLevels)
+	security, err := parseParam("security", p.Security, vocab.ParseSecurity)
 	if err != nil {
 		return pl, err
 	}
-	ask, err := normEnum("ask", p.Ask, askLevels)
+	ask, err := parseParam("ask", p.Ask, vocab.ParseAsk)
 	if err != nil {
 		return pl, err
 	}
@@ -319,7 +319,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 
 	// elevated
 	cfgHost := m.cfg.Exec.Host
-	lvl := guard.ElevatedOff
+	lvl := vocab.ElevatedOff
 	if p.Elevated {
 		el := m.cfg.Elevated
 		switch {
@@ -334,11 +334,11 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 			pl.denied = fmt.Sprintf("elevated is not allowed for agent %s: it is not listed in elevated.allowFrom", who)
 			return pl, nil
 		}
-		if host != "" && host != "gateway" {
+		if host != "" && host != vocab.HostGateway {
 			return pl, inputErr("host", "elevated runs always use the gateway host; host %q cannot be combined with elevated", host)
 		}
-		host = "gateway"
-		lvl = guard.ElevatedLevel(strings.ToLower(el.DefaultLevel))
+		host = vocab.HostGateway
+		lvl = el.DefaultLevel
 	}
 
 	// host
@@ -352,29 +352,33 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 
 	// security = min(config, request); ask = max(config, request);
 	// elevated full ⇒ full/off.
-	sec, ak := guard.EffectiveModes(guard.Security(m.cfg.Exec.Security), guard.Security(security),
-		guard.Ask(m.cfg.Exec.Ask), guard.Ask(ask), lvl)
-	pl.security, pl.ask = string(sec), string(ak)
+	pl.security, pl.ask = vocab.EffectiveModes(m.cfg.Exec.Security, security, m.cfg.Exec.Ask, ask, lvl)
 
 	// Refusals that need no workdir or env: fail closed without a guard.
 	switch {
-	case pl.security == "deny":
+	case pl.security == vocab.SecurityDeny:
 		pl.denied = "security mode is deny: no command may run"
 	case m.guard != nil:
-	case pl.ask == "always":
+	case pl.ask == vocab.AskAlways:
 		pl.denied = "approval required (ask=always) but no approver is configured"
-	case host != "sandbox" && pl.security == "allowlist":
+	case host != vocab.HostSandbox && pl.security == vocab.SecurityAllowlist:
 		pl.denied = "allowlist not available: the command guard is not configured"
 	}
 	return pl, nil
 }
 
-func normEnum(field, v string, allowed []string) (string, error) {
+// parseParam parses the tool parameter field with its vocab parser: case
+// and surrounding blanks do not matter, and "" means not given.
+func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, error) {
 	v = strings.ToLower(strings.TrimSpace(v))
-	if v == "" || slices.Contains(allowed, v) {
-		return v, nil
+	if v == "" {
+		return "", nil
 	}
-	return "", inputErr(field, "unknown %s %q (want %s)", field, v, strings.Join(allowed, ", "))
+	t, err := parse(v)
+	if err != nil {
+		return "", &InputError{Field: field, Msg: err.Error(), Err: err}
+	}
+	return t, nil
 }
 
 func checkNumber(field string, v float64) error {

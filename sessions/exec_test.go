@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func TestExecBadInput(t *testing.T) {
@@ -81,7 +82,7 @@ func TestExecSandboxEnvNotBlocklisted(t *testing.T) {
 
 func TestExecMissingHost(t *testing.T) {
 	cfg := config.Default()
-	m, err := New(Options{Config: cfg, Hosts: map[string]Host{}})
+	m, err := New(Options{Config: cfg, Hosts: map[vocab.Host]Host{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func TestExecSecurityWithoutGuard(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, hosts := newTestManager(t, func(c *config.File) {
-				c.Exec.Host, c.Exec.Security, c.Exec.Ask = tt.host, tt.security, tt.ask
+				c.Exec.Host, c.Exec.Security, c.Exec.Ask = vocab.Host(tt.host), vocab.Security(tt.security), vocab.Ask(tt.ask)
 			})
 			tt.p.Command = "ls"
 			r, err := m.Exec(context.Background(), tt.p)
@@ -420,7 +421,7 @@ func TestExecSecurityWithoutGuard(t *testing.T) {
 
 func TestExecGuard(t *testing.T) {
 	var got []GuardRequest
-	verdict := GuardVerdict{Decision: DecisionRun}
+	verdict := GuardVerdict{Decision: vocab.DecisionRun}
 	g := guardFunc(func(_ context.Context, req GuardRequest) (GuardVerdict, error) {
 		got = append(got, req)
 		return verdict, nil
@@ -428,7 +429,7 @@ func TestExecGuard(t *testing.T) {
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.Host = "gateway" }, func(o *Options) { o.Guard = g })
 
 	// run, with a rewritten command
-	verdict = GuardVerdict{Decision: DecisionRun, Command: "'head' '-n' '1'"}
+	verdict = GuardVerdict{Decision: vocab.DecisionRun, Command: "'head' '-n' '1'"}
 	r, err := m.Exec(context.Background(), ExecParams{Command: "head -n 1", Env: map[string]string{"FOO": "1"}, AgentID: "ag", SessionKey: "sk", Ask: "always"})
 	if err != nil || r.Details["status"] != StatusCompleted {
 		t.Fatalf("run: %v %v", r.Details, err)
@@ -444,14 +445,14 @@ func TestExecGuard(t *testing.T) {
 	}
 
 	// deny
-	verdict = GuardVerdict{Decision: DecisionDeny, Reason: "allowlist miss: /usr/bin/rm"}
+	verdict = GuardVerdict{Decision: vocab.DecisionDeny, Reason: "allowlist miss: /usr/bin/rm"}
 	r, _ = m.Exec(context.Background(), ExecParams{Command: "rm -rf /"})
 	if r.Details["status"] != StatusDenied || r.Details["reason"] != "allowlist miss: /usr/bin/rm" {
 		t.Fatalf("deny: %v", r.Details)
 	}
 
 	// approval pending
-	verdict = GuardVerdict{Decision: DecisionApprovalPending, Approval: map[string]any{
+	verdict = GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: map[string]any{
 		"approvalId": "0b7a6c1e-1111-2222-3333-444455556666", "approvalSlug": "0b7a6c1e", "expiresAtMs": int64(1700000000000),
 	}}
 	n := len(hosts["gateway"].specs)
@@ -479,7 +480,7 @@ func TestExecGuardSandboxOnlyForAskAlways(t *testing.T) {
 	calls := 0
 	g := guardFunc(func(context.Context, GuardRequest) (GuardVerdict, error) {
 		calls++
-		return GuardVerdict{Decision: DecisionRun}, nil
+		return GuardVerdict{Decision: vocab.DecisionRun}, nil
 	})
 	m, _ := newTestManager(t, nil, func(o *Options) { o.Guard = g })
 	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls"}); err != nil || calls != 0 {
@@ -494,7 +495,7 @@ func TestExecElevated(t *testing.T) {
 	var seen GuardRequest
 	g := guardFunc(func(_ context.Context, req GuardRequest) (GuardVerdict, error) {
 		seen = req
-		return GuardVerdict{Decision: DecisionRun}, nil
+		return GuardVerdict{Decision: vocab.DecisionRun}, nil
 	})
 	tests := []struct {
 		name    string
@@ -543,7 +544,7 @@ func TestExecElevated(t *testing.T) {
 			if r.Details["status"] != StatusCompleted || len(hosts["gateway"].specs) != 1 || len(hosts["sandbox"].specs) != 0 {
 				t.Fatalf("elevated did not run on gateway: %v", r.Details)
 			}
-			if !tt.noGuard && (seen.Security != tt.sec || seen.Ask != tt.ask || seen.Host != "gateway") {
+			if !tt.noGuard && (string(seen.Security) != tt.sec || string(seen.Ask) != tt.ask || seen.Host != "gateway") {
 				t.Fatalf("guard saw %+v, want security %s ask %s", seen, tt.sec, tt.ask)
 			}
 		})
@@ -584,7 +585,7 @@ func TestLimitsFromEnv(t *testing.T) {
 // rule), not silently ignored.
 func TestBadEnvOverrideRefused(t *testing.T) {
 	for _, v := range []string{"soon", "-5", "1.5e4"} {
-		_, err := New(Options{Config: config.Default(), Hosts: map[string]Host{"sandbox": &fakeHost{}},
+		_, err := New(Options{Config: config.Default(), Hosts: map[vocab.Host]Host{"sandbox": &fakeHost{}},
 			Getenv: func(k string) string {
 				if k == "SANDBOXCTL_YIELD_MS" {
 					return v
@@ -598,7 +599,7 @@ func TestBadEnvOverrideRefused(t *testing.T) {
 }
 
 func TestExecAfterClose(t *testing.T) {
-	m, err := New(Options{Config: config.Default(), Hosts: map[string]Host{"sandbox": &fakeHost{}}})
+	m, err := New(Options{Config: config.Default(), Hosts: map[vocab.Host]Host{"sandbox": &fakeHost{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // fakeHost is a Host whose behaviour is given by func fields; a nil field
@@ -199,7 +200,7 @@ func newTestManager(t *testing.T, edit func(*config.File), opts ...func(*Options
 	hosts := map[string]*fakeHost{"sandbox": {}, "gateway": {}, "node": {}}
 	o := Options{
 		Config: cfg,
-		Hosts:  map[string]Host{"sandbox": hosts["sandbox"], "gateway": hosts["gateway"], "node": hosts["node"]},
+		Hosts:  map[vocab.Host]Host{"sandbox": hosts["sandbox"], "gateway": hosts["gateway"], "node": hosts["node"]},
 		Logf:   t.Logf,
 		Getenv: func(string) string { return "" },
 	}

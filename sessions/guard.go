@@ -3,7 +3,7 @@ package sessions
 import (
 	"context"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Guard decides whether a command may run on the gateway or node host (SPEC
@@ -18,9 +18,11 @@ type Guard interface {
 // GuardRequest is one command to judge, with the effective (already
 // combined) security and ask modes.
 type GuardRequest struct {
-	Command, Cwd, Host  string
+	Command, Cwd        string
+	Host                vocab.Host
 	Env                 map[string]string
-	Security, Ask       string
+	Security            vocab.Security
+	Ask                 vocab.Ask
 	AgentID, SessionKey string
 	// Node is the requested node id or name for host "node".
 	Node string
@@ -29,16 +31,9 @@ type GuardRequest struct {
 	PTY bool
 }
 
-// Guard decisions.
-const (
-	DecisionRun             = "run"
-	DecisionDeny            = "deny"
-	DecisionApprovalPending = "approval-pending"
-)
-
 // GuardVerdict is the guard's answer.
 type GuardVerdict struct {
-	Decision string // DecisionRun, DecisionDeny or DecisionApprovalPending
+	Decision vocab.Decision
 	Reason   string // why (deny), shown to the agent
 	// Command is the command to actually run when it differs from the
 	// request (e.g. safe-bin argv single-quoted); "" = run the request's.
@@ -49,20 +44,4 @@ type GuardVerdict struct {
 	// Ticket is the guard's own handle on a pending approval, passed back to
 	// ApprovalWaiter.AwaitApproval; nil when the guard cannot be awaited.
 	Ticket any
-}
-
-// Security and ask levels, ordered so that effective security is the minimum
-// and effective ask the maximum of config and request.
-var (
-	securityLevels = toolapi.SecurityLevels
-	askLevels      = toolapi.AskLevels
-)
-
-func level(levels []string, v string) int {
-	for i, l := range levels {
-		if l == v {
-			return i
-		}
-	}
-	return -1
 }

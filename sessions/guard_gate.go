@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // GateGuard is the Guard of the gateway host over a guard.Gate (SPEC §5):
@@ -28,31 +29,22 @@ func NewGateGuard(gate *guard.Gate, gateway *hostexec.Runner) *GateGuard {
 
 // Check implements Guard.
 func (g *GateGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, error) {
-	if req.Host == "node" {
-		if req.Security == "deny" {
-			return GuardVerdict{Decision: DecisionDeny, Reason: "security is deny: every command is refused"}, nil
+	if req.Host == vocab.HostNode {
+		if req.Security == vocab.SecurityDeny {
+			return GuardVerdict{Decision: vocab.DecisionDeny, Reason: "security is deny: every command is refused"}, nil
 		}
-		return GuardVerdict{Decision: DecisionRun}, nil
-	}
-	sec, err := guard.ParseSecurity(req.Security)
-	if err != nil {
-		return GuardVerdict{}, err
-	}
-
-	ask, err := guard.ParseAsk(req.Ask)
-	if err != nil {
-		return GuardVerdict{}, err
+		return GuardVerdict{Decision: vocab.DecisionRun}, nil
 	}
 	runner := []string{g.gateway.Shell(), "-c"}
-	if req.Host == "sandbox" {
+	if req.Host == vocab.HostSandbox {
 		runner = sandboxRunner
 	}
 	v, err := g.gate.Check(ctx, guard.GateRequest{
 		Line: req.Command, Runner: runner, Cwd: req.Cwd, Env: req.Env, Path: g.gateway.Path(),
-		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: req.Host, Security: sec, Ask: ask, PTY: req.PTY,
+		AgentID: req.AgentID, SessionKey: req.SessionKey, Host: req.Host, Security: req.Security, Ask: req.Ask, PTY: req.PTY,
 		// In a sandbox the gateway's resolved paths mean nothing: only
 		// ask=always applies there and the line runs as written.
-		Contained: req.Host == "sandbox",
+		Contained: req.Host == vocab.HostSandbox,
 	})
 	if err != nil {
 		return GuardVerdict{}, err
@@ -76,17 +68,17 @@ func (g *GateGuard) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVer
 
 func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 	switch v.Decision {
-	case guard.DecisionRun:
-		return GuardVerdict{Decision: DecisionRun, Reason: v.Reason, Command: v.Command}
-	case guard.DecisionNeedsApproval:
+	case vocab.DecisionRun:
+		return GuardVerdict{Decision: vocab.DecisionRun, Reason: v.Reason, Command: v.Command}
+	case vocab.DecisionApprovalPending:
 		p := v.Pending
-		return GuardVerdict{Decision: DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: map[string]any{
+		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: map[string]any{
 			"approvalId": p.ID, "approvalSlug": p.Slug, "expiresAtMs": p.ExpiresAtMs,
-			"host": p.Host, "command": p.Command, "cwd": p.Cwd, "nodeId": p.NodeID,
+			"host": string(p.Host), "command": p.Command, "cwd": p.Cwd, "nodeId": p.NodeID,
 			"argv": p.Argv, "env": p.Env, "agentId": p.AgentID, "sessionKey": p.SessionKey,
 			"reason": v.Reason, "explain": p.Explain,
 		}}
 	default:
-		return GuardVerdict{Decision: DecisionDeny, Reason: fmt.Sprintf("guard: %s", v.Reason)}
+		return GuardVerdict{Decision: vocab.DecisionDeny, Reason: fmt.Sprintf("guard: %s", v.Reason)}
 	}
 }

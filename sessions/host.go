@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"syscall"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // StartSpec describes one command for a Host to start.
@@ -33,7 +35,8 @@ type StartSpec struct {
 	AgentID, SessionKey string
 	// Security and Ask are the effective modes of the request; a node host
 	// forwards them so the node applies min/max with its own configuration.
-	Security, Ask string
+	Security vocab.Security
+	Ask      vocab.Ask
 	// Node is the node id or name for the node host (ExecParams.Node); ""
 	// means the node host's default (exec.node). Other hosts ignore it.
 	Node string

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/hosttest"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // newGatewayRunner builds a Runner over a small controlled environment, so
@@ -45,11 +46,11 @@ func newGatewayManager(t *testing.T, defaultCwd string) *sessions.Manager {
 // newSingleHostManager returns a Manager with one host under name, closed
 // (every session killed) at the end of the test; cursorFile is
 // Options.CursorFile.
-func newSingleHostManager(t *testing.T, cfg config.File, name string, host sessions.Host, cursorFile ...string) *sessions.Manager {
+func newSingleHostManager(t *testing.T, cfg config.File, name vocab.Host, host sessions.Host, cursorFile ...string) *sessions.Manager {
 	t.Helper()
 	m, err := sessions.New(sessions.Options{
 		Config:     cfg,
-		Hosts:      map[string]sessions.Host{name: host},
+		Hosts:      map[vocab.Host]sessions.Host{name: host},
 		Logf:       t.Logf,
 		Getenv:     func(string) string { return "" },
 		CursorFile: strings.Join(cursorFile, ""),

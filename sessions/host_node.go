@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/nodeexec"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // *nodeexec.RemoteProcess is used as a Process directly: its method set uses
@@ -96,9 +97,9 @@ func (h *nodeHost) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerd
 		return GuardVerdict{}, err
 	}
 	if strings.HasPrefix(status, "deny") {
-		return GuardVerdict{Decision: DecisionDeny, Reason: fmt.Sprintf("a human denied it on node %s", pe.Node)}, nil
+		return GuardVerdict{Decision: vocab.DecisionDeny, Reason: fmt.Sprintf("a human denied it on node %s", pe.Node)}, nil
 	}
-	return GuardVerdict{Decision: DecisionRun}, nil
+	return GuardVerdict{Decision: vocab.DecisionRun}, nil
 }
 
 // nodeRefusal classifies a node host Start error: a node's refusal gives its

@@ -26,6 +26,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/hosttest"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 const nodeTestToken = "node-conformance-token"
@@ -89,7 +90,7 @@ func (gw *nodeGateway) addAgent(t testing.TB, name, security, ask string) {
 			GatewayURL: gw.url, Token: nodeTestToken, TLSFingerprint: gw.fp, Name: name,
 			StateDir: t.TempDir(), Shell: "/bin/sh",
 			Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"},
-			Config:  nodeexec.GuardConfig{Security: security, Ask: ask},
+			Config:  nodeexec.GuardConfig{Security: vocab.Security(security), Ask: vocab.Ask(ask)},
 		})
 	}()
 	t.Cleanup(func() {
@@ -227,10 +228,10 @@ func BenchmarkRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	newManager := func(b *testing.B, host string, h sessions.Host) *sessions.Manager {
+	newManager := func(b *testing.B, host vocab.Host, h sessions.Host) *sessions.Manager {
 		cfg := config.Default()
 		cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask, cfg.Exec.Node = host, "full", "off", "bench-node"
-		m, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[string]sessions.Host{host: h}, Getenv: func(string) string { return "" }})
+		m, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{host: h}, Getenv: func(string) string { return "" }})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -249,7 +250,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"node", sessions.NewNodeHost(gw.reg, "bench-node")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			m := newManager(b, tc.name, tc.host)
+			m := newManager(b, vocab.Host(tc.name), tc.host)
 			ctx := context.Background()
 			durs := make([]time.Duration, 0, b.N)
 			b.ResetTimer()

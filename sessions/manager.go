@@ -1,14 +1,15 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Options configure a Manager.
@@ -18,7 +19,7 @@ type Options struct {
 	Config config.File
 	// Hosts maps "sandbox", "gateway" and "node" to their implementations.
 	// A host that is missing is only an error when a request selects it.
-	Hosts map[string]Host
+	Hosts map[vocab.Host]Host
 	// Guard judges gateway/node commands (and sandbox ones with ask=always).
 	// Optional: without it, see Manager.Exec for the fail-closed rules.
 	Guard Guard
@@ -51,7 +52,7 @@ type Manager struct {
 	cursors *cursorStore
 	cfg     config.File
 	lim     Limits
-	hosts   map[string]Host
+	hosts   map[vocab.Host]Host
 	guard   Guard
 	now     func() time.Time
 	logf    func(string, ...any)
@@ -94,7 +95,7 @@ func New(opts Options) (*Manager, error) {
 		m.logf = func(string, ...any) {}
 	}
 	if m.hosts == nil {
-		m.hosts = map[string]Host{}
+		m.hosts = map[vocab.Host]Host{}
 	}
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -104,26 +105,23 @@ func New(opts Options) (*Manager, error) {
 	if err := m.cfg.ApplyEnv(getenv); err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
+	// Empty modes take their defaults; config.Load has validated the rest,
+	// which a configuration built in code must get right as well.
 	ex := &m.cfg.Exec
+	def := config.Default().Exec
+	ex.Host = cmp.Or(ex.Host, def.Host)
+	ex.Security = cmp.Or(ex.Security, def.Security)
+	ex.Ask = cmp.Or(ex.Ask, def.Ask)
+	_, hostErr := vocab.ParseHost(string(ex.Host))
+	_, secErr := vocab.ParseSecurity(string(ex.Security))
+	_, askErr := vocab.ParseAsk(string(ex.Ask))
 	for _, c := range []struct {
-		field, val string
-		levels     []string
-		def        string
-		dst        *string
-	}{
-		{"exec.host", ex.Host, []string{"sandbox", "gateway", "node"}, "sandbox", &ex.Host},
-		{"exec.security", ex.Security, securityLevels, "allowlist", &ex.Security},
-		{"exec.ask", ex.Ask, askLevels, "on-miss", &ex.Ask},
-	} {
-		v := strings.ToLower(strings.TrimSpace(c.val))
-		if v == "" {
-			v = c.def
+		key string
+		err error
+	}{{"exec.host", hostErr}, {"exec.security", secErr}, {"exec.ask", askErr}} {
+		if c.err != nil {
+			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, ErrInvalidInput)
 		}
-		if level(c.levels, v) < 0 {
-			return nil, fmt.Errorf("sessions: config %s: unknown value %q (want %s): %w",
-				c.field, c.val, strings.Join(c.levels, "|"), ErrInvalidInput)
-		}
-		*c.dst = v
 	}
 	m.lim = m.limits()
 

@@ -10,6 +10,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // realGatewayManager is a Manager over the real gateway host (this machine),
@@ -31,7 +32,7 @@ func realGatewayManager(t *testing.T, edit func(*config.File)) *sessions.Manager
 	}
 	m, err := sessions.New(sessions.Options{
 		Config: cfg,
-		Hosts:  map[string]sessions.Host{"gateway": sessions.NewGatewayHost(r, t.TempDir())},
+		Hosts:  map[vocab.Host]sessions.Host{"gateway": sessions.NewGatewayHost(r, t.TempDir())},
 		Logf:   t.Logf,
 		Getenv: func(string) string { return "" },
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // floodReader produces n bytes of log-like text as fast as it is read.
@@ -133,7 +134,7 @@ func TestOutputMemoryBounded(t *testing.T) {
 func BenchmarkExecFlood(b *testing.B) {
 	cfg := config.Default()
 	h := &fakeHost{}
-	m, err := New(Options{Config: cfg, Hosts: map[string]Host{"sandbox": h}})
+	m, err := New(Options{Config: cfg, Hosts: map[vocab.Host]Host{"sandbox": h}})
 	if err != nil {
 		b.Fatal(err)
 	}

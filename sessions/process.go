@@ -137,7 +137,7 @@ func (m *Manager) list(scope string) Result {
 		info["runtimeMs"] = dur.Milliseconds()
 		info["cwd"] = s.cwd
 		info["command"] = s.command
-		info["host"] = s.host
+		info["host"] = string(s.host)
 		info["pty"] = s.pty
 		info["tail"] = s.agg.Last(tailChars)
 		rows = append(rows, row{s.startedAt, s.id,

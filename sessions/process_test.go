@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // bg starts a background session on the sandbox fake host and returns its id
@@ -543,7 +544,7 @@ func TestSubscribeClosed(t *testing.T) {
 func TestCloseKillsEverything(t *testing.T) {
 	cfg := config.Default()
 	h := &fakeHost{}
-	m, err := New(Options{Config: cfg, Hosts: map[string]Host{"sandbox": h}})
+	m, err := New(Options{Config: cfg, Hosts: map[vocab.Host]Host{"sandbox": h}})
 	if err != nil {
 		t.Fatal(err)
 	}

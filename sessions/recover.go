@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/output"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Recoverer is implemented by a Host whose sessions outlive the daemon (the
@@ -59,7 +60,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	if m.isClosed() {
 		return 0, ErrClosed
 	}
-	names := make([]string, 0, len(m.hosts))
+	names := make([]vocab.Host, 0, len(m.hosts))
 	for name := range m.hosts {
 		names = append(names, name)
 	}
@@ -87,7 +88,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-func (m *Manager) adopt(host string, rs RecoveredSession) error {
+func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	if !rs.Finished && rs.Process == nil {
 		return errors.New("running session without a process")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Attack replays of issue 12 items 4, 5 and 6 against the real gateway host:
@@ -56,10 +57,10 @@ func newGuardedGatewayPrepend(t *testing.T, environ, untrusted, prepend []string
 		t.Fatal(err)
 	}
 	gate := &guard.Gate{Store: store, Config: guard.GateConfig{
-		Security: guard.SecurityAllowlist, Ask: guard.AskOff, AskFallback: guard.SecurityDeny,
+		Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, AskFallback: vocab.SecurityDeny,
 		UntrustedDirs: untrusted,
 		EnvCheck: func(assign map[string]string) error {
-			return envguard.CheckRequest(envguard.HostGateway, assign)
+			return envguard.CheckRequest(vocab.HostGateway, assign)
 		},
 	}}
 	wd := t.TempDir()
@@ -67,7 +68,7 @@ func newGuardedGatewayPrepend(t *testing.T, environ, untrusted, prepend []string
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "allowlist", "off"
 	m, err := sessions.New(sessions.Options{
 		Config: cfg,
-		Hosts:  map[string]sessions.Host{"gateway": sessions.NewGatewayHost(r, wd)},
+		Hosts:  map[vocab.Host]sessions.Host{"gateway": sessions.NewGatewayHost(r, wd)},
 		Guard:  sessions.NewGateGuard(gate, r),
 		Logf:   t.Logf,
 		Getenv: func(string) string { return "" },
@@ -320,13 +321,13 @@ func TestSecurityGitApprovalDoesNotAllowConfigGadgets(t *testing.T) {
 	g := newGuardedGateway(t, nil, nil)
 	// A human approves `git status` with allow-always, as the approvals
 	// API does: request, then resolve.
-	gate := &guard.Gate{Store: g.store, Config: guard.GateConfig{Security: guard.SecurityAllowlist, Ask: guard.AskOnMiss}}
+	gate := &guard.Gate{Store: g.store, Config: guard.GateConfig{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss}}
 	v, err := gate.Check(context.Background(), guard.GateRequest{Line: "git status", Argv: []string{"/bin/sh", "-c", "git status"},
 		Cwd: repo, Path: "/usr/local/bin:/usr/bin:/bin"})
 	if err != nil || v.Pending == nil {
 		t.Fatalf("git status did not ask: %v %+v", err, v)
 	}
-	if err := g.store.Resolve(context.Background(), v.Pending.ID, guard.AllowAlways); err != nil {
+	if err := g.store.Resolve(context.Background(), v.Pending.ID, vocab.AllowAlways); err != nil {
 		t.Fatal(err)
 	}
 	r, err := g.exec(t, sessions.ExecParams{Command: "git status", Workdir: repo})

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/sessions/output"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Timing of the kill path. The host's Kill sends SIGTERM and SIGKILL after its
@@ -41,7 +42,8 @@ type session struct {
 	scope               string
 	agentID, sessionKey string
 	command, name       string
-	cwd, host           string
+	cwd                 string
+	host                vocab.Host
 	pty                 bool
 	proc                Process
 	pid                 int
@@ -74,7 +76,7 @@ type session struct {
 	delivered int64
 }
 
-func (m *Manager) newSession(p ExecParams, host, cwd, command string, proc Process, keepStdin bool) *session {
+func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, proc Process, keepStdin bool) *session {
 	return &session{
 		scope:       scopeKey(p.AgentID, p.SessionKey),
 		agentID:     p.AgentID,
@@ -279,7 +281,7 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 		text += " :: " + lastChars(out, eventChars)
 	}
 	return &Event{
-		Type: "exit", Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
+		Type: vocab.EventExit, Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Time:    s.endedAt,
 		Details: s.stateDetailsLocked(),
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Each test here is one line of reference/advisories.md that concerns
@@ -17,11 +19,11 @@ import (
 // the marker must not exist afterwards. Refused commands are never run.
 
 type advCase struct {
-	cmd    string   // {m} is the marker path
-	policy Policy   // zero Security means allowlist + ask off + allowlist below
-	want   Decision // expected decision
-	rule   Rule     // expected analysis rule ("" = analysis passes)
-	reason string   // substring of Verdict.Reason
+	cmd    string         // {m} is the marker path
+	policy Policy         // zero Security means allowlist + ask off + allowlist below
+	want   vocab.Decision // expected decision
+	rule   Rule           // expected analysis rule ("" = analysis passes)
+	reason string         // substring of Verdict.Reason
 }
 
 var advAllow = []Entry{{ID: "echo", Pattern: "/usr/bin/echo"}, {ID: "cat", Pattern: "/usr/bin/cat"}, {ID: "printf", Pattern: "/usr/bin/printf"}}
@@ -34,7 +36,7 @@ func runAdvisory(t *testing.T, h *testHost, cases []advCase) {
 		cmd := strings.ReplaceAll(h.expand(c.cmd), "{m}", marker)
 		p := c.policy
 		if p.Security == "" {
-			p = Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: advAllow}
+			p = Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: advAllow}
 		}
 		a := Analyze(cmd, h.env)
 		v := p.Evaluate(a)
@@ -58,10 +60,10 @@ func runAdvisory(t *testing.T, h *testHost, cases []advCase) {
 func TestAdvisorySubstitutionInDoubleQuotes(t *testing.T) {
 	h := newHost(t)
 	runAdvisory(t, h, []advCase{
-		{cmd: `echo "output: $(touch {m})"`, want: DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
-		{cmd: "echo \"output: `touch {m}`\"", want: DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
-		{cmd: `echo "output: $(touch {m})"`, policy: Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: advAllow}, want: DecisionNeedsApproval, rule: RuleSubstitution, reason: "analysis refused"},
-		{cmd: `bash -c "echo \"$(touch {m})\""`, want: DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
+		{cmd: `echo "output: $(touch {m})"`, want: vocab.DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
+		{cmd: "echo \"output: `touch {m}`\"", want: vocab.DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
+		{cmd: `echo "output: $(touch {m})"`, policy: Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: advAllow}, want: vocab.DecisionApprovalPending, rule: RuleSubstitution, reason: "analysis refused"},
+		{cmd: `bash -c "echo \"$(touch {m})\""`, want: vocab.DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
 	})
 	// Structural check as well, without the lexical pre-check.
 	for _, src := range []string{`echo "a $(id)"`, "echo \"`id`\"", `cat <(id)`, `echo "${x}"`, `echo $((1))`} {
@@ -79,9 +81,9 @@ func TestAdvisorySubstitutionInDoubleQuotes(t *testing.T) {
 func TestAdvisoryLineContinuation(t *testing.T) {
 	h := newHost(t)
 	runAdvisory(t, h, []advCase{
-		{cmd: "echo \"$\\\n(touch {m})\"", want: DecisionDeny, rule: RuleLineContinuation, reason: "line-continuation"},
-		{cmd: "echo \"$\\\n(touch {m})\"", policy: Policy{Security: SecurityFull, Ask: AskAlways}, want: DecisionNeedsApproval, rule: RuleLineContinuation, reason: "ask is always"},
-		{cmd: "tou\\\nch {m}", want: DecisionDeny, rule: RuleLineContinuation, reason: "line-continuation"},
+		{cmd: "echo \"$\\\n(touch {m})\"", want: vocab.DecisionDeny, rule: RuleLineContinuation, reason: "line-continuation"},
+		{cmd: "echo \"$\\\n(touch {m})\"", policy: Policy{Security: vocab.SecurityFull, Ask: vocab.AskAlways}, want: vocab.DecisionApprovalPending, rule: RuleLineContinuation, reason: "ask is always"},
+		{cmd: "tou\\\nch {m}", want: vocab.DecisionDeny, rule: RuleLineContinuation, reason: "line-continuation"},
 	})
 }
 
@@ -89,20 +91,20 @@ func TestAdvisoryLineContinuation(t *testing.T) {
 func TestAdvisoryHeredoc(t *testing.T) {
 	h := newHost(t)
 	runAdvisory(t, h, []advCase{
-		{cmd: "cat <<EOF\n$(touch {m})\nEOF", want: DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
-		{cmd: "cat <<EOF\n`touch {m}`\nEOF", want: DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
-		{cmd: "cat <<EOF\n${x:=$(touch {m})}\nEOF", want: DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
-		{cmd: "cat <<EOF\n${x}\nEOF", want: DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
-		{cmd: "cat <<EOF\n$HOME\nEOF", want: DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
-		{cmd: "cat <<EOF\n$?\nEOF", want: DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
-		{cmd: "cat <<EOF\n$$\nEOF", want: DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
-		{cmd: "cat <<EOF\n$1\nEOF", want: DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
-		{cmd: "cat <<EOF\n$@\nEOF", want: DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
+		{cmd: "cat <<EOF\n$(touch {m})\nEOF", want: vocab.DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
+		{cmd: "cat <<EOF\n`touch {m}`\nEOF", want: vocab.DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
+		{cmd: "cat <<EOF\n${x:=$(touch {m})}\nEOF", want: vocab.DecisionDeny, rule: RuleSubstitution, reason: "substitution"},
+		{cmd: "cat <<EOF\n${x}\nEOF", want: vocab.DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
+		{cmd: "cat <<EOF\n$HOME\nEOF", want: vocab.DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
+		{cmd: "cat <<EOF\n$?\nEOF", want: vocab.DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
+		{cmd: "cat <<EOF\n$$\nEOF", want: vocab.DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
+		{cmd: "cat <<EOF\n$1\nEOF", want: vocab.DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
+		{cmd: "cat <<EOF\n$@\nEOF", want: vocab.DecisionDeny, rule: RuleHeredoc, reason: "heredoc"},
 	})
 	// <<'EOF' is literal: it runs, and prints its body unexpanded.
 	a := Analyze("cat <<'EOF'\n$HOME ${x} $? $$ $1 $@\nEOF", h.env)
-	v := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: advAllow}.Evaluate(a)
-	if v.Decision != DecisionRun {
+	v := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: advAllow}.Evaluate(a)
+	if v.Decision != vocab.DecisionRun {
 		t.Fatalf("quoted heredoc: %s (%s)", v.Decision, v.Reason)
 	}
 	if out := runIfRun(t, h.ws, v); out != "$HOME ${x} $? $$ $1 $@\n" {
@@ -119,21 +121,21 @@ func TestAdvisorySafeBinExpansion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	safe := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: advAllow, SafeBins: []string{"head", "tail", "grep", "tr", "wc", "sort"}}
+	safe := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: advAllow, SafeBins: []string{"head", "tail", "grep", "tr", "wc", "sort"}}
 	runAdvisory(t, h, []advCase{
-		{cmd: `head -n 1 *`, policy: safe, want: DecisionDeny, rule: RuleGlob, reason: "glob"},
-		{cmd: `sort *`, policy: safe, want: DecisionDeny, rule: RuleGlob, reason: "glob"},
-		{cmd: `tail -n 1 $HOME/.ssh/id_rsa`, policy: safe, want: DecisionDeny, rule: RuleParamExpansion, reason: "parameter-expansion"},
-		{cmd: `grep -e x ~/.ssh/id_rsa`, policy: safe, want: DecisionDeny, rule: RuleTilde, reason: "tilde"},
-		{cmd: `head -n 1 '*'`, policy: safe, want: DecisionDeny, reason: "positional"},
-		{cmd: `echo hi | grep '$HOME'`, policy: safe, want: DecisionRun, reason: "allowlist satisfied"},
-		{cmd: `printf 'a*b\n' | tr -d '*' | wc -c`, policy: safe, want: DecisionRun, reason: "allowlist satisfied"},
+		{cmd: `head -n 1 *`, policy: safe, want: vocab.DecisionDeny, rule: RuleGlob, reason: "glob"},
+		{cmd: `sort *`, policy: safe, want: vocab.DecisionDeny, rule: RuleGlob, reason: "glob"},
+		{cmd: `tail -n 1 $HOME/.ssh/id_rsa`, policy: safe, want: vocab.DecisionDeny, rule: RuleParamExpansion, reason: "parameter-expansion"},
+		{cmd: `grep -e x ~/.ssh/id_rsa`, policy: safe, want: vocab.DecisionDeny, rule: RuleTilde, reason: "tilde"},
+		{cmd: `head -n 1 '*'`, policy: safe, want: vocab.DecisionDeny, reason: "positional"},
+		{cmd: `echo hi | grep '$HOME'`, policy: safe, want: vocab.DecisionRun, reason: "allowlist satisfied"},
+		{cmd: `printf 'a*b\n' | tr -d '*' | wc -c`, policy: safe, want: vocab.DecisionRun, reason: "allowlist satisfied"},
 	})
 	// The rebuilt command single-quotes every word: '*' and '$HOME' reach
 	// the program literally.
 	a := Analyze(`printf '%s\n' '$HOME' 'x*y' | grep -F '$HOME'`, h.env)
 	v := safe.Evaluate(a)
-	if v.Decision != DecisionRun || !strings.Contains(v.Command, `'$HOME'`) || !strings.Contains(v.Command, `'x*y'`) {
+	if v.Decision != vocab.DecisionRun || !strings.Contains(v.Command, `'$HOME'`) || !strings.Contains(v.Command, `'x*y'`) {
 		t.Fatalf("verdict %s %q", v.Decision, v.Command)
 	}
 	if out := runIfRun(t, h.ws, v); out != "$HOME\n" {
@@ -144,32 +146,32 @@ func TestAdvisorySafeBinExpansion(t *testing.T) {
 // sort --compress-prog (prefix of denied --compress-program) -> reject; sort -o/--output; grep -r/-R
 func TestAdvisorySafeBinDeniedFlags(t *testing.T) {
 	h := newHost(t)
-	safe := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: advAllow, SafeBins: []string{"sort", "grep"}}
+	safe := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: advAllow, SafeBins: []string{"sort", "grep"}}
 	runAdvisory(t, h, []advCase{
-		{cmd: `sort --compress-prog='touch {m}' -S 1`, policy: safe, want: DecisionDeny, reason: "denied flag --compress-program (given as --compress-prog)"},
-		{cmd: `sort --compress-program='touch {m}'`, policy: safe, want: DecisionDeny, reason: "denied flag --compress-program"},
-		{cmd: `echo x | sort -o {m}`, policy: safe, want: DecisionDeny, reason: "denied flag -o"},
-		{cmd: `echo x | sort -ro{m}`, policy: safe, want: DecisionDeny, reason: "denied flag -o"},
-		{cmd: `echo x | sort --output={m}`, policy: safe, want: DecisionDeny, reason: "denied flag --output"},
-		{cmd: `echo x | sort --outp {m}`, policy: safe, want: DecisionDeny, reason: "denied flag --output"},
-		{cmd: `grep -r secret /`, policy: safe, want: DecisionDeny, reason: "denied flag -r"},
-		{cmd: `grep -R secret /`, policy: safe, want: DecisionDeny, reason: "denied flag -R"},
-		{cmd: `grep --recursive secret`, policy: safe, want: DecisionDeny, reason: "denied flag --recursive"},
-		{cmd: `grep -f /etc/shadow`, policy: safe, want: DecisionDeny, reason: "denied flag -f"},
-		{cmd: `echo x | sort -r`, policy: safe, want: DecisionRun, reason: "allowlist satisfied"},
+		{cmd: `sort --compress-prog='touch {m}' -S 1`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag --compress-program (given as --compress-prog)"},
+		{cmd: `sort --compress-program='touch {m}'`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag --compress-program"},
+		{cmd: `echo x | sort -o {m}`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag -o"},
+		{cmd: `echo x | sort -ro{m}`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag -o"},
+		{cmd: `echo x | sort --output={m}`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag --output"},
+		{cmd: `echo x | sort --outp {m}`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag --output"},
+		{cmd: `grep -r secret /`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag -r"},
+		{cmd: `grep -R secret /`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag -R"},
+		{cmd: `grep --recursive secret`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag --recursive"},
+		{cmd: `grep -f /etc/shadow`, policy: safe, want: vocab.DecisionDeny, reason: "denied flag -f"},
+		{cmd: `echo x | sort -r`, policy: safe, want: vocab.DecisionRun, reason: "allowlist satisfied"},
 	})
 }
 
 // jq as safe bin fails closed (env/$__loc__/modules)
 func TestAdvisoryJqNeverSafe(t *testing.T) {
 	h := newHost(t)
-	jq := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: advAllow, SafeBins: []string{"jq"}}
+	jq := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: advAllow, SafeBins: []string{"jq"}}
 	runAdvisory(t, h, []advCase{
-		{cmd: `jq -n env`, policy: jq, want: DecisionDeny, reason: "never a safe bin"},
-		{cmd: `jq -n '$__loc__'`, policy: jq, want: DecisionDeny, reason: "never a safe bin"},
-		{cmd: `jq -n -L /tmp 'import "x" as x; 1'`, policy: jq, want: DecisionDeny, reason: "never a safe bin"},
-		{cmd: `echo '{}' | jq .`, policy: jq, want: DecisionDeny, reason: "never a safe bin"},
-		{cmd: `echo '{}' | jq .`, policy: Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: advAllow, SafeBins: []string{"jq"}}, want: DecisionNeedsApproval, reason: "never a safe bin"},
+		{cmd: `jq -n env`, policy: jq, want: vocab.DecisionDeny, reason: "never a safe bin"},
+		{cmd: `jq -n '$__loc__'`, policy: jq, want: vocab.DecisionDeny, reason: "never a safe bin"},
+		{cmd: `jq -n -L /tmp 'import "x" as x; 1'`, policy: jq, want: vocab.DecisionDeny, reason: "never a safe bin"},
+		{cmd: `echo '{}' | jq .`, policy: jq, want: vocab.DecisionDeny, reason: "never a safe bin"},
+		{cmd: `echo '{}' | jq .`, policy: Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: advAllow, SafeBins: []string{"jq"}}, want: vocab.DecisionApprovalPending, reason: "never a safe bin"},
 	})
 }
 
@@ -177,14 +179,14 @@ func TestAdvisoryJqNeverSafe(t *testing.T) {
 func TestAdvisoryPathHijack(t *testing.T) {
 	h := newHost(t)
 	h.env.Path = h.evil + ":" + h.env.Path
-	safe := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: advAllow, SafeBins: []string{"head", "jq", "HEAD"}}
+	safe := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: advAllow, SafeBins: []string{"head", "jq", "HEAD"}}
 	runAdvisory(t, h, []advCase{
-		{cmd: `head -n 1`, policy: safe, want: DecisionDeny, reason: "outside the trusted dirs"},
-		{cmd: `HEAD -n 1`, policy: safe, want: DecisionDeny, reason: "has no profile"},
-		{cmd: `jq .`, policy: safe, want: DecisionDeny, reason: "not allowlisted"},
-		{cmd: `jq .`, policy: Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "j", Pattern: "/usr/bin/jq"}}}, want: DecisionDeny, reason: "not allowlisted"},
-		{cmd: `env ls`, policy: safe, want: DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
-		{cmd: `sh -c ls`, policy: safe, want: DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
+		{cmd: `head -n 1`, policy: safe, want: vocab.DecisionDeny, reason: "outside the trusted dirs"},
+		{cmd: `HEAD -n 1`, policy: safe, want: vocab.DecisionDeny, reason: "has no profile"},
+		{cmd: `jq .`, policy: safe, want: vocab.DecisionDeny, reason: "not allowlisted"},
+		{cmd: `jq .`, policy: Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "j", Pattern: "/usr/bin/jq"}}}, want: vocab.DecisionDeny, reason: "not allowlisted"},
+		{cmd: `env ls`, policy: safe, want: vocab.DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
+		{cmd: `sh -c ls`, policy: safe, want: vocab.DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
 	})
 	// Trusted-dir and pattern comparisons are case-sensitive.
 	p := Policy{TrustedDirs: []string{"/usr/bin"}}
@@ -199,14 +201,14 @@ func TestAdvisoryPathHijack(t *testing.T) {
 // env -S '...' / --split-string wrapper -> analyze what actually runs
 func TestAdvisoryEnvSplitString(t *testing.T) {
 	h := newHost(t)
-	envOnly := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "env", Pattern: "/usr/bin/env"}}}
+	envOnly := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "env", Pattern: "/usr/bin/env"}}}
 	runAdvisory(t, h, []advCase{
-		{cmd: `env -S 'touch {m}'`, policy: envOnly, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `env --split-string='touch {m}'`, policy: envOnly, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `env -S 'sh -c "touch {m}"'`, policy: envOnly, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `env -S'-i touch {m}'`, policy: envOnly, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `env -S 'touch {m}; id'`, policy: envOnly, want: DecisionDeny, rule: RuleWrapperOption, reason: "wrapper-option"},
-		{cmd: `env -S 'BASH_ENV=/x bash -c id'`, policy: envOnly, want: DecisionDeny, rule: RuleEnvBlocked, reason: "env-blocked"},
+		{cmd: `env -S 'touch {m}'`, policy: envOnly, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `env --split-string='touch {m}'`, policy: envOnly, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `env -S 'sh -c "touch {m}"'`, policy: envOnly, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `env -S'-i touch {m}'`, policy: envOnly, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `env -S 'touch {m}; id'`, policy: envOnly, want: vocab.DecisionDeny, rule: RuleWrapperOption, reason: "wrapper-option"},
+		{cmd: `env -S 'BASH_ENV=/x bash -c id'`, policy: envOnly, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "env-blocked"},
 	})
 	a := Analyze(`env -S 'sh -c "touch x"'`, h.env)
 	if len(a.Segments) != 1 || a.Segments[0].Resolved != "/usr/bin/touch" || len(a.Segments[0].Wrappers) != 2 {
@@ -236,7 +238,7 @@ func TestAdvisoryBashEnvApprovalBinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Resolve(ctx, p.Slug, AllowOnce); err != nil {
+	if err := st.Resolve(ctx, p.Slug, vocab.AllowOnce); err != nil {
 		t.Fatal(err)
 	}
 	_, err = st.Consume(ctx, p.ID, Binding{Command: evil, Argv: []string{"/bin/sh", "-c", evil}, Cwd: h.ws, AgentID: "a", EnvHash: EnvHash(env)})
@@ -250,12 +252,12 @@ func TestAdvisoryBashEnvApprovalBinding(t *testing.T) {
 func TestAdvisoryRelativeShellSpoof(t *testing.T) {
 	h := newHost(t)
 	writeExec(t, filepath.Join(h.ws, "sh"), "#!/bin/sh\ntouch MARKER\n")
-	allowSh := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "id", Pattern: "/usr/bin/id"}, {ID: "sh", Pattern: "sh"}}}
+	allowSh := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "id", Pattern: "/usr/bin/id"}, {ID: "sh", Pattern: "sh"}}}
 	runAdvisory(t, h, []advCase{
-		{cmd: `./sh -c id`, policy: allowSh, want: DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
-		{cmd: `{ws}/sh -c id`, policy: allowSh, want: DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
-		{cmd: `env ./sh -c id`, policy: allowSh, want: DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
-		{cmd: `./sh -c id`, policy: Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: allowSh.Allowlist}, want: DecisionNeedsApproval, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
+		{cmd: `./sh -c id`, policy: allowSh, want: vocab.DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
+		{cmd: `{ws}/sh -c id`, policy: allowSh, want: vocab.DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
+		{cmd: `env ./sh -c id`, policy: allowSh, want: vocab.DecisionDeny, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
+		{cmd: `./sh -c id`, policy: Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: allowSh.Allowlist}, want: vocab.DecisionApprovalPending, rule: RuleWrapperSpoof, reason: "wrapper-spoof"},
 	})
 }
 
@@ -273,7 +275,7 @@ func TestAdvisoryAllowAlwaysNeverPersistsShell(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Resolve(ctx, p.ID, AllowAlways); err != nil {
+		if err := st.Resolve(ctx, p.ID, vocab.AllowAlways); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -292,14 +294,14 @@ func TestAdvisoryAllowAlwaysNeverPersistsShell(t *testing.T) {
 		t.Errorf("persisted %v, want whoami, id, head only", pats)
 	}
 	// With that allowlist, a shell carrying something else is not satisfied.
-	p := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: entries}
+	p := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: entries}
 	runAdvisory(t, h, []advCase{
-		{cmd: `zsh -lc 'touch {m}'`, policy: p, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `bash -lc 'id && touch {m}'`, policy: p, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `sh -lc '$0 "$@"' touch {m}`, policy: p, want: DecisionDeny, rule: RuleParamExpansion, reason: "parameter-expansion"},
-		{cmd: `echo {m} | xargs touch`, policy: p, want: DecisionDeny, rule: RuleCarrier, reason: "carrier"},
-		{cmd: `id | xargs -I'{}' touch {m}`, policy: p, want: DecisionDeny, rule: RuleCarrier, reason: "carrier"},
-		{cmd: `zsh -lc whoami`, policy: p, want: DecisionRun, reason: "allowlist satisfied"},
+		{cmd: `zsh -lc 'touch {m}'`, policy: p, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `bash -lc 'id && touch {m}'`, policy: p, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `sh -lc '$0 "$@"' touch {m}`, policy: p, want: vocab.DecisionDeny, rule: RuleParamExpansion, reason: "parameter-expansion"},
+		{cmd: `echo {m} | xargs touch`, policy: p, want: vocab.DecisionDeny, rule: RuleCarrier, reason: "carrier"},
+		{cmd: `id | xargs -I'{}' touch {m}`, policy: p, want: vocab.DecisionDeny, rule: RuleCarrier, reason: "carrier"},
+		{cmd: `zsh -lc whoami`, policy: p, want: vocab.DecisionRun, reason: "allowlist satisfied"},
 	})
 }
 
@@ -330,7 +332,7 @@ func TestAdvisoryRawCommandMismatch(t *testing.T) {
 	ctx := context.Background()
 	b := Binding{Command: "echo hi", Argv: []string{"/bin/sh", "-c", "echo hi"}, Cwd: h.ws, AgentID: "a", EnvHash: EnvHash(nil)}
 	p, _ := st.Request(ctx, PendingRequest{Command: b.Command, Argv: b.Argv, Cwd: b.Cwd, AgentID: b.AgentID, EnvHash: b.EnvHash})
-	if err := st.Resolve(ctx, p.ID, AllowOnce); err != nil {
+	if err := st.Resolve(ctx, p.ID, vocab.AllowOnce); err != nil {
 		t.Fatal(err)
 	}
 	bad := b
@@ -349,7 +351,7 @@ func TestAdvisoryApprovalReusedWithChangedEnv(t *testing.T) {
 	env := map[string]string{"LANG": "C.UTF-8"}
 	b := Binding{Command: "git status", Argv: []string{"/bin/sh", "-c", "'/usr/bin/git' 'status'"}, Cwd: h.ws, AgentID: "a", EnvHash: EnvHash(env)}
 	p, _ := st.Request(ctx, PendingRequest{Command: b.Command, Argv: b.Argv, Cwd: b.Cwd, AgentID: b.AgentID, EnvHash: b.EnvHash})
-	if err := st.Resolve(ctx, p.ID, AllowOnce); err != nil {
+	if err := st.Resolve(ctx, p.ID, vocab.AllowOnce); err != nil {
 		t.Fatal(err)
 	}
 	for _, env2 := range []map[string]string{
@@ -393,8 +395,8 @@ func TestAdvisoryLongCommandNotTruncated(t *testing.T) {
 	if _, err := st.Check(ctx, p.ID, Binding{Command: trunc, Argv: []string{"/bin/sh", "-c", a.Rebuilt}, Cwd: h.ws, EnvHash: EnvHash(nil)}); !errors.Is(err, ErrBindingMismatch) {
 		t.Errorf("truncated command binding: %v", err)
 	}
-	v := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: advAllow}.Evaluate(a)
-	if v.Decision != DecisionDeny || !strings.Contains(v.Reason, "/usr/bin/touch") {
+	v := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: advAllow}.Evaluate(a)
+	if v.Decision != vocab.DecisionDeny || !strings.Contains(v.Reason, "/usr/bin/touch") {
 		t.Errorf("verdict %s %s", v.Decision, v.Reason)
 	}
 	mustNotExist(t, filepath.Join(h.ws, "MARKER"))
@@ -404,16 +406,16 @@ func TestAdvisoryLongCommandNotTruncated(t *testing.T) {
 // (request env is envguard's; here: the same keys set inside the command line)
 func TestAdvisoryEnvInCommandLine(t *testing.T) {
 	h := newHost(t)
-	p := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "all", Pattern: "/usr/bin/*"}}}
+	p := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "all", Pattern: "/usr/bin/*"}}}
 	runAdvisory(t, h, []advCase{
-		{cmd: `env LD_PRELOAD=/tmp/malware.so touch {m}`, policy: p, want: DecisionDeny, rule: RuleEnvBlocked, reason: "LD_PRELOAD"},
-		{cmd: `env NODE_OPTIONS=--require=/tmp/x.js node -e 1`, policy: p, want: DecisionDeny, rule: RuleEnvBlocked, reason: "NODE_OPTIONS"},
-		{cmd: `env GLIBC_TUNABLES=glibc.x=1 touch {m}`, policy: p, want: DecisionDeny, rule: RuleEnvBlocked, reason: "GLIBC_TUNABLES"},
-		{cmd: `env JAVA_TOOL_OPTIONS=-x touch {m}`, policy: p, want: DecisionDeny, rule: RuleEnvBlocked, reason: "JAVA_TOOL_OPTIONS"},
-		{cmd: `env GIT_SSH_COMMAND='touch {m}' git ls-remote ssh://x/y`, policy: p, want: DecisionDeny, rule: RuleEnvBlocked, reason: "GIT_SSH_COMMAND"},
-		{cmd: `env BASH_ENV={m} bash -c id`, policy: p, want: DecisionDeny, rule: RuleEnvBlocked, reason: "BASH_ENV"},
-		{cmd: `LD_PRELOAD=/tmp/malware.so touch {m}`, policy: p, want: DecisionDeny, rule: RuleAssignment, reason: "assignment"},
-		{cmd: `sudo LD_PRELOAD=/tmp/m.so touch {m}`, policy: p, want: DecisionDeny, rule: RuleEnvBlocked, reason: "LD_PRELOAD"},
+		{cmd: `env LD_PRELOAD=/tmp/malware.so touch {m}`, policy: p, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "LD_PRELOAD"},
+		{cmd: `env NODE_OPTIONS=--require=/tmp/x.js node -e 1`, policy: p, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "NODE_OPTIONS"},
+		{cmd: `env GLIBC_TUNABLES=glibc.x=1 touch {m}`, policy: p, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "GLIBC_TUNABLES"},
+		{cmd: `env JAVA_TOOL_OPTIONS=-x touch {m}`, policy: p, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "JAVA_TOOL_OPTIONS"},
+		{cmd: `env GIT_SSH_COMMAND='touch {m}' git ls-remote ssh://x/y`, policy: p, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "GIT_SSH_COMMAND"},
+		{cmd: `env BASH_ENV={m} bash -c id`, policy: p, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "BASH_ENV"},
+		{cmd: `LD_PRELOAD=/tmp/malware.so touch {m}`, policy: p, want: vocab.DecisionDeny, rule: RuleAssignment, reason: "assignment"},
+		{cmd: `sudo LD_PRELOAD=/tmp/m.so touch {m}`, policy: p, want: vocab.DecisionDeny, rule: RuleEnvBlocked, reason: "LD_PRELOAD"},
 	})
 	if EnvHash(map[string]string{"A": "1"}) == EnvHash(map[string]string{"A": "1", "LD_PRELOAD": "x"}) {
 		t.Error("env hash ignores an added variable")
@@ -430,8 +432,8 @@ func TestAdvisoryEnvInCommandLine(t *testing.T) {
 func TestAdvisoryBackgroundRefused(t *testing.T) {
 	h := newHost(t)
 	runAdvisory(t, h, []advCase{
-		{cmd: `nohup sleep 600 | cat &`, policy: Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "a", Pattern: "/usr/bin/*"}}}, want: DecisionDeny, rule: RuleBackground, reason: "background"},
-		{cmd: `touch {m} &`, policy: Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "a", Pattern: "/usr/bin/*"}}}, want: DecisionDeny, rule: RuleBackground, reason: "background"},
+		{cmd: `nohup sleep 600 | cat &`, policy: Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "a", Pattern: "/usr/bin/*"}}}, want: vocab.DecisionDeny, rule: RuleBackground, reason: "background"},
+		{cmd: `touch {m} &`, policy: Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "a", Pattern: "/usr/bin/*"}}}, want: vocab.DecisionDeny, rule: RuleBackground, reason: "background"},
 	})
 }
 
@@ -439,12 +441,12 @@ func TestAdvisoryBackgroundRefused(t *testing.T) {
 func TestAdvisoryEveryPipelineSegment(t *testing.T) {
 	h := newHost(t)
 	runAdvisory(t, h, []advCase{
-		{cmd: `echo "require('fs').writeFileSync('{m}','')" | node`, want: DecisionDeny, reason: "segment 2"},
-		{cmd: `echo x | head -n 1 | node`, want: DecisionDeny, reason: "/usr/bin/node is not allowlisted"},
-		{cmd: `echo ok | touch {m}`, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `echo ok && touch {m}`, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `echo ok || touch {m}`, want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: "echo ok\ntouch {m}", want: DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
-		{cmd: `echo ok | head -n 1`, want: DecisionRun, reason: "allowlist satisfied"},
+		{cmd: `echo "require('fs').writeFileSync('{m}','')" | node`, want: vocab.DecisionDeny, reason: "segment 2"},
+		{cmd: `echo x | head -n 1 | node`, want: vocab.DecisionDeny, reason: "/usr/bin/node is not allowlisted"},
+		{cmd: `echo ok | touch {m}`, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `echo ok && touch {m}`, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `echo ok || touch {m}`, want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: "echo ok\ntouch {m}", want: vocab.DecisionDeny, reason: "/usr/bin/touch is not allowlisted"},
+		{cmd: `echo ok | head -n 1`, want: vocab.DecisionRun, reason: "allowlist satisfied"},
 	})
 }

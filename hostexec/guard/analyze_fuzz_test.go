@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // FuzzAnalyze: Analyze must never panic, never accept a line containing a
@@ -20,7 +22,7 @@ func FuzzAnalyze(f *testing.F) {
 		f.Add(s)
 	}
 	env := AnalyzeEnv{Path: "/usr/local/bin:/usr/bin:/bin", Cwd: "/"}
-	pol := Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Workspace: "/tmp", Allowlist: []Entry{{ID: "x", Pattern: "/usr/bin/*"}}}
+	pol := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Workspace: "/tmp", Allowlist: []Entry{{ID: "x", Pattern: "/usr/bin/*"}}}
 	f.Fuzz(func(t *testing.T, cmd string) {
 		a := Analyze(cmd, env)
 		_ = a.Explain()
@@ -31,7 +33,7 @@ func FuzzAnalyze(f *testing.F) {
 			if a.Rule == "" || a.Reason == "" {
 				t.Fatalf("refused without a rule: %q", cmd)
 			}
-			if v.Decision == DecisionRun {
+			if v.Decision == vocab.DecisionRun {
 				t.Fatalf("allowlist policy runs a refused analysis: %q", cmd)
 			}
 			return

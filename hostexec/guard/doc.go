@@ -4,10 +4,10 @@
 // # Flow
 //
 //	a := guard.Analyze(command, guard.AnalyzeEnv{Path: path, Cwd: cwd})
-//	v := policy.Evaluate(a) // Run | Deny | NeedsApproval
+//	v := policy.Evaluate(a) // Run | Deny | ApprovalPending
 //	switch v.Decision {
-//	case guard.DecisionRun: // exec SHELL -c v.Command; store.RecordUse(ctx, agent, v.Hits, command)
-//	case guard.DecisionNeedsApproval:
+//	case vocab.DecisionRun: // exec SHELL -c v.Command; store.RecordUse(ctx, agent, v.Hits, command)
+//	case vocab.DecisionApprovalPending:
 //		p, _ := store.Request(ctx, guard.PendingRequest{Command: command, Argv: argv, Cwd: cwd,
 //			AgentID: agent, EnvHash: guard.EnvHash(env), ResolvedPaths: guard.PersistablePaths(a),
 //			Explain: a.Explain(), ...})
@@ -86,7 +86,7 @@
 // # Policy
 //
 // Security deny|allowlist|full, ask off|on-miss|always, askFallback and
-// elevated follow SPEC §2/§5 (MinSecurity, MaxAsk, EffectiveModes,
+// elevated follow SPEC §2/§5 (vocab.MinSecurity, vocab.MaxAsk, vocab.EffectiveModes,
 // RequiresApproval, Elevated.Check). A segment is satisfied by an allowlist
 // entry, as a safe bin, or as builtin cd; a segment run through sudo is
 // satisfied only if sudo itself is allowlisted too (a privilege change is

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // ErrEnvBlocked is wrapped by the default EnvCheck when an env/sudo wrapper
@@ -25,7 +26,7 @@ var blockedEnv = map[string]bool{"CDPATH": true, "GLOBIGNORE": true}
 // policy: PATH, blocked-everywhere and override-only keys, any case), then
 // this package's list of shell and loader hooks on top.
 func defaultEnvCheck(assign map[string]string) error {
-	if err := envguard.CheckRequest(envguard.HostGateway, assign); err != nil {
+	if err := envguard.CheckRequest(vocab.HostGateway, assign); err != nil {
 		return fmt.Errorf("%w: %w", ErrEnvBlocked, err)
 	}
 	keys := make([]string, 0, len(assign))

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func TestExternalPaths(t *testing.T) {
@@ -55,17 +57,17 @@ func TestExternalPaths(t *testing.T) {
 	}
 	// Through Evaluate: needs approval, names the path; ask off denies.
 	a := Analyze("cat link/../secret", h.env)
-	p := Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws}
-	if v := p.Evaluate(a); v.Decision != DecisionNeedsApproval || !strings.Contains(v.Reason, "link/../secret") || v.Satisfied {
+	p := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws}
+	if v := p.Evaluate(a); v.Decision != vocab.DecisionApprovalPending || !strings.Contains(v.Reason, "link/../secret") || v.Satisfied {
 		t.Errorf("verdict %+v", v)
 	}
-	p.Ask = AskOff
-	if v := p.Evaluate(a); v.Decision != DecisionDeny {
+	p.Ask = vocab.AskOff
+	if v := p.Evaluate(a); v.Decision != vocab.DecisionDeny {
 		t.Errorf("ask off: %+v", v)
 	}
 	// no workspace (node host / sandbox): no external check
 	p.Workspace = ""
-	if v := p.Evaluate(a); v.Decision != DecisionRun {
+	if v := p.Evaluate(a); v.Decision != vocab.DecisionRun {
 		t.Errorf("no workspace: %+v", v)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // TestGadgetTable is the tested table of gadgets: every row is an argv
@@ -280,7 +282,7 @@ func TestParsePatternArgv(t *testing.T) {
 func TestPolicyArgvPatternsAndGadgets(t *testing.T) {
 	h := newHost(t)
 	pol := func(patterns ...string) Policy {
-		p := Policy{Security: SecurityAllowlist, Ask: AskOff}
+		p := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff}
 		for i, pat := range patterns {
 			p.Allowlist = append(p.Allowlist, Entry{ID: string(rune('a' + i)), Pattern: pat})
 		}
@@ -289,27 +291,27 @@ func TestPolicyArgvPatternsAndGadgets(t *testing.T) {
 	for _, c := range []struct {
 		p    Policy
 		cmd  string
-		want Decision
+		want vocab.Decision
 		why  string
 	}{
-		{pol("/usr/bin/git status"), "git status", DecisionRun, "allowlist satisfied"},
-		{pol("git status"), "git status", DecisionRun, "allowlist satisfied"},
-		{pol("/usr/bin/git status"), "git status -s", DecisionDeny, "not allowlisted"},
-		{pol("/usr/bin/git status"), "git -c core.fsmonitor=id status", DecisionDeny, "not allowlisted"},
-		{pol("/usr/bin/git"), "git -c core.fsmonitor=id status", DecisionDeny, "sets configuration"},
-		{pol("/usr/bin/git"), "git log", DecisionRun, "allowlist satisfied"},
-		{pol("/usr/bin/git -c core.pager=id log"), "git -c core.pager=id log", DecisionDeny, "sets configuration"},
-		{pol("/usr/bin/find"), "find . -exec id ;", DecisionDeny, "runs a command"},
-		{pol("/usr/bin/find"), "find . -name x", DecisionRun, "allowlist satisfied"},
-		{pol("/usr/bin/mawk", "/usr/bin/gawk", "/usr/bin/awk"), "awk 1", DecisionDeny, "interpreter"},
-		{pol("/usr/bin/man"), "man ls", DecisionRun, "allowlist satisfied"},
-		{Policy{Security: SecurityAllowlist, Ask: AskOff, PTY: true, Allowlist: []Entry{{ID: "m", Pattern: "/usr/bin/man"}}}, "man ls", DecisionDeny, "pager"},
-		{Policy{Security: SecurityAllowlist, Ask: AskOnMiss, PTY: true, Allowlist: []Entry{{ID: "m", Pattern: "/usr/bin/man"}}}, "man ls", DecisionNeedsApproval, "pager"},
-		{pol("ls"), "./ls", DecisionDeny, "not allowlisted"},
-		{pol("ls"), "{evil}/ls", DecisionDeny, "not allowlisted"},
-		{pol("ls"), "ls", DecisionRun, "allowlist satisfied"},
-		{Policy{Security: SecurityAllowlist, Ask: AskOff, UntrustedDirs: []string{h.evil}, Allowlist: []Entry{{ID: "e", Pattern: h.evil + "/ls"}}}, "{evil}/ls", DecisionDeny, "a sandbox can write"},
-		{Policy{Security: SecurityAllowlist, Ask: AskOff, UntrustedDirs: []string{"/usr"}}, "head -n 1", DecisionDeny, "a sandbox can write"},
+		{pol("/usr/bin/git status"), "git status", vocab.DecisionRun, "allowlist satisfied"},
+		{pol("git status"), "git status", vocab.DecisionRun, "allowlist satisfied"},
+		{pol("/usr/bin/git status"), "git status -s", vocab.DecisionDeny, "not allowlisted"},
+		{pol("/usr/bin/git status"), "git -c core.fsmonitor=id status", vocab.DecisionDeny, "not allowlisted"},
+		{pol("/usr/bin/git"), "git -c core.fsmonitor=id status", vocab.DecisionDeny, "sets configuration"},
+		{pol("/usr/bin/git"), "git log", vocab.DecisionRun, "allowlist satisfied"},
+		{pol("/usr/bin/git -c core.pager=id log"), "git -c core.pager=id log", vocab.DecisionDeny, "sets configuration"},
+		{pol("/usr/bin/find"), "find . -exec id ;", vocab.DecisionDeny, "runs a command"},
+		{pol("/usr/bin/find"), "find . -name x", vocab.DecisionRun, "allowlist satisfied"},
+		{pol("/usr/bin/mawk", "/usr/bin/gawk", "/usr/bin/awk"), "awk 1", vocab.DecisionDeny, "interpreter"},
+		{pol("/usr/bin/man"), "man ls", vocab.DecisionRun, "allowlist satisfied"},
+		{Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, PTY: true, Allowlist: []Entry{{ID: "m", Pattern: "/usr/bin/man"}}}, "man ls", vocab.DecisionDeny, "pager"},
+		{Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, PTY: true, Allowlist: []Entry{{ID: "m", Pattern: "/usr/bin/man"}}}, "man ls", vocab.DecisionApprovalPending, "pager"},
+		{pol("ls"), "./ls", vocab.DecisionDeny, "not allowlisted"},
+		{pol("ls"), "{evil}/ls", vocab.DecisionDeny, "not allowlisted"},
+		{pol("ls"), "ls", vocab.DecisionRun, "allowlist satisfied"},
+		{Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, UntrustedDirs: []string{h.evil}, Allowlist: []Entry{{ID: "e", Pattern: h.evil + "/ls"}}}, "{evil}/ls", vocab.DecisionDeny, "a sandbox can write"},
+		{Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, UntrustedDirs: []string{"/usr"}}, "head -n 1", vocab.DecisionDeny, "a sandbox can write"},
 	} {
 		cmd := h.expand(c.cmd)
 		env := h.env
@@ -357,14 +359,14 @@ func TestPolicyInsecureExecutableDir(t *testing.T) {
 	}
 	tool := filepath.Join(dir, "tool")
 	writeExec(t, tool, "#!/bin/sh\nexit 0\n")
-	p := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "t", Pattern: tool}}}
-	if v := p.Evaluate(Analyze(tool, h.env)); v.Decision != DecisionRun {
+	p := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "t", Pattern: tool}}}
+	if v := p.Evaluate(Analyze(tool, h.env)); v.Decision != vocab.DecisionRun {
 		t.Fatalf("owner-only dir: %s (%s)", v.Decision, v.Reason)
 	}
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if v := p.Evaluate(Analyze(tool, h.env)); v.Decision != DecisionDeny || !strings.Contains(v.Reason, "writable by group or others") {
+	if v := p.Evaluate(Analyze(tool, h.env)); v.Decision != vocab.DecisionDeny || !strings.Contains(v.Reason, "writable by group or others") {
 		t.Fatalf("world-writable dir: %s (%s)", v.Decision, v.Reason)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -376,14 +378,14 @@ func TestPolicyInsecureExecutableDir(t *testing.T) {
 	if err := os.Symlink("/usr/bin/ls", link); err != nil {
 		t.Fatal(err)
 	}
-	q := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "l", Pattern: "/usr/bin/ls"}}}
-	if v := q.Evaluate(Analyze(link, h.env)); v.Decision != DecisionRun {
+	q := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "l", Pattern: "/usr/bin/ls"}}}
+	if v := q.Evaluate(Analyze(link, h.env)); v.Decision != vocab.DecisionRun {
 		t.Fatalf("link in an owner-only dir: %s (%s)", v.Decision, v.Reason)
 	}
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if v := q.Evaluate(Analyze(link, h.env)); v.Decision != DecisionDeny || !strings.Contains(v.Reason, "writable by group or others") {
+	if v := q.Evaluate(Analyze(link, h.env)); v.Decision != vocab.DecisionDeny || !strings.Contains(v.Reason, "writable by group or others") {
 		t.Fatalf("link in a world-writable dir: %s (%s)", v.Decision, v.Reason)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -395,7 +397,7 @@ func TestPolicyInsecureExecutableDir(t *testing.T) {
 	if err := os.Chown(dir, 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if v := p.Evaluate(Analyze(tool, h.env)); v.Decision != DecisionDeny || !strings.Contains(v.Reason, "owned by uid 1000") {
+	if v := p.Evaluate(Analyze(tool, h.env)); v.Decision != vocab.DecisionDeny || !strings.Contains(v.Reason, "owned by uid 1000") {
 		t.Fatalf("dir of uid 1000: %s (%s)", v.Decision, v.Reason)
 	}
 }
@@ -429,14 +431,14 @@ func TestGateApprovalBindsPTY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gate{Store: st, Config: GateConfig{Security: SecurityAllowlist, Ask: AskOnMiss}}
+	g := &Gate{Store: st, Config: GateConfig{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss}}
 	ctx := t.Context()
 	req := GateRequest{Line: "man ls", Argv: []string{"/bin/sh", "-c", "man ls"}, Cwd: h.ws, Path: h.env.Path}
 	v, err := g.Check(ctx, req)
 	if err != nil || v.Pending == nil {
 		t.Fatalf("man ls did not ask: %v %+v", err, v)
 	}
-	if err := st.Resolve(ctx, v.Pending.ID, AllowOnce); err != nil {
+	if err := st.Resolve(ctx, v.Pending.ID, vocab.AllowOnce); err != nil {
 		t.Fatal(err)
 	}
 	pty := req
@@ -445,7 +447,7 @@ func TestGateApprovalBindsPTY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Decision != DecisionNeedsApproval || w.Pending == nil || w.Pending.ID == v.Pending.ID {
+	if w.Decision != vocab.DecisionApprovalPending || w.Pending == nil || w.Pending.ID == v.Pending.ID {
 		t.Fatalf("the piped run's approval admitted a PTY run: %s %+v", w.Decision, w.Pending)
 	}
 	if !strings.Contains(w.Pending.Explain, "terminal: PTY") {
@@ -453,7 +455,7 @@ func TestGateApprovalBindsPTY(t *testing.T) {
 	}
 	// The piped run itself still uses its approval, once.
 	u, err := g.Check(ctx, req)
-	if err != nil || u.Decision != DecisionRun {
+	if err != nil || u.Decision != vocab.DecisionRun {
 		t.Fatalf("approved piped run: %v %s %s", err, u.Decision, u.Reason)
 	}
 }

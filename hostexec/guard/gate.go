@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Gate is one host's whole guard: its configuration, its approvals.json
@@ -24,9 +26,9 @@ type Gate struct {
 // GateConfig is the configured guard of a host. Empty modes fall back to the
 // defaults of approvals.json, then to allowlist / on-miss / deny.
 type GateConfig struct {
-	Security    Security
-	Ask         Ask
-	AskFallback Security
+	Security    vocab.Security
+	Ask         vocab.Ask
+	AskFallback vocab.Security
 	// SafeBins; nil means DefaultSafeBins.
 	SafeBins []string
 	// Workspace turns on the external-directory check (gateway).
@@ -56,11 +58,12 @@ type GateRequest struct {
 	// Path is the host's PATH, on which executables are resolved.
 	Path                string
 	AgentID, SessionKey string
-	Host, NodeID        string
+	Host                vocab.Host
+	NodeID              string
 	// Security and Ask are the caller's requested modes; the effective modes
 	// are min(config, request) and max(config, request).
-	Security Security
-	Ask      Ask
+	Security vocab.Security
+	Ask      vocab.Ask
 	// PTY: the command runs with a terminal (pagers and editors then take
 	// typed shell escapes; see Gadget).
 	PTY bool
@@ -70,10 +73,10 @@ type GateRequest struct {
 	Contained bool
 }
 
-// GateVerdict is the Gate's answer. For DecisionNeedsApproval, Pending is the
+// GateVerdict is the Gate's answer. For vocab.DecisionApprovalPending, Pending is the
 // stored request and Await waits for its decision.
 type GateVerdict struct {
-	Decision Decision
+	Decision vocab.Decision
 	Reason   string
 	// Command is what to run when Decision is Run.
 	Command string
@@ -92,14 +95,14 @@ func (g *Gate) now() time.Time {
 }
 
 // Modes returns the configured modes after the approvals.json defaults.
-func (g *Gate) Modes(ctx context.Context) (sec Security, ask Ask, fallback Security, err error) {
+func (g *Gate) Modes(ctx context.Context) (sec vocab.Security, ask vocab.Ask, fallback vocab.Security, err error) {
 	d, err := g.Store.Defaults(ctx)
 	if err != nil {
 		return "", "", "", fmt.Errorf("guard: read approvals defaults: %w", err)
 	}
-	sec = Security(firstNonEmpty(string(g.Config.Security), string(d.Security), string(SecurityAllowlist)))
-	ask = Ask(firstNonEmpty(string(g.Config.Ask), string(d.Ask), string(AskOnMiss)))
-	fallback = Security(firstNonEmpty(string(g.Config.AskFallback), string(d.AskFallback), string(SecurityDeny)))
+	sec = vocab.Security(firstNonEmpty(string(g.Config.Security), string(d.Security), string(vocab.SecurityAllowlist)))
+	ask = vocab.Ask(firstNonEmpty(string(g.Config.Ask), string(d.Ask), string(vocab.AskOnMiss)))
+	fallback = vocab.Security(firstNonEmpty(string(g.Config.AskFallback), string(d.AskFallback), string(vocab.SecurityDeny)))
 	return sec, ask, fallback, nil
 }
 
@@ -121,16 +124,16 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 		return GateVerdict{}, err
 	}
 	if req.Security != "" {
-		sec = MinSecurity(sec, req.Security)
+		sec = vocab.MinSecurity(sec, req.Security)
 	}
 	if req.Ask != "" {
-		ask = MaxAsk(ask, req.Ask)
+		ask = vocab.MaxAsk(ask, req.Ask)
 	}
-	if sec == SecurityDeny {
-		return GateVerdict{Decision: DecisionDeny, Reason: "security is deny: every command is refused"}, nil
+	if sec == vocab.SecurityDeny {
+		return GateVerdict{Decision: vocab.DecisionDeny, Reason: "security is deny: every command is refused"}, nil
 	}
 	if req.Contained {
-		sec = SecurityFull
+		sec = vocab.SecurityFull
 	}
 	a := Analyze(req.Line, AnalyzeEnv{Path: req.Path, Cwd: req.Cwd, EnvCheck: g.Config.EnvCheck})
 	allow, err := g.Store.Allowlist(ctx, req.AgentID)
@@ -141,7 +144,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 		UntrustedDirs: g.Config.UntrustedDirs, PTY: req.PTY}
 	v := pol.Evaluate(a)
 	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol}
-	if sec == SecurityFull {
+	if sec == vocab.SecurityFull {
 		// Nothing was checked against an allowlist: run the line as written
 		// (the rebuilt form can differ, e.g. a builtin pinned to a binary).
 		out.Command = req.Line
@@ -158,16 +161,16 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	}
 	out.binding = Binding{Command: req.Line, Argv: argv, Cwd: req.Cwd, AgentID: req.AgentID, SessionKey: req.SessionKey, EnvHash: bindingHash(req.Env, req.PTY)}
 	switch v.Decision {
-	case DecisionRun:
+	case vocab.DecisionRun:
 		if err := g.Store.RecordUse(ctx, req.AgentID, v.Hits, req.Line); err != nil {
 			return GateVerdict{}, err
 		}
 		return out, nil
-	case DecisionDeny:
+	case vocab.DecisionDeny:
 		return out, nil
-	case DecisionNeedsApproval:
+	case vocab.DecisionApprovalPending:
 	default:
-		return GateVerdict{Decision: DecisionDeny, Reason: fmt.Sprintf("unknown decision %q", v.Decision)}, nil
+		return GateVerdict{Decision: vocab.DecisionDeny, Reason: fmt.Sprintf("unknown decision %q", v.Decision)}, nil
 	}
 
 	// A human may already have decided this exact command.
@@ -231,12 +234,12 @@ func ptyNote(pty bool) string {
 	return "terminal: PTY (keys the agent sends reach the program interactively)\n"
 }
 
-// Await blocks until the approval of a NeedsApproval verdict is decided or
+// Await blocks until the approval of an ApprovalPending verdict is decided or
 // expires (or ctx ends), uses it once, and returns the final Run or Deny
 // verdict: allow-once/allow-always run the command as approved, deny
 // refuses, expiry applies askFallback.
 func (g *Gate) Await(ctx context.Context, v GateVerdict) (GateVerdict, error) {
-	if v.Decision != DecisionNeedsApproval || v.Pending == nil {
+	if v.Decision != vocab.DecisionApprovalPending || v.Pending == nil {
 		return v, nil
 	}
 	if _, err := g.Store.Wait(ctx, v.Pending.ID, v.binding, 200*time.Millisecond); err != nil {
@@ -254,20 +257,20 @@ func (g *Gate) settle(v GateVerdict, r CheckResult) GateVerdict {
 	v.Pending = &r.Request
 	switch r.Outcome {
 	case OutcomeAllow:
-		v.Decision = DecisionRun
+		v.Decision = vocab.DecisionRun
 		v.Reason = fmt.Sprintf("approved (%s, %s)", r.Request.Slug, r.Decision)
 		if v.Command == "" {
 			v.Command = v.analysis.Command
 		}
 	case OutcomeDeny:
-		v.Decision, v.Reason = DecisionDeny, fmt.Sprintf("approval %s was denied", r.Request.Slug)
+		v.Decision, v.Reason = vocab.DecisionDeny, fmt.Sprintf("approval %s was denied", r.Request.Slug)
 	default: // expired: askFallback
 		fv := v.policy.Fallback(v.analysis)
 		v.Decision, v.Reason = fv.Decision, fv.Reason
-		if fv.Decision == DecisionRun {
+		if fv.Decision == vocab.DecisionRun {
 			v.Command = fv.Command
 		} else {
-			v.Decision = DecisionDeny
+			v.Decision = vocab.DecisionDeny
 		}
 	}
 	return v

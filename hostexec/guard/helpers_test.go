@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // testHost is a workspace plus two extra bin dirs: tbin is trusted and
@@ -76,7 +78,7 @@ func mustNotExist(t *testing.T, p string) {
 // Run, the way the gateway would, and returns the output.
 func runIfRun(t *testing.T, dir string, v Verdict) string {
 	t.Helper()
-	if v.Decision != DecisionRun {
+	if v.Decision != vocab.DecisionRun {
 		return ""
 	}
 	cmd := exec.Command("/bin/sh", "-c", v.Command)

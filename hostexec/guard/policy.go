@@ -6,25 +6,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandboxctl/sandboxctl/vocab"
 	"github.com/sandboxctl/sandboxctl/workdir"
-)
-
-// Decision is what the guard decided for a command.
-type Decision string
-
-// Decisions of Evaluate.
-const (
-	DecisionRun           Decision = "run"
-	DecisionDeny          Decision = "deny"
-	DecisionNeedsApproval Decision = "needs-approval"
 )
 
 // Policy is the guard configuration of one host for one request, after
 // EffectiveModes has combined configuration and request.
 type Policy struct {
-	Security    Security
-	Ask         Ask
-	AskFallback Security // deny (default when empty), allowlist, full
+	Security    vocab.Security
+	Ask         vocab.Ask
+	AskFallback vocab.Security // deny (default when empty), allowlist, full
 	// SafeBins lists the safe bins; nil means DefaultSafeBins, an empty
 	// non-nil slice means none.
 	SafeBins []string
@@ -72,7 +63,7 @@ type SegmentVerdict struct {
 
 // Verdict is Evaluate's answer.
 type Verdict struct {
-	Decision Decision
+	Decision vocab.Decision
 	Reason   string
 	// Command is what to execute with `SHELL -c` when Decision is Run (or
 	// after approval): Analysis.Rebuilt (every word single-quoted, every
@@ -92,9 +83,9 @@ type Verdict struct {
 //
 //   - security deny → Deny.
 //   - security full → Run, unless ask is always (or ask is on-miss and a
-//     path argument is external) → NeedsApproval.
+//     path argument is external) → ApprovalPending.
 //   - security allowlist → requiresApproval = ask==always || (ask==on-miss
-//     && (!analysisOk || !satisfied)) → NeedsApproval; else Run when
+//     && (!analysisOk || !satisfied)) → ApprovalPending; else Run when
 //     satisfied; else Deny.
 //
 // Invalid modes deny (fail closed).
@@ -104,42 +95,42 @@ func (p Policy) Evaluate(a Analysis) Verdict {
 		v.Command = a.Rebuilt
 	}
 	if !p.Security.Valid() {
-		v.Decision, v.Reason = DecisionDeny, fmt.Sprintf("invalid security mode %q", p.Security)
+		v.Decision, v.Reason = vocab.DecisionDeny, fmt.Sprintf("invalid security mode %q", p.Security)
 		return v
 	}
 	if !p.Ask.Valid() {
-		v.Decision, v.Reason = DecisionDeny, fmt.Sprintf("invalid ask mode %q", p.Ask)
+		v.Decision, v.Reason = vocab.DecisionDeny, fmt.Sprintf("invalid ask mode %q", p.Ask)
 		return v
 	}
-	if p.Security == SecurityDeny {
-		v.Decision, v.Reason = DecisionDeny, "security is deny: every command is refused"
+	if p.Security == vocab.SecurityDeny {
+		v.Decision, v.Reason = vocab.DecisionDeny, "security is deny: every command is refused"
 		return v
 	}
 	sat, why := p.satisfy(a, &v)
 	v.Satisfied = sat
 	switch p.Security {
-	case SecurityFull:
+	case vocab.SecurityFull:
 		switch {
-		case p.Ask == AskAlways:
+		case p.Ask == vocab.AskAlways:
 			v.RequiresApproval = true
-			v.Decision, v.Reason = DecisionNeedsApproval, "ask is always"
-		case p.Ask == AskOnMiss && len(v.External) > 0:
+			v.Decision, v.Reason = vocab.DecisionApprovalPending, "ask is always"
+		case p.Ask == vocab.AskOnMiss && len(v.External) > 0:
 			v.RequiresApproval = true
-			v.Decision, v.Reason = DecisionNeedsApproval, "path outside the workspace: "+strings.Join(v.External, ", ")
+			v.Decision, v.Reason = vocab.DecisionApprovalPending, "path outside the workspace: "+strings.Join(v.External, ", ")
 		default:
-			v.Decision, v.Reason = DecisionRun, "security is full"
+			v.Decision, v.Reason = vocab.DecisionRun, "security is full"
 		}
-	case SecurityAllowlist:
+	case vocab.SecurityAllowlist:
 		v.RequiresApproval = RequiresApproval(p.Ask, p.Security, a.OK, sat)
 		switch {
-		case v.RequiresApproval && p.Ask == AskAlways:
-			v.Decision, v.Reason = DecisionNeedsApproval, "ask is always"
+		case v.RequiresApproval && p.Ask == vocab.AskAlways:
+			v.Decision, v.Reason = vocab.DecisionApprovalPending, "ask is always"
 		case v.RequiresApproval:
-			v.Decision, v.Reason = DecisionNeedsApproval, why
+			v.Decision, v.Reason = vocab.DecisionApprovalPending, why
 		case sat:
-			v.Decision, v.Reason = DecisionRun, "allowlist satisfied"
+			v.Decision, v.Reason = vocab.DecisionRun, "allowlist satisfied"
 		default:
-			v.Decision, v.Reason = DecisionDeny, why+" (ask is off)"
+			v.Decision, v.Reason = vocab.DecisionDeny, why+" (ask is off)"
 		}
 	}
 	return v
@@ -150,23 +141,23 @@ func (p Policy) Evaluate(a Analysis) Verdict {
 // full runs.
 func (p Policy) Fallback(a Analysis) Verdict {
 	q := p
-	q.Ask = AskOff
+	q.Ask = vocab.AskOff
 	switch p.AskFallback {
-	case SecurityFull:
-		q.Security = SecurityFull
+	case vocab.SecurityFull:
+		q.Security = vocab.SecurityFull
 		v := q.Evaluate(a)
 		v.Reason = "approval expired; askFallback full: " + v.Reason
 		return v
-	case SecurityAllowlist:
-		q.Security = SecurityAllowlist
+	case vocab.SecurityAllowlist:
+		q.Security = vocab.SecurityAllowlist
 		v := q.Evaluate(a)
 		v.Reason = "approval expired; askFallback allowlist: " + v.Reason
 		return v
-	case SecurityDeny, "":
-		v := Verdict{Decision: DecisionDeny, Reason: "approval expired; askFallback deny", Command: a.Command}
+	case vocab.SecurityDeny, "":
+		v := Verdict{Decision: vocab.DecisionDeny, Reason: "approval expired; askFallback deny", Command: a.Command}
 		return v
 	}
-	return Verdict{Decision: DecisionDeny, Reason: fmt.Sprintf("approval expired; invalid askFallback %q", p.AskFallback), Command: a.Command}
+	return Verdict{Decision: vocab.DecisionDeny, Reason: fmt.Sprintf("approval expired; invalid askFallback %q", p.AskFallback), Command: a.Command}
 }
 
 // satisfy fills v.Segments, v.Hits and v.External and says whether the

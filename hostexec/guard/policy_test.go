@@ -9,80 +9,22 @@ import (
 	"testing"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-func TestModes(t *testing.T) {
-	for _, s := range []string{"deny", "allowlist", "full"} {
-		if m, err := ParseSecurity(s); err != nil || string(m) != s {
-			t.Errorf("ParseSecurity(%q) = %q, %v", s, m, err)
-		}
-	}
-	for _, s := range []string{"off", "on-miss", "always"} {
-		if m, err := ParseAsk(s); err != nil || string(m) != s {
-			t.Errorf("ParseAsk(%q) = %q, %v", s, m, err)
-		}
-	}
-	bad := []struct {
-		name  string
-		parse func(string) error
-		in    string
-		valid string
-	}{
-		{"security", func(s string) error { _, err := ParseSecurity(s); return err }, "Full", "deny, allowlist, full"},
-		{"security", func(s string) error { _, err := ParseSecurity(s); return err }, "", "deny, allowlist, full"},
-		{"ask", func(s string) error { _, err := ParseAsk(s); return err }, "sometimes", "off, on-miss, always"},
-		{"ask", func(s string) error { _, err := ParseAsk(s); return err }, "on_miss", "off, on-miss, always"},
-		{"askFallback", func(s string) error { _, err := ParseAskFallback(s); return err }, "ask", "deny, allowlist, full"},
-		{"elevated level", func(s string) error { _, err := ParseElevatedLevel(s); return err }, "root", "off, ask, on, full"},
-		{"decision", func(s string) error { _, err := ParseDecision(s); return err }, "allow", "allow-once, allow-always, deny"},
-	}
-	for _, b := range bad {
-		err := b.parse(b.in)
-		var me *ModeError
-		if !errors.Is(err, ErrUnknownMode) || !errors.As(err, &me) || me.Kind != b.name || me.Value != b.in {
-			t.Errorf("%s %q: err = %v, want *ModeError wrapping ErrUnknownMode", b.name, b.in, err)
-			continue
-		}
-		if !strings.Contains(err.Error(), b.valid) || !strings.Contains(err.Error(), "\""+b.in+"\"") {
-			t.Errorf("%s %q: message %q must name the value and %s", b.name, b.in, err, b.valid)
-		}
-	}
-	if m, err := ParseAskFallback(""); err != nil || m != SecurityDeny {
-		t.Errorf("empty askFallback = %q, %v; want deny", m, err)
-	}
-	minCases := [][3]Security{{"full", "allowlist", "allowlist"}, {"deny", "full", "deny"}, {"full", "full", "full"}, {"bogus", "full", "deny"}}
-	for _, c := range minCases {
-		if got := MinSecurity(c[0], c[1]); got != c[2] {
-			t.Errorf("MinSecurity(%s,%s) = %s, want %s", c[0], c[1], got, c[2])
-		}
-	}
-	maxCases := [][3]Ask{{"off", "on-miss", "on-miss"}, {"always", "off", "always"}, {"off", "off", "off"}, {"x", "off", "always"}}
-	for _, c := range maxCases {
-		if got := MaxAsk(c[0], c[1]); got != c[2] {
-			t.Errorf("MaxAsk(%s,%s) = %s, want %s", c[0], c[1], got, c[2])
-		}
-	}
-	if s, a := EffectiveModes(SecurityAllowlist, SecurityFull, AskOnMiss, AskOff, ElevatedOff); s != SecurityAllowlist || a != AskOnMiss {
-		t.Errorf("request cannot raise security or lower ask: got %s %s", s, a)
-	}
-	if s, a := EffectiveModes(SecurityFull, SecurityDeny, AskOff, AskAlways, ElevatedOff); s != SecurityDeny || a != AskAlways {
-		t.Errorf("request lowers security and raises ask: got %s %s", s, a)
-	}
-	if s, a := EffectiveModes(SecurityAllowlist, "", AskAlways, "", ElevatedFull); s != SecurityFull || a != AskOff {
-		t.Errorf("elevated full: got %s %s", s, a)
-	}
+func TestRequiresApproval(t *testing.T) {
 	reqCases := []struct {
-		ask     Ask
-		sec     Security
+		ask     vocab.Ask
+		sec     vocab.Security
 		ok, sat bool
 		want    bool
 	}{
-		{AskAlways, SecurityFull, true, true, true},
-		{AskOnMiss, SecurityAllowlist, true, true, false},
-		{AskOnMiss, SecurityAllowlist, false, true, true},
-		{AskOnMiss, SecurityAllowlist, true, false, true},
-		{AskOnMiss, SecurityFull, false, false, false},
-		{AskOff, SecurityAllowlist, false, false, false},
+		{vocab.AskAlways, vocab.SecurityFull, true, true, true},
+		{vocab.AskOnMiss, vocab.SecurityAllowlist, true, true, false},
+		{vocab.AskOnMiss, vocab.SecurityAllowlist, false, true, true},
+		{vocab.AskOnMiss, vocab.SecurityAllowlist, true, false, true},
+		{vocab.AskOnMiss, vocab.SecurityFull, false, false, false},
+		{vocab.AskOff, vocab.SecurityAllowlist, false, false, false},
 	}
 	for _, c := range reqCases {
 		if got := RequiresApproval(c.ask, c.sec, c.ok, c.sat); got != c.want {
@@ -96,16 +38,16 @@ func TestElevated(t *testing.T) {
 		e         Elevated
 		requested bool
 		from      string
-		want      ElevatedLevel
+		want      vocab.ElevatedLevel
 		err       bool
 	}{
-		{Elevated{}, false, "a", ElevatedOff, false},
-		{Elevated{}, true, "a", ElevatedOff, true},
-		{Elevated{Enabled: true}, true, "a", ElevatedOff, true},
-		{Elevated{Enabled: true, AllowFrom: []string{"b"}}, true, "a", ElevatedOff, true},
-		{Elevated{Enabled: true, AllowFrom: []string{"a"}}, true, "a", ElevatedAsk, false},
-		{Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: ElevatedFull}, true, "x", ElevatedFull, false},
-		{Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "bogus"}, true, "x", ElevatedOff, true},
+		{Elevated{}, false, "a", vocab.ElevatedOff, false},
+		{Elevated{}, true, "a", vocab.ElevatedOff, true},
+		{Elevated{Enabled: true}, true, "a", vocab.ElevatedOff, true},
+		{Elevated{Enabled: true, AllowFrom: []string{"b"}}, true, "a", vocab.ElevatedOff, true},
+		{Elevated{Enabled: true, AllowFrom: []string{"a"}}, true, "a", vocab.ElevatedAsk, false},
+		{Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: vocab.ElevatedFull}, true, "x", vocab.ElevatedFull, false},
+		{Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "bogus"}, true, "x", vocab.ElevatedOff, true},
 	}
 	for i, c := range cases {
 		got, err := c.e.Check(c.requested, c.from)
@@ -238,48 +180,48 @@ func TestEvaluate(t *testing.T) {
 		name   string
 		p      Policy
 		cmd    string
-		want   Decision
+		want   vocab.Decision
 		reason string
 	}{
-		{"deny refuses all", Policy{Security: SecurityDeny, Ask: AskOff}, "ls", DecisionDeny, "security is deny"},
-		{"deny beats ask always", Policy{Security: SecurityDeny, Ask: AskAlways}, "ls", DecisionDeny, "security is deny"},
-		{"full runs", Policy{Security: SecurityFull, Ask: AskOff}, "rm -rf x", DecisionRun, "security is full"},
-		{"full runs unanalysable", Policy{Security: SecurityFull, Ask: AskOff}, "echo $(id)", DecisionRun, "security is full"},
-		{"full ask always", Policy{Security: SecurityFull, Ask: AskAlways}, "ls", DecisionNeedsApproval, "ask is always"},
-		{"full on-miss runs", Policy{Security: SecurityFull, Ask: AskOnMiss}, "rm x", DecisionRun, "security is full"},
-		{"allowlisted path", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow}, "git status", DecisionRun, "allowlist satisfied"},
-		{"allowlisted bare name", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow}, "ls -la", DecisionRun, "allowlist satisfied"},
-		{"pipeline all allowlisted", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: allow}, "git log | head -n 3 | wc -l", DecisionRun, "allowlist satisfied"},
-		{"one segment missing, ask off", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow}, "git log | node", DecisionDeny, "/usr/bin/node is not allowlisted"},
-		{"one segment missing, on-miss", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: allow}, "git log | node", DecisionNeedsApproval, "/usr/bin/node is not allowlisted"},
-		{"analysis fail, on-miss", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: allow}, "git log $X", DecisionNeedsApproval, "analysis refused"},
-		{"analysis fail, ask off", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow}, "git log $X", DecisionDeny, "parameter-expansion"},
-		{"allowlisted but ask always", Policy{Security: SecurityAllowlist, Ask: AskAlways, Allowlist: allow}, "git status", DecisionNeedsApproval, "ask is always"},
-		{"safe bins", Policy{Security: SecurityAllowlist, Ask: AskOff}, "head -n 1 | wc -l", DecisionRun, "allowlist satisfied"},
-		{"safe bin with file", Policy{Security: SecurityAllowlist, Ask: AskOff}, "head -n 1 /etc/shadow", DecisionDeny, "positional"},
-		{"safe bins disabled", Policy{Security: SecurityAllowlist, Ask: AskOff, SafeBins: []string{}}, "head -n 1", DecisionDeny, "not a safe bin"},
-		{"grep not default safe", Policy{Security: SecurityAllowlist, Ask: AskOff}, "grep foo", DecisionDeny, "not a safe bin"},
-		{"grep listed safe", Policy{Security: SecurityAllowlist, Ask: AskOff, SafeBins: []string{"grep"}}, "grep foo", DecisionRun, "allowlist satisfied"},
-		{"wrapped allowlisted", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow}, "timeout 5 nice -n 1 git status", DecisionRun, "allowlist satisfied"},
-		{"shell inner allowlisted", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow}, "bash -lc 'git status && ls'", DecisionRun, "allowlist satisfied"},
-		{"allowlisting env does not cover inner", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "x", Pattern: "/usr/bin/env"}}}, "env -S 'rm -rf x'", DecisionDeny, "/usr/bin/rm is not allowlisted"},
-		{"cd builtin inside ws", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow, Workspace: h.ws}, "cd sub && ls", DecisionRun, "allowlist satisfied"},
-		{"external cd needs approval", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: allow, Workspace: h.ws}, "cd /etc && ls", DecisionNeedsApproval, "outside the workspace: /etc"},
-		{"external cat", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws}, "cat /etc/passwd", DecisionNeedsApproval, "/etc/passwd"},
-		{"external rm dotdot", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "r", Pattern: "/usr/bin/rm"}}, Workspace: h.ws}, "rm -rf ../x", DecisionDeny, "outside the workspace"},
-		{"external after cd relative", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws}, "cd /etc && cat passwd", DecisionNeedsApproval, "/etc/passwd"},
-		{"external option value", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cp"}}, Workspace: h.ws}, "cp --target-directory=/etc a", DecisionNeedsApproval, "/etc"},
-		{"external allowed", Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws, ExternalAllow: []string{"/etc/**"}}, "cat /etc/hostname", DecisionRun, "allowlist satisfied"},
-		{"inside ws", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/touch"}}, Workspace: h.ws}, "touch sub/a ./b", DecisionRun, "allowlist satisfied"},
-		{"full on-miss external", Policy{Security: SecurityFull, Ask: AskOnMiss, Workspace: h.ws}, "rm -rf /etc/x", DecisionNeedsApproval, "outside the workspace"},
-		{"full ask off external", Policy{Security: SecurityFull, Ask: AskOff, Workspace: h.ws}, "cat /etc/hostname", DecisionRun, "security is full"},
-		{"invalid security", Policy{Security: "Full", Ask: AskOff}, "ls", DecisionDeny, "invalid security"},
-		{"invalid ask", Policy{Security: SecurityFull, Ask: "never"}, "ls", DecisionDeny, "invalid ask"},
-		{"sudo needs sudo allowlisted", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: allow}, "sudo git status", DecisionDeny, "sudo itself is not allowlisted"},
-		{"sudo safe bin not enough", Policy{Security: SecurityAllowlist, Ask: AskOff}, "sudo head -n 1", DecisionDeny, "sudo itself is not allowlisted"},
-		{"sudo allowlisted", Policy{Security: SecurityAllowlist, Ask: AskOff, TrustedDirs: h.env.TrustedDirs, Allowlist: append([]Entry{{ID: "s", Pattern: "sudo"}}, allow...)}, "sudo -u root git status", DecisionRun, "allowlist satisfied"},
-		{"sudo bare name outside the trusted dirs", Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: append([]Entry{{ID: "s", Pattern: "sudo"}}, allow...)}, "sudo -u root git status", DecisionDeny, "sudo itself is not allowlisted"},
-		{"hijacked head not safe", Policy{Security: SecurityAllowlist, Ask: AskOff}, "{evil}/head -n 1", DecisionDeny, "outside the trusted dirs"},
+		{"deny refuses all", Policy{Security: vocab.SecurityDeny, Ask: vocab.AskOff}, "ls", vocab.DecisionDeny, "security is deny"},
+		{"deny beats ask always", Policy{Security: vocab.SecurityDeny, Ask: vocab.AskAlways}, "ls", vocab.DecisionDeny, "security is deny"},
+		{"full runs", Policy{Security: vocab.SecurityFull, Ask: vocab.AskOff}, "rm -rf x", vocab.DecisionRun, "security is full"},
+		{"full runs unanalysable", Policy{Security: vocab.SecurityFull, Ask: vocab.AskOff}, "echo $(id)", vocab.DecisionRun, "security is full"},
+		{"full ask always", Policy{Security: vocab.SecurityFull, Ask: vocab.AskAlways}, "ls", vocab.DecisionApprovalPending, "ask is always"},
+		{"full on-miss runs", Policy{Security: vocab.SecurityFull, Ask: vocab.AskOnMiss}, "rm x", vocab.DecisionRun, "security is full"},
+		{"allowlisted path", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow}, "git status", vocab.DecisionRun, "allowlist satisfied"},
+		{"allowlisted bare name", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow}, "ls -la", vocab.DecisionRun, "allowlist satisfied"},
+		{"pipeline all allowlisted", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: allow}, "git log | head -n 3 | wc -l", vocab.DecisionRun, "allowlist satisfied"},
+		{"one segment missing, ask off", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow}, "git log | node", vocab.DecisionDeny, "/usr/bin/node is not allowlisted"},
+		{"one segment missing, on-miss", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: allow}, "git log | node", vocab.DecisionApprovalPending, "/usr/bin/node is not allowlisted"},
+		{"analysis fail, on-miss", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: allow}, "git log $X", vocab.DecisionApprovalPending, "analysis refused"},
+		{"analysis fail, ask off", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow}, "git log $X", vocab.DecisionDeny, "parameter-expansion"},
+		{"allowlisted but ask always", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskAlways, Allowlist: allow}, "git status", vocab.DecisionApprovalPending, "ask is always"},
+		{"safe bins", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff}, "head -n 1 | wc -l", vocab.DecisionRun, "allowlist satisfied"},
+		{"safe bin with file", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff}, "head -n 1 /etc/shadow", vocab.DecisionDeny, "positional"},
+		{"safe bins disabled", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, SafeBins: []string{}}, "head -n 1", vocab.DecisionDeny, "not a safe bin"},
+		{"grep not default safe", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff}, "grep foo", vocab.DecisionDeny, "not a safe bin"},
+		{"grep listed safe", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, SafeBins: []string{"grep"}}, "grep foo", vocab.DecisionRun, "allowlist satisfied"},
+		{"wrapped allowlisted", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow}, "timeout 5 nice -n 1 git status", vocab.DecisionRun, "allowlist satisfied"},
+		{"shell inner allowlisted", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow}, "bash -lc 'git status && ls'", vocab.DecisionRun, "allowlist satisfied"},
+		{"allowlisting env does not cover inner", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "x", Pattern: "/usr/bin/env"}}}, "env -S 'rm -rf x'", vocab.DecisionDeny, "/usr/bin/rm is not allowlisted"},
+		{"cd builtin inside ws", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow, Workspace: h.ws}, "cd sub && ls", vocab.DecisionRun, "allowlist satisfied"},
+		{"external cd needs approval", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: allow, Workspace: h.ws}, "cd /etc && ls", vocab.DecisionApprovalPending, "outside the workspace: /etc"},
+		{"external cat", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws}, "cat /etc/passwd", vocab.DecisionApprovalPending, "/etc/passwd"},
+		{"external rm dotdot", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "r", Pattern: "/usr/bin/rm"}}, Workspace: h.ws}, "rm -rf ../x", vocab.DecisionDeny, "outside the workspace"},
+		{"external after cd relative", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws}, "cd /etc && cat passwd", vocab.DecisionApprovalPending, "/etc/passwd"},
+		{"external option value", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cp"}}, Workspace: h.ws}, "cp --target-directory=/etc a", vocab.DecisionApprovalPending, "/etc"},
+		{"external allowed", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/cat"}}, Workspace: h.ws, ExternalAllow: []string{"/etc/**"}}, "cat /etc/hostname", vocab.DecisionRun, "allowlist satisfied"},
+		{"inside ws", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: []Entry{{ID: "c", Pattern: "/usr/bin/touch"}}, Workspace: h.ws}, "touch sub/a ./b", vocab.DecisionRun, "allowlist satisfied"},
+		{"full on-miss external", Policy{Security: vocab.SecurityFull, Ask: vocab.AskOnMiss, Workspace: h.ws}, "rm -rf /etc/x", vocab.DecisionApprovalPending, "outside the workspace"},
+		{"full ask off external", Policy{Security: vocab.SecurityFull, Ask: vocab.AskOff, Workspace: h.ws}, "cat /etc/hostname", vocab.DecisionRun, "security is full"},
+		{"invalid security", Policy{Security: "Full", Ask: vocab.AskOff}, "ls", vocab.DecisionDeny, "invalid security"},
+		{"invalid ask", Policy{Security: vocab.SecurityFull, Ask: "never"}, "ls", vocab.DecisionDeny, "invalid ask"},
+		{"sudo needs sudo allowlisted", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: allow}, "sudo git status", vocab.DecisionDeny, "sudo itself is not allowlisted"},
+		{"sudo safe bin not enough", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff}, "sudo head -n 1", vocab.DecisionDeny, "sudo itself is not allowlisted"},
+		{"sudo allowlisted", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, TrustedDirs: h.env.TrustedDirs, Allowlist: append([]Entry{{ID: "s", Pattern: "sudo"}}, allow...)}, "sudo -u root git status", vocab.DecisionRun, "allowlist satisfied"},
+		{"sudo bare name outside the trusted dirs", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: append([]Entry{{ID: "s", Pattern: "sudo"}}, allow...)}, "sudo -u root git status", vocab.DecisionDeny, "sudo itself is not allowlisted"},
+		{"hijacked head not safe", Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff}, "{evil}/head -n 1", vocab.DecisionDeny, "outside the trusted dirs"},
 	}
 	for _, c := range cases {
 		a := Analyze(h.expand(c.cmd), h.env)
@@ -287,7 +229,7 @@ func TestEvaluate(t *testing.T) {
 		if v.Decision != c.want || !strings.Contains(v.Reason, h.expand(c.reason)) {
 			t.Errorf("%s: %q → %s (%s), want %s containing %q\n%s", c.name, c.cmd, v.Decision, v.Reason, c.want, c.reason, a.Explain())
 		}
-		if v.Decision == DecisionRun && a.OK && v.Command != a.Rebuilt {
+		if v.Decision == vocab.DecisionRun && a.OK && v.Command != a.Rebuilt {
 			t.Errorf("%s: command %q is not the rebuilt form", c.name, v.Command)
 		}
 	}
@@ -309,9 +251,9 @@ func TestAnalyzeRelativeCwd(t *testing.T) {
 
 func TestEvaluateHitsAndFallback(t *testing.T) {
 	h := newHost(t)
-	p := Policy{Security: SecurityAllowlist, Ask: AskOnMiss, Allowlist: []Entry{{ID: "g", Pattern: "/usr/bin/git"}}}
+	p := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, Allowlist: []Entry{{ID: "g", Pattern: "/usr/bin/git"}}}
 	v := p.Evaluate(Analyze("git status | head -n 1", h.env))
-	if v.Decision != DecisionRun || len(v.Hits) != 1 || v.Hits[0].EntryID != "g" || v.Hits[0].ResolvedPath != "/usr/bin/git" || v.Hits[0].Segment != 1 {
+	if v.Decision != vocab.DecisionRun || len(v.Hits) != 1 || v.Hits[0].EntryID != "g" || v.Hits[0].ResolvedPath != "/usr/bin/git" || v.Hits[0].Segment != 1 {
 		t.Fatalf("hits = %+v (%s)", v.Hits, v.Reason)
 	}
 	if len(v.Segments) != 2 || v.Segments[1].By != "safe bin" {
@@ -320,13 +262,13 @@ func TestEvaluateHitsAndFallback(t *testing.T) {
 	miss := Analyze("node -e 1", h.env)
 	sat := Analyze("git status", h.env)
 	for _, c := range []struct {
-		fb   Security
+		fb   vocab.Security
 		a    Analysis
-		want Decision
+		want vocab.Decision
 	}{
-		{"", miss, DecisionDeny}, {SecurityDeny, sat, DecisionDeny},
-		{SecurityAllowlist, miss, DecisionDeny}, {SecurityAllowlist, sat, DecisionRun},
-		{SecurityFull, miss, DecisionRun}, {"bogus", sat, DecisionDeny},
+		{"", miss, vocab.DecisionDeny}, {vocab.SecurityDeny, sat, vocab.DecisionDeny},
+		{vocab.SecurityAllowlist, miss, vocab.DecisionDeny}, {vocab.SecurityAllowlist, sat, vocab.DecisionRun},
+		{vocab.SecurityFull, miss, vocab.DecisionRun}, {"bogus", sat, vocab.DecisionDeny},
 	} {
 		q := p
 		q.AskFallback = c.fb

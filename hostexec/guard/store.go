@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Store errors. Callers branch on them with errors.Is.
@@ -41,34 +42,15 @@ var (
 // DefaultApprovalTimeout is how long a request waits for a human.
 const DefaultApprovalTimeout = 120 * time.Second
 
-// ApprovalDecision is a human's answer to a pending request.
-type ApprovalDecision string
-
-// Decisions.
-const (
-	AllowOnce   ApprovalDecision = "allow-once"
-	AllowAlways ApprovalDecision = "allow-always"
-	DenyOnce    ApprovalDecision = "deny"
-)
-
-// ParseDecision parses allow-once, allow-always or deny.
-func ParseDecision(s string) (ApprovalDecision, error) {
-	switch d := ApprovalDecision(s); d {
-	case AllowOnce, AllowAlways, DenyOnce:
-		return d, nil
-	}
-	return "", &ModeError{Kind: "decision", Value: s, Valid: []string{"allow-once", "allow-always", "deny"}}
-}
-
 // PendingRequest is what the exec flow asks a human about.
 type PendingRequest struct {
 	Command    string   // the full command line, never truncated
 	Argv       []string // the exact argv that will be executed (e.g. [/bin/bash -c <Verdict.Command>])
 	Cwd        string
-	Host       string // gateway | node
+	Host       vocab.Host // gateway | node
 	NodeID     string
-	Security   Security
-	Ask        Ask
+	Security   vocab.Security
+	Ask        vocab.Ask
 	AgentID    string
 	SessionKey string
 	EnvHash    string // EnvHash of the request env
@@ -83,26 +65,26 @@ type PendingRequest struct {
 
 // Pending is a stored approval request and its state.
 type Pending struct {
-	ID            string            `json:"id"`
-	Slug          string            `json:"slug"`
-	Command       string            `json:"command"`
-	Argv          []string          `json:"argv"`
-	Cwd           string            `json:"cwd"`
-	Host          string            `json:"host,omitempty"`
-	NodeID        string            `json:"nodeId,omitempty"`
-	Security      Security          `json:"security,omitempty"`
-	Ask           Ask               `json:"ask,omitempty"`
-	AgentID       string            `json:"agentId,omitempty"`
-	SessionKey    string            `json:"sessionKey,omitempty"`
-	EnvHash       string            `json:"envHash"`
-	Env           map[string]string `json:"env,omitempty"`
-	ResolvedPaths []string          `json:"resolvedPaths,omitempty"`
-	Explain       string            `json:"explain,omitempty"`
-	CreatedAtMs   int64             `json:"createdAtMs"`
-	ExpiresAtMs   int64             `json:"expiresAtMs"`
-	Decision      ApprovalDecision  `json:"decision,omitempty"`
-	DecidedAtMs   int64             `json:"decidedAtMs,omitempty"`
-	Consumed      bool              `json:"consumed,omitempty"`
+	ID            string                 `json:"id"`
+	Slug          string                 `json:"slug"`
+	Command       string                 `json:"command"`
+	Argv          []string               `json:"argv"`
+	Cwd           string                 `json:"cwd"`
+	Host          vocab.Host             `json:"host,omitempty"`
+	NodeID        string                 `json:"nodeId,omitempty"`
+	Security      vocab.Security         `json:"security,omitempty"`
+	Ask           vocab.Ask              `json:"ask,omitempty"`
+	AgentID       string                 `json:"agentId,omitempty"`
+	SessionKey    string                 `json:"sessionKey,omitempty"`
+	EnvHash       string                 `json:"envHash"`
+	Env           map[string]string      `json:"env,omitempty"`
+	ResolvedPaths []string               `json:"resolvedPaths,omitempty"`
+	Explain       string                 `json:"explain,omitempty"`
+	CreatedAtMs   int64                  `json:"createdAtMs"`
+	ExpiresAtMs   int64                  `json:"expiresAtMs"`
+	Decision      vocab.ApprovalDecision `json:"decision,omitempty"`
+	DecidedAtMs   int64                  `json:"decidedAtMs,omitempty"`
+	Consumed      bool                   `json:"consumed,omitempty"`
 }
 
 // Status is "pending", "expired", a decision, or "<decision> (used)".
@@ -143,15 +125,15 @@ const (
 // CheckResult is the answer of Check/Consume.
 type CheckResult struct {
 	Outcome  Outcome
-	Decision ApprovalDecision
+	Decision vocab.ApprovalDecision
 	Request  Pending
 }
 
 // Defaults are the file-level defaults (OpenClaw's "defaults" block).
 type Defaults struct {
-	Security    Security `json:"security,omitempty"`
-	Ask         Ask      `json:"ask,omitempty"`
-	AskFallback Security `json:"askFallback,omitempty"`
+	Security    vocab.Security `json:"security,omitempty"`
+	Ask         vocab.Ask      `json:"ask,omitempty"`
+	AskFallback vocab.Security `json:"askFallback,omitempty"`
 }
 
 // AgentState is one agent's block; "*" applies to every agent.
@@ -283,7 +265,7 @@ func decodeState(data []byte) (*fileState, error) {
 		}
 		seen[p.ID] = true
 		if p.Decision != "" {
-			if _, err := ParseDecision(string(p.Decision)); err != nil {
+			if _, err := vocab.ParseApprovalDecision(string(p.Decision)); err != nil {
 				return nil, fmt.Errorf("approvals[%d]: %w", i, err)
 			}
 		}
@@ -342,7 +324,7 @@ func (s *Store) flock() (func(), error) {
 func (s *Store) prune(st *fileState) {
 	cut := s.now().Add(-s.keep).UnixMilli()
 	st.Approvals = slices.DeleteFunc(st.Approvals, func(p *Pending) bool {
-		done := p.Consumed || p.Decision == DenyOnce || (p.Decision == "" && p.ExpiresAtMs < cut)
+		done := p.Consumed || p.Decision == vocab.DenyOnce || (p.Decision == "" && p.ExpiresAtMs < cut)
 		last := max(p.ExpiresAtMs, p.DecidedAtMs)
 		return done && last < cut
 	})
@@ -380,10 +362,10 @@ func (s *Store) Request(ctx context.Context, req PendingRequest) (Pending, error
 		return Pending{}, fmt.Errorf("approval request: cwd %q is not absolute: %w", req.Cwd, ErrInvalidRequest)
 	}
 	if req.Security != "" && !req.Security.Valid() {
-		return Pending{}, fmt.Errorf("approval request: %w", &ModeError{Kind: "security", Value: string(req.Security), Valid: []string{"deny", "allowlist", "full"}})
+		return Pending{}, fmt.Errorf("approval request: %w", &vocab.ModeError{Kind: "security", Value: string(req.Security), Valid: []string{"deny", "allowlist", "full"}})
 	}
 	if req.Ask != "" && !req.Ask.Valid() {
-		return Pending{}, fmt.Errorf("approval request: %w", &ModeError{Kind: "ask", Value: string(req.Ask), Valid: []string{"off", "on-miss", "always"}})
+		return Pending{}, fmt.Errorf("approval request: %w", &vocab.ModeError{Kind: "ask", Value: string(req.Ask), Valid: []string{"off", "on-miss", "always"}})
 	}
 	timeout := s.timeout
 	if req.Timeout > 0 {
@@ -433,8 +415,8 @@ func find(st *fileState, idOrSlug string) (*Pending, error) {
 // Resolve records a human decision for the request with this id or slug.
 // allow-always also appends each resolved executable of the request to the
 // agent's allowlist — never a shell, wrapper, carrier or interpreter.
-func (s *Store) Resolve(ctx context.Context, idOrSlug string, d ApprovalDecision) error {
-	if _, err := ParseDecision(string(d)); err != nil {
+func (s *Store) Resolve(ctx context.Context, idOrSlug string, d vocab.ApprovalDecision) error {
+	if _, err := vocab.ParseApprovalDecision(string(d)); err != nil {
 		return fmt.Errorf("resolve approval: %w", err)
 	}
 	err := s.update(ctx, func(st *fileState) (bool, error) {
@@ -450,7 +432,7 @@ func (s *Store) Resolve(ctx context.Context, idOrSlug string, d ApprovalDecision
 			return false, fmt.Errorf("%s expired at %s: %w", p.ID, time.UnixMilli(p.ExpiresAtMs).UTC().Format(time.RFC3339), ErrExpired)
 		}
 		p.Decision, p.DecidedAtMs = d, now.UnixMilli()
-		if d == AllowAlways {
+		if d == vocab.AllowAlways {
 			key := agentKey(p.AgentID)
 			a := st.Agents[key]
 			if a == nil {
@@ -543,9 +525,9 @@ func checkBinding(p *Pending, b Binding) error {
 func (s *Store) outcome(p *Pending) CheckResult {
 	r := CheckResult{Request: *p, Decision: p.Decision}
 	switch {
-	case p.Decision == AllowOnce || p.Decision == AllowAlways:
+	case p.Decision == vocab.AllowOnce || p.Decision == vocab.AllowAlways:
 		r.Outcome = OutcomeAllow
-	case p.Decision == DenyOnce:
+	case p.Decision == vocab.DenyOnce:
 		r.Outcome = OutcomeDeny
 	case s.now().UnixMilli() >= p.ExpiresAtMs:
 		r.Outcome = OutcomeFallback
@@ -658,16 +640,16 @@ func (s *Store) Defaults(ctx context.Context) (Defaults, error) {
 // SetDefaults validates and stores the defaults block.
 func (s *Store) SetDefaults(ctx context.Context, d Defaults) error {
 	if d.Security != "" {
-		if _, err := ParseSecurity(string(d.Security)); err != nil {
+		if _, err := vocab.ParseSecurity(string(d.Security)); err != nil {
 			return fmt.Errorf("set defaults: %w", err)
 		}
 	}
 	if d.Ask != "" {
-		if _, err := ParseAsk(string(d.Ask)); err != nil {
+		if _, err := vocab.ParseAsk(string(d.Ask)); err != nil {
 			return fmt.Errorf("set defaults: %w", err)
 		}
 	}
-	if _, err := ParseAskFallback(string(d.AskFallback)); err != nil {
+	if _, err := vocab.ParseAskFallback(string(d.AskFallback)); err != nil {
 		return fmt.Errorf("set defaults: %w", err)
 	}
 	return s.update(ctx, func(st *fileState) (bool, error) { st.Defaults = d; return true, nil })

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func parseForTest(src string) (*syntax.File, error) {
@@ -43,7 +45,7 @@ func (c *fakeClock) Add(d time.Duration) {
 
 func req(cwd string) PendingRequest {
 	return PendingRequest{Command: "git status", Argv: []string{"/bin/sh", "-c", "'/usr/bin/git' 'status'"}, Cwd: cwd, Host: "gateway",
-		Security: SecurityAllowlist, Ask: AskOnMiss, AgentID: "agent-1", SessionKey: "s1", EnvHash: EnvHash(map[string]string{"A": "1"}),
+		Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, AgentID: "agent-1", SessionKey: "s1", EnvHash: EnvHash(map[string]string{"A": "1"}),
 		ResolvedPaths: []string{"/usr/bin/git"}}
 }
 
@@ -66,7 +68,7 @@ func TestStoreFileModeAndFormat(t *testing.T) {
 	if len(p.ID) != 36 || p.Slug != p.ID[:8] || p.ExpiresAtMs != clock.Now().Add(120*time.Second).UnixMilli() {
 		t.Errorf("pending %+v", p)
 	}
-	if p.Command != "git status" || p.Host != "gateway" || p.Security != SecurityAllowlist || p.Ask != AskOnMiss || p.SessionKey != "s1" || p.AgentID != "agent-1" || len(p.ResolvedPaths) != 1 {
+	if p.Command != "git status" || p.Host != "gateway" || p.Security != vocab.SecurityAllowlist || p.Ask != vocab.AskOnMiss || p.SessionKey != "s1" || p.AgentID != "agent-1" || len(p.ResolvedPaths) != 1 {
 		t.Errorf("fields not kept: %+v", p)
 	}
 	fi, err := os.Stat(st.Path())
@@ -76,7 +78,7 @@ func TestStoreFileModeAndFormat(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
-	if err := st.Resolve(ctx, p.Slug, AllowAlways); err != nil {
+	if err := st.Resolve(ctx, p.Slug, vocab.AllowAlways); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(st.Path())
@@ -151,7 +153,7 @@ func TestStoreCorruptFile(t *testing.T) {
 			if _, err := st.Request(ctx, req(dir)); !errors.Is(err, ErrCorrupt) {
 				t.Errorf("Request on corrupt file: %v", err)
 			}
-			if err := st.Resolve(ctx, "x", AllowOnce); !errors.Is(err, ErrCorrupt) {
+			if err := st.Resolve(ctx, "x", vocab.AllowOnce); !errors.Is(err, ErrCorrupt) {
 				t.Errorf("Resolve on corrupt file: %v", err)
 			}
 			if _, err := st.AddAllowlist(ctx, "a", "/usr/bin/git"); !errors.Is(err, ErrCorrupt) {
@@ -176,27 +178,27 @@ func TestStoreResolveErrors(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	st := newStore(t, dir, clock.Now)
 	ctx := context.Background()
-	if err := st.Resolve(ctx, "no-such-id", AllowOnce); !errors.Is(err, ErrUnknownApproval) {
+	if err := st.Resolve(ctx, "no-such-id", vocab.AllowOnce); !errors.Is(err, ErrUnknownApproval) {
 		t.Errorf("unknown id: %v", err)
 	}
-	if err := st.Resolve(ctx, "", AllowOnce); !errors.Is(err, ErrUnknownApproval) {
+	if err := st.Resolve(ctx, "", vocab.AllowOnce); !errors.Is(err, ErrUnknownApproval) {
 		t.Errorf("empty id: %v", err)
 	}
 	p, _ := st.Request(ctx, req(dir))
-	if err := st.Resolve(ctx, p.ID, "allow"); !errors.Is(err, ErrUnknownMode) {
+	if err := st.Resolve(ctx, p.ID, "allow"); !errors.Is(err, vocab.ErrUnknownMode) {
 		t.Errorf("bad decision: %v", err)
 	}
-	if err := st.Resolve(ctx, p.ID, DenyOnce); err != nil {
+	if err := st.Resolve(ctx, p.ID, vocab.DenyOnce); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []ApprovalDecision{AllowOnce, AllowAlways, DenyOnce} {
+	for _, d := range []vocab.ApprovalDecision{vocab.AllowOnce, vocab.AllowAlways, vocab.DenyOnce} {
 		if err := st.Resolve(ctx, p.Slug, d); !errors.Is(err, ErrAlreadyDecided) {
 			t.Errorf("second decision %s: %v", d, err)
 		}
 	}
 	q, _ := st.Request(ctx, req(dir))
 	clock.Add(120 * time.Second)
-	if err := st.Resolve(ctx, q.ID, AllowOnce); !errors.Is(err, ErrExpired) {
+	if err := st.Resolve(ctx, q.ID, vocab.AllowOnce); !errors.Is(err, ErrExpired) {
 		t.Errorf("expired: %v", err)
 	}
 	// the expired request is now a fallback, and nothing was allowlisted
@@ -250,8 +252,8 @@ func TestStoreExpiryFallbackAndCustomTimeout(t *testing.T) {
 	// askFallback applied by the policy
 	h := newHost(t)
 	a := Analyze("git status", h.env)
-	for fb, want := range map[Security]Decision{SecurityDeny: DecisionDeny, SecurityAllowlist: DecisionDeny, SecurityFull: DecisionRun} {
-		v := Policy{Security: SecurityAllowlist, Ask: AskOnMiss, AskFallback: fb}.Fallback(a)
+	for fb, want := range map[vocab.Security]vocab.Decision{vocab.SecurityDeny: vocab.DecisionDeny, vocab.SecurityAllowlist: vocab.DecisionDeny, vocab.SecurityFull: vocab.DecisionRun} {
+		v := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, AskFallback: fb}.Fallback(a)
 		if v.Decision != want {
 			t.Errorf("fallback %s: %s", fb, v.Decision)
 		}
@@ -267,7 +269,7 @@ func TestStoreExpiryFallbackAndCustomTimeout(t *testing.T) {
 	p3, _ := st.Request(ctx, r)
 	go func() {
 		time.Sleep(30 * time.Millisecond)
-		_ = st.Resolve(context.Background(), p3.ID, AllowOnce)
+		_ = st.Resolve(context.Background(), p3.ID, vocab.AllowOnce)
 	}()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -282,7 +284,7 @@ func TestStoreBinding(t *testing.T) {
 	ctx := context.Background()
 	r := req(dir)
 	p, _ := st.Request(ctx, r)
-	if err := st.Resolve(ctx, p.ID, AllowOnce); err != nil {
+	if err := st.Resolve(ctx, p.ID, vocab.AllowOnce); err != nil {
 		t.Fatal(err)
 	}
 	good := bind(r)
@@ -303,14 +305,14 @@ func TestStoreBinding(t *testing.T) {
 		}
 	}
 	r1, err := st.Consume(ctx, p.Slug, good)
-	if err != nil || r1.Outcome != OutcomeAllow || r1.Decision != AllowOnce {
+	if err != nil || r1.Outcome != OutcomeAllow || r1.Decision != vocab.AllowOnce {
 		t.Fatalf("good binding: %+v %v", r1, err)
 	}
 	if _, err := st.Consume(ctx, p.ID, good); !errors.Is(err, ErrAlreadyConsumed) {
 		t.Errorf("allow-once reused: %v", err)
 	}
 	q, _ := st.Request(ctx, r)
-	_ = st.Resolve(ctx, q.ID, DenyOnce)
+	_ = st.Resolve(ctx, q.ID, vocab.DenyOnce)
 	if r2, err := st.Consume(ctx, q.ID, good); err != nil || r2.Outcome != OutcomeDeny {
 		t.Errorf("denied: %+v %v", r2, err)
 	}
@@ -347,7 +349,7 @@ func TestStoreConcurrentResolve(t *testing.T) {
 				if g%2 == 1 {
 					s = st2
 				}
-				err := s.Resolve(ctx, id, AllowAlways)
+				err := s.Resolve(ctx, id, vocab.AllowAlways)
 				switch {
 				case err == nil:
 					wins.Add(1)
@@ -400,9 +402,9 @@ func TestStoreAllowlistOps(t *testing.T) {
 	}
 	// usage metadata
 	h := newHost(t)
-	p := Policy{Security: SecurityAllowlist, Ask: AskOff, Allowlist: al}
+	p := Policy{Security: vocab.SecurityAllowlist, Ask: vocab.AskOff, Allowlist: al}
 	v := p.Evaluate(Analyze("git status && ls", h.env))
-	if v.Decision != DecisionRun || len(v.Hits) != 2 {
+	if v.Decision != vocab.DecisionRun || len(v.Hits) != 2 {
 		t.Fatalf("verdict %+v", v)
 	}
 	clock.Add(time.Minute)
@@ -425,13 +427,13 @@ func TestStoreAllowlistOps(t *testing.T) {
 		t.Errorf("after remove: %v", al)
 	}
 	// defaults
-	if err := st.SetDefaults(ctx, Defaults{Security: "x"}); !errors.Is(err, ErrUnknownMode) {
+	if err := st.SetDefaults(ctx, Defaults{Security: "x"}); !errors.Is(err, vocab.ErrUnknownMode) {
 		t.Errorf("bad defaults: %v", err)
 	}
-	if err := st.SetDefaults(ctx, Defaults{Security: SecurityAllowlist, Ask: AskOnMiss, AskFallback: SecurityDeny}); err != nil {
+	if err := st.SetDefaults(ctx, Defaults{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, AskFallback: vocab.SecurityDeny}); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := st.Defaults(ctx); d.Security != SecurityAllowlist || d.Ask != AskOnMiss {
+	if d, _ := st.Defaults(ctx); d.Security != vocab.SecurityAllowlist || d.Ask != vocab.AskOnMiss {
 		t.Errorf("defaults %+v", d)
 	}
 	// reopen: persisted
@@ -472,11 +474,11 @@ func TestStoreListAndSlug(t *testing.T) {
 	fsd.Approvals[1].Slug = fsd.Approvals[0].Slug
 	data, _ := json.Marshal(fsd)
 	_ = os.WriteFile(st.Path(), data, 0o600)
-	if err := st.Resolve(ctx, fsd.Approvals[0].Slug, AllowOnce); !errors.Is(err, ErrAmbiguousSlug) {
+	if err := st.Resolve(ctx, fsd.Approvals[0].Slug, vocab.AllowOnce); !errors.Is(err, ErrAmbiguousSlug) {
 		t.Errorf("ambiguous slug: %v", err)
 	}
 	// old finished requests are pruned on write
-	_ = st.Resolve(ctx, p1.ID, DenyOnce)
+	_ = st.Resolve(ctx, p1.ID, vocab.DenyOnce)
 	clock.Add(48 * time.Hour)
 	_, _ = st.Request(ctx, req(dir))
 	l, _ = st.List(ctx)

@@ -189,7 +189,7 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 	}
 	host := p.Host
 	if host == "" && !p.Elevated {
-		host = cfg.Exec.Host
+		host = string(cfg.Exec.Host)
 	}
 	if (host == "gateway" || p.Elevated) && cfg.Exec.Cwd == "" {
 		// The daemon's cwd is wherever it was first started; a user at a

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // startGatewayDaemon serves a real sessions.Manager whose only host is this
@@ -27,7 +28,7 @@ func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
 	mgr, err := sessions.New(sessions.Options{
 		Config: cfg,
-		Hosts:  map[string]sessions.Host{"gateway": sessions.NewGatewayHost(runner, t.TempDir())},
+		Hosts:  map[vocab.Host]sessions.Host{"gateway": sessions.NewGatewayHost(runner, t.TempDir())},
 		Logf:   t.Logf,
 	})
 	if err != nil {

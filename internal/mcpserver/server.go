@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Tools is the tool contract (toolapi.Tools).
@@ -82,9 +83,9 @@ var integerFields = map[string]bool{"yieldMs": true, "timeout": true, "offset": 
 
 // enums are the closed vocabularies of the inputs.
 var enums = map[string][]string{
-	"host":     toolapi.Hosts,
-	"security": toolapi.SecurityLevels,
-	"ask":      toolapi.AskLevels,
+	"host":     vocab.HostNames(),
+	"security": vocab.SecurityNames(),
+	"ask":      vocab.AskNames(),
 	"action":   toolapi.ProcessActions,
 	"encoding": {"utf-8", "base64"},
 }

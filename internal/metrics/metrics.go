@@ -25,6 +25,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Tools is the tool contract (toolapi.Tools).
@@ -97,7 +98,7 @@ func (in *Set) Wrap(next Tools, src Sources) *Instrumented {
 // daemon memory is visible.
 func NewSet() *Set {
 	reg := prometheus.NewRegistry()
-	hosts := append(slices.Clone(toolapi.Hosts), hostNone)
+	hosts := append(slices.Clone(vocab.HostNames()), hostNone)
 	in := &Set{
 		registry: reg,
 		execs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -179,7 +180,7 @@ func (in *Instrumented) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi
 	if err == nil {
 		// The host that ran it, as the result reports it.
 		h, _ := res.Details["host"].(string)
-		host = oneOf(h, toolapi.Hosts, hostNone)
+		host = oneOf(h, vocab.HostNames(), hostNone)
 		s, _ := res.Details["status"].(string)
 		status = oneOf(s, execStatuses, valueOther)
 		in.outputBytes.WithLabelValues("exec").Add(float64(textBytes(res)))

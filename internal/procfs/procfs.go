@@ -104,3 +104,49 @@ func Exited(root string, pid int) bool {
 	}
 	return true
 }
+
+// PIDs lists the pids under root ("/proc" normally): its numeric entries.
+func PIDs(root string) ([]int, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", root, err)
+	}
+	pids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// List reads the stat of every process under root. Processes that exit
+// during the scan, or whose stat cannot be read, are left out.
+func List(root string) ([]Stat, error) {
+	pids, err := PIDs(root)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Stat, 0, len(pids))
+	for _, pid := range pids {
+		if st, err := ReadStat(root, pid); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// HasEnv reports whether the environment of pid holds exactly the entry
+// ("KEY=VALUE"). A zombie's environ reads empty, so a dead process never
+// has one; so does a process whose environ may not be read.
+func HasEnv(root string, pid int, entry string) bool {
+	data, err := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/environ")
+	if err != nil || len(data) == 0 {
+		return false
+	}
+	// Entries are NUL-terminated; a NUL on both ends lets the first and
+	// last entries match too.
+	buf := make([]byte, 0, len(data)+2)
+	buf = append(append(append(buf, 0), data...), 0)
+	return bytes.Contains(buf, []byte("\x00"+entry+"\x00"))
+}

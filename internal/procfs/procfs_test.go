@@ -54,3 +54,37 @@ func TestExited(t *testing.T) {
 		t.Fatalf("reaped pid %d counts as running", cmd.Process.Pid)
 	}
 }
+
+func TestListAndHasEnv(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = append(os.Environ(), "PROCFS_TEST_TAG=x1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	procs, err := List("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range procs {
+		if p.PID == pid {
+			found = p.PPID == os.Getpid()
+		}
+	}
+	if !found {
+		t.Fatalf("List: child %d with parent %d not found", pid, os.Getpid())
+	}
+	if !HasEnv("/proc", pid, "PROCFS_TEST_TAG=x1") {
+		t.Fatal("HasEnv: the child's tag is not found")
+	}
+	for _, e := range []string{"PROCFS_TEST_TAG=x", "PROCFS_TEST_TAG=x12", "ROCFS_TEST_TAG=x1"} {
+		if HasEnv("/proc", pid, e) {
+			t.Errorf("HasEnv(%q) matched a different entry", e)
+		}
+	}
+	if _, err := List("/nonexistent-proc"); err == nil {
+		t.Fatal("List of a missing root: no error")
+	}
+}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // approvalHook runs the operator's program (exec.approvalHook) for every
@@ -23,7 +23,7 @@ import (
 type approvalHook struct {
 	path    string
 	timeout time.Duration
-	resolve func(ctx context.Context, id string, d guard.ApprovalDecision) error
+	resolve func(ctx context.Context, id string, d vocab.ApprovalDecision) error
 	logf    func(format string, args ...any)
 }
 
@@ -58,7 +58,7 @@ func (h *approvalHook) decide(ctx context.Context, id string, ev sessions.Event)
 		return
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	d, err := guard.ParseDecision(strings.TrimSpace(line))
+	d, err := vocab.ParseApprovalDecision(strings.TrimSpace(line))
 	if err != nil {
 		h.logf("approval hook %s for %s answered %q (%v); left to a human", h.path, id, line, err)
 		return

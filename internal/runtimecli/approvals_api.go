@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // approvalsAPI serves the approvals of the gateway's store and of the
@@ -44,7 +45,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 	now := a.now()
 	out := make([]cli.ApprovalView, 0, len(list))
 	for _, p := range list {
-		out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: p.Host, Command: p.Command, Argv: p.Argv,
+		out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: string(p.Host), Command: p.Command, Argv: p.Argv,
 			Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 			CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now)})
 	}
@@ -90,7 +91,7 @@ func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 		replyJSON(w, http.StatusBadRequest, map[string]string{"error": "approvals: body must be {\"decision\": \"allow-once|allow-always|deny\"}: " + err.Error()})
 		return
 	}
-	d, err := guard.ParseDecision(body.Decision)
+	d, err := vocab.ParseApprovalDecision(body.Decision)
 	if err != nil {
 		replyJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
@@ -110,10 +111,10 @@ func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 
 // decide records a decision on the gateway's store, or on the node that
 // holds the request.
-func (a *approvalsAPI) decide(ctx context.Context, id string, d guard.ApprovalDecision) error {
+func (a *approvalsAPI) decide(ctx context.Context, id string, d vocab.ApprovalDecision) error {
 	err := a.store.Resolve(ctx, id, d)
 	if errors.Is(err, guard.ErrUnknownApproval) && a.nodes != nil {
-		err = a.nodes.ResolveApproval(ctx, "", id, string(d))
+		err = a.nodes.ResolveApproval(ctx, "", id, d)
 		if errors.Is(err, nodeexec.ErrApprovalUnknown) {
 			err = fmt.Errorf("%w: %s (not on the gateway nor on any connected node)", guard.ErrUnknownApproval, id)
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // TokenEnv holds the TCP listener's bearer token when --token is not given.
@@ -177,9 +178,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	if nodes != nil {
 		defer nodes.Close()
-		hosts["node"] = sessions.NewNodeHost(nodes, cfg.Exec.Node)
+		hosts[vocab.HostNode] = sessions.NewNodeHost(nodes, cfg.Exec.Node)
 	} else {
-		hosts["node"] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
+		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
 		CursorFile: filepath.Join(state, "cursors.json")})
@@ -303,7 +304,7 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 // buildHosts creates the gateway host (always) and the sandbox host. A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any), obs sandbox.Observer) (map[string]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any), obs sandbox.Observer) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
 	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
@@ -312,13 +313,13 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
-	hosts := map[string]sessions.Host{}
+	hosts := map[vocab.Host]sessions.Host{}
 	sup, err := hostSupervisor(state, logf)
 	if err != nil {
 		logf("warning: %v; gateway commands run unsupervised and do not survive a crash of the daemon", err)
-		hosts["gateway"] = sessions.NewGatewayHost(runner, cwd)
+		hosts[vocab.HostGateway] = sessions.NewGatewayHost(runner, cwd)
 	} else {
-		hosts["gateway"] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
+		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
 	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf, Observer: obs})
@@ -327,7 +328,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
 		}
 		logf("sandbox host unavailable: %v", err)
-		hosts["sandbox"] = unavailableHost{err: err}
+		hosts[vocab.HostSandbox] = unavailableHost{err: err}
 		return hosts, runner, nil, sup, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -335,7 +336,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	if err := sbx.Ping(pctx); err != nil {
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
-	hosts["sandbox"] = sessions.NewSandboxHost(sbx)
+	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
 }
 
@@ -479,14 +480,14 @@ func buildGate(cfg config.File, state string) (*guard.Gate, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	return &guard.Gate{Store: store, Config: guard.GateConfig{
-		Security:      guard.Security(cfg.Exec.Security),
-		Ask:           guard.Ask(cfg.Exec.Ask),
-		AskFallback:   guard.Security(cfg.Exec.AskFallback),
+		Security:      cfg.Exec.Security,
+		Ask:           cfg.Exec.Ask,
+		AskFallback:   cfg.Exec.AskFallback,
 		SafeBins:      cfg.Exec.SafeBins,
 		Workspace:     workspace,
 		UntrustedDirs: untrusted,
 		EnvCheck: func(assign map[string]string) error {
-			return envguard.CheckRequest(envguard.HostGateway, assign)
+			return envguard.CheckRequest(vocab.HostGateway, assign)
 		},
 	}}, nil
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 )
 
 // DefaultLogCap is how many bytes of output each session keeps (the tail).
@@ -172,14 +174,11 @@ func (l *outlog) close() {
 	}
 }
 
-// writeJSONFile writes b to dir/name atomically (temp + rename).
-func writeFileAtomic(dir, name string, b []byte) error {
+// writeStateFile replaces dir/name with b atomically and durably; without
+// a state directory it keeps nothing.
+func writeStateFile(dir, name string, b []byte) error {
 	if dir == "" {
 		return nil
 	}
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, name))
+	return atomicfile.Write(filepath.Join(dir, name), b, 0o600)
 }

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
 
 // openPTY opens a new pseudo-terminal pair of cols x rows. The master is
@@ -60,80 +61,35 @@ func pendingBytes(f *os.File) int {
 	return n
 }
 
-// procInfo is what one scan of /proc knows about a process.
-type procInfo struct {
-	pid, ppid, pgid int
-	state           byte
-}
-
-// listProcs reads pid, ppid, pgid and state of every process.
-func listProcs() []procInfo {
-	ents, err := os.ReadDir("/proc")
+// listProcs reads the stat of every process but this one.
+func listProcs() []procfs.Stat {
+	all, err := procfs.List("/proc")
 	if err != nil {
 		return nil
 	}
 	self := os.Getpid()
-	out := make([]procInfo, 0, len(ents))
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
+	out := all[:0]
+	for _, p := range all {
+		if p.PID != self {
+			out = append(out, p)
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) {
-			continue
-		}
-		f := strings.Fields(string(b[i+2:]))
-		if len(f) < 3 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		pgid, _ := strconv.Atoi(f[2])
-		out = append(out, procInfo{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0]})
 	}
 	return out
-}
-
-// hasTag reports whether pid's environment holds the entry tag ("K=V").
-func hasTag(pid int, tag []byte) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
-	}
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, 0)
-		if i < 0 {
-			i = len(b)
-		}
-		if bytes.Equal(b[:i], tag) {
-			return true
-		}
-		if i == len(b) {
-			break
-		}
-		b = b[i+1:]
-	}
-	return false
 }
 
 // treeOf returns the live (non-zombie) processes of a session: its process
 // group, every descendant of the leader by parent links, and every process
 // whose environment carries the tag (setsid escapees and daemons that were
 // reparented away).
-func treeOf(procs []procInfo, leader, pgid int, tag []byte) []int {
+func treeOf(procs []procfs.Stat, leader, pgid int, tag string) []int {
 	children := map[int][]int{}
 	alive := map[int]bool{}
 	for _, p := range procs {
-		if p.state == 'Z' || p.state == 'X' {
+		if p.Dead() {
 			continue
 		}
-		alive[p.pid] = true
-		children[p.ppid] = append(children[p.ppid], p.pid)
+		alive[p.PID] = true
+		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	set := map[int]bool{}
 	var walk func(int)
@@ -150,12 +106,12 @@ func treeOf(procs []procInfo, leader, pgid int, tag []byte) []int {
 		walk(leader)
 	}
 	for _, p := range procs {
-		if !alive[p.pid] || set[p.pid] {
+		if !alive[p.PID] || set[p.PID] {
 			continue
 		}
-		if (pgid > 0 && p.pgid == pgid) || hasTag(p.pid, tag) {
-			set[p.pid] = true
-			walk(p.pid)
+		if (pgid > 0 && p.PGRP == pgid) || procfs.HasEnv("/proc", p.PID, tag) {
+			set[p.PID] = true
+			walk(p.PID)
 		}
 	}
 	out := make([]int, 0, len(set))

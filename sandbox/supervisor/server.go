@@ -755,14 +755,14 @@ func (s *Server) inputWaitLoop() {
 		}
 		blocked := map[*session]bool{}
 		for _, p := range listProcs() {
-			if p.state != 'S' {
+			if p.State != 'S' {
 				continue
 			}
-			sess := byIdent[fd0Identity(p.pid)]
+			sess := byIdent[fd0Identity(p.PID)]
 			if sess == nil || blocked[sess] {
 				continue
 			}
-			if blockedReadingFd0(p.pid) {
+			if blockedReadingFd0(p.PID) {
 				blocked[sess] = true
 			}
 		}

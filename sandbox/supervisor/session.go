@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
 )
 
@@ -31,7 +32,7 @@ type session struct {
 	id        string
 	spec      OpenSpec
 	dir       string // session state dir ("" in memory)
-	tag       []byte
+	tag       string // the environment entry RunTagEnv=ID
 	pid       int
 	pgid      int
 	startedAt int64
@@ -97,7 +98,7 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 			spec.Rows = 30
 		}
 	}
-	sess := &session{srv: s, id: spec.ID, spec: spec, tag: []byte(RunTagEnv + "=" + spec.ID), leaderDone: make(chan struct{})}
+	sess := &session{srv: s, id: spec.ID, spec: spec, tag: RunTagEnv + "=" + spec.ID, leaderDone: make(chan struct{})}
 	sess.cond = sync.NewCond(&sess.mu)
 	if s.dir != "" {
 		sess.dir = filepath.Join(s.dir, spec.ID)
@@ -149,7 +150,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	for _, e := range env {
 		hasTerm = hasTerm || strings.HasPrefix(e, "TERM=")
 	}
-	env = append(env, string(sess.tag))
+	env = append(env, sess.tag)
 	if spec.TTY && !hasTerm {
 		env = append(env, "TERM=xterm-256color")
 	}
@@ -286,7 +287,7 @@ func (sess *session) writeMeta() {
 	info := sess.info()
 	info.Running = true
 	b, _ := json.MarshalIndent(info, "", "  ")
-	if err := writeFileAtomic(sess.dir, "meta.json", b); err != nil {
+	if err := writeStateFile(sess.dir, "meta.json", b); err != nil {
 		sess.srv.logf("supervisor: meta %s: %v", sess.id, err)
 	}
 }
@@ -466,7 +467,7 @@ wait:
 	sess.mu.Unlock()
 	if sess.dir != "" {
 		b, _ := json.Marshal(st)
-		if err := writeFileAtomic(sess.dir, "exit", b); err != nil {
+		if err := writeStateFile(sess.dir, "exit", b); err != nil {
 			sess.srv.logf("supervisor: exit %s: %v", sess.id, err)
 		}
 		sess.writeMetaFinal()
@@ -481,7 +482,7 @@ wait:
 func (sess *session) writeMetaFinal() {
 	info := sess.info()
 	b, _ := json.MarshalIndent(info, "", "  ")
-	_ = writeFileAtomic(sess.dir, "meta.json", b)
+	_ = writeStateFile(sess.dir, "meta.json", b)
 }
 
 func (sess *session) isExited() bool {
@@ -710,7 +711,7 @@ func (s *Server) endOrphans() {
 	// snapshot below, so a session starting meanwhile is in it.
 	procs := listProcs()
 	s.mu.Lock()
-	var tags [][]byte
+	var tags []string
 	leaders := map[int]bool{}
 	for pid, sess := range s.byPID {
 		leaders[pid] = true
@@ -723,18 +724,18 @@ func (s *Server) endOrphans() {
 	}
 	s.mu.Unlock()
 	for _, p := range procs {
-		if p.ppid != self || leaders[p.pid] || p.state == 'Z' {
+		if p.PPID != self || leaders[p.PID] || p.State == 'Z' {
 			continue
 		}
 		claimed := false
 		for _, tag := range tags {
-			if hasTag(p.pid, tag) {
+			if procfs.HasEnv("/proc", p.PID, tag) {
 				claimed = true
 				break
 			}
 		}
 		if !claimed {
-			_ = unix.Kill(p.pid, unix.SIGKILL)
+			_ = unix.Kill(p.PID, unix.SIGKILL)
 		}
 	}
 }

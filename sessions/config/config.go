@@ -3,7 +3,10 @@
 // SANDBOXCTL_* (and PI_BASH_*) environment overrides are applied on top.
 package config
 
-import "github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+import (
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/vocab"
+)
 
 // File is the whole configuration file.
 type File struct {
@@ -17,20 +20,20 @@ type File struct {
 
 // Exec is the `exec:` section.
 type Exec struct {
-	Host                     string   `yaml:"host" json:"host"`         // sandbox | gateway | node
-	Security                 string   `yaml:"security" json:"security"` // deny | allowlist | full
-	Ask                      string   `yaml:"ask" json:"ask"`           // off | on-miss | always
-	AskFallback              string   `yaml:"askFallback" json:"askFallback"`
-	Node                     string   `yaml:"node" json:"node"`
-	PathPrepend              []string `yaml:"pathPrepend" json:"pathPrepend"`
-	SafeBins                 []string `yaml:"safeBins" json:"safeBins"`
-	BackgroundMs             int      `yaml:"backgroundMs" json:"backgroundMs"`
-	TimeoutSec               int      `yaml:"timeoutSec" json:"timeoutSec"`
-	CleanupMs                int      `yaml:"cleanupMs" json:"cleanupMs"` // finished-session TTL (jobTtlMs)
-	NotifyOnExit             bool     `yaml:"notifyOnExit" json:"notifyOnExit"`
-	NotifyOnExitEmptySuccess bool     `yaml:"notifyOnExitEmptySuccess" json:"notifyOnExitEmptySuccess"`
-	MaxOutputChars           int      `yaml:"maxOutputChars" json:"maxOutputChars"`
-	PendingMaxOutputChars    int      `yaml:"pendingMaxOutputChars" json:"pendingMaxOutputChars"`
+	Host                     vocab.Host     `yaml:"host" json:"host"`         // sandbox | gateway | node
+	Security                 vocab.Security `yaml:"security" json:"security"` // deny | allowlist | full
+	Ask                      vocab.Ask      `yaml:"ask" json:"ask"`           // off | on-miss | always
+	AskFallback              vocab.Security `yaml:"askFallback" json:"askFallback"`
+	Node                     string         `yaml:"node" json:"node"`
+	PathPrepend              []string       `yaml:"pathPrepend" json:"pathPrepend"`
+	SafeBins                 []string       `yaml:"safeBins" json:"safeBins"`
+	BackgroundMs             int            `yaml:"backgroundMs" json:"backgroundMs"`
+	TimeoutSec               int            `yaml:"timeoutSec" json:"timeoutSec"`
+	CleanupMs                int            `yaml:"cleanupMs" json:"cleanupMs"` // finished-session TTL (jobTtlMs)
+	NotifyOnExit             bool           `yaml:"notifyOnExit" json:"notifyOnExit"`
+	NotifyOnExitEmptySuccess bool           `yaml:"notifyOnExitEmptySuccess" json:"notifyOnExitEmptySuccess"`
+	MaxOutputChars           int            `yaml:"maxOutputChars" json:"maxOutputChars"`
+	PendingMaxOutputChars    int            `yaml:"pendingMaxOutputChars" json:"pendingMaxOutputChars"`
 	// BackgroundTimeoutSec, when > 0, applies to backgrounded runs that gave
 	// no explicit timeout (by default they have none).
 	BackgroundTimeoutSec int `yaml:"backgroundTimeoutSec" json:"backgroundTimeoutSec"`
@@ -49,19 +52,19 @@ type Exec struct {
 
 // Elevated is the `elevated:` section.
 type Elevated struct {
-	Enabled      bool     `yaml:"enabled" json:"enabled"`
-	AllowFrom    []string `yaml:"allowFrom" json:"allowFrom"` // agent ids allowed to ask for elevated
-	DefaultLevel string   `yaml:"defaultLevel" json:"defaultLevel"`
+	Enabled      bool                `yaml:"enabled" json:"enabled"`
+	AllowFrom    []string            `yaml:"allowFrom" json:"allowFrom"` // agent ids allowed to ask for elevated
+	DefaultLevel vocab.ElevatedLevel `yaml:"defaultLevel" json:"defaultLevel"`
 }
 
 // Default returns the configuration with every default of SPEC §8.
 func Default() File {
 	return File{
 		Exec: Exec{
-			Host:                  "sandbox",
-			Security:              "allowlist",
-			Ask:                   "on-miss",
-			AskFallback:           "deny",
+			Host:                  vocab.HostSandbox,
+			Security:              vocab.SecurityAllowlist,
+			Ask:                   vocab.AskOnMiss,
+			AskFallback:           vocab.SecurityDeny,
 			PathPrepend:           []string{},
 			SafeBins:              []string{"cut", "uniq", "head", "tail", "tr", "wc"},
 			BackgroundMs:          10000,
@@ -72,7 +75,7 @@ func Default() File {
 			PendingMaxOutputChars: 30000,
 			ApprovalTimeoutSec:    120,
 		},
-		Elevated: Elevated{Enabled: false, AllowFrom: []string{}, DefaultLevel: "ask"},
+		Elevated: Elevated{Enabled: false, AllowFrom: []string{}, DefaultLevel: vocab.ElevatedAsk},
 		Sandbox:  sandboxconfig.DefaultConfig(),
 		State:    "~/.sandboxctl",
 	}

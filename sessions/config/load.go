@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // ErrInvalid marks every configuration error; *Error carries the key and line.
@@ -242,13 +243,26 @@ func (f File) Validate() error {
 		}
 		return &Error{Key: key, Msg: fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", "))}
 	}
+	// parsed names the key of a value its vocab parser refused.
+	parsed := func(key string, err error) error {
+		var me *vocab.ModeError
+		if errors.As(err, &me) {
+			return &Error{Key: key, Msg: fmt.Sprintf("%q is not one of %s", me.Value, strings.Join(me.Valid, ", "))}
+		}
+		return nil
+	}
 	e := f.Exec
+	_, hostErr := vocab.ParseHost(string(e.Host))
+	_, secErr := vocab.ParseSecurity(string(e.Security))
+	_, askErr := vocab.ParseAsk(string(e.Ask))
+	_, fbErr := vocab.ParseSecurity(string(e.AskFallback))
+	_, lvlErr := vocab.ParseElevatedLevel(string(f.Elevated.DefaultLevel))
 	for _, c := range []error{
-		oneOf("exec.host", e.Host, "sandbox", "gateway", "node"),
-		oneOf("exec.security", e.Security, "deny", "allowlist", "full"),
-		oneOf("exec.ask", e.Ask, "off", "on-miss", "always"),
-		oneOf("exec.askFallback", e.AskFallback, "deny", "allowlist", "full"),
-		oneOf("elevated.defaultLevel", f.Elevated.DefaultLevel, "ask", "on", "full", "off"),
+		parsed("exec.host", hostErr),
+		parsed("exec.security", secErr),
+		parsed("exec.ask", askErr),
+		parsed("exec.askFallback", fbErr),
+		parsed("elevated.defaultLevel", lvlErr),
 		oneOf("sandbox.scope", f.Sandbox.Scope, "session", "agent", "shared"),
 		oneOf("sandbox.workspaceAccess", f.Sandbox.WorkspaceAccess, "none", "ro", "rw"),
 	} {

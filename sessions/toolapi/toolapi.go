@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // ErrNoSession classifies an unknown (or another scope's) session id; see
@@ -83,13 +85,13 @@ const (
 // Event is an asynchronous notification: today "exit" events for background
 // sessions (SPEC §3); approval events will join them.
 type Event struct {
-	Type       string         `json:"type"` // "exit"
-	Text       string         `json:"text"`
-	SessionID  string         `json:"sessionId,omitempty"`
-	AgentID    string         `json:"agentId,omitempty"`
-	SessionKey string         `json:"sessionKey,omitempty"`
-	Time       time.Time      `json:"time"`
-	Details    map[string]any `json:"details,omitempty"`
+	Type       vocab.EventType `json:"type"`
+	Text       string          `json:"text"`
+	SessionID  string          `json:"sessionId,omitempty"`
+	AgentID    string          `json:"agentId,omitempty"`
+	SessionKey string          `json:"sessionKey,omitempty"`
+	Time       time.Time       `json:"time"`
+	Details    map[string]any  `json:"details,omitempty"`
 }
 
 // Err returns nil for an ordinary result and an error wrapping ErrNoSession

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/nodeexec"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 func main() {
@@ -25,8 +26,14 @@ func main() {
 	flag.StringVar(&o.TLSFingerprint, "tls-fingerprint", "", "pinned SHA-256 of the gateway certificate")
 	flag.StringVar(&o.StateDir, "state", "", "state directory")
 	flag.StringVar(&o.Workdir, "workdir", "", "default working directory")
-	flag.StringVar(&o.Config.Security, "security", "", "deny|allowlist|full")
-	flag.StringVar(&o.Config.Ask, "ask", "", "off|on-miss|always")
+	flag.Func("security", "deny|allowlist|full", func(s string) (err error) {
+		o.Config.Security, err = vocab.ParseSecurity(s)
+		return err
+	})
+	flag.Func("ask", "off|on-miss|always", func(s string) (err error) {
+		o.Config.Ask, err = vocab.ParseAsk(s)
+		return err
+	})
 	flag.DurationVar(&o.LinkGrace, "link-grace", 0, "grace before runs of a lost link are killed")
 	flag.DurationVar(&o.PingInterval, "ping", 0, "ping interval")
 	flag.DurationVar(&o.MinBackoff, "min-backoff", 100*time.Millisecond, "first reconnect delay")

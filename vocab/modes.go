@@ -1,4 +1,4 @@
-package guard
+package vocab
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ var ErrUnknownMode = errors.New("unknown mode")
 
 // ModeError names the setting, the bad value and the valid values.
 type ModeError struct {
-	Kind  string   // "security", "ask", "askFallback", "elevated level", "decision"
+	Kind  string   // "security", "ask", "askFallback", "elevated level", "host", "decision", ...
 	Value string   // what was given
 	Valid []string // what would have been accepted
 }
@@ -45,7 +45,7 @@ func ParseSecurity(s string) (Security, error) {
 			return m, nil
 		}
 	}
-	return "", &ModeError{Kind: "security", Value: s, Valid: []string{"deny", "allowlist", "full"}}
+	return "", &ModeError{Kind: "security", Value: s, Valid: names(securityOrder)}
 }
 
 func (s Security) rank() int { return slices.Index(securityOrder, s) }
@@ -85,7 +85,7 @@ func ParseAsk(s string) (Ask, error) {
 			return m, nil
 		}
 	}
-	return "", &ModeError{Kind: "ask", Value: s, Valid: []string{"off", "on-miss", "always"}}
+	return "", &ModeError{Kind: "ask", Value: s, Valid: names(askOrder)}
 }
 
 func (a Ask) rank() int { return slices.Index(askOrder, a) }
@@ -116,7 +116,7 @@ func ParseAskFallback(s string) (Security, error) {
 	}
 	m, err := ParseSecurity(s)
 	if err != nil {
-		return "", &ModeError{Kind: "askFallback", Value: s, Valid: []string{"deny", "allowlist", "full"}}
+		return "", &ModeError{Kind: "askFallback", Value: s, Valid: names(securityOrder)}
 	}
 	return m, nil
 }
@@ -146,42 +146,6 @@ func ParseElevatedLevel(s string) (ElevatedLevel, error) {
 	return "", &ModeError{Kind: "elevated level", Value: s, Valid: []string{"off", "ask", "on", "full"}}
 }
 
-// ErrElevatedNotAllowed is returned when elevated is requested but disabled
-// or the requester is not in allowFrom.
-var ErrElevatedNotAllowed = errors.New("elevated not allowed")
-
-// Elevated is the `elevated` configuration block.
-type Elevated struct {
-	Enabled      bool
-	AllowFrom    []string      // requester ids (agent ids, channels); "*" allows everyone; empty allows nobody
-	DefaultLevel ElevatedLevel // level granted to an allowed request; empty means ask
-}
-
-// Check decides an elevated request from requester `from`. A request that
-// does not ask for elevation gets ElevatedOff and no error.
-func (e Elevated) Check(requested bool, from string) (ElevatedLevel, error) {
-	if !requested {
-		return ElevatedOff, nil
-	}
-	if !e.Enabled {
-		return ElevatedOff, fmt.Errorf("elevated is disabled in the configuration: %w", ErrElevatedNotAllowed)
-	}
-	if !slices.Contains(e.AllowFrom, "*") && (from == "" || !slices.Contains(e.AllowFrom, from)) {
-		return ElevatedOff, fmt.Errorf("requester %q is not in elevated.allowFrom: %w", from, ErrElevatedNotAllowed)
-	}
-	lvl := e.DefaultLevel
-	if lvl == "" {
-		lvl = ElevatedAsk
-	}
-	if _, err := ParseElevatedLevel(string(lvl)); err != nil {
-		return ElevatedOff, fmt.Errorf("elevated.defaultLevel: %w", err)
-	}
-	if lvl == ElevatedOff {
-		return ElevatedOff, fmt.Errorf("elevated.defaultLevel is off: %w", ErrElevatedNotAllowed)
-	}
-	return lvl, nil
-}
-
 // EffectiveModes combines configuration and request as SPEC §2 says: a
 // request can only lower security (min) and only raise ask (max); elevated
 // full forces security full and ask off. Empty request values mean "not
@@ -205,9 +169,4 @@ func EffectiveModes(cfgSec, reqSec Security, cfgAsk, reqAsk Ask, lvl ElevatedLev
 		ask = AskAlways
 	}
 	return sec, ask
-}
-
-// RequiresApproval is SPEC §5's formula.
-func RequiresApproval(ask Ask, sec Security, analysisOK, allowlisted bool) bool {
-	return ask == AskAlways || (ask == AskOnMiss && sec == SecurityAllowlist && (!analysisOK || !allowlisted))
 }

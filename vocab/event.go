@@ -1,0 +1,10 @@
+package vocab
+
+// EventType names an event on the daemon's event stream.
+type EventType string
+
+// Event types.
+const (
+	EventExit     EventType = "exit"     // a background session ended
+	EventApproval EventType = "approval" // a command waits for a human's approval
+)
