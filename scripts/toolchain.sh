@@ -46,9 +46,10 @@ fi
 # through man and less in a PTY, a perl script (shasum), git, vim and zip. Node and npm
 # run the official MCP TypeScript SDK against the daemon (internal/mcpserver/testdata/node,
 # npm ci from its committed lockfile), and prometheus scrapes the daemon's /metrics in
-# the metrics test (a private instance on a temporary config and port).
+# the metrics test (a private instance on a temporary config and port); python3 runs the
+# standard-library client (clients/python).
 need=()
-for pair in tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip node:nodejs npm:npm prometheus:prometheus; do
+for pair in tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip node:nodejs npm:npm prometheus:prometheus python3:python3; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -196,6 +197,33 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			if !called[m+" "+p] && m+" "+p != "POST /v1/shutdown" { // shutdown: the socket only; the daemon's own tests
 				t.Errorf("%s %s is documented but not checked", m, p)
 			}
+		}
+	}
+}
+
+// TestPythonClient runs clients/python/check_client.py (the standard
+// library client, driven by python3) against a live daemon, over the unix
+// socket and over TCP with the tool token.
+func TestPythonClient(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is not installed: run scripts/toolchain.sh (make toolchain)")
+	}
+	e, alice, bob := filesEnv(t)
+	base := serveFiles(t, e)
+	t.Cleanup(func() {
+		e.run(t, "sandbox", "rm", "--agent", alice)
+		e.run(t, "sandbox", "rm", "--agent", bob)
+	})
+	for _, args := range [][]string{
+		{alice, "socket", filepath.Join(e.state, "sandboxctl.sock")},
+		{bob, "tcp", base, filesToolToken},
+	} {
+		cmd := exec.Command(py, append([]string{"check_client.py"}, args...)...)
+		cmd.Dir = filepath.Join("..", "..", "clients", "python")
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "ok" {
+			t.Fatalf("python client over %s: %v\n%s", args[1], err, out)
 		}
 	}
 }
