@@ -227,3 +227,43 @@ func TestPythonClient(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeScriptClient installs clients/typescript with npm from the repo
+// into a fresh project and runs its check (clients/typescript/test) with
+// Node against a live daemon, holding an agent token.
+func TestTypeScriptClient(t *testing.T) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run scripts/toolchain.sh (make toolchain)", tool)
+		}
+	}
+	pkg, err := filepath.Abs(filepath.Join("..", "..", "clients", "typescript"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj := t.TempDir()
+	if err := os.WriteFile(filepath.Join(proj, "package.json"), []byte(`{"name":"tsclient-check","private":true,"type":"module"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	install := exec.Command("npm", "install", "--no-audit", "--no-fund", "--install-links", pkg)
+	install.Dir = proj
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("npm install %s: %v\n%s", pkg, err, out)
+	}
+	check, err := os.ReadFile(filepath.Join(pkg, "test", "check.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "check.mjs"), check, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, alice, _ := filesEnv(t)
+	base := serveFiles(t, e)
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", alice) })
+	cmd := exec.Command("node", "check.mjs", base, filesAliceToken, alice)
+	cmd.Dir = proj
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+}
