@@ -131,7 +131,7 @@ func (m *Manager) ReadFiles(ctx context.Context, s Scope, p string, limit int64,
 	if c == nil {
 		return m.engineRead(ctx, res.ID, p, limit, w)
 	}
-	return m.fileTool(ctx, c, []string{"get", strconv.FormatInt(limit, 10), p}, nil, w)
+	return m.fileTool(ctx, c, []string{"get", strconv.FormatInt(limit, 10), p}, nil, &cappedWriter{w: w, left: limit + tarOverhead(limit)})
 }
 
 // WriteFiles extracts the tar stream r into the existing directory dir of
@@ -217,8 +217,11 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 		if stdout == nil {
 			stdout = io.Discard
 		}
+		// The tool is a process of the sandbox: the daemon bounds what
+		// it takes from it whatever the tool says.
+		out := &cappedWriter{w: stdout, left: outputCap}
 		done := make(chan error, 1)
-		go func() { _, err := io.Copy(stdout, p.Stdout()); done <- err }()
+		go func() { _, err := io.Copy(out, p.Stdout()); done <- err }()
 		select {
 		case copyErr = <-done:
 		case <-ctx.Done():
@@ -227,6 +230,12 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 	}
 	if copyErr != nil && ctx.Err() != nil {
 		return fmt.Errorf("files %s: %w", args[0], ctx.Err())
+	}
+	if copyErr != nil && !isDone(p.Done()) {
+		// Nobody reads its output any more: end it before waiting.
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = p.Kill(kctx)
+		cancel()
 	}
 	code, sig, err := p.Wait(ctx)
 	wg.Wait()
@@ -317,6 +326,29 @@ func isDone(c <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// outputCap bounds any output the daemon takes from the file tool (a
+// listing of 10000 entries is a few MiB; downloads are capped by their
+// limit on top).
+const outputCap = 64 << 20
+
+// tarOverhead is what a tar stream may add to limit bytes of content:
+// headers, padding and long names (generous: 1/8 plus 1 MiB).
+func tarOverhead(limit int64) int64 { return limit/8 + 1<<20 }
+
+// cappedWriter fails once more than left bytes were written.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, fmt.Errorf("%w: the sandbox sent more than its limit", ErrFileTooLarge)
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // limitedBuffer keeps the first n bytes written to it.
