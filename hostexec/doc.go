@@ -12,6 +12,12 @@
 // daemonized are killed too. Kill is idempotent and also meant for after a
 // normal exit, to end what a command left running in the background.
 //
+// A Spec with Confine runs through a launcher (Options.Launcher, which
+// implements ConfineArg: sandboxctld) that restricts itself with a Landlock
+// ruleset (ConfineRules: the directory read-write, system directories read
+// and execute) and then execs the shell; without Landlock the command runs
+// unconfined and its warnings say so.
+//
 // Output streams reach io.EOF shortly after the command exits even when a
 // leftover descendant still holds them open (see Process.Stdout). Terminal
 // queries such as DSR are not handled here: the sessions layer answers them

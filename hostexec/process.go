@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // Errors returned by Process methods; test with errors.Is.
@@ -24,38 +26,13 @@ var (
 	// ErrNotPTY is returned by Resize for a process without a terminal.
 	ErrNotPTY = errors.New("process has no terminal")
 	// ErrNoStdin is returned by Write and CloseStdin when stdin was not kept
-	// open (Spec.KeepStdin false) or was already closed.
+	// open (StartSpec.KeepStdin false) or was already closed.
 	ErrNoStdin = errors.New("stdin is closed")
 	// ErrExited is returned by Write and CloseStdin once the process exited.
 	ErrExited = errors.New("process has exited")
 )
 
-// Spec describes one command to start.
-type Spec struct {
-	// Command runs as `SHELL -c Command`.
-	Command string
-	// Env is extra environment applied over the Runner's BaseEnv. The caller
-	// has already checked it with envguard; PATH is refused here regardless.
-	Env map[string]string
-	// Dir is the working directory ("" = the daemon's own).
-	Dir string
-	// PTY runs the command in a pseudo-terminal of Cols x Rows (default
-	// 120x30) with TERM=xterm-256color. If no PTY can be had the command runs
-	// with pipes and Process.Warning says why.
-	PTY        bool
-	Cols, Rows int
-	// KeepStdin keeps a stdin pipe open for Write/CloseStdin. Without it a
-	// pipe-run command reads EOF from /dev/null at once, so nothing can hang
-	// on stdin. A PTY is always writable.
-	KeepStdin bool
-	// Tag is a unique run tag ([A-Za-z0-9_.-], at most 64 bytes; "" = a
-	// random one). It is exported as SANDBOXCTL_RUN=Tag and inherited by
-	// every descendant; Kill sweeps every process that still carries it.
-	Tag string
-}
-
-// Process is a started command. Its methods use std types only, so it
-// satisfies sessions.Process. Callers must read Stdout (and Stderr, when not
+// Process is a started command: a hostapi.Process. Callers must read Stdout (and Stderr, when not
 // nil) to io.EOF: that releases the descriptors.
 type Process struct {
 	r       *Runner
@@ -64,6 +41,8 @@ type Process struct {
 	tag     string
 	isPTY   bool
 	warning string
+	// confineWarning: StartSpec.Confine was not honoured (Prepared.Warning).
+	confineWarning string
 
 	ptmx   *os.File // PTY master; nil for pipes
 	stdout *outputReader
@@ -90,14 +69,25 @@ type Prepared struct {
 	// on top, and TERM for a terminal. The run tag is not in it.
 	Env []string
 	Dir string
-	// Tag is the run tag (Spec.Tag, or a fresh one).
+	// Tag is the run tag (StartSpec.Tag, or a fresh one).
 	Tag string
 	// Cols and Rows are the terminal size (defaults applied).
 	Cols, Rows int
+	// Warning is non-empty when StartSpec.Confine could not be honoured (no
+	// Landlock): the command runs unconfined, and this says so.
+	Warning string
 }
 
-// Prepare checks spec and builds what starting it takes.
-func (r *Runner) Prepare(spec Spec) (Prepared, error) {
+// Prepare checks spec and builds what starting it takes. Of the start spec
+// a Runner uses Command (run as `SHELL -c Command`), Env (over the Runner's
+// BaseEnv, checked by the caller with envguard; PATH is refused here
+// regardless), Dir ("" = the daemon's own), PTY with Cols x Rows (default
+// 120x30, TERM=xterm-256color; pipes and Process.Warning when no PTY can be
+// had), KeepStdin (without it a pipe-run command reads EOF from /dev/null at
+// once; a PTY is always writable) and Tag ([A-Za-z0-9_.-], at most 64
+// bytes; "" = a random one), exported as SANDBOXCTL_RUN=Tag to every
+// descendant, which Kill sweeps.
+func (r *Runner) Prepare(spec hostapi.StartSpec) (Prepared, error) {
 	if strings.TrimSpace(spec.Command) == "" {
 		return Prepared{}, fmt.Errorf("hostexec: start: empty command: %w", os.ErrInvalid)
 	}
@@ -127,13 +117,27 @@ func (r *Runner) Prepare(spec Spec) (Prepared, error) {
 	if spec.PTY {
 		env = envguard.Merge(env, map[string]string{"TERM": "xterm-256color"})
 	}
-	return Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}, nil
+	pr := Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}
+	if spec.Confine != "" {
+		if !filepath.IsAbs(spec.Confine) {
+			return Prepared{}, fmt.Errorf("hostexec: start: confine directory %q is not absolute: %w", spec.Confine, os.ErrInvalid)
+		}
+		if _, err := r.landlockABI(); err != nil {
+			pr.Warning = fmt.Sprintf("not confined to %s (%v): the external-directory check was advisory only for this command", spec.Confine, err)
+			return pr, nil
+		}
+		if r.launcher == "" {
+			return Prepared{}, fmt.Errorf("hostexec: start: the command must run confined to %s but the runner has no launcher: %w", spec.Confine, os.ErrInvalid)
+		}
+		pr.Argv = append([]string{r.launcher, ConfineArg, spec.Confine, r.shell}, pr.Argv...)
+	}
+	return pr, nil
 }
 
 // Start starts spec.Command. ctx bounds the start only: the process outlives
 // it and ends by itself or through Kill. The returned Process must be waited
 // on (Wait) and its output read to EOF.
-func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
+func (r *Runner) Start(ctx context.Context, spec hostapi.StartSpec) (_ *Process, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("hostexec: start: %w", err)
 	}
@@ -148,7 +152,7 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (_ *Process, err error) {
 	env := envguard.Merge(base, spec.Env) // TERM only where a PTY is had
 	own := map[string]string{TagEnv: tag}
 
-	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{})}
+	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{}), confineWarning: pr.Warning}
 	if spec.PTY {
 		ptmx, tty, perr := r.openPTY()
 		if perr == nil {
@@ -284,10 +288,13 @@ func (p *Process) Warning() string { return p.warning }
 // Warnings is Warning as a list (empty when there is none), the shape the
 // sessions layer shows in a result.
 func (p *Process) Warnings() []string {
-	if p.warning == "" {
-		return nil
+	var out []string
+	for _, w := range []string{p.confineWarning, p.warning} {
+		if w != "" {
+			out = append(out, w)
+		}
 	}
-	return []string{p.warning}
+	return out
 }
 
 // Stdout is the output stream (stdout and stderr merged for a PTY). It
@@ -308,7 +315,7 @@ func (p *Process) Stderr() io.Reader {
 	return p.stderr
 }
 
-// Write sends data to stdin: the PTY master, or the stdin pipe when the Spec
+// Write sends data to stdin: the PTY master, or the stdin pipe when the StartSpec
 // kept it.
 func (p *Process) Write(b []byte) (int, error) {
 	if p.exited() {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // testEnviron is a small, controlled inherited environment: the tests must
@@ -42,7 +44,7 @@ func newTestRunner(t *testing.T, opts Options) *Runner {
 
 // start starts spec and registers a Kill so that no test leaves a process
 // behind, whatever it asserts.
-func start(t *testing.T, r *Runner, spec Spec) *Process {
+func start(t *testing.T, r *Runner, spec hostapi.StartSpec) *Process {
 	t.Helper()
 	p, err := r.Start(context.Background(), spec)
 	if err != nil {
@@ -137,7 +139,7 @@ func waitExit(t *testing.T, p *Process, d time.Duration) (int, string) {
 
 // runPipes runs a pipe command to completion and returns stdout, stderr and
 // the exit status.
-func runPipes(t *testing.T, r *Runner, spec Spec) (stdout, stderr string, code int, sig string) {
+func runPipes(t *testing.T, r *Runner, spec hostapi.StartSpec) (stdout, stderr string, code int, sig string) {
 	t.Helper()
 	p := start(t, r, spec)
 	o, e := collect(p.Stdout()), collect(p.Stderr())
@@ -159,7 +161,7 @@ func TestOutputAndExitCode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code, sig := runPipes(t, r, Spec{Command: tc.command})
+			out, errOut, code, sig := runPipes(t, r, hostapi.StartSpec{Command: tc.command})
 			if out != tc.stdout || errOut != tc.stderr || code != tc.code || sig != "" {
 				t.Errorf("got stdout %q stderr %q code %d signal %q; want %q %q %d \"\"",
 					out, errOut, code, sig, tc.stdout, tc.stderr, tc.code)
@@ -170,7 +172,7 @@ func TestOutputAndExitCode(t *testing.T) {
 
 func TestStartRefusesBadSpecs(t *testing.T) {
 	r := newTestRunner(t, Options{})
-	for name, spec := range map[string]Spec{
+	for name, spec := range map[string]hostapi.StartSpec{
 		"empty command": {Command: "  "},
 		"PATH override": {Command: "true", Env: map[string]string{"PATH": "/tmp"}},
 		"bad tag":       {Command: "true", Tag: "a b"},
@@ -190,7 +192,7 @@ func TestStartRefusesBadSpecs(t *testing.T) {
 func TestDirAndEnv(t *testing.T) {
 	r := newTestRunner(t, Options{})
 	dir := t.TempDir()
-	out, _, code, _ := runPipes(t, r, Spec{
+	out, _, code, _ := runPipes(t, r, hostapi.StartSpec{
 		Command: `pwd; printf '%s\n' "$FOO" "$SANDBOXCTL_RUN"`,
 		Dir:     dir,
 		Env:     map[string]string{"FOO": "bar baz"},
@@ -204,7 +206,7 @@ func TestDirAndEnv(t *testing.T) {
 
 func TestStdinWriteAndClose(t *testing.T) {
 	r := newTestRunner(t, Options{})
-	p := start(t, r, Spec{Command: "cat", KeepStdin: true})
+	p := start(t, r, hostapi.StartSpec{Command: "cat", KeepStdin: true})
 	o := collect(p.Stdout())
 	if _, err := p.Write([]byte("abc\n")); err != nil {
 		t.Fatalf("Write: %v", err)
@@ -230,14 +232,14 @@ func TestStdinWriteAndClose(t *testing.T) {
 func TestNoStdinMeansEOF(t *testing.T) {
 	r := newTestRunner(t, Options{})
 	begin := time.Now()
-	out, _, code, _ := runPipes(t, r, Spec{Command: "cat; echo after-cat"})
+	out, _, code, _ := runPipes(t, r, hostapi.StartSpec{Command: "cat; echo after-cat"})
 	if out != "after-cat\n" || code != 0 {
 		t.Errorf("got %q code %d", out, code)
 	}
 	if d := time.Since(begin); d > 2*time.Second {
 		t.Errorf("cat without stdin took %v", d)
 	}
-	p := start(t, r, Spec{Command: "true"})
+	p := start(t, r, hostapi.StartSpec{Command: "true"})
 	if err := p.CloseStdin(); err != nil && !errors.Is(err, ErrNoStdin) && !errors.Is(err, ErrExited) {
 		t.Errorf("CloseStdin without KeepStdin: %v", err)
 	}
@@ -250,7 +252,7 @@ func TestNoStdinMeansEOF(t *testing.T) {
 }
 
 // runPTY runs a PTY command to completion and returns its output.
-func runPTY(t *testing.T, r *Runner, spec Spec) (string, int) {
+func runPTY(t *testing.T, r *Runner, spec hostapi.StartSpec) (string, int) {
 	t.Helper()
 	spec.PTY = true
 	p := start(t, r, spec)
@@ -268,38 +270,38 @@ func runPTY(t *testing.T, r *Runner, spec Spec) (string, int) {
 func TestPTY(t *testing.T) {
 	r := newTestRunner(t, Options{})
 	t.Run("tty", func(t *testing.T) {
-		out, code := runPTY(t, r, Spec{Command: "tty"})
+		out, code := runPTY(t, r, hostapi.StartSpec{Command: "tty"})
 		if !strings.HasPrefix(out, "/dev/pts/") || code != 0 {
 			t.Errorf("tty printed %q (code %d)", out, code)
 		}
 	})
 	t.Run("default size", func(t *testing.T) {
-		out, _ := runPTY(t, r, Spec{Command: "stty size"})
+		out, _ := runPTY(t, r, hostapi.StartSpec{Command: "stty size"})
 		if strings.TrimSpace(out) != "30 120" {
 			t.Errorf("stty size printed %q, want 30 120", out)
 		}
 	})
 	t.Run("given size", func(t *testing.T) {
-		out, _ := runPTY(t, r, Spec{Command: "stty size", Cols: 80, Rows: 24})
+		out, _ := runPTY(t, r, hostapi.StartSpec{Command: "stty size", Cols: 80, Rows: 24})
 		if strings.TrimSpace(out) != "24 80" {
 			t.Errorf("stty size printed %q, want 24 80", out)
 		}
 	})
 	t.Run("term and tag", func(t *testing.T) {
-		out, _ := runPTY(t, r, Spec{Command: `echo "$TERM $SANDBOXCTL_RUN"`, Tag: "ptytag"})
+		out, _ := runPTY(t, r, hostapi.StartSpec{Command: `echo "$TERM $SANDBOXCTL_RUN"`, Tag: "ptytag"})
 		if strings.TrimSpace(out) != "xterm-256color ptytag" {
 			t.Errorf("got %q", out)
 		}
 	})
 	t.Run("merged stderr and exit code", func(t *testing.T) {
-		out, code := runPTY(t, r, Spec{Command: "echo to-stderr >&2; exit 4"})
+		out, code := runPTY(t, r, hostapi.StartSpec{Command: "echo to-stderr >&2; exit 4"})
 		if !strings.Contains(out, "to-stderr") || code != 4 {
 			t.Errorf("got %q code %d", out, code)
 		}
 	})
 	t.Run("session leader", func(t *testing.T) {
 		// The shell leads its own session and group: pgid == sid == pid.
-		out, _ := runPTY(t, r, Spec{Command: `ps -o pid=,pgid=,sid= -p $$`})
+		out, _ := runPTY(t, r, hostapi.StartSpec{Command: `ps -o pid=,pgid=,sid= -p $$`})
 		f := strings.Fields(out)
 		if len(f) != 3 || f[0] != f[1] || f[1] != f[2] {
 			t.Errorf("ps printed %q, want pid = pgid = sid", out)
@@ -309,7 +311,7 @@ func TestPTY(t *testing.T) {
 
 func TestPTYInputAndEOF(t *testing.T) {
 	r := newTestRunner(t, Options{})
-	p := start(t, r, Spec{Command: `read -r x; echo "got:$x"; cat; echo cat-done`, PTY: true})
+	p := start(t, r, hostapi.StartSpec{Command: `read -r x; echo "got:$x"; cat; echo cat-done`, PTY: true})
 	o := collect(p.Stdout())
 	if _, err := p.Write([]byte("hi\r")); err != nil {
 		t.Fatalf("Write: %v", err)
@@ -327,7 +329,7 @@ func TestPTYInputAndEOF(t *testing.T) {
 
 func TestPTYResize(t *testing.T) {
 	r := newTestRunner(t, Options{})
-	p := start(t, r, Spec{Command: `stty size; read -r x; stty size`, PTY: true})
+	p := start(t, r, hostapi.StartSpec{Command: `stty size; read -r x; stty size`, PTY: true})
 	o := collect(p.Stdout())
 	o.waitFor(t, "30 120", 5*time.Second)
 	if err := p.Resize(context.Background(), 132, 50); err != nil {
@@ -348,7 +350,7 @@ func TestPTYResizeSIGWINCH(t *testing.T) {
 	r := newTestRunner(t, Options{})
 	// The shell runs the trap between commands once SIGWINCH arrived, so it
 	// waits in short sleeps rather than in one long one.
-	p := start(t, r, Spec{Command: `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`, PTY: true})
+	p := start(t, r, hostapi.StartSpec{Command: `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`, PTY: true})
 	o := collect(p.Stdout())
 	o.waitFor(t, "ready", 5*time.Second)
 	if err := p.Resize(context.Background(), 100, 40); err != nil {
@@ -362,7 +364,7 @@ func TestPTYResizeSIGWINCH(t *testing.T) {
 func TestPTYFallbackToPipes(t *testing.T) {
 	r := newTestRunner(t, Options{})
 	r.openPTY = func() (*os.File, *os.File, error) { return nil, nil, errors.New("no ptys left") }
-	p := start(t, r, Spec{Command: "echo via-pipes; tty", PTY: true})
+	p := start(t, r, hostapi.StartSpec{Command: "echo via-pipes; tty", PTY: true})
 	if p.IsPTY() || !strings.Contains(p.Warning(), "no ptys left") {
 		t.Errorf("IsPTY %v warning %q", p.IsPTY(), p.Warning())
 	}
@@ -382,7 +384,7 @@ func TestKillTimeoutCase(t *testing.T) {
 	r := newTestRunner(t, Options{})
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "MARKER")
-	p := start(t, r, Spec{Command: "sleep 5 && touch " + marker})
+	p := start(t, r, hostapi.StartSpec{Command: "sleep 5 && touch " + marker})
 	o, e := collect(p.Stdout()), collect(p.Stderr())
 	time.Sleep(200 * time.Millisecond)
 	begin := time.Now()
@@ -416,7 +418,7 @@ func TestKillSetsidEscapee(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			m := marker + name
-			p := start(t, r, Spec{Command: "setsid sh -c 'sleep 3; touch " + m + "' & echo started; sleep 30", PTY: ptyMode})
+			p := start(t, r, hostapi.StartSpec{Command: "setsid sh -c 'sleep 3; touch " + m + "' & echo started; sleep 30", PTY: ptyMode})
 			o := collect(p.Stdout())
 			if !ptyMode {
 				collect(p.Stderr())
@@ -480,7 +482,7 @@ func waitNoneTagged(t *testing.T, tag string, within time.Duration) {
 func TestKillEscalatesToSIGKILL(t *testing.T) {
 	t.Parallel()
 	r := newTestRunner(t, Options{KillGrace: 300 * time.Millisecond})
-	p := start(t, r, Spec{Command: "trap '' TERM; echo armed; sleep 30; true"})
+	p := start(t, r, hostapi.StartSpec{Command: "trap '' TERM; echo armed; sleep 30; true"})
 	o := collect(p.Stdout())
 	collect(p.Stderr())
 	o.waitFor(t, "armed", 5*time.Second)
@@ -504,7 +506,7 @@ func TestKillAfterExitIsSafeAndSweepsLeftovers(t *testing.T) {
 			// hangup); the reader must still reach EOF soon after the exit.
 			// The pause lets the subshell set its trap before the session
 			// leader's exit hangs the terminal up.
-			p := start(t, r, Spec{Command: `(trap '' HUP; exec sleep 600) & sleep 0.3; echo started`, PTY: ptyMode})
+			p := start(t, r, hostapi.StartSpec{Command: `(trap '' HUP; exec sleep 600) & sleep 0.3; echo started`, PTY: ptyMode})
 			o := collect(p.Stdout())
 			var e *collector
 			if !ptyMode {
@@ -537,7 +539,7 @@ func TestOutputWrittenBeforeCutoffIsKept(t *testing.T) {
 	// 200 KB (more than a pipe buffer) while a leftover holds the pipe open,
 	// and a reader that starts late: nothing written before the exit may be
 	// lost to the cut-off.
-	p := start(t, r, Spec{Command: `(exec sleep 600) & i=0; while [ $i -lt 2000 ]; do echo 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789; i=$((i+1)); done`})
+	p := start(t, r, hostapi.StartSpec{Command: `(exec sleep 600) & i=0; while [ $i -lt 2000 ]; do echo 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789; i=$((i+1)); done`})
 	collect(p.Stderr())
 	done := make(chan string)
 	go func() {
@@ -573,7 +575,7 @@ func TestEnvironmentIsSanitized(t *testing.T) {
 			t.Errorf("BaseEnv keeps %s", kv)
 		}
 	}
-	out, _, _, _ := runPipes(t, r, Spec{Command: `env; echo "PATH1=${PATH%%:*}"; sbx-hello`, Tag: "fresh-tag"})
+	out, _, _, _ := runPipes(t, r, hostapi.StartSpec{Command: `env; echo "PATH1=${PATH%%:*}"; sbx-hello`, Tag: "fresh-tag"})
 	for _, bad := range []string{"LD_PRELOAD=", "BASH_ENV=", "SANDBOXCTL_RUN=inherited-tag"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("child environment has %s", bad)
@@ -676,7 +678,7 @@ func TestSweepTagValidation(t *testing.T) {
 
 func TestWaitHonoursContextAndBadDir(t *testing.T) {
 	r := newTestRunner(t, Options{})
-	p := start(t, r, Spec{Command: "sleep 30"})
+	p := start(t, r, hostapi.StartSpec{Command: "sleep 30"})
 	collect(p.Stdout())
 	collect(p.Stderr())
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -694,12 +696,12 @@ func TestWaitHonoursContextAndBadDir(t *testing.T) {
 		t.Errorf("signal %q", sig)
 	}
 
-	if _, err := r.Start(context.Background(), Spec{Command: "true", Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
+	if _, err := r.Start(context.Background(), hostapi.StartSpec{Command: "true", Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Error("Start in a missing directory succeeded")
 	}
 	cctx, ccancel := context.WithCancel(context.Background())
 	ccancel()
-	if _, err := r.Start(cctx, Spec{Command: "true"}); !errors.Is(err, context.Canceled) {
+	if _, err := r.Start(cctx, hostapi.StartSpec{Command: "true"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Start with a cancelled ctx: %v", err)
 	}
 }

@@ -68,6 +68,10 @@ type Options struct {
 	Environ []string
 	// Logf, when set, receives diagnostics (login-shell probe failures).
 	Logf func(format string, args ...any)
+	// Launcher is the executable that implements ConfineArg (sandboxctld):
+	// a Spec with Confine set starts through it. Without one, such a Spec
+	// is refused.
+	Launcher string
 }
 
 // Runner starts commands on this machine. It is safe for concurrent use.
@@ -84,6 +88,10 @@ type Runner struct {
 	killGrace   time.Duration
 	outputDrain time.Duration
 	logf        func(format string, args ...any)
+	launcher    string
+	// landlockABI probes the kernel's Landlock (LandlockABI); tests
+	// replace it to see the behaviour of a kernel without it.
+	landlockABI func() (int, error)
 	// openPTY opens a PTY pair; tests replace it to exercise the pipe fallback.
 	openPTY func() (ptmx, tty *os.File, err error)
 }
@@ -117,6 +125,8 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 		killGrace:   opts.KillGrace,
 		outputDrain: opts.OutputDrain,
 		logf:        opts.Logf,
+		launcher:    opts.Launcher,
+		landlockABI: LandlockABI,
 		openPTY:     pty.Open,
 	}
 	if r.killGrace <= 0 {
@@ -145,6 +155,11 @@ func (r *Runner) env() (path string, baseEnv []string) {
 	})
 	return r.path, r.baseEnv
 }
+
+// Landlock returns the kernel's Landlock ABI version, or an error matching
+// ErrLandlockUnavailable: then commands that should be confined run
+// unconfined, each with a warning (see Spec.Confine).
+func (r *Runner) Landlock() (int, error) { return r.landlockABI() }
 
 // Shell is the shell every command runs under.
 func (r *Runner) Shell() string { return r.shell }

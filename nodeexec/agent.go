@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -750,7 +751,7 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 	if err := a.ledger.add(tag); err != nil {
 		return &frame{Type: frameError, RunID: p.RunID, Reason: err.Error()}, nil
 	}
-	proc, err := a.runner.Start(ctx, hostexec.Spec{
+	proc, err := a.runner.Start(ctx, hostapi.StartSpec{
 		Command: command, Env: p.Env, Dir: cwd, PTY: p.TTY, Cols: p.Cols, Rows: p.Rows,
 		KeepStdin: p.KeepStdin, Tag: tag,
 	})

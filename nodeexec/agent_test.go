@@ -14,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 func ctxT(t testing.TB) context.Context {
@@ -36,7 +38,7 @@ func TestRoundTrip(t *testing.T) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rp, err := g.reg.Start(ctxT(t), "alpha", StartSpec{
+	rp, err := g.reg.Start(ctxT(t), "alpha", hostapi.StartSpec{
 		Command: `echo out; echo err >&2; echo "$FOO"; pwd; exit 3`, Env: map[string]string{"FOO": "bar"}, Dir: "sub",
 	})
 	if err != nil {
@@ -56,7 +58,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	// A directory missing on the node falls back with a warning.
-	rp, err = g.reg.Start(ctxT(t), "alpha", StartSpec{Command: "pwd", Dir: "/does/not/exist"})
+	rp, err = g.reg.Start(ctxT(t), "alpha", hostapi.StartSpec{Command: "pwd", Dir: "/does/not/exist"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	// Unknown node.
-	if _, err := g.reg.Start(ctxT(t), "nobody", StartSpec{Command: "true"}); !errors.Is(err, ErrNodeUnknown) {
+	if _, err := g.reg.Start(ctxT(t), "nobody", hostapi.StartSpec{Command: "true"}); !errors.Is(err, ErrNodeUnknown) {
 		t.Errorf("unknown node: %v", err)
 	}
 	// which
@@ -83,7 +85,7 @@ func TestStdinResizeKill(t *testing.T) {
 		Config: GuardConfig{Security: "full", Ask: "off"}})
 	g.waitNode(t, "alpha")
 
-	rp, err := g.reg.Start(ctxT(t), "alpha", StartSpec{Command: "cat; echo done", KeepStdin: true})
+	rp, err := g.reg.Start(ctxT(t), "alpha", hostapi.StartSpec{Command: "cat; echo done", KeepStdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestStdinResizeKill(t *testing.T) {
 	}
 
 	// Without KeepStdin cat sees EOF at once.
-	rp, err = g.reg.Start(ctxT(t), "alpha", StartSpec{Command: "cat; echo eof"})
+	rp, err = g.reg.Start(ctxT(t), "alpha", hostapi.StartSpec{Command: "cat; echo eof"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func TestStdinResizeKill(t *testing.T) {
 	}
 
 	// PTY with resize.
-	rp, err = g.reg.Start(ctxT(t), "alpha", StartSpec{Command: `stty size; read x; stty size`, PTY: true, Cols: 100, Rows: 40})
+	rp, err = g.reg.Start(ctxT(t), "alpha", hostapi.StartSpec{Command: `stty size; read x; stty size`, PTY: true, Cols: 100, Rows: 40})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestStdinResizeKill(t *testing.T) {
 	// Kill ends the tree, including a child in its own session.
 	m := marker(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	rp, err = g.reg.Start(ctxT(t), "alpha", StartSpec{
+	rp, err = g.reg.Start(ctxT(t), "alpha", hostapi.StartSpec{
 		Command: "setsid sh -c 'echo $$ > " + pidFile + "; sleep 2; touch " + m + "' & sleep 30",
 	})
 	if err != nil {
@@ -181,7 +183,7 @@ func TestNodeRefusals(t *testing.T) {
 
 	t.Run("deny mode", func(t *testing.T) {
 		m := marker(t)
-		_, err := g.reg.Start(ctx, "denier", StartSpec{Command: "touch " + m, Security: "full", Ask: "off"})
+		_, err := g.reg.Start(ctx, "denier", hostapi.StartSpec{Command: "touch " + m, Security: "full", Ask: "off"})
 		var de *DeniedError
 		if !errors.As(err, &de) || !errors.Is(err, ErrDenied) || !strings.Contains(de.Reason, "deny") {
 			t.Fatalf("err = %v", err)
@@ -192,7 +194,7 @@ func TestNodeRefusals(t *testing.T) {
 	})
 	t.Run("allowlist miss while gateway is full", func(t *testing.T) {
 		m := marker(t)
-		_, err := g.reg.Start(ctx, "strict", StartSpec{Command: "touch " + m, Security: "full", Ask: "off"})
+		_, err := g.reg.Start(ctx, "strict", hostapi.StartSpec{Command: "touch " + m, Security: "full", Ask: "off"})
 		if !errors.Is(err, ErrDenied) {
 			t.Fatalf("err = %v", err)
 		}
@@ -202,11 +204,11 @@ func TestNodeRefusals(t *testing.T) {
 	})
 	t.Run("PATH override", func(t *testing.T) {
 		m := marker(t)
-		_, err := g.reg.Start(ctx, "open", StartSpec{Command: "touch " + m, Env: map[string]string{"PATH": "/tmp"}})
+		_, err := g.reg.Start(ctx, "open", hostapi.StartSpec{Command: "touch " + m, Env: map[string]string{"PATH": "/tmp"}})
 		if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "PATH") {
 			t.Fatalf("err = %v", err)
 		}
-		_, err = g.reg.Start(ctx, "open", StartSpec{Command: "touch " + m, Env: map[string]string{"LD_PRELOAD": "/tmp/x.so"}})
+		_, err = g.reg.Start(ctx, "open", hostapi.StartSpec{Command: "touch " + m, Env: map[string]string{"LD_PRELOAD": "/tmp/x.so"}})
 		if !errors.Is(err, ErrDenied) {
 			t.Fatalf("LD_PRELOAD: err = %v", err)
 		}
@@ -256,7 +258,7 @@ func TestNodeRefusals(t *testing.T) {
 	})
 	t.Run("approval on the node resolved from the gateway", func(t *testing.T) {
 		m := marker(t)
-		spec := StartSpec{Command: "touch " + m, AgentID: "agent-1", Security: "full"}
+		spec := hostapi.StartSpec{Command: "touch " + m, AgentID: "agent-1", Security: "full"}
 		_, err := g.reg.Start(ctx, "asker", spec)
 		var pe *ApprovalPendingError
 		if !errors.As(err, &pe) || pe.Approval.ID == "" || pe.Details()["host"] != "node" {
@@ -447,7 +449,7 @@ func TestStartRetriesAcrossLinkDrop(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		rp, err := g.reg.Start(ctxT(t), "slow", StartSpec{Command: "echo once >> " + count + "; echo out"})
+		rp, err := g.reg.Start(ctxT(t), "slow", hostapi.StartSpec{Command: "echo once >> " + count + "; echo out"})
 		done <- result{rp, err}
 	}()
 	time.Sleep(200 * time.Millisecond) // the node is inside its guard now

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkStartTrue(b *testing.B) {
 		durs := make([]time.Duration, 0, b.N)
 		for range b.N {
 			t0 := time.Now()
-			p, err := runner.Start(ctx, hostexec.Spec{Command: "true"})
+			p, err := runner.Start(ctx, hostapi.StartSpec{Command: "true"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -67,7 +68,7 @@ func BenchmarkStartTrue(b *testing.B) {
 			durs := make([]time.Duration, 0, b.N)
 			for range b.N {
 				t0 := time.Now()
-				rp, err := g.reg.Start(ctx, node, StartSpec{Command: "true"})
+				rp, err := g.reg.Start(ctx, node, hostapi.StartSpec{Command: "true"})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // buildTestNode builds nodeexec/internal/testnode into dir.
@@ -233,7 +234,7 @@ func TestMultiProcess(t *testing.T) {
 	defer cancel()
 
 	t.Run("run, stdin, kill", func(t *testing.T) {
-		rp, err := g.reg.Start(ctx, "alpha", StartSpec{Command: "read l; echo got:$l; echo e >&2; exit 4", KeepStdin: true})
+		rp, err := g.reg.Start(ctx, "alpha", hostapi.StartSpec{Command: "read l; echo got:$l; echo e >&2; exit 4", KeepStdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +247,7 @@ func TestMultiProcess(t *testing.T) {
 		if code != 4 || err != nil || out != "got:line\n" || errOut != "e\n" {
 			t.Errorf("run: code %d err %v out %q stderr %q", code, err, out, errOut)
 		}
-		rp, err = g.reg.Start(ctx, "alpha", StartSpec{Command: "sleep 60"})
+		rp, err = g.reg.Start(ctx, "alpha", hostapi.StartSpec{Command: "sleep 60"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,12 +270,12 @@ func TestMultiProcess(t *testing.T) {
 		m := marker(t)
 		touch := "touch " + m
 		// deny mode
-		if _, err := g.reg.Start(ctx, "gamma", StartSpec{Command: touch, Security: "full", Ask: "off"}); !errors.Is(err, ErrDenied) {
+		if _, err := g.reg.Start(ctx, "gamma", hostapi.StartSpec{Command: touch, Security: "full", Ask: "off"}); !errors.Is(err, ErrDenied) {
 			t.Errorf("deny mode: %v", err)
 		}
 		// allowlist miss on the node while the gateway is full: approval
 		// pending on the node, nothing runs; a human's deny sticks.
-		_, err := g.reg.Start(ctx, "beta", StartSpec{Command: touch, Security: "full", Ask: "off", AgentID: "a1"})
+		_, err := g.reg.Start(ctx, "beta", hostapi.StartSpec{Command: touch, Security: "full", Ask: "off", AgentID: "a1"})
 		var pe *ApprovalPendingError
 		if !errors.As(err, &pe) {
 			t.Fatalf("allowlist miss: %v", err)
@@ -282,7 +283,7 @@ func TestMultiProcess(t *testing.T) {
 		if err := g.reg.ResolveApproval(ctx, "beta", pe.Approval.ID, "deny"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.reg.Start(ctx, "beta", StartSpec{Command: touch, Security: "full", AgentID: "a1"}); !errors.Is(err, ErrDenied) {
+		if _, err := g.reg.Start(ctx, "beta", hostapi.StartSpec{Command: touch, Security: "full", AgentID: "a1"}); !errors.Is(err, ErrDenied) {
 			t.Errorf("after a human deny: %v", err)
 		}
 		// forged approved: true
@@ -335,7 +336,7 @@ func TestMultiProcess(t *testing.T) {
 	})
 
 	t.Run("short cut keeps the run", func(t *testing.T) {
-		rp, err := g.reg.Start(ctx, "alpha", StartSpec{Command: "sleep 1.5; echo finished"})
+		rp, err := g.reg.Start(ctx, "alpha", hostapi.StartSpec{Command: "sleep 1.5; echo finished"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +370,7 @@ func TestMultiProcess(t *testing.T) {
 	t.Run("link lost mid-run", func(t *testing.T) {
 		m := marker(t)
 		pidFile := filepath.Join(t.TempDir(), "pid")
-		rp, err := g.reg.Start(ctx, "alpha", StartSpec{
+		rp, err := g.reg.Start(ctx, "alpha", hostapi.StartSpec{
 			Command: "sh -c 'echo $$ > " + pidFile + "; sleep 5; touch " + m + "' & echo started; wait",
 		})
 		if err != nil {
@@ -393,7 +394,7 @@ func TestMultiProcess(t *testing.T) {
 		if d := time.Since(cutAt); d < grace || d > grace+5*time.Second {
 			t.Errorf("failed after %v, want about the grace %v", d, grace)
 		}
-		if _, err := g.reg.Start(ctx, "alpha", StartSpec{Command: "true"}); !errors.Is(err, ErrNodeOffline) {
+		if _, err := g.reg.Start(ctx, "alpha", hostapi.StartSpec{Command: "true"}); !errors.Is(err, ErrNodeOffline) {
 			t.Errorf("Start on the cut node: %v", err)
 		}
 		waitFor(t, 10*time.Second, "the node's process tree gone", func() bool { return !alive(shell) && !alive(child) })
@@ -425,7 +426,7 @@ func TestNodeAgentSIGKILLLeavesNothingRunning(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	rp, err := g.reg.Start(ctx, "crashy", StartSpec{Command: "echo $$ > " + pidFile + "; sleep 45"})
+	rp, err := g.reg.Start(ctx, "crashy", hostapi.StartSpec{Command: "echo $$ > " + pidFile + "; sleep 45"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +472,7 @@ func TestSecondAgentOnStateDirRefused(t *testing.T) {
 	g.waitNode(t, "first")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rp, err := g.reg.Start(ctx, "first", StartSpec{Command: "sleep 30"})
+	rp, err := g.reg.Start(ctx, "first", hostapi.StartSpec{Command: "sleep 30"})
 	if err != nil {
 		t.Fatal(err)
 	}

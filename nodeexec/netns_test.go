@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // netnsNode is a network namespace joined to this one by a veth pair:
@@ -104,7 +106,7 @@ func TestNetnsNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	rp, err := g.reg.Start(ctx, "alpha-ns", StartSpec{Command: "echo from-netns"})
+	rp, err := g.reg.Start(ctx, "alpha-ns", hostapi.StartSpec{Command: "echo from-netns"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,13 +118,13 @@ func TestNetnsNodes(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 	m := marker(t)
-	if _, err := g.reg.Start(ctx, "beta-ns", StartSpec{Command: "touch " + m, Security: "full"}); !errors.Is(err, ErrDenied) {
+	if _, err := g.reg.Start(ctx, "beta-ns", hostapi.StartSpec{Command: "touch " + m, Security: "full"}); !errors.Is(err, ErrDenied) {
 		t.Errorf("allowlist miss on beta-ns: %v", err)
 	}
 
 	// Link down mid-run.
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	rp, err = g.reg.Start(ctx, "alpha-ns", StartSpec{
+	rp, err = g.reg.Start(ctx, "alpha-ns", hostapi.StartSpec{
 		Command: "sh -c 'echo $$ > " + pidFile + "; sleep 6; touch " + m + "' & echo started; wait",
 	})
 	if err != nil {

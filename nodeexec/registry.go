@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -259,32 +260,6 @@ func (r *Registry) forgetRun(rp *RemoteProcess) {
 	r.mu.Unlock()
 }
 
-// StartSpec is one command for a node. It mirrors sessions.StartSpec.
-type StartSpec struct {
-	// Command is a shell command line; the node runs ["/bin/sh","-c",Command].
-	Command string
-	// Env is the request's extra environment (the node checks it with
-	// envguard for node hosts; PATH is refused).
-	Env map[string]string
-	// Dir is the working directory on the node; "" or a directory that does
-	// not exist there means the node's default, with a warning.
-	Dir string
-	// PTY asks for a terminal of Cols x Rows (default 120x30).
-	PTY        bool
-	Cols, Rows int
-	// KeepStdin keeps stdin open for Write/CloseStdin.
-	KeepStdin bool
-	// AgentID and SessionKey identify the caller (approvals are per agent).
-	AgentID, SessionKey string
-	// Timeout, when > 0, is enforced by the node as well (system.run
-	// timeoutMs): it kills the tree when it expires.
-	Timeout time.Duration
-	// Security and Ask are the gateway's effective modes; the node uses
-	// them only to become stricter than its own configuration.
-	Security vocab.Security
-	Ask      vocab.Ask
-}
-
 // NewID returns a random 128-bit id in hex.
 func NewID() string {
 	var b [16]byte
@@ -301,7 +276,7 @@ func NewID() string {
 // idempotency key, so the node never starts it twice.
 //
 // ctx bounds the start only; the run lives until it exits or is killed.
-func (r *Registry) Start(ctx context.Context, node string, spec StartSpec) (*RemoteProcess, error) {
+func (r *Registry) Start(ctx context.Context, node string, spec hostapi.StartSpec) (*RemoteProcess, error) {
 	if strings.TrimSpace(spec.Command) == "" {
 		return nil, errors.New("nodeexec: start: empty command")
 	}

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +19,9 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // RunTagEnv is the environment variable that tags every process of one
@@ -51,7 +57,7 @@ type ExecOptions struct {
 }
 
 // Exec is a command running in a sandbox through the Engine's exec API.
-// Its method set matches sessions.Process.
+// It is a Process.
 type Exec struct {
 	m           *Manager
 	containerID string
@@ -60,7 +66,7 @@ type Exec struct {
 	tty         bool
 
 	pidOnce sync.Once
-	hostPID int
+	pid     int // in the container
 
 	att    client.HijackedResponse
 	stdout *io.PipeReader
@@ -205,9 +211,12 @@ func (e *Exec) monitor() {
 	close(e.done)
 }
 
-// PID is the process id of the exec as the Engine reports it (a host pid).
-// The Engine fills it in once the process started, so the first call may
-// ask again for a short while; 0 means it could not be learnt.
+// PID is the command's pid inside the sandbox (what ps shows there): the
+// meaning PID has on every path of every host. The Engine reports the host
+// pid once the process started (so the first call may ask again for a short
+// while), which this host's /proc translates when the Engine is local and
+// the process is still in the container; 0 means it could not be learnt
+// (the command already ended, or the Engine runs on another machine).
 func (e *Exec) PID() int {
 	e.pidOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -215,7 +224,7 @@ func (e *Exec) PID() int {
 		for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
 			insp, err := e.m.cli.ExecInspect(ctx, e.execID, client.ExecInspectOptions{})
 			if err == nil && insp.PID != 0 {
-				e.hostPID = insp.PID
+				e.pid = e.m.containerPID(e.containerID, insp.PID)
 				return
 			}
 			select {
@@ -227,7 +236,25 @@ func (e *Exec) PID() int {
 			}
 		}
 	})
-	return e.hostPID
+	return e.pid
+}
+
+// containerPID translates hostPID, a process of container id on the Engine's
+// host, into its pid inside the container; 0 when it cannot: the Engine is
+// not on this host, or the process is gone (or is not in that container).
+func (m *Manager) containerPID(id string, hostPID int) int {
+	if !strings.HasPrefix(m.cli.DaemonHost(), "unix://") || id == "" {
+		return 0
+	}
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(hostPID), "cgroup"))
+	if err != nil || !strings.Contains(string(cg), id) {
+		return 0
+	}
+	pid, err := procfs.NSPid("/proc", hostPID)
+	if err != nil {
+		return 0
+	}
+	return pid
 }
 
 // ID is the Engine's exec id.
@@ -444,17 +471,10 @@ func (m *Manager) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec,
 }
 
 // Process is a command started in a sandbox, on either path: *Exec (plain
-// Engine exec) or *SupervisedExec (the in-container supervisor). Its method
-// set includes sessions.Process.
+// Engine exec) or *SupervisedExec (the in-container supervisor): the one
+// host Process, and what a sandbox adds to it.
 type Process interface {
-	PID() int
-	Stdout() io.Reader
-	Stderr() io.Reader
-	Write(p []byte) (int, error)
-	CloseStdin() error
-	Resize(ctx context.Context, cols, rows int) error
-	Wait(ctx context.Context) (exitCode int, signal string, err error)
-	Kill(ctx context.Context) error
+	hostapi.Process
 	// Signal delivers one signal to the command's tree.
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Tag is the SANDBOXCTL_RUN value of the command's tree.

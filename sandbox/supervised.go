@@ -549,7 +549,7 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 
 // Reattach follows a session listed by Sessions: its output after
 // StdoutOffset/StderrOffset, live, then its exit (at once for a finished
-// one). The result satisfies sessions.Process.
+// one). The result is a Process.
 func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error) {
 	cl, err := m.supervisorClient(ctx, rs.ContainerID)
 	if err != nil {

@@ -212,7 +212,7 @@ func (a *approvalProcess) fail(err error) {
 
 // startAfterApproval keeps an approval-pending exec as a background session
 // and starts its command once the guard's approval is decided.
-func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, dir string, warnings []string) (Result, error) {
+func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
 	id, err := m.reserveID()
 	if err != nil {
 		return Result{}, err
@@ -221,7 +221,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	waitCtx, cancel := context.WithCancel(m.ctx)
 	slug, _ := v.Approval["approvalSlug"].(string)
 	proc := newApprovalProcess(spec.PTY, "waiting for approval "+slug, cancel)
-	s := m.newSession(plan.p, plan.host, dir, plan.p.Command, proc, plan.keepStdin)
+	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, Started{Process: proc}, plan.keepStdin)
 	s.id = id
 	s.visible = true
 	if err := m.register(s); err != nil {
@@ -253,12 +253,13 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		if final.Command != "" {
 			spec.Command = final.Command
 		}
+		spec.Confine = final.Confine
 		real, err := host.Start(m.ctx, spec)
 		if err != nil {
 			proc.fail(fmt.Errorf("start after approval: %w", err))
 			return
 		}
-		if !proc.attach(real) {
+		if !proc.attach(real.Process) {
 			kctx, kcancel := context.WithTimeout(context.Background(), killCallTimeout)
 			_ = real.Kill(kctx)
 			kcancel()
@@ -266,9 +267,10 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		}
 		s.mu.Lock()
 		s.pid = real.PID()
+		s.forget = real.Forget
 		s.mu.Unlock()
 	}()
-	r := approvalResult(v.Approval, plan, plan.command, dir, warnings)
+	r := approvalResult(v.Approval, plan, plan.command, spec.Dir, warnings)
 	r.Details["sessionId"] = id
 	r.Content[0].Text += fmt.Sprintf("\n\nOnce approved, the command runs as session %s: follow it with process poll %s.", id, id)
 	return r, nil

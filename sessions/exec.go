@@ -77,29 +77,13 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	if plan.denied != "" {
 		return deniedResult(plan.denied, nil), nil
 	}
-	host := m.hosts[plan.host]
-	if host == nil {
-		return Result{}, fmt.Errorf("exec: host %q is not configured on this daemon: %w", plan.host, ErrHostUnavailable)
-	}
-	// env is checked before the workdir although the SPEC lists it after:
-	// the check is pure, and resolving a sandbox workdir may create the
-	// container — bad input must change nothing (SPEC §11).
-	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
-		return Result{}, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
-	}
-	var warnings []string
-	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
+	host, spec, warnings, err := m.prepare(ctx, plan)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec: workdir: %w", err)
+		return Result{}, err
 	}
-	if warn != "" {
-		warnings = append(warnings, warn)
-	}
-
-	command := plan.command
 	if m.needsGuard(plan) {
 		v, err := m.guard.Check(ctx, GuardRequest{
-			Command: command, Cwd: dir, Host: plan.host, Env: p.Env,
+			Command: spec.Command, Cwd: spec.Dir, Host: plan.host, Env: p.Env,
 			Security: plan.security, Ask: plan.ask,
 			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node, PTY: p.PTY,
 		})
@@ -109,8 +93,9 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 		switch v.Decision {
 		case vocab.DecisionRun:
 			if v.Command != "" {
-				command = v.Command
+				spec.Command = v.Command
 			}
+			spec.Confine = v.Confine
 		case vocab.DecisionDeny:
 			reason := v.Reason
 			if reason == "" {
@@ -119,22 +104,54 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 			return deniedResult(reason, warnings), nil
 		case vocab.DecisionApprovalPending:
 			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
-				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], command)})
+				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], spec.Command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
-				return m.startAfterApproval(w, v, plan, host, StartSpec{
-					Command: command, Env: p.Env, Dir: dir,
-					PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
-					KeepStdin: plan.keepStdin,
-					AgentID:   p.AgentID, SessionKey: p.SessionKey,
-					Node: p.Node, Security: plan.security, Ask: plan.ask,
-				}, dir, warnings)
+				return m.startAfterApproval(w, v, plan, host, spec, warnings)
 			}
-			return approvalResult(v.Approval, plan, command, dir, warnings), nil
+			return approvalResult(v.Approval, plan, spec.Command, spec.Dir, warnings), nil
 		default:
 			return Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
 		}
 	}
+	return m.start(ctx, plan, host, spec, warnings)
+}
 
+// prepare picks the host, checks the env and resolves the working
+// directory: the start spec of plan, with the warnings so far.
+func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, []string, error) {
+	p := plan.p
+	host := m.hosts[plan.host]
+	if host == nil {
+		return nil, StartSpec{}, nil, fmt.Errorf("exec: host %q is not configured on this daemon: %w", plan.host, ErrHostUnavailable)
+	}
+	// env is checked before the workdir although the SPEC lists it after:
+	// the check is pure, and resolving a sandbox workdir may create the
+	// container — bad input must change nothing (SPEC §11).
+	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
+		return nil, StartSpec{}, nil, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+	}
+	var warnings []string
+	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
+	if err != nil {
+		return nil, StartSpec{}, nil, fmt.Errorf("exec: workdir: %w", err)
+	}
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	spec := StartSpec{
+		Command: plan.command, Env: p.Env, Dir: dir,
+		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+		KeepStdin: plan.keepStdin,
+		AgentID:   p.AgentID, SessionKey: p.SessionKey,
+		Node: p.Node, Security: plan.security, Ask: plan.ask,
+	}
+	return host, spec, warnings, nil
+}
+
+// start starts spec on host as a new session and waits for it up to the
+// yield window.
+func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
+	p := plan.p
 	id, err := m.reserveID()
 	if err != nil {
 		return Result{}, err
@@ -145,14 +162,10 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	if iwh, ok := host.(InputWaitHost); ok && !plan.keepStdin && iwh.DetectsInputWait() {
 		watchInput = true
 	}
-	proc, err := host.Start(m.ctx, StartSpec{
-		SessionID: id,
-		Command:   command, Env: p.Env, Dir: dir,
-		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
-		KeepStdin: plan.keepStdin || watchInput,
-		AgentID:   p.AgentID, SessionKey: p.SessionKey,
-		Node: p.Node, Security: plan.security, Ask: plan.ask,
-	})
+	started := spec
+	started.SessionID = id
+	started.KeepStdin = spec.KeepStdin || watchInput
+	st, err := host.Start(m.ctx, started)
 	if err != nil {
 		m.releaseID(id)
 		// A node re-checks its own policy: its refusal or pending approval
@@ -163,40 +176,30 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 			}
 			approval := pe.Details()
 			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
-				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], command)})
+				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], spec.Command)})
 			if w, ok := host.(ApprovalWaiter); ok {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.
-				return m.startAfterApproval(w, GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, StartSpec{
-					Command: command, Env: p.Env, Dir: dir,
-					PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
-					KeepStdin: plan.keepStdin,
-					AgentID:   p.AgentID, SessionKey: p.SessionKey,
-					Node: p.Node, Security: plan.security, Ask: plan.ask,
-				}, dir, warnings)
+				return m.startAfterApproval(w, GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, spec, warnings)
 			}
-			return approvalResult(approval, plan, command, dir, warnings), nil
+			return approvalResult(approval, plan, spec.Command, spec.Dir, warnings), nil
 		}
 		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
-	if wr, ok := proc.(WarningsReporter); ok {
-		warnings = append(warnings, wr.Warnings()...)
+	warnings = append(warnings, st.Warnings...)
+	iw := st.InputWait
+	if watchInput && iw == nil {
+		// The host fell back to a path that cannot tell: EOF at once.
+		_ = st.CloseStdin()
+		watchInput = false
 	}
-	var iw InputWaiter
-	if watchInput {
-		if iw = inputWaitOf(proc); iw == nil {
-			// The host fell back to a path that cannot tell: EOF at once.
-			_ = proc.CloseStdin()
-			watchInput = false
-		}
-	}
-	s := m.newSession(p, plan.host, dir, p.Command, proc, plan.keepStdin || watchInput)
+	s := m.newSession(p, plan.host, spec.Dir, p.Command, st, plan.keepStdin || watchInput)
 	s.id = id
 	s.visible = plan.background
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
-		_ = proc.Kill(kctx)
-		_, _, _ = proc.Wait(kctx)
+		_ = st.Kill(kctx)
+		_, _, _ = st.Wait(kctx)
 		cancel()
 		return Result{}, err
 	}
@@ -208,30 +211,37 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	m.armTimeoutLocked(s, timeout)
 	s.mu.Unlock()
 	m.run(s)
-
-	if plan.window > 0 {
-		t := time.NewTimer(plan.window)
-		var inputChanged <-chan struct{}
-		if iw != nil {
-			inputChanged = iw.InputWaitChanged()
-		}
-	wait:
-		for {
-			select {
-			case <-s.done:
-			case <-t.C:
-			case <-ctx.Done():
-				warnings = append(warnings, "the request ended during the yield window; the command continues in the background")
-			case <-inputChanged:
-				if !iw.InputWait() {
-					continue
-				}
-			}
-			break wait
-		}
-		t.Stop()
-	}
+	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil
+}
+
+// yield waits up to window for s to finish, for ctx to end (the run
+// continues in the background, with a warning) or, when iw is set, for the
+// command to block reading its stdin.
+func (m *Manager) yield(ctx context.Context, s *session, window time.Duration, iw InputWaiter, warnings []string) []string {
+	if window <= 0 {
+		return warnings
+	}
+	t := time.NewTimer(window)
+	defer t.Stop()
+	var inputChanged <-chan struct{}
+	if iw != nil {
+		inputChanged = iw.InputWaitChanged()
+	}
+	for {
+		select {
+		case <-s.done:
+		case <-t.C:
+		case <-ctx.Done():
+			warnings = append(warnings, "the request ended during the yield window; the command continues in the background")
+		case <-inputChanged:
+			if !iw.InputWait() {
+				inputChanged = iw.InputWaitChanged() // the next change
+				continue
+			}
+		}
+		return warnings
+	}
 }
 
 // settle turns the state of s after the yield window into the exec result:

@@ -34,16 +34,29 @@ func (h *fakeHost) ResolveWorkdir(ctx context.Context, agentID, sessionKey, requ
 	return requested, "", nil
 }
 
-func (h *fakeHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
+func (h *fakeHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	h.mu.Lock()
 	h.specs = append(h.specs, spec)
 	h.mu.Unlock()
-	if h.startFunc != nil {
-		return h.startFunc(ctx, spec)
+	if h.startFunc == nil {
+		p := newFakeProc(spec.PTY)
+		p.exit(0, "")
+		return Started{Process: p}, nil
 	}
-	p := newFakeProc(spec.PTY)
-	p.exit(0, "")
-	return p, nil
+	p, err := h.startFunc(ctx, spec)
+	if err != nil {
+		return Started{}, err
+	}
+	// As a real host adapter does: what the fake process reports goes
+	// with Started.
+	st := Started{Process: p}
+	if w, ok := p.(interface{ Warnings() []string }); ok {
+		st.Warnings = w.Warnings()
+	}
+	if iw, ok := p.(InputWaiter); ok && iw.InputWaitChanged() != nil {
+		st.InputWait = iw
+	}
+	return st, nil
 }
 
 func (h *fakeHost) lastSpec() StartSpec {

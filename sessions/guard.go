@@ -38,6 +38,10 @@ type GuardVerdict struct {
 	// Command is the command to actually run when it differs from the
 	// request (e.g. safe-bin argv single-quoted); "" = run the request's.
 	Command string
+	// Confine, when set, is the gateway workspace the command must run
+	// confined to (StartSpec.Confine): the decision relied on the guard's
+	// external-directory check finding every path inside it.
+	Confine string
 	// Approval holds the approval-pending details: approvalId, approvalSlug,
 	// expiresAtMs, host, command, cwd, nodeId.
 	Approval map[string]any

@@ -69,7 +69,7 @@ func (g *GateGuard) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVer
 func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 	switch v.Decision {
 	case vocab.DecisionRun:
-		return GuardVerdict{Decision: vocab.DecisionRun, Reason: v.Reason, Command: v.Command}
+		return GuardVerdict{Decision: vocab.DecisionRun, Reason: v.Reason, Command: v.Command, Confine: v.Confine}
 	case vocab.DecisionApprovalPending:
 		p := v.Pending
 		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: map[string]any{

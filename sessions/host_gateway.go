@@ -9,8 +9,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
-// *hostexec.Process is used as a Process directly: its method set uses std
-// types only.
+// *hostexec.Process is a Process.
 var _ Process = (*hostexec.Process)(nil)
 
 // gatewayHost adapts a hostexec.Runner (this machine) to Host.
@@ -41,19 +40,11 @@ func (g *gatewayHost) ResolveWorkdir(_ context.Context, _, _, requested string) 
 
 // Start runs spec on this machine under a fresh random run tag, so that the
 // process's Kill also finds descendants that left its process group.
-func (g *gatewayHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
-	p, err := g.r.Start(ctx, hostexec.Spec{
-		Command:   spec.Command,
-		Env:       spec.Env,
-		Dir:       spec.Dir,
-		PTY:       spec.PTY,
-		Cols:      spec.Cols,
-		Rows:      spec.Rows,
-		KeepStdin: spec.KeepStdin,
-		Tag:       hostexec.NewTag(),
-	})
+func (g *gatewayHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
+	spec.Tag = "" // a fresh one
+	p, err := g.r.Start(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return Started{}, fmt.Errorf("gateway: %w", err)
 	}
-	return p, nil
+	return Started{Process: p, Warnings: p.Warnings()}, nil
 }

@@ -27,13 +27,11 @@ func NewSupervisedGatewayHost(r *hostexec.Runner, defaultCwd string, sup *hostsu
 
 // Start runs spec in the host supervisor under a fresh run tag, which is
 // also the supervisor's session id.
-func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
-	pr, err := g.r.Prepare(hostexec.Spec{
-		Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
-		PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
-	})
+func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
+	spec.Tag = "" // a fresh one
+	pr, err := g.r.Prepare(spec)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return Started{}, fmt.Errorf("gateway: %w", err)
 	}
 	p, err := g.sup.Open(ctx, supervisor.OpenSpec{
 		ID: pr.Tag, Argv: pr.Argv, Env: pr.Env, Dir: pr.Dir,
@@ -44,9 +42,13 @@ func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Proc
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gateway: host supervisor: %w", err)
+		return Started{}, fmt.Errorf("gateway: host supervisor: %w", err)
 	}
-	return gatewayProc{Proc: p, sup: g.sup}, nil
+	st := g.started(p)
+	if pr.Warning != "" {
+		st.Warnings = []string{pr.Warning} // what the start could not honour
+	}
+	return st, nil
 }
 
 // DetectsInputWait implements InputWaitHost: the supervisor sees, from the
@@ -83,7 +85,7 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 			Output: f.Output, Dropped: in.Dropped, Covered: f.StdoutOffset + f.StderrOffset,
 			// A finished one's handle serves Forget: without it the
 			// session would come back after every restart.
-			Process: gatewayProc{Proc: f.Proc, sup: g.sup},
+			Started: g.started(f.Proc),
 		}
 		if !in.Running && in.Exit != nil {
 			r.Finished, r.ExitCode, r.Signal, r.EndedAt = true, in.Exit.Code, in.Exit.Signal, time.UnixMilli(in.Exit.EndedAt)
@@ -96,12 +98,9 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 	return out, nil
 }
 
-// gatewayProc is a command in the host supervisor.
-type gatewayProc struct {
-	*supervisor.Proc
-	sup *hostsup.Supervisor
-}
-
+// started is a command in the host supervisor: it reports input waits, and
 // Forget drops the finished session from the host supervisor, which would
 // otherwise offer it to a restarted daemon.
-func (p gatewayProc) Forget(ctx context.Context) error { return p.sup.Forget(ctx, p.ID()) }
+func (g *supervisedGatewayHost) started(p *supervisor.Proc) Started {
+	return Started{Process: p, InputWait: p, Forget: func(ctx context.Context) error { return g.sup.Forget(ctx, p.ID()) }}
+}

@@ -128,7 +128,7 @@ func TestGatewayHostStart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		hp, ok := p.(*hostexec.Process)
+		hp, ok := p.Process.(*hostexec.Process)
 		if !ok {
 			t.Fatalf("Start returned %T, want *hostexec.Process", p)
 		}

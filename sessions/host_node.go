@@ -11,12 +11,8 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// *nodeexec.RemoteProcess is used as a Process directly: its method set uses
-// std types only (and it reports Warnings).
-var (
-	_ Process          = (*nodeexec.RemoteProcess)(nil)
-	_ WarningsReporter = (*nodeexec.RemoteProcess)(nil)
-)
+// *nodeexec.RemoteProcess is a Process.
+var _ Process = (*nodeexec.RemoteProcess)(nil)
 
 // nodeHost adapts a nodeexec.Registry (the gateway side of node hosts) to
 // Host.
@@ -51,28 +47,16 @@ func (h *nodeHost) ResolveWorkdir(_ context.Context, _, _, requested string) (st
 }
 
 // Start runs spec on the node (spec.Node, else the default node).
-func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
+func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	node := spec.Node
 	if node == "" {
 		node = h.defaultNode
 	}
-	p, err := h.reg.Start(ctx, node, nodeexec.StartSpec{
-		Command:    spec.Command,
-		Env:        spec.Env,
-		Dir:        spec.Dir,
-		PTY:        spec.PTY,
-		Cols:       spec.Cols,
-		Rows:       spec.Rows,
-		KeepStdin:  spec.KeepStdin,
-		AgentID:    spec.AgentID,
-		SessionKey: spec.SessionKey,
-		Security:   spec.Security,
-		Ask:        spec.Ask,
-	})
+	p, err := h.reg.Start(ctx, node, spec)
 	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+		return Started{}, fmt.Errorf("node: %w", err)
 	}
-	return p, nil
+	return Started{Process: p, Warnings: p.Warnings()}, nil
 }
 
 // nodeApprovalPoll is how often a node is asked whether a human decided.

@@ -34,7 +34,7 @@ var sandboxRunner = []string{"sh", "-c"}
 // Start runs `sh -c Command` in the sandbox. The container's env (PATH,
 // HOME, LANG, sandbox.docker.env) is the base; the request env goes on top
 // without the host blocklist (the container is the boundary).
-func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Process, error) {
+func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	env := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
@@ -56,9 +56,11 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Process, error
 		},
 	})
 	if err != nil {
-		return nil, err
+		return Started{}, err
 	}
-	return sandboxProcess{st}, nil
+	out := sandboxStarted(st.Process)
+	out.Warnings = st.Warnings
+	return out, nil
 }
 
 // DetectsInputWait implements InputWaitHost: supervised sandboxes see, from
@@ -103,7 +105,7 @@ func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
 			// The handle only serves Forget (clear, remove, TTL): without
 			// it the session would come back after every restart.
 			if p, err := h.m.Reattach(ctx, rs); err == nil {
-				r.Process = sandboxProcess{&sandbox.Started{Process: p}}
+				r.Started = sandboxStarted(p)
 			}
 		} else {
 			p, err := h.m.Reattach(ctx, rs)
@@ -111,24 +113,20 @@ func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
 				errs = append(errs, err)
 				continue
 			}
-			r.Process = sandboxProcess{&sandbox.Started{Process: p}}
+			r.Started = sandboxStarted(p)
 		}
 		out = append(out, r)
 	}
 	return out, errors.Join(errs...)
 }
 
-// sandboxProcess adds the start warnings to the sandbox's process.
-type sandboxProcess struct{ *sandbox.Started }
-
-// Warnings are shown in the exec result.
-func (p sandboxProcess) Warnings() []string { return p.Started.Warnings }
-
-// Forget drops the finished session from a supervised sandbox, which
-// would otherwise offer it to a restarted daemon.
-func (p sandboxProcess) Forget(ctx context.Context) error {
-	if f, ok := p.Started.Process.(Forgetter); ok {
-		return f.Forget(ctx)
+// sandboxStarted is a command in a sandbox. On the supervisor path it
+// reports input waits, and Forget drops the finished session from the
+// supervisor, which would otherwise offer it to a restarted daemon.
+func sandboxStarted(p sandbox.Process) Started {
+	se, ok := p.(*sandbox.SupervisedExec)
+	if !ok {
+		return Started{Process: p}
 	}
-	return nil
+	return Started{Process: p, InputWait: se, Forget: se.Forget}
 }

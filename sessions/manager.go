@@ -375,21 +375,16 @@ func (m *Manager) lookup(id, scope string) *session {
 	return s
 }
 
-// Forgetter is a Process whose host keeps a finished session (a supervised
-// sandbox keeps output and exit status across daemon restarts) until it is
-// told to forget it.
-type Forgetter interface {
-	Forget(ctx context.Context) error
-}
-
 // forgetTimeout bounds one host call that drops a forgotten session.
 const forgetTimeout = 10 * time.Second
 
 // releaseHostState tells the host to drop a session the Manager forgot, so
 // a restarted daemon does not bring it back. It does not block the caller.
 func (m *Manager) releaseHostState(s *session) {
-	f, ok := s.proc.(Forgetter)
-	if !ok {
+	s.mu.Lock()
+	forget := s.forget
+	s.mu.Unlock()
+	if forget == nil {
 		return
 	}
 	m.wg.Add(1)
@@ -397,7 +392,7 @@ func (m *Manager) releaseHostState(s *session) {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), forgetTimeout)
 		defer cancel()
-		if err := f.Forget(ctx); err != nil {
+		if err := forget(ctx); err != nil {
 			m.logf("sessions: %s: host did not forget the session: %v", s.id, err)
 		}
 	}()

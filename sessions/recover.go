@@ -39,8 +39,9 @@ type RecoveredSession struct {
 	Output  []byte
 	Dropped int64
 	Covered int64
-	// Finished sessions carry their end; running ones carry Process, which
-	// streams the output after Output and reports the exit.
+	// Finished sessions carry their end; running ones carry the started
+	// Process, which streams the output after Output and reports the exit
+	// (a finished one may carry it for Forget).
 	Finished bool
 	// Lost, on a finished session, says why its end is unknown (its
 	// processes were ended when it was found): the session is failed with
@@ -49,7 +50,7 @@ type RecoveredSession struct {
 	ExitCode int
 	Signal   string
 	EndedAt  time.Time
-	Process  Process
+	Started
 }
 
 // Recover adopts the sessions that hosts implementing Recoverer still hold:
@@ -102,6 +103,8 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 		host:        host,
 		pty:         rs.PTY,
 		proc:        rs.Process,
+		inputWait:   rs.InputWait,
+		forget:      rs.Forget,
 		pid:         rs.PID,
 		startedAt:   rs.StartedAt,
 		startedReal: time.Now(),

@@ -30,7 +30,7 @@ func TestRecover(t *testing.T) {
 				StartedAt: clk.Now().Add(-time.Minute), Output: []byte("ok 1\nok 2\n"), Dropped: 100,
 				Finished: true, ExitCode: 0, EndedAt: clk.Now().Add(-time.Second)},
 			{ID: "calm-heron", Command: "npm run dev", Cwd: "/workspace", SessionKey: "s1", PID: 9,
-				StartedAt: clk.Now().Add(-2 * time.Minute), Output: []byte("listening\n"), StdinOpen: true, Process: live},
+				StartedAt: clk.Now().Add(-2 * time.Minute), Output: []byte("listening\n"), StdinOpen: true, Started: Started{Process: live}},
 			{ID: "bad-one", Command: "x", SessionKey: "s1"}, // running without a process
 		}, boom
 	}}

@@ -29,13 +29,6 @@ const (
 	eventChars  = 180
 )
 
-// WarningsReporter is optionally implemented by a Process whose host had to
-// fall back (no PTY available, no supervisor, ...). The warnings are shown in
-// the exec result's text and details.warnings.
-type WarningsReporter interface {
-	Warnings() []string
-}
-
 // session is one started command.
 type session struct {
 	id                  string
@@ -46,6 +39,8 @@ type session struct {
 	host                vocab.Host
 	pty                 bool
 	proc                Process
+	inputWait           InputWaiter                     // nil: the host cannot tell
+	forget              func(ctx context.Context) error // nil: the host keeps nothing
 	pid                 int
 	startedAt           time.Time // by the injected clock (results, list, TTL)
 	startedReal         time.Time // by the real clock (timeouts run on real timers)
@@ -76,7 +71,7 @@ type session struct {
 	delivered int64
 }
 
-func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, proc Process, keepStdin bool) *session {
+func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
 	return &session{
 		scope:       scopeKey(p.AgentID, p.SessionKey),
 		agentID:     p.AgentID,
@@ -86,8 +81,10 @@ func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string,
 		cwd:         cwd,
 		host:        host,
 		pty:         p.PTY,
-		proc:        proc,
-		pid:         proc.PID(),
+		proc:        st.Process,
+		inputWait:   st.InputWait,
+		forget:      st.Forget,
+		pid:         st.PID(),
 		startedAt:   m.now(),
 		startedReal: time.Now(),
 		agg:         output.NewTail(m.lim.MaxOutputChars),

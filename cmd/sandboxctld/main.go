@@ -6,8 +6,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
+	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/runtimecli"
 )
@@ -16,6 +18,14 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == hostexec.ConfineArg {
+		// The launcher of one gateway command that must stay in its
+		// workspace: Landlock, then exec. It returns only on failure,
+		// before anything of the command ran.
+		err := hostexec.ConfineExec(os.Args[2:])
+		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
+		os.Exit(126)
+	}
 	// Auto-start (exec) runs this very binary as the daemon.
 	self, _ := os.Executable()
 	os.Exit(cli.Main(version, self, runtimecli.Commands))

@@ -130,7 +130,11 @@
 // kernel does, relative to every possible cwd) outside the workspace make the line unsatisfied, so it needs
 // approval (allowlist + on-miss; full + on-miss) unless matched by
 // Policy.ExternalAllow. Only /dev/null redirect targets exist, so no
-// redirect target is ever external.
+// redirect target is ever external. The check resolves names that the
+// command opens again later; so a line whose decision relied on it passing
+// carries Verdict.Confine (Policy.ConfineWorkspace), and the gateway runs
+// it under a Landlock ruleset confined to the workspace
+// (hostexec.ConfineArg): the kernel enforces at open what the check saw.
 //
 // # Approvals
 //

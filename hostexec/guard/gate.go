@@ -80,6 +80,11 @@ type GateVerdict struct {
 	Reason   string
 	// Command is what to run when Decision is Run.
 	Command string
+	// Confine is the workspace the command must run confined to
+	// (Verdict.Confine); "" in a sandbox, where the container is the
+	// boundary. It holds whichever way the run is decided (a human's
+	// approval or askFallback keeps it: they decided on the same paths).
+	Confine string
 	Pending *Pending
 
 	binding  Binding
@@ -143,7 +148,10 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	pol := Policy{Security: sec, Ask: ask, AskFallback: fb, SafeBins: g.Config.SafeBins, Allowlist: allow, Workspace: g.Config.Workspace,
 		UntrustedDirs: g.Config.UntrustedDirs, PTY: req.PTY}
 	v := pol.Evaluate(a)
-	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, analysis: a, policy: pol}
+	out := GateVerdict{Decision: v.Decision, Reason: v.Reason, Command: v.Command, Confine: v.Confine, analysis: a, policy: pol}
+	if req.Contained {
+		out.Confine = ""
+	}
 	if sec == vocab.SecurityFull {
 		// Nothing was checked against an allowlist: run the line as written
 		// (the rebuilt form can differ, e.g. a builtin pinned to a binary).
@@ -201,7 +209,7 @@ func (g *Gate) Check(ctx context.Context, req GateRequest) (GateVerdict, error) 
 	p, err := g.Store.Request(ctx, PendingRequest{
 		Command: req.Line, Argv: b.Argv, Cwd: req.Cwd, Host: req.Host, NodeID: req.NodeID,
 		Security: sec, Ask: ask, AgentID: req.AgentID, SessionKey: req.SessionKey,
-		EnvHash: b.EnvHash, Env: req.Env, ResolvedPaths: PersistablePaths(a), Explain: a.Explain() + ptyNote(req.PTY),
+		EnvHash: b.EnvHash, Env: req.Env, ResolvedPaths: PersistablePaths(a), Explain: a.Explain() + ptyNote(req.PTY) + confineNote(out.Confine),
 	})
 	if err != nil {
 		return GateVerdict{}, err
@@ -232,6 +240,13 @@ func ptyNote(pty bool) string {
 		return ""
 	}
 	return "terminal: PTY (keys the agent sends reach the program interactively)\n"
+}
+
+func confineNote(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return "confined: runs under Landlock, reading and writing only in " + dir + " (plus the system directories, read-only)\n"
 }
 
 // Await blocks until the approval of an ApprovalPending verdict is decided or

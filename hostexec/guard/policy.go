@@ -77,6 +77,12 @@ type Verdict struct {
 	Hits             []Hit
 	Segments         []SegmentVerdict
 	External         []string // external paths that need approval
+	// Confine is the workspace the command must run confined to (Landlock,
+	// see ConfineWorkspace), or "": set when the decision relied on the
+	// external-directory check finding every path inside the workspace.
+	Confine string
+	// outside is every path ExternalPaths found, ExternalAllow or not.
+	outside []string
 }
 
 // Evaluate decides whether an analysed command may run (SPEC §5):
@@ -108,6 +114,7 @@ func (p Policy) Evaluate(a Analysis) Verdict {
 	}
 	sat, why := p.satisfy(a, &v)
 	v.Satisfied = sat
+	v.Confine = p.ConfineWorkspace(a, v.outside)
 	switch p.Security {
 	case vocab.SecurityFull:
 		switch {
@@ -215,7 +222,8 @@ func (p Policy) satisfy(a Analysis, v *Verdict) (bool, string) {
 		v.Segments = append(v.Segments, sv)
 	}
 	if p.Workspace != "" {
-		for _, e := range ExternalPaths(a, p.Workspace) {
+		v.outside = ExternalPaths(a, p.Workspace)
+		for _, e := range v.outside {
 			if !p.externalAllowed(e) {
 				v.External = append(v.External, e)
 			}
@@ -387,6 +395,60 @@ func (p Policy) externalAllowed(path string) bool {
 	return false
 }
 
+// ConfineWorkspace says which directory a command that may run must be
+// confined to, so that the kernel enforces at use what the
+// external-directory check saw (issue 12 item 9: the command opens its
+// paths by name after the check, and a concurrent writer of the workspace
+// can swap a symlink in between). It is p.Workspace when the decision
+// relies on the check having passed:
+//
+//   - the external-directory check is on (Workspace set),
+//   - the analysis passed (a refused line is approved by a human as shown,
+//     never on the check's word),
+//   - at least one segment runs one of the external-directory commands
+//     (cd rm cp mv mkdir touch chmod chown cat), so the check looked at
+//     paths,
+//   - outside (what ExternalPaths found, before ExternalAllow) is empty: a
+//     path a human approved, or one ExternalAllow lets out, must stay
+//     reachable,
+//   - the modes make an external path matter: security allowlist, or full
+//     with ask on-miss or always (full with ask off runs whatever the check
+//     finds).
+//
+// Otherwise "" (the command runs as before).
+func (p Policy) ConfineWorkspace(a Analysis, outside []string) string {
+	if p.Workspace == "" || !a.OK || len(outside) > 0 {
+		return ""
+	}
+	if p.Security == vocab.SecurityFull && p.Ask == vocab.AskOff {
+		return ""
+	}
+	if p.Security != vocab.SecurityFull && p.Security != vocab.SecurityAllowlist {
+		return ""
+	}
+	uses := false
+	for _, s := range a.Segments {
+		uses = uses || isExternalCommand(s)
+	}
+	if !uses {
+		return ""
+	}
+	return p.Workspace
+}
+
+// isExternalCommand reports whether s runs one of the external-directory
+// commands.
+func isExternalCommand(s Segment) bool {
+	if len(s.Argv) == 0 {
+		return false
+	}
+	name := filepath.Base(s.Argv[0])
+	if s.Path != "" {
+		name = filepath.Base(s.Path)
+	}
+	return externalCommands[name]
+}
+
 // externalCommands are OpenCode's external-directory commands.
 var externalCommands = map[string]bool{"cd": true, "rm": true, "cp": true, "mv": true, "mkdir": true, "touch": true, "chmod": true, "chown": true, "cat": true}
 
@@ -408,14 +470,7 @@ func ExternalPaths(a Analysis, workspace string) []string {
 		}
 	}
 	for _, s := range a.Segments {
-		if len(s.Argv) == 0 {
-			continue
-		}
-		name := filepath.Base(s.Argv[0])
-		if s.Path != "" {
-			name = filepath.Base(s.Path)
-		}
-		if !externalCommands[name] {
+		if !isExternalCommand(s) {
 			continue
 		}
 		var cands []string

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/hosttest"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -151,4 +153,36 @@ func TestRealShutdownEndsForegroundExec(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("shutdown took %s", d)
 	}
+}
+
+// TestGatewayConformanceThroughAPI runs the host conformance suite through
+// the daemon's HTTP API (internal/apiclient over its unix socket): the same
+// tool calls and assertions as against the Manager itself, so the wire
+// keeps every field and text the tools return.
+func TestGatewayConformanceThroughAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance suite runs real processes for ~10 s")
+	}
+	hosttest.Run(t, func(t *testing.T) hosttest.Target {
+		r, mgr := startGatewayDaemon(t)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := mgr.Close(ctx); err != nil {
+				t.Errorf("Manager.Close: %v", err)
+			}
+		})
+		scratch := t.TempDir()
+		return hosttest.Target{
+			Tools:      r.client,
+			Host:       "gateway",
+			AgentID:    "agent-api",
+			SessionKey: "session-" + strings.ReplaceAll(t.Name(), "/", "-"),
+			Scratch:    scratch,
+			Inspect: func(ctx context.Context, command string) (string, error) {
+				out, err := exec.CommandContext(ctx, "/bin/sh", "-c", command).CombinedOutput()
+				return string(out), err
+			},
+		}
+	})
 }

@@ -150,3 +150,29 @@ func HasEnv(root string, pid int, entry string) bool {
 	buf = append(append(append(buf, 0), data...), 0)
 	return bytes.Contains(buf, []byte("\x00"+entry+"\x00"))
 }
+
+// NSPid is pid as its innermost pid namespace numbers it (the last field
+// of NSpid in /proc/PID/status): for a process in a container, its pid
+// inside the container. Without NSpid (kernels before 4.1) it is an error.
+func NSPid(root string, pid int) (int, error) {
+	data, err := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		rest, ok := strings.CutPrefix(line, "NSpid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			break
+		}
+		n, err := strconv.Atoi(f[len(f)-1])
+		if err != nil {
+			return 0, fmt.Errorf("%s/%d/status: NSpid: %w", root, pid, err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("%s/%d/status: no NSpid line", root, pid)
+}

@@ -88,3 +88,23 @@ func TestListAndHasEnv(t *testing.T) {
 		t.Fatal("List of a missing root: no error")
 	}
 }
+
+func TestNSPid(t *testing.T) {
+	// In this process's own namespace the innermost pid is the pid.
+	if n, err := NSPid("/proc", os.Getpid()); err != nil || n != os.Getpid() {
+		t.Fatalf("NSPid(self) = %d, %v; want %d", n, err, os.Getpid())
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(root+"/77", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root+"/77/status", []byte("Name:\tsh\nPid:\t77\nNSpid:\t77\t12\t3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := NSPid(root, 77); err != nil || n != 3 {
+		t.Fatalf("NSPid of a process two namespaces down = %d, %v; want 3", n, err)
+	}
+	if _, err := NSPid(root, 78); err == nil {
+		t.Fatal("NSPid of a missing process: no error")
+	}
+}

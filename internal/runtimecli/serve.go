@@ -305,13 +305,22 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
 func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any), obs sandbox.Observer) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
-	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf})
+	// This executable is the launcher that confines gateway commands to
+	// the workspace (hostexec.ConfineArg, handled in cmd/sandboxctld).
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
+	}
+	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf, Launcher: self})
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
 	}
 	cwd, err := config.ExpandHome(cfg.Exec.Cwd)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
+	}
+	if _, err := runner.Landlock(); err != nil && cwd != "" {
+		logf("warning: %v: gateway commands that pass the external-directory check run unconfined (each result says so); keep exec.cwd out of directories a sandbox writes", err)
 	}
 	hosts := map[vocab.Host]sessions.Host{}
 	sup, err := hostSupervisor(state, logf)
@@ -348,8 +357,8 @@ func (h unavailableHost) ResolveWorkdir(context.Context, string, string, string)
 	return "", "", h.err
 }
 
-func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Process, error) {
-	return nil, h.err
+func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Started, error) {
+	return sessions.Started{}, h.err
 }
 
 // forward copies typed events to the untyped channel the daemon streams.

@@ -43,12 +43,6 @@ type Target struct {
 	// Scratch is a directory writable by commands, as the commands see it.
 	// Targets may share it: every case uses unique file names.
 	Scratch string
-	// SkipSetsidEscape, when non-empty, skips the case whose command's child
-	// calls setsid to leave the process group, with this reason (a host that
-	// cannot yet find such escapees).
-	SkipSetsidEscape string
-	// SkipResize, when non-empty, skips the terminal resize case.
-	SkipResize string
 	// Restart stands for the daemon dying (its tools are dropped without
 	// being closed, as a SIGKILL leaves them) and starting again on the same
 	// host state: it returns the tools of a new daemon that recovered the
@@ -97,6 +91,7 @@ var cases = []struct {
 	{"PTYPaste", testPTYPaste},
 	{"UnknownSession", testUnknownSession},
 	{"KillBackground", testKillBackground},
+	{"PIDIsTheCommands", testPIDIsTheCommands},
 }
 
 // harness wraps a Target with call helpers that fill in host and identity.
@@ -317,9 +312,6 @@ func testTimeoutKillsTree(t *testing.T, h *harness) {
 }
 
 func testTimeoutKillsSetsidChild(t *testing.T, h *harness) {
-	if h.tg.SkipSetsidEscape != "" {
-		t.Skip(h.tg.SkipSetsidEscape)
-	}
 	proof, pids := h.scratchFile("PROOF2"), h.scratchFile("PIDS2")
 	r := h.exec(sessions.ExecParams{
 		Command: "echo $$ > " + pids + "; (setsid sh -c 'echo $$ >> " + pids + "; sleep 3; touch " + proof + "') & " +
@@ -445,9 +437,6 @@ func testPTYSize(t *testing.T, h *harness) {
 }
 
 func testPTYResize(t *testing.T, h *harness) {
-	if h.tg.SkipResize != "" {
-		t.Skip(h.tg.SkipResize)
-	}
 	id := h.background(sessions.ExecParams{Command: `stty size; read -r x; stty size`, PTY: true})
 	h.pollUntil(id, regexp.MustCompile(`30 120`), false, 20*time.Second)
 	r, err := h.processErr(sessions.ProcessParams{Action: "resize", SessionID: id, Cols: ptr(100), Rows: ptr(40)})
@@ -556,6 +545,22 @@ func testKillBackground(t *testing.T, h *harness) {
 	h.waitGone(pids, 3*time.Second)
 	if h.exists(marker) {
 		t.Errorf("%s exists: kill did not end the whole tree", marker)
+	}
+}
+
+// testPIDIsTheCommands: details.pid is the command's pid as the machine it
+// runs on numbers it, the $$ it sees (inside the container for a sandbox),
+// on every host and exec path.
+func testPIDIsTheCommands(t *testing.T, h *harness) {
+	r := h.exec(sessions.ExecParams{Command: "echo pid=$$; sleep 30", Background: true})
+	wantStatus(t, r, sessions.StatusRunning)
+	id := str(t, r.Details, "sessionId")
+	t.Cleanup(func() { _, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id}) })
+	out, _ := h.pollUntil(id, regexp.MustCompile(`pid=[0-9]+`), false, 15*time.Second)
+	want := regexp.MustCompile(`pid=([0-9]+)`).FindStringSubmatch(out)[1]
+	// JSON through an API client makes it a float64; the Manager's own is an int.
+	if got := fmt.Sprint(r.Details["pid"]); got != want {
+		t.Fatalf("details.pid = %s, the command's $$ is %s", got, want)
 	}
 }
 

@@ -68,6 +68,12 @@ type Content struct {
 // Result is what both tools return: {content:[{type:"text",text}], details}.
 // Details is a JSON object whose fields depend on details.status (SPEC §2) or
 // on the process action (SPEC §3).
+//
+// details.pid, wherever it appears, is the command's pid as the machine it
+// runs on numbers it: inside the sandbox container for host "sandbox" (the
+// $$ of the command there, on the supervised and the plain exec path
+// alike), on the daemon's machine for "gateway", on the node's machine for
+// "node". 0 means it could not be learnt.
 type Result struct {
 	Content []Content      `json:"content"`
 	Details map[string]any `json:"details"`
