@@ -66,7 +66,7 @@ func addFileTools(s *mcp.Server, files Files, id Identity) {
 		}
 		return apiclient.FileRef{AgentID: agent, SessionKey: session, Path: p}
 	}
-	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: fmt.Sprintf("Read a file of the agent's sandbox (at most %d bytes). Text comes as is; other bytes as base64.", MaxReadBytes),
+	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: fmt.Sprintf("Read a file of the agent's sandbox (at most %d bytes). Text (UTF-8 without NUL bytes) comes as is; anything else as base64.", MaxReadBytes),
 		InputSchema: schemaFor[ReadFileParams](fileFields, id)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in ReadFileParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, fileFields); err != nil {
@@ -76,7 +76,7 @@ func addFileTools(s *mcp.Server, files Files, id Identity) {
 			if err != nil {
 				return toolError(err)
 			}
-			if utf8.Valid(data) {
+			if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(data)}},
 					StructuredContent: map[string]any{"path": in.Path, "size": len(data), "encoding": "utf-8"}}, nil, nil
 			}
