@@ -142,6 +142,15 @@ func TestFilesCpAndHTTP(t *testing.T) {
 	if r := e.run(t, "cp", alice+":/workspace/nope", dst); r.code == 0 || !strings.Contains(r.stderr, "no such file") {
 		t.Fatalf("cp of a missing path: %+v", r)
 	}
+	// A tar stream on stdin goes into the directory.
+	cp := exec.Command(binary, "--state", e.state, "--config", e.config, "cp", "-", alice+":/workspace")
+	cp.Stdin = strings.NewReader(r.stdout) // the a.txt tar from above
+	if out, err := cp.CombinedOutput(); err != nil {
+		t.Fatalf("cp - : %v %s", err, out)
+	}
+	if r := e.run(t, "exec", "--agent", alice, "--host", "sandbox", "--", "cat /workspace/a.txt"); r.stdout != "alpha\n" {
+		t.Fatalf("cp - did not extract: %+v", r)
+	}
 
 	// HTTP with the tool token: a tmpfs path, stat, list, delete.
 	q := "?agent=" + alice + "&path=/tmp/h.txt"
@@ -190,5 +199,14 @@ func TestFilesCpAndHTTP(t *testing.T) {
 	}
 	if r := e.run(t, "sandbox", "ls"); strings.Contains(r.stdout, bob) {
 		t.Fatalf("a refused request made bob's sandbox: %s", r.stdout)
+	}
+
+	// The metrics saw the sandbox: created, running under its supervisor.
+	code, body := filesCall(t, base, filesToolToken, "GET", "/metrics", "", nil)
+	for _, want := range []string{"sandboxctl_sandbox_create_seconds_count 1", `sandboxctl_sandboxes{engine="supervisor",state="running"} 1`,
+		`sandboxctl_supervisor_fallbacks_total{op="files"} 0`} {
+		if code != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }
