@@ -15,7 +15,9 @@ GO          ?= go
 BIN         := bin/sandboxctl
 STATE       ?= $(CURDIR)/.state/demo
 FORCE       ?=
-TEST_FLAGS  ?= -race -timeout 25m
+# Test artifacts (the web console's browser screenshots) are kept under $(TEST_OUTPUT)/_artifacts.
+TEST_OUTPUT ?= $(CURDIR)/test-output
+TEST_FLAGS  ?= -race -timeout 25m -artifacts -outputdir $(TEST_OUTPUT)
 PKGS        ?= ./...
 
 # The testcontainers reaper image (Ryuk) cannot be pulled here: no Docker Hub.
@@ -54,6 +56,7 @@ run: docker-up images build
 	@STATE="$(STATE)" SANDBOXCTL_BIN=./$(BIN) scripts/demo.sh
 
 test: toolchain docker-up images
+	@mkdir -p $(TEST_OUTPUT)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 ## go mod tidy -diff, gofmt, go vet, staticcheck, govulncheck (tools pinned in go.mod).

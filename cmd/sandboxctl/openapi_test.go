@@ -114,6 +114,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{"POST", "/v1/tools/process", "", "", map[string]any{"action": "list", "agentId": alice}, 200},
 		{"POST", "/v1/tools/process", "", "", map[string]any{"action": "frobnicate"}, 400},
 		{"GET", "/v1/sandboxes", "", "", nil, 200},
+		{"GET", "/v1/sandboxes/{name}", "", "", nil, 404},
 		{"GET", "/v1/approvals", "", "", nil, 200},
 		{"POST", "/v1/approvals/{id}", "", "", map[string]any{"decision": "allow-once"}, 403}, // the tool token decides nothing
 		{"PUT", "/v1/files", fq("/workspace/o.txt", "&mode=0640"), "application/octet-stream", "openapi", 200},
@@ -141,7 +142,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			raw, _ := json.Marshal(b)
 			body = bytes.NewReader(raw)
 		}
-		urlPath := strings.ReplaceAll(c.path, "{id}", "no-such-approval")
+		urlPath := strings.NewReplacer("{id}", "no-such-approval", "{name}", "no-such-sandbox").Replace(c.path)
 		req, err := http.NewRequestWithContext(t.Context(), c.method, base+urlPath+c.query, body)
 		if err != nil {
 			t.Fatal(err)

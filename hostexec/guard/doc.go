@@ -86,9 +86,10 @@
 // # Policy
 //
 // Security deny|allowlist|full, ask off|on-miss|always, askFallback and
-// elevated follow SPEC §2/§5 (vocab.MinSecurity, vocab.MaxAsk, vocab.EffectiveModes,
-// RequiresApproval, Elevated.Check). A segment is satisfied by an allowlist
-// entry, as a safe bin, or as builtin cd; a segment run through sudo is
+// elevated follow SPEC §2/§5 (vocab.MinSecurity, vocab.MaxAsk,
+// vocab.EffectiveModes, RequiresApproval; whether an elevated request is
+// allowed is the session manager's decision). A segment is satisfied by an
+// allowlist entry, as a safe bin, or as builtin cd; a segment run through sudo is
 // satisfied only if sudo itself is allowlisted too (a privilege change is
 // never granted by the inner command's entry or as a safe bin).
 //

@@ -514,3 +514,8 @@ func ExternalPaths(a Analysis, workspace string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// RequiresApproval is SPEC §5's formula.
+func RequiresApproval(ask vocab.Ask, sec vocab.Security, analysisOK, allowlisted bool) bool {
+	return ask == vocab.AskAlways || (ask == vocab.AskOnMiss && sec == vocab.SecurityAllowlist && (!analysisOK || !allowlisted))
+}

@@ -33,33 +33,6 @@ func TestRequiresApproval(t *testing.T) {
 	}
 }
 
-func TestElevated(t *testing.T) {
-	cases := []struct {
-		e         Elevated
-		requested bool
-		from      string
-		want      vocab.ElevatedLevel
-		err       bool
-	}{
-		{Elevated{}, false, "a", vocab.ElevatedOff, false},
-		{Elevated{}, true, "a", vocab.ElevatedOff, true},
-		{Elevated{Enabled: true}, true, "a", vocab.ElevatedOff, true},
-		{Elevated{Enabled: true, AllowFrom: []string{"b"}}, true, "a", vocab.ElevatedOff, true},
-		{Elevated{Enabled: true, AllowFrom: []string{"a"}}, true, "a", vocab.ElevatedAsk, false},
-		{Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: vocab.ElevatedFull}, true, "x", vocab.ElevatedFull, false},
-		{Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "bogus"}, true, "x", vocab.ElevatedOff, true},
-	}
-	for i, c := range cases {
-		got, err := c.e.Check(c.requested, c.from)
-		if got != c.want || (err != nil) != c.err {
-			t.Errorf("case %d: got %s, %v", i, got, err)
-		}
-		if err != nil && c.e.DefaultLevel != "bogus" && !errors.Is(err, ErrElevatedNotAllowed) {
-			t.Errorf("case %d: %v is not ErrElevatedNotAllowed", i, err)
-		}
-	}
-}
-
 func TestPatterns(t *testing.T) {
 	match := []struct {
 		pat, path string

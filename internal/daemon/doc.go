@@ -36,6 +36,13 @@
 // tree. On TCP they need a separate approver token; the tool token gets
 // 401.
 //
+// The web console (internal/console) is served at /ui/ on both listeners,
+// outside the bearer check: it logs browsers in itself. On the socket its
+// one-time login codes (POST /v1/ui/login) are minted only for an approver
+// peer, and every code login and session request is vetted against the
+// peer and the browser processes `sandboxctl ui` names (consoleVet). On
+// TCP the approver token logs in with decisions, the tool token without.
+//
 // Files in the state directory: sandboxctl.sock (mode 0600, bound in a
 // private directory and moved into place so it is never reachable with wider
 // permissions), daemon.pid, daemon.lock (an flock held for the daemon's

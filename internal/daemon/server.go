@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
+	"github.com/sandboxctl/sandboxctl/internal/console"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -132,6 +133,7 @@ type Server struct {
 	sockPath string
 	pidPath  string
 
+	console         *console.Console
 	unixLn, tcpLn   net.Listener
 	unixSrv, tcpSrv *http.Server
 
@@ -235,6 +237,12 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("daemon: write pid file: %w", err)
 	}
 
+	decide := http.NewServeMux()
+	for pattern, h := range opts.ApprovalRoutes {
+		decide.Handle(pattern, h)
+	}
+	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
+		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
 	s.unixSrv = s.newHTTPServer(s.routes(true))
 	s.unixSrv.ConnContext = withPeer
 	if s.tcpLn != nil {
@@ -246,6 +254,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		for pattern, h := range opts.SelfAuthRoutes {
 			tcp.Handle(pattern, h)
 		}
+		tcp.Handle(console.Prefix, s.console) // its own login (see console)
 		s.tcpSrv = s.newHTTPServer(tcp)
 	}
 	return s, nil
@@ -534,6 +543,11 @@ func (s *Server) routes(unix bool) http.Handler {
 		for pattern, h := range s.opts.ApprovalRoutes {
 			mux.Handle(pattern, s.requireApproverPeer(check, h))
 		}
+		// The console logs a browser in with a code only an approver
+		// mints (`sandboxctl ui`), and vets the processes behind every
+		// login and session request (see consoleVet).
+		mux.Handle(console.Prefix, s.console.WithVet(consoleVet(check)))
+		mux.Handle("POST "+apiclient.ConsoleLoginPath, s.requireApproverPeer(check, s.console.LoginCodeHandler()))
 	}
 	return mux
 }

@@ -73,8 +73,12 @@ func newServeCommand(c *cli.CLI) *cobra.Command {
 <state>/token, generated with mode 0600 when missing) and optionally TLS.
 
 Endpoints: POST /v1/tools/exec, POST /v1/tools/process, GET /v1/events
-(NDJSON stream), GET /v1/sandboxes, GET /v1/approvals, GET /healthz, and
-POST /v1/shutdown (socket only).
+(NDJSON stream), GET /v1/sandboxes, GET /v1/sandboxes/NAME, GET /v1/approvals,
+GET /healthz, and POST /v1/shutdown (socket only).
+
+The web console is at /ui/ on both: 'sandboxctl ui' opens it through the
+socket with a one-time login link; over --listen its page asks for a token
+(the approver token decides, the tool token only watches).
 
 Approval decisions (POST /v1/approvals/ID, 'sandboxctl approvals resolve')
 are for people: on the socket the daemon refuses every process it started
@@ -241,6 +245,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
+		dopts.Routes["GET /v1/sandboxes/{name}"] = sandboxDetailHandler(sbx)
 		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable}) {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}

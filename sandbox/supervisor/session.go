@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
 )
 
@@ -604,68 +603,6 @@ func (s *Server) attach(c *serverConn, stream uint32, a AttachSpec) error {
 	return nil
 }
 
-func (sess *session) queueStdin(p []byte) error {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if sess.stdinC == nil {
-		return errors.New("stdin: the command has no stdin")
-	}
-	if sess.stdinShut {
-		return errors.New("stdin: closed")
-	}
-	if sess.queued.Load()+int64(len(p)) > maxStdinQueue {
-		return errors.New("stdin: the command is not reading; queue full")
-	}
-	select {
-	case sess.stdinC <- p:
-		sess.queued.Add(int64(len(p)))
-		sess.clearInputWaitLocked()
-		return nil
-	default:
-		return errors.New("stdin: the command is not reading; queue full")
-	}
-}
-
-func (sess *session) closeStdin() {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if sess.stdinC == nil || sess.stdinShut {
-		return
-	}
-	if sess.ptmx != nil {
-		// ^D ends a read on a terminal in canonical mode.
-		select {
-		case sess.stdinC <- []byte{4}:
-			sess.queued.Add(1)
-		default:
-		}
-		sess.clearInputWaitLocked()
-		return
-	}
-	sess.stdinShut = true
-	close(sess.stdinC)
-	sess.clearInputWaitLocked()
-}
-
-func (sess *session) stdinWriter() {
-	for p := range sess.stdinC {
-		sess.inFlight.Store(true)
-		_, err := sess.stdin.Write(p)
-		sess.queued.Add(-int64(len(p)))
-		sess.inFlight.Store(false)
-		if err != nil {
-			// The command closed its stdin: drop the rest.
-			for p := range sess.stdinC {
-				sess.queued.Add(-int64(len(p)))
-			}
-			break
-		}
-	}
-	if sess.ptmx == nil {
-		_ = sess.stdin.Close()
-	}
-}
-
 func (sess *session) resize(sz Size) error {
 	if sess.ptmx == nil {
 		return errors.New("resize: not a terminal")
@@ -679,154 +616,9 @@ func (sess *session) resize(sz Size) error {
 	return nil
 }
 
-func (sess *session) signal(sig unix.Signal) error {
-	if sess.isExited() {
-		return errors.New("signal: the command has exited")
-	}
-	if sig == 0 {
-		sig = unix.SIGTERM
-	}
-	if err := unix.Kill(-sess.pgid, sig); err != nil {
-		if err := unix.Kill(sess.pid, sig); err != nil {
-			return fmt.Errorf("signal: %w", err)
-		}
-	}
-	return nil
-}
-
 // LeftoverGrace is how long processes a command left behind get between
 // SIGTERM and SIGKILL once its leader exited.
 const LeftoverGrace = 500 * time.Millisecond
-
-// endOrphans kills the children of this process that are no session's
-// leader and carry no running session's tag: processes whose command
-// ended and that shed their tag and process group to outlive it. Only pid
-// 1 does it, where every orphan of the sandbox is its child.
-func (s *Server) endOrphans() {
-	self := os.Getpid()
-	if self != 1 {
-		return
-	}
-	// The list comes first: a process in it was forked before the
-	// snapshot below, so a session starting meanwhile is in it.
-	procs := listProcs()
-	s.mu.Lock()
-	var tags []string
-	leaders := map[int]bool{}
-	for pid, sess := range s.byPID {
-		leaders[pid] = true
-		tags = append(tags, sess.tag)
-	}
-	for _, sess := range s.sessions {
-		if !sess.isExited() {
-			tags = append(tags, sess.tag)
-		}
-	}
-	s.mu.Unlock()
-	for _, p := range procs {
-		if p.PPID != self || leaders[p.PID] || p.State == 'Z' {
-			continue
-		}
-		claimed := false
-		for _, tag := range tags {
-			if procfs.HasEnv("/proc", p.PID, tag) {
-				claimed = true
-				break
-			}
-		}
-		if !claimed {
-			_ = unix.Kill(p.PID, unix.SIGKILL)
-		}
-	}
-}
-
-// killTree ends every process of the session: its group, the leader's
-// descendants and every process carrying its tag. SIGTERM first; what is
-// left after grace gets SIGKILL, repeated to catch processes forked
-// meanwhile. It returns once nothing of the tree is alive (or gives up
-// after a few rounds of SIGKILL).
-func (sess *session) killTree(grace time.Duration) {
-	sess.mu.Lock()
-	leader := 0
-	if sess.leaderWS == nil {
-		leader = sess.pid
-	}
-	pgid := sess.pgid
-	sess.mu.Unlock()
-	procs := func() []int { return treeOf(listProcs(), leader, pgid, sess.tag) }
-	send := func(pids []int, sig unix.Signal) {
-		_ = unix.Kill(-pgid, sig)
-		for _, p := range pids {
-			_ = unix.Kill(p, sig)
-		}
-	}
-	pids := procs()
-	if len(pids) == 0 {
-		return
-	}
-	send(pids, unix.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-		if pids = procs(); len(pids) == 0 {
-			return
-		}
-	}
-	for range 10 {
-		send(pids, unix.SIGKILL)
-		time.Sleep(20 * time.Millisecond)
-		if pids = procs(); len(pids) == 0 {
-			return
-		}
-	}
-	sess.srv.logf("supervisor: %s: processes survive SIGKILL: %v", sess.id, pids)
-}
-
-// stdinWatch returns the identity of the command's stdin when input wait is
-// worth checking (running, stdin open); "" otherwise. Called under srv.mu.
-func (sess *session) stdinWatch() string {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if sess.exited || sess.stdinC == nil || sess.stdinShut || sess.leaderWS != nil {
-		return ""
-	}
-	return sess.stdinID
-}
-
-// observeInputWait folds one scan into the input-wait state: a command is
-// waiting once it was seen blocked reading its stdin in two scans in a row
-// with nothing queued or pending in the pipe.
-func (sess *session) observeInputWait(blocked bool) {
-	if blocked && (sess.queued.Load() > 0 || sess.inFlight.Load()) {
-		blocked = false
-	}
-	if blocked && sess.ptmx == nil && pendingBytes(sess.stdin) > 0 {
-		blocked = false
-	}
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if !blocked {
-		sess.clearInputWaitLocked()
-		return
-	}
-	sess.iwSeen++
-	if sess.iwSeen >= 2 && !sess.inputWait && !sess.exited {
-		sess.inputWait = true
-		if sess.stream != 0 {
-			sess.srv.sendJSON(sess.conn, FrameStatus, sess.stream, Status{InputWait: true})
-		}
-	}
-}
-
-func (sess *session) clearInputWaitLocked() {
-	sess.iwSeen = 0
-	if sess.inputWait {
-		sess.inputWait = false
-		if sess.stream != 0 {
-			sess.srv.sendJSON(sess.conn, FrameStatus, sess.stream, Status{InputWait: false})
-		}
-	}
-}
 
 func (sess *session) removeFiles() {
 	if sess.dir != "" {

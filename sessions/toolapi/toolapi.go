@@ -1,8 +1,9 @@
 // Package toolapi holds the wire types of the exec and process tools (SPEC
 // §2, §3) and of the daemon's event stream: what agents send and get back,
 // with OpenClaw's exact JSON field names. It imports nothing beyond the
-// standard library, so clients (the sandboxctl CLI, embedders) can speak
-// the API without linking the runtime; package sessions re-exports it.
+// standard library and package vocab (itself standard library only), so
+// clients (the sandboxctl CLI, embedders) can speak the API without linking
+// the runtime; package sessions re-exports it.
 package toolapi
 
 import (

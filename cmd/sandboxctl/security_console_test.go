@@ -1,0 +1,234 @@
+package main_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSecurityCommandCannotApproveThroughConsole replays issue 19's rule
+// that no process sandboxctl started may decide through the web console:
+// a command logs itself into the console over the daemon's socket (a
+// one-time login code, the session cookie, the page's CSRF token — the
+// whole protocol a browser follows through `sandboxctl ui`) and approves a
+// pending request; another runs `sandboxctl ui` itself. The daemon refuses
+// to mint the login code for either, so the request stays pending and its
+// command never runs.
+func TestSecurityCommandCannotApproveThroughConsole(t *testing.T) {
+	e := attackEnv(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "APPROVED-THROUGH-CONSOLE")
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	sid, _ := d["sessionId"].(string)
+	sock := filepath.Join(e.state, "sandboxctl.sock")
+
+	// The attacker's script: every step a browser makes, with curl.
+	script := filepath.Join(dir, "attack.sh")
+	jar := filepath.Join(dir, "jar")
+	src := `set -u
+sock=` + quote(t, sock) + `
+jar=` + quote(t, jar) + `
+c() { curl -sS --unix-socket "$sock" -b "$jar" -c "$jar" "$@"; echo; }
+path=$(c -X POST -H 'Content-Type: application/json' -d '{}' http://sandboxctl/v1/ui/login)
+echo "mint: $path"
+code=$(printf %s "$path" | sed -n 's/.*code=\([A-Za-z0-9_-]*\).*/\1/p')
+echo "redeem: $(c -o /dev/null -w '%{http_code}' "http://sandboxctl/ui/login?code=$code")"
+me=$(c http://sandboxctl/ui/api/me)
+echo "me: $me"
+csrf=$(printf %s "$me" | sed -n 's/.*"csrf":"\([^"]*\)".*/\1/p')
+echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: application/json' -d '{"decision":"allow-always"}' http://sandboxctl/ui/api/approvals/` + id + `)"
+`
+	if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, command string }{
+		{"curl-as-a-browser", "sh " + quote(t, script)},
+		{"curl-as-a-browser-clean-env", "env -i /bin/sh " + quote(t, script)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = os.Remove(jar)
+			// A human approves the script once (it looks harmless); an
+			// approved command still may not decide other requests.
+			a := execJSON(t, e, "--", tc.command)
+			if a["status"] != "approval-pending" {
+				t.Fatalf("want approval-pending for the script, got %v", a)
+			}
+			if r := e.run(t, "approvals", "resolve", a["approvalId"].(string), "allow-once"); r.code != 0 {
+				t.Fatalf("human resolve: %+v", r)
+			}
+			out, _ := pollUntilDone(t, e, a["sessionId"].(string))
+			if st := approvalStatus(t, e, id); st != "pending" {
+				t.Fatalf("the script decided the approval through the console: status %q; it printed:\n%s", st, out)
+			}
+			if !strings.Contains(out, "not allowed to decide approvals") {
+				t.Errorf("the login code was not refused with the reason:\n%s", out)
+			}
+			if !strings.Contains(out, `decide: {"error":"not allowed to decide approvals`) {
+				t.Errorf("the decision was not refused with the reason:\n%s", out)
+			}
+		})
+	}
+	t.Run("sandboxctl-ui", func(t *testing.T) {
+		cmd := quote(t, binary) + " --state " + quote(t, e.state) + " --config " + quote(t, e.config) + " ui --no-open"
+		r := e.run(t, "--json", "exec", "--", cmd)
+		if !strings.Contains(r.stdout, "not allowed to decide approvals") || strings.Contains(r.stdout, "/ui/login?code=") {
+			t.Fatalf("sandboxctl ui run by a command got a login link or no refusal: %+v", r)
+		}
+	})
+	if st := approvalStatus(t, e, id); st != "pending" {
+		t.Fatalf("approval decided: %q", st)
+	}
+	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
+		t.Fatalf("human resolve from the test's shell: %+v", r)
+	}
+	if out, last := pollUntilDone(t, e, sid); !strings.Contains(last, "denied") {
+		t.Fatalf("session after deny: %q", out)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although only the attacker approved it")
+	}
+}
+
+// TestUIRefusesNonLoopbackListen: the console's local port carries a
+// logged-in session; it is never opened to other machines.
+func TestUIRefusesNonLoopbackListen(t *testing.T) {
+	e := newEnv(t)
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "nonsense"} {
+		r := e.run(t, "ui", "--no-open", "--listen", addr)
+		if r.code != 2 || !strings.Contains(r.stderr, "--listen") {
+			t.Errorf("ui --listen %s: %+v", addr, r)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.state, "sandboxctl.sock")); err == nil {
+		t.Errorf("a refused ui started a daemon")
+	}
+}
+
+// runApproved runs command as an agent would (allowlisted, or with a
+// human's allow-once: it looks harmless), and returns its output once it
+// ended.
+func runApproved(t *testing.T, e *env, command string) string {
+	t.Helper()
+	a := execJSON(t, e, "--", command)
+	if a["status"] == "completed" {
+		out, _ := a["aggregated"].(string)
+		return out
+	}
+	if a["status"] != "approval-pending" {
+		t.Fatalf("want completed or approval-pending for %q, got %v", command, a)
+	}
+	if r := e.run(t, "approvals", "resolve", a["approvalId"].(string), "allow-once"); r.code != 0 {
+		t.Fatalf("human resolve: %+v", r)
+	}
+	out, _ := pollUntilDone(t, e, a["sessionId"].(string))
+	return out
+}
+
+// TestSecurityStolenConsoleLinkThroughUI replays a command that got hold
+// of what logs a person into the console (the login link, which xdg-open
+// and the browser carry in their command lines; a session cookie and its
+// CSRF token) and uses it through the person's own `sandboxctl ui`. The
+// forwarder names the process behind each connection and the daemon holds
+// it to the approval API's rule: the command's login and its decision are
+// refused (so is its view), while the person's own use of the same link
+// and cookie works.
+func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
+	e := attackEnv(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "APPROVED-WITH-STOLEN-COOKIE")
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	link := startUI(t, e)
+	base := link[:strings.Index(link, "/ui/")]
+
+	// The command redeems the stolen link first.
+	out := runApproved(t, e, "curl -sS -o /dev/null -w 'redeem=%{http_code}' "+quote(t, link))
+	if !strings.Contains(out, "redeem=403") {
+		t.Fatalf("a command redeemed the person's login link through sandboxctl ui: %s", out)
+	}
+	// The link still logs the person in: the refusal did not use it up.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	person := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	res, err := person.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Request.URL.Path != "/ui/" {
+		t.Fatalf("the person's login after the refused one: %d at %s", res.StatusCode, res.Request.URL)
+	}
+	var me struct{ CSRF string }
+	res, err = person.Get(base + "/ui/api/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&me); err != nil || me.CSRF == "" {
+		t.Fatalf("me: %v", err)
+	}
+	res.Body.Close()
+	u, err := url.Parse(base + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := jar.Cookies(u)
+	if len(cookies) != 1 {
+		t.Fatalf("cookies: %v", cookies)
+	}
+
+	// With the person's cookie the command sees nothing...
+	view := "curl -sS -w ' status=%{http_code}' -b " + quote(t, cookies[0].Name+"="+cookies[0].Value) + " " + quote(t, base+"/ui/api/approvals")
+	if out := runApproved(t, e, view); !strings.Contains(out, "status=403") || strings.Contains(out, id) {
+		t.Fatalf("a command viewed the approvals with a stolen console cookie: %s", out)
+	}
+	// ...and decides nothing, with the CSRF token too.
+	decide := "curl -sS -w ' status=%{http_code}' -X POST -H 'Content-Type: application/json'" +
+		" -H " + quote(t, "X-Sandboxctl-Csrf: "+me.CSRF) + " -b " + quote(t, cookies[0].Name+"="+cookies[0].Value) +
+		" -d '{\"decision\":\"allow-always\"}' " + quote(t, base+"/ui/api/approvals/"+id)
+	out = runApproved(t, e, decide)
+	if st := approvalStatus(t, e, id); st != "pending" {
+		t.Fatalf("a command decided with a stolen console cookie through sandboxctl ui: %q; it got %s", st, out)
+	}
+	if !strings.Contains(out, "status=403") || !strings.Contains(out, "not allowed to decide approvals") {
+		t.Errorf("the stolen cookie's decision was not refused with the reason: %s", out)
+	}
+
+	// The person decides with the same cookie: deny.
+	req, err := http.NewRequest("POST", base+"/ui/api/approvals/"+id, strings.NewReader(`{"decision":"deny"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Sandboxctl-Csrf", me.CSRF)
+	res, err = person.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the person's decision: %d %s", res.StatusCode, body)
+	}
+	if st := approvalStatus(t, e, id); !strings.HasPrefix(st, "deny") {
+		t.Fatalf("after the person's deny: %q", st)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran")
+	}
+}

@@ -1,0 +1,96 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+)
+
+// forwardGet answers with the daemon's own GET route.
+func (c *Console) forwardGet(path string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		forward(w, r, c.opts.API, http.MethodGet, path, nil)
+	}
+}
+
+func (c *Console) sandbox(w http.ResponseWriter, r *http.Request) {
+	forward(w, r, c.opts.API, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(r.PathValue("name")), nil)
+}
+
+// sessionList lists the sessions of one scope (?agentId=&sessionKey=).
+func (c *Console) sessionList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	c.process(w, r, toolapi.ProcessParams{Action: "list", AgentID: q.Get("agentId"), SessionKey: q.Get("sessionKey")})
+}
+
+// sessionLog is a session's output (?agentId=&sessionKey=&offset=&limit=,
+// as the process tool's log action takes them).
+func (c *Console) sessionLog(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := toolapi.ProcessParams{Action: "log", SessionID: r.PathValue("id"), AgentID: q.Get("agentId"), SessionKey: q.Get("sessionKey")}
+	for name, dst := range map[string]**int{"offset": &p.Offset, "limit": &p.Limit} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("console: %s=%q is not an integer", name, v))
+				return
+			}
+			*dst = &n
+		}
+	}
+	c.process(w, r, p)
+}
+
+func (c *Console) process(w http.ResponseWriter, r *http.Request, p toolapi.ProcessParams) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	forward(w, r, c.opts.API, http.MethodPost, "/v1/tools/process", body)
+}
+
+// decide forwards a decision {"decision": "allow-once|allow-always|deny"}
+// of a session that may decide.
+func (c *Console) decide(w http.ResponseWriter, r *http.Request) {
+	s := sessionFrom(r.Context())
+	if !s.canDecide {
+		writeError(w, http.StatusForbidden, ErrViewOnly)
+		return
+	}
+	var body struct {
+		Decision string `json:"decision"`
+	}
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	fwd, err := json.Marshal(body)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	id := r.PathValue("id")
+	c.opts.Logf("console: decision %q on approval %s", body.Decision, id)
+	forward(w, r, c.opts.Decide, http.MethodPost, "/v1/approvals/"+url.PathEscape(id), fwd)
+}
+
+// forward serves the daemon request the console makes for r with h.
+// path is escaped by the caller; the daemon's routes decode it.
+func forward(w http.ResponseWriter, r *http.Request, h http.Handler, method, path string, body []byte) {
+	r2, err := http.NewRequestWithContext(r.Context(), method, path, bytes.NewReader(body))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("console: %s %s: %w", method, path, err))
+		return
+	}
+	r2.RemoteAddr = r.RemoteAddr
+	if body != nil {
+		r2.Header.Set("Content-Type", "application/json")
+	}
+	h.ServeHTTP(w, r2)
+}

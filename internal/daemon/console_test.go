@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+)
+
+// TestConsoleVet checks the console's vet on the socket against real
+// processes: the forwarder (the peer) and every browser process it names
+// must pass the approver check; a name that is missing, empty or not a pid
+// is refused.
+func TestConsoleVet(t *testing.T) {
+	if _, tagged := os.LookupEnv(hostexec.TagEnv); tagged {
+		t.Skip("this test process runs under a sandboxctl command: it is no person")
+	}
+	person := startChild(t, []string{"PATH=/usr/bin:/bin"})
+	tagged := startChild(t, []string{"PATH=/usr/bin:/bin", hostexec.TagEnv + "=a-command"})
+	vet := consoleVet(approverCheck{self: notADaemon, uid: os.Geteuid(), proc: "/proc"})
+	peer := Peer{PID: os.Getpid(), UID: os.Geteuid()}
+	p, tp := strconv.Itoa(person.Process.Pid), strconv.Itoa(tagged.Process.Pid)
+	for _, tc := range []struct {
+		name   string
+		peer   *Peer
+		header *string
+		ok     bool
+	}{
+		{"socket client itself", &peer, nil, true},
+		{"no peer credentials", nil, nil, false},
+		{"forwarded person", &peer, &p, true},
+		{"forwarded command", &peer, &tp, false},
+		{"forwarded person and command", &peer, ptr(p + "," + tp), false},
+		{"forwarder could not tell", &peer, ptr(""), false},
+		{"not a pid", &peer, ptr("x"), false},
+		{"pid zero", &peer, ptr("0"), false},
+		{"tagged forwarder", &Peer{PID: tagged.Process.Pid, UID: os.Geteuid()}, &p, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/ui/api/approvals/x", nil)
+			if tc.peer != nil {
+				r = r.WithContext(context.WithValue(r.Context(), peerKey{}, *tc.peer))
+			}
+			if tc.header != nil {
+				r.Header.Set(apiclient.ConsoleClientPIDsHeader, *tc.header)
+			}
+			err := vet(r)
+			if tc.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrNotApprover) {
+				t.Fatalf("want ErrNotApprover, got %v", err)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }

@@ -1,0 +1,111 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/internal/procfs"
+)
+
+func (sess *session) signal(sig unix.Signal) error {
+	if sess.isExited() {
+		return errors.New("signal: the command has exited")
+	}
+	if sig == 0 {
+		sig = unix.SIGTERM
+	}
+	if err := unix.Kill(-sess.pgid, sig); err != nil {
+		if err := unix.Kill(sess.pid, sig); err != nil {
+			return fmt.Errorf("signal: %w", err)
+		}
+	}
+	return nil
+}
+
+// endOrphans kills the children of this process that are no session's
+// leader and carry no running session's tag: processes whose command
+// ended and that shed their tag and process group to outlive it. Only pid
+// 1 does it, where every orphan of the sandbox is its child.
+func (s *Server) endOrphans() {
+	self := os.Getpid()
+	if self != 1 {
+		return
+	}
+	// The list comes first: a process in it was forked before the
+	// snapshot below, so a session starting meanwhile is in it.
+	procs := listProcs()
+	s.mu.Lock()
+	var tags []string
+	leaders := map[int]bool{}
+	for pid, sess := range s.byPID {
+		leaders[pid] = true
+		tags = append(tags, sess.tag)
+	}
+	for _, sess := range s.sessions {
+		if !sess.isExited() {
+			tags = append(tags, sess.tag)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		if p.PPID != self || leaders[p.PID] || p.State == 'Z' {
+			continue
+		}
+		claimed := false
+		for _, tag := range tags {
+			if procfs.HasEnv("/proc", p.PID, tag) {
+				claimed = true
+				break
+			}
+		}
+		if !claimed {
+			_ = unix.Kill(p.PID, unix.SIGKILL)
+		}
+	}
+}
+
+// killTree ends every process of the session: its group, the leader's
+// descendants and every process carrying its tag. SIGTERM first; what is
+// left after grace gets SIGKILL, repeated to catch processes forked
+// meanwhile. It returns once nothing of the tree is alive (or gives up
+// after a few rounds of SIGKILL).
+func (sess *session) killTree(grace time.Duration) {
+	sess.mu.Lock()
+	leader := 0
+	if sess.leaderWS == nil {
+		leader = sess.pid
+	}
+	pgid := sess.pgid
+	sess.mu.Unlock()
+	procs := func() []int { return treeOf(listProcs(), leader, pgid, sess.tag) }
+	send := func(pids []int, sig unix.Signal) {
+		_ = unix.Kill(-pgid, sig)
+		for _, p := range pids {
+			_ = unix.Kill(p, sig)
+		}
+	}
+	pids := procs()
+	if len(pids) == 0 {
+		return
+	}
+	send(pids, unix.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		if pids = procs(); len(pids) == 0 {
+			return
+		}
+	}
+	for range 10 {
+		send(pids, unix.SIGKILL)
+		time.Sleep(20 * time.Millisecond)
+		if pids = procs(); len(pids) == 0 {
+			return
+		}
+	}
+	sess.srv.logf("supervisor: %s: processes survive SIGKILL: %v", sess.id, pids)
+}
