@@ -41,6 +41,18 @@ const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
 // ApproverTokenEnv holds the token that decides approvals over TCP.
 const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
 
+// SandboxLabelsEnv adds labels to every sandbox the daemon creates
+// (KEY=VALUE,KEY=VALUE), e.g. the testcontainers labels of a test that runs
+// the daemon in a container, so that its reaper recognises the sandboxes.
+// The sandboxctl.* keys (a sandbox's owner and config) are refused, but for
+// sandboxctl.test*.
+const SandboxLabelsEnv = "SANDBOXCTL_SANDBOX_LABELS"
+
+// SupervisorOff, as the value of $SANDBOXCTL_SUPERVISOR, keeps the daemon's
+// sandboxes on the plain Engine exec path on purpose (no warning in the
+// results, unlike a supervisor binary that is not found).
+const SupervisorOff = "off"
+
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -152,9 +164,14 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer lock.Release()
 
+	labels, err := parseSandboxLabels(c.Getenv(SandboxLabelsEnv))
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", SandboxLabelsEnv, err)}
+	}
 	// The metrics come first: the sandbox manager reports to them.
 	metricSet := metrics.NewSet()
-	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf, metricSet)
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff, Observer: metricSet}
+	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
 	}
@@ -306,10 +323,11 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 	}
 }
 
-// buildHosts creates the gateway host (always) and the sandbox host. A
+// buildHosts creates the gateway host (always) and the sandbox host (with
+// sbxOpts' Labels and DisableSupervisor). A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any), obs sandbox.Observer) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sandbox.Options, logf func(string, ...any)) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
 	// This executable is the launcher that confines gateway commands to
 	// the workspace (hostexec.ConfineArg, handled in cmd/sandboxctld).
 	self, err := os.Executable()
@@ -336,7 +354,8 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
-	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf, Observer: obs})
+	sbxOpts.Config, sbxOpts.StateDir, sbxOpts.Logf = cfg.Sandbox, state, logf
+	sbx, err := sandbox.NewManager(ctx, sbxOpts)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
@@ -352,6 +371,25 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	}
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
+}
+
+// parseSandboxLabels parses $SANDBOXCTL_SANDBOX_LABELS.
+func parseSandboxLabels(v string) (map[string]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			return nil, fmt.Errorf("label %q: want KEY=VALUE", kv)
+		case strings.HasPrefix(k, "sandboxctl.") && !strings.HasPrefix(k, "sandboxctl.test"):
+			return nil, fmt.Errorf("label %q: the sandboxctl.* labels name a sandbox's owner and config; only sandboxctl.test* keys are free", k)
+		}
+		labels[k] = val
+	}
+	return labels, nil
 }
 
 // unavailableHost stands in for a host that could not be built; every use
