@@ -463,6 +463,10 @@ func RunServeStop(ctx context.Context, c *cli.CLI) error {
 	return apiclient.Stop(ctx, state)
 }
 
+// nodeRunKeyFile, under the state directory, holds the key that marks the
+// runs the daemon starts on nodes (nodeexec.RegistryOptions.Key).
+const nodeRunKeyFile = "node-run-key"
+
 // buildNodeRegistry accepts node agents when the daemon listens on TCP; the
 // unix socket is local only, so without --listen there are no nodes.
 func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(string, ...any)) (*nodeexec.Registry, error) {
@@ -479,7 +483,14 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 			return nil, fmt.Errorf("serve: node token: %w", err)
 		}
 	}
-	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Logf: logf})
+	// The key that marks the runs it starts on nodes, kept across
+	// restarts: a restarted daemon adopts exactly the runs its previous
+	// incarnation started.
+	key, err := daemon.LoadOrCreateSecret(filepath.Join(state, nodeRunKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("serve: node run key: %w", err)
+	}
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Key: key, Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}
