@@ -93,10 +93,41 @@ type Options struct {
 	// EngineHealthInterval is how often each Engine of a multi-Engine
 	// config is pinged (default DefaultEngineHealthInterval).
 	EngineHealthInterval time.Duration
+	// Observer, when set, is told about costly and failing Engine work
+	// (the daemon's metrics).
+	Observer Observer
 }
 
 // DefaultSupervisorIdleClose is Options.SupervisorIdleClose by default.
 const DefaultSupervisorIdleClose = time.Minute
+
+// Observer is told about a Manager's costly and failing Engine work. Its
+// methods must be quick and safe for concurrent use.
+type Observer interface {
+	// SandboxCreated reports the time a sandbox took to create and start.
+	SandboxCreated(d time.Duration)
+	// ImageBuilt reports the time a supervised image took to build.
+	ImageBuilt(d time.Duration)
+	// SupervisorFallback reports a supervised sandbox reached without its
+	// supervisor: op is "exec" or "files".
+	SupervisorFallback(op string)
+	// EngineError reports an Engine call that failed, by class (one of
+	// EngineErrorClasses).
+	EngineError(class string)
+}
+
+// EngineErrorClasses are the classes of EngineError.
+var EngineErrorClasses = []string{"unreachable", "internal", "unavailable", "not_found", "conflict", "invalid", "other"}
+
+// SandboxStates are the container states a sandbox is counted under
+// (Info.State); anything else counts as "other".
+var SandboxStates = []string{"created", "running", "paused", "restarting", "removing", "exited", "dead", "other"}
+
+// Sandbox paths (Info.Path): how commands reach the sandbox.
+const (
+	PathSupervisor = "supervisor"
+	PathPlain      = "plain"
+)
 
 // Manager creates, reuses, recreates and removes sandboxes.
 type Manager struct {
@@ -139,6 +170,7 @@ type Manager struct {
 	fleet        *fleet
 	eventsBroken func(error)
 	flavor       engineFlavor
+	obs          Observer
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -177,6 +209,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		logf:       opts.Logf,
 		scopeLocks: map[string]*sync.Mutex{},
 		idleClose:  opts.SupervisorIdleClose,
+		obs:        opts.Observer,
 	}
 	if m.idleClose == 0 {
 		m.idleClose = DefaultSupervisorIdleClose
@@ -442,7 +475,11 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			m.reg.touch(name, scopeKey)
 			return res, nil
 		}
+		createStart := time.Now()
 		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, nil)
+		if err == nil && m.obs != nil {
+			m.obs.SandboxCreated(time.Since(createStart))
+		}
 		if isConflict(err) {
 			lastErr = err
 			continue // another process created it first; use theirs
@@ -621,6 +658,8 @@ type Info struct {
 	Current bool `json:"current"`
 	// Engine names the Engine the sandbox lives on.
 	Engine string `json:"engine"`
+	// Path is how commands reach it: PathSupervisor or PathPlain.
+	Path string `json:"path"`
 	// Pool is PoolReady for a warm-pool sandbox no scope has taken yet
 	// (no scope, agent or session), PoolTaken for one taken from it.
 	Pool string `json:"pool,omitempty"`
@@ -682,6 +721,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			State: string(c.State), Image: c.Image, CreatedAt: created,
 			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
 			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
+			Path: map[bool]string{true: PathSupervisor, false: PathPlain}[c.Labels[LabelSupervisor] != ""],
 			Pool: pool, labels: labels,
 		})
 	}

@@ -440,6 +440,7 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	}
 	c, err := m.supervisorClient(ctx, res.ID)
 	if err != nil {
+		m.supervisorFallback("exec")
 		return nil, fmt.Sprintf("sandbox supervisor unreachable (%v); using the plain Engine exec path", err), nil
 	}
 	meta := map[string]string{"agentId": s.AgentID, "sessionKey": s.SessionKey, "scopeKey": res.ScopeKey}
@@ -635,6 +636,15 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 	out := make([]RecoveredSession, 0, len(infos))
 	var refused []error
 	for _, in := range infos {
+		if in.Meta[MetaFiles] != "" {
+			// A run of the file tool (the files API), not a command:
+			// its request is gone with the daemon that made it.
+			if in.Running {
+				_ = cl.KillTree(ctx, in.ID, time.Second)
+			}
+			_ = cl.Forget(ctx, in.ID)
+			continue
+		}
 		agentID, sessionKey, err := sessionOwner(m.ownerLabels(c.ID, insp.Container.Config.Labels), in.Meta)
 		if err != nil {
 			refused = append(refused, fmt.Errorf("sandbox %s: session %s not adopted: %w", c.Name, in.ID, err))
@@ -701,4 +711,12 @@ func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) err
 		return err
 	}
 	return cl.Forget(ctx, id)
+}
+
+// supervisorFallback reports that a supervised sandbox was reached without
+// its supervisor.
+func (m *Manager) supervisorFallback(op string) {
+	if m.obs != nil {
+		m.obs.SupervisorFallback(op)
+	}
 }

@@ -275,6 +275,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	return err
 }
 
+// Running counts the sessions not yet finished (the daemon's metrics).
+func (m *Manager) Running() int { return m.liveCount() }
+
 func (m *Manager) liveCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -72,7 +72,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `sandboxctl_exec_total{host="default",status="completed"} 1`) {
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `sandboxctl_exec_total{host="gateway",status="completed"} 1`) {
 		t.Fatalf("metrics %d:\n%s", resp.StatusCode, body)
 	}
 }

@@ -126,6 +126,10 @@ type Request struct {
 	Path   string
 	Header map[string]string
 	Body   []byte // nil for none
+	// Stream, when set instead of Body, is sent as the body: exactly
+	// StreamLen bytes (a file upload).
+	Stream    io.Reader
+	StreamLen int64
 }
 
 // New returns a client that sends requests to base (e.g. https://host:8443)
@@ -326,6 +330,12 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 	if c.token != "" {
 		req.Header["Authorization"] = "Bearer " + c.token
 	}
+	return c.roundTrip(ctx, req)
+}
+
+// roundTrip sends req (see send).
+func (c *Client) roundTrip(ctx context.Context, req Request) (io.ReadCloser, error) {
+	method, path := req.Method, req.Path
 	status, rc, err := c.rt.RoundTrip(ctx, req)
 	if err != nil && c.autoStart != nil && errors.Is(err, ErrNoDaemon) {
 		if serr := StartDetached(ctx, *c.autoStart); serr != nil {

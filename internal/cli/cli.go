@@ -159,6 +159,7 @@ the state directory's socket and start one when none is running.`,
 		newExecCommand(c),
 		newProcessCommand(c),
 		newApprovalsCommand(c),
+		newCpCommand(c),
 		newVersionCommand(c),
 		newUICommand(c),
 	)
