@@ -232,3 +232,49 @@ func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
 		t.Fatal("the command ran")
 	}
 }
+
+// TestSecurityUIForwarderReachesOnlyTheConsole replays a command that
+// skips the console and talks to the daemon's own API through the
+// person's `sandboxctl ui`: the forwarder's port is the daemon's socket
+// with the person's credentials (the socket peer is the forwarder, which
+// passes the approver check). The command decides a pending approval on
+// the approval API, mints itself a login code, and runs a command through
+// the tool API — none of which the console's own vet sees. Each is refused
+// and the approval stays pending.
+func TestSecurityUIForwarderReachesOnlyTheConsole(t *testing.T) {
+	e := attackEnv(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "APPROVED-THROUGH-FORWARDER")
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	link := startUI(t, e)
+	base := link[:strings.Index(link, "/ui/")]
+	curl := "curl -sS -w ' status=%{http_code}' -X POST -H 'Content-Type: application/json' "
+	for _, path := range []string{"/v1/approvals/" + id, "/ui/../v1/approvals/" + id, "/ui/%2e%2e/v1/approvals/" + id} {
+		out := runApproved(t, e, curl+"--path-as-is -d '{\"decision\":\"allow-always\"}' "+quote(t, base+path))
+		if st := approvalStatus(t, e, id); st != "pending" {
+			t.Fatalf("a command decided an approval through sandboxctl ui's port (%s): %q; it got %s", path, st, out)
+		}
+		if strings.Contains(out, "status=200") {
+			t.Errorf("%s through the forwarder answered 200: %s", path, out)
+		}
+	}
+	out := runApproved(t, e, curl+"-d '{}' "+quote(t, base+"/v1/ui/login"))
+	if strings.Contains(out, "code=") {
+		t.Errorf("a command minted a login code through sandboxctl ui's port: %s", out)
+	}
+	exe := filepath.Join(dir, "EXEC-THROUGH-FORWARDER")
+	out = runApproved(t, e, curl+"-d "+quote(t, `{"command":"touch `+exe+`","host":"gateway","security":"full","ask":"off"}`)+" "+quote(t, base+"/v1/tools/exec"))
+	if exists(exe) || strings.Contains(out, "status=200") {
+		t.Errorf("a command used the tool API through sandboxctl ui's port: %s", out)
+	}
+	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
+		t.Fatalf("human resolve: %+v", r)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although only the attacker approved it")
+	}
+}
