@@ -278,3 +278,79 @@ func TestSecurityUIForwarderReachesOnlyTheConsole(t *testing.T) {
 		t.Fatal("the command ran although only the attacker approved it")
 	}
 }
+
+// TestSecurityLoginLinkOnlyThroughUI replays a command that got the
+// person's one-time login link (xdg-open and the browser carry it in their
+// command lines) and redeems it on the daemon's TCP listener (`serve
+// --listen`) instead of through `sandboxctl ui`: there no process is
+// vetted, and the code logs in with decisions — without the approver
+// token, on a daemon that has none. The code is refused there, so the
+// command can neither log in nor decide, and the link still works for the
+// person through sandboxctl ui.
+func TestSecurityLoginLinkOnlyThroughUI(t *testing.T) {
+	e := attackEnv(t)
+	const tool = "console-tool-token-0123456789"
+	base := serveTCP(t, e, "SANDBOXCTL_TOKEN="+tool)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "APPROVED-WITH-LINK-ON-TCP")
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	link := startUI(t, e)
+	stolen := base + link[strings.Index(link, "/ui/"):]
+	jar := filepath.Join(dir, "jar")
+	script := filepath.Join(dir, "attack.sh")
+	src := `set -u
+c() { curl -sS -b ` + quote(t, jar) + ` -c ` + quote(t, jar) + ` "$@"; echo; }
+echo "redeem: $(c -o /dev/null -w '%{http_code}' ` + quote(t, stolen) + `)"
+me=$(c ` + quote(t, base+"/ui/api/me") + `)
+echo "me: $me"
+csrf=$(printf %s "$me" | sed -n 's/.*"csrf":"\([^"]*\)".*/\1/p')
+echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: application/json' -d '{"decision":"allow-always"}' ` + quote(t, base+"/ui/api/approvals/"+id) + `)"
+`
+	if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runApproved(t, e, "sh "+quote(t, script))
+	if st := approvalStatus(t, e, id); st != "pending" {
+		t.Fatalf("a command decided with the person's login link on the TCP listener: %q; it printed:\n%s", st, out)
+	}
+	if !strings.Contains(out, "redeem: 403") {
+		t.Errorf("the login link was not refused on TCP:\n%s", out)
+	}
+	// The person's link still works through sandboxctl ui.
+	jarP, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := (&http.Client{Jar: jarP, Timeout: 20 * time.Second}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Request.URL.Path != "/ui/" {
+		t.Fatalf("the person's login after the refused one: %d at %s", res.StatusCode, res.Request.URL)
+	}
+	// The person's session cookie (a browser sends it to every port of
+	// 127.0.0.1) does not work on the TCP listener either.
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := jarP.Cookies(u)
+	if len(cookies) != 1 {
+		t.Fatalf("cookies: %v", cookies)
+	}
+	view := "curl -sS -w ' status=%{http_code}' -b " + quote(t, cookies[0].Name+"="+cookies[0].Value) + " " + quote(t, base+"/ui/api/me")
+	if out := runApproved(t, e, view); !strings.Contains(out, "status=401") || strings.Contains(out, "csrf") {
+		t.Fatalf("the person's console cookie worked on the TCP listener: %s", out)
+	}
+	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
+		t.Fatalf("human resolve: %+v", r)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although only the attacker approved it")
+	}
+}
