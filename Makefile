@@ -38,9 +38,11 @@ docker-up:
 docker-down:
 	@scripts/docker-down.sh
 
-## sandboxctl/sandbox:bookworm and sandboxctl/testbb:1, built without any registry.
+## sandboxctl/sandbox:bookworm and sandboxctl/testbb:1, built without any registry,
+## and sandboxctl/sandboxctld:dev (the daemon, for the testcontainers module).
 images: docker-up
 	@images/build.sh $(IMAGES_FLAGS) all
+	@images/build.sh $(IMAGES_FLAGS) daemon
 
 ## Go toolchain check (and a C compiler for -race).
 toolchain:
@@ -66,6 +68,6 @@ lint: toolchain
 clean:
 	rm -rf bin .state
 
-## Removes the two images (the next `make images` builds them again).
+## Removes the images (the next `make images` builds them again).
 clean-images:
-	-docker image rm sandboxctl/sandbox:bookworm sandboxctl/testbb:1
+	-docker image rm sandboxctl/sandbox:bookworm sandboxctl/testbb:1 sandboxctl/sandboxctld:dev

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build sandboxctl's container images without any registry access.
 #
-#   images/build.sh [--force] [sandbox|testbb|all]
+#   images/build.sh [--force] [sandbox|testbb|daemon|all]
 #
 #   sandbox  sandboxctl/sandbox:bookworm  Debian bookworm rootfs from debootstrap
 #            (bash coreutils procps git curl jq python3 ripgrep ca-certificates),
@@ -21,6 +21,8 @@
 #   DEBIAN_MIRROR      debootstrap mirror (default: http://deb.debian.org/debian)
 #   SANDBOX_IMAGE      default sandboxctl/sandbox:bookworm
 #   TESTBB_IMAGE       default sandboxctl/testbb:1
+#   DAEMON_IMAGE       default sandboxctl/sandboxctld:dev
+#   GO                 go command for the daemon image (default: go)
 #   IMAGES_DEB_CACHE   debootstrap's .deb cache, reused by rebuilds
 #                      (default: /var/cache/sandboxctl/debootstrap; "none" disables)
 #   IMAGES_WORKDIR     parent of the temporary build dir (default: $TMPDIR or /var/tmp)
@@ -30,6 +32,9 @@ DOCKER=${DOCKER:-docker}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SANDBOX_IMAGE=${SANDBOX_IMAGE:-sandboxctl/sandbox:bookworm}
 TESTBB_IMAGE=${TESTBB_IMAGE:-sandboxctl/testbb:1}
+DAEMON_IMAGE=${DAEMON_IMAGE:-sandboxctl/sandboxctld:dev}
+GO=${GO:-go}
+REPO_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SUITE=bookworm
 SANDBOX_PACKAGES=bash,coreutils,procps,git,curl,jq,python3,ripgrep,ca-certificates
 DEB_CACHE=${IMAGES_DEB_CACHE-/var/cache/sandboxctl/debootstrap}
@@ -45,8 +50,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -f|--force) force=1 ;;
     -h|--help) usage; exit 0 ;;
-    sandbox|testbb|all) target=$1 ;;
-    *) echo "images/build.sh: unknown argument '$1' (want [--force] [sandbox|testbb|all])" >&2; exit 2 ;;
+    sandbox|testbb|daemon|all) target=$1 ;;
+    *) echo "images/build.sh: unknown argument '$1' (want [--force] [sandbox|testbb|daemon|all])" >&2; exit 2 ;;
   esac
   shift
 done
@@ -130,9 +135,10 @@ add_sandbox_user() {
   chown 1000:1000 "$root/home/sandbox"
 }
 
-# tar the rootfs to `docker import` with the common image config.
+# tar the rootfs to `docker import` with the common image config (CMD: $4, a
+# JSON array, default sleep infinity).
 import_rootfs() {
-  local root=$1 image=$2 kind=$3
+  local root=$1 image=$2 kind=$3 cmd=${4:-'["sleep","infinity"]'}
   say "$kind: docker import -> $image"
   tar -C "$root" --numeric-owner --xattrs \
       --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
@@ -142,7 +148,7 @@ import_rootfs() {
         --change "ENV PATH=$IMAGE_PATH" \
         --change 'ENV LANG=C.UTF-8' \
         --change 'WORKDIR /workspace' \
-        --change 'CMD ["sleep","infinity"]' \
+        --change "CMD $cmd" \
         --change "LABEL sandboxctl.image=$kind" \
         --change "LABEL org.opencontainers.image.title=$image" \
         --change "LABEL org.opencontainers.image.source=https://github.com/sandboxctl/sandboxctl" \
@@ -205,6 +211,30 @@ build_testbb() {
   import_rootfs "$root" "$TESTBB_IMAGE" testbb
   rm -rf "$root"
   say "testbb: built $TESTBB_IMAGE in $(fmt_secs $((SECONDS - start)))"
+}
+
+# ---------------------------------------------------------------- daemon
+build_daemon() {
+  local start=$SECONDS root="$workdir/daemon" cid
+  say "daemon: building $DAEMON_IMAGE (the testbb rootfs + sandboxctl binaries from $REPO_ROOT)"
+  command -v "$GO" >/dev/null 2>&1 || die "daemon: no go command ('$GO') in PATH; run scripts/toolchain.sh"
+  # The busybox rootfs of testbb (built first when missing) gives the
+  # gateway host its /bin/sh without another busybox download (an existing
+  # testbb is used as it is, even with --force).
+  image_exists "$TESTBB_IMAGE" || build_testbb
+  mkdir -p "$root"
+  cid=$("$DOCKER" create "$TESTBB_IMAGE" </dev/null) || die "daemon: docker create $TESTBB_IMAGE failed"
+  "$DOCKER" export "$cid" </dev/null | tar -C "$root" -xf - || { "$DOCKER" rm "$cid" >/dev/null 2>&1; die "daemon: docker export failed"; }
+  "$DOCKER" rm "$cid" >/dev/null 2>&1 </dev/null || true
+  mkdir -p "$root"/{usr/local/bin,usr/local/lib/sandboxctl,etc/sandboxctl,var/lib/sandboxctl}
+  chmod 0700 "$root/var/lib/sandboxctl"
+  say "daemon: go build (static, -trimpath, stripped, as make build)"
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$root/usr/local/bin/" ./cmd/sandboxctl ./cmd/sandboxctld \
+    && CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$root/usr/local/lib/sandboxctl/" ./cmd/sandboxctl-supervisor) \
+    >"$workdir/go-build.log" 2>&1 || { tail -n 30 "$workdir/go-build.log" >&2; die "daemon: go build failed"; }
+  import_rootfs "$root" "$DAEMON_IMAGE" daemon '["/usr/local/bin/sandboxctl","serve"]'
+  rm -rf "$root"
+  say "daemon: built $DAEMON_IMAGE in $(fmt_secs $((SECONDS - start)))"
 }
 
 # ---------------------------------------------------------------- sandbox
@@ -301,6 +331,7 @@ build_one() {
   case "$kind" in
     sandbox) image=$SANDBOX_IMAGE ;;
     testbb) image=$TESTBB_IMAGE ;;
+    daemon) image=$DAEMON_IMAGE ;;
   esac
   if [ "$force" = 0 ] && image_exists "$image"; then
     say "$kind: $image already exists, skipping (force a rebuild with --force or 'make images FORCE=1')"

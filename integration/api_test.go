@@ -47,10 +47,16 @@ func startDaemonEnv(t *testing.T, state, config string, env []string) *daemonUnd
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--state", state, "--config", cfgPath, "serve")
-	cmd.Stderr = os.Stderr
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
+	return startDaemonArgs(t, state, cmd)
+}
+
+// startDaemonArgs starts cmd, a daemon on state, and waits until it answers.
+func startDaemonArgs(t *testing.T, state string, cmd *exec.Cmd) *daemonUnderTest {
+	t.Helper()
+	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -70,6 +71,13 @@ type AgentOptions struct {
 	// Workdir is the default working directory of runs; default the agent's
 	// own working directory.
 	Workdir string
+	// Supervisor, when set, runs every command in the node's host
+	// supervisor (package hostsup, serving SupervisorDir(StateDir)): the
+	// commands outlive a crash of the agent, and the next agent on the
+	// state directory re-adopts them with their output and exit status,
+	// which the supervisor keeps on disk. Without it, commands are children
+	// of the agent, and the next agent ends what a dead one left running.
+	Supervisor *hostsup.Supervisor
 	// Shell, Environ and KillGrace configure the hostexec.Runner (see
 	// hostexec.Options).
 	Shell     string
@@ -112,6 +120,7 @@ type agent struct {
 	url      *url.URL
 	client   *http.Client
 	runner   *hostexec.Runner
+	sup      *hostsup.Supervisor // nil: commands are the agent's children
 	ledger   *runLedger
 	guard    Guard
 	nodeID   string
@@ -232,11 +241,17 @@ func newAgent(ctx context.Context, opts AgentOptions) (*agent, error) {
 			return nil, fmt.Errorf("nodeexec: node agent: working directory: %w", err)
 		}
 	}
-	return &agent{
-		opts: opts, url: u, client: client, runner: runner, ledger: ledger, guard: g,
+	a := &agent{
+		opts: opts, url: u, client: client, runner: runner, sup: opts.Supervisor, ledger: ledger, guard: g,
 		nodeID: id, name: name, platform: runtime.GOOS + "/" + runtime.GOARCH, workdir: wd, logf: logf,
 		ctx: ctx, runs: map[string]*nodeRun{}, idem: map[string]*idemEntry{},
-	}, nil
+	}
+	if a.sup != nil {
+		// What a previous agent started runs on in the supervisor: it is
+		// held until a gateway says whether it keeps it.
+		a.loadHeld(ctx)
+	}
+	return a, nil
 }
 
 // loadNodeID reads StateDir/node-id, creating it on first use.
@@ -273,6 +288,13 @@ func permanent(err error) bool {
 
 func (a *agent) run(ctx context.Context) error {
 	defer a.shutdown()
+	a.mu.Lock()
+	if len(a.runs) > 0 {
+		// Held runs of a previous agent are ended if no gateway takes
+		// them within the grace.
+		a.grace = time.AfterFunc(a.opts.LinkGrace, a.graceExpired)
+	}
+	a.mu.Unlock()
 	backoff := a.opts.MinBackoff
 	for {
 		up, err := a.session(ctx)
@@ -343,7 +365,7 @@ func (a *agent) session(ctx context.Context) (up bool, err error) {
 		return false, fmt.Errorf("gateway refused the node: %s", wf.Reason)
 	}
 	a.logf("nodeexec: node %s (%s) connected to %s", a.name, a.nodeID, a.url.Redacted())
-	a.attach(l)
+	a.attach(l, wf.Resume)
 	if a.opts.OnConnect != nil {
 		a.opts.OnConnect(a.nodeID, a.name)
 	}
@@ -371,14 +393,15 @@ func (a *agent) hello(ctx context.Context) *Hello {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.runs {
-		h.Running = append(h.Running, RunState{RunID: r.id, PID: r.proc.PID(), Running: !r.procExited(), Command: truncate(r.command, 200)})
+		h.Running = append(h.Running, r.report())
 	}
 	return h
 }
 
-// attach makes l the current link and hands it to every run, which first
-// delivers what it buffered while the link was down.
-func (a *agent) attach(l *agentLink) {
+// attach makes l the current link and hands it the runs the gateway keeps
+// (resume), each going on from where the gateway's output of it ends; the
+// node ends the runs the gateway does not keep.
+func (a *agent) attach(l *agentLink, resume []Resume) {
 	a.mu.Lock()
 	a.link = l
 	if a.grace != nil {
@@ -387,7 +410,26 @@ func (a *agent) attach(l *agentLink) {
 	}
 	runs := a.runList()
 	a.mu.Unlock()
+	keep := make(map[string]Resume, len(resume))
+	for _, rs := range resume {
+		keep[rs.RunID] = rs
+	}
 	for _, r := range runs {
+		rs, ok := keep[r.id]
+		if !ok {
+			a.logf("nodeexec: the gateway does not keep run %s; ending it", r.id)
+			a.goAsync(func() { a.end(r) })
+			continue
+		}
+		if a.sup != nil {
+			a.resume(l, r, rs)
+			continue
+		}
+		if rs.Adopt {
+			// Nothing of the output is kept here beyond the backlog,
+			// which follows.
+			_ = l.send(&frame{Type: frameKept, RunID: r.id, Kept: &keptInfo{}})
+		}
 		r.attachLink(l)
 	}
 }
@@ -435,27 +477,111 @@ func (a *agent) graceExpired() {
 		return
 	}
 	a.logf("nodeexec: link to the gateway not restored within %s; killing %d run(s)", a.opts.LinkGrace, len(runs))
-	a.killAll(runs)
-	for _, r := range runs {
-		a.forget(r)
+	if a.sup == nil {
+		a.endAll(runs)
+		return
 	}
-}
-
-func (a *agent) killAll(runs []*nodeRun) {
+	// Supervised, each run's end waits for the next link with its output:
+	// a restarted gateway adopts it as ended with this reason, the gateway
+	// that failed it has it ended for good.
+	reason := fmt.Sprintf("the node ended it: its link to the gateway was not back within %s", a.opts.LinkGrace)
 	var wg sync.WaitGroup
 	for _, r := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := r.proc.Kill(ctx); err != nil {
-				a.logf("nodeexec: kill run %s: %v", r.id, err)
-			}
-			_, _, _ = r.proc.Wait(ctx)
+			a.killKept(r, reason)
 		}()
 	}
 	wg.Wait()
+}
+
+// killKept kills a supervised run's tree and keeps the run, its exit
+// carrying reason, for the next gateway link.
+func (a *agent) killKept(r *nodeRun, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	r.lostReason = reason
+	held := r.held
+	r.mu.Unlock()
+	if held != nil {
+		p, err := a.sup.Attach(ctx, *held, held.Stdout, held.Stderr)
+		if err != nil {
+			a.logf("nodeexec: run %s: attach to end it: %v", r.id, err)
+			a.end(r)
+			return
+		}
+		r.mu.Lock()
+		r.proc, r.held, r.pos = p, nil, [2]int64{held.Stdout, held.Stderr}
+		r.mu.Unlock()
+		r.begin()
+	}
+	if p := r.current(); p != nil {
+		if err := p.Kill(ctx); err != nil {
+			a.logf("nodeexec: kill run %s: %v", r.id, err)
+		}
+	}
+}
+
+// endAll ends runs (end) in parallel.
+func (a *agent) endAll(runs []*nodeRun) {
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.end(r)
+		}()
+	}
+	wg.Wait()
+}
+
+// end kills a run's whole tree, waits for its end and forgets it: nothing
+// of it is sent any more, and the host supervisor drops it.
+func (a *agent) end(r *nodeRun) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.abandon()
+	p := r.current()
+	if p == nil && a.sup != nil {
+		r.mu.Lock()
+		held := r.held
+		r.mu.Unlock()
+		if held != nil {
+			var err error
+			if p, err = a.sup.Attach(ctx, *held, held.Stdout, held.Stderr); err != nil {
+				a.logf("nodeexec: run %s: attach to end it: %v", r.id, err)
+			}
+		}
+	}
+	if p != nil {
+		if err := p.Kill(ctx); err != nil {
+			a.logf("nodeexec: kill run %s: %v", r.id, err)
+		}
+		_, _, _ = p.Wait(ctx)
+	}
+	a.delivered(r)
+}
+
+// delivered forgets a run whose end the gateway has (or that was ended):
+// the host supervisor drops its output and exit status.
+func (a *agent) delivered(r *nodeRun) {
+	r.mu.Lock()
+	again := r.forgotten
+	r.forgotten = true
+	r.mu.Unlock()
+	if again {
+		return
+	}
+	if a.sup != nil && r.tag != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.sup.Forget(ctx, r.tag); err != nil {
+			a.logf("nodeexec: run %s: forget: %v", r.id, err)
+		}
+		cancel()
+	}
+	a.forget(r)
 }
 
 // shutdown kills everything the agent started and waits for its goroutines.
@@ -471,8 +597,16 @@ func (a *agent) shutdown() {
 	if len(runs) > 0 {
 		a.logf("nodeexec: node agent stopping; killing %d run(s)", len(runs))
 	}
-	a.killAll(runs)
+	a.endAll(runs)
 	a.wg.Wait()
+	if a.sup != nil {
+		// Its sessions ended: an idle supervisor stops with the agent.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.sup.Stop(ctx); err != nil {
+			a.logf("nodeexec: %v", err)
+		}
+	}
 }
 
 // forget drops a run; its idempotency key keeps the exit for replays.
@@ -511,9 +645,9 @@ func (a *agent) handle(l *agentLink, f *frame) {
 			}
 		}
 	case frameResize:
-		if r := a.lookupRun(f.RunID); r != nil {
+		if r := a.lookupRun(f.RunID); r != nil && r.current() != nil {
 			ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
-			if err := r.proc.Resize(ctx, f.Cols, f.Rows); err != nil {
+			if err := r.current().Resize(ctx, f.Cols, f.Rows); err != nil {
 				a.logf("nodeexec: run %s: resize: %v", f.RunID, err)
 			}
 			cancel()
@@ -521,9 +655,14 @@ func (a *agent) handle(l *agentLink, f *frame) {
 	case frameKill:
 		if r := a.lookupRun(f.RunID); r != nil {
 			a.goAsync(func() {
+				p := r.current()
+				if p == nil {
+					a.end(r) // held or lost: nothing follows it yet
+					return
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				if err := r.proc.Kill(ctx); err != nil {
+				if err := p.Kill(ctx); err != nil {
 					a.logf("nodeexec: run %s: kill: %v", f.RunID, err)
 				}
 			})
@@ -689,7 +828,8 @@ func (a *agent) startRun(l *agentLink, p *RunParams, e *idemEntry) {
 	stopping := a.stopping
 	a.mu.Unlock()
 	if r != nil && stopping {
-		a.killAll([]*nodeRun{r})
+		a.end(r)
+		return
 	}
 	if r == nil {
 		if cur := a.currentLink(); cur != nil {
@@ -747,33 +887,55 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 		command = line
 	}
 	command, _ = peelShell(command, a.runner.Shell())
-	tag := hostexec.NewTag()
-	if err := a.ledger.add(tag); err != nil {
-		return &frame{Type: frameError, RunID: p.RunID, Reason: err.Error()}, nil
-	}
-	proc, err := a.runner.Start(ctx, hostapi.StartSpec{
+	spec := hostapi.StartSpec{
 		Command: command, Env: p.Env, Dir: cwd, PTY: p.TTY, Cols: p.Cols, Rows: p.Rows,
-		KeepStdin: p.KeepStdin, Tag: tag,
-	})
+		KeepStdin: p.KeepStdin, Tag: hostexec.NewTag(),
+	}
+	st := RunState{
+		RunID: p.RunID, Command: truncate(line, 200), Owner: p.Owner, SessionID: p.SessionID,
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Cwd: cwd, PTY: p.TTY, Stdin: p.KeepStdin || p.TTY,
+		StartedAtMs: time.Now().UnixMilli(),
+	}
+	var deadline time.Time
+	if p.TimeoutMs > 0 {
+		deadline = time.Now().Add(time.Duration(p.TimeoutMs) * time.Millisecond)
+	}
+	var proc runProc
+
+	pty := p.TTY
+	if a.sup != nil {
+		proc, err = a.openSupervised(ctx, spec, p.IdempotencyKey, st, deadline)
+	} else {
+		var hp *hostexec.Process
+		if hp, err = a.startChild(ctx, spec); err == nil {
+			proc, pty = hp, hp.IsPTY()
+			warnings = append(warnings, hp.Warnings()...)
+		}
+	}
 	if err != nil {
-		a.ledger.done(tag)
 		return &frame{Type: frameError, RunID: p.RunID, Reason: err.Error()}, nil
 	}
-	warnings = append(warnings, proc.Warnings()...)
-	r := &nodeRun{
-		a: a, id: p.RunID, key: p.IdempotencyKey, command: line, proc: proc,
-		stdin: make(chan stdinOp, stdinQueue),
+	r := newNodeRun(a, p.RunID, p.IdempotencyKey, spec.Tag, st)
+	r.proc = proc
+	if !deadline.IsZero() {
+		r.armTimeout(deadline, p.TimeoutMs)
 	}
-	if p.TimeoutMs > 0 {
-		r.timer = time.AfterFunc(time.Duration(p.TimeoutMs)*time.Millisecond, func() {
-			a.logf("nodeexec: run %s: timeoutMs %d expired; killing it", r.id, p.TimeoutMs)
-			kctx, kcancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer kcancel()
-			_ = proc.Kill(kctx)
-		})
+	started := &startedInfo{PID: proc.PID(), PTY: pty, Cwd: cwd, Warnings: warnings}
+	return &frame{Type: frameStarted, RunID: p.RunID, Started: started}, r
+}
+
+// startChild starts spec as a child of the agent, recorded in the run
+// ledger until it ended.
+func (a *agent) startChild(ctx context.Context, spec hostapi.StartSpec) (*hostexec.Process, error) {
+	if err := a.ledger.add(spec.Tag); err != nil {
+		return nil, err
 	}
-	st := &startedInfo{PID: proc.PID(), PTY: proc.IsPTY(), Cwd: cwd, Warnings: warnings}
-	return &frame{Type: frameStarted, RunID: p.RunID, Started: st}, r
+	proc, err := a.runner.Start(ctx, spec)
+	if err != nil {
+		a.ledger.done(spec.Tag)
+		return nil, err
+	}
+	return proc, nil
 }
 
 // resolveCwd maps the requested directory to one on this node; anything that

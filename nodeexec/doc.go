@@ -73,15 +73,18 @@
 //	node → gateway  hello {protocol, nodeId, name, platform, version, capabilities
 //	                       [system.run, system.which, system.execApprovals],
 //	                       approvals {security, ask, askFallback, pending, allowlist},
-//	                       workdir, running [{runId, pid, running, command}]}
-//	gateway → node  welcome {reason?}           (a reason means refused)
+//	                       workdir, running [{runId, pid, running, command, owner,
+//	                       sessionId, agentId, sessionKey, cwd, pty, stdin, startedAtMs}]}
+//	gateway → node  welcome {reason?, resume [{runId, stdout, stderr, adopt}]}
+//	                       (a reason means refused; runs not in resume are ended)
 //	gateway → node  run {runId, run: system.run {argv, rawCommand, cwd, env, timeoutMs,
 //	                       agentId, sessionKey, runId, idempotencyKey, security, ask,
-//	                       tty, cols, rows, keepStdin}}
+//	                       tty, cols, rows, keepStdin, owner, sessionId}}
 //	node → gateway  started {runId, started {pid, pty, cwd, warnings, reattached}}
 //	                | denied {runId, reason} | approval-pending {runId, reason, approval}
 //	                | error {runId, reason}
-//	node → gateway  output {runId, stream stdout|stderr, data (base64)}
+//	node → gateway  output {runId, stream stdout|stderr, offset, data (base64)}
+//	node → gateway  kept {runId, data, kept {stdout, stderr, dropped}}   (adopt only)
 //	node → gateway  exit {runId, exit {code, signal, error}}
 //	gateway → node  stdin {runId, data} | stdinClose {runId} | resize {runId, cols, rows}
 //	                | kill {runId}
@@ -101,16 +104,48 @@
 // key when the link drops before the node answered and comes back within
 // the link grace.
 //
-// When a link drops, the node keeps its runs and buffers their output (up to
-// 1 MiB per run; beyond that output is dropped with a marker) and their
-// exit. The gateway keeps the RemoteProcesses. If the node is back within
-// the grace (LinkGrace, default 10 s on both ends), its hello lists what
-// still runs, the gateway re-binds those runs (and kills runs it does not
-// know), and the node delivers what it buffered. Otherwise the gateway fails
+// When a link drops, the node keeps its runs. With a host supervisor
+// (AgentOptions.Supervisor, what `sandboxctl node run` uses) their output and
+// exit wait on disk; without one the agent buffers them (up to 1 MiB per run;
+// beyond that output is dropped with a marker). The gateway keeps the
+// RemoteProcesses. If the node is back within the grace (LinkGrace, default
+// 10 s on both ends), its hello lists what it holds, the welcome's resume
+// list says which runs the gateway keeps and how many bytes of each stream
+// it has, the node ends the others and sends the rest. Every output frame
+// carries its stream offset, and the gateway drops bytes it already has: no
+// byte is shown twice; a supervised run sends again, from the gateway's
+// offsets, what the dying link swallowed (up to 256 KiB per stream).
+// Otherwise the gateway fails
 // each run (Wait returns an error wrapping ErrLinkLost: "the link to node X
 // was lost (...) and not restored within 10s; the node kills what it
 // started") and the node kills every process it started (the whole tree,
 // through hostexec's process group and run tag). A node that comes back
-// without a run the gateway still tracks (it restarted) fails that run at
-// once.
+// without a run the gateway still tracks fails that run at once.
+//
+// # Durable runs: agent and gateway restarts
+//
+// A node agent with a host supervisor (package hostsup, serving
+// SupervisorDir(StateDir)) runs each command as a supervisor session named
+// by its run tag, with what the gateway sent (run id, idempotency key,
+// owner mark, session id, agent, session key, command, cwd, deadline) in the
+// session's meta. A SIGKILLed agent leaves its commands running there; the
+// next agent on the state directory (agent.lock: one at a time) lists them
+// as held runs, reports them in its hello, and attaches each in the
+// supervisor from the offsets the welcome gives, so the gateway's run goes
+// on with nothing lost or repeated. A run that ended meanwhile reports its
+// exit; one whose supervisor died too was ended by hostsup's sweep and
+// reports why it was lost. Held runs that no gateway keeps within the link
+// grace are ended.
+//
+// A restarted gateway (a new Registry with the same RegistryOptions.Key)
+// adopts the runs of its earlier incarnation: every run carries an owner
+// mark, the Registry's epoch and an HMAC-SHA256 under Key of (epoch, node
+// id, run id, session id, agent id, session key). A reported run whose mark
+// verifies for exactly those fields, of another epoch, is adopted: the
+// welcome says adopt, the node sends the output its supervisor kept (a kept
+// frame, at most 512 KiB; older bytes count as dropped) and then what
+// follows, and Registry.Adoptions hands the run to the sessions (the node
+// host's sessions.LateRecoverer), under its session id and scope. Anything
+// else a node reports is ended: a node holding the node token cannot plant
+// a session in another agent's scope.
 package nodeexec

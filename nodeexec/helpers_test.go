@@ -24,6 +24,9 @@ type testGateway struct {
 	srv         *httptest.Server
 	url         string // wss://127.0.0.1:port/v1/nodes/connect
 	fingerprint string
+	// adopted is the Registry's Adoptions, read from its start when the
+	// options name a gateway ID.
+	adopted <-chan *AdoptedRun
 }
 
 func newTestGateway(t testing.TB, opts RegistryOptions) *testGateway {
@@ -44,6 +47,10 @@ func newTestGatewayOn(t testing.TB, opts RegistryOptions, addr string) *testGate
 	if err != nil {
 		t.Fatal(err)
 	}
+	var adopted <-chan *AdoptedRun
+	if opts.Key != "" {
+		adopted = reg.Adoptions()
+	}
 	mux := http.NewServeMux()
 	mux.Handle(ConnectPath, reg.Handler())
 	srv := httptest.NewUnstartedServer(mux)
@@ -63,7 +70,7 @@ func newTestGatewayOn(t testing.TB, opts RegistryOptions, addr string) *testGate
 		srv.Close()
 	})
 	return &testGateway{
-		reg: reg, srv: srv,
+		reg: reg, srv: srv, adopted: adopted,
 		url:         "wss://" + strings.TrimPrefix(srv.URL, "https://") + ConnectPath,
 		fingerprint: Fingerprint(srv.Certificate().Raw),
 	}

@@ -74,6 +74,7 @@ const (
 	frameApprovalsSolve = "approvals.resolve"
 	frameWhich          = "system.which"
 	frameReply          = "reply"
+	frameKept           = "kept"
 )
 
 // Output stream names.
@@ -97,7 +98,18 @@ type frame struct {
 	Approval *Approval `json:"approval,omitempty"` // approval-pending
 
 	Stream string `json:"stream,omitempty"` // output
-	Data   []byte `json:"data,omitempty"`   // output, stdin (base64 in JSON)
+	Data   []byte `json:"data,omitempty"`   // output, stdin, kept (base64 in JSON)
+	// Offset is the stream position of Data's first byte (output): the
+	// gateway drops what it already has and so never shows a byte twice.
+	Offset int64 `json:"offset,omitempty"`
+
+	// Resume (welcome) says which of the runs the node listed in its
+	// hello the gateway keeps, and from where each one's output goes on;
+	// the node ends the others.
+	Resume []Resume `json:"resume,omitempty"`
+	// Kept (kept) are the per-stream positions the kept output in Data
+	// ends at, for a run the gateway adopts.
+	Kept *keptInfo `json:"kept,omitempty"`
 
 	Cols int `json:"cols,omitempty"` // resize
 	Rows int `json:"rows,omitempty"`
@@ -137,12 +149,43 @@ type ApprovalSummary struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RunState is one run a node reports in its hello.
+// RunState is one run a node reports in its hello. Besides its state it
+// carries what the gateway sent when it started the run, so that a
+// restarted gateway can adopt it (Owner names the gateway incarnation that
+// started it).
 type RunState struct {
 	RunID   string `json:"runId"`
 	PID     int    `json:"pid"`
 	Running bool   `json:"running"`
 	Command string `json:"command,omitempty"`
+
+	Owner       string `json:"owner,omitempty"`
+	SessionID   string `json:"sessionId,omitempty"`
+	AgentID     string `json:"agentId,omitempty"`
+	SessionKey  string `json:"sessionKey,omitempty"`
+	Cwd         string `json:"cwd,omitempty"`
+	PTY         bool   `json:"pty,omitempty"`
+	Stdin       bool   `json:"stdin,omitempty"`
+	StartedAtMs int64  `json:"startedAtMs,omitempty"`
+}
+
+// Resume is the gateway's answer for one run a node holds: its output
+// goes on after Stdout and Stderr bytes (what the gateway already has).
+// With Adopt the gateway has none of it (it restarted): the node first
+// sends the run's kept output (a kept frame), then what follows it.
+type Resume struct {
+	RunID  string `json:"runId"`
+	Stdout int64  `json:"stdout"`
+	Stderr int64  `json:"stderr"`
+	Adopt  bool   `json:"adopt,omitempty"`
+}
+
+// keptInfo ends a kept frame: the per-stream positions its data ends at
+// and how many older bytes the node no longer has.
+type keptInfo struct {
+	Stdout  int64 `json:"stdout"`
+	Stderr  int64 `json:"stderr"`
+	Dropped int64 `json:"dropped,omitempty"`
 }
 
 // RunParams is system.run: what the gateway asks a node to run.
@@ -170,6 +213,11 @@ type RunParams struct {
 	Cols      int  `json:"cols,omitempty"`
 	Rows      int  `json:"rows,omitempty"`
 	KeepStdin bool `json:"keepStdin,omitempty"`
+	// Owner names the gateway incarnation that starts the run (gateway id
+	// and epoch) and SessionID its session there: the node keeps both with
+	// the run so that a restarted gateway can adopt it.
+	Owner     string `json:"owner,omitempty"`
+	SessionID string `json:"sessionId,omitempty"`
 	// Approved and ApprovalDecision are accepted on the wire only so that
 	// they can be seen and ignored: a node decides approval itself, from
 	// its own approvals.json, and never trusts a peer's claim (OpenClaw
@@ -286,7 +334,7 @@ func (p *RunParams) validate() error {
 			return err
 		}
 	}
-	for _, f := range []struct{ kind, v string }{{"agentId", p.AgentID}, {"sessionKey", p.SessionKey}} {
+	for _, f := range []struct{ kind, v string }{{"agentId", p.AgentID}, {"sessionKey", p.SessionKey}, {"owner", p.Owner}, {"sessionId", p.SessionID}} {
 		if err := validText(f.kind, f.v, 512); err != nil {
 			return err
 		}
@@ -340,9 +388,24 @@ func (h *Hello) validate() error {
 	if len(h.Running) > maxHelloRuns {
 		return fmt.Errorf("hello lists %d runs, more than %d", len(h.Running), maxHelloRuns)
 	}
+	seen := make(map[string]bool, len(h.Running))
 	for _, r := range h.Running {
 		if err := validID("runId", r.RunID); err != nil {
 			return err
+		}
+		if seen[r.RunID] {
+			return fmt.Errorf("hello lists run %s twice", r.RunID)
+		}
+		seen[r.RunID] = true
+		for kind, v := range map[string]string{"owner": r.Owner, "sessionId": r.SessionID, "agentId": r.AgentID, "sessionKey": r.SessionKey} {
+			if err := validText(kind, v, 512); err != nil {
+				return err
+			}
+		}
+		for kind, v := range map[string]string{"command": r.Command, "cwd": r.Cwd} {
+			if err := validText(kind, v, maxPathLen); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

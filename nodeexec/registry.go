@@ -2,7 +2,9 @@ package nodeexec
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -50,21 +52,46 @@ type RegistryOptions struct {
 	// peers (only for a daemon behind a TLS-terminating proxy). Default:
 	// plain connections are accepted from loopback peers only.
 	AllowPlainRemote bool
+	// Key is a secret that stays the same across the gateway's restarts
+	// (the daemon keeps it in its state directory). Every run carries an
+	// owner mark: the Registry's epoch and a MAC under Key of the run's
+	// identity and session scope (run, node, session, agent, session key).
+	// A Registry with the same Key adopts the runs of earlier epochs when
+	// their node reconnects (see Adoptions), under the scope it gave them:
+	// a node cannot forge a run into a session. Runs no session owns, and
+	// runs of other gateways, are ended. Default: a random key (nothing is
+	// adopted across Registries).
+	Key string
 	// Logf receives diagnostics (default: discard).
 	Logf func(format string, args ...any)
+}
+
+// AdoptedRun is a run that an earlier incarnation of this gateway started
+// on a node, taken over when the node reconnected: the node's report of
+// it, the output the node kept (streams interleaved; Covered is the byte
+// count of both streams it ends at, Dropped how many older bytes the node
+// no longer has) and the process, which streams what follows Output.
+type AdoptedRun struct {
+	Process *RemoteProcess
+	State   RunState
+	Output  []byte
+	Covered int64
+	Dropped int64
 }
 
 // Registry is the gateway side of node hosts: the nodes connected through
 // Handler, and Start to run commands on them. It is safe for concurrent use.
 type Registry struct {
 	opts   RegistryOptions
+	epoch  string // this incarnation, the first part of every owner mark
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	nodes  map[string]*nodeEntry     // by node id
-	runs   map[string]*RemoteProcess // by run id
+	mu      sync.Mutex
+	adopted chan *AdoptedRun // nil until Adoptions: nothing is adopted then
+	closed  bool
+	nodes   map[string]*nodeEntry     // by node id
+	runs    map[string]*RemoteProcess // by run id
 }
 
 // nodeEntry is a node that connected at least once since the Registry
@@ -119,12 +146,51 @@ func NewRegistry(opts RegistryOptions) (*Registry, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	if opts.Key == "" {
+		opts.Key = NewID()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{opts: opts, ctx: ctx, cancel: cancel,
+	return &Registry{opts: opts, epoch: NewID()[:16], ctx: ctx, cancel: cancel,
 		nodes: map[string]*nodeEntry{}, runs: map[string]*RemoteProcess{}}, nil
 }
 
 func (r *Registry) logf(format string, args ...any) { r.opts.Logf(format, args...) }
+
+// Adoptions delivers the runs this Registry adopts: runs an earlier
+// incarnation of the gateway (same ID) started, as their nodes reconnect.
+// Until the first call nothing is adopted (such runs are ended). The
+// channel is never closed; read it until the Registry is closed.
+func (r *Registry) Adoptions() <-chan *AdoptedRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adopted == nil {
+		r.adopted = make(chan *AdoptedRun, 64)
+	}
+	return r.adopted
+}
+
+// ownerMark is the owner of a run this incarnation (epoch) starts on node
+// for a session: "EPOCH:MAC".
+func (r *Registry) ownerMark(epoch, node string, p RunParams) string {
+	m := hmac.New(sha256.New, []byte(r.opts.Key))
+	for _, f := range []string{epoch, node, p.RunID, p.SessionID, p.AgentID, p.SessionKey} {
+		m.Write([]byte(f))
+		m.Write([]byte{0})
+	}
+	return epoch + ":" + hex.EncodeToString(m.Sum(nil))
+}
+
+// earlierRun reports whether rs, as node reports it, is a run an earlier
+// incarnation of this gateway started: its owner mark is valid for exactly
+// this run, node and session scope, and not of this incarnation.
+func (r *Registry) earlierRun(node string, rs RunState) bool {
+	epoch, _, ok := strings.Cut(rs.Owner, ":")
+	if !ok || epoch == r.epoch {
+		return false
+	}
+	want := r.ownerMark(epoch, node, RunParams{RunID: rs.RunID, SessionID: rs.SessionID, AgentID: rs.AgentID, SessionKey: rs.SessionKey})
+	return hmac.Equal([]byte(want), []byte(rs.Owner))
+}
 
 // Close drops every link and fails every run still tracked. Nodes kill their
 // runs when their grace ends.
@@ -289,6 +355,7 @@ func (r *Registry) Start(ctx context.Context, node string, spec hostapi.StartSpe
 		Cwd: spec.Dir, Env: spec.Env, AgentID: spec.AgentID, SessionKey: spec.SessionKey,
 		RunID: NewID(), IdempotencyKey: NewID(), Security: spec.Security, Ask: spec.Ask,
 		TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
+		SessionID: spec.SessionID,
 	}
 	if spec.Timeout > 0 {
 		params.TimeoutMs = max(1, spec.Timeout.Milliseconds())
@@ -298,6 +365,7 @@ func (r *Registry) Start(ctx context.Context, node string, spec hostapi.StartSpe
 
 // startParams sends a prepared system.run and waits for the node's answer.
 func (r *Registry) startParams(ctx context.Context, e *nodeEntry, params RunParams) (*RemoteProcess, error) {
+	params.Owner = r.ownerMark(r.epoch, e.hello.NodeID, params)
 	if err := params.validate(); err != nil {
 		return nil, fmt.Errorf("nodeexec: start: invalid request: %w", err)
 	}

@@ -69,20 +69,16 @@ func (r *Registry) serveConn(conn *websocket.Conn, remote string) {
 		return
 	}
 	l := &gwLink{wsLink: wsLink{conn: conn, ctx: ctx, cancel: cancel}, reg: r, rpcs: map[string]chan *frame{}}
-	kills, err := r.attach(l, *hf.Hello, remote)
+	resume, err := r.attach(l, *hf.Hello, remote)
 	if err != nil {
 		_ = l.send(&frame{Type: frameWelcome, Reason: err.Error()})
 		_ = conn.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
 		return
 	}
 	r.logf("nodeexec: node %s (%s) connected from %s", hf.Hello.Name, hf.Hello.NodeID, remote)
-	if err := l.send(&frame{Type: frameWelcome}); err != nil {
+	if err := l.send(&frame{Type: frameWelcome, Resume: resume}); err != nil {
 		r.detach(l, err)
 		return
-	}
-	for _, id := range kills {
-		r.logf("nodeexec: node %s reports run %s that no session owns; killing it", hf.Hello.Name, id)
-		_ = l.send(&frame{Type: frameKill, RunID: id})
 	}
 	go l.pinger(r.opts.PingInterval)
 	var cause error
@@ -141,9 +137,11 @@ func truncate(s string, n int) string {
 }
 
 // attach makes l the node's link, re-binds the runs the node still holds,
-// fails the runs it no longer has, and returns the runs it holds that no
-// one owns (to kill).
-func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]string, error) {
+// adopts those an earlier incarnation of this gateway started (when
+// Adoptions is read), fails the runs it no longer has, and returns where
+// each run it keeps resumes (the node ends the runs not listed: no session
+// owns them).
+func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]Resume, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -161,13 +159,21 @@ func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]string, error) {
 	close(e.changed)
 	e.changed = make(chan struct{})
 	held := map[string]bool{}
-	var kills []string
+	var resume []Resume
 	for _, rs := range h.Running {
 		held[rs.RunID] = true
-		if rp := r.runs[rs.RunID]; rp != nil && rp.nodeID == h.NodeID && rp.relink(l) {
-			continue
+		rp := r.runs[rs.RunID]
+		switch {
+		case rp != nil && rp.nodeID == h.NodeID && rp.relink(l):
+			so, se := rp.received()
+			resume = append(resume, Resume{RunID: rs.RunID, Stdout: so, Stderr: se})
+		case rp == nil && r.adopted != nil && r.earlierRun(h.NodeID, rs):
+			r.runs[rs.RunID] = newAdoptedProcess(r, e, rs, l)
+			resume = append(resume, Resume{RunID: rs.RunID, Adopt: true})
+			r.logf("nodeexec: node %s holds run %s of session %s, started by an earlier incarnation of this gateway; adopting it", h.Name, rs.RunID, rs.SessionID)
+		default:
+			r.logf("nodeexec: node %s reports run %s that no session owns; the node ends it", h.Name, rs.RunID)
 		}
-		kills = append(kills, rs.RunID)
 	}
 	var lost []*RemoteProcess
 	for _, rp := range r.runs {
@@ -189,7 +195,7 @@ func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]string, error) {
 		rp.finish(-1, "", &LinkLostError{Node: h.Name, RunID: rp.runID,
 			Detail: "the node came back without this run (it restarted, or killed it when its grace ended)"})
 	}
-	return kills, nil
+	return resume, nil
 }
 
 // detach marks the node offline (if l is still its link) and starts the
@@ -248,10 +254,15 @@ func (r *Registry) dispatch(l *gwLink, f *frame) {
 	}
 	switch f.Type {
 	case frameOutput:
-		if f.Stream == streamStderr && rp.stderr != nil {
-			rp.stderr.append(f.Data)
-		} else {
-			rp.stdout.append(f.Data)
+		rp.output(f)
+	case frameKept:
+		if a := rp.adopt(f); a != nil {
+			go func() {
+				select {
+				case r.adopted <- a:
+				case <-r.ctx.Done():
+				}
+			}()
 		}
 	case frameExit:
 		x := exitInfo{Code: -1, Error: "the node sent an empty exit"}

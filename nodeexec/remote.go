@@ -188,6 +188,8 @@ type RemoteProcess struct {
 	cwd       string
 	warnings  []string
 	stdinOpen bool
+	recv      [2]int64  // output bytes received per stream (stdout, stderr)
+	adopting  *RunState // an adopted run until its kept output arrived
 	finished  bool
 	exitCode  int
 	signal    string
@@ -206,6 +208,72 @@ func newRemoteProcess(reg *Registry, node *nodeEntry, p RunParams) *RemoteProces
 	}
 	return rp
 }
+
+// newAdoptedProcess is a run that an earlier incarnation of the gateway
+// started, as node e reports it on link l; its output comes after the kept
+// output (adopt).
+func newAdoptedProcess(reg *Registry, node *nodeEntry, rs RunState, l *gwLink) *RemoteProcess {
+	p := newRemoteProcess(reg, node, RunParams{
+		RunID: rs.RunID, RawCommand: rs.Command, Cwd: rs.Cwd, AgentID: rs.AgentID, SessionKey: rs.SessionKey,
+		TTY: rs.PTY, KeepStdin: rs.Stdin, Owner: rs.Owner, SessionID: rs.SessionID,
+	})
+	st := rs
+	p.started, p.pid, p.pty, p.cwd, p.link, p.adopting = true, rs.PID, rs.PTY, rs.Cwd, l, &st
+	p.stdinOpen = rs.Stdin && rs.Running
+	return p
+}
+
+// adopt takes the kept output of an adopted run (a kept frame): what
+// follows it streams as usual. It returns the run to hand to the sessions,
+// nil if the run is not being adopted.
+func (p *RemoteProcess) adopt(f *frame) *AdoptedRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.adopting == nil || f.Kept == nil {
+		return nil
+	}
+	a := &AdoptedRun{Process: p, State: *p.adopting, Output: f.Data,
+		Covered: f.Kept.Stdout + f.Kept.Stderr, Dropped: f.Kept.Dropped}
+	p.adopting = nil
+	p.recv = [2]int64{f.Kept.Stdout, f.Kept.Stderr}
+	return a
+}
+
+// output appends an output frame to its stream, without what was already
+// received (the frame's Offset says where its data starts).
+func (p *RemoteProcess) output(f *frame) {
+	i := streamIndex(f.Stream)
+	data := f.Data
+	p.mu.Lock()
+	end := f.Offset + int64(len(data))
+	switch {
+	case end <= p.recv[i]:
+		p.mu.Unlock()
+		return
+	case f.Offset < p.recv[i]:
+		data = data[p.recv[i]-f.Offset:]
+	case f.Offset > p.recv[i]:
+		p.reg.logf("nodeexec: run %s on %s: %d bytes of %s never arrived", p.runID, p.nodeName, f.Offset-p.recv[i], f.Stream)
+	}
+	p.recv[i] = end
+	p.mu.Unlock()
+	if i == 1 && p.stderr != nil {
+		p.stderr.append(data)
+	} else {
+		p.stdout.append(data)
+	}
+}
+
+// received is how many output bytes arrived per stream: where the node
+// resumes the output after a reconnect.
+func (p *RemoteProcess) received() (stdout, stderr int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.recv[0], p.recv[1]
+}
+
+// SessionID is the gateway session the run belongs to.
+func (p *RemoteProcess) SessionID() string { return p.params.SessionID }
 
 // RunID is the run's id on the link (also the node's key for it).
 func (p *RemoteProcess) RunID() string { return p.runID }

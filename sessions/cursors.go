@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // cursorStore keeps, per session of a host whose sessions outlive the
@@ -57,8 +59,9 @@ func (c *cursorStore) set(id string, pos int64) error {
 	return c.writeLocked()
 }
 
-// retain drops the cursors of sessions not in keep.
-func (c *cursorStore) retain(keep map[string]bool) error {
+// retain drops the cursors of sessions not in keep, except those whose
+// key starts with one of prefixes.
+func (c *cursorStore) retain(keep map[string]bool, prefixes []string) error {
 	if c.path == "" {
 		return nil
 	}
@@ -66,7 +69,7 @@ func (c *cursorStore) retain(keep map[string]bool) error {
 	defer c.mu.Unlock()
 	changed := false
 	for id := range c.m {
-		if !keep[id] {
+		if !keep[id] && !hasAnyPrefix(id, prefixes) {
 			delete(c.m, id)
 			changed = true
 		}
@@ -75,6 +78,15 @@ func (c *cursorStore) retain(keep map[string]bool) error {
 		return nil
 	}
 	return c.writeLocked()
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *cursorStore) writeLocked() error {
@@ -105,10 +117,20 @@ func undelivered(output []byte, covered, delivered int64, known bool) []byte {
 	return output[skip:]
 }
 
+// cursorKey is the key of a session's cursor: its id, prefixed with its
+// host for a host whose sessions come back late (a LateRecoverer): Recover
+// cannot know yet which of those still exist, and keeps their cursors.
+func (m *Manager) cursorKey(host vocab.Host, id string) string {
+	if _, ok := m.hosts[host].(LateRecoverer); ok {
+		return string(host) + "/" + id
+	}
+	return id
+}
+
 // pendingOnRecover is the text a recovered session's next poll shows: the
 // kept output after the position polls had delivered before the restart.
-func (m *Manager) pendingOnRecover(rs RecoveredSession) string {
-	pos, known := m.cursors.get(rs.ID)
+func (m *Manager) pendingOnRecover(host vocab.Host, rs RecoveredSession) string {
+	pos, known := m.cursors.get(m.cursorKey(host, rs.ID))
 	if rs.ID == "" {
 		known = false
 	}
@@ -117,15 +139,22 @@ func (m *Manager) pendingOnRecover(rs RecoveredSession) string {
 	return text + dec.Flush()
 }
 
-// retainCursors forgets the cursors of sessions that no longer exist.
+// retainCursors forgets the cursors of sessions that no longer exist (but
+// those of late hosts, see cursorKey).
 func (m *Manager) retainCursors() {
 	m.mu.Lock()
 	keep := make(map[string]bool, len(m.sessions))
-	for id := range m.sessions {
-		keep[id] = true
+	for id, s := range m.sessions {
+		keep[m.cursorKey(s.host, id)] = true
 	}
 	m.mu.Unlock()
-	if err := m.cursors.retain(keep); err != nil {
+	var late []string
+	for name, h := range m.hosts {
+		if _, ok := h.(LateRecoverer); ok {
+			late = append(late, string(name)+"/")
+		}
+	}
+	if err := m.cursors.retain(keep, late); err != nil {
 		m.logf("sessions: %v", err)
 	}
 }

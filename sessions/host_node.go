@@ -59,6 +59,39 @@ func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	return Started{Process: p, Warnings: p.Warnings()}, nil
 }
 
+// Recover implements Recoverer: nothing comes back at the daemon's start
+// (no node is connected yet); see Later.
+func (h *nodeHost) Recover(context.Context) ([]RecoveredSession, error) { return nil, nil }
+
+// Later implements LateRecoverer: the runs that an earlier incarnation of
+// this daemon started on a node, as the node reconnects, with the output the
+// node kept; each one keeps its session id.
+func (h *nodeHost) Later(ctx context.Context) <-chan RecoveredSession {
+	in := h.reg.Adoptions()
+	out := make(chan RecoveredSession)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case a := <-in:
+				st := a.State
+				rs := RecoveredSession{
+					ID: st.SessionID, Command: st.Command, Cwd: st.Cwd, AgentID: st.AgentID, SessionKey: st.SessionKey,
+					PTY: st.PTY, StdinOpen: st.Stdin && st.Running, PID: st.PID, StartedAt: time.UnixMilli(st.StartedAtMs),
+					Output: a.Output, Dropped: a.Dropped, Covered: a.Covered, Started: Started{Process: a.Process},
+				}
+				select {
+				case out <- rs:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
 // nodeApprovalPoll is how often a node is asked whether a human decided.
 const nodeApprovalPoll = 250 * time.Millisecond
 

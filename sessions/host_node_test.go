@@ -33,11 +33,17 @@ const nodeTestToken = "node-conformance-token"
 
 // nodeGateway is a nodeexec.Registry behind a TLS test server with one node
 // agent connected. external runs the agent as a separate process built from
-// nodeexec/internal/testnode; otherwise it runs in this process.
+// nodeexec/internal/testnode, its commands in a host supervisor; otherwise
+// it runs in this process.
 type nodeGateway struct {
-	reg     *nodeexec.Registry
-	url, fp string    // the node endpoint and the server's certificate fingerprint
-	proxy   *tcpProxy // set when the node connects through a cuttable proxy
+	opts    nodeexec.RegistryOptions
+	url, fp string       // the node endpoint and the server's certificate fingerprint
+	proxy   *tcpProxy    // set when the node connects through a cuttable proxy
+	node    *nodeProcess // the external node agent
+	root    testing.TB   // the test that started it: Registries live as long
+
+	mu  sync.Mutex
+	reg *nodeexec.Registry // the current gateway's (restartGateway replaces it)
 }
 
 func startNodeGateway(t testing.TB, name string, external bool, security string) *nodeGateway {
@@ -47,13 +53,12 @@ func startNodeGateway(t testing.TB, name string, external bool, security string)
 
 func startNodeGatewayOpts(t testing.TB, name string, external bool, security string, viaProxy bool) *nodeGateway {
 	t.Helper()
-	gw := &nodeGateway{}
-	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: nodeTestToken, LinkGrace: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := &nodeGateway{opts: nodeexec.RegistryOptions{Token: nodeTestToken, LinkGrace: 2 * time.Second, Key: "conformance-gateway-key"}, root: t}
+	gw.reg = gw.newRegistry(t)
 	mux := http.NewServeMux()
-	mux.Handle(nodeexec.ConnectPath, reg.Handler())
+	mux.Handle(nodeexec.ConnectPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gw.registry().Handler().ServeHTTP(w, r)
+	}))
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
@@ -62,21 +67,53 @@ func startNodeGatewayOpts(t testing.TB, name string, external bool, security str
 		gw.proxy = newTCPProxy(t, addr)
 		addr = gw.proxy.ln.Addr().String()
 	}
-	url := "wss://" + addr + nodeexec.ConnectPath
-	fp := nodeexec.Fingerprint(srv.Certificate().Raw)
+	gw.url = "wss://" + addr + nodeexec.ConnectPath
+	gw.fp = nodeexec.Fingerprint(srv.Certificate().Raw)
 	t.Cleanup(func() {
-		_ = reg.Close()
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	gw.reg, gw.url, gw.fp = reg, url, fp
 	if external {
-		startNodeProcess(t, url, fp, name, security)
+		gw.node = startNodeProcess(t, gw.url, gw.fp, name, security)
 		gw.waitNode(t, name)
 	} else {
 		gw.addAgent(t, name, security, "off")
 	}
 	return gw
+}
+
+// newRegistry is a gateway's Registry; it adopts the runs of earlier ones
+// (same ID) once Adoptions is read.
+func (gw *nodeGateway) newRegistry(t testing.TB) *nodeexec.Registry {
+	t.Helper()
+	reg, err := nodeexec.NewRegistry(gw.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.root.Cleanup(func() { _ = reg.Close() })
+	return reg
+}
+
+func (gw *nodeGateway) registry() *nodeexec.Registry {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	return gw.reg
+}
+
+// restartGateway stands for the gateway daemon dying and a new one taking
+// its endpoint: the old Registry's links drop (its runs are not ended on the
+// node) and a new Registry with the same ID, already taking adoptions,
+// serves the nodes that reconnect.
+func (gw *nodeGateway) restartGateway(t testing.TB) *nodeexec.Registry {
+	t.Helper()
+	reg := gw.newRegistry(t)
+	reg.Adoptions() // before any node can connect, as in the daemon
+	gw.mu.Lock()
+	old := gw.reg
+	gw.reg = reg
+	gw.mu.Unlock()
+	_ = old.Close()
+	return reg
 }
 
 // addAgent runs a node agent in this process until the test ends and waits
@@ -102,10 +139,17 @@ func (gw *nodeGateway) addAgent(t testing.TB, name, security, ask string) {
 
 func (gw *nodeGateway) waitNode(t testing.TB, name string) {
 	t.Helper()
+	gw.waitNodeSince(t, name, time.Time{})
+}
+
+// waitNodeSince waits until node name is connected on a link that came up
+// after since.
+func (gw *nodeGateway) waitNodeSince(t testing.TB, name string, since time.Time) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		for _, n := range gw.reg.List() {
-			if n.Name == name && n.Connected {
+		for _, n := range gw.registry().List() {
+			if n.Name == name && n.Connected && n.ConnectedAt.After(since) {
 				return
 			}
 		}
@@ -116,51 +160,81 @@ func (gw *nodeGateway) waitNode(t testing.TB, name string) {
 	}
 }
 
+// nodeProcess is the test node agent running as a separate process, its
+// commands in its host supervisor.
+type nodeProcess struct {
+	bin, name string
+	args      []string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	stderr    *strings.Builder
+}
+
 // startNodeProcess builds the test node agent and runs it until the test ends.
-func startNodeProcess(t testing.TB, url, fingerprint, name, security string) {
+func startNodeProcess(t testing.TB, url, fingerprint, name, security string) *nodeProcess {
 	t.Helper()
 	bin, err := testbuild.Package(t.TempDir(), "nodeexec/internal/testnode")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-gateway", url, "-token", nodeTestToken, "-tls-fingerprint", fingerprint,
+	np := &nodeProcess{bin: bin, name: name, args: []string{"-gateway", url, "-token", nodeTestToken, "-tls-fingerprint", fingerprint,
 		"-name", name, "-state", t.TempDir(), "-security", security, "-ask", "off", "-link-grace", "2s",
-		"-min-backoff", "100ms", "-max-backoff", "500ms", "-kill-grace", "500ms")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, bufio.NewReader(out))
-		_ = cmd.Wait()
-		close(exited)
-	}()
+		"-min-backoff", "100ms", "-max-backoff", "500ms", "-kill-grace", "500ms", "-supervise"}}
+	np.start(t)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = np.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case <-np.exited:
 		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
+			_ = np.cmd.Process.Kill()
+			<-np.exited
 			t.Errorf("node agent did not stop on SIGTERM")
 		}
 		if t.Failed() {
-			t.Logf("node agent stderr:\n%s", stderr.String())
+			t.Logf("node agent stderr:\n%s", np.stderr.String())
 		}
 	})
+	return np
 }
 
-func newNodeManager(t *testing.T, reg *nodeexec.Registry, node string) *sessions.Manager {
+func (np *nodeProcess) start(t testing.TB) {
+	t.Helper()
+	np.cmd = exec.Command(np.bin, np.args...)
+	if np.stderr == nil {
+		np.stderr = &strings.Builder{}
+	}
+	np.cmd.Stderr = np.stderr
+	out, err := np.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := np.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	np.exited = make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, bufio.NewReader(out))
+		_ = np.cmd.Wait()
+		close(np.exited)
+	}()
+}
+
+// restart kills the agent with SIGKILL and starts a new one on the same
+// state directory.
+func (np *nodeProcess) restart(t testing.TB) {
+	t.Helper()
+	if err := np.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-np.exited
+	np.start(t)
+}
+
+func newNodeManager(t *testing.T, reg *nodeexec.Registry, node string, cursorFile ...string) *sessions.Manager {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask, cfg.Exec.Node = "node", "full", "off", node
-	return newSingleHostManager(t, cfg, "node", sessions.NewNodeHost(reg, node))
+	return newSingleHostManager(t, cfg, "node", sessions.NewNodeHost(reg, node), cursorFile...)
 }
 
 // TestNodeConformance runs the host conformance suite against the node host:
@@ -172,8 +246,21 @@ func TestNodeConformance(t *testing.T) {
 	gw := startNodeGateway(t, "conformance-node", true, "full")
 	hosttest.Run(t, func(t *testing.T) hosttest.Target {
 		scratch := t.TempDir()
+		cursors := filepath.Join(t.TempDir(), "cursors.json") // the daemon's, kept across its restart
 		return hosttest.Target{
-			Tools:      newNodeManager(t, gw.reg, "conformance-node"),
+			Restart: func(t *testing.T) hosttest.Tools {
+				m := newNodeManager(t, gw.restartGateway(t), "conformance-node", cursors)
+				if _, err := m.Recover(context.Background()); err != nil {
+					t.Fatalf("Recover: %v", err)
+				}
+				return m
+			},
+			RestartNode: func(t *testing.T) {
+				killedAt := time.Now()
+				gw.node.restart(t)
+				gw.waitNodeSince(t, "conformance-node", killedAt)
+			},
+			Tools:      newNodeManager(t, gw.registry(), "conformance-node", cursors),
 			Host:       "node",
 			AgentID:    "agent-conformance",
 			SessionKey: "session-" + strings.ReplaceAll(t.Name(), "/", "-"),
@@ -190,7 +277,7 @@ func TestNodeConformance(t *testing.T) {
 
 func TestNodeHostStartAndRefusal(t *testing.T) {
 	gw := startNodeGateway(t, "refusing-node", false, "deny")
-	h := sessions.NewNodeHost(gw.reg, "refusing-node")
+	h := sessions.NewNodeHost(gw.registry(), "refusing-node")
 	dir, warn, err := h.ResolveWorkdir(context.Background(), "a", "s", "/some/where")
 	if dir != "/some/where" || warn != "" || err != nil {
 		t.Errorf("ResolveWorkdir = %q %q %v", dir, warn, err)
@@ -247,7 +334,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		host sessions.Host
 	}{
 		{"gateway", sessions.NewGatewayHost(runner, b.TempDir())},
-		{"node", sessions.NewNodeHost(gw.reg, "bench-node")},
+		{"node", sessions.NewNodeHost(gw.registry(), "bench-node")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			m := newManager(b, vocab.Host(tc.name), tc.host)
@@ -344,7 +431,7 @@ func TestNodeLinkLostFailsSession(t *testing.T) {
 		t.Skip("builds a node agent and waits out the link grace")
 	}
 	gw := startNodeGatewayOpts(t, "cut-node", true, "full", true)
-	m := newNodeManager(t, gw.reg, "cut-node")
+	m := newNodeManager(t, gw.registry(), "cut-node")
 	dir := t.TempDir()
 	proof, pidFile := filepath.Join(dir, "PROOF"), filepath.Join(dir, "pid")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -418,7 +505,7 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 	gw := startNodeGateway(t, "deny-node", false, "deny")
 	gw.addAgent(t, "strict-node", "allowlist", "off")
 	gw.addAgent(t, "asking-node", "allowlist", "on-miss")
-	m := newNodeManager(t, gw.reg, "deny-node")
+	m := newNodeManager(t, gw.registry(), "deny-node")
 	marker := filepath.Join(t.TempDir(), "MARKER")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -448,7 +535,7 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 	if sid == "" {
 		t.Fatalf("the approval-pending node exec is not a session: %+v", r.Details)
 	}
-	if err := gw.reg.ResolveApproval(ctx, "", id, "allow-once"); err != nil {
+	if err := gw.registry().ResolveApproval(ctx, "", id, "allow-once"); err != nil {
 		t.Fatal(err)
 	}
 	// The approved command starts by itself, as that session.

@@ -208,7 +208,7 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 	}
 	s.mu.Unlock()
 	if _, ok := m.hosts[s.host].(Recoverer); ok {
-		if err := m.cursors.set(s.id, delivered); err != nil {
+		if err := m.cursors.set(m.cursorKey(s.host, s.id), delivered); err != nil {
 			m.logf("sessions: %s: %v", s.id, err)
 		}
 	}

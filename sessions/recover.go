@@ -19,6 +19,15 @@ type Recoverer interface {
 	Recover(ctx context.Context) ([]RecoveredSession, error)
 }
 
+// LateRecoverer is a Recoverer whose kept sessions come back later, one by
+// one, rather than at Recover: a node's runs, when the node reconnects to
+// the restarted daemon. Manager.Recover adopts each session Later delivers
+// until the Manager is closed (ctx ends then).
+type LateRecoverer interface {
+	Recoverer
+	Later(ctx context.Context) <-chan RecoveredSession
+}
+
 // RecoveredSession is one session found by a Recoverer.
 type RecoveredSession struct {
 	// ID is the session id to keep, if the host knows it; "" or an id already
@@ -73,6 +82,9 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		if !ok {
 			continue
 		}
+		if lr, ok := rec.(LateRecoverer); ok {
+			m.adoptLater(name, lr.Later(m.ctx))
+		}
 		list, err := rec.Recover(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recover %s sessions: %w", name, err))
@@ -87,6 +99,34 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	}
 	m.retainCursors()
 	return n, errors.Join(errs...)
+}
+
+// adoptLater adopts the sessions of host that ch delivers, until the
+// Manager closes.
+func (m *Manager) adoptLater(host vocab.Host, ch <-chan RecoveredSession) {
+	go func() {
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case rs, ok := <-ch:
+				if !ok {
+					return
+				}
+				if err := m.adopt(host, rs); err != nil {
+					m.logf("sessions: recover %s session %s: %v", host, rs.ID, err)
+					if rs.Process != nil && !errors.Is(err, ErrClosed) {
+						// Nothing would track it.
+						kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						_ = rs.Process.Kill(kctx)
+						cancel()
+					}
+					continue
+				}
+				m.logf("sessions: recovered %s session %s (%s)", host, rs.ID, rs.Command)
+			}
+		}
+	}()
 }
 
 func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
@@ -125,7 +165,7 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	text += dec.Flush()
 	s.agg.AddDropped(rs.Dropped)
 	s.agg.Write(text)
-	s.pendOut.Write(m.pendingOnRecover(rs))
+	s.pendOut.Write(m.pendingOnRecover(host, rs))
 	s.readRaw, s.delivered = rs.Covered, rs.Covered
 	if rs.Finished {
 		s.finished = true

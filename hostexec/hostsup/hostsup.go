@@ -425,3 +425,48 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 type localConn struct{ *net.UnixConn }
 
 func (localConn) Local() bool { return true }
+
+// List lists the sessions of a supervisor that outlived its previous
+// client (running and finished, oldest first) without reading or attaching
+// them, and takes the lost sessions of a dead supervisor. It starts no
+// supervisor. A node agent uses it with Read and Attach to resume each
+// session from the offsets its gateway asks for.
+func (s *Supervisor) List(ctx context.Context) ([]supervisor.SessionInfo, []Lost, error) {
+	c, err := s.current(ctx, false)
+	s.mu.Lock()
+	lost := s.lost
+	s.lost = nil
+	s.mu.Unlock()
+	if errors.Is(err, errNoSupervisor) {
+		return nil, lost, nil
+	}
+	if err != nil {
+		return nil, lost, err
+	}
+	infos, err := c.List(ctx)
+	if err != nil {
+		return nil, lost, fmt.Errorf("hostsup: list: %w", err)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].StartedAt < infos[j].StartedAt })
+	return infos, lost, nil
+}
+
+// Read returns a session's kept output (streams interleaved) and the
+// per-stream byte counts it ends at.
+func (s *Supervisor) Read(ctx context.Context, id string) ([]byte, int64, int64, error) {
+	c, err := s.current(ctx, false)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return c.Read(ctx, id)
+}
+
+// Attach follows a session listed by List from the given per-stream
+// offsets on (output after them, then live, then its exit).
+func (s *Supervisor) Attach(ctx context.Context, info supervisor.SessionInfo, stdoutOff, stderrOff int64) (*supervisor.Proc, error) {
+	c, err := s.current(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.Attach(ctx, info, stdoutOff, stderrOff)
+}

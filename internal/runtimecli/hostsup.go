@@ -23,11 +23,16 @@ const hostSupervisorDir = "gateway-supervisor"
 // first gateway command starts one (this executable, `serve
 // host-supervisor`) when none runs.
 func hostSupervisor(state string, logf func(string, ...any)) (*hostsup.Supervisor, error) {
+	return hostSupervisorIn(filepath.Join(state, hostSupervisorDir), logf)
+}
+
+// hostSupervisorIn is the link to the host supervisor serving dir (the
+// gateway's, or a node agent's).
+func hostSupervisorIn(dir string, logf func(string, ...any)) (*hostsup.Supervisor, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("host supervisor: %w", err)
 	}
-	dir := filepath.Join(state, hostSupervisorDir)
 	return hostsup.New(hostsup.Options{
 		Dir:     dir,
 		Command: []string{exe, "serve", "host-supervisor", "--dir", dir},

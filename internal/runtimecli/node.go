@@ -84,9 +84,17 @@ func RunNode(ctx context.Context, c *cli.CLI, opts NodeRunOptions) error {
 	// Like the daemon: the node token leaves the environment the node's
 	// commands inherit, and no command leaves the agent's process tree.
 	hardenDaemonProcess(ctx, logger.Printf)
+	nodeState := filepath.Join(state, "node")
+	// Commands run in the node's host supervisor: they outlive a crash of
+	// this agent, and the next agent on the state directory re-adopts them.
+	sup, err := hostSupervisorIn(nodeexec.SupervisorDir(nodeState), logger.Printf)
+	if err != nil {
+		logger.Printf("warning: %v; commands run unsupervised and end with this agent", err)
+		sup = nil
+	}
 	err = nodeexec.RunAgent(ctx, nodeexec.AgentOptions{
-		GatewayURL: opts.GatewayURL, Token: opts.Token, Name: opts.Name,
-		TLSFingerprint: opts.TLSFingerprint, StateDir: filepath.Join(state, "node"), Workdir: opts.Workdir,
+		GatewayURL: opts.GatewayURL, Token: opts.Token, Name: opts.Name, Supervisor: sup,
+		TLSFingerprint: opts.TLSFingerprint, StateDir: nodeState, Workdir: opts.Workdir,
 		Config: nodeexec.GuardConfig{
 			Security: cfg.Exec.Security, Ask: cfg.Exec.Ask, AskFallback: cfg.Exec.AskFallback, SafeBins: cfg.Exec.SafeBins,
 		},

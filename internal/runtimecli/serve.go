@@ -41,6 +41,18 @@ const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
 // ApproverTokenEnv holds the token that decides approvals over TCP.
 const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
 
+// SandboxLabelsEnv adds labels to every sandbox the daemon creates
+// (KEY=VALUE,KEY=VALUE), e.g. the testcontainers labels of a test that runs
+// the daemon in a container, so that its reaper recognises the sandboxes.
+// The sandboxctl.* keys (a sandbox's owner and config) are refused, but for
+// sandboxctl.test*.
+const SandboxLabelsEnv = "SANDBOXCTL_SANDBOX_LABELS"
+
+// SupervisorOff, as the value of $SANDBOXCTL_SUPERVISOR, keeps the daemon's
+// sandboxes on the plain Engine exec path on purpose (no warning in the
+// results, unlike a supervisor binary that is not found).
+const SupervisorOff = "off"
+
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -149,7 +161,12 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer lock.Release()
 
-	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, logf)
+	labels, err := parseSandboxLabels(c.Getenv(SandboxLabelsEnv))
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", SandboxLabelsEnv, err)}
+	}
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff}
+	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
 	}
@@ -276,10 +293,11 @@ func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
 	}
 }
 
-// buildHosts creates the gateway host (always) and the sandbox host. A
+// buildHosts creates the gateway host (always) and the sandbox host (with
+// sbxOpts' Labels and DisableSupervisor). A
 // Docker Engine that does not answer does not stop the daemon: sandbox runs
 // then fail with the Engine's own "not reachable, start it with …" error.
-func buildHosts(ctx context.Context, cfg config.File, state string, logf func(string, ...any)) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
+func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sandbox.Options, logf func(string, ...any)) (map[vocab.Host]sessions.Host, *hostexec.Runner, *sandbox.Manager, *hostsup.Supervisor, error) {
 	// This executable is the launcher that confines gateway commands to
 	// the workspace (hostexec.ConfineArg, handled in cmd/sandboxctld).
 	self, err := os.Executable()
@@ -306,7 +324,8 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
-	sbx, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state, Logf: logf})
+	sbxOpts.Config, sbxOpts.StateDir, sbxOpts.Logf = cfg.Sandbox, state, logf
+	sbx, err := sandbox.NewManager(ctx, sbxOpts)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
@@ -322,6 +341,25 @@ func buildHosts(ctx context.Context, cfg config.File, state string, logf func(st
 	}
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
+}
+
+// parseSandboxLabels parses $SANDBOXCTL_SANDBOX_LABELS.
+func parseSandboxLabels(v string) (map[string]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			return nil, fmt.Errorf("label %q: want KEY=VALUE", kv)
+		case strings.HasPrefix(k, "sandboxctl.") && !strings.HasPrefix(k, "sandboxctl.test"):
+			return nil, fmt.Errorf("label %q: the sandboxctl.* labels name a sandbox's owner and config; only sandboxctl.test* keys are free", k)
+		}
+		labels[k] = val
+	}
+	return labels, nil
 }
 
 // unavailableHost stands in for a host that could not be built; every use
@@ -395,6 +433,10 @@ func RunServeStop(ctx context.Context, c *cli.CLI) error {
 	return apiclient.Stop(ctx, state)
 }
 
+// nodeRunKeyFile, under the state directory, holds the key that marks the
+// runs the daemon starts on nodes (nodeexec.RegistryOptions.Key).
+const nodeRunKeyFile = "node-run-key"
+
 // buildNodeRegistry accepts node agents when the daemon listens on TCP; the
 // unix socket is local only, so without --listen there are no nodes.
 func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(string, ...any)) (*nodeexec.Registry, error) {
@@ -411,7 +453,14 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 			return nil, fmt.Errorf("serve: node token: %w", err)
 		}
 	}
-	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Logf: logf})
+	// The key that marks the runs it starts on nodes, kept across
+	// restarts: a restarted daemon adopts exactly the runs its previous
+	// incarnation started.
+	key, err := daemon.LoadOrCreateSecret(filepath.Join(state, nodeRunKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("serve: node run key: %w", err)
+	}
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Key: key, Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}

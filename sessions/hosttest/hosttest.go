@@ -49,6 +49,11 @@ type Target struct {
 	// host's sessions. Nil for a host that keeps no session across a
 	// restart; the restart case is then skipped with that reason.
 	Restart func(t *testing.T) Tools
+	// RestartNode stands for the node agent dying (SIGKILL of `sandboxctl
+	// node run`) and a new one starting on the same node state; it returns
+	// once the new agent is connected. Nil for a host without node agents;
+	// the node agent restart case is then skipped.
+	RestartNode func(t *testing.T)
 }
 
 // Run runs every case as a parallel subtest, then the daemon restart case
@@ -67,6 +72,9 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 	})
 	t.Run("DaemonRestartWhileRunning", func(t *testing.T) {
 		testDaemonRestartWhileRunning(t, &harness{t: t, tg: newTarget(t)})
+	})
+	t.Run("NodeAgentRestartWhileRunning", func(t *testing.T) {
+		testNodeAgentRestartWhileRunning(t, &harness{t: t, tg: newTarget(t)})
 	})
 }
 
@@ -577,9 +585,42 @@ func testDaemonRestartWhileRunning(t *testing.T, h *harness) {
 	h.pollUntil(id, regexp.MustCompile(`before-restart`), false, 10*time.Second)
 
 	h.tg.Tools = h.tg.Restart(t)
-	if list := text(h.process(sessions.ProcessParams{Action: "list"})); !strings.Contains(list, id) {
-		t.Fatalf("the new daemon does not list %s:\n%s", id, list)
+	// A host may hand its sessions back a little later (a node, once it
+	// reconnected to the new daemon).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		list := text(h.process(sessions.ProcessParams{Action: "list"}))
+		if strings.Contains(list, id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new daemon does not list %s:\n%s", id, list)
+		}
 	}
+	h.finishAfterRestart(id, gate, pids)
+}
+
+// testNodeAgentRestartWhileRunning: the node agent dies (SIGKILL) while a
+// background command runs on the node; the next agent on the node's state
+// re-adopts it, and the session goes on under the same id: what it prints
+// after the restart arrives once, nothing before it again, and it ends
+// as the command does.
+func testNodeAgentRestartWhileRunning(t *testing.T, h *harness) {
+	if h.tg.RestartNode == nil {
+		t.Skip("this host has no node agent")
+	}
+	gate, pids := h.scratchFile("GATE"), h.scratchFile("PIDS")
+	id := h.background(sessions.ExecParams{Command: "echo $$ > " + pids + "; echo before-restart; " +
+		"while [ ! -e " + gate + " ]; do sleep 0.05; done; echo after-restart"})
+	h.pollUntil(id, regexp.MustCompile(`before-restart`), false, 10*time.Second)
+	h.tg.RestartNode(t)
+	h.finishAfterRestart(id, gate, pids)
+}
+
+// finishAfterRestart opens the gate of a restart case's command and checks
+// that session id follows it to its end, each line once.
+func (h *harness) finishAfterRestart(id, gate, pids string) {
+	t := h.t
+	t.Helper()
 	h.inspect("touch " + gate)
 	out, last := h.pollUntil(id, regexp.MustCompile(`after-restart`), true, 20*time.Second)
 	if strings.Contains(out, "before-restart") {

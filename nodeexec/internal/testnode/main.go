@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -39,8 +40,30 @@ func main() {
 	flag.DurationVar(&o.MinBackoff, "min-backoff", 100*time.Millisecond, "first reconnect delay")
 	flag.DurationVar(&o.MaxBackoff, "max-backoff", time.Second, "longest reconnect delay")
 	flag.DurationVar(&o.KillGrace, "kill-grace", 0, "TERM to KILL delay")
+	supervise := flag.Bool("supervise", false, "run commands in a host supervisor (this program with -host-supervisor)")
+	serveDir := flag.String("host-supervisor", "", "serve the host supervisor of this directory (started by the agent)")
 	flag.Parse()
 	logger := log.New(os.Stderr, "testnode: ", log.Lmicroseconds)
+	if *serveDir != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := hostsup.Serve(ctx, *serveDir, logger.Printf); err != nil {
+			logger.Printf("%v", err)
+			os.Exit(2)
+		}
+		return
+	}
+	if *supervise {
+		exe, err := os.Executable()
+		if err != nil {
+			logger.Fatal(err)
+		}
+		dir := nodeexec.SupervisorDir(o.StateDir)
+		if o.Supervisor, err = hostsup.New(hostsup.Options{Dir: dir, Command: []string{exe, "-host-supervisor", dir},
+			Env: []string{"PATH=/usr/bin:/bin"}, Logf: logger.Printf}); err != nil {
+			logger.Fatal(err)
+		}
+	}
 	o.Logf = logger.Printf
 	o.Shell = "/bin/sh"
 	o.Environ = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.TempDir(), "LANG=C.UTF-8"}

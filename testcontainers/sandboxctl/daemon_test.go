@@ -1,0 +1,170 @@
+package sandboxctl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
+	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl/inprocess"
+	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl/internal/lifecycle"
+)
+
+const testImage = "sandboxctl/testbb:1"
+
+// daemonImage is built from this tree for this run of the tests (a tag of
+// its own, removed at the end), so the container mode tests this code.
+var daemonImage string
+
+func TestMain(m *testing.M) {
+	os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	code := m.Run()
+	if daemonImage != "" {
+		_ = exec.Command("docker", "image", "rm", daemonImage).Run()
+	}
+	os.Exit(code)
+}
+
+// requireDaemonImage builds the daemon image once per package run with
+// images/build.sh.
+func requireDaemonImage(t *testing.T) string {
+	t.Helper()
+	img, err := buildDaemonImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// buildDaemonImage builds the daemon image of this tree under a tag of
+// this package run, once.
+func buildDaemonImage() (string, error) {
+	if daemonImage != "" {
+		return daemonImage, nil
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "images", "build.sh")
+	tag := fmt.Sprintf("sandboxctl/sandboxctld:test-%d", time.Now().UnixNano())
+	cmd := exec.Command(script, "daemon")
+	cmd.Env = append(os.Environ(), "DAEMON_IMAGE="+tag)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("images/build.sh daemon: %w\n%s", err, out)
+	}
+	daemonImage = tag
+	return tag, nil
+}
+
+// TestContainerModeSandboxLifecycle: the daemon in a container, reached
+// over TLS with a token; see lifecycle.Check (the daemon container is the
+// run's second container).
+func TestContainerModeSandboxLifecycle(t *testing.T) {
+	cli := dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandboxctl.Run(ctx, append(lifecycle.Options(testImage), sandboxctl.WithDaemonImage(img))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifecycle.Check(ctx, t, cli, sb, 1)
+}
+
+// TestContainerModeRefusesBadInput: the daemon's 400 comes back as an
+// *APIError of class invalid argument, and a missing daemon image is
+// named.
+func TestContainerModeRefusesBadInput(t *testing.T) {
+	dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandboxctl.Run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithDaemonImage(img), sandboxctl.WithTB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sb.Exec(ctx, sandboxctl.ExecParams{Command: "true", Host: "moon"})
+	var apiErr *sandboxctl.APIError
+	if !errors.As(err, &apiErr) || !errors.Is(err, cerrdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "host") {
+		t.Fatalf("exec on host moon: %v, want a 400 naming host", err)
+	}
+
+	_, err = sandboxctl.Run(ctx, sandboxctl.WithDaemonImage("sandboxctl/no-such-daemon:0"))
+	if err == nil || !strings.Contains(err.Error(), "sandboxctl/no-such-daemon:0") {
+		t.Fatalf("missing daemon image: %v", err)
+	}
+}
+
+// TestContainerModeGateway: on the gateway host the commands run in the
+// daemon container, and files are copied there.
+func TestContainerModeGateway(t *testing.T) {
+	dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandboxctl.Run(ctx, sandboxctl.WithDaemonImage(img), sandboxctl.WithHost("gateway"), sandboxctl.WithTB(t),
+		sandboxctl.WithConfigYAML([]byte("exec:\n  security: full\n  ask: \"off\"\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.CopyToContainer(ctx, []byte("6 7\n"), "/tmp/in.txt", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "read a b < /tmp/in.txt; echo $((a*b)) > /tmp/out.txt; cat /proc/1/cmdline | tr '\\0' ' '"})
+	if err != nil || !lifecycle.ExitedZero(res) || !strings.Contains(fmt.Sprint(res.Details["aggregated"]), "serve --listen 127.0.0.1:") {
+		t.Fatalf("gateway exec: %v %v", err, res)
+	}
+	rc, err := sb.CopyFileFromContainer(ctx, "/tmp/out.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if b, _ := io.ReadAll(rc); string(b) != "42\n" {
+		t.Fatalf("copied out %q", b)
+	}
+}
+
+// TestSupervisorOff: WithSupervisor(false) keeps sandboxes on the plain
+// Engine exec path in both modes (no supervisor label on the container),
+// and the command results carry no warning about it.
+func TestSupervisorOff(t *testing.T) {
+	cli := dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	for name, run := range map[string]func(context.Context, ...sandboxctl.Option) (*sandboxctl.Sandbox, error){
+		"inprocess": inprocess.Run, "container": sandboxctl.Run,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			sb, err := run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithDaemonImage(img), sandboxctl.WithSupervisor(false), sandboxctl.WithTB(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "echo plain"})
+			if err != nil || !lifecycle.ExitedZero(res) || res.Details["warnings"] != nil {
+				t.Fatalf("exec: %v %v", err, res)
+			}
+			ex, err := sb.Explain(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			insp, err := cli.ContainerInspect(ctx, ex.Name, client.ContainerInspectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := insp.Container.Config.Labels["sandboxctl.supervisor"]; ok {
+				t.Fatalf("supervisor off, but the sandbox has sandboxctl.supervisor=%s", v)
+			}
+		})
+	}
+}
