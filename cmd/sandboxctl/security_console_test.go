@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -352,5 +354,75 @@ echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: applic
 	}
 	if exists(marker) {
 		t.Fatal("the command ran although only the attacker approved it")
+	}
+}
+
+// TestSecurityCommandOfAnOlderSupervisorCannotMintLogin replays an upgrade:
+// the daemon crashed (or was killed) after its executable was replaced on
+// disk, and the new daemon re-adopted the host supervisor still running the
+// old one. A gateway command that double-forks out of its tagged shell and
+// clears its environment then descends only from that supervisor — whose
+// executable is no longer the same file as the daemon's — and asked for a
+// console login code. It must be refused like any command.
+func TestSecurityCommandOfAnOlderSupervisorCannotMintLogin(t *testing.T) {
+	e := attackEnv(t)
+	work := t.TempDir()
+	daemonExe := filepath.Join(work, "sandboxctld")
+	copyExe := func(dst string) {
+		t.Helper()
+		data, err := os.ReadFile(daemonBinary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyExe(daemonExe)
+	t.Setenv("SANDBOXCTLD", daemonExe)
+	// The first gateway command starts the daemon and its host supervisor.
+	if out := runApproved(t, e, "true"); strings.Contains(out, "error") {
+		t.Fatalf("first command: %s", out)
+	}
+	raw, err := os.ReadFile(filepath.Join(e.state, "daemon.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The upgrade: a new file at the same path; then the old daemon dies.
+	copyExe(daemonExe + ".new")
+	if err := os.Rename(daemonExe+".new", daemonExe); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %d survived SIGKILL", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := filepath.Join(work, "login.out")
+	sock := filepath.Join(e.state, "sandboxctl.sock")
+	attack := "setsid -f env -i /bin/sh -c " + quote(t, "/usr/bin/curl -sS --unix-socket "+quote(t, sock)+
+		" -X POST -H 'Content-Type: application/json' -d '{}' http://sandboxctl/v1/ui/login > "+quote(t, out+".tmp")+" 2>&1; mv "+quote(t, out+".tmp")+" "+quote(t, out))
+	runApproved(t, e, attack)
+	for !exists(out) {
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatal("the detached attacker wrote nothing")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got, _ := os.ReadFile(out)
+	if strings.Contains(string(got), "code=") {
+		t.Fatalf("a command under the re-adopted older supervisor minted a console login code: %s", got)
+	}
+	if !strings.Contains(string(got), "not allowed to decide approvals") {
+		t.Fatalf("not refused with the reason: %s", got)
 	}
 }
