@@ -25,4 +25,9 @@
 // The Engine's container list, filtered by the sandboxctl.managed label, is
 // the source of truth for which sandboxes exist; last-used times live in the
 // state directory.
+//
+// With several Engines (sandbox.engines; engines.go, placement.go) the
+// Manager NewManager returns places and routes: each Engine has a member
+// Manager of its own, pinged and followed for health, and a new sandbox
+// goes to the healthy Engine with the most free capacity.
 package sandbox

@@ -77,6 +77,9 @@ func (m *Manager) followEvents(ctx context.Context) {
 			return
 		}
 		m.logf("sandbox events: %v; re-opening in %s", err, backoff)
+		if m.eventsBroken != nil {
+			m.eventsBroken(err) // a multi-Engine Manager checks the Engine at once
+		}
 		select {
 		case <-ctx.Done():
 			return

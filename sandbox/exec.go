@@ -85,6 +85,13 @@ type Exec struct {
 
 // ExecIn starts a command in the container id (which must be running).
 func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptions) (*Exec, error) {
+	if m.fleet != nil {
+		mb, err := m.memberByID(ctx, containerID)
+		if err != nil {
+			return nil, err
+		}
+		return mb.m.ExecIn(ctx, containerID, opts)
+	}
 	if len(opts.Cmd) == 0 {
 		return nil, errors.New("sandbox exec: empty command")
 	}
@@ -411,6 +418,13 @@ p=$(pids); [ -z "$p" ] && exit 0; echo "still alive: $p"; exit 1`
 // KillTagged kills every process in the container whose environment carries
 // SANDBOXCTL_RUN=tag (see killScript).
 func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace time.Duration) error {
+	if m.fleet != nil {
+		mb, err := m.memberByID(ctx, containerID)
+		if err != nil {
+			return err
+		}
+		return mb.m.KillTagged(ctx, containerID, tag, grace)
+	}
 	steps := int(grace / (100 * time.Millisecond))
 	out, code, err := m.run(ctx, containerID, []string{"sh", "-c", killScript, "sh", tag, strconv.Itoa(steps)})
 	if err != nil {
@@ -449,6 +463,13 @@ func (m *Manager) run(ctx context.Context, containerID string, cmd []string) (st
 // Run is a convenience for tests and tools: run cmd in scope s's sandbox and
 // return the combined output and exit code.
 func (m *Manager) Run(ctx context.Context, s Scope, cmd []string) (string, int, error) {
+	if m.fleet != nil {
+		mb, err := m.memberFor(ctx, s, true)
+		if err != nil {
+			return "", -1, err
+		}
+		return mb.m.Run(ctx, s, cmd)
+	}
 	res, err := m.Ensure(ctx, s)
 	if err != nil {
 		return "", -1, err
@@ -503,6 +524,9 @@ type Started struct {
 // the supervisor when the sandbox runs it, else the plain Engine exec path
 // with a warning saying why.
 func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
+	if m.fleet != nil {
+		return m.fleetStart(ctx, s, opts)
+	}
 	res, err := m.ensureForStart(ctx, s)
 	if err != nil {
 		return nil, err

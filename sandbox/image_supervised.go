@@ -270,6 +270,15 @@ func readBuildStream(r io.Reader) error {
 // returns their tags. Images a container still uses are kept (the Engine
 // refuses).
 func (m *Manager) PruneSupervisedImages(ctx context.Context) ([]string, error) {
+	if m.fleet != nil {
+		var out []string
+		err := m.fleet.eachHealthy(func(mb *member) error {
+			imgs, err := mb.m.PruneSupervisedImages(ctx)
+			out = append(out, imgs...)
+			return err
+		})
+		return out, err
+	}
 	list, err := m.cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("label", LabelSupervisor)})
 	if err != nil {
 		return nil, m.classify("list supervised images", err)

@@ -84,6 +84,9 @@ type Options struct {
 	// stream even when their local socket is reachable (see
 	// Manager.dialLocal); for tests and for comparing the two transports.
 	SupervisorAttachOnly bool
+	// EngineHealthInterval is how often each Engine of a multi-Engine
+	// config is pinged (default DefaultEngineHealthInterval).
+	EngineHealthInterval time.Duration
 }
 
 // Manager creates, reuses, recreates and removes sandboxes.
@@ -113,6 +116,14 @@ type Manager struct {
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
 	localSupervisor bool
+	// engine is this Manager's Engine; fleet, when set, the several
+	// Engines the Manager places sandboxes on (engines.go), each with its
+	// own member Manager. eventsBroken tells the fleet a member's event
+	// stream broke.
+	engine       Engine
+	fleet        *fleet
+	eventsBroken func(error)
+	flavor       engineFlavor
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -169,15 +180,25 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if err := opts.Config.CheckBinds(sandboxconfig.BindPolicy{Protected: []string{opts.StateDir, m.wsRoot}}); err != nil {
 		return nil, err
 	}
+	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
+	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
+	if err != nil {
+		return nil, err
+	}
+	if len(engines) > 1 {
+		if err := m.newFleet(ctx, opts, engines); err != nil {
+			return nil, err
+		}
+	}
+	m.engine = engines[0]
 	if m.cli == nil {
-		cli, err := client.New(client.FromEnv)
+		cli, err := newEngineClient(m.engine)
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: docker client from environment: %w", err)
+			return nil, err
 		}
 		m.cli, m.ownsClient = cli, true
 	}
 	m.localSupervisor = !opts.SupervisorAttachOnly && strings.HasPrefix(m.cli.DaemonHost(), "unix://")
-	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
 	if !opts.DisableSupervisor {
 		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)
 	}
@@ -191,6 +212,10 @@ func (m *Manager) Supervised() bool { return m.sup != nil }
 // Close releases the Engine client if the Manager created it and flushes
 // last-used times.
 func (m *Manager) Close() error {
+	if m.fleet != nil {
+		defer m.reg.flush()
+		return m.fleet.close()
+	}
 	m.stopWatch()
 	m.clients.closeAll()
 	m.reg.flush()
@@ -206,10 +231,18 @@ func (m *Manager) Config() Config { return m.cfg }
 // Client returns the Engine client (for benchmarks and tests).
 func (m *Manager) Client() *client.Client { return m.cli }
 
-func (m *Manager) engineHost() string { return m.cli.DaemonHost() }
+func (m *Manager) engineHost() string {
+	if m.engine.Name != "" && m.engine.Name != sandboxconfig.LocalEngineName {
+		return fmt.Sprintf("%s (Engine %q)", m.cli.DaemonHost(), m.engine.Name)
+	}
+	return m.cli.DaemonHost()
+}
 
 // Ping checks that the Engine answers.
 func (m *Manager) Ping(ctx context.Context) error {
+	if m.fleet != nil {
+		return m.fleet.ping(ctx)
+	}
 	_, err := m.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	return m.classify("ping docker", err)
 }
@@ -232,6 +265,8 @@ type EnsureResult struct {
 	// supervisor; SupervisorNote says why not when it should have been.
 	Supervised     bool
 	SupervisorNote string
+	// Engine names the Engine the sandbox lives on.
+	Engine string
 }
 
 // Layout returns the scope key, container name, agent workspace (host path)
@@ -280,6 +315,9 @@ func (m *Manager) scopeLock(key string) *sync.Mutex {
 // Concurrent calls for one scope, in this process or another, end with one
 // container.
 func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
+	if m.fleet != nil {
+		return m.fleetEnsure(ctx, s)
+	}
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	lock := m.scopeLock(scopeKey)
@@ -288,7 +326,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
-	res := EnsureResult{Name: name, ScopeKey: scopeKey, Workspace: sh.Layout.AgentDir, Access: sh.Layout.Access}
+	res := EnsureResult{Name: name, ScopeKey: scopeKey, Workspace: sh.Layout.AgentDir, Access: sh.Layout.Access, Engine: m.engine.Name}
 	var lastErr error
 
 	const attempts = 10
@@ -458,6 +496,9 @@ func (m *Manager) createStart(ctx context.Context, name string, sh shape, labels
 	if image != "" {
 		cfg.Image = image
 	}
+	if m.isPodman(ctx) {
+		adaptForPodman(hc)
+	}
 	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
 		if isConflict(err) {
@@ -507,12 +548,17 @@ type Info struct {
 	// Current is false when the container's config hash differs from the
 	// config in force (it will be recreated).
 	Current bool `json:"current"`
+	// Engine names the Engine the sandbox lives on.
+	Engine string `json:"engine"`
 }
 
 // List returns the managed containers of this configuration (named with its
 // containerPrefix; another daemon's sandboxes on the same Engine are left
 // out), as the Engine reports them.
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	if m.fleet != nil {
+		return m.fleetList(ctx)
+	}
 	f := make(client.Filters).Add("label", LabelManaged+"=1")
 	for k, v := range m.labels {
 		f.Add("label", k+"="+v)
@@ -548,7 +594,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			AgentID: c.Labels[LabelAgentID], SessionKey: c.Labels[LabelSessionKey],
 			State: string(c.State), Image: c.Image, CreatedAt: created,
 			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
-			Current: c.Labels[LabelConfigHash] == wantHash,
+			Current: c.Labels[LabelConfigHash] == wantHash, Engine: m.engine.Name,
 		})
 	}
 	return out, nil
@@ -563,6 +609,9 @@ func (m *Manager) Remove(ctx context.Context, s Scope) error {
 // RemoveByName force-removes a managed container by name or id. A container
 // that is not managed by sandboxctl is never touched.
 func (m *Manager) RemoveByName(ctx context.Context, name string) error {
+	if m.fleet != nil {
+		return m.fleetRemoveByName(ctx, name)
+	}
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if isNotFound(err) {
 		return fmt.Errorf("%w: no container named %s", ErrNotFound, name)
@@ -594,6 +643,9 @@ func trimSlash(s string) string {
 // older than prune.maxAgeDays (0 disables a rule). With dryRun it only
 // reports what it would remove.
 func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
+	if m.fleet != nil {
+		return m.fleetPrune(ctx, dryRun)
+	}
 	list, err := m.List(ctx)
 	if err != nil {
 		return nil, err
@@ -658,16 +710,21 @@ type Explanation struct {
 	Hardening map[string]any `json:"hardening,omitempty"`
 	// Recreate says whether and why the next ensure recreates the container.
 	Recreate string `json:"recreate"`
+	// Engine names the Engine the sandbox lives on (or would be placed on).
+	Engine string `json:"engine"`
 }
 
 // Explain reports the effective config of scope s, its hash, the container
 // serving it and whether it would be recreated, and why.
 func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
+	if m.fleet != nil {
+		return m.fleetExplain(ctx, s)
+	}
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
-	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker)}
+	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name}
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):
@@ -681,7 +738,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	ms, _ := strconv.ParseInt(labels[LabelCreatedAt], 10, 64)
 	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
-		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == hash}
+		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == hash, Engine: m.engine.Name}
 	if c.State != nil {
 		info.State = string(c.State.Status)
 	}

@@ -379,12 +379,33 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	if err == nil {
 		return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
 	}
-	if errors.Is(err, supervisor.ErrRefused) || errors.Is(err, supervisor.ErrNotSent) {
-		// The supervisor never ran it: the plain path may.
+	if errors.Is(err, supervisor.ErrRefused) {
+		// The supervisor looked at the command and could not start it (a
+		// workdir that is not a directory, a program not on PATH, an
+		// environment too large): that is the command's own failure, and
+		// the plain path would only hide it behind another message.
+		return nil, "", &CommandRefusedError{Err: err}
+	}
+	if errors.Is(err, supervisor.ErrNotSent) {
+		// The supervisor never saw it: the plain path may run it.
 		return nil, fmt.Sprintf("sandbox supervisor could not start the command (%v); using the plain Engine exec path", err), nil
 	}
 	return m.adoptUncertainStart(ctx, res, opts.Tag, sentAt, err)
 }
+
+// CommandRefusedError is a command the sandbox's supervisor could not
+// start for a reason of the command's own (its workdir, its program, its
+// environment): the caller's input, nothing ran (errdefs invalid argument).
+type CommandRefusedError struct{ Err error }
+
+func (e *CommandRefusedError) Error() string {
+	return "the command could not start: " + e.Err.Error()
+}
+
+func (e *CommandRefusedError) Unwrap() error { return e.Err }
+
+// InvalidParameter classifies the error for containerd/errdefs.
+func (e *CommandRefusedError) InvalidParameter() {}
 
 // ErrStartUncertain means the supervisor may or may not have started a
 // command (the connection broke before it answered) and the daemon cannot
@@ -438,6 +459,8 @@ type RecoveredSession struct {
 	ContainerID   string `json:"containerId"`
 	ContainerName string `json:"containerName"`
 	ScopeKey      string `json:"scopeKey"`
+	// Engine names the Engine of the sandbox.
+	Engine string `json:"engine"`
 	// ID is the durable session id (= the SANDBOXCTL_RUN tag, = ExecOptions.Tag).
 	ID         string            `json:"id"`
 	Argv       []string          `json:"argv"`
@@ -472,6 +495,9 @@ type RecoveredSession struct {
 // Manager, oldest first, with its output so far. A restarted daemon calls it
 // once to re-adopt them; Reattach resumes a running one.
 func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
+	if m.fleet != nil {
+		return m.fleetSessions(ctx)
+	}
 	list, err := m.List(ctx)
 	if err != nil {
 		return nil, err
@@ -517,7 +543,7 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 			continue
 		}
 		rs := RecoveredSession{
-			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey,
+			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey, Engine: m.engine.Name,
 			ID: in.ID, Argv: in.Argv, Dir: in.Dir, TTY: in.TTY, Stdin: in.Stdin,
 			AgentID: agentID, SessionKey: sessionKey, Meta: in.Meta,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
@@ -541,6 +567,13 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 // StdoutOffset/StderrOffset, live, then its exit (at once for a finished
 // one). The result is a Process.
 func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error) {
+	if m.fleet != nil {
+		mb, err := m.memberNamed(rs.Engine)
+		if err != nil {
+			return nil, err
+		}
+		return mb.m.Reattach(ctx, rs)
+	}
 	cl, err := m.supervisorClient(ctx, rs.ContainerID)
 	if err != nil {
 		return nil, err
@@ -558,6 +591,13 @@ func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*Supervise
 
 // ForgetSession drops a finished session from its sandbox's supervisor.
 func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) error {
+	if m.fleet != nil {
+		mb, err := m.memberByID(ctx, containerID)
+		if err != nil {
+			return err
+		}
+		return mb.m.ForgetSession(ctx, containerID, id)
+	}
 	cl, err := m.supervisorClient(ctx, containerID)
 	if err != nil {
 		return err

@@ -92,6 +92,17 @@ func (in *Instrumented) Process(ctx context.Context, p toolapi.ProcessParams) (t
 	return res, err
 }
 
+// Register adds collectors of other parts of the daemon (the sandbox
+// Engines' health) to the registry.
+func (in *Instrumented) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := in.registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Handler serves the registry in the Prometheus text format.
 func (in *Instrumented) Handler() http.Handler {
 	return promhttp.HandlerFor(in.registry, promhttp.HandlerOpts{Registry: in.registry})

@@ -169,13 +169,13 @@ func RunSandboxList(ctx context.Context, c *cli.CLI) error {
 
 func printSandboxes(w io.Writer, list []sandbox.Info, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tSCOPE\tCREATED\tLAST USED\tCONFIG")
+	fmt.Fprintln(tw, "NAME\tENGINE\tSTATE\tSCOPE\tCREATED\tLAST USED\tCONFIG")
 	for _, s := range list {
 		cfgState := "current"
 		if !s.Current {
 			cfgState = "outdated"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.ScopeKey, ago(now, s.CreatedAt), ago(now, s.LastUsedAt), cfgState)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Engine, s.State, s.ScopeKey, ago(now, s.CreatedAt), ago(now, s.LastUsedAt), cfgState)
 	}
 	return tw.Flush()
 }
@@ -300,6 +300,7 @@ func formatExplanation(ex sandbox.Explanation) string {
 	fmt.Fprintf(&b, "scope:        %s\n", ex.ScopeKey)
 	fmt.Fprintf(&b, "name:         %s\n", ex.Name)
 	fmt.Fprintf(&b, "config hash:  %s\n", ex.ConfigHash)
+	fmt.Fprintf(&b, "engine:       %s\n", orNone(ex.Engine))
 	if ex.Container != nil {
 		fmt.Fprintf(&b, "container:    %s (%s), image %s, created %s\n", short12(ex.Container.ID), ex.Container.State, ex.Container.Image, ex.Container.CreatedAt.Format(time.RFC3339))
 	} else {

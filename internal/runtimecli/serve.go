@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
 	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -114,6 +116,7 @@ are removed.`,
 	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
+	cmd.AddCommand(newServeStatusCommand(c))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the state directory's daemon gracefully",
@@ -198,8 +201,13 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
+	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer journal.Close()
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json")})
+		CursorFile: filepath.Join(state, "cursors.json"), Journal: journal})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -210,14 +218,26 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else if n > 0 {
 		logf("recovered %d session(s) from a previous daemon", n)
 	}
+	identity, err := c.Identity()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	tools := metrics.New(mgr)
+	if sbx != nil {
+		if err := tools.Register(engineGauges(sbx)...); err != nil {
+			return fmt.Errorf("serve: metrics: %w", err)
+		}
+	}
 	dopts := daemon.Options{
+		Identity:       identity,
 		StateDir:       state,
 		Tools:          tools,
+		Streams:        mgr,
+		Journal:        journal,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
-			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) ||
+			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
 				errors.Is(err, sessions.ErrHostUnavailable)
 		},
 		Events: func(ctx context.Context) <-chan any {
@@ -557,4 +577,33 @@ func sandboxWritableDirs(cfg config.File, state string) ([]string, error) {
 		dirs = append(dirs, filepath.Clean(src))
 	}
 	return dirs, nil
+}
+
+// engineGauges are the per-Engine gauges of /metrics: whether each
+// sandbox Engine answers and how many sandboxes it holds.
+func engineGauges(sbx *sandbox.Manager) []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, e := range sbx.Engines() {
+		status := func() sandbox.EngineStatus {
+			for _, s := range sbx.Engines() {
+				if s.Name == e.Name {
+					return s
+				}
+			}
+			return sandbox.EngineStatus{}
+		}
+		labels := prometheus.Labels{"engine": e.Name}
+		out = append(out,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sandboxctl_engine_up", Help: "1 when the sandbox Engine answers its health check.", ConstLabels: labels},
+				func() float64 {
+					if status().Healthy {
+						return 1
+					}
+					return 0
+				}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sandboxctl_engine_sandboxes", Help: "Sandboxes of this daemon placed on the Engine (multi-Engine configs).", ConstLabels: labels},
+				func() float64 { return float64(status().Sandboxes) }),
+		)
+	}
+	return out
 }

@@ -16,6 +16,9 @@ type Config struct {
 	Docker          DockerConfig `yaml:"docker" json:"docker"`
 	// AllowedSourceRoots, when non-empty, limits bind sources to these roots.
 	AllowedSourceRoots []string `yaml:"allowedSourceRoots" json:"allowedSourceRoots"`
+	// Engines are the Docker Engines sandboxes are placed on; none is the
+	// one Engine of the environment (see ParseEngines).
+	Engines []EngineConfig `yaml:"engines" json:"engines,omitempty"`
 }
 
 // PruneConfig says when idle or old sandboxes are removed; 0 disables each rule.

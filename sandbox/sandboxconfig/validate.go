@@ -180,6 +180,9 @@ func (c Config) Validate() error {
 	if _, err := ParseResources(d); err != nil {
 		return err
 	}
+	if _, err := ParseEngines(c.Engines); err != nil {
+		return err
+	}
 	return c.checkUnsafe()
 }
 

@@ -1,0 +1,674 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+)
+
+// Engine is a parsed entry of sandbox.engines.
+type Engine = sandboxconfig.Engine
+
+// ErrEngineDown means the Engine that holds a sandbox (or every Engine)
+// does not answer; the message names it. It is of the Unavailable class.
+var ErrEngineDown = fmt.Errorf("%w: sandbox Engine down", cerrdefs.ErrUnavailable)
+
+// DefaultEngineHealthInterval is how often each Engine of a multi-Engine
+// Manager is pinged (its event stream breaking triggers a ping at once).
+const DefaultEngineHealthInterval = time.Second
+
+// engineDownError names the Engine that went away and why.
+type engineDownError struct {
+	name, host string
+	err        error
+}
+
+func (e *engineDownError) Error() string {
+	return fmt.Sprintf("sandbox Engine %q at %s is down (%v)", e.name, e.host, e.err)
+}
+func (e *engineDownError) Is(target error) bool {
+	return target == ErrEngineDown || target == cerrdefs.ErrUnavailable
+}
+func (e *engineDownError) Unwrap() error { return e.err }
+
+// newEngineClient connects to e: the environment's Engine when e has no
+// address, else its unix socket, or its TCP port with TLS client
+// certificates (docker/go-connections tlsconfig, through the client).
+func newEngineClient(e Engine) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv}
+	switch e.Scheme {
+	case "unix":
+		opts = []client.Opt{client.WithHost(e.Address)}
+	case "tcp":
+		opts = []client.Opt{client.WithHost(e.Address), client.WithTLSClientConfig(e.TLS.CA, e.TLS.Cert, e.TLS.Key)}
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: Engine %q client: %w", e.Name, err)
+	}
+	return cli, nil
+}
+
+// EngineName is the name of the Engine of a single-Engine Manager ("" for
+// a Manager over several).
+func (m *Manager) EngineName() string {
+	if m.fleet != nil {
+		return ""
+	}
+	return m.engine.Name
+}
+
+// fleet is the Engine set of a Manager that places sandboxes on several
+// Engines. Each Engine has its own member Manager (its client, derived
+// images, supervisor connections and event follower); the front Manager
+// places and routes. Which Engine serves a scope is learnt from the
+// Engines themselves (their container labels), never from a local file.
+type fleet struct {
+	members  []*member
+	interval time.Duration
+	logf     func(format string, args ...any)
+
+	// placeMu makes choosing an Engine and counting the new sandbox on it
+	// one step, so concurrent placements spread.
+	placeMu sync.Mutex
+	mu      sync.Mutex
+	placed  map[string]*member // scope key -> the Engine serving it
+	ids     map[string]*member // container id -> Engine
+
+	firstCheck sync.Once
+	bg         sync.WaitGroup // re-adoptions under way
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// member is one Engine of a fleet and its health.
+type member struct {
+	eng  Engine
+	m    *Manager
+	kick chan struct{} // ping now (its event stream broke)
+
+	mu        sync.Mutex
+	checked   bool // a health check finished
+	healthy   bool
+	since     time.Time // of the current state
+	lastErr   error
+	memTotal  int64
+	count     int // sandboxes of this Manager on the Engine
+	imageOK   bool
+	stopped   int // sandboxes found stopped when it last (re)joined
+	readopted int // of those, started again
+}
+
+func (mb *member) state() (checked, healthy bool, err error) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.checked, mb.healthy, mb.lastErr
+}
+
+func (mb *member) downErr() error {
+	_, _, err := mb.state()
+	if err == nil {
+		err = errors.New("no answer yet")
+	}
+	return &engineDownError{name: mb.eng.Name, host: mb.m.cli.DaemonHost(), err: err}
+}
+
+// newFleet builds one member Manager per Engine; they share the front's
+// registry of last-used times. Nothing is contacted yet.
+func (m *Manager) newFleet(ctx context.Context, opts Options, engines []Engine) error {
+	f := &fleet{interval: opts.EngineHealthInterval, logf: m.logf, placed: map[string]*member{}, ids: map[string]*member{}}
+	if f.interval <= 0 {
+		f.interval = DefaultEngineHealthInterval
+	}
+	for i, e := range engines {
+		mo := opts
+		mo.Config.Engines = []sandboxconfig.EngineConfig{opts.Config.Engines[i]}
+		cli, err := newEngineClient(e)
+		if err != nil {
+			f.close()
+			return err
+		}
+		mo.Client = cli
+		mm, err := NewManager(ctx, mo)
+		if err != nil {
+			_ = cli.Close()
+			f.close()
+			return err
+		}
+		mm.ownsClient = true
+		mm.reg = m.reg
+		mb := &member{eng: e, m: mm, kick: make(chan struct{}, 1)}
+		mm.eventsBroken = func(error) {
+			select {
+			case mb.kick <- struct{}{}:
+			default:
+			}
+		}
+		f.members = append(f.members, mb)
+	}
+	m.fleet = f
+	m.cli = f.members[0].m.cli // Client() for tools; nothing routes through it
+	hctx, cancel := context.WithCancel(context.Background())
+	f.cancel, f.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	for _, mb := range f.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.watchHealth(hctx, mb)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(f.done)
+	}()
+	return nil
+}
+
+func (f *fleet) close() error {
+	if f.cancel != nil {
+		f.cancel()
+		<-f.done
+		f.bg.Wait()
+	}
+	var errs []error
+	for _, mb := range f.members {
+		errs = append(errs, mb.m.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// watchHealth pings mb every interval, and at once when its event stream
+// breaks, until ctx ends.
+func (f *fleet) watchHealth(ctx context.Context, mb *member) {
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	for {
+		f.check(ctx, mb)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-mb.kick:
+		}
+	}
+}
+
+// check pings mb once and acts on a change: an Engine that stops
+// answering fails every command followed in its sandboxes, naming it; one
+// that answers again has its sandboxes re-adopted.
+func (f *fleet) check(ctx context.Context, mb *member) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := mb.m.cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	mb.mu.Lock()
+	wasChecked, wasHealthy := mb.checked, mb.healthy
+	mb.mu.Unlock()
+	if err != nil {
+		mb.mu.Lock()
+		mb.checked, mb.healthy, mb.lastErr = true, false, err
+		if wasHealthy || !wasChecked {
+			mb.since = time.Now()
+		}
+		mb.mu.Unlock()
+		if wasHealthy {
+			reason := mb.downErr()
+			f.logf("sandbox: %v; its sessions fail and it takes no new sandboxes until it answers", reason)
+			n := mb.m.failAll(reason)
+			f.logf("sandbox: Engine %q: failed %d supervisor connections", mb.eng.Name, n)
+		}
+		return
+	}
+	if wasHealthy {
+		mb.mu.Lock()
+		imageOK := mb.imageOK
+		mb.mu.Unlock()
+		if !imageOK { // loaded since?
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, ierr := mb.m.cli.ImageInspect(ictx, mb.m.cfg.Docker.Image)
+			cancel()
+			mb.mu.Lock()
+			mb.imageOK = ierr == nil
+			mb.mu.Unlock()
+		}
+		return
+	}
+	// (Re)joined: learn what it holds, then take new sandboxes.
+	if err := f.adopt(ctx, mb); err != nil {
+		mb.mu.Lock()
+		mb.checked, mb.lastErr = true, err
+		mb.mu.Unlock()
+		f.logf("sandbox: Engine %q answers but its sandboxes cannot be listed: %v", mb.eng.Name, err)
+		return
+	}
+	mb.mu.Lock()
+	mb.checked, mb.healthy, mb.lastErr, mb.since = true, true, nil, time.Now()
+	mb.mu.Unlock()
+	if wasChecked {
+		f.logf("sandbox: Engine %q answers again", mb.eng.Name)
+	}
+}
+
+// adopt lists mb's sandboxes, records which scopes it serves (a scope
+// placed elsewhere meanwhile stays there) and starts the stopped ones
+// again, so their agents find them where they were.
+func (f *fleet) adopt(ctx context.Context, mb *member) error {
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := mb.m.cli.Info(actx, client.InfoOptions{})
+	if err != nil {
+		return mb.m.classify("engine info", err)
+	}
+	_, imgErr := mb.m.cli.ImageInspect(actx, mb.m.cfg.Docker.Image)
+	list, err := mb.m.List(actx)
+	if err != nil {
+		return err
+	}
+	var mine []Info
+	f.mu.Lock()
+	for _, c := range list {
+		f.ids[c.ID] = mb
+		if cur, ok := f.placed[c.ScopeKey]; ok && cur != mb {
+			f.logf("sandbox: scope %s has a sandbox on Engine %q and on %q (placed there while %q was down); %q's is left to prune",
+				c.ScopeKey, cur.eng.Name, mb.eng.Name, mb.eng.Name, mb.eng.Name)
+			continue
+		}
+		f.placed[c.ScopeKey] = mb
+		mine = append(mine, c)
+	}
+	f.mu.Unlock()
+	var stopped []Info
+	for _, c := range mine {
+		if c.State != "running" {
+			stopped = append(stopped, c)
+		}
+	}
+	mb.mu.Lock()
+	mb.memTotal, mb.count, mb.imageOK = info.Info.MemTotal, len(list), imgErr == nil
+	mb.stopped, mb.readopted = len(stopped), 0
+	mb.mu.Unlock()
+	// Stopped with its Engine (a dockerd without live-restore stops what
+	// it finds running when it starts again): start them where they are,
+	// a few at a time, once the Engine takes requests again.
+	f.readopt(ctx, mb, stopped)
+	return nil
+}
+
+// readopt starts the stopped sandboxes of mb again (in the background,
+// after mb is marked healthy; requests for them meanwhile start them
+// themselves).
+func (f *fleet) readopt(ctx context.Context, mb *member, stopped []Info) {
+	if len(stopped) == 0 {
+		return
+	}
+	f.bg.Add(1)
+	go func() {
+		defer f.bg.Done()
+		sem := make(chan struct{}, 4)
+		var wg sync.WaitGroup
+		for _, c := range stopped {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				actx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				if _, err := mb.m.Ensure(actx, Scope{AgentID: c.AgentID, SessionKey: c.SessionKey}); err != nil {
+					f.logf("sandbox: Engine %q: re-adopt %s: %v", mb.eng.Name, c.Name, err)
+					return
+				}
+				mb.mu.Lock()
+				mb.readopted++
+				mb.mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}()
+}
+
+// failAll ends every supervisor connection of this (member) Manager with
+// reason: the commands they follow fail at once instead of waiting for an
+// Engine that is gone. It returns how many ended.
+func (m *Manager) failAll(reason error) int {
+	n := 0
+	now := time.Now()
+	for _, id := range m.clients.ids() {
+		m.warm.forgetID(id)
+		if m.clients.fail(id, now, reason) {
+			n++
+		}
+	}
+	return n
+}
+
+// awaitFirstCheck waits (bounded by ctx) until every Engine was checked
+// once, so the first placement after a start knows where scopes live.
+func (f *fleet) awaitFirstCheck(ctx context.Context) {
+	f.firstCheck.Do(func() {
+		var wg sync.WaitGroup
+		for _, mb := range f.members {
+			if c, _, _ := mb.state(); c {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.check(ctx, mb)
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+// memberFor returns the Engine serving scope s: where it was placed or
+// found, else (create) a new placement. A scope whose Engine is down gets
+// ErrEngineDown: a sandbox stays on its Engine for life.
+func (m *Manager) memberFor(ctx context.Context, s Scope, create bool) (*member, error) {
+	f := m.fleet
+	f.awaitFirstCheck(ctx)
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	lock := m.scopeLock(scopeKey)
+	lock.Lock()
+	defer lock.Unlock()
+	f.mu.Lock()
+	mb := f.placed[scopeKey]
+	f.mu.Unlock()
+	if mb != nil {
+		if _, healthy, _ := mb.state(); !healthy {
+			return nil, fmt.Errorf("sandbox %s: %w", ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey), mb.downErr())
+		}
+		return mb, nil
+	}
+	// Made by another process of this state directory, perhaps: ask.
+	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
+	for _, cand := range f.members {
+		if _, healthy, _ := cand.state(); !healthy {
+			continue
+		}
+		insp, err := cand.m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		if err == nil && insp.Container.Config != nil && insp.Container.Config.Labels[LabelManaged] == "1" {
+			f.mu.Lock()
+			f.placed[scopeKey], f.ids[insp.Container.ID] = cand, cand
+			f.mu.Unlock()
+			return cand, nil
+		}
+	}
+	if !create {
+		return nil, nil
+	}
+	f.placeMu.Lock()
+	defer f.placeMu.Unlock()
+	mb, err := f.place(m.sandboxMemory())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	f.mu.Lock()
+	f.placed[scopeKey] = mb
+	f.mu.Unlock()
+	mb.mu.Lock()
+	mb.count++
+	mb.mu.Unlock()
+	return mb, nil
+}
+
+// memberByID returns the Engine holding container id.
+func (m *Manager) memberByID(ctx context.Context, id string) (*member, error) {
+	f := m.fleet
+	f.mu.Lock()
+	mb := f.ids[id]
+	f.mu.Unlock()
+	if mb != nil {
+		return mb, nil
+	}
+	for _, cand := range f.members {
+		if _, healthy, _ := cand.state(); !healthy {
+			continue
+		}
+		if _, err := cand.m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil {
+			f.mu.Lock()
+			f.ids[id] = cand
+			f.mu.Unlock()
+			return cand, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no healthy Engine holds container %s", ErrNotFound, id)
+}
+
+func (m *Manager) memberNamed(name string) (*member, error) {
+	for _, mb := range m.fleet.members {
+		if mb.eng.Name == name {
+			return mb, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no Engine named %q", ErrNotFound, name)
+}
+
+func (f *fleet) noteID(id string, mb *member) {
+	if id == "" {
+		return
+	}
+	f.mu.Lock()
+	f.ids[id] = mb
+	f.mu.Unlock()
+}
+
+func (f *fleet) forgetScope(scopeKey string) {
+	f.mu.Lock()
+	if mb := f.placed[scopeKey]; mb != nil {
+		delete(f.placed, scopeKey)
+		mb.mu.Lock()
+		mb.count = max(0, mb.count-1)
+		mb.mu.Unlock()
+	}
+	f.mu.Unlock()
+}
+
+// EngineStatus is the health and load of one Engine.
+type EngineStatus struct {
+	Name      string    `json:"name"`
+	Host      string    `json:"host"`
+	Healthy   bool      `json:"healthy"`
+	Since     time.Time `json:"since,omitzero"`
+	Error     string    `json:"error,omitempty"`
+	Sandboxes int       `json:"sandboxes"`
+	// Stopped counts the sandboxes found stopped when the Engine last
+	// (re)joined, Readopted those of them started again so far.
+	Stopped   int `json:"stopped"`
+	Readopted int `json:"readopted"`
+}
+
+// Engines reports each Engine's health and load. A single-Engine Manager
+// is not health-checked: its one entry is always Healthy (Ping asks).
+func (m *Manager) Engines() []EngineStatus {
+	if m.fleet == nil {
+		return []EngineStatus{{Name: m.engine.Name, Host: m.cli.DaemonHost(), Healthy: true}}
+	}
+	out := make([]EngineStatus, 0, len(m.fleet.members))
+	for _, mb := range m.fleet.members {
+		mb.mu.Lock()
+		st := EngineStatus{Name: mb.eng.Name, Host: mb.m.cli.DaemonHost(), Healthy: mb.healthy, Since: mb.since, Sandboxes: mb.count, Stopped: mb.stopped, Readopted: mb.readopted}
+		if mb.lastErr != nil {
+			st.Error = mb.lastErr.Error()
+		}
+		mb.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// healthyMembers lists the Engines that answer, in config order.
+func (f *fleet) healthyMembers() []*member {
+	return slices.DeleteFunc(slices.Clone(f.members), func(mb *member) bool {
+		_, healthy, _ := mb.state()
+		return !healthy
+	})
+}
+
+// eachHealthy runs fn on every Engine that answers and joins the errors,
+// each naming its Engine; Engines that are down are reported too.
+func (f *fleet) eachHealthy(fn func(mb *member) error) error {
+	var errs []error
+	for _, mb := range f.members {
+		if _, healthy, _ := mb.state(); !healthy {
+			errs = append(errs, mb.downErr())
+			continue
+		}
+		if err := fn(mb); err != nil {
+			errs = append(errs, fmt.Errorf("Engine %q: %w", mb.eng.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ping reports the Engines that do not answer (nil when all do).
+func (f *fleet) ping(ctx context.Context) error {
+	var errs []error
+	for _, mb := range f.members {
+		if _, err := mb.m.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+			errs = append(errs, &engineDownError{name: mb.eng.Name, host: mb.m.cli.DaemonHost(), err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) fleetEnsure(ctx context.Context, s Scope) (EnsureResult, error) {
+	mb, err := m.memberFor(ctx, s, true)
+	if err != nil {
+		return EnsureResult{}, err
+	}
+	res, err := mb.m.Ensure(ctx, s)
+	m.fleet.noteID(res.ID, mb)
+	return res, err
+}
+
+func (m *Manager) fleetStart(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
+	mb, err := m.memberFor(ctx, s, true)
+	if err != nil {
+		return nil, err
+	}
+	st, err := mb.m.Start(ctx, s, opts)
+	if st != nil {
+		m.fleet.noteID(st.Ensure.ID, mb)
+	}
+	return st, err
+}
+
+// fleetList lists the sandboxes of every Engine that answers; the error
+// names those that do not (what was found is returned beside it).
+func (m *Manager) fleetList(ctx context.Context) ([]Info, error) {
+	var out []Info
+	err := m.fleet.eachHealthy(func(mb *member) error {
+		list, err := mb.m.List(ctx)
+		for _, c := range list {
+			m.fleet.noteID(c.ID, mb)
+		}
+		out = append(out, list...)
+		return err
+	})
+	if len(out) > 0 || m.fleet.anyHealthy() {
+		if err != nil {
+			m.logf("sandbox list: %v", err)
+		}
+		return out, nil
+	}
+	return out, err
+}
+
+func (f *fleet) anyHealthy() bool { return len(f.healthyMembers()) > 0 }
+
+func (m *Manager) fleetRemoveByName(ctx context.Context, name string) error {
+	removed := false
+	var errs []error
+	for _, mb := range m.fleet.healthyMembers() {
+		err := mb.m.RemoveByName(ctx, name)
+		switch {
+		case err == nil:
+			removed = true
+			m.fleet.forgetName(m, name, mb)
+		case !errors.Is(err, ErrNotFound):
+			errs = append(errs, fmt.Errorf("Engine %q: %w", mb.eng.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if !removed {
+		return fmt.Errorf("%w: no container named %s on any Engine that answers", ErrNotFound, name)
+	}
+	return nil
+}
+
+// forgetName drops the placement of the scope whose container was name on
+// mb (name may be an id).
+func (f *fleet) forgetName(m *Manager, name string, mb *member) {
+	f.mu.Lock()
+	delete(f.ids, name)
+	var scopes []string
+	for k, p := range f.placed {
+		if p == mb && ContainerName(m.cfg.Docker.ContainerPrefix, k) == name {
+			scopes = append(scopes, k)
+		}
+	}
+	f.mu.Unlock()
+	for _, k := range scopes {
+		f.forgetScope(k)
+	}
+}
+
+func (m *Manager) fleetPrune(ctx context.Context, dryRun bool) ([]Info, error) {
+	var out []Info
+	err := m.fleet.eachHealthy(func(mb *member) error {
+		pruned, err := mb.m.Prune(ctx, dryRun)
+		if !dryRun {
+			for _, c := range pruned {
+				m.fleet.forgetName(m, c.Name, mb)
+			}
+		}
+		out = append(out, pruned...)
+		return err
+	})
+	return out, err
+}
+
+// fleetExplain explains scope s on the Engine that holds its sandbox, or
+// on the one the next command would place it on.
+func (m *Manager) fleetExplain(ctx context.Context, s Scope) (Explanation, error) {
+	mb, err := m.memberFor(ctx, s, false)
+	if err != nil {
+		return Explanation{}, err
+	}
+	next := mb == nil
+	if next {
+		if mb, err = m.fleet.place(m.sandboxMemory()); err != nil {
+			return Explanation{}, fmt.Errorf("sandbox explain: %w", err)
+		}
+	}
+	ex, err := mb.m.Explain(ctx, s)
+	if next && err == nil {
+		ex.Recreate = fmt.Sprintf("no container yet: the next command creates it on Engine %q", mb.eng.Name)
+	}
+	return ex, err
+}
+
+func (m *Manager) fleetSessions(ctx context.Context) ([]RecoveredSession, error) {
+	var out []RecoveredSession
+	err := m.fleet.eachHealthy(func(mb *member) error {
+		rs, err := mb.m.Sessions(ctx)
+		out = append(out, rs...)
+		return err
+	})
+	slices.SortStableFunc(out, func(a, b RecoveredSession) int { return a.StartedAt.Compare(b.StartedAt) })
+	return out, err
+}
