@@ -111,12 +111,12 @@ func groupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
-	procs, err := procfs.List("/proc")
+	pids, err := procfs.PIDs("/proc")
 	if err != nil {
 		return true // cannot tell: assume alive, the caller escalates
 	}
-	for _, st := range procs {
-		if st.PGRP == pgid && !st.Dead() {
+	for _, pid := range pids { // the first live member settles it
+		if st, err := procfs.ReadStat("/proc", pid); err == nil && st.PGRP == pgid && !st.Dead() {
 			return true
 		}
 	}

@@ -79,6 +79,9 @@ func (m *Manager) classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if m.obs != nil {
+		m.obs.EngineError(engineErrorClass(err))
+	}
 	switch {
 	case client.IsErrConnectionFailed(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
@@ -89,6 +92,26 @@ func (m *Manager) classify(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, &engineError{host: m.engineHost(), err: err})
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// engineErrorClass is err's class among EngineErrorClasses.
+func engineErrorClass(err error) string {
+	switch {
+	case client.IsErrConnectionFailed(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		return "unreachable"
+	case cerrdefs.IsInternal(err), cerrdefs.IsUnknown(err):
+		return "internal"
+	case cerrdefs.IsUnavailable(err):
+		return "unavailable"
+	case cerrdefs.IsNotFound(err):
+		return "not_found"
+	case cerrdefs.IsConflict(err), cerrdefs.IsAlreadyExists(err):
+		return "conflict"
+	case cerrdefs.IsInvalidArgument(err):
+		return "invalid"
+	}
+	return "other"
 }
 
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

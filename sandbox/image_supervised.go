@@ -191,6 +191,7 @@ func (m *Manager) supervisedImage(ctx context.Context, base string) (string, err
 	if err != nil {
 		return "", err
 	}
+	buildStart := time.Now()
 	res, err := m.cli.ImageBuild(ctx, buildCtx, client.ImageBuildOptions{
 		Tags:        []string{ref},
 		Remove:      true,
@@ -208,6 +209,9 @@ func (m *Manager) supervisedImage(ctx context.Context, base string) (string, err
 	}
 	if _, err := m.cli.ImageInspect(ctx, ref); err != nil {
 		return "", fmt.Errorf("build supervised image for %s: %s missing after the build: %w", base, ref, err)
+	}
+	if m.obs != nil {
+		m.obs.ImageBuilt(time.Since(buildStart))
 	}
 	m.logf("sandbox: built %s (%s + supervisor %s)", ref, base, short(sup.hash))
 	m.images.put(key, ref)

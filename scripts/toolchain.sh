@@ -44,9 +44,13 @@ fi
 # makes the node tests' network namespaces, curl and ps serve the attack tests, and the
 # guard's attack tests (go test -run Security ./sessions/ ./integration/) replay attacks
 # through man and less in a PTY, a perl script (shasum), git, vim and zip; headless
-# chromium drives the web console's browser tests (internal/console).
+# chromium drives the web console's browser tests (internal/console). Node and npm run
+# the official MCP TypeScript SDK against the daemon (internal/mcpserver/testdata/node,
+# npm ci from its committed lockfile) and the TypeScript client, prometheus scrapes the
+# daemon's /metrics in the metrics test (a private instance on a temporary config and
+# port), and python3 runs the standard-library client (clients/python).
 need=()
-for pair in tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip chromium:chromium; do
+for pair in tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip chromium:chromium node:nodejs npm:npm prometheus:prometheus python3:python3; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

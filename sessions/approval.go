@@ -234,6 +234,9 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		s.mu.Unlock()
 	}
 	m.run(s)
+	if plan.started != nil {
+		plan.started(&Follower{s: s})
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

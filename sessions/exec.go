@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -32,6 +34,9 @@ type execPlan struct {
 	explicitTimeout bool
 	keepStdin       bool
 	denied          string // set when the request is refused before anything runs
+	// started, when set, is called with a Follower once the session exists
+	// (ExecStream).
+	started func(toolapi.Follower)
 }
 
 // Exec runs the exec tool (SPEC §2).
@@ -67,6 +72,11 @@ type execPlan struct {
 // expiry the whole tree is killed and the session fails with signal SIGKILL
 // and reason "timeout after Ns".
 func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
+	return m.exec(ctx, p, nil)
+}
+
+// exec is Exec, calling started (when not nil) once the session exists.
+func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.Follower)) (Result, error) {
 	if m.isClosed() {
 		return Result{}, ErrClosed
 	}
@@ -74,6 +84,7 @@ func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	plan.started = started
 	if plan.denied != "" {
 		return deniedResult(plan.denied, nil), nil
 	}
@@ -135,12 +146,16 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	if err != nil {
 		return nil, StartSpec{}, nil, fmt.Errorf("exec: workdir: %w", err)
 	}
+	if warn != "" && p.StrictWorkdir {
+		reason, _, _ := strings.Cut(warn, "; using ")
+		return nil, StartSpec{}, nil, inputErr("workdir", "%s", reason)
+	}
 	if warn != "" {
 		warnings = append(warnings, warn)
 	}
 	spec := StartSpec{
 		Command: plan.command, Env: p.Env, Dir: dir,
-		PTY: p.PTY, Cols: ptyCols, Rows: ptyRows,
+		PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
 		KeepStdin: plan.keepStdin,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
 		Node: p.Node, Security: plan.security, Ask: plan.ask,
@@ -184,6 +199,11 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 			}
 			return approvalResult(approval, plan, spec.Command, spec.Dir, warnings), nil
 		}
+		if errors.As(err, new(interface{ InvalidParameter() })) {
+			// The host looked at the command and could not start it (its
+			// workdir, its program, its environment): the caller's input.
+			return Result{}, &InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
+		}
 		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
 	warnings = append(warnings, st.Warnings...)
@@ -211,6 +231,9 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	m.armTimeoutLocked(s, timeout)
 	s.mu.Unlock()
 	m.run(s)
+	if plan.started != nil {
+		plan.started(&Follower{s: s})
+	}
 	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil
 }
@@ -399,6 +422,14 @@ func checkNumber(field string, v float64) error {
 		return inputErr(field, "%s must not be negative (got %g)", field, v)
 	}
 	return nil
+}
+
+// sizeOr is a requested terminal dimension, or def when none was asked.
+func sizeOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 func clampFloat(v, lo, hi float64) float64 { return math.Min(math.Max(v, lo), hi) }

@@ -204,6 +204,17 @@ func (c *clock) Advance(d time.Duration) {
 
 // newTestManager returns a Manager whose hosts are fakes; cfg edits a
 // default config. It is closed at test end.
+// exitErr ends p with a failed wait: no exit code, no signal.
+func (p *fakeProc) exitErr(err error) {
+	p.exitOnce.Do(func() {
+		p.outW.Close()
+		if p.errW != nil {
+			p.errW.Close()
+		}
+		p.exitCh <- exitInfo{code: -1, err: err}
+	})
+}
+
 func newTestManager(t *testing.T, edit func(*config.File), opts ...func(*Options)) (*Manager, map[string]*fakeHost) {
 	t.Helper()
 	cfg := config.Default()
@@ -233,8 +244,6 @@ func newTestManager(t *testing.T, edit func(*config.File), opts ...func(*Options
 	})
 	return m, hosts
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func text(r Result) string {
 	if len(r.Content) == 0 {

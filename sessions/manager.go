@@ -33,6 +33,9 @@ type Options struct {
 	// outlive the daemon, so that a restarted daemon does not deliver it
 	// again (e.g. <state>/cursors.json); "" keeps none.
 	CursorFile string
+	// Journal, when set, numbers and keeps every event before subscribers
+	// get it (eventjournal.Journal), so clients can replay what they missed.
+	Journal EventJournal
 }
 
 // Limits are the effective numeric settings after defaults, environment
@@ -65,12 +68,19 @@ type Manager struct {
 	live     map[*session]struct{} // not yet finished (Close kills these)
 	closed   bool
 
-	subMu sync.Mutex
-	subs  map[chan Event]struct{}
+	subMu   sync.Mutex
+	subs    map[chan Event]struct{}
+	journal EventJournal
 
 	sweepStop chan struct{}
 	sweepDone chan struct{}
 	wg        sync.WaitGroup // session goroutines
+}
+
+// EventJournal numbers and keeps events: Append returns ev with its
+// cursor; an error means it is kept but may not survive a restart.
+type EventJournal interface {
+	Append(ev Event) (Event, error)
 }
 
 // New validates opts, applies defaults and overrides, and starts the TTL
@@ -87,6 +97,7 @@ func New(opts Options) (*Manager, error) {
 		live:     map[*session]struct{}{},
 		subs:     map[chan Event]struct{}{},
 		cursors:  openCursors(opts.CursorFile),
+		journal:  opts.Journal,
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -199,6 +210,13 @@ func (m *Manager) Publish(ev Event) {
 func (m *Manager) emit(ev Event) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
+	if m.journal != nil {
+		// Under subMu: cursors are in the order subscribers see.
+		var err error
+		if ev, err = m.journal.Append(ev); err != nil {
+			m.logf("sessions: %v", err)
+		}
+	}
 	for ch := range m.subs {
 		select {
 		case ch <- ev:
@@ -256,6 +274,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.subMu.Unlock()
 	return err
 }
+
+// Running counts the sessions not yet finished (the daemon's metrics).
+func (m *Manager) Running() int { return m.liveCount() }
 
 func (m *Manager) liveCount() int {
 	m.mu.Lock()

@@ -12,10 +12,11 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Process actions (SPEC §3, plus resize).
-var processActions = []string{"list", "poll", "log", "write", "send-keys", "paste", "submit", "kill", "clear", "remove", "resize"}
+var processActions = toolapi.ProcessActions
 
 const (
 	maxPollWait     = 30 * time.Second

@@ -471,6 +471,9 @@ func TestExitEvents(t *testing.T) {
 			`^Exec completed \(ID, code 0\) :: y{175}\nDONE$`, false},
 		{"failed signal", false, true, func(p *fakeProc) { p.say("boom"); p.exit(-1, "SIGKILL") }, `^Exec failed \(ID, signal SIGKILL\) :: boom$`, false},
 		{"non-zero", false, true, func(p *fakeProc) { p.exit(7, "") }, `^Exec completed \(ID, code 7\)$`, false},
+		// No exit code exists: the reason, not a made-up "code -1".
+		{"failed without a code", false, true, func(p *fakeProc) { p.say("x"); p.exitErr(errors.New("supervisor lost")) },
+			`^Exec failed \(ID\): supervisor lost :: x$`, false},
 		{"empty success skipped", false, true, func(p *fakeProc) { p.exit(0, "") }, "", false},
 		{"empty success when enabled", true, true, func(p *fakeProc) { p.exit(0, "") }, `^Exec completed \(ID, code 0\)$`, false},
 		{"notify off", false, false, func(p *fakeProc) { p.say("x"); p.exit(0, "") }, "", false},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -148,7 +149,7 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 		pid:         rs.PID,
 		startedAt:   rs.StartedAt,
 		startedReal: time.Now(),
-		agg:         output.NewTail(m.lim.MaxOutputChars),
+		agg:         output.NewLog(m.lim.MaxOutputChars),
 		pendOut:     output.NewTail(m.lim.PendingMaxOutputChars),
 		pendErr:     output.NewTail(m.lim.PendingMaxOutputChars),
 		stdinOpen:   rs.StdinOpen && !rs.Finished,
@@ -164,7 +165,7 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	text, _ := dec.Feed(rs.Output)
 	text += dec.Flush()
 	s.agg.AddDropped(rs.Dropped)
-	s.agg.Write(text)
+	s.agg.WriteStream(output.StreamStdout, text, utf8.RuneCountInString(text))
 	s.pendOut.Write(m.pendingOnRecover(host, rs))
 	s.readRaw, s.delivered = rs.Covered, rs.Covered
 	if rs.Finished {

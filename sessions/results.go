@@ -43,7 +43,7 @@ func finalResultLocked(s *session, now time.Time, warnings []string) Result {
 	if s.status == StatusCompleted {
 		d = map[string]any{
 			"status": StatusCompleted, "exitCode": s.exitCode, "durationMs": dur,
-			"aggregated": agg, "cwd": s.cwd,
+			"aggregated": agg, "cwd": s.cwd, "host": string(s.host),
 		}
 		if s.exitCode != 0 {
 			text = strings.TrimRight(text, "\n") + fmt.Sprintf("\n\n(Command exited with code %d)", s.exitCode)
@@ -51,7 +51,7 @@ func finalResultLocked(s *session, now time.Time, warnings []string) Result {
 	} else {
 		d = map[string]any{
 			"status": StatusFailed, "exitCode": nil, "signal": s.signal, "durationMs": dur,
-			"aggregated": agg, "cwd": s.cwd, "reason": s.reason,
+			"aggregated": agg, "cwd": s.cwd, "reason": s.reason, "host": string(s.host),
 		}
 		text = strings.TrimRight(text, "\n") + fmt.Sprintf("\n\n(Command failed: %s)", s.reason)
 	}
@@ -63,7 +63,7 @@ func runningResultLocked(s *session, warnings []string) Result {
 	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/write/kill/clear/remove) for follow-up.", s.id, s.pid)
 	d := map[string]any{
 		"status": StatusRunning, "sessionId": s.id, "pid": s.pid,
-		"startedAt": s.startedAt.UnixMilli(), "cwd": s.cwd,
+		"startedAt": s.startedAt.UnixMilli(), "cwd": s.cwd, "host": string(s.host),
 		"tail": s.agg.Last(tailChars),
 	}
 	if s.waitingForInputLocked() {

@@ -46,7 +46,7 @@ type session struct {
 	startedReal         time.Time // by the real clock (timeouts run on real timers)
 
 	mu          sync.Mutex
-	agg         *output.Tail
+	agg         *output.Log // all output, by stream; streams follow it by offset
 	pendOut     *output.Tail
 	pendErr     *output.Tail
 	watch       chan struct{} // closed on new output or exit; nil when nobody waits
@@ -87,7 +87,7 @@ func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string,
 		pid:         st.PID(),
 		startedAt:   m.now(),
 		startedReal: time.Now(),
-		agg:         output.NewTail(m.lim.MaxOutputChars),
+		agg:         output.NewLog(m.lim.MaxOutputChars),
 		pendOut:     output.NewTail(m.lim.PendingMaxOutputChars),
 		pendErr:     output.NewTail(m.lim.PendingMaxOutputChars),
 		stdinOpen:   keepStdin,
@@ -99,9 +99,10 @@ func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string,
 func (m *Manager) run(s *session) {
 	var readers sync.WaitGroup
 	for _, st := range []struct {
-		r    io.Reader
-		pend *output.Tail
-	}{{s.proc.Stdout(), s.pendOut}, {s.proc.Stderr(), s.pendErr}} {
+		r      io.Reader
+		stream output.Stream
+		pend   *output.Tail
+	}{{s.proc.Stdout(), output.StreamStdout, s.pendOut}, {s.proc.Stderr(), output.StreamStderr, s.pendErr}} {
 		if st.r == nil {
 			continue
 		}
@@ -110,7 +111,7 @@ func (m *Manager) run(s *session) {
 		go func() {
 			defer m.wg.Done()
 			defer readers.Done()
-			m.read(s, st.r, st.pend)
+			m.read(s, st.r, st.stream, st.pend)
 		}()
 	}
 	readersDone := make(chan struct{})
@@ -147,7 +148,7 @@ func (m *Manager) run(s *session) {
 
 // read copies one stream into the session's buffers, answering DSR queries
 // of a PTY.
-func (m *Manager) read(s *session, r io.Reader, pend *output.Tail) {
+func (m *Manager) read(s *session, r io.Reader, stream output.Stream, pend *output.Tail) {
 	dec := output.NewDecoder(s.pty)
 	buf := make([]byte, readChunk)
 	for {
@@ -160,31 +161,27 @@ func (m *Manager) read(s *session, r io.Reader, pend *output.Tail) {
 					break
 				}
 			}
-			s.appendOutputRaw(text, pend, n)
+			s.appendOutputRaw(stream, text, pend, n)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
 				m.logf("sessions: %s: reading output: %v", s.id, err)
 			}
-			s.appendOutput(dec.Flush(), pend)
+			s.appendOutputRaw(stream, dec.Flush(), pend, 0)
 			return
 		}
 	}
 }
 
-func (s *session) appendOutput(text string, pend *output.Tail) {
-	s.appendOutputRaw(text, pend, 0)
-}
-
-// appendOutputRaw is appendOutput for text decoded from raw bytes read:
+// appendOutputRaw appends text of stream, decoded from raw bytes read:
 // both are counted under one lock, so a poll's cursor never covers bytes
 // whose text it did not deliver.
-func (s *session) appendOutputRaw(text string, pend *output.Tail, raw int) {
+func (s *session) appendOutputRaw(stream output.Stream, text string, pend *output.Tail, raw int) {
 	n := utf8.RuneCountInString(text)
 	s.mu.Lock()
 	s.readRaw += int64(raw)
 	if text != "" {
-		s.agg.WriteCounted(text, n)
+		s.agg.WriteStream(stream, text, n)
 		pend.WriteCounted(text, n)
 		s.wakeLocked()
 	}
@@ -271,7 +268,9 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 	} else if s.signal != "" {
 		head = fmt.Sprintf("Exec failed (%s, signal %s)", s.id, s.signal)
 	} else {
-		head = fmt.Sprintf("Exec failed (%s, code %d)", s.id, s.exitCode)
+		// No exit code exists (details.exitCode is null): say why instead
+		// of a made-up "code -1".
+		head = fmt.Sprintf("Exec failed (%s): %s", s.id, s.reason)
 	}
 	text := head
 	if out != "" {

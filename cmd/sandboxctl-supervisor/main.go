@@ -34,6 +34,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
 		os.Exit(127)
 	}
+	if len(os.Args) > 1 && os.Args[1] == supervisor.FilesArg {
+		// The files API's tool, run as a command of the sandbox; not
+		// dumpable, so other processes of the sandbox cannot trace it or
+		// write its memory while it moves the daemon's data.
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+		os.Exit(supervisor.RunFiles(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	// Not dumpable: processes of the sandbox may run as the same user, and
 	// must not open /proc/<this>/fd (the attach stream's pipes), read its
 	// memory or trace it. Commands are unaffected (execve makes them

@@ -58,7 +58,9 @@ func TestMCPOverStdio(t *testing.T) {
 // TestMetricsEndpoint checks GET /metrics on the daemon socket counts calls.
 func TestMetricsEndpoint(t *testing.T) {
 	e := newEnv(t)
-	if r := e.run(t, "exec", "--", "true"); r.code != 0 {
+	// --json: one exec tool call, as an agent makes it (a waiting exec
+	// runs a background session and follows it).
+	if r := e.run(t, "exec", "--json", "--", "true"); r.code != 0 {
 		t.Fatalf("exec: %+v", r)
 	}
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -70,7 +72,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `sandboxctl_exec_total{host="default",status="completed"} 1`) {
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `sandboxctl_exec_total{host="gateway",status="completed"} 1`) {
 		t.Fatalf("metrics %d:\n%s", resp.StatusCode, body)
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 
@@ -40,11 +42,44 @@ type Health struct {
 	OK      bool   `json:"ok"`
 	PID     int    `json:"pid"`
 	Version string `json:"version"`
+	Identity
+	// Socket is the daemon's unix socket; StartedAt when it started.
+	Socket    string    `json:"socket,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+}
+
+// Identity is the configuration a daemon serves (see cli.CLI.Identity).
+type Identity struct {
+	ConfigFile string `json:"configFile,omitempty"` // absolute; "" = built-in defaults
+	ConfigHash string `json:"configHash,omitempty"` // of the file's content and Engine
+	Engine     string `json:"engine,omitempty"`     // DOCKER_HOST; "" = the Docker default
+}
+
+// Headers that carry a client's Identity; a daemon serving another answers
+// 409 (see daemon.Options.Identity).
+const (
+	HeaderConfigHash = "Sandboxctl-Config-Hash"
+	HeaderConfigFile = "Sandboxctl-Config-File" // query-escaped
+	HeaderEngine     = "Sandboxctl-Engine"      // query-escaped
+)
+
+// SetIdentity makes every request carry id, so that a daemon serving
+// another configuration or Engine refuses it (409) instead of serving it.
+func (c *Client) SetIdentity(id Identity) {
+	c.headers = map[string]string{
+		HeaderConfigHash: id.ConfigHash,
+		HeaderConfigFile: url.QueryEscape(id.ConfigFile),
+		HeaderEngine:     url.QueryEscape(id.Engine),
+	}
 }
 
 // ErrorBody is the body of every non-2xx answer of the daemon.
 type ErrorBody struct {
 	Error string `json:"error"`
+	// Field names the request field a 400 is about (toolapi.InputError):
+	// "workdir", "env", ...; "start" when the command itself could not
+	// start (its program, its environment).
+	Field string `json:"field,omitempty"`
 }
 
 // ReadPIDFile returns the pid recorded in <stateDir>/daemon.pid.
@@ -71,6 +106,8 @@ type Client struct {
 	// autoStart, when set, starts a daemon when a request finds none
 	// listening (see Connect).
 	autoStart *StartOptions
+	// headers go with every request (SetIdentity).
+	headers map[string]string
 }
 
 // Transport carries one request to the daemon and returns the status code
@@ -89,6 +126,10 @@ type Request struct {
 	Path   string
 	Header map[string]string
 	Body   []byte // nil for none
+	// Stream, when set instead of Body, is sent as the body: exactly
+	// StreamLen bytes (a file upload).
+	Stream    io.Reader
+	StreamLen int64
 }
 
 // New returns a client that sends requests to base (e.g. https://host:8443)
@@ -115,6 +156,7 @@ func (c *Client) CloseIdleConnections() {
 type APIError struct {
 	StatusCode int
 	Message    string
+	Field      string // see ErrorBody.Field
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -157,7 +199,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 // ExecRaw calls the exec tool and returns the result exactly as the daemon
 // sent it.
 func (c *Client) ExecRaw(ctx context.Context, p toolapi.ExecParams) (json.RawMessage, error) {
-	return c.do(ctx, "POST", "/v1/tools/exec", p)
+	return c.do(ctx, "POST", "/v1/tools/exec", newExecBody(p, false))
 }
 
 // Exec calls the exec tool.
@@ -197,7 +239,34 @@ type EventStream struct {
 // Events opens the event stream. It ends when ctx is done, Close is called,
 // or the daemon stops (Next then returns io.EOF or an error).
 func (c *Client) Events(ctx context.Context) (*EventStream, error) {
-	body, err := c.send(ctx, "GET", "/v1/events", nil)
+	return c.EventsSince(ctx, EventsQuery{})
+}
+
+// EventsQuery selects what GET /v1/events streams.
+type EventsQuery struct {
+	// Since, when set, replays the events after this cursor first (0: all
+	// the journal holds); unset streams only new events.
+	Since *int64
+	// Agent, when set, shows only this agent's events.
+	Agent string
+}
+
+// EventsSince streams events as q selects: a client that reconnects with
+// the cursor of the last event it saw misses nothing, or gets a "gap"
+// event (toolapi.EventGap) first.
+func (c *Client) EventsSince(ctx context.Context, q EventsQuery) (*EventStream, error) {
+	v := url.Values{}
+	if q.Since != nil {
+		v.Set("since", strconv.FormatInt(*q.Since, 10))
+	}
+	if q.Agent != "" {
+		v.Set("agent", q.Agent)
+	}
+	path := "/v1/events"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	body, err := c.send(ctx, "GET", path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -255,9 +324,18 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 		req.Body = data
 		req.Header["Content-Type"] = "application/json"
 	}
+	for k, v := range c.headers {
+		req.Header[k] = v
+	}
 	if c.token != "" {
 		req.Header["Authorization"] = "Bearer " + c.token
 	}
+	return c.roundTrip(ctx, req)
+}
+
+// roundTrip sends req (see send).
+func (c *Client) roundTrip(ctx context.Context, req Request) (io.ReadCloser, error) {
+	method, path := req.Method, req.Path
 	status, rc, err := c.rt.RoundTrip(ctx, req)
 	if err != nil && c.autoStart != nil && errors.Is(err, ErrNoDaemon) {
 		if serr := StartDetached(ctx, *c.autoStart); serr != nil {
@@ -284,5 +362,5 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 	if msg == "" {
 		msg = fmt.Sprintf("HTTP status %d", status)
 	}
-	return nil, &APIError{StatusCode: status, Message: msg}
+	return nil, &APIError{StatusCode: status, Message: msg, Field: eb.Field}
 }

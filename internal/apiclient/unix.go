@@ -68,9 +68,16 @@ func (u Unix) RoundTrip(ctx context.Context, req Request) (int, io.ReadCloser, e
 	}
 	if req.Body != nil {
 		fmt.Fprintf(bw, "Content-Length: %d\r\n", len(req.Body))
+	} else if req.Stream != nil {
+		fmt.Fprintf(bw, "Content-Length: %d\r\n", req.StreamLen)
 	}
 	bw.WriteString("\r\n")
 	bw.Write(req.Body)
+	if req.Stream != nil {
+		if n, err := io.Copy(bw, io.LimitReader(req.Stream, req.StreamLen)); err != nil || n != req.StreamLen {
+			return fail(fmt.Errorf("send request body (%d of %d bytes): %w", n, req.StreamLen, err))
+		}
+	}
 	if err := bw.Flush(); err != nil {
 		return fail(fmt.Errorf("send request: %w", err))
 	}

@@ -159,6 +159,7 @@ the state directory's socket and start one when none is running.`,
 		newExecCommand(c),
 		newProcessCommand(c),
 		newApprovalsCommand(c),
+		newCpCommand(c),
 		newVersionCommand(c),
 		newUICommand(c),
 	)
@@ -345,7 +346,13 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 		// supervisor, which serves no descendant of its own.
 		argv, argvErr = nil, fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", RunTagEnv)
 	}
-	return apiclient.Connect(apiclient.StartOptions{StateDir: state, Command: argv, CommandErr: argvErr}), nil
+	id, err := c.Identity()
+	if err != nil {
+		return nil, err
+	}
+	client := apiclient.Connect(apiclient.StartOptions{StateDir: state, Command: argv, CommandErr: argvErr})
+	client.SetIdentity(id)
+	return client, nil
 }
 
 // RunTagEnv is the variable that marks every process sandboxctl runs

@@ -32,6 +32,9 @@ type ExecOptions struct {
 	Node       string
 	AgentID    string
 	SessionKey string
+	// Stdin (-i) forwards the CLI's stdin to the command; TTY (-t) runs it
+	// in a PTY with the user's terminal in raw mode (with -i) and its size.
+	Stdin, TTY bool
 	// Command is what to run: one argument is a shell command line; several
 	// are an argv, each word quoted so that exactly those words run.
 	Command []string
@@ -52,15 +55,28 @@ shell command line ('echo $HOME | wc -c'); several are the words of one
 command, each passed as it is (sh -c 'echo hello' runs sh with two
 arguments), as with docker exec.
 
-Exit code: the command's own exit code when it completed; 0 when it is still
-running in the background or waits for approval; 1 when it was denied or
-failed for another reason; 124 when its timeout killed it; 128+N when signal
-N ended it; 2 for bad input.
+Without --json, --yield-ms or -d, exec waits for the command like docker
+exec: its stdout and stderr stream live to sandboxctl's stdout and stderr
+(a PTY merges them), and sandboxctl exits with the command's exit code.
+Stdin is forwarded only with -i (then EOF when it ends); -t allocates a PTY
+and, with -i on a terminal, puts the terminal in raw mode and follows its
+size. Ctrl-C kills the command's whole tree (a second Ctrl-C leaves at once).
+-d prints the session id alone and leaves the command running.
+
+With --json or --yield-ms, exec answers as the exec tool does (SPEC §2).
+
+Exit code: the command's own exit code when it completed; 124 when its
+timeout killed it; 128+N when signal N ended it; 125 when it failed for
+another reason or sandboxctl failed; 130 after Ctrl-C; 1 when it was
+denied; 2 for bad input. With --json or --yield-ms, 0 when it is still
+running in the background or waits for approval.
 
 Without --workdir, a command for the gateway host runs in the current
 directory (unless the config sets exec.cwd).`,
 		Example: `  sandboxctl exec -- ls -la
-  sandboxctl exec --background -- make test
+  sandboxctl exec -d -- make test
+  echo data | sandboxctl exec -i -- cat
+  sandboxctl exec -it -- bash
   sandboxctl exec --host gateway --env FOO=bar -- 'echo $FOO'`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,10 +95,13 @@ directory (unless the config sets exec.cwd).`,
 	// Flags after the first word belong to the command: `exec ls -la`.
 	f.SetInterspersed(false)
 	f.StringVar(&opts.Host, "host", "", "where to run: sandbox|gateway|node (default: the config's exec.host)")
-	f.StringVar(&opts.Workdir, "workdir", "", "working directory")
-	f.StringArrayVar(&opts.Env, "env", nil, "extra environment variable KEY=VALUE (repeatable)")
-	f.IntVar(&yieldMs, "yield-ms", 0, "wait this many ms, then background the run (10..120000)")
-	f.BoolVar(&opts.Background, "background", false, "background the run at once")
+	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory")
+	f.StringArrayVarP(&opts.Env, "env", "e", nil, "extra environment variable KEY=VALUE (repeatable)")
+	f.IntVar(&yieldMs, "yield-ms", 0, "wait this many ms, then background the run (10..120000); answers as the exec tool")
+	f.BoolVarP(&opts.Background, "detach", "d", false, "background the run at once and print its session id")
+	f.BoolVar(&opts.Background, "background", false, "same as --detach")
+	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command (then EOF)")
+	f.BoolVarP(&opts.TTY, "tty", "t", false, "allocate a pseudo-terminal (raw mode and window size with -i on a terminal)")
 	f.Float64Var(&timeout, "timeout", 0, "kill the whole process tree after this many seconds")
 	f.BoolVar(&opts.PTY, "pty", false, "run in a pseudo-terminal (120x30)")
 	f.BoolVar(&opts.Elevated, "elevated", false, "run on the gateway host with elevated rights (where configured)")
@@ -208,8 +227,29 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 	if err != nil {
 		return err
 	}
+	waiting := !c.JSON && opts.YieldMs == nil && !opts.Background
+	if !waiting && (opts.Stdin || opts.TTY) {
+		return UsageErrorf("exec: -i and -t need a waiting exec: they cannot be combined with --json, --yield-ms or -d")
+	}
+	if !c.JSON && opts.YieldMs == nil {
+		// For people and scripts a workdir that cannot be used is an
+		// error, not the tool's warning and fallback.
+		p.StrictWorkdir = true
+	}
+	if waiting {
+		if p.Timeout == nil && cfg.Exec.TimeoutSec > 0 {
+			// The run is a session the CLI follows; the foreground timeout
+			// still applies to it.
+			t := float64(cfg.Exec.TimeoutSec)
+			p.Timeout = &t
+		}
+		return runWaiting(ctx, c, client, p, opts.Stdin, opts.TTY)
+	}
 	raw, err := client.ExecRaw(ctx, p)
 	if err != nil {
+		if p.StrictWorkdir {
+			return startError(ctx, err)
+		}
 		return interrupted(ctx, err)
 	}
 	var res toolapi.Result
@@ -221,12 +261,22 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 			return err
 		}
 	} else {
-		out := c.Out
-		if status(res) == toolapi.StatusDenied {
-			out = c.Err
-		}
-		if err := printText(out, res); err != nil {
-			return err
+		switch {
+		case opts.Background && status(res) == toolapi.StatusRunning:
+			// -d: the session id alone, for scripts.
+			id, _ := res.Details["sessionId"].(string)
+			printWarnings(c.Err, res)
+			if _, err := fmt.Fprintln(c.Out, id); err != nil {
+				return err
+			}
+		case status(res) == toolapi.StatusDenied:
+			if err := printText(c.Err, res); err != nil {
+				return err
+			}
+		default:
+			if err := printText(c.Out, res); err != nil {
+				return err
+			}
 		}
 	}
 	if code := ExecExitCode(res); code != 0 {

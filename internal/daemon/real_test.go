@@ -22,7 +22,13 @@ import (
 // needed. It returns the manager too, for its events.
 func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
 	t.Helper()
-	runner, err := hostexec.NewRunner(t.Context(), hostexec.Options{Logf: t.Logf})
+	// A hermetic runner: no login profile of the machine's user (whose
+	// probe may take its full timeout) decides what the commands see.
+	runner, err := hostexec.NewRunner(t.Context(), hostexec.Options{
+		Shell:   "/bin/sh",
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"},
+		Logf:    t.Logf,
+	})
 	if err != nil {
 		t.Skipf("gateway host not available on this system: %v", err)
 	}
@@ -38,6 +44,7 @@ func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
 	}
 	r := startServer(t, Options{
 		Tools:          mgr,
+		Streams:        mgr,
 		IsInvalidInput: sessions.IsInvalidInput,
 		Events: func(ctx context.Context) <-chan any {
 			in := mgr.Subscribe(ctx)

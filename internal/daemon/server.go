@@ -71,6 +71,12 @@ type Options struct {
 	// channel must close or stop being read from once ctx is done. Nil makes
 	// GET /v1/events answer 503.
 	Events func(ctx context.Context) <-chan any
+	// Journal, when set, serves GET /v1/events instead of Events: numbered
+	// events, replay with ?since=CURSOR, an ?agent=ID filter.
+	Journal EventJournal
+	// Streams serves streamed exec ("stream": true) and GET
+	// /v1/sessions/{id}/stream (sessions.Manager); nil answers 501.
+	Streams toolapi.Streamer
 	// Sandboxes lists the managed sandboxes for GET /v1/sandboxes. Nil makes
 	// the endpoint answer 503.
 	Sandboxes func(ctx context.Context) (any, error)
@@ -116,6 +122,9 @@ type Options struct {
 	Lock *StateLock
 	// Version is reported by /healthz.
 	Version string
+	// Identity is the configuration and Engine the daemon serves, reported
+	// by /healthz; a client sending another is refused (checkIdentity).
+	Identity apiclient.Identity
 	// ShutdownGrace is how long in-flight requests may finish on their own
 	// before the tools are closed (default 2 s).
 	ShutdownGrace time.Duration
@@ -141,6 +150,8 @@ type Server struct {
 	stopReq  chan struct{} // closed by RequestShutdown
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins; ends event streams
+	pid      int
+	started  time.Time
 }
 
 // Listen takes the state directory's lock, removes a stale socket (only when
@@ -181,6 +192,8 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		pidPath:  filepath.Join(stateDir, PIDFileName),
 		stopReq:  make(chan struct{}),
 		stopping: make(chan struct{}),
+		pid:      os.Getpid(),
+		started:  time.Now(),
 	}
 	if len(s.sockPath) > maxSocketPath {
 		return nil, fmt.Errorf("daemon: socket path %q is %d bytes, longer than the %d a unix socket allows; use a shorter --state directory", s.sockPath, len(s.sockPath), maxSocketPath)
@@ -243,11 +256,11 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
-	s.unixSrv = s.newHTTPServer(s.routes(true))
+	s.unixSrv = s.newHTTPServer(consoleForwardOnly(s.checkIdentity(s.routes(true))))
 	s.unixSrv.ConnContext = withPeer
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
-		tcp.Handle("/", s.authTCP(s.routes(false), s.pinnedRoutes()))
+		tcp.Handle("/", s.authTCP(s.checkIdentity(s.routes(false)), s.pinnedRoutes()))
 		for pattern, h := range opts.ApprovalRoutes {
 			tcp.Handle(pattern, s.requireApproverToken(h))
 		}
@@ -532,6 +545,7 @@ func (s *Server) routes(unix bool) http.Handler {
 	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
+	s.addStreamRoutes(mux)
 	for pattern, h := range s.opts.Routes {
 		mux.Handle(pattern, h)
 	}
@@ -598,6 +612,7 @@ func (s *Server) pinnedRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/tools/exec", s.handleExec)
 	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
+	s.addStreamRoutes(mux)
 	for pattern, h := range s.opts.AgentRoutes {
 		mux.Handle(pattern, h)
 	}
@@ -636,17 +651,29 @@ func bearer(token string, next http.Handler, others ...func(w http.ResponseWrite
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, Health{OK: true, PID: os.Getpid(), Version: s.opts.Version})
+	writeJSON(w, http.StatusOK, Health{OK: true, PID: s.pid, Version: s.opts.Version,
+		Identity: s.opts.Identity, Socket: s.sockPath, StartedAt: s.started})
 }
 
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	var p toolapi.ExecParams
-	if code, err := decodeBody(w, r, &p); err != nil {
+	var req execRequest
+	if code, err := decodeBody(w, r, &req); err != nil {
 		writeError(w, code, err)
 		return
 	}
+	p := req.ExecParams
+	p.StrictWorkdir = req.StrictWorkdir
+	if req.Cols < 0 || req.Rows < 0 || req.Cols > 1000 || req.Rows > 1000 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("cols %d, rows %d: want 1..1000 each", req.Cols, req.Rows))
+		return
+	}
+	p.Cols, p.Rows = req.Cols, req.Rows
 	if pin, ok := PinFrom(r.Context()); ok {
 		p.AgentID = pin.AgentID
+	}
+	if req.Stream {
+		s.serveExecStream(w, r, p)
+		return
 	}
 	res, err := s.opts.Tools.Exec(r.Context(), p)
 	s.writeResult(w, res, err)
@@ -667,13 +694,21 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) writeResult(w http.ResponseWriter, res toolapi.Result, err error) {
 	if err != nil {
-		writeError(w, s.statusFor(err), err)
+		body := errorBody{Error: err.Error()}
+		if ie := (*toolapi.InputError)(nil); errors.As(err, &ie) {
+			body.Field = ie.Field
+		}
+		writeJSON(w, s.statusFor(err), body)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Journal != nil {
+		s.serveJournal(w, r)
+		return
+	}
 	if s.opts.Events == nil {
 		writeError(w, http.StatusServiceUnavailable, errors.New("the event stream is not available"))
 		return
@@ -794,7 +829,7 @@ func decodeStatus(err error) (int, error) {
 		return http.StatusBadRequest, errors.New("request body is truncated JSON")
 	case errors.As(err, &typeErr):
 		if typeErr.Field != "" {
-			return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+			return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", jsonFieldPath(typeErr.Field), typeErr.Type, typeErr.Value)
 		}
 		return http.StatusBadRequest, fmt.Errorf("request body must be a JSON object, got JSON %s", typeErr.Value)
 	case errors.As(err, &synErr):
@@ -802,6 +837,18 @@ func decodeStatus(err error) (int, error) {
 	default:
 		// e.g. `json: unknown field "foo"` from DisallowUnknownFields.
 		return http.StatusBadRequest, fmt.Errorf("bad request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+// jsonFieldPath drops the Go names of embedded structs (execRequest embeds
+// ExecParams) from a decode error's field path: JSON names are lowerCamel.
+func jsonFieldPath(path string) string {
+	for {
+		head, rest, ok := strings.Cut(path, ".")
+		if !ok || head == "" || head[0] < 'A' || head[0] > 'Z' {
+			return path
+		}
+		path = rest
 	}
 }
 

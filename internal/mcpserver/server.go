@@ -1,16 +1,22 @@
-// Package mcpserver serves sandboxctl's two tools, exec and process, as an
-// MCP server (the official Go SDK), so agent runtimes that speak MCP get the
-// same tools as the HTTP API. `sandboxctl mcp` runs it over stdio in front
-// of the daemon.
+// Package mcpserver serves sandboxctl's tools as an MCP server (the
+// official Go SDK): exec and process, and read_file, write_file and
+// list_files on the agent's sandbox, so agent runtimes that speak MCP get
+// the same tools as the HTTP API. `sandboxctl mcp` runs it over stdio in
+// front of the daemon; the daemon serves it over the streamable HTTP
+// transport at /mcp (Handler).
 package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Tools is the tool contract (toolapi.Tools).
@@ -18,63 +24,159 @@ type Tools = toolapi.Tools
 
 // Identity pins the caller's scope. When set, it replaces whatever agentId
 // and sessionKey the MCP client sends, so one MCP server process serves one
-// agent and cannot reach another agent's sandbox or sessions.
+// agent and cannot reach another agent's sandbox or sessions; the pinned
+// fields are then not advertised in the tools' schemas.
 type Identity struct {
 	AgentID    string
 	SessionKey string
 }
 
+func (id Identity) pinned() bool { return id.AgentID != "" || id.SessionKey != "" }
+
 const execDescription = "Run a shell command in the agent's sandbox (or another configured host). " +
 	"Returns the output when it finishes within yieldMs (default 10 s); otherwise returns a " +
-	"running session id to follow up with the process tool. Fields: command (required), workdir, " +
-	"env, yieldMs, background, timeout (seconds), pty, elevated, host, security, ask, node."
+	"running session id to follow up with the process tool."
 
-const processDescription = "Manage background sessions started by exec: action list, poll, log, " +
-	"write, send-keys, paste, submit, kill, clear, remove, resize; sessionId for all but list."
+const processDescription = "Manage background sessions started by exec: list them, poll or read their " +
+	"output, write to their input, kill, clear or remove them, resize their terminal."
 
-// New returns an MCP server exposing exec and process over tools.
-func New(tools Tools, id Identity, version string) *mcp.Server {
+// execFields describes ExecParams' fields for the model.
+var execFields = map[string]string{
+	"command":    "The shell command line to run (sh -c).",
+	"workdir":    "Working directory (default: the sandbox's /workspace, or the configured directory on other hosts).",
+	"env":        "Extra environment variables, name to value.",
+	"yieldMs":    "Milliseconds to wait for the command to finish before returning a running session (default 10000).",
+	"background": "Return at once with a running session instead of waiting.",
+	"timeout":    "Seconds after which the command is killed (default: the configured timeout).",
+	"pty":        "Run in a pseudo-terminal (for interactive programs).",
+	"elevated":   "Ask to run on the gateway host with elevated rights (needs the config to allow it).",
+	"host":       "Where to run: sandbox (the agent's container), gateway (the daemon's machine) or node (a remote node).",
+	"security":   "Security mode for this call; it can only tighten the configured one: deny, allowlist or full.",
+	"ask":        "When to ask a human for approval; it can only tighten the configured one: off, on-miss or always.",
+	"node":       "Node id or name, with host node.",
+	"agentId":    "The agent whose sandbox and sessions to use.",
+	"sessionKey": "The session key, for session-scoped sandboxes.",
+}
+
+var processFields = map[string]string{
+	"action":     "What to do: list, poll, log, write, send-keys, paste, submit, kill, clear, remove or resize.",
+	"sessionId":  "The session to act on (every action but list).",
+	"data":       "Text to write to the session's input (write).",
+	"eof":        "Close the session's input after writing (write).",
+	"keys":       "Key names to send, such as enter, ctrl-c, up (send-keys).",
+	"hex":        "Raw bytes to send, as hex strings (send-keys).",
+	"literal":    "Literal text to send (send-keys).",
+	"text":       "Text to paste or submit (paste, submit).",
+	"bracketed":  "Use bracketed paste (paste; default true).",
+	"offset":     "Byte offset into the output to read from (log).",
+	"limit":      "Largest number of bytes to return (log).",
+	"signal":     "Signal to send, e.g. SIGTERM (kill; default SIGKILL after a grace).",
+	"timeoutMs":  "Milliseconds to wait for new output or the end (poll).",
+	"cols":       "Terminal columns (resize).",
+	"rows":       "Terminal rows (resize).",
+	"agentId":    "The agent whose sessions to use.",
+	"sessionKey": "The session key, for session-scoped sandboxes.",
+}
+
+// integerFields are numbers that take whole values only.
+var integerFields = map[string]bool{"yieldMs": true, "timeout": true, "offset": true, "limit": true, "timeoutMs": true, "cols": true, "rows": true}
+
+// enums are the closed vocabularies of the inputs.
+var enums = map[string][]string{
+	"host":     vocab.HostNames(),
+	"security": vocab.SecurityNames(),
+	"ask":      vocab.AskNames(),
+	"action":   toolapi.ProcessActions,
+	"encoding": {"utf-8", "base64"},
+}
+
+// schemaFor builds T's input schema with descriptions, enums and integer
+// types; a pinned server leaves out agentId and sessionKey.
+func schemaFor[T any](fields map[string]string, id Identity) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: schema: %v", err)) // a programming error: the types are fixed
+	}
+	if id.pinned() {
+		// Not advertised, still accepted (and replaced): clients that
+		// always send them keep working. Other unknown fields are
+		// refused by checkArgs instead of the schema.
+		delete(s.Properties, "agentId")
+		delete(s.Properties, "sessionKey")
+		s.AdditionalProperties = nil
+	}
+	for name, p := range s.Properties {
+		p.Description = fields[name]
+		if integerFields[name] {
+			p.Type, p.Types = "integer", nil
+			p.Minimum = new(float64)
+		}
+		if vals, ok := enums[name]; ok {
+			p.Enum = nil
+			for _, v := range vals {
+				p.Enum = append(p.Enum, v)
+			}
+		}
+	}
+	return s
+}
+
+// New returns an MCP server exposing exec and process over tools and, when
+// files is not nil, read_file, write_file and list_files.
+func New(tools Tools, id Identity, version string, files ...Files) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxctl", Version: version}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription},
+	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription, InputSchema: schemaFor[toolapi.ExecParams](execFields, id)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ExecParams) (*mcp.CallToolResult, any, error) {
-			if err := checkArgs(req); err != nil {
+			if err := checkArgs(req, execFields); err != nil {
 				return toMCP(toolapi.Result{}, err)
 			}
-			if id.AgentID != "" || id.SessionKey != "" {
+			if id.pinned() {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
 			}
 			res, err := tools.Exec(ctx, in)
 			return toMCP(res, err)
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "process", Description: processDescription},
+	mcp.AddTool(s, &mcp.Tool{Name: "process", Description: processDescription, InputSchema: schemaFor[toolapi.ProcessParams](processFields, id)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ProcessParams) (*mcp.CallToolResult, any, error) {
-			if err := checkArgs(req); err != nil {
+			if err := checkArgs(req, processFields); err != nil {
 				return toMCP(toolapi.Result{}, err)
 			}
-			if id.AgentID != "" || id.SessionKey != "" {
+			if id.pinned() {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
 			}
 			res, err := tools.Process(ctx, in)
 			return toMCP(res, err)
 		})
+	if len(files) > 0 && files[0] != nil {
+		addFileTools(s, files[0], id)
+	}
 	return s
 }
 
-// toMCP maps a tool result to MCP: the text content, and details as the
-// structured content. Bad input is a tool error the model can read and
-// correct, not a protocol error.
-// checkArgs refuses arguments that are not valid UTF-8: decoding them
-// would silently turn the bytes into U+FFFD and run another command.
-func checkArgs(req *mcp.CallToolRequest) error {
+// checkArgs refuses arguments that are not valid UTF-8 (decoding them
+// would silently turn the bytes into U+FFFD and run another command) and
+// fields the tool does not know (fields lists those it does).
+func checkArgs(req *mcp.CallToolRequest, fields map[string]string) error {
 	if req == nil || req.Params == nil {
 		return nil
 	}
 	if err := toolapi.CheckText(req.Params.Arguments); err != nil {
 		return &toolapi.InputError{Field: "arguments", Msg: err.Error()}
 	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(req.Params.Arguments, &args) == nil {
+		for name := range args {
+			if _, ok := fields[name]; !ok {
+				return &toolapi.InputError{Field: name, Msg: fmt.Sprintf("unknown field %q", name)}
+			}
+		}
+	}
 	return nil
 }
 
+// toMCP maps a tool result to MCP: the text content, and details as the
+// structured content. Bad input is a tool error the model can read and
+// correct, not a protocol error.
 func toMCP(res toolapi.Result, err error) (*mcp.CallToolResult, any, error) {
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -93,6 +195,6 @@ func toMCP(res toolapi.Result, err error) (*mcp.CallToolResult, any, error) {
 }
 
 // Serve runs the server on t until the peer goes away or ctx ends.
-func Serve(ctx context.Context, tools Tools, id Identity, version string, t mcp.Transport) error {
-	return New(tools, id, version).Run(ctx, t)
+func Serve(ctx context.Context, tools Tools, id Identity, version string, t mcp.Transport, files ...Files) error {
+	return New(tools, id, version, files...).Run(ctx, t)
 }

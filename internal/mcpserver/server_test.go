@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -136,5 +137,83 @@ func TestUnknownFieldRejected(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "x", "bogus": 1}})
 	if err == nil && !res.IsError {
 		t.Fatal("unknown field accepted")
+	}
+}
+
+// TestSchemasDescribeFields: every advertised field has a description,
+// the closed vocabularies are enums, whole numbers are integers, and a
+// pinned server does not advertise the fields it replaces.
+func TestSchemasDescribeFields(t *testing.T) {
+	for _, id := range []Identity{{}, {AgentID: "owner"}} {
+		cs := connect(t, &recordingTools{}, id)
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range res.Tools {
+			raw, _ := json.Marshal(tool.InputSchema)
+			var s struct {
+				Properties map[string]struct {
+					Type        any    `json:"type"`
+					Description string `json:"description"`
+					Enum        []any  `json:"enum"`
+				} `json:"properties"`
+			}
+			if err := json.Unmarshal(raw, &s); err != nil {
+				t.Fatal(err)
+			}
+			for name, p := range s.Properties {
+				if p.Description == "" {
+					t.Errorf("%s.%s has no description", tool.Name, name)
+				}
+				if integerFields[name] && p.Type != "integer" {
+					t.Errorf("%s.%s type %v, want integer", tool.Name, name, p.Type)
+				}
+			}
+			_, hasAgent := s.Properties["agentId"]
+			if hasAgent == (id.AgentID != "") {
+				t.Errorf("pinned=%v: %s advertises agentId=%v", id.AgentID != "", tool.Name, hasAgent)
+			}
+			want := map[string]string{"exec": "host", "process": "action"}[tool.Name]
+			if want != "" && fmt.Sprint(s.Properties[want].Enum) != fmt.Sprint(enumsOf(want)) {
+				t.Errorf("%s.%s enum = %v", tool.Name, want, s.Properties[want].Enum)
+			}
+			if tool.Name == "exec" && (len(s.Properties["security"].Enum) != 3 || len(s.Properties["ask"].Enum) != 3) {
+				t.Errorf("exec security/ask enums: %s", raw)
+			}
+		}
+	}
+	// Whole numbers only, and an enum is enforced.
+	cs := connect(t, &recordingTools{}, Identity{})
+	for _, args := range []map[string]any{
+		{"command": "x", "yieldMs": 1.5},
+		{"command": "x", "host": "elsewhere"},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: args})
+		if err == nil && !res.IsError {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func enumsOf(name string) []any {
+	var out []any
+	for _, v := range enums[name] {
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestPinnedRefusesUnknownFields: a pinned server accepts the fields it
+// replaces but still refuses others.
+func TestPinnedRefusesUnknownFields(t *testing.T) {
+	rec := &recordingTools{}
+	cs := connect(t, rec, Identity{AgentID: "owner"})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "x", "bogus": 1}})
+	if err == nil && !res.IsError {
+		t.Fatal("unknown field accepted by a pinned server")
+	}
+	if len(rec.execs) != 0 {
+		t.Fatalf("ran: %+v", rec.execs)
 	}
 }

@@ -1,75 +1,191 @@
-// Package metrics instruments the exec and process tools for the daemon's
-// GET /metrics (Prometheus text format). It wraps whatever serves the tools
-// (a sessions.Manager) and owns its own registry: nothing is registered in
-// the Prometheus client's global default registry.
+// Package metrics instruments the daemon for its GET /metrics (Prometheus
+// text format): the exec and process tools (it wraps whatever serves them,
+// a sessions.Manager), the sandbox manager (as its sandbox.Observer) and,
+// at scrape time, the sandboxes, running sessions and pending approvals. It
+// owns its own registry: nothing is registered in the Prometheus client's
+// global default registry.
+//
+// Every label value comes from a fixed set (toolapi's vocabularies, the
+// result statuses, sandbox states and engines, Engine error classes), and
+// every series of those sets exists from the start at zero; whatever a
+// caller sends (an unknown host or action) is counted under "invalid" or
+// "other" and never becomes a label value.
 package metrics
 
 import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // Tools is the tool contract (toolapi.Tools).
 type Tools = toolapi.Tools
 
-// Instrumented wraps Tools and records calls, outcomes and latencies.
-type Instrumented struct {
-	next     Tools
-	registry *prometheus.Registry
-	execs    *prometheus.CounterVec
-	execDur  *prometheus.HistogramVec
-	procs    *prometheus.CounterVec
+// Label values beyond the vocabularies.
+const (
+	hostNone     = "none"    // the call failed before a host was chosen
+	valueInvalid = "invalid" // bad input
+	valueOther   = "other"   // a value outside the fixed set
+	valueError   = "error"
+)
+
+// execStatuses are the status label values of sandboxctl_exec_total.
+var execStatuses = []string{toolapi.StatusCompleted, toolapi.StatusFailed, toolapi.StatusRunning,
+	toolapi.StatusApprovalPending, toolapi.StatusDenied, valueInvalid, valueError, valueOther}
+
+// processOutcomes are the outcome label values of sandboxctl_process_total.
+var processOutcomes = []string{"ok", "not_found", valueInvalid, valueError}
+
+// fallbackOps are the op label values of supervisor fallbacks.
+var fallbackOps = []string{"exec", "files"}
+
+// Sources are read at scrape time; nil ones are not reported.
+type Sources struct {
+	// Sandboxes lists the managed sandboxes.
+	Sandboxes func(ctx context.Context) ([]sandbox.Info, error)
+	// RunningSessions counts the sessions not yet finished.
+	RunningSessions func() int
+	// PendingApprovals counts the approval requests awaiting a decision.
+	PendingApprovals func(ctx context.Context) (int, error)
 }
 
-// New wraps next. The registry also carries the Go runtime and process
-// collectors so daemon memory is visible.
-func New(next Tools) *Instrumented {
+// Set is the daemon's metrics: its registry and every series. It is the
+// sandbox manager's Observer (make it before the manager) and wraps the
+// tools (Wrap, once the tools exist).
+type Set struct {
+	registry *prometheus.Registry
+
+	execs       *prometheus.CounterVec
+	execDur     *prometheus.HistogramVec
+	procs       *prometheus.CounterVec
+	outputBytes *prometheus.CounterVec
+	fallbacks   *prometheus.CounterVec
+	engineErrs  *prometheus.CounterVec
+	createDur   prometheus.Histogram
+	buildDur    prometheus.Histogram
+}
+
+var _ sandbox.Observer = (*Set)(nil)
+
+// Instrumented wraps Tools and records calls, outcomes and latencies.
+type Instrumented struct {
+	*Set
+	next Tools
+}
+
+// New is NewSet().Wrap(next, Sources{}).
+func New(next Tools) *Instrumented { return NewSet().Wrap(next, Sources{}) }
+
+// Wrap returns next instrumented, and adds the scrape-time gauges read from
+// src. Call it once.
+func (in *Set) Wrap(next Tools, src Sources) *Instrumented {
+	in.registry.MustRegister(&sourceCollector{src: src})
+	return &Instrumented{Set: in, next: next}
+}
+
+// NewSet makes the registry with every series of the fixed label sets at
+// zero. The registry also carries the Go runtime and process collectors so
+// daemon memory is visible.
+func NewSet() *Set {
 	reg := prometheus.NewRegistry()
-	in := &Instrumented{
-		next:     next,
+	hosts := append(slices.Clone(vocab.HostNames()), hostNone)
+	in := &Set{
 		registry: reg,
 		execs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandboxctl_exec_total",
-			Help: "exec tool calls by requested host and result status (error = bad input or failure before a result).",
+			Help: "exec tool calls by the host that ran the command (none: failed before one was chosen) and result status (invalid = bad input, error = failure before a result).",
 		}, []string{"host", "status"}),
 		execDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sandboxctl_exec_call_seconds",
-			Help:    "Time an exec tool call took to answer (up to the yield window for long commands).",
+			Help:    "Time an exec tool call took to answer (up to the yield window for long commands), by the host that ran it.",
 			Buckets: []float64{.002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 120},
 		}, []string{"host"}),
 		procs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandboxctl_process_total",
-			Help: "process tool calls by action and outcome.",
+			Help: "process tool calls by action (invalid: not a known action) and outcome.",
 		}, []string{"action", "outcome"}),
+		outputBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandboxctl_output_bytes_total",
+			Help: "Bytes of command output the tools returned to callers, by tool.",
+		}, []string{"tool"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandboxctl_supervisor_fallbacks_total",
+			Help: "Supervised sandboxes reached without their supervisor (plain Engine exec or archive API), by operation.",
+		}, []string{"op"}),
+		engineErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandboxctl_engine_errors_total",
+			Help: "Failed Docker Engine calls by class.",
+		}, []string{"class"}),
+		createDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sandboxctl_sandbox_create_seconds",
+			Help:    "Time to create and start a sandbox container.",
+			Buckets: []float64{.1, .25, .5, 1, 2, 5, 10, 30, 60},
+		}),
+		buildDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sandboxctl_image_build_seconds",
+			Help:    "Time to build a supervised sandbox image.",
+			Buckets: []float64{.5, 1, 2, 5, 10, 30, 60, 120, 300},
+		}),
 	}
-	reg.MustRegister(in.execs, in.execDur, in.procs,
+	// Every series of the fixed sets exists from the start.
+	for _, h := range hosts {
+		in.execDur.WithLabelValues(h)
+		for _, s := range execStatuses {
+			in.execs.WithLabelValues(h, s)
+		}
+	}
+	for _, a := range append(slices.Clone(toolapi.ProcessActions), valueInvalid) {
+		for _, o := range processOutcomes {
+			in.procs.WithLabelValues(a, o)
+		}
+	}
+	for _, t := range []string{"exec", "process"} {
+		in.outputBytes.WithLabelValues(t)
+	}
+	for _, op := range fallbackOps {
+		in.fallbacks.WithLabelValues(op)
+	}
+	for _, c := range sandbox.EngineErrorClasses {
+		in.engineErrs.WithLabelValues(c)
+	}
+	reg.MustRegister(in.execs, in.execDur, in.procs, in.outputBytes, in.fallbacks, in.engineErrs, in.createDur, in.buildDur,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return in
+}
+
+// oneOf returns v when it is in set, else other.
+func oneOf(v string, set []string, other string) string {
+	if slices.Contains(set, v) {
+		return v
+	}
+	return other
 }
 
 // Exec forwards to the wrapped tools and records the outcome.
 func (in *Instrumented) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result, error) {
 	start := time.Now()
 	res, err := in.next.Exec(ctx, p)
-	host := p.Host
-	if host == "" {
-		host = "default"
-	}
-	status := "error"
+	host := hostNone
+	status := valueError
 	if err == nil {
-		if s, ok := res.Details["status"].(string); ok {
-			status = s
-		}
+		// The host that ran it, as the result reports it.
+		h, _ := res.Details["host"].(string)
+		host = oneOf(h, vocab.HostNames(), hostNone)
+		s, _ := res.Details["status"].(string)
+		status = oneOf(s, execStatuses, valueOther)
+		in.outputBytes.WithLabelValues("exec").Add(float64(textBytes(res)))
 	} else if errors.Is(err, toolapi.ErrInvalidInput) {
-		status = "invalid"
+		status = valueInvalid
 	}
 	in.execs.WithLabelValues(host, status).Inc()
 	in.execDur.WithLabelValues(host).Observe(time.Since(start).Seconds())
@@ -82,13 +198,16 @@ func (in *Instrumented) Process(ctx context.Context, p toolapi.ProcessParams) (t
 	outcome := "ok"
 	switch {
 	case errors.Is(err, toolapi.ErrInvalidInput):
-		outcome = "invalid"
+		outcome = valueInvalid
 	case err != nil:
-		outcome = "error"
+		outcome = valueError
 	case res.Details["error"] == "not_found":
 		outcome = "not_found"
 	}
-	in.procs.WithLabelValues(p.Action, outcome).Inc()
+	if err == nil && (p.Action == "poll" || p.Action == "log") {
+		in.outputBytes.WithLabelValues("process").Add(float64(textBytes(res)))
+	}
+	in.procs.WithLabelValues(oneOf(p.Action, toolapi.ProcessActions, valueInvalid), outcome).Inc()
 	return res, err
 }
 
@@ -103,8 +222,32 @@ func (in *Instrumented) Register(cs ...prometheus.Collector) error {
 	return nil
 }
 
+func textBytes(res toolapi.Result) int {
+	n := 0
+	for _, c := range res.Content {
+		n += len(c.Text)
+	}
+	return n
+}
+
+// SandboxCreated implements sandbox.Observer.
+func (in *Set) SandboxCreated(d time.Duration) { in.createDur.Observe(d.Seconds()) }
+
+// ImageBuilt implements sandbox.Observer.
+func (in *Set) ImageBuilt(d time.Duration) { in.buildDur.Observe(d.Seconds()) }
+
+// SupervisorFallback implements sandbox.Observer.
+func (in *Set) SupervisorFallback(op string) {
+	in.fallbacks.WithLabelValues(oneOf(op, fallbackOps, fallbackOps[0])).Inc()
+}
+
+// EngineError implements sandbox.Observer.
+func (in *Set) EngineError(class string) {
+	in.engineErrs.WithLabelValues(oneOf(class, sandbox.EngineErrorClasses, "other")).Inc()
+}
+
 // Handler serves the registry in the Prometheus text format.
-func (in *Instrumented) Handler() http.Handler {
+func (in *Set) Handler() http.Handler {
 	return promhttp.HandlerFor(in.registry, promhttp.HandlerOpts{Registry: in.registry})
 }
 
@@ -115,4 +258,59 @@ func (in *Instrumented) Close(ctx context.Context) error {
 		return c.Close(ctx)
 	}
 	return nil
+}
+
+// sourceCollector reports the scrape-time gauges.
+type sourceCollector struct {
+	src Sources
+}
+
+var (
+	sandboxesDesc = prometheus.NewDesc("sandboxctl_sandboxes", "Managed sandboxes by container state and path (supervisor or plain); per Engine: sandboxctl_engine_sandboxes.", []string{"state", "path"}, nil)
+	runningDesc   = prometheus.NewDesc("sandboxctl_sessions_running", "Sessions (commands) not yet finished.", nil, nil)
+	pendingDesc   = prometheus.NewDesc("sandboxctl_approvals_pending", "Approval requests awaiting a decision.", nil, nil)
+	scrapeErrDesc = prometheus.NewDesc("sandboxctl_scrape_source_errors", "1 when a scrape-time source failed this scrape, by source.", []string{"source"}, nil)
+)
+
+// scrapeTimeout bounds the sources' work in one scrape.
+const scrapeTimeout = 3 * time.Second
+
+func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sandboxesDesc
+	ch <- runningDesc
+	ch <- pendingDesc
+	ch <- scrapeErrDesc
+}
+
+func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	failed := func(source string, err error) {
+		v := 0.0
+		if err != nil {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, v, source)
+	}
+	if c.src.Sandboxes != nil {
+		list, err := c.src.Sandboxes(ctx)
+		counts := map[[2]string]int{}
+		for _, s := range list {
+			counts[[2]string{oneOf(s.State, sandbox.SandboxStates, "other"), oneOf(s.Path, []string{sandbox.PathSupervisor, sandbox.PathPlain}, sandbox.PathPlain)}]++
+		}
+		for _, st := range sandbox.SandboxStates {
+			for _, eng := range []string{sandbox.PathSupervisor, sandbox.PathPlain} {
+				ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(counts[[2]string{st, eng}]), st, eng)
+			}
+		}
+		failed("sandboxes", err)
+	}
+	if c.src.RunningSessions != nil {
+		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(c.src.RunningSessions()))
+	}
+	if c.src.PendingApprovals != nil {
+		n, err := c.src.PendingApprovals(ctx)
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n))
+		failed("approvals", err)
+	}
 }

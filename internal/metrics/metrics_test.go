@@ -18,7 +18,7 @@ func (stubTools) Exec(_ context.Context, p sessions.ExecParams) (sessions.Result
 	if p.Command == "" {
 		return sessions.Result{}, fmt.Errorf("%w: empty", sessions.ErrInvalidInput)
 	}
-	return sessions.Result{Details: map[string]any{"status": "completed"}}, nil
+	return sessions.Result{Details: map[string]any{"status": "completed", "host": p.Host}}, nil
 }
 
 func (stubTools) Process(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
@@ -37,7 +37,7 @@ func TestCountsAppearInExposition(t *testing.T) {
 	body, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
 		`sandboxctl_exec_total{host="sandbox",status="completed"} 2`,
-		`sandboxctl_exec_total{host="default",status="invalid"} 1`,
+		`sandboxctl_exec_total{host="none",status="invalid"} 1`,
 		`sandboxctl_process_total{action="poll",outcome="not_found"} 1`,
 		`sandboxctl_exec_call_seconds_count{host="sandbox"} 2`,
 		`go_goroutines`,

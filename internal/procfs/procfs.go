@@ -129,7 +129,9 @@ func List(root string) ([]Stat, error) {
 	}
 	out := make([]Stat, 0, len(pids))
 	for _, pid := range pids {
-		if st, err := ReadStat(root, pid); err == nil {
+		// gVisor shows pid 0 in the stat of a task that is exiting: an
+		// entry must name the pid it was listed under.
+		if st, err := ReadStat(root, pid); err == nil && st.PID == pid {
 			out = append(out, st)
 		}
 	}
@@ -141,14 +143,23 @@ func List(root string) ([]Stat, error) {
 // has one; so does a process whose environ may not be read.
 func HasEnv(root string, pid int, entry string) bool {
 	data, err := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/environ")
-	if err != nil || len(data) == 0 {
+	if err != nil {
 		return false
 	}
-	// Entries are NUL-terminated; a NUL on both ends lets the first and
-	// last entries match too.
-	buf := make([]byte, 0, len(data)+2)
-	buf = append(append(append(buf, 0), data...), 0)
-	return bytes.Contains(buf, []byte("\x00"+entry+"\x00"))
+	// Entries are NUL-terminated; compare each whole (no allocation: a
+	// sweep reads every process, in rounds).
+	for len(data) > 0 {
+		e := data
+		if i := bytes.IndexByte(data, 0); i >= 0 {
+			e, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if string(e) == entry {
+			return true
+		}
+	}
+	return false
 }
 
 // NSPid is pid as its innermost pid namespace numbers it (the last field

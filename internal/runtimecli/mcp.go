@@ -2,12 +2,15 @@ package runtimecli
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
+	"github.com/sandboxctl/sandboxctl/sandbox"
 )
 
 // MCPOptions are the flags of `sandboxctl mcp`.
@@ -41,5 +44,20 @@ func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Tran
 	if err != nil {
 		return err
 	}
-	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, c.Version, transport)
+	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, c.Version, transport, mcpserver.ClientFiles{C: client})
+}
+
+// mcpHandler is the daemon's /mcp endpoint (streamable HTTP): a client
+// with an agent token is pinned to its agent, as on the other routes.
+func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, version string) http.Handler {
+	var files mcpserver.Files
+	if sbx != nil {
+		files = storeFiles{store: sandboxFiles{sbx}, limit: maxBytes}
+	}
+	return mcpserver.Handler(tools, files, version, func(r *http.Request) mcpserver.Identity {
+		if pin, ok := daemon.PinFrom(r.Context()); ok {
+			return mcpserver.Identity{AgentID: pin.AgentID}
+		}
+		return mcpserver.Identity{}
+	})
 }

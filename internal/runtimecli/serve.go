@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
 	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -72,6 +73,8 @@ type ServeOptions struct {
 	// ApproverToken decides approvals over TCP; default
 	// $SANDBOXCTL_APPROVER_TOKEN; none refuses decisions over TCP.
 	ApproverToken string
+	// FilesMaxBytes bounds one transfer of the files API.
+	FilesMaxBytes int64
 }
 
 func newServeCommand(c *cli.CLI) *cobra.Command {
@@ -113,8 +116,10 @@ are removed.`,
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
 	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
+	f.Int64Var(&opts.FilesMaxBytes, "files-max-bytes", daemon.DefaultFileMaxBytes, "largest file content one files API transfer (upload or download) may move")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
+	cmd.AddCommand(newServeStatusCommand(c))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the state directory's daemon gracefully",
@@ -166,7 +171,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", SandboxLabelsEnv, err)}
 	}
-	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff}
+	// The metrics come first: the sandbox manager reports to them.
+	metricSet := metrics.NewSet()
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff, Observer: metricSet}
 	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
@@ -199,8 +206,13 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
+	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer journal.Close()
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json")})
+		CursorFile: filepath.Join(state, "cursors.json"), Journal: journal})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -211,15 +223,29 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else if n > 0 {
 		logf("recovered %d session(s) from a previous daemon", n)
 	}
-	tools := metrics.New(mgr)
+	identity, err := c.Identity()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	src := metrics.Sources{
+		RunningSessions:  mgr.Running,
+		PendingApprovals: func(ctx context.Context) (int, error) { return pendingApprovals(ctx, gate.Store) },
+	}
+	if sbx != nil {
+		src.Sandboxes = sbx.List
+	}
+	tools := metricSet.Wrap(mgr, src)
 	if sbx != nil {
 		if err := tools.Register(engineGauges(sbx)...); err != nil {
 			return fmt.Errorf("serve: metrics: %w", err)
 		}
 	}
 	dopts := daemon.Options{
+		Identity:       identity,
 		StateDir:       state,
 		Tools:          tools,
+		Streams:        mgr,
+		Journal:        journal,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
@@ -257,7 +283,12 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
 		dopts.Routes["GET /v1/sandboxes/{name}"] = sandboxDetailHandler(sbx)
+		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable}) {
+			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
+		}
 	}
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, opts.FilesMaxBytes, c.Version)
+	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
 		if opts.TLSCert != "" {
@@ -279,6 +310,19 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		go sbx.RunPruner(runCtx, pruneInterval)
 	}
 	return srv.Serve(ctx)
+}
+
+// pendingApprovals counts the requests awaiting a decision.
+func pendingApprovals(ctx context.Context, store *guard.Store) (int, error) {
+	list, err := store.List(ctx)
+	n := 0
+	now := time.Now().UnixMilli()
+	for _, p := range list {
+		if p.Decision == "" && (p.ExpiresAtMs == 0 || p.ExpiresAtMs > now) {
+			n++
+		}
+	}
+	return n, err
 }
 
 // hardenDaemonProcess keeps the daemon's secrets and its approvals out of
@@ -345,6 +389,8 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	if err := sbx.Ping(pctx); err != nil {
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
+	// The warm pool (sandbox.pool.size) fills in the background.
+	sbx.StartPool()
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
 }

@@ -157,6 +157,38 @@
 // finished session keeps nothing running. On SIGTERM (docker stop) the
 // server ends every tree and exits.
 //
+// # Files
+//
+// The files API (package sandbox: StatFile, ListFiles, ReadFiles,
+// WriteFiles, WriteFile, RemoveFile) adds no frame type: it runs the
+// supervisor binary's file tool as an ordinary command of the sandbox
+// (Open with argv [/.sandboxctl/supervisor --files OP ARGS... PATH], meta
+// "sandboxctl.files" = OP), so every path is resolved by the kernel inside
+// the container's root and mount namespace (workspace bind, tmpfs mounts;
+// a symlink to / is the sandbox's /), with the sandbox user's permissions,
+// limits and pid namespace, and never on the daemon's host. Its data
+// travels as the command's output (under the output window) and stdin.
+// Ops (stdout, then exit code):
+//
+//	stat PATH              JSON FileInfo (lstat: a symlink as itself)
+//	list MAX PATH          JSON FileList, at most MAX entries (Truncated)
+//	get MAX PATH           tar of PATH named from its base name (docker cp);
+//	                       fails before writing when files exceed MAX bytes
+//	put MAX DIR            extract a tar from stdin into the existing DIR:
+//	                       files, dirs, symlinks; no entry with "..", an
+//	                       absolute name, or a parent that is a symlink
+//	write MAX MODE PATH    stdin → PATH (temporary file + rename: a symlink
+//	                       at PATH is replaced, never followed)
+//	rm PATH                remove PATH recursively (never /)
+//
+// Exit codes: 0 ok, 2 not found, 3 over MAX, 4 invalid, 5 permission
+// denied, 1 other; stderr has the message. put and write acknowledge on
+// stdout every FilesAckEvery bytes consumed (the running total, decimal,
+// one line); the client keeps at most 4 MiB unacknowledged, under the
+// stdin queue cap, so uploads of any size flow. The client forgets the
+// session when done; a restarted daemon kills and forgets file tool
+// sessions instead of adopting them.
+//
 // # Waiting for input
 //
 // Every 100 ms, for running sessions with an open stdin, the server looks

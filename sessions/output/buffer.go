@@ -16,6 +16,9 @@ type Tail struct {
 	start   int
 	chars   int
 	dropped int64
+	// base is the absolute byte offset of buf[start]: every byte ever
+	// written before it was dropped or drained.
+	base int64
 }
 
 // NewTail returns a buffer keeping at most maxChars characters (min 1).
@@ -40,6 +43,7 @@ func (t *Tail) WriteCounted(s string, n int) {
 	if n >= t.max {
 		t.dropped += int64(t.chars + n - t.max)
 		skip := skipRunes(s, n-t.max)
+		t.base += int64(len(t.buf)-t.start) + int64(skip)
 		t.buf = append(t.buf[:0], s[skip:]...)
 		t.start, t.chars = 0, t.max
 		return
@@ -47,7 +51,9 @@ func (t *Tail) WriteCounted(s string, n int) {
 	t.buf = append(t.buf, s...)
 	t.chars += n
 	if excess := t.chars - t.max; excess > 0 {
-		t.start += skipRunes(t.buf[t.start:], excess)
+		adv := skipRunes(t.buf[t.start:], excess)
+		t.start += adv
+		t.base += int64(adv)
 		t.chars = t.max
 		t.dropped += int64(excess)
 		if t.start > 4096 && t.start > len(t.buf)-t.start {
@@ -115,6 +121,7 @@ func (t *Tail) Last(n int) string {
 // Drain returns WithNote() and empties the buffer, resetting the dropped count.
 func (t *Tail) Drain() string {
 	s := t.WithNote()
+	t.base += int64(len(t.buf) - t.start)
 	t.buf = t.buf[:0]
 	if cap(t.buf) > 4*t.max+64*1024 {
 		t.buf = nil // a burst grew it; do not keep the peak allocation around
@@ -122,6 +129,14 @@ func (t *Tail) Drain() string {
 	t.start, t.chars, t.dropped = 0, 0, 0
 	return s
 }
+
+// Start is the absolute byte offset of the first byte held: the number of
+// bytes written before it that were dropped or drained.
+func (t *Tail) Start() int64 { return t.base }
+
+// End is the absolute byte offset just past the last byte held: the number
+// of bytes ever written.
+func (t *Tail) End() int64 { return t.base + int64(len(t.buf)-t.start) }
 
 // CapBytes is the capacity of the underlying storage, for memory accounting.
 func (t *Tail) CapBytes() int { return cap(t.buf) }

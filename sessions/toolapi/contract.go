@@ -41,3 +41,23 @@ func (e *InputError) Unwrap() error { return e.Err }
 // InvalidParameter classes the error as containerd's errdefs does
 // (cerrdefs.IsInvalidArgument), without importing it.
 func (e *InputError) InvalidParameter() {}
+
+// Follower reads one session's output by absolute byte offset for a
+// streaming client (*sessions.Follower implements it).
+type Follower interface {
+	SessionID() string
+	// Start is the stream's first frame: the session id and pid.
+	Start() StreamFrame
+	// Next waits for the next frame at or after offset from and returns it
+	// with the offset to ask for next; done is true after the exit frame.
+	Next(ctx context.Context, from int64, maxBytes int) (frame StreamFrame, next int64, done bool, err error)
+}
+
+// Streamer is what serves streamed output, as *sessions.Manager does.
+type Streamer interface {
+	// ExecStream is Tools.Exec calling started once the session exists.
+	ExecStream(ctx context.Context, p ExecParams, started func(Follower)) (Result, error)
+	// Follow returns a Follower of a backgrounded session of the scope
+	// (agentID, sessionKey), or an error wrapping ErrNoSession.
+	Follow(agentID, sessionKey, id string) (Follower, error)
+}

@@ -36,6 +36,15 @@ type ExecParams struct {
 	Node       string            `json:"node,omitempty"`
 	AgentID    string            `json:"agentId,omitempty"`
 	SessionKey string            `json:"sessionKey,omitempty"`
+	// StrictWorkdir makes a workdir that cannot be used an error (nothing
+	// runs) instead of the tool's warning and fallback. It is not part of
+	// the tool's JSON: the HTTP API takes it as "strictWorkdir" beside the
+	// tool's fields, for the CLI.
+	StrictWorkdir bool `json:"-"`
+	// Cols and Rows, when > 0, size a PTY run's terminal at its start
+	// instead of the tool's 120x30 (the HTTP API's "cols" and "rows", for
+	// the CLI's -t: a command that reads its size at once sees the user's).
+	Cols, Rows int `json:"-"`
 }
 
 // ProcessParams is the input of the process tool (SPEC §3).
@@ -92,6 +101,9 @@ const (
 // Event is an asynchronous notification: today "exit" events for background
 // sessions (SPEC §3); approval events will join them.
 type Event struct {
+	// Cursor numbers the event in the daemon's event journal: reconnect
+	// with GET /v1/events?since=CURSOR to get the events after it.
+	Cursor     int64           `json:"cursor,omitempty"`
 	Type       vocab.EventType `json:"type"`
 	Text       string          `json:"text"`
 	SessionID  string          `json:"sessionId,omitempty"`
@@ -100,6 +112,11 @@ type Event struct {
 	Time       time.Time       `json:"time"`
 	Details    map[string]any  `json:"details,omitempty"`
 }
+
+// EventGap is the type of the event that tells a client reconnecting with
+// ?since=CURSOR that events after its cursor are no longer in the journal;
+// details.missed counts them.
+const EventGap vocab.EventType = "gap"
 
 // Err returns nil for an ordinary result and an error wrapping ErrNoSession
 // for a "No session found for ID" result.
@@ -110,4 +127,47 @@ func (r Result) Err() error {
 	id, _ := r.Details["sessionId"].(string)
 	//lint:ignore ST1005 the tool's exact text
 	return fmt.Errorf("No session found for %s: %w", id, ErrNoSession)
+}
+
+// Frame types of a streamed exec (POST /v1/tools/exec with "stream": true)
+// and of a session stream (GET /v1/sessions/{id}/stream): one JSON object a
+// line (NDJSON), in the order things happened.
+const (
+	// FrameStart opens a stream: the session's id and pid.
+	FrameStart = "start"
+	// FrameStdout and FrameStderr carry output (Data) from Offset, an
+	// absolute byte offset in the session's output; a PTY session's output
+	// is all stdout.
+	FrameStdout = "stdout"
+	FrameStderr = "stderr"
+	// FrameDropped says Lost bytes from Offset were dropped from the
+	// session's kept output (its cap) before this reader reached them.
+	FrameDropped = "dropped"
+	// FrameStatus reports a change of the running session: Status
+	// "waiting-for-input" or "running".
+	FrameStatus = "status"
+	// FrameExit closes a session stream: the session's final Status
+	// ("completed" or "failed") with ExitCode, or Signal and Reason.
+	FrameExit = "exit"
+	// FrameResult closes a streamed exec: Result is exactly what the call
+	// without "stream" would have answered.
+	FrameResult = "result"
+	// FrameError closes a stream that failed after it began.
+	FrameError = "error"
+)
+
+// StreamFrame is one line of an output stream (see the Frame constants).
+type StreamFrame struct {
+	Type      string  `json:"type"`
+	SessionID string  `json:"sessionId,omitempty"`
+	PID       int     `json:"pid,omitempty"`
+	Offset    *int64  `json:"offset,omitempty"`
+	Data      string  `json:"data,omitempty"`
+	Lost      int64   `json:"lost,omitempty"`
+	Status    string  `json:"status,omitempty"`
+	ExitCode  *int    `json:"exitCode,omitempty"`
+	Signal    string  `json:"signal,omitempty"`
+	Reason    string  `json:"reason,omitempty"`
+	Result    *Result `json:"result,omitempty"`
+	Error     string  `json:"error,omitempty"`
 }

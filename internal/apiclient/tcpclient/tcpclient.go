@@ -35,9 +35,15 @@ func (t *transport) RoundTrip(ctx context.Context, req apiclient.Request) (int, 
 	if req.Body != nil {
 		body = bytes.NewReader(req.Body)
 	}
+	if req.Stream != nil {
+		body = io.LimitReader(req.Stream, req.StreamLen)
+	}
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, req.URL, body)
 	if err != nil {
 		return 0, nil, err
+	}
+	if req.Stream != nil {
+		hreq.ContentLength = req.StreamLen
 	}
 	for k, v := range req.Header {
 		hreq.Header.Set(k, v)

@@ -1,0 +1,72 @@
+"""Drives sandboxctl_client against a live daemon (run by TestPythonClient).
+
+Usage: python3 check_client.py AGENT (socket PATH | tcp URL TOKEN)
+Prints "ok" or fails with an assertion."""
+
+import io
+import sys
+import tarfile
+import threading
+
+from sandboxctl_client import Client, SandboxctlError
+
+agent, mode = sys.argv[1], sys.argv[2]
+c = Client(socket_path=sys.argv[3]) if mode == "socket" else Client(base_url=sys.argv[3], token=sys.argv[4])
+
+assert c.health()["ok"] is True
+
+# Events: follow the stream while a background command runs and is killed.
+seen = []
+
+
+def follow():
+    for ev in c.events(timeout=60):
+        seen.append(ev)
+        if ev.get("type") == "exit":
+            return
+
+
+follower = threading.Thread(target=follow, daemon=True)
+follower.start()
+r = c.exec("echo from-python; exit 5", agent_id=agent)
+assert r["details"]["status"] == "completed", r
+assert r["details"]["exitCode"] == 5, r
+assert "from-python" in r["content"][0]["text"], r
+bg = c.exec("sleep 30", agent_id=agent, background=True)
+sid = bg["details"]["sessionId"]
+listed = c.process("list", agent_id=agent)
+assert sid in listed["content"][0]["text"], listed
+killed = c.process("kill", session_id=sid, agent_id=agent)
+assert "status" in killed["details"], killed
+follower.join(30)
+assert any(ev.get("type") == "exit" and ev.get("sessionId") == sid for ev in seen), seen
+try:
+    c.exec("true", agent_id=agent, host="elsewhere")
+    raise AssertionError("a bad host was accepted")
+except SandboxctlError as e:
+    assert e.status == 400, e
+
+# Files.
+c.write_file(agent, "/workspace/py.txt", b"\x00binary\xff", mode=0o600)
+assert c.read_file(agent, "/workspace/py.txt") == b"\x00binary\xff"
+st = c.stat(agent, "/workspace/py.txt")
+assert st["type"] == "file" and st["size"] == 8 and st["mode"] == 0o600, st
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as tf:
+    data = b"in a tree\n"
+    info = tarfile.TarInfo("tree/sub/f.txt")
+    info.size = len(data)
+    tf.addfile(info, io.BytesIO(data))
+c.upload_tar(agent, "/workspace", buf.getvalue())
+names = [e["name"] for e in c.list_files(agent, "/workspace/tree/sub")["entries"]]
+assert names == ["f.txt"], names
+with tarfile.open(fileobj=io.BytesIO(c.download_tar(agent, "/workspace/tree"))) as tf:
+    member = tf.extractfile("tree/sub/f.txt")
+    assert member.read() == b"in a tree\n"
+c.remove(agent, "/workspace/tree")
+try:
+    c.stat(agent, "/workspace/tree")
+    raise AssertionError("removed tree still there")
+except SandboxctlError as e:
+    assert e.status == 404, e
+print("ok")

@@ -1,0 +1,179 @@
+"""sandboxctl_client: a client of the sandboxctl daemon's HTTP API.
+
+A single file using only the Python standard library (3.8+): copy it next to
+your code. It speaks to the daemon over its unix socket (no token) or over TCP
+with a bearer token (the tool token, or an agent token that pins every call to
+its agent). The API is described in api/openapi.yaml.
+
+    from sandboxctl_client import Client
+    c = Client(socket_path="~/.sandboxctl/sandboxctl.sock")
+    r = c.exec("echo hi", agent_id="a1")
+    print(r["content"][0]["text"], r["details"]["status"])
+    c.write_file("a1", "/workspace/notes.txt", b"hello\\n")
+    print(c.read_file("a1", "/workspace/notes.txt"))
+    for ev in c.events():
+        print(ev["type"], ev["text"])
+"""
+
+import http.client
+import json
+import os
+import socket
+import urllib.parse
+
+__all__ = ["Client", "SandboxctlError"]
+
+
+class SandboxctlError(Exception):
+    """A non-2xx answer of the daemon: status is the HTTP status code."""
+
+    def __init__(self, status, message):
+        super().__init__("sandboxctl: HTTP %d: %s" % (status, message))
+        self.status = status
+        self.message = message
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("sandboxctl", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+class Client:
+    """A daemon client. Give socket_path, or base_url (http[s]://host:port) and token."""
+
+    def __init__(self, base_url=None, token=None, socket_path=None, timeout=120.0):
+        if (base_url is None) == (socket_path is None):
+            raise ValueError("give exactly one of base_url and socket_path")
+        self._socket = os.path.expanduser(socket_path) if socket_path else None
+        self._url = urllib.parse.urlsplit(base_url) if base_url else None
+        if self._url and self._url.scheme not in ("http", "https"):
+            raise ValueError("base_url must be http:// or https://")
+        self._token = token
+        self.timeout = timeout
+
+    # --- transport
+
+    def _conn(self, timeout):
+        if self._socket:
+            return _UnixConnection(self._socket, timeout)
+        cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection
+        return cls(self._url.hostname, self._url.port, timeout=timeout)
+
+    def _open(self, method, path, query=None, body=None, content_type=None, timeout=None):
+        if query:
+            path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        headers = {}
+        if self._token:
+            headers["Authorization"] = "Bearer " + self._token
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        conn = self._conn(self.timeout if timeout is None else timeout)
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        if resp.status // 100 != 2:
+            data = resp.read()
+            conn.close()
+            try:
+                msg = json.loads(data)["error"]
+            except (ValueError, KeyError, TypeError):
+                msg = data.decode("utf-8", "replace").strip() or resp.reason
+            raise SandboxctlError(resp.status, msg)
+        return conn, resp
+
+    def _call(self, method, path, query=None, body=None, content_type=None):
+        conn, resp = self._open(method, path, query, body, content_type)
+        try:
+            return resp.read()
+        finally:
+            conn.close()
+
+    def _json(self, method, path, query=None, payload=None):
+        body = None if payload is None else json.dumps(payload).encode("utf-8")
+        data = self._call(method, path, query, body)
+        return json.loads(data) if data.strip() else None
+
+    # --- tools
+
+    def health(self):
+        return self._json("GET", "/healthz")
+
+    def exec(self, command, agent_id=None, session_key=None, **params):
+        """Run a shell command (the exec tool). params: workdir, env, yieldMs,
+        background, timeout, pty, elevated, host, security, ask, node."""
+        p = dict(params, command=command)
+        if agent_id is not None:
+            p["agentId"] = agent_id
+        if session_key is not None:
+            p["sessionKey"] = session_key
+        return self._json("POST", "/v1/tools/exec", payload=p)
+
+    def process(self, action, session_id=None, agent_id=None, session_key=None, **params):
+        """Manage background sessions (the process tool): list, poll, log, write,
+        send-keys, paste, submit, kill, clear, remove, resize."""
+        p = dict(params, action=action)
+        for k, v in (("sessionId", session_id), ("agentId", agent_id), ("sessionKey", session_key)):
+            if v is not None:
+                p[k] = v
+        return self._json("POST", "/v1/tools/process", payload=p)
+
+    def events(self, timeout=None):
+        """Yield tool events (dicts) as they happen until the caller stops."""
+        conn, resp = self._open("GET", "/v1/events", timeout=timeout)
+        try:
+            while True:
+                line = resp.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
+
+    def sandboxes(self):
+        return self._json("GET", "/v1/sandboxes")
+
+    def approvals(self):
+        return self._json("GET", "/v1/approvals")
+
+    # --- files (paths are absolute paths inside the agent's sandbox)
+
+    @staticmethod
+    def _fq(agent_id, path, session_key=None, **extra):
+        q = {"agent": agent_id, "path": path, "session": session_key}
+        q.update(extra)
+        return q
+
+    def stat(self, agent_id, path, session_key=None):
+        return self._json("GET", "/v1/files/stat", self._fq(agent_id, path, session_key))
+
+    def list_files(self, agent_id, path, session_key=None):
+        return self._json("GET", "/v1/files/list", self._fq(agent_id, path, session_key))
+
+    def read_file(self, agent_id, path, session_key=None):
+        """The bytes of a regular file."""
+        return self._call("GET", "/v1/files", self._fq(agent_id, path, session_key, format="raw"))
+
+    def download_tar(self, agent_id, path, session_key=None):
+        """path (a file or a tree) as tar bytes, named from its base name (docker cp)."""
+        return self._call("GET", "/v1/files", self._fq(agent_id, path, session_key, format="tar"))
+
+    def write_file(self, agent_id, path, data, mode=None, session_key=None):
+        """Create or replace a file (its directory must exist); mode e.g. 0o600."""
+        q = self._fq(agent_id, path, session_key, mode=None if mode is None else "%04o" % mode)
+        return json.loads(self._call("PUT", "/v1/files", q, bytes(data), "application/octet-stream"))
+
+    def upload_tar(self, agent_id, directory, tar_bytes, session_key=None):
+        """Extract tar bytes into the existing directory."""
+        q = self._fq(agent_id, directory, session_key)
+        return json.loads(self._call("PUT", "/v1/files", q, bytes(tar_bytes), "application/x-tar"))
+
+    def remove(self, agent_id, path, session_key=None):
+        """Remove path recursively."""
+        return self._json("DELETE", "/v1/files", self._fq(agent_id, path, session_key))

@@ -1,0 +1,110 @@
+// Types of @sandboxctl/client (see api/openapi.yaml).
+
+export type Host = "sandbox" | "gateway" | "node";
+export type Security = "deny" | "allowlist" | "full";
+export type Ask = "off" | "on-miss" | "always";
+export type ProcessAction =
+  | "list" | "poll" | "log" | "write" | "send-keys" | "paste" | "submit" | "kill" | "clear" | "remove" | "resize";
+
+export interface ExecParams {
+  command: string;
+  workdir?: string;
+  env?: Record<string, string>;
+  yieldMs?: number;
+  background?: boolean;
+  timeout?: number;
+  pty?: boolean;
+  elevated?: boolean;
+  host?: Host;
+  security?: Security;
+  ask?: Ask;
+  node?: string;
+  agentId?: string;
+  sessionKey?: string;
+}
+
+export interface ProcessParams {
+  action: ProcessAction;
+  sessionId?: string;
+  data?: string;
+  eof?: boolean;
+  keys?: string[];
+  hex?: string[];
+  literal?: string;
+  text?: string;
+  bracketed?: boolean;
+  offset?: number;
+  limit?: number;
+  signal?: string;
+  timeoutMs?: number;
+  cols?: number;
+  rows?: number;
+  agentId?: string;
+  sessionKey?: string;
+}
+
+export interface ToolResult {
+  content: { type: "text"; text: string }[];
+  details: {
+    status?: "completed" | "failed" | "running" | "approval-pending" | "denied";
+    exitCode?: number | null;
+    sessionId?: string;
+    host?: Host;
+    [key: string]: unknown;
+  };
+}
+
+export interface ToolEvent {
+  type: string;
+  text: string;
+  sessionId?: string;
+  agentId?: string;
+  sessionKey?: string;
+  time: string;
+  details?: Record<string, unknown>;
+}
+
+export interface FileRef {
+  agentId?: string;
+  sessionKey?: string;
+  /** Absolute path inside the agent's sandbox. */
+  path: string;
+}
+
+export interface FileInfo {
+  name: string;
+  path: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: number;
+  mtime: string;
+  linkTarget?: string;
+}
+
+export interface FileList {
+  path: string;
+  entries: FileInfo[];
+  truncated?: boolean;
+}
+
+export declare class SandboxctlError extends Error {
+  status: number;
+  apiMessage: string;
+}
+
+export declare class Client {
+  constructor(baseUrl: string, token: string);
+  health(): Promise<{ ok: boolean; pid: number; version: string }>;
+  exec(params: ExecParams): Promise<ToolResult>;
+  process(params: ProcessParams): Promise<ToolResult>;
+  events(opts?: { signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
+  sandboxes(): Promise<unknown[]>;
+  approvals(): Promise<unknown[]>;
+  stat(ref: FileRef): Promise<FileInfo>;
+  listFiles(ref: FileRef): Promise<FileList>;
+  readFile(ref: FileRef): Promise<Uint8Array>;
+  downloadTar(ref: FileRef): Promise<Uint8Array>;
+  writeFile(ref: FileRef, data: string | Uint8Array, opts?: { mode?: number }): Promise<{ written: string }>;
+  uploadTar(ref: FileRef, tar: Uint8Array): Promise<{ written: string }>;
+  remove(ref: FileRef): Promise<{ removed: string }>;
+}

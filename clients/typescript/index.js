@@ -1,0 +1,131 @@
+// Client of the sandboxctl daemon's HTTP API over TCP (see api/openapi.yaml).
+// Types: index.d.ts.
+
+export class SandboxctlError extends Error {
+  constructor(status, message) {
+    super(`sandboxctl: HTTP ${status}: ${message}`);
+    this.name = "SandboxctlError";
+    this.status = status;
+    this.apiMessage = message;
+  }
+}
+
+export class Client {
+  /**
+   * @param {string} baseUrl e.g. http://127.0.0.1:7766
+   * @param {string} token the tool token, or an agent token (pins every call to its agent)
+   */
+  constructor(baseUrl, token) {
+    this.baseUrl = baseUrl.replace(/\/+$/, "");
+    this.token = token;
+  }
+
+  async #request(method, path, { query, body, contentType, signal } = {}) {
+    const url = new URL(this.baseUrl + path);
+    for (const [k, v] of Object.entries(query ?? {})) {
+      if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
+    }
+    const headers = {};
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (body !== undefined) headers["Content-Type"] = contentType ?? "application/json";
+    const resp = await fetch(url, { method, headers, body, signal });
+    if (!resp.ok) {
+      const text = await resp.text();
+      let message = text.trim() || resp.statusText;
+      try {
+        message = JSON.parse(text).error ?? message;
+      } catch {
+        // not JSON: keep the text
+      }
+      throw new SandboxctlError(resp.status, message);
+    }
+    return resp;
+  }
+
+  async #json(method, path, opts = {}) {
+    const body = opts.payload === undefined ? undefined : JSON.stringify(opts.payload);
+    const resp = await this.#request(method, path, { ...opts, body });
+    return resp.json();
+  }
+
+  health() {
+    return this.#json("GET", "/healthz");
+  }
+
+  /** Run a shell command (the exec tool). */
+  exec(params) {
+    return this.#json("POST", "/v1/tools/exec", { payload: params });
+  }
+
+  /** Manage background sessions (the process tool). */
+  process(params) {
+    return this.#json("POST", "/v1/tools/process", { payload: params });
+  }
+
+  /** Tool events as they happen, until signal aborts. */
+  async *events({ signal } = {}) {
+    const resp = await this.#request("GET", "/v1/events", { signal });
+    const decoder = new TextDecoder();
+    let buf = "";
+    for await (const chunk of resp.body) {
+      buf += decoder.decode(chunk, { stream: true });
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line) yield JSON.parse(line);
+      }
+    }
+  }
+
+  sandboxes() {
+    return this.#json("GET", "/v1/sandboxes");
+  }
+
+  approvals() {
+    return this.#json("GET", "/v1/approvals");
+  }
+
+  static #fq(ref, extra = {}) {
+    return { agent: ref.agentId, session: ref.sessionKey, path: ref.path, ...extra };
+  }
+
+  stat(ref) {
+    return this.#json("GET", "/v1/files/stat", { query: Client.#fq(ref) });
+  }
+
+  listFiles(ref) {
+    return this.#json("GET", "/v1/files/list", { query: Client.#fq(ref) });
+  }
+
+  /** The bytes of a regular file. */
+  async readFile(ref) {
+    const resp = await this.#request("GET", "/v1/files", { query: Client.#fq(ref, { format: "raw" }) });
+    return new Uint8Array(await resp.arrayBuffer());
+  }
+
+  /** A file or tree as tar bytes, named from its base name (as docker cp). */
+  async downloadTar(ref) {
+    const resp = await this.#request("GET", "/v1/files", { query: Client.#fq(ref, { format: "tar" }) });
+    return new Uint8Array(await resp.arrayBuffer());
+  }
+
+  /** Create or replace a file (its directory must exist). */
+  async writeFile(ref, data, { mode } = {}) {
+    const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    const query = Client.#fq(ref, { mode: mode === undefined ? undefined : "0" + mode.toString(8) });
+    const resp = await this.#request("PUT", "/v1/files", { query, body, contentType: "application/octet-stream" });
+    return resp.json();
+  }
+
+  /** Extract tar bytes into the existing directory ref.path. */
+  async uploadTar(ref, tar) {
+    const resp = await this.#request("PUT", "/v1/files", { query: Client.#fq(ref), body: tar, contentType: "application/x-tar" });
+    return resp.json();
+  }
+
+  /** Remove ref.path recursively. */
+  remove(ref) {
+    return this.#json("DELETE", "/v1/files", { query: Client.#fq(ref) });
+  }
+}

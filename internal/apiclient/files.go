@@ -1,0 +1,122 @@
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// FileInfo describes one path inside a sandbox (GET /v1/files/stat).
+type FileInfo struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type       string    `json:"type"`
+	Size       int64     `json:"size"`
+	Mode       uint32    `json:"mode"`
+	ModTime    time.Time `json:"mtime"`
+	LinkTarget string    `json:"linkTarget,omitempty"`
+}
+
+// FileList is a directory listing (GET /v1/files/list).
+type FileList struct {
+	Path      string     `json:"path"`
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// FileRef names a path in an agent's sandbox.
+type FileRef struct {
+	AgentID    string
+	SessionKey string
+	Path       string
+}
+
+// Content types of the files API.
+const (
+	ContentTypeTar    = "application/x-tar"
+	ContentTypeBinary = "application/octet-stream"
+)
+
+func (f FileRef) query(extra ...string) string {
+	q := url.Values{"path": {f.Path}}
+	if f.AgentID != "" {
+		q.Set("agent", f.AgentID)
+	}
+	if f.SessionKey != "" {
+		q.Set("session", f.SessionKey)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		q.Set(extra[i], extra[i+1])
+	}
+	return q.Encode()
+}
+
+// StatFile describes f.Path (a symlink as itself).
+func (c *Client) StatFile(ctx context.Context, f FileRef) (FileInfo, error) {
+	var fi FileInfo
+	raw, err := c.do(ctx, "GET", "/v1/files/stat?"+f.query(), nil)
+	if err != nil {
+		return fi, err
+	}
+	return fi, json.Unmarshal(raw, &fi)
+}
+
+// ListFiles lists directory f.Path.
+func (c *Client) ListFiles(ctx context.Context, f FileRef) (FileList, error) {
+	var l FileList
+	raw, err := c.do(ctx, "GET", "/v1/files/list?"+f.query(), nil)
+	if err != nil {
+		return l, err
+	}
+	return l, json.Unmarshal(raw, &l)
+}
+
+// DownloadTar returns f.Path (a file or a tree) as a tar stream named from
+// its base name, as `docker cp` writes it. Close it.
+func (c *Client) DownloadTar(ctx context.Context, f FileRef) (io.ReadCloser, error) {
+	return c.send(ctx, "GET", "/v1/files?"+f.query("format", "tar"), nil)
+}
+
+// Download returns the content of the regular file f.Path. Close it.
+func (c *Client) Download(ctx context.Context, f FileRef) (io.ReadCloser, error) {
+	return c.send(ctx, "GET", "/v1/files?"+f.query("format", "raw"), nil)
+}
+
+// UploadTar extracts a tar stream of n bytes into the existing directory
+// f.Path.
+func (c *Client) UploadTar(ctx context.Context, f FileRef, r io.Reader, n int64) error {
+	return c.upload(ctx, "/v1/files?"+f.query(), ContentTypeTar, r, n)
+}
+
+// Upload writes n bytes from r to the file f.Path (mode 0 = 0644).
+func (c *Client) Upload(ctx context.Context, f FileRef, mode uint32, r io.Reader, n int64) error {
+	var extra []string
+	if mode != 0 {
+		extra = []string{"mode", "0" + strconv.FormatUint(uint64(mode), 8)}
+	}
+	return c.upload(ctx, "/v1/files?"+f.query(extra...), ContentTypeBinary, r, n)
+}
+
+// RemoveFile removes f.Path (recursively).
+func (c *Client) RemoveFile(ctx context.Context, f FileRef) error {
+	_, err := c.do(ctx, "DELETE", "/v1/files?"+f.query(), nil)
+	return err
+}
+
+func (c *Client) upload(ctx context.Context, path, contentType string, r io.Reader, n int64) error {
+	req := Request{Method: "PUT", URL: c.base + path, Path: path, Header: map[string]string{"Content-Type": contentType},
+		Stream: r, StreamLen: n}
+	if c.token != "" {
+		req.Header["Authorization"] = "Bearer " + c.token
+	}
+	rc, err := c.roundTrip(ctx, req)
+	if err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	return rc.Close()
+}

@@ -1,0 +1,378 @@
+package cli
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+)
+
+// CpOptions are the flags of `sandboxctl cp`.
+type CpOptions struct {
+	SessionKey string
+	// Progress forces the progress line on stderr (default: only when
+	// stderr is a terminal).
+	Progress bool
+}
+
+func newCpCommand(c *CLI) *cobra.Command {
+	var opts CpOptions
+	cmd := &cobra.Command{
+		Use:   "cp SRC DEST",
+		Short: "Copy files between this machine and an agent's sandbox (docker cp syntax)",
+		Long: `Copy files or directories into or out of an agent's sandbox, as docker cp does:
+
+  sandboxctl cp ./src a1:/workspace/src       upload (into it when it is a directory)
+  sandboxctl cp a1:/workspace/out.txt .       download
+  sandboxctl cp a1:/workspace/out.txt -       write a tar stream to stdout
+  tar c dir | sandboxctl cp - a1:/workspace   extract a tar stream from stdin
+
+AGENT:PATH names an absolute PATH inside the agent's sandbox; it is resolved
+there (a symlink never leads out of the sandbox). A local path holding a colon
+is written ./a:b. The daemon bounds the size of one transfer
+(serve --files-max-bytes). Progress goes to stderr when it is a terminal, or
+with --progress.`,
+		Args: ExactArgs(2, "SRC", "DEST"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return RunCp(cmd.Context(), c, opts, args[0], args[1])
+		},
+	}
+	cmd.Flags().StringVar(&opts.SessionKey, "session", "", "the session key of a session-scoped sandbox")
+	cmd.Flags().BoolVar(&opts.Progress, "progress", false, "show progress on stderr even when it is not a terminal")
+	return cmd
+}
+
+// cpTarget is one side of `cp`: a sandbox path (Agent set), a local path,
+// or "-" (a tar stream on stdin or stdout).
+type cpTarget struct {
+	Agent, Path string
+	Stream      bool
+}
+
+// parseCpTarget splits AGENT:PATH as docker cp does: a leading / or . is
+// always local.
+func parseCpTarget(arg string) (cpTarget, error) {
+	if arg == "-" {
+		return cpTarget{Stream: true}, nil
+	}
+	if arg == "" {
+		return cpTarget{}, UsageErrorf("cp: empty path")
+	}
+	if strings.HasPrefix(arg, "/") || strings.HasPrefix(arg, ".") {
+		return cpTarget{Path: arg}, nil
+	}
+	agent, p, ok := strings.Cut(arg, ":")
+	if !ok || strings.Contains(agent, "/") {
+		return cpTarget{Path: arg}, nil
+	}
+	if agent == "" {
+		return cpTarget{}, UsageErrorf("cp: %q: the agent id before ':' is empty", arg)
+	}
+	if !path.IsAbs(p) {
+		return cpTarget{}, UsageErrorf("cp: %q: the path inside the sandbox must be absolute (e.g. %s:/workspace/file)", arg, agent)
+	}
+	return cpTarget{Agent: agent, Path: p}, nil
+}
+
+// RunCp copies src to dst; exactly one of them is in a sandbox.
+func RunCp(ctx context.Context, c *CLI, opts CpOptions, src, dst string) error {
+	s, err := parseCpTarget(src)
+	if err != nil {
+		return err
+	}
+	d, err := parseCpTarget(dst)
+	if err != nil {
+		return err
+	}
+	if (s.Agent == "") == (d.Agent == "") {
+		return UsageErrorf("cp: exactly one of SRC and DEST must be AGENT:PATH (got %q and %q)", src, dst)
+	}
+	client, err := c.DaemonClient()
+	if err != nil {
+		return err
+	}
+	prog := newProgress(c.Err, opts.Progress)
+	if d.Agent != "" {
+		return cpUpload(ctx, c, client, prog, s, apiclient.FileRef{AgentID: d.Agent, SessionKey: opts.SessionKey, Path: d.Path})
+	}
+	return cpDownload(ctx, c, client, prog, apiclient.FileRef{AgentID: s.Agent, SessionKey: opts.SessionKey, Path: s.Path}, d)
+}
+
+func cpUpload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, src cpTarget, dst apiclient.FileRef) error {
+	spool, err := os.CreateTemp("", "sandboxctl-cp-*.tar")
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	into := dst
+	label := "stdin"
+	if src.Stream {
+		// A tar stream from stdin goes into DEST, a directory.
+		if _, err := io.Copy(spool, c.In); err != nil {
+			return fmt.Errorf("cp: read stdin: %w", err)
+		}
+	} else {
+		label = src.Path
+		fi, err := os.Lstat(src.Path)
+		if err != nil {
+			return fmt.Errorf("cp: %w", err)
+		}
+		name := filepath.Base(src.Path)
+		st, err := client.StatFile(ctx, dst)
+		switch {
+		case err == nil && st.Type == "dir":
+			// Into the existing directory.
+		case err == nil && fi.IsDir():
+			return fmt.Errorf("cp: cannot copy directory %s onto the file %s", src.Path, dst.Path)
+		case err == nil || errors.Is(err, cerrdefs.ErrNotFound):
+			// DEST names the copy: write it into its parent.
+			name, into.Path = path.Base(dst.Path), path.Dir(dst.Path)
+		default:
+			return fmt.Errorf("cp: %w", err)
+		}
+		if err := writeLocalTar(spool, src.Path, name); err != nil {
+			return fmt.Errorf("cp: %w", err)
+		}
+	}
+	n, err := spool.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	r := prog.reader(spool, label, n)
+	err = client.UploadTar(ctx, into, r, n)
+	prog.done()
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	return nil
+}
+
+func cpDownload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, src apiclient.FileRef, dst cpTarget) error {
+	rc, err := client.DownloadTar(ctx, src)
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	defer rc.Close()
+	r := prog.reader(rc, src.AgentID+":"+src.Path, -1)
+	defer prog.done()
+	if dst.Stream {
+		if _, err := io.Copy(c.Out, r); err != nil {
+			return fmt.Errorf("cp: %w", err)
+		}
+		return nil
+	}
+	dir, rename := dst.Path, ""
+	if fi, err := os.Stat(dst.Path); err != nil || !fi.IsDir() {
+		// DEST names the copy.
+		dir, rename = filepath.Dir(dst.Path), filepath.Base(dst.Path)
+	}
+	if err := extractLocalTar(r, dir, rename); err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	return nil
+}
+
+// writeLocalTar archives the local path src (its symlinks as symlinks)
+// with its top entry named name.
+func writeLocalTar(w io.Writer, src, name string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !fi.Mode().IsRegular() && !fi.IsDir() {
+			return nil // devices, sockets, fifos
+		}
+		hdr, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		hdr.Name = path.Join(name, filepath.ToSlash(rel))
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		if fi.IsDir() {
+			hdr.Name += "/"
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyN(tw, f, hdr.Size)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// extractLocalTar extracts a tar stream from the daemon into dir, its top
+// entry renamed to rename when set. No entry may leave dir or write
+// through a symlink.
+func extractLocalTar(r io.Reader, dir, rename string) error {
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the archive: %w", err)
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		parts := strings.Split(name, "/")
+		if name == "" || path.IsAbs(hdr.Name) || containsDotDot(parts) {
+			return fmt.Errorf("archive entry %q leaves the destination", hdr.Name)
+		}
+		if rename != "" {
+			parts[0] = rename
+		}
+		target := dir
+		for i, part := range parts {
+			target = filepath.Join(target, part)
+			if i == len(parts)-1 {
+				break
+			}
+			if fi, err := os.Lstat(target); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				return fmt.Errorf("archive entry %q goes through the symlink %s", hdr.Name, target)
+			}
+		}
+		mode := fs.FileMode(hdr.Mode) & fs.ModePerm
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, mode|0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if fi, err := os.Lstat(target); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				_ = os.Remove(target) // replace a link, never write through it
+			}
+			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, mode)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			_ = os.Remove(target)
+			if err := os.Symlink(hdr.Linkname, target); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("archive entry %q: type %q is not supported", hdr.Name, string(hdr.Typeflag))
+		}
+	}
+}
+
+func containsDotDot(parts []string) bool {
+	for _, p := range parts {
+		if p == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// progress prints "LABEL: N MiB [of M MiB]" on one line of stderr, at most
+// five times a second, when enabled.
+type progress struct {
+	w        io.Writer
+	on       bool
+	label    string
+	total, n int64
+	last     time.Time
+}
+
+func newProgress(w io.Writer, force bool) *progress {
+	on := force
+	if f, ok := w.(*os.File); ok && !on {
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		on = err == nil
+	}
+	return &progress{w: w, on: on}
+}
+
+func (p *progress) reader(r io.Reader, label string, total int64) io.Reader {
+	if !p.on {
+		return r
+	}
+	p.label, p.total = label, total
+	return &progressReader{r: r, p: p}
+}
+
+func (p *progress) add(n int) {
+	p.n += int64(n)
+	if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
+		p.last = now
+		p.print()
+	}
+}
+
+func (p *progress) print() {
+	const mib = 1 << 20
+	if p.total >= 0 {
+		fmt.Fprintf(p.w, "\r%s: %.1f of %.1f MiB", p.label, float64(p.n)/mib, float64(p.total)/mib)
+	} else {
+		fmt.Fprintf(p.w, "\r%s: %.1f MiB", p.label, float64(p.n)/mib)
+	}
+}
+
+func (p *progress) done() {
+	if p.on && p.label != "" {
+		p.print()
+		fmt.Fprintln(p.w)
+		p.label = ""
+	}
+}
+
+type progressReader struct {
+	r io.Reader
+	p *progress
+}
+
+func (pr *progressReader) Read(b []byte) (int, error) {
+	n, err := pr.r.Read(b)
+	pr.p.add(n)
+	return n, err
+}

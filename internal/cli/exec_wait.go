@@ -1,0 +1,387 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/term"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+)
+
+// Exit codes of a waiting exec beyond the command's own (as docker exec and
+// coreutils timeout use them).
+const (
+	ExitTimeout     = 124 // the timeout killed the command
+	ExitOwnFailure  = 125 // sandboxctl itself failed, or the run failed without a code
+	ExitCannotRun   = 126 // the command could not start (its workdir, environment, ...)
+	ExitNotFound    = 127 // the command's program was not found
+	ExitInterrupted = 130 // Ctrl-C ended the wait (and the command)
+)
+
+// stdinChunk is the most stdin one write carries.
+const stdinChunk = 32 * 1024
+
+// killWait bounds the wait for the exit frame after a Ctrl-C killed the
+// command.
+const killWait = 15 * time.Second
+
+// waiter is one waiting exec: the command runs as a session the CLI follows
+// to its end, forwarding stdin (-i) and the terminal size (-t).
+type waiter struct {
+	c      *CLI
+	client *apiclient.Client
+	p      toolapi.ExecParams
+	stdin  bool // -i
+	tty    bool // -t
+	id     string
+}
+
+// runWaiting runs p as a session and follows its output stream to the end:
+// stdout to the CLI's stdout, stderr to its stderr, exit with the
+// command's code. The session is started in the background so that stdin,
+// resize and Ctrl-C (kill) reach it through the process tool; it is removed
+// once it ended. Ctrl-C kills the remote tree and exits 130; a second
+// Ctrl-C leaves at once.
+func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi.ExecParams, stdin, tty bool) error {
+	w := &waiter{c: c, client: client, p: p, stdin: stdin, tty: tty}
+	p.Background = true
+	p.PTY = p.PTY || tty
+	if tty {
+		// Start at the terminal's size: a command may read it at once.
+		if in, ok := c.In.(*os.File); ok && term.IsTerminal(in.Fd()) {
+			if ws, err := term.GetWinsize(in.Fd()); err == nil && ws.Width > 0 && ws.Height > 0 {
+				p.Cols, p.Rows = int(ws.Width), int(ws.Height)
+			}
+		}
+	}
+	res, err := client.Exec(ctx, p)
+	if err != nil {
+		return startError(ctx, err)
+	}
+	printWarnings(c.Err, res)
+	w.id, _ = res.Details["sessionId"].(string)
+	switch status(res) {
+	case toolapi.StatusDenied:
+		_ = printText(c.Err, res)
+		return &ExitError{Code: 1}
+	case toolapi.StatusApprovalPending:
+		_ = printText(c.Err, res)
+		if w.id == "" {
+			return nil // nothing will run it by itself
+		}
+	case toolapi.StatusRunning:
+	default:
+		_ = printText(c.Err, res)
+		return &ExitError{Code: ExecExitCode(res)}
+	}
+	if w.id == "" {
+		return &ExitError{Code: ExitOwnFailure, Err: errors.New("exec: the daemon answered without a session id")}
+	}
+	return w.follow(ctx)
+}
+
+func (w *waiter) follow(ctx context.Context) error {
+	// The stream and the helpers outlive a Ctrl-C: after it, the kill's
+	// exit frame is still read.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if w.tty {
+		restore, err := w.startTerminal(life)
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
+	if w.stdin {
+		go w.pumpStdin(life)
+	} else if err := w.closeStdin(life); err != nil {
+		return err
+	}
+	var (
+		off      int64
+		exit     *toolapi.StreamFrame
+		killedAt time.Time
+	)
+	for exit == nil {
+		streamCtx, endStream := context.WithCancel(life)
+		fs, err := w.client.SessionStream(streamCtx, w.p.AgentID, w.p.SessionKey, w.id, off)
+		if err != nil {
+			endStream()
+			return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: follow session %s: %w", w.id, err)}
+		}
+		frames := make(chan frameOrErr)
+		go readFrames(streamCtx, fs, frames)
+	read:
+		for {
+			var (
+				fe frameOrErr
+				ok = true
+			)
+			select {
+			case fe, ok = <-frames:
+			case <-ctx.Done():
+				if killedAt.IsZero() {
+					killedAt = time.Now()
+					fmt.Fprintf(w.c.Err, "sandboxctl: interrupted; killing session %s (Ctrl-C again to leave it)\n", w.id)
+					go w.kill(life)
+					go func() {
+						time.Sleep(killWait)
+						cancel()
+					}()
+				}
+				ctx = context.Background() // report once
+				continue
+			}
+			if !ok || fe.err != nil {
+				endStream()
+				_ = fs.Close()
+				if life.Err() != nil {
+					return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("the command did not end within %s of the kill; it may still run as session %s", killWait, w.id)}
+				}
+				if fe.err != nil && !errors.Is(fe.err, io.EOF) {
+					return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: session %s: %w", w.id, fe.err)}
+				}
+				break read // the daemon ended the stream early: resume from off
+			}
+			f := fe.f
+			switch f.Type {
+			case toolapi.FrameStdout:
+				_, _ = io.WriteString(w.c.Out, f.Data)
+			case toolapi.FrameStderr:
+				_, _ = io.WriteString(w.c.Err, f.Data)
+			case toolapi.FrameDropped:
+				fmt.Fprintf(w.c.Err, "sandboxctl: [... %d bytes of output dropped: more than the session keeps ...]\n", f.Lost)
+			case toolapi.FrameExit:
+				exit = &f
+				break read
+			}
+			if f.Offset != nil {
+				off = *f.Offset + int64(len(f.Data)) + f.Lost
+			}
+		}
+		endStream()
+		_ = fs.Close()
+	}
+	w.remove(life)
+	if !killedAt.IsZero() {
+		return &ExitError{Code: ExitInterrupted}
+	}
+	return exitFrameError(w.c.Err, *exit)
+}
+
+type frameOrErr struct {
+	f   toolapi.StreamFrame
+	err error
+}
+
+// readFrames sends fs's frames to out until an error, then the error, or
+// until ctx ends.
+func readFrames(ctx context.Context, fs *apiclient.FrameStream, out chan<- frameOrErr) {
+	for {
+		f, err := fs.Next()
+		select {
+		case out <- frameOrErr{f: f, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// startError maps a failed start to the exit code a shell (and docker
+// exec) gives: 127 for a program that is not found, 126 for another
+// refusal of the command's input (a workdir that cannot be used, an
+// environment too large), 2 for other bad input, 125 when sandboxctl
+// itself failed.
+func startError(ctx context.Context, err error) error {
+	if err = interrupted(ctx, err); errors.As(err, new(*ExitError)) {
+		return err
+	}
+	var apiErr *apiclient.APIError
+	switch {
+	case !errors.As(err, &apiErr) || !cerrdefs.IsInvalidArgument(err):
+		return &ExitError{Code: ExitOwnFailure, Err: err}
+	case apiErr.Field == "start" && strings.Contains(apiErr.Message, "command not found"):
+		return &ExitError{Code: ExitNotFound, Err: err}
+	case apiErr.Field == "start" || apiErr.Field == "workdir":
+		return &ExitError{Code: ExitCannotRun, Err: err}
+	default:
+		return &ExitError{Code: 2, Err: err} // bad usage
+	}
+}
+
+// exitFrameError maps the exit frame to the CLI's exit: the command's code,
+// 124 for a timeout, 128+N for signal N, 125 for another failure (its
+// reason on stderr).
+func exitFrameError(stderr io.Writer, f toolapi.StreamFrame) error {
+	if f.Status == toolapi.StatusCompleted && f.ExitCode != nil {
+		if *f.ExitCode == 0 {
+			return nil
+		}
+		return &ExitError{Code: *f.ExitCode}
+	}
+	code := ExitOwnFailure
+	switch {
+	case strings.HasPrefix(f.Reason, "timeout"):
+		code = ExitTimeout
+	case SignalNumber(f.Signal) > 0:
+		code = 128 + SignalNumber(f.Signal)
+	}
+	if f.Reason != "" {
+		fmt.Fprintf(stderr, "sandboxctl: %s\n", f.Reason)
+	}
+	return &ExitError{Code: code}
+}
+
+func (w *waiter) process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
+	p.SessionID, p.AgentID, p.SessionKey = w.id, w.p.AgentID, w.p.SessionKey
+	res, err := w.client.Process(ctx, p)
+	if err == nil {
+		err = res.Err()
+	}
+	return res, err
+}
+
+// closeStdin gives the command EOF on stdin (no -i, as docker exec).
+func (w *waiter) closeStdin(ctx context.Context) error {
+	_, err := w.process(ctx, toolapi.ProcessParams{Action: "write", EOF: true})
+	if err == nil || cerrdefs.IsInvalidArgument(err) {
+		return nil // a command that already ended has no stdin to close
+	}
+	// It may have ended while stdin was being closed: only a command that
+	// still runs with its stdin open is a failure.
+	if res, perr := w.process(ctx, toolapi.ProcessParams{Action: "poll"}); perr == nil && status(res) != toolapi.StatusRunning {
+		return nil
+	}
+	return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: close stdin of session %s: %w", w.id, err)}
+}
+
+// pumpStdin forwards the CLI's stdin to the command, then EOF. Text goes
+// as it is; bytes that are not UTF-8 go as hex bytes (send-keys).
+func (w *waiter) pumpStdin(ctx context.Context) {
+	buf := make([]byte, stdinChunk)
+	var carry []byte
+	for {
+		n, err := w.c.In.Read(buf)
+		data := append(carry, buf[:n]...)
+		carry = nil
+		if err == nil {
+			// Keep an incomplete rune at the end for the next read.
+			if cut := incompleteTail(data); cut > 0 {
+				carry = append([]byte(nil), data[len(data)-cut:]...)
+				data = data[:len(data)-cut]
+			}
+		}
+		if len(data) > 0 {
+			var werr error
+			if utf8.Valid(data) {
+				_, werr = w.process(ctx, toolapi.ProcessParams{Action: "write", Data: string(data)})
+			} else {
+				hex := make([]string, len(data))
+				for i, b := range data {
+					hex[i] = fmt.Sprintf("%02x", b)
+				}
+				_, werr = w.process(ctx, toolapi.ProcessParams{Action: "send-keys", Hex: hex})
+			}
+			if werr != nil {
+				return // the command ended or closed stdin
+			}
+		}
+		if err != nil {
+			if !w.tty {
+				_, _ = w.process(ctx, toolapi.ProcessParams{Action: "write", EOF: true})
+			}
+			return
+		}
+	}
+}
+
+// incompleteTail is the length of a rune cut at the end of b (0 if none).
+func incompleteTail(b []byte) int {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// kill ends the command's whole tree (Ctrl-C).
+func (w *waiter) kill(ctx context.Context) {
+	if _, err := w.process(ctx, toolapi.ProcessParams{Action: "kill"}); err != nil {
+		fmt.Fprintf(w.c.Err, "sandboxctl: kill session %s: %v\n", w.id, err)
+	}
+}
+
+// remove forgets the ended session: a waiting exec leaves nothing listed.
+func (w *waiter) remove(ctx context.Context) {
+	_, _ = w.process(ctx, toolapi.ProcessParams{Action: "remove"})
+}
+
+// startTerminal puts a terminal stdin in raw mode (with -i) and makes the
+// session's PTY follow the window's size; the returned func restores it.
+func (w *waiter) startTerminal(ctx context.Context) (func(), error) {
+	in, ok := w.c.In.(*os.File)
+	if !ok || !term.IsTerminal(in.Fd()) {
+		return func() {}, nil
+	}
+	fd := in.Fd()
+	restore := func() {}
+	if w.stdin {
+		st, err := term.SetRawTerminal(fd)
+		if err != nil {
+			return nil, &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: raw terminal: %w", err)}
+		}
+		restore = func() { _ = term.RestoreTerminal(fd, st) }
+	}
+	resize := func() {
+		ws, err := term.GetWinsize(fd)
+		if err != nil || ws.Width == 0 || ws.Height == 0 {
+			return
+		}
+		cols, rows := int(ws.Width), int(ws.Height)
+		_, _ = w.process(ctx, toolapi.ProcessParams{Action: "resize", Cols: &cols, Rows: &rows})
+	}
+	resize()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-winch:
+				resize()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		restore()
+	}, nil
+}
+
+// printWarnings writes a result's warnings to stderr.
+func printWarnings(stderr io.Writer, res toolapi.Result) {
+	ws, _ := res.Details["warnings"].([]any)
+	for _, w := range ws {
+		fmt.Fprintf(stderr, "sandboxctl: warning: %v\n", w)
+	}
+}

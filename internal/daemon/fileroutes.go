@@ -1,0 +1,279 @@
+package daemon
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+)
+
+// FileRef names a path in an agent's sandbox.
+type FileRef = apiclient.FileRef
+
+// FileStore is what the files API serves from (the sandbox manager). limit
+// bounds the bytes of file content one call moves.
+type FileStore interface {
+	Stat(ctx context.Context, f FileRef) (apiclient.FileInfo, error)
+	List(ctx context.Context, f FileRef) (apiclient.FileList, error)
+	// Read writes f.Path as a tar stream named from its base name.
+	Read(ctx context.Context, f FileRef, limit int64, w io.Writer) error
+	// WriteTar extracts a tar stream into the existing directory f.Path.
+	WriteTar(ctx context.Context, f FileRef, limit int64, r io.Reader) error
+	WriteFile(ctx context.Context, f FileRef, mode fs.FileMode, limit int64, r io.Reader) error
+	Remove(ctx context.Context, f FileRef) error
+}
+
+// FileRoutesOptions configure FileRoutes.
+type FileRoutesOptions struct {
+	// MaxBytes bounds the file content of one upload or download (default
+	// DefaultFileMaxBytes); more is refused with 413.
+	MaxBytes int64
+	// IsUnavailable reports errors of a backend that is down (→ 503).
+	IsUnavailable func(error) bool
+}
+
+// DefaultFileMaxBytes is the default size limit of one file transfer.
+const DefaultFileMaxBytes = 1 << 30
+
+// tarOverhead is what a tar stream may add to its files' content (headers
+// and padding), beyond which an upload is refused before it is read.
+const tarOverhead = 16 << 20
+
+// FileRoutes are the files API:
+//
+//	GET    /v1/files?agent=A&path=P[&format=raw|tar]  download (raw: a file's bytes; tar: as docker cp)
+//	PUT    /v1/files?agent=A&path=P[&mode=0644]       upload a file, or (Content-Type application/x-tar) extract into directory P
+//	DELETE /v1/files?agent=A&path=P                   remove P recursively
+//	GET    /v1/files/stat?agent=A&path=P              describe P
+//	GET    /v1/files/list?agent=A&path=P              list directory P
+//
+// Paths are absolute paths inside the agent's sandbox (session=K picks a
+// session-scoped one) and are resolved there, never on the daemon's host.
+// A pinned client reaches only its own agent's sandbox. Serve them in
+// Options.Routes and Options.AgentRoutes.
+func FileRoutes(store FileStore, opts FileRoutesOptions) map[string]http.Handler {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultFileMaxBytes
+	}
+	h := &fileHandler{store: store, opts: opts}
+	return map[string]http.Handler{
+		"GET /v1/files":      http.HandlerFunc(h.get),
+		"PUT /v1/files":      http.HandlerFunc(h.put),
+		"DELETE /v1/files":   http.HandlerFunc(h.remove),
+		"GET /v1/files/stat": http.HandlerFunc(h.stat),
+		"GET /v1/files/list": http.HandlerFunc(h.list),
+	}
+}
+
+type fileHandler struct {
+	store FileStore
+	opts  FileRoutesOptions
+}
+
+// ErrOtherAgent refuses a pinned client's request for another agent.
+var ErrOtherAgent = fmt.Errorf("%w: an agent token reaches only its own agent's sandbox", cerrdefs.ErrPermissionDenied)
+
+// ref parses the query once: path required, agent checked against a pin.
+func (h *fileHandler) ref(r *http.Request) (FileRef, error) {
+	q := r.URL.Query()
+	f := FileRef{AgentID: q.Get("agent"), SessionKey: q.Get("session"), Path: q.Get("path")}
+	if f.Path == "" {
+		return f, fmt.Errorf("%w: query parameter path is required (an absolute path inside the sandbox)", cerrdefs.ErrInvalidArgument)
+	}
+	if pin, ok := PinFrom(r.Context()); ok {
+		if f.AgentID != "" && f.AgentID != pin.AgentID {
+			return f, fmt.Errorf("%w (asked for %q)", ErrOtherAgent, f.AgentID)
+		}
+		f.AgentID = pin.AgentID
+	}
+	return f, nil
+}
+
+func (h *fileHandler) status(err error) int {
+	switch {
+	case cerrdefs.IsResourceExhausted(err):
+		return http.StatusRequestEntityTooLarge
+	case cerrdefs.IsInvalidArgument(err):
+		return http.StatusBadRequest
+	case cerrdefs.IsNotFound(err):
+		return http.StatusNotFound
+	case cerrdefs.IsPermissionDenied(err):
+		return http.StatusForbidden
+	case cerrdefs.IsConflict(err):
+		return http.StatusConflict
+	case h.opts.IsUnavailable != nil && h.opts.IsUnavailable(err), cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (h *fileHandler) fail(w http.ResponseWriter, err error) {
+	writeError(w, h.status(err), err)
+}
+
+func (h *fileHandler) stat(w http.ResponseWriter, r *http.Request) {
+	f, err := h.ref(r)
+	if err == nil {
+		var fi apiclient.FileInfo
+		if fi, err = h.store.Stat(r.Context(), f); err == nil {
+			writeJSON(w, http.StatusOK, fi)
+			return
+		}
+	}
+	h.fail(w, err)
+}
+
+func (h *fileHandler) list(w http.ResponseWriter, r *http.Request) {
+	f, err := h.ref(r)
+	if err == nil {
+		var l apiclient.FileList
+		if l, err = h.store.List(r.Context(), f); err == nil {
+			writeJSON(w, http.StatusOK, l)
+			return
+		}
+	}
+	h.fail(w, err)
+}
+
+func (h *fileHandler) remove(w http.ResponseWriter, r *http.Request) {
+	f, err := h.ref(r)
+	if err == nil {
+		if err = h.store.Remove(r.Context(), f); err == nil {
+			writeJSON(w, http.StatusOK, map[string]any{"removed": f.Path})
+			return
+		}
+	}
+	h.fail(w, err)
+}
+
+// get streams the tar from the store; the status is chosen once the
+// first header arrived (the store checks size and existence before it
+// writes), so failures are answered as errors, not as a cut stream.
+func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
+	f, err := h.ref(r)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "raw" && format != "tar" {
+		h.fail(w, fmt.Errorf("%w: format %q: want raw or tar", cerrdefs.ErrInvalidArgument, format))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := h.store.Read(ctx, f, h.opts.MaxBytes, pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	defer func() { pr.CloseWithError(io.ErrClosedPipe); <-done }()
+	br := bufio.NewReaderSize(pr, 64<<10)
+	if _, err := br.Peek(512); err != nil {
+		h.fail(w, readErr(err))
+		return
+	}
+	if format == "tar" {
+		w.Header().Set("Content-Type", apiclient.ContentTypeTar)
+		w.WriteHeader(http.StatusOK)
+		if _, err := io.Copy(w, br); err != nil {
+			panic(http.ErrAbortHandler) // the client must not take a cut stream for the whole
+		}
+		return
+	}
+	tr := tar.NewReader(br)
+	hdr, err := tr.Next()
+	if err != nil {
+		h.fail(w, readErr(err))
+		return
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		if format == "raw" {
+			h.fail(w, fmt.Errorf("%w: %s is not a regular file (ask for format=tar)", cerrdefs.ErrInvalidArgument, f.Path))
+			return
+		}
+		// No format asked: a directory comes as tar.
+		w.Header().Set("Content-Type", apiclient.ContentTypeTar)
+		w.WriteHeader(http.StatusOK)
+		tw := tar.NewWriter(w)
+		for ; err == nil; hdr, err = tr.Next() {
+			if werr := tw.WriteHeader(hdr); werr != nil {
+				panic(http.ErrAbortHandler)
+			}
+			if _, werr := io.Copy(tw, tr); werr != nil {
+				panic(http.ErrAbortHandler)
+			}
+		}
+		if !errors.Is(err, io.EOF) || tw.Close() != nil {
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	w.Header().Set("Content-Type", apiclient.ContentTypeBinary)
+	w.Header().Set("Content-Length", strconv.FormatInt(hdr.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if n, err := io.Copy(w, tr); err != nil || n != hdr.Size {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// readErr is the store's error behind a read of its pipe.
+func readErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("files: the sandbox sent an empty or truncated archive: %w", err)
+	}
+	return err
+}
+
+func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
+	f, err := h.ref(r)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	isTar := strings.HasPrefix(r.Header.Get("Content-Type"), apiclient.ContentTypeTar)
+	max := h.opts.MaxBytes
+	if isTar {
+		max += tarOverhead
+	}
+	if r.ContentLength > max {
+		h.fail(w, fmt.Errorf("%w: the upload is %d bytes, over the limit of %d bytes", cerrdefs.ErrResourceExhausted, r.ContentLength, h.opts.MaxBytes))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, max)
+	if isTar {
+		err = h.store.WriteTar(r.Context(), f, h.opts.MaxBytes, body)
+	} else {
+		mode := fs.FileMode(0o644)
+		if m := r.URL.Query().Get("mode"); m != "" {
+			v, perr := strconv.ParseUint(m, 8, 32)
+			if perr != nil || v > 0o777 {
+				h.fail(w, fmt.Errorf("%w: mode %q: want octal permission bits such as 0644", cerrdefs.ErrInvalidArgument, m))
+				return
+			}
+			mode = fs.FileMode(v)
+		}
+		err = h.store.WriteFile(r.Context(), f, mode, h.opts.MaxBytes, body)
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		err = fmt.Errorf("%w: the upload is over the limit of %d bytes", cerrdefs.ErrResourceExhausted, h.opts.MaxBytes)
+	}
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"written": f.Path})
+}

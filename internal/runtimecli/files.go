@@ -1,0 +1,88 @@
+package runtimecli
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
+	"github.com/sandboxctl/sandboxctl/sandbox"
+)
+
+// sandboxFiles serves the daemon's files API from the sandbox manager.
+type sandboxFiles struct{ m *sandbox.Manager }
+
+var _ daemon.FileStore = sandboxFiles{}
+
+func scopeOf(f daemon.FileRef) sandbox.Scope {
+	return sandbox.Scope{AgentID: f.AgentID, SessionKey: f.SessionKey}
+}
+
+func (s sandboxFiles) Stat(ctx context.Context, f daemon.FileRef) (apiclient.FileInfo, error) {
+	fi, err := s.m.StatFile(ctx, scopeOf(f), f.Path)
+	return apiclient.FileInfo(fi), err
+}
+
+func (s sandboxFiles) List(ctx context.Context, f daemon.FileRef) (apiclient.FileList, error) {
+	l, err := s.m.ListFiles(ctx, scopeOf(f), f.Path)
+	out := apiclient.FileList{Path: l.Path, Truncated: l.Truncated, Entries: make([]apiclient.FileInfo, len(l.Entries))}
+	for i, e := range l.Entries {
+		out.Entries[i] = apiclient.FileInfo(e)
+	}
+	return out, err
+}
+
+func (s sandboxFiles) Read(ctx context.Context, f daemon.FileRef, limit int64, w io.Writer) error {
+	return s.m.ReadFiles(ctx, scopeOf(f), f.Path, limit, w)
+}
+
+func (s sandboxFiles) WriteTar(ctx context.Context, f daemon.FileRef, limit int64, r io.Reader) error {
+	return s.m.WriteFiles(ctx, scopeOf(f), f.Path, limit, r)
+}
+
+func (s sandboxFiles) WriteFile(ctx context.Context, f daemon.FileRef, mode fs.FileMode, limit int64, r io.Reader) error {
+	return s.m.WriteFile(ctx, scopeOf(f), f.Path, mode, limit, r)
+}
+
+func (s sandboxFiles) Remove(ctx context.Context, f daemon.FileRef) error {
+	return s.m.RemoveFile(ctx, scopeOf(f), f.Path)
+}
+
+// storeFiles gives the daemon's MCP endpoint the file tools.
+type storeFiles struct {
+	store daemon.FileStore
+	limit int64
+}
+
+var _ mcpserver.Files = storeFiles{}
+
+func (s storeFiles) ReadFile(ctx context.Context, f daemon.FileRef, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := s.store.Read(ctx, f, limit, &buf); err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(&buf)
+	hdr, err := tr.Next()
+	if err != nil {
+		return nil, fmt.Errorf("files: read %s: %w", f.Path, err)
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil, fmt.Errorf("%w: %s is not a regular file", cerrdefs.ErrInvalidArgument, f.Path)
+	}
+	return io.ReadAll(tr)
+}
+
+func (s storeFiles) WriteFile(ctx context.Context, f daemon.FileRef, data []byte) error {
+	return s.store.WriteFile(ctx, f, 0o644, s.limit, bytes.NewReader(data))
+}
+
+func (s storeFiles) ListFiles(ctx context.Context, f daemon.FileRef) (apiclient.FileList, error) {
+	return s.store.List(ctx, f)
+}

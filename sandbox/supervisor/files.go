@@ -1,0 +1,504 @@
+package supervisor
+
+import (
+	"archive/tar"
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FilesArg, as the first argument of the supervisor binary, makes it the
+// file tool of the files API: `supervisor --files OP ARGS...` (see the
+// package doc, "Files"). It runs as a command of the sandbox, so every path
+// it touches is resolved by the kernel inside the container's root and
+// mount namespace, as the sandbox's user.
+const FilesArg = "--files"
+
+// Exit codes of the file tool; its stderr carries the one-line message.
+const (
+	FilesExitOK       = 0
+	FilesExitFailed   = 1
+	FilesExitNotFound = 2
+	FilesExitTooLarge = 3
+	FilesExitInvalid  = 4
+	FilesExitDenied   = 5
+)
+
+// FilesAckEvery is how many bytes of stdin the put and write ops consume
+// between two acknowledgements on stdout (a decimal byte count and a
+// newline). A client keeps at most a few of these unacknowledged, under the
+// server's stdin queue (maxStdinQueue).
+const FilesAckEvery = 1 << 20
+
+// FileInfo describes one path inside a sandbox.
+type FileInfo struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	// Mode holds the permission bits (e.g. 0o644 = 420).
+	Mode       uint32    `json:"mode"`
+	ModTime    time.Time `json:"mtime"`
+	LinkTarget string    `json:"linkTarget,omitempty"`
+}
+
+// FileList is a directory's entries, by name; Truncated is set when the
+// directory has more than the requested maximum.
+type FileList struct {
+	Path      string     `json:"path"`
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// filesError is a failure of the file tool with its exit code.
+type filesError struct {
+	code int
+	msg  string
+}
+
+func (e *filesError) Error() string { return e.msg }
+
+func filesErr(code int, format string, args ...any) error {
+	return &filesError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// fsErr maps an error of the file system to the tool's exit code.
+func fsErr(err error) error {
+	var fe *filesError
+	switch {
+	case errors.As(err, &fe):
+		return err
+	case errors.Is(err, fs.ErrNotExist):
+		return &filesError{code: FilesExitNotFound, msg: err.Error()}
+	case errors.Is(err, fs.ErrPermission):
+		return &filesError{code: FilesExitDenied, msg: err.Error()}
+	}
+	return &filesError{code: FilesExitFailed, msg: err.Error()}
+}
+
+// RunFiles is the file tool (args after FilesArg). It returns the process
+// exit code after writing any message to stderr.
+func RunFiles(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := runFiles(args, stdin, stdout)
+	if err == nil {
+		return FilesExitOK
+	}
+	err = fsErr(err)
+	fmt.Fprintln(stderr, err.Error())
+	return err.(*filesError).code
+}
+
+func runFiles(args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) < 2 {
+		return filesErr(FilesExitInvalid, "files: want OP ... PATH")
+	}
+	op, p := args[0], args[len(args)-1]
+	if !path.IsAbs(p) {
+		return filesErr(FilesExitInvalid, "path %q is not absolute", p)
+	}
+	num := func(i int) (int64, error) {
+		if i >= len(args)-1 {
+			return 0, filesErr(FilesExitInvalid, "files %s: missing argument", op)
+		}
+		n, err := strconv.ParseInt(args[i], 0, 64)
+		if err != nil || n < 0 {
+			return 0, filesErr(FilesExitInvalid, "files %s: bad number %q", op, args[i])
+		}
+		return n, nil
+	}
+	switch op {
+	case "stat":
+		fi, err := statPath(p)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(fi)
+	case "list":
+		limit, err := num(1)
+		if err != nil {
+			return err
+		}
+		l, err := listDir(p, int(limit))
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(l)
+	case "get":
+		limit, err := num(1)
+		if err != nil {
+			return err
+		}
+		return getTar(p, limit, stdout)
+	case "put":
+		limit, err := num(1)
+		if err != nil {
+			return err
+		}
+		return putTar(p, limit, &ackReader{r: stdin, w: stdout})
+	case "write":
+		limit, err := num(1)
+		if err != nil {
+			return err
+		}
+		mode, err := num(2)
+		if err != nil {
+			return err
+		}
+		return writeFile(p, limit, fs.FileMode(mode)&fs.ModePerm, &ackReader{r: stdin, w: stdout})
+	case "rm":
+		return removePath(p)
+	}
+	return filesErr(FilesExitInvalid, "files: unknown op %q", op)
+}
+
+func infoOf(p string, fi fs.FileInfo) FileInfo {
+	out := FileInfo{Name: fi.Name(), Path: p, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), ModTime: fi.ModTime().UTC()}
+	switch {
+	case fi.Mode().IsRegular():
+		out.Type = "file"
+	case fi.IsDir():
+		out.Type, out.Size = "dir", 0
+	case fi.Mode()&fs.ModeSymlink != 0:
+		out.Type = "symlink"
+		out.LinkTarget, _ = os.Readlink(p)
+	default:
+		out.Type = "other"
+	}
+	return out
+}
+
+// statPath describes p itself (a symlink as a symlink).
+func statPath(p string) (FileInfo, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return infoOf(p, fi), nil
+}
+
+func listDir(p string, limit int) (FileList, error) {
+	if limit <= 0 {
+		limit = 10000
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return FileList{}, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return FileList{}, err
+	} else if !fi.IsDir() {
+		return FileList{}, filesErr(FilesExitInvalid, "%s is not a directory", p)
+	}
+	names, err := f.Readdirnames(limit + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return FileList{}, err
+	}
+	out := FileList{Path: p, Entries: []FileInfo{}}
+	if len(names) > limit {
+		names, out.Truncated = names[:limit], true
+	}
+	for _, n := range names {
+		fi, err := os.Lstat(filepath.Join(p, n))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out.Entries = append(out.Entries, infoOf(filepath.Join(p, n), fi))
+	}
+	sortInfos(out.Entries)
+	return out, nil
+}
+
+func sortInfos(v []FileInfo) {
+	for i := 1; i < len(v); i++ {
+		for j := i; j > 0 && v[j].Name < v[j-1].Name; j-- {
+			v[j], v[j-1] = v[j-1], v[j]
+		}
+	}
+}
+
+// getTar writes p (a file, a symlink as itself, or a directory and
+// everything under it, its symlinks as symlinks) as a tar stream whose
+// entries are named from p's base name, as `docker cp` does. The total of the files' sizes must not
+// exceed limit; that is checked before anything is written.
+func getTar(p string, limit int64, w io.Writer) error {
+	root, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	base := filepath.Base(p)
+	if base == "/" {
+		base = "."
+	}
+	var total int64
+	if root.IsDir() {
+		err = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() {
+				fi, err := d.Info()
+				if err != nil {
+					return err
+				}
+				total += fi.Size()
+				if total > limit {
+					return filesErr(FilesExitTooLarge, "%s holds more than the limit of %d bytes", p, limit)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	} else if total = root.Size(); root.Mode().IsRegular() && total > limit {
+		return filesErr(FilesExitTooLarge, "%s is %d bytes, over the limit of %d bytes", p, total, limit)
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	tw := tar.NewWriter(bw)
+	if !root.IsDir() {
+		if err := tarEntry(tw, p, base, root); err != nil {
+			return err
+		}
+	} else {
+		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(p, q)
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if q == p {
+				fi = root
+			}
+			return tarEntry(tw, q, path.Join(base, filepath.ToSlash(rel)), fi)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func tarEntry(tw *tar.Writer, p, name string, fi fs.FileInfo) error {
+	link := ""
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		var err error
+		if link, err = os.Readlink(p); err != nil {
+			return err
+		}
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() && link == "" {
+		return nil // sockets, devices, fifos: not archived
+	}
+	hdr, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	hdr.Uname, hdr.Gname = "", ""
+	if fi.IsDir() {
+		hdr.Name += "/"
+	}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.CopyN(tw, f, hdr.Size); err != nil {
+		return fmt.Errorf("%s changed while it was read: %w", p, err)
+	}
+	return nil
+}
+
+// entryTarget returns where a tar entry named name goes under dest: the
+// name must be relative and stay under dest, and no directory between dest
+// and the entry may be a symlink (an archive that plants a link and then
+// writes through it is refused).
+func entryTarget(dest, name string) (string, error) {
+	trimmed := strings.TrimSuffix(name, "/")
+	if trimmed == "" || path.IsAbs(name) {
+		return "", filesErr(FilesExitInvalid, "archive entry %q: want a relative name", name)
+	}
+	for _, part := range strings.Split(trimmed, "/") {
+		if part == ".." {
+			return "", filesErr(FilesExitInvalid, "archive entry %q leaves the destination", name)
+		}
+	}
+	clean := path.Clean("/" + trimmed)
+	parts := strings.Split(strings.Trim(clean, "/"), "/")
+	cur := dest
+	for _, part := range parts[:max(len(parts)-1, 0)] {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			break // created below by MkdirAll
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return "", filesErr(FilesExitInvalid, "archive entry %q goes through the symlink %s", name, cur)
+		}
+		if !fi.IsDir() {
+			return "", filesErr(FilesExitInvalid, "archive entry %q: %s is not a directory", name, cur)
+		}
+	}
+	return filepath.Join(dest, filepath.FromSlash(clean)), nil
+}
+
+// putTar extracts a tar stream into the existing directory dest. Regular
+// files, directories and symlinks are written (as the sandbox's user);
+// other entries are refused. The files' total size must not exceed limit.
+func putTar(dest string, limit int64, r io.Reader) error {
+	fi, err := os.Stat(dest)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return filesErr(FilesExitInvalid, "%s is not a directory", dest)
+	}
+	tr := tar.NewReader(r)
+	var total int64
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return filesErr(FilesExitInvalid, "bad tar stream: %v", err)
+		}
+		target, err := entryTarget(dest, hdr.Name)
+		if err != nil {
+			return err
+		}
+		mode := fs.FileMode(hdr.Mode) & fs.ModePerm
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if target == dest {
+				continue
+			}
+			if err := os.MkdirAll(target, mode|0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if total += hdr.Size; total > limit {
+				return filesErr(FilesExitTooLarge, "the archive holds more than the limit of %d bytes", limit)
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			if err := writeAtomic(target, mode, io.LimitReader(tr, hdr.Size), hdr.Size); err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			if old, err := os.Lstat(target); err == nil && !old.IsDir() {
+				_ = os.Remove(target)
+			}
+			if err := os.Symlink(hdr.Linkname, target); err != nil {
+				return err
+			}
+		default:
+			return filesErr(FilesExitInvalid, "archive entry %q: type %q is not supported (files, directories and symlinks only)", hdr.Name, string(hdr.Typeflag))
+		}
+	}
+}
+
+// writeAtomic writes r to a temporary file beside target and renames it
+// into place: a symlink at target is replaced, never followed.
+func writeAtomic(target string, mode fs.FileMode, r io.Reader, want int64) error {
+	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
+		return filesErr(FilesExitInvalid, "%s is a directory", target)
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), ".sandboxctl-upload-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	n, err := io.Copy(f, r)
+	if err == nil && want >= 0 && n != want {
+		err = filesErr(FilesExitInvalid, "%s: the stream ended after %d of %d bytes", target, n, want)
+	}
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, target)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// writeFile writes stdin to p (a file; its directory must exist).
+func writeFile(p string, limit int64, mode fs.FileMode, r io.Reader) error {
+	lr := &io.LimitedReader{R: r, N: limit + 1}
+	err := writeAtomic(p, mode, lr, -1)
+	if err == nil && lr.N <= 0 {
+		_ = os.Remove(p)
+		return filesErr(FilesExitTooLarge, "the upload is larger than the limit of %d bytes", limit)
+	}
+	return err
+}
+
+func removePath(p string) error {
+	if path.Clean(p) == "/" {
+		return filesErr(FilesExitInvalid, "refusing to remove /")
+	}
+	if _, err := os.Lstat(p); err != nil {
+		return err
+	}
+	return os.RemoveAll(p)
+}
+
+// ackReader counts what is read and writes the running total to w every
+// FilesAckEvery bytes (the client's flow control for uploads).
+type ackReader struct {
+	r       io.Reader
+	w       io.Writer
+	n, sent int64
+}
+
+func (a *ackReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	a.n += int64(n)
+	if a.n-a.sent >= FilesAckEvery {
+		a.sent = a.n
+		fmt.Fprintf(a.w, "%d\n", a.n)
+	}
+	return n, err
+}
