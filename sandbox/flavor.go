@@ -11,6 +11,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // engineFlavor is what serves an Engine's API, learnt once per Manager
@@ -115,7 +117,15 @@ func ownRlimit(resource int) (unix.Rlimit, error) {
 //     container gets this process's (getrlimit), which fit on the machine
 //     this daemon runs on. A remote Podman with lower limits needs
 //     sandbox.docker.ulimits.
-func adaptForPodman(hc *container.HostConfig, getrlimit func(resource int) (unix.Rlimit, error)) {
+//
+// A configured runtime is refused: Podman 4.3's compatible API ignores
+// HostConfig.Runtime and runs its default OCI runtime, so a sandbox asked
+// to run under gVisor would silently run under runc.
+func adaptForPodman(hc *container.HostConfig, getrlimit func(resource int) (unix.Rlimit, error)) error {
+	if hc.Runtime != "" {
+		return &sandboxconfig.ConfigError{Field: "sandbox.docker.runtime", Value: hc.Runtime,
+			Msg: "Podman's Docker-compatible API ignores the runtime (the container would run under Podman's default OCI runtime); leave it empty and set Podman's default runtime in its containers.conf"}
+	}
 	named := map[string]bool{}
 	for _, u := range hc.Ulimits {
 		named[u.Name] = true
@@ -145,4 +155,5 @@ func adaptForPodman(hc *container.HostConfig, getrlimit func(resource int) (unix
 		}
 		hc.Tmpfs[path] = strings.Join(kept, ",")
 	}
+	return nil
 }

@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/docker/go-units"
 	"github.com/moby/moby/api/types/container"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // fixedRlimits stands for this process's limits.
@@ -25,7 +28,9 @@ func TestAdaptForPodmanTmpfsOwner(t *testing.T) {
 		"/run": "rw,noexec,size=16m,uid=1000,gid=1000",
 		"/tmp": "rw,size=256m",
 	}}
-	adaptForPodman(hc, fixedRlimits)
+	if err := adaptForPodman(hc, fixedRlimits); err != nil {
+		t.Fatal(err)
+	}
 	if got := hc.Tmpfs["/run"]; got != "rw,noexec,size=16m,U" {
 		t.Errorf("/run = %q, want the owner as U", got)
 	}
@@ -36,7 +41,9 @@ func TestAdaptForPodmanTmpfsOwner(t *testing.T) {
 
 func TestAdaptForPodmanUlimits(t *testing.T) {
 	hc := &container.HostConfig{}
-	adaptForPodman(hc, fixedRlimits)
+	if err := adaptForPodman(hc, fixedRlimits); err != nil {
+		t.Fatal(err)
+	}
 	got := map[string]units.Ulimit{}
 	for _, u := range hc.Ulimits {
 		got[u.Name] = *u
@@ -50,7 +57,9 @@ func TestAdaptForPodmanUlimits(t *testing.T) {
 
 	// A configured ulimit stands; only the missing one is added.
 	hc = &container.HostConfig{Resources: container.Resources{Ulimits: []*units.Ulimit{{Name: "nproc", Soft: 64, Hard: 64}}}}
-	adaptForPodman(hc, fixedRlimits)
+	if err := adaptForPodman(hc, fixedRlimits); err != nil {
+		t.Fatal(err)
+	}
 	if len(hc.Ulimits) != 2 || *hc.Ulimits[0] != (units.Ulimit{Name: "nproc", Soft: 64, Hard: 64}) || hc.Ulimits[1].Name != "nofile" {
 		t.Errorf("ulimits = %v, want the configured nproc kept and nofile added", hc.Ulimits)
 	}
@@ -62,5 +71,16 @@ func TestAdaptForPodmanUlimits(t *testing.T) {
 	})
 	if len(hc.Ulimits) != 0 {
 		t.Errorf("ulimits = %v, want none for unlimited limits", hc.Ulimits)
+	}
+}
+
+// Podman 4.3's compatible API runs its default runtime whatever
+// HostConfig.Runtime says: a configured runtime (gVisor) is refused rather
+// than silently dropped.
+func TestAdaptForPodmanRefusesRuntime(t *testing.T) {
+	hc := &container.HostConfig{Runtime: "runsc"}
+	err := adaptForPodman(hc, fixedRlimits)
+	if !errors.Is(err, sandboxconfig.ErrInvalidConfig) || !strings.Contains(err.Error(), "sandbox.docker.runtime") {
+		t.Fatalf("err = %v, want an invalid sandbox.docker.runtime", err)
 	}
 }

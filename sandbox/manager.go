@@ -605,7 +605,9 @@ func (m *Manager) createStart(ctx context.Context, name string, sh shape, labels
 		cfg.Image = image
 	}
 	if m.isPodman(ctx) {
-		adaptForPodman(hc, m.flavor.rlimit)
+		if err := adaptForPodman(hc, m.flavor.rlimit); err != nil {
+			return "", err
+		}
 	}
 	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {

@@ -101,6 +101,8 @@ func localRuntime(rt string) bool {
 	switch rt {
 	case "", "runc", "io.containerd.runc.v2", "io.containerd.runtime.v1.linux":
 		return true
+	case "oci": // Podman's name for its default OCI runtime (runc or crun)
+		return true
 	}
 	return false
 }
