@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -63,7 +64,11 @@ var (
 		"/etc/gitconfig", "/etc/os-release", "/etc/debian_version",
 	}
 	// Devices: read-write (with ioctls, for terminals) and read-only.
-	confineDevRW = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"}
+	// Not /dev/pts as a whole: every pseudo-terminal of the uid is there
+	// (the person's, other sessions'), and reading one steals what is typed
+	// into it. The command's own terminal is granted by name (see
+	// ownTerminals).
+	confineDevRW = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
 	confineDevRO = []string{"/dev/random", "/dev/urandom"}
 	// confineHomeFiles are read-only paths under $HOME that common programs
 	// fail without when they exist but are unreadable (git dies on an
@@ -75,9 +80,10 @@ var (
 // on a kernel of Landlock ABI abi: workspace read-write (renames and links
 // between its directories included from ABI 2 on; ABI 1 refuses those
 // with EXDEV, which mv and cp handle by copying), the system paths above
-// read and execute, the devices above, and home's git configuration
-// read-only. Paths that do not exist are left out.
-func ConfineRules(abi int, workspace, home string) ([]landlock.Rule, error) {
+// read and execute, the devices above and the terminals ttys (the
+// command's own, read-write), and home's git configuration read-only.
+// Paths that do not exist are left out.
+func ConfineRules(abi int, workspace, home string, ttys []string) ([]landlock.Rule, error) {
 	if !filepath.IsAbs(workspace) {
 		return nil, fmt.Errorf("confine: workspace %q is not an absolute path", workspace)
 	}
@@ -122,7 +128,7 @@ func ConfineRules(abi int, workspace, home string) ([]landlock.Rule, error) {
 		rules = append(rules, landlock.ROFiles(roFiles...).IgnoreIfMissing())
 	}
 	rules = append(rules,
-		landlock.RWFiles(confineDevRW...).WithIoctlDev().IgnoreIfMissing(),
+		landlock.RWFiles(append(slices.Clone(confineDevRW), ttys...)...).WithIoctlDev().IgnoreIfMissing(),
 		landlock.ROFiles(confineDevRO...).IgnoreIfMissing())
 	return rules, nil
 }
@@ -142,7 +148,7 @@ func Confine(workspace string) error {
 // confineAt enforces ConfineRules for abi with the file rights of cfg (best
 // effort: those of them the kernel knows).
 func confineAt(cfg landlock.Config, abi int, workspace string) error {
-	rules, err := ConfineRules(abi, workspace, os.Getenv("HOME"))
+	rules, err := ConfineRules(abi, workspace, os.Getenv("HOME"), ownTerminals())
 	if err != nil {
 		return err
 	}
@@ -150,6 +156,20 @@ func confineAt(cfg landlock.Config, abi int, workspace string) error {
 		return fmt.Errorf("confine: landlock: %w", err)
 	}
 	return nil
+}
+
+// ownTerminals names the pseudo-terminals this process has as stdin,
+// stdout or stderr (a PTY session's): the command may reopen its own
+// terminal by name (ttyname), and no other.
+func ownTerminals() []string {
+	var out []string
+	for fd := range 3 {
+		l, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+		if err == nil && strings.HasPrefix(l, "/dev/pts/") && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // ConfineExec is the launcher mode (the arguments after ConfineArg:

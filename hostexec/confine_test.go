@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	"golang.org/x/sys/unix"
 
@@ -134,7 +135,7 @@ echo done`
 
 	// A terminal works too (the pty is opened before the confinement;
 	// /dev/tty is reopened by name).
-	p := start(t, r, hostapi.StartSpec{Command: "cat in.txt; tty >/dev/null && echo tty-ok; echo x > /dev/tty", Dir: f.ws, Confine: f.ws, PTY: true})
+	p := start(t, r, hostapi.StartSpec{Command: "cat in.txt; tty >/dev/null && echo x > /dev/tty && echo x > \"$(tty)\" && echo tty-ok", Dir: f.ws, Confine: f.ws, PTY: true})
 	c := collect(p.Stdout())
 	c.waitFor(t, "tty-ok", 10*time.Second)
 	if s := c.wait(t, 10*time.Second); !strings.Contains(s, "inside") || strings.Contains(s, "denied") {
@@ -277,5 +278,69 @@ func TestConfineABI1StillConfines(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "inside") {
 		t.Fatalf("mv across directories under ABI 1: %q", out)
+	}
+}
+
+// TestSecurityConfinedCommandCannotReachOtherTerminals replays a confined
+// command that reads and writes a terminal that is not its own: the
+// person's (or another session's) pseudo-terminal of the same uid, reached
+// through a workspace symlink a concurrent writer pointed at /dev/pts/N
+// (the guard saw it pointing inside). Reading the terminal steals what the
+// person types there (a password at a prompt included); writing puts text
+// on their screen. Only the command's own terminal may stay reachable.
+func TestSecurityConfinedCommandCannotReachOtherTerminals(t *testing.T) {
+	r := confinedRunner(t)
+	f := newConfineFixture(t)
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	if err := os.Symlink(slave.Name(), filepath.Join(f.ws, "tty")); err != nil {
+		t.Fatal(err)
+	}
+	// What the person typed, waiting in their terminal's input.
+	if _, err := master.Write([]byte("TYPED-PASSWORD\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, pt := range []bool{false, true} {
+		for _, cmd := range []string{"head -n 1 tty", "head -n 1 " + slave.Name(), "echo INJECTED > tty"} {
+			out, code := "", 0
+			if pt {
+				p := start(t, r, hostapi.StartSpec{Command: cmd + "; echo exit=$?", Dir: f.ws, Confine: f.ws, PTY: true})
+				out = collect(p.Stdout()).wait(t, 20*time.Second)
+				if strings.Contains(out, "exit=0") {
+					code = 0
+				} else {
+					code = 1
+				}
+			} else {
+				out, code = runSpec(t, r, hostapi.StartSpec{Command: cmd, Dir: f.ws, Confine: f.ws})
+			}
+			if strings.Contains(out, "TYPED-PASSWORD") {
+				t.Fatalf("pty=%v %q: ATTACK WORKED: a confined command read another terminal's input: %q", pt, cmd, out)
+			}
+			if code == 0 || !strings.Contains(out, "Permission denied") {
+				t.Errorf("pty=%v %q: not refused by the kernel: exit %d %q", pt, cmd, code, out)
+			}
+		}
+	}
+	// Nothing was written to the person's screen, and what they typed is
+	// still there for their own program.
+	if err := slave.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := slave.Read(buf)
+	if err != nil || string(buf[:n]) != "TYPED-PASSWORD\n" {
+		t.Fatalf("the person's input after the attack: %q %v", buf[:n], err)
+	}
+	if err := master.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = master.Read(buf)
+	if strings.Contains(string(buf[:n]), "INJECTED") {
+		t.Fatalf("a confined command wrote to another terminal: %q", buf[:n])
 	}
 }

@@ -121,3 +121,46 @@ func TestSecurityExternalDirectorySymlinkFlip(t *testing.T) {
 		t.Fatalf("unconfined ls of an outside directory: %v %q", det, text)
 	}
 }
+
+// TestSecurityExternalDirectoryUnanalysableLine replays an agent that
+// steers around the external-directory check under security full with ask
+// on-miss: `cat /outside/secret` asks, but the same read spelled with a
+// glob, a tilde or a variable cannot be analysed, so the check sees no path
+// — and the line ran at once, unconfined, printing the secret. Such a line
+// must be approved as shown, like an unanalysable line in allowlist mode.
+func TestSecurityExternalDirectoryUnanalysableLine(t *testing.T) {
+	state := t.TempDir()
+	ws := filepath.Join(t.TempDir(), "workspace")
+	outside := t.TempDir()
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const secretText = "TOP-SECRET-unanalysable"
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte(secretText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonIn(t, state, fmt.Sprintf("exec:\n  host: gateway\n  security: full\n  ask: on-miss\n  cwd: %s\n", ws))
+	for _, cmd := range []string{
+		"cat " + secret,                // analysable: asks
+		"cat " + outside + "/secre?",   // a glob
+		"S=" + secret + "; cat \"$S\"", // a variable
+		"cat < " + secret,              // a redirect
+	} {
+		det, text, code := d.call(t, "exec", map[string]any{"agentId": "main", "command": cmd})
+		if strings.Contains(text, secretText) {
+			t.Fatalf("ATTACK WORKED: %q ran without approval and printed the secret outside the workspace: http %d %v %q", cmd, code, det, text)
+		}
+		if det["status"] != "approval-pending" {
+			t.Fatalf("%q: want approval-pending, got http %d %v %q", cmd, code, det, text)
+		}
+	}
+	// A line inside the workspace that the analysis accepts still runs.
+	if err := os.WriteFile(filepath.Join(ws, "in.txt"), []byte("inside-ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	det, text, _ := d.call(t, "exec", map[string]any{"agentId": "main", "command": "cat in.txt"})
+	if det["status"] != "completed" || !strings.Contains(text, "inside-ok") {
+		t.Fatalf("cat in.txt: %v %q", det, text)
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -230,5 +232,197 @@ func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
 	}
 	if exists(marker) {
 		t.Fatal("the command ran")
+	}
+}
+
+// TestSecurityUIForwarderReachesOnlyTheConsole replays a command that
+// skips the console and talks to the daemon's own API through the
+// person's `sandboxctl ui`: the forwarder's port is the daemon's socket
+// with the person's credentials (the socket peer is the forwarder, which
+// passes the approver check). The command decides a pending approval on
+// the approval API, mints itself a login code, and runs a command through
+// the tool API — none of which the console's own vet sees. Each is refused
+// and the approval stays pending.
+func TestSecurityUIForwarderReachesOnlyTheConsole(t *testing.T) {
+	e := attackEnv(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "APPROVED-THROUGH-FORWARDER")
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	link := startUI(t, e)
+	base := link[:strings.Index(link, "/ui/")]
+	curl := "curl -sS -w ' status=%{http_code}' -X POST -H 'Content-Type: application/json' "
+	for _, path := range []string{"/v1/approvals/" + id, "/ui/../v1/approvals/" + id, "/ui/%2e%2e/v1/approvals/" + id} {
+		out := runApproved(t, e, curl+"--path-as-is -d '{\"decision\":\"allow-always\"}' "+quote(t, base+path))
+		if st := approvalStatus(t, e, id); st != "pending" {
+			t.Fatalf("a command decided an approval through sandboxctl ui's port (%s): %q; it got %s", path, st, out)
+		}
+		if strings.Contains(out, "status=200") {
+			t.Errorf("%s through the forwarder answered 200: %s", path, out)
+		}
+	}
+	out := runApproved(t, e, curl+"-d '{}' "+quote(t, base+"/v1/ui/login"))
+	if strings.Contains(out, "code=") {
+		t.Errorf("a command minted a login code through sandboxctl ui's port: %s", out)
+	}
+	exe := filepath.Join(dir, "EXEC-THROUGH-FORWARDER")
+	out = runApproved(t, e, curl+"-d "+quote(t, `{"command":"touch `+exe+`","host":"gateway","security":"full","ask":"off"}`)+" "+quote(t, base+"/v1/tools/exec"))
+	if exists(exe) || strings.Contains(out, "status=200") {
+		t.Errorf("a command used the tool API through sandboxctl ui's port: %s", out)
+	}
+	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
+		t.Fatalf("human resolve: %+v", r)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although only the attacker approved it")
+	}
+}
+
+// TestSecurityLoginLinkOnlyThroughUI replays a command that got the
+// person's one-time login link (xdg-open and the browser carry it in their
+// command lines) and redeems it on the daemon's TCP listener (`serve
+// --listen`) instead of through `sandboxctl ui`: there no process is
+// vetted, and the code logs in with decisions — without the approver
+// token, on a daemon that has none. The code is refused there, so the
+// command can neither log in nor decide, and the link still works for the
+// person through sandboxctl ui.
+func TestSecurityLoginLinkOnlyThroughUI(t *testing.T) {
+	e := attackEnv(t)
+	const tool = "console-tool-token-0123456789"
+	base := serveTCP(t, e, "SANDBOXCTL_TOKEN="+tool)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "APPROVED-WITH-LINK-ON-TCP")
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	link := startUI(t, e)
+	stolen := base + link[strings.Index(link, "/ui/"):]
+	jar := filepath.Join(dir, "jar")
+	script := filepath.Join(dir, "attack.sh")
+	src := `set -u
+c() { curl -sS -b ` + quote(t, jar) + ` -c ` + quote(t, jar) + ` "$@"; echo; }
+echo "redeem: $(c -o /dev/null -w '%{http_code}' ` + quote(t, stolen) + `)"
+me=$(c ` + quote(t, base+"/ui/api/me") + `)
+echo "me: $me"
+csrf=$(printf %s "$me" | sed -n 's/.*"csrf":"\([^"]*\)".*/\1/p')
+echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: application/json' -d '{"decision":"allow-always"}' ` + quote(t, base+"/ui/api/approvals/"+id) + `)"
+`
+	if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runApproved(t, e, "sh "+quote(t, script))
+	if st := approvalStatus(t, e, id); st != "pending" {
+		t.Fatalf("a command decided with the person's login link on the TCP listener: %q; it printed:\n%s", st, out)
+	}
+	if !strings.Contains(out, "redeem: 403") {
+		t.Errorf("the login link was not refused on TCP:\n%s", out)
+	}
+	// The person's link still works through sandboxctl ui.
+	jarP, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := (&http.Client{Jar: jarP, Timeout: 20 * time.Second}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Request.URL.Path != "/ui/" {
+		t.Fatalf("the person's login after the refused one: %d at %s", res.StatusCode, res.Request.URL)
+	}
+	// The person's session cookie (a browser sends it to every port of
+	// 127.0.0.1) does not work on the TCP listener either.
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := jarP.Cookies(u)
+	if len(cookies) != 1 {
+		t.Fatalf("cookies: %v", cookies)
+	}
+	view := "curl -sS -w ' status=%{http_code}' -b " + quote(t, cookies[0].Name+"="+cookies[0].Value) + " " + quote(t, base+"/ui/api/me")
+	if out := runApproved(t, e, view); !strings.Contains(out, "status=401") || strings.Contains(out, "csrf") {
+		t.Fatalf("the person's console cookie worked on the TCP listener: %s", out)
+	}
+	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
+		t.Fatalf("human resolve: %+v", r)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although only the attacker approved it")
+	}
+}
+
+// TestSecurityCommandOfAnOlderSupervisorCannotMintLogin replays an upgrade:
+// the daemon crashed (or was killed) after its executable was replaced on
+// disk, and the new daemon re-adopted the host supervisor still running the
+// old one. A gateway command that double-forks out of its tagged shell and
+// clears its environment then descends only from that supervisor — whose
+// executable is no longer the same file as the daemon's — and asked for a
+// console login code. It must be refused like any command.
+func TestSecurityCommandOfAnOlderSupervisorCannotMintLogin(t *testing.T) {
+	e := attackEnv(t)
+	work := t.TempDir()
+	daemonExe := filepath.Join(work, "sandboxctld")
+	copyExe := func(dst string) {
+		t.Helper()
+		data, err := os.ReadFile(daemonBinary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyExe(daemonExe)
+	t.Setenv("SANDBOXCTLD", daemonExe)
+	// The first gateway command starts the daemon and its host supervisor.
+	if out := runApproved(t, e, "true"); strings.Contains(out, "error") {
+		t.Fatalf("first command: %s", out)
+	}
+	raw, err := os.ReadFile(filepath.Join(e.state, "daemon.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The upgrade: a new file at the same path; then the old daemon dies.
+	copyExe(daemonExe + ".new")
+	if err := os.Rename(daemonExe+".new", daemonExe); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %d survived SIGKILL", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := filepath.Join(work, "login.out")
+	sock := filepath.Join(e.state, "sandboxctl.sock")
+	attack := "setsid -f env -i /bin/sh -c " + quote(t, "/usr/bin/curl -sS --unix-socket "+quote(t, sock)+
+		" -X POST -H 'Content-Type: application/json' -d '{}' http://sandboxctl/v1/ui/login > "+quote(t, out+".tmp")+" 2>&1; mv "+quote(t, out+".tmp")+" "+quote(t, out))
+	runApproved(t, e, attack)
+	for !exists(out) {
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatal("the detached attacker wrote nothing")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got, _ := os.ReadFile(out)
+	if strings.Contains(string(got), "code=") {
+		t.Fatalf("a command under the re-adopted older supervisor minted a console login code: %s", got)
+	}
+	if !strings.Contains(string(got), "not allowed to decide approvals") {
+		t.Fatalf("not refused with the reason: %s", got)
 	}
 }

@@ -89,7 +89,9 @@ type Verdict struct {
 //
 //   - security deny → Deny.
 //   - security full → Run, unless ask is always (or ask is on-miss and a
-//     path argument is external) → ApprovalPending.
+//     path argument is external, or the workspace is set and the line
+//     could not be analysed, so its paths could not be checked) →
+//     ApprovalPending.
 //   - security allowlist → requiresApproval = ask==always || (ask==on-miss
 //     && (!analysisOk || !satisfied)) → ApprovalPending; else Run when
 //     satisfied; else Deny.
@@ -124,6 +126,12 @@ func (p Policy) Evaluate(a Analysis) Verdict {
 		case p.Ask == vocab.AskOnMiss && len(v.External) > 0:
 			v.RequiresApproval = true
 			v.Decision, v.Reason = vocab.DecisionApprovalPending, "path outside the workspace: "+strings.Join(v.External, ", ")
+		case p.Ask == vocab.AskOnMiss && p.Workspace != "" && !a.OK:
+			// The check cannot see the paths of a line it cannot
+			// analyse (a glob, a variable, a redirect): a person
+			// decides on it as shown, as in allowlist mode.
+			v.RequiresApproval = true
+			v.Decision, v.Reason = vocab.DecisionApprovalPending, "the external-directory check cannot see the paths of this line: "+a.Reason
 		default:
 			v.Decision, v.Reason = vocab.DecisionRun, "security is full"
 		}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/console"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
 
@@ -135,7 +137,7 @@ func forwardConsole(ctx context.Context, ln net.Listener, sock string) error {
 		},
 	}
 	srv := &http.Server{
-		Handler:           proxy,
+		Handler:           consoleOnly(proxy),
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, clientPIDsKey{}, clientPIDs(c))
@@ -151,6 +153,21 @@ func forwardConsole(ctx context.Context, ln net.Listener, sock string) error {
 		return fmt.Errorf("ui: %w", err)
 	}
 	return nil
+}
+
+// consoleOnly passes on only requests for the console's own pages: the
+// port stands for the person's socket connection, and the rest of the
+// daemon's API there (deciding approvals, minting login codes, running
+// commands) would take any local process's request as the person's.
+func consoleOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if !strings.HasPrefix(p, console.Prefix) || path.Clean(p) != strings.TrimSuffix(p, "/") {
+			http.Error(w, fmt.Sprintf("sandboxctl ui forwards the web console (%s) only, not %q", console.Prefix, p), http.StatusNotFound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 type clientPIDsKey struct{}

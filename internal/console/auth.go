@@ -15,8 +15,13 @@ import (
 
 type session struct {
 	canDecide bool
-	csrf      string
-	lastUsed  time.Time
+	// vetted: logged in through WithVet (the socket), and valid only
+	// there; a session of the TCP listener is valid only there. A browser
+	// sends a cookie of 127.0.0.1 to every port of it, and the TCP
+	// listener vets no process.
+	vetted   bool
+	csrf     string
+	lastUsed time.Time
 }
 
 type vetKey struct{}
@@ -30,6 +35,12 @@ func (c *Console) WithVet(vet func(*http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), vetKey{}, vet)))
 	})
+}
+
+// throughVet reports whether r came through WithVet.
+func throughVet(r *http.Request) bool {
+	_, ok := r.Context().Value(vetKey{}).(func(*http.Request) error)
+	return ok
 }
 
 // vetted applies the vet of WithVet, if any.
@@ -78,6 +89,16 @@ func (c *Console) MintLoginCode() (string, error) {
 
 // redeem logs a browser in with a one-time code and sends it to the page.
 func (c *Console) redeem(w http.ResponseWriter, r *http.Request) {
+	if !throughVet(r) {
+		// Minted for `sandboxctl ui`: elsewhere (the TCP listener) no
+		// process is vetted, and the code would grant decisions without
+		// the approver token.
+		c.opts.Logf("console: refused a login link outside sandboxctl ui")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, "Refused: a login link works only through the `sandboxctl ui` that printed it.\n")
+		return
+	}
 	if err := vetted(r); err != nil {
 		// The code stays valid for the person it was meant for.
 		c.opts.Logf("console: refused a login: %v", err)
@@ -163,7 +184,7 @@ func (c *Console) startSession(w http.ResponseWriter, r *http.Request, canDecide
 		}
 		delete(c.sessions, oldest)
 	}
-	c.sessions[sha256.Sum256([]byte(id))] = &session{canDecide: canDecide, csrf: csrf, lastUsed: now}
+	c.sessions[sha256.Sum256([]byte(id))] = &session{canDecide: canDecide, vetted: throughVet(r), csrf: csrf, lastUsed: now}
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: Prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
@@ -202,6 +223,9 @@ func (c *Console) withSession(post bool, next http.HandlerFunc) http.HandlerFunc
 		if ok && now.Sub(s.lastUsed) > sessionIdle {
 			delete(c.sessions, key)
 			ok = false
+		}
+		if ok && s.vetted != throughVet(r) {
+			ok = false // a session of the other listener
 		}
 		var snap session
 		if ok {

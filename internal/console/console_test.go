@@ -41,12 +41,14 @@ const (
 )
 
 type fixture struct {
-	c       *Console
-	srv     *httptest.Server
-	decided *recorder
-	api     *recorder
-	now     time.Time
-	mu      sync.Mutex
+	c *Console
+	// srv serves the console as the socket does (WithVet, a vet that
+	// passes everyone); tcp as the TCP listener does (no vet).
+	srv, tcp *httptest.Server
+	decided  *recorder
+	api      *recorder
+	now      time.Time
+	mu       sync.Mutex
 }
 
 func newFixture(t *testing.T, tls bool) *fixture {
@@ -54,12 +56,14 @@ func newFixture(t *testing.T, tls bool) *fixture {
 	f := &fixture{decided: &recorder{}, api: &recorder{}, now: time.Unix(1_700_000_000, 0)}
 	f.c = New(Options{API: f.api, Decide: f.decided, ToolToken: toolToken, ApproverToken: approverToken,
 		Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }})
+	socket := f.c.WithVet(func(*http.Request) error { return nil })
 	if tls {
-		f.srv = httptest.NewTLSServer(f.c)
+		f.srv, f.tcp = httptest.NewTLSServer(socket), httptest.NewTLSServer(f.c)
 	} else {
-		f.srv = httptest.NewServer(f.c)
+		f.srv, f.tcp = httptest.NewServer(socket), httptest.NewServer(f.c)
 	}
 	t.Cleanup(f.srv.Close)
+	t.Cleanup(f.tcp.Close)
 	return f
 }
 
@@ -407,5 +411,46 @@ func TestVetRefusesLoginAndDecision(t *testing.T) {
 		map[string]string{"Content-Type": "application/json", CSRFHeader: me.CSRF})
 	if st != http.StatusForbidden || len(f.decided.got()) != 0 {
 		t.Fatalf("vetted decision: %d %s, decided %q", st, body, f.decided.got())
+	}
+}
+
+// TestSecurityLoginStaysOnItsListener: a login code (minted for `sandboxctl
+// ui`, the socket) does not log in on the TCP listener, where no process is
+// vetted; and a session cookie works only on the listener that made it (a
+// browser sends a cookie of 127.0.0.1 to each of its ports).
+func TestSecurityLoginStaysOnItsListener(t *testing.T) {
+	f := newFixture(t, false)
+	code, err := f.c.MintLoginCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := &http.Client{Transport: f.tcp.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if st, body, _ := do(t, tcp, "GET", f.tcp.URL+LoginPath+"?code="+code, "", nil); st != http.StatusForbidden || !strings.Contains(body, "sandboxctl ui") {
+		t.Fatalf("a login code on the TCP listener: %d %s", st, body)
+	}
+	// The code still works where it belongs.
+	st, body, res := do(t, f.browser(t), "GET", f.srv.URL+LoginPath+"?code="+code, "", nil)
+	if st != http.StatusSeeOther {
+		t.Fatalf("redeem on the socket: %d %s", st, body)
+	}
+	ck := sessionCookie(t, res)
+	cookie := map[string]string{"Cookie": CookieName + "=" + ck.Value}
+	if st, body, _ := do(t, tcp, "GET", f.tcp.URL+"/ui/api/me", "", cookie); st != http.StatusUnauthorized {
+		t.Fatalf("the socket's session on the TCP listener: %d %s", st, body)
+	}
+	if st, body, _ := do(t, tcp, "POST", f.tcp.URL+"/ui/api/approvals/x", `{"decision":"allow-once"}`, cookie); st != http.StatusUnauthorized {
+		t.Fatalf("the socket's session deciding on the TCP listener: %d %s", st, body)
+	}
+	if got := f.decided.got(); len(got) != 0 {
+		t.Fatalf("decided: %v", got)
+	}
+	// And a TCP session does not work on the socket.
+	st, body, res = do(t, tcp, "POST", f.tcp.URL+"/ui/api/login", `{"token":"`+approverToken+`"}`, map[string]string{"Content-Type": "application/json"})
+	if st != http.StatusOK {
+		t.Fatalf("token login on TCP: %d %s", st, body)
+	}
+	ck = sessionCookie(t, res)
+	if st, body, _ := do(t, f.browser(t), "GET", f.srv.URL+"/ui/api/me", "", map[string]string{"Cookie": CookieName + "=" + ck.Value}); st != http.StatusUnauthorized {
+		t.Fatalf("the TCP session on the socket: %d %s", st, body)
 	}
 }

@@ -46,12 +46,18 @@ type approverCheck struct {
 	self int         // the daemon's pid
 	uid  int         // the daemon's effective uid
 	exe  os.FileInfo // the daemon's executable; nil skips that rule
-	proc string      // procfs mount, "/proc"
+	// exePath is where the daemon's executable lies ("" skips that
+	// rule): an ancestor that runs an older file at that path (a host
+	// supervisor started before an upgrade, re-adopted after a crash)
+	// is sandboxctl's runtime too.
+	exePath string
+	proc    string // procfs mount, "/proc"
 }
 
 func newApproverCheck() approverCheck {
 	exe, _ := os.Stat("/proc/self/exe")
-	return approverCheck{self: os.Getpid(), uid: os.Geteuid(), exe: exe, proc: "/proc"}
+	path, _ := os.Readlink("/proc/self/exe")
+	return approverCheck{self: os.Getpid(), uid: os.Geteuid(), exe: exe, exePath: strings.TrimSuffix(path, deletedSuffix), proc: "/proc"}
 }
 
 func refuse(format string, args ...any) error {
@@ -116,11 +122,8 @@ func (c approverCheck) rules(p Peer) error {
 		if pid == c.self {
 			return refuse("pid %d was started by this daemon (a command, or a process a command started)", p.PID)
 		}
-		if pid != p.PID && c.exe != nil {
-			// Unreadable (another uid, not dumpable): not ours to judge.
-			if fi, err := os.Stat(fmt.Sprintf("%s/%d/exe", c.proc, pid)); err == nil && os.SameFile(fi, c.exe) {
-				return refuse("pid %d descends from pid %d, which runs sandboxctl's runtime (a node agent, a daemon, a sandboxctl shell)", p.PID, pid)
-			}
+		if pid != p.PID && c.runsDaemonExe(pid) {
+			return refuse("pid %d descends from pid %d, which runs sandboxctl's runtime (a node agent, a daemon, a host supervisor, a sandboxctl shell)", p.PID, pid)
 		}
 		parent, err := c.ppid(pid)
 		if err != nil {
@@ -144,6 +147,28 @@ func (c approverCheck) rules(p Peer) error {
 		pid = parent
 	}
 	return refuse("the process tree of pid %d is deeper than %d", p.PID, maxAncestry)
+}
+
+// deletedSuffix is what /proc/PID/exe adds to the path of a file that was
+// removed or replaced since the process started.
+const deletedSuffix = " (deleted)"
+
+// runsDaemonExe reports whether pid runs the daemon's executable: the same
+// file, or a file that was at its path (replaced since, by an upgrade).
+// Unreadable (another uid, not dumpable): not ours to judge.
+func (c approverCheck) runsDaemonExe(pid int) bool {
+	exe := fmt.Sprintf("%s/%d/exe", c.proc, pid)
+	if c.exe != nil {
+		if fi, err := os.Stat(exe); err == nil && os.SameFile(fi, c.exe) {
+			return true
+		}
+	}
+	if c.exePath != "" {
+		if l, err := os.Readlink(exe); err == nil && strings.TrimSuffix(l, deletedSuffix) == c.exePath {
+			return true
+		}
+	}
+	return false
 }
 
 // ppid reads the parent pid from /proc/PID/status (0 for a process whose

@@ -3,10 +3,12 @@ package daemon
 import (
 	"fmt"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/console"
 )
 
 // consoleVet holds the web console on the socket to the approval API's
@@ -42,4 +44,22 @@ func consoleVet(check approverCheck) func(*http.Request) error {
 		}
 		return nil
 	}
+}
+
+// consoleForwardOnly refuses, on the socket, a request that `sandboxctl ui`
+// forwarded (it names the browser's processes) for anything but the
+// console: the forwarder's peer credentials are the person's, so the
+// approval API, the login-code route or the tool API reached through its
+// port would take any local process's request as the person's. The
+// forwarder passes on the console only; this holds even for one that does
+// not.
+func consoleForwardOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, forwarded := r.Header[http.CanonicalHeaderKey(apiclient.ConsoleClientPIDsHeader)]
+		if forwarded && !strings.HasPrefix(path.Clean(r.URL.Path)+"/", console.Prefix) {
+			writeError(w, http.StatusForbidden, refuse("%s %s came through sandboxctl ui, which forwards the web console only", r.Method, r.URL.Path))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

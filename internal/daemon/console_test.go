@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
@@ -61,3 +62,38 @@ func TestConsoleVet(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestSecurityForwardedRequestsReachOnlyTheConsole: a request `sandboxctl
+// ui` forwarded (it carries the browser's pids) reaches the console and
+// nothing else of the socket's API, however its path is spelled; requests
+// of socket clients themselves are untouched.
+func TestSecurityForwardedRequestsReachOnlyTheConsole(t *testing.T) {
+	served := 0
+	h := consoleForwardOnly(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+	for _, tc := range []struct {
+		method, path string
+		forwarded    bool
+		want         int
+	}{
+		{"POST", "/v1/approvals/x", true, http.StatusForbidden},
+		{"POST", "/v1/ui/login", true, http.StatusForbidden},
+		{"POST", "/v1/tools/exec", true, http.StatusForbidden},
+		{"POST", "/ui/../v1/approvals/x", true, http.StatusForbidden},
+		{"GET", "/ui", true, http.StatusOK},
+		{"GET", "/ui/api/me", true, http.StatusOK},
+		{"POST", "/ui/api/approvals/x", true, http.StatusOK},
+		{"POST", "/v1/approvals/x", false, http.StatusOK},
+	} {
+		served = 0
+		r := httptest.NewRequest(tc.method, "http://sandboxctl/", nil)
+		r.URL.Path = tc.path
+		if tc.forwarded {
+			r.Header.Set(apiclient.ConsoleClientPIDsHeader, "1")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want || (tc.want == http.StatusOK) != (served == 1) {
+			t.Errorf("%s %s forwarded=%v: %d (served %d), want %d: %s", tc.method, tc.path, tc.forwarded, w.Code, served, tc.want, w.Body)
+		}
+	}
+}

@@ -256,7 +256,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
-	s.unixSrv = s.newHTTPServer(s.checkIdentity(s.routes(true)))
+	s.unixSrv = s.newHTTPServer(consoleForwardOnly(s.checkIdentity(s.routes(true))))
 	s.unixSrv.ConnContext = withPeer
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
