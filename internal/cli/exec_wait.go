@@ -65,7 +65,11 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi
 			}
 		}
 	}
+	// The first exec of a sandbox may build its image and create its
+	// container before it answers.
+	end := c.stepProgress().step("starting the command (sandbox image, container)")
 	res, err := client.Exec(ctx, p)
+	end()
 	if err != nil {
 		return startError(ctx, err)
 	}
