@@ -1,7 +1,16 @@
 // Package bench holds the performance benchmarks of sandboxctl that need a
-// real Docker Engine. BenchmarkSupervisor prints every figure of the
-// sandbox supervisor beside its baseline, measured in the same run on the
-// same container:
+// real Docker Engine, each printing its figures beside their baselines
+// measured in the same run. BenchmarkSupervisor covers the sandbox
+// supervisor on one container:
 //
 //	go test -run '^$' -bench Supervisor -benchtime 1x ./bench/
+//
+// BenchmarkRuntimes puts runc and gVisor (runsc) side by side: the first
+// command of a new agent from the warm pool and cold, beside `docker run`,
+// warm exec, throughput, resume after an idle pause and idle memory:
+//
+//	go test -run '^$' -bench Runtimes -benchtime 1x ./bench/
+//
+// The density program (bench/density) measures how costs grow with 50, 100
+// and 200 sandboxes; bench/soak drives a daemon under injected faults.
 package bench

@@ -22,9 +22,18 @@
 //     missing or cannot start (with a warning), when DisableSupervisor is set,
 //     and for `sandboxctl sandbox shell`.
 //
+// Around them: the OCI runtime (sandbox.docker.runtime: runc, or runsc =
+// gVisor, where the supervisor is reached over the attach stream only and
+// input waits are not detected; runtime.go), the warm pool of started
+// sandboxes taken by new scopes (sandbox.pool.size; pool.go), idle pausing
+// (sandbox.pauseAfterMinutes; pause.go), and the closing of supervisor
+// connections that follow nothing (Options.SupervisorIdleClose), so the
+// daemon keeps no goroutine per idle sandbox.
+//
 // The Engine's container list, filtered by the sandboxctl.managed label, is
 // the source of truth for which sandboxes exist; last-used times live in the
-// state directory.
+// state directory, and so do the owners of sandboxes taken from the pool
+// (pool-claims.json: labels cannot change after creation).
 //
 // With several Engines (sandbox.engines; engines.go, placement.go) the
 // Manager NewManager returns places and routes: each Engine has a member

@@ -41,7 +41,12 @@ func (m *Manager) startWatch() {
 		m.watch.cancel, m.watch.done = cancel, make(chan struct{})
 		go func() {
 			defer close(m.watch.done)
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); m.releaseIdleLoop(ctx) }()
+			go func() { defer wg.Done(); m.pauseLoop(ctx) }()
 			m.followEvents(ctx)
+			wg.Wait()
 		}()
 	})
 }

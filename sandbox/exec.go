@@ -539,12 +539,12 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 	if err != nil {
 		return nil, err
 	}
+	if warn != "" {
+		st.Warnings = append(st.Warnings, warn)
+	}
 	if p != nil {
 		st.Process = p
 		return st, nil
-	}
-	if warn != "" {
-		st.Warnings = append(st.Warnings, warn)
 	}
 	e, err := m.ExecIn(ctx, res.ID, opts)
 	if err != nil {

@@ -84,6 +84,12 @@ type Options struct {
 	// stream even when their local socket is reachable (see
 	// Manager.dialLocal); for tests and for comparing the two transports.
 	SupervisorAttachOnly bool
+	// SupervisorIdleClose closes the connection to a sandbox's supervisor
+	// after it followed no command for this long (default
+	// DefaultSupervisorIdleClose; negative: never), so the daemon holds
+	// goroutines and buffers only for sandboxes in use; the next command
+	// connects again.
+	SupervisorIdleClose time.Duration
 	// EngineHealthInterval is how often each Engine of a multi-Engine
 	// config is pinged (default DefaultEngineHealthInterval).
 	EngineHealthInterval time.Duration
@@ -91,6 +97,9 @@ type Options struct {
 	// (the daemon's metrics).
 	Observer Observer
 }
+
+// DefaultSupervisorIdleClose is Options.SupervisorIdleClose by default.
+const DefaultSupervisorIdleClose = time.Minute
 
 // Observer is told about a Manager's costly and failing Engine work. Its
 // methods must be quick and safe for concurrent use.
@@ -143,6 +152,12 @@ type Manager struct {
 	clients supervisorClients
 	warm    warmEnsures
 	watch   containerWatch
+	// runtimes caches the Engine's runtime list (sandbox.docker.runtime).
+	runtimes engineRuntimes
+	// pool is the warm pool (sandbox.pool), claims who took its members.
+	pool      pool
+	claims    claims
+	idleClose time.Duration
 	// localSupervisor: try a supervisor's unix socket before the attach
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
@@ -193,7 +208,11 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		now:        opts.Now,
 		logf:       opts.Logf,
 		scopeLocks: map[string]*sync.Mutex{},
+		idleClose:  opts.SupervisorIdleClose,
 		obs:        opts.Observer,
+	}
+	if m.idleClose == 0 {
+		m.idleClose = DefaultSupervisorIdleClose
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -232,6 +251,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		m.cli, m.ownsClient = cli, true
 	}
 	m.localSupervisor = !opts.SupervisorAttachOnly && strings.HasPrefix(m.cli.DaemonHost(), "unix://")
+	m.claims.path = filepath.Join(opts.StateDir, "pool-claims.json")
 	if !opts.DisableSupervisor {
 		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)
 	}
@@ -242,13 +262,14 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 // (false: the plain Engine exec path, e.g. no supervisor binary was found).
 func (m *Manager) Supervised() bool { return m.sup != nil }
 
-// Close releases the Engine client if the Manager created it and flushes
-// last-used times.
+// Close removes the untaken sandboxes of the warm pool, releases the
+// Engine client if the Manager created it and flushes last-used times.
 func (m *Manager) Close() error {
 	if m.fleet != nil {
 		defer m.reg.flush()
 		return m.fleet.close()
 	}
+	m.closePool()
 	m.stopWatch()
 	m.clients.closeAll()
 	m.reg.flush()
@@ -298,6 +319,11 @@ type EnsureResult struct {
 	// supervisor; SupervisorNote says why not when it should have been.
 	Supervised     bool
 	SupervisorNote string
+	// Pooled is set when a new sandbox was taken from the warm pool.
+	Pooled bool
+	// Resumed is set when the sandbox was paused as idle and this call
+	// resumed it.
+	Resumed bool
 	// Engine names the Engine the sandbox lives on.
 	Engine string
 }
@@ -384,8 +410,24 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			if !m.ownedBy(c.Config.Labels) {
 				return res, m.otherStateErr(name, c.Config.Labels)
 			}
+			labels := m.ownerLabels(c.ID, c.Config.Labels)
+			if labels[LabelPooled] == "1" && labels[LabelScopeKey] == "" && !m.isPoolName(name) {
+				if err := m.restoreClaim(c.ID, s, scopeKey, name); err != nil {
+					return res, fmt.Errorf("sandbox %s: record the claim: %w", name, err)
+				}
+				labels = m.ownerLabels(c.ID, c.Config.Labels)
+			}
+			if labels[LabelPooled] == "1" {
+				// Taken from the pool: its claim must name this scope.
+				if labels[LabelScopeKey] != scopeKey {
+					return res, fmt.Errorf("sandbox: container %s was made for the pool and has no claim for scope %s in %s; remove it (sandboxctl sandbox rm %s)", name, scopeKey, m.claims.path, name)
+				}
+				if err := m.moveClaimedWorkspace(labels[LabelPoolDir], sh); err != nil {
+					return res, err
+				}
+			}
 			running := c.State != nil && c.State.Running
-			if c.Config.Labels[LabelConfigHash] != hash {
+			if c.Config.Labels[LabelConfigHash] != m.wantHash(labels, scopeKey, name) {
 				last := m.reg.lastUsed(name)
 				if running && !last.IsZero() && m.now().Sub(last) < RecentUseWindow {
 					res.RecreatePending = true
@@ -396,6 +438,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 					if err := m.removeID(ctx, c.ID); err != nil {
 						return res, err
 					}
+					m.forgetPooled(c.ID, labels)
 					res.Recreated = true
 					continue
 				}
@@ -405,6 +448,12 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 					return res, m.classify("start sandbox "+name, err)
 				}
 				res.Started = true
+			} else if c.State.Paused {
+				// Paused while idle (sandbox.pauseAfterMinutes).
+				if err := m.resume(ctx, c.ID, name); err != nil {
+					return res, err
+				}
+				res.Resumed = true
 			}
 			res.ID = c.ID
 			res.Supervised = c.Config.Labels[LabelSupervisor] != ""
@@ -412,8 +461,22 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			m.reg.touch(name, scopeKey)
 			return res, nil
 		}
+		mem, ok, err := m.takePooled(ctx, s, scopeKey, name, sh)
+		if isConflict(err) {
+			lastErr = err
+			continue // another process created it first; use theirs
+		}
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			res.ID, res.Created, res.Started, res.Pooled = mem.id, true, true, true
+			res.Supervised, res.SupervisorNote = mem.supervised, mem.note
+			m.reg.touch(name, scopeKey)
+			return res, nil
+		}
 		createStart := time.Now()
-		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical)
+		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, nil)
 		if err == nil && m.obs != nil {
 			m.obs.SandboxCreated(time.Since(createStart))
 		}
@@ -439,7 +502,12 @@ func short(h string) string {
 	return h
 }
 
-func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte) (id string, supervised bool, note string, err error) {
+// create makes and starts a sandbox; extra labels go on the container
+// (the pool's).
+func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, extra map[string]string) (id string, supervised bool, note string, err error) {
+	if err := m.checkRuntime(ctx); err != nil {
+		return "", false, "", err
+	}
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o755); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
@@ -458,6 +526,9 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 		LabelStateID:    m.stateID,
 	}
 	for k, v := range m.labels {
+		labels[k] = v
+	}
+	for k, v := range extra {
 		labels[k] = v
 	}
 	image := ""
@@ -589,6 +660,11 @@ type Info struct {
 	Engine string `json:"engine"`
 	// Path is how commands reach it: PathSupervisor or PathPlain.
 	Path string `json:"path"`
+	// Pool is PoolReady for a warm-pool sandbox no scope has taken yet
+	// (no scope, agent or session), PoolTaken for one taken from it.
+	Pool string `json:"pool,omitempty"`
+
+	labels map[string]string // owner labels (ownerLabels)
 }
 
 // List returns the managed containers of this configuration (named with its
@@ -615,26 +691,38 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 				name = name[1:]
 			}
 		}
-		scopeKey := c.Labels[LabelScopeKey]
-		if name != ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey) || !m.ownedBy(c.Labels) {
+		labels := m.ownerLabels(c.ID, c.Labels)
+		scopeKey := labels[LabelScopeKey]
+		pool := ""
+		switch {
+		case labels[LabelPooled] == "1" && m.isPoolName(name):
+			pool = PoolReady
+		case labels[LabelPooled] == "1":
+			pool = PoolTaken
+		}
+		if !m.ownedBy(c.Labels) || (pool != PoolReady && name != ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)) {
 			// Another configuration's sandbox (another containerPrefix,
 			// e.g. a second daemon on this host): not ours to list,
 			// prune, or re-adopt sessions from.
 			continue
+		}
+		if pool == PoolReady {
+			scopeKey = ""
+			labels[LabelAgentID], labels[LabelSessionKey] = "", ""
 		}
 		ms, _ := strconv.ParseInt(c.Labels[LabelCreatedAt], 10, 64)
 		created := time.UnixMilli(ms)
 		if ms == 0 {
 			created = time.Unix(c.Created, 0)
 		}
-		wantHash, _ := configHash(m.shapeFor(scopeKey, name))
 		out = append(out, Info{
 			ID: c.ID, Name: name, ScopeKey: scopeKey,
-			AgentID: c.Labels[LabelAgentID], SessionKey: c.Labels[LabelSessionKey],
+			AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 			State: string(c.State), Image: c.Image, CreatedAt: created,
 			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
-			Current: c.Labels[LabelConfigHash] == wantHash, Engine: m.engine.Name,
+			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
 			Path: map[bool]string{true: PathSupervisor, false: PathPlain}[c.Labels[LabelSupervisor] != ""],
+			Pool: pool, labels: labels,
 		})
 	}
 	return out, nil
@@ -668,6 +756,7 @@ func (m *Manager) RemoveByName(ctx context.Context, name string) error {
 	if err := m.removeID(ctx, insp.Container.ID); err != nil {
 		return err
 	}
+	m.forgetPooled(insp.Container.ID, insp.Container.Config.Labels)
 	m.reg.forget(trimSlash(insp.Container.Name))
 	return nil
 }
@@ -693,6 +782,18 @@ func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
 	now := m.now()
 	var pruned []Info
 	for _, c := range list {
+		if c.Pool == PoolReady {
+			// Untaken pool members are fresh, whatever their age: only
+			// those of another config or stopped go (the pool drains).
+			if c.Current && c.State == string(container.StateRunning) {
+				continue
+			}
+			if !dryRun {
+				m.removePooled(ctx, poolMember{id: c.ID, name: c.Name, dir: c.labels[LabelPoolDir]})
+			}
+			pruned = append(pruned, c)
+			continue
+		}
 		last := c.LastUsedAt
 		if last.IsZero() {
 			last = c.CreatedAt
@@ -706,6 +807,7 @@ func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
 			if err := m.removeID(ctx, c.ID); err != nil {
 				return pruned, err
 			}
+			m.forgetPooled(c.ID, c.labels)
 			m.reg.forget(c.Name)
 		}
 		pruned = append(pruned, c)
@@ -742,7 +844,11 @@ type Explanation struct {
 	Name       string          `json:"name"`
 	ConfigHash string          `json:"configHash"`
 	Config     json.RawMessage `json:"config"`
-	Container  *Info           `json:"container,omitempty"`
+	// Runtime is the OCI runtime sandboxes of this config run under (runc,
+	// runsc = gVisor), RuntimeNote what it changes.
+	Runtime     string `json:"runtime"`
+	RuntimeNote string `json:"runtimeNote,omitempty"`
+	Container   *Info  `json:"container,omitempty"`
 	// Limits are the resource limits and the user the config in force
 	// gives a sandbox of this scope (defaults included).
 	Limits Limits `json:"limits"`
@@ -764,7 +870,8 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
-	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name}
+	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name, Runtime: m.runtimeOf(ctx)}
+	ex.RuntimeNote = runtimeNoteFor(m.cfg.Docker.Runtime)
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):
@@ -774,11 +881,14 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 		return ex, m.classify("inspect sandbox "+name, err)
 	}
 	c := insp.Container
-	labels := c.Config.Labels
+	labels := m.ownerLabels(c.ID, c.Config.Labels)
 	ms, _ := strconv.ParseInt(labels[LabelCreatedAt], 10, 64)
 	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
-		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == hash, Engine: m.engine.Name}
+		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name}
+	if labels[LabelPooled] == "1" {
+		info.Pool = PoolTaken
+	}
 	if c.State != nil {
 		info.State = string(c.State.Status)
 	}
@@ -822,6 +932,7 @@ func limitsOf(d DockerConfig) Limits {
 func hardeningOf(c container.InspectResponse) map[string]any {
 	h := map[string]any{}
 	if hc := c.HostConfig; hc != nil {
+		h["runtime"] = hc.Runtime
 		h["readOnlyRootfs"] = hc.ReadonlyRootfs
 		h["networkMode"] = string(hc.NetworkMode)
 		h["capDrop"] = hc.CapDrop

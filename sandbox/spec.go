@@ -175,6 +175,7 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	pids := d.PidsLimit
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(d.Network),
+		Runtime:        d.Runtime,
 		CapDrop:        d.CapDrop,
 		SecurityOpt:    secOpt,
 		ReadonlyRootfs: d.ReadOnlyRoot,
@@ -192,6 +193,17 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	}
 	if pids > 0 {
 		hc.Resources.PidsLimit = &pids
+		if d.Runtime == RuntimeRunsc {
+			// Under gVisor the pids cgroup counts the sandbox kernel's
+			// host tasks (its threads, and a ptrace stub per address
+			// space: ~10 per sandbox process here), not the sandbox's
+			// processes; reaching it makes the sentry panic and the whole
+			// sandbox die. The limit is scaled so that pidsLimit sandbox
+			// processes fit (SECURITY.md: under gVisor a fork bomb ends
+			// the sandbox instead of failing forks).
+			host := pids*runscTasksPerProcess + runscBaseTasks
+			hc.Resources.PidsLimit = &host
+		}
 	}
 	supervised := sh.Supervisor != ""
 	if supervised {

@@ -23,8 +23,11 @@ const LabelSupervisorNote = "sandboxctl.supervisorNote"
 
 // warmWindow is how long a verified supervised sandbox is trusted without
 // asking the Engine again: its live supervisor connection proves it runs
-// (the connection breaks, and the client gives up, when it stops or goes).
-const warmWindow = 2 * time.Second
+// (the connection breaks, and the client gives up, when it stops or goes;
+// the event watch fails it when the container dies; the pauser forgets it).
+// Long enough that round-robin use of a few hundred sandboxes stays off the
+// Engine (bench/density: exec at 200 live).
+const warmWindow = 30 * time.Second
 
 // warmEnsures caches recent Ensure results of supervised sandboxes.
 type warmEnsures struct {
@@ -48,7 +51,7 @@ func (m *Manager) ensureForStart(ctx context.Context, s Scope) (EnsureResult, er
 	m.warm.mu.Unlock()
 	if ok && now.Sub(w.at) < warmWindow && m.clients.alive(w.res.ID) {
 		res := w.res
-		res.Created, res.Started, res.Recreated = false, false, false
+		res.Created, res.Started, res.Recreated, res.Resumed, res.Pooled = false, false, false, false, false
 		m.reg.touch(res.Name, scopeKey)
 		return res, nil
 	}
@@ -249,6 +252,9 @@ func (m *Manager) dialer(id string) supervisor.Dialer {
 		if err == nil {
 			return conn, nil
 		}
+		if errors.Is(err, errNoLocalPath) {
+			return attach(ctx)
+		}
 		if errors.Is(err, ErrDockerUnreachable) || errors.Is(err, supervisor.ErrGone) || ctx.Err() != nil {
 			return nil, err
 		}
@@ -278,6 +284,49 @@ func (m *Manager) attachDialer(id string) supervisor.Dialer {
 	}
 }
 
+// releaseIdleLoop closes supervisor connections idle for m.idleClose, until
+// ctx ends (part of the Manager's one watch goroutine pair).
+func (m *Manager) releaseIdleLoop(ctx context.Context) {
+	if m.idleClose < 0 {
+		return
+	}
+	t := time.NewTicker(max(m.idleClose/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n := m.clients.releaseIdle(now, m.idleClose); n > 0 {
+				m.logf("sandbox: closed %d idle supervisor connections", n)
+			}
+		}
+	}
+}
+
+// releaseIdle closes the connections idle for at least d and returns how
+// many it closed. The entry's lock is held, so no caller gets a client
+// being closed from supervisorClient.
+func (cs *supervisorClients) releaseIdle(now time.Time, d time.Duration) int {
+	n := 0
+	for _, id := range cs.ids() {
+		cs.mu.Lock()
+		e := cs.entries[id]
+		cs.mu.Unlock()
+		if e == nil {
+			continue
+		}
+		e.mu.Lock()
+		if e.c != nil && e.c.Err() == nil && e.c.IdleFor(now) >= d {
+			_ = e.c.Close()
+			e.c = nil
+			n++
+		}
+		e.mu.Unlock()
+	}
+	return n
+}
+
 // supervisorClient returns the live connection to container id's
 // supervisor, connecting (one connection per container) when needed.
 func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.Client, error) {
@@ -285,6 +334,7 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.c != nil && e.c.Err() == nil {
+		e.c.Touch() // not idle: the caller is about to use it
 		return e.c, nil
 	}
 	m.startWatch()
@@ -309,6 +359,9 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 		return nil, fmt.Errorf("connect to the supervisor of sandbox %s: %w", short(id), err)
 	}
 	m.logf("sandbox %s: supervisor client %s connected (local socket: %v)", short(id), c.Nonce(), c.Local())
+	for _, l := range c.Limits() {
+		m.logf("sandbox %s: supervisor: %s", short(id), l)
+	}
 	e.c, e.created = c, created
 	return c, nil
 }
@@ -330,7 +383,27 @@ type SupervisedExec struct {
 	*supervisor.Proc
 	m           *Manager
 	containerID string
+	noInputWait bool
 }
+
+func (m *Manager) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
+	return &SupervisedExec{Proc: p, m: m, containerID: containerID, noInputWait: c.NoInputWait()}
+}
+
+// InputWaitChanged is the supervisor's, or nil (never ready) when its
+// sandbox cannot detect input waits (gVisor): callers that would keep stdin
+// open for a command that may wait for input then close it instead, as on
+// the plain path.
+func (p *SupervisedExec) InputWaitChanged() <-chan struct{} {
+	if p.noInputWait {
+		return nil
+	}
+	return p.Proc.InputWaitChanged()
+}
+
+// DetectsInputWait reports whether the sandbox's supervisor can tell when
+// the command waits for input (false under gVisor).
+func (p *SupervisedExec) DetectsInputWait() bool { return !p.noInputWait }
 
 // ContainerID is the sandbox the command runs in.
 func (p *SupervisedExec) ContainerID() string { return p.containerID }
@@ -343,7 +416,9 @@ func (p *SupervisedExec) Forget(ctx context.Context) error {
 
 // startSupervised runs opts through the supervisor of res's container. It
 // returns nil and a warning (empty when the plain path was chosen on
-// purpose) when the plain path must be used, and an error when it cannot
+// purpose) when the plain path must be used; the process and a warning when
+// the supervisor cannot do all it should for the command (a limit of its
+// runtime, such as no input-wait detection under gVisor); an error when it cannot
 // tell whether the supervisor started the command (the plain path would
 // then risk running it twice).
 func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult, opts ExecOptions) (*SupervisedExec, string, error) {
@@ -372,13 +447,30 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 	for k, v := range opts.Meta {
 		meta[k] = v
 	}
-	sentAt := time.Now()
-	p, err := c.Open(ctx, supervisor.OpenSpec{
+	spec := supervisor.OpenSpec{
 		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
 		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
-	})
+	}
+	sentAt := time.Now()
+	p, err := c.Open(ctx, spec)
+	if errors.Is(err, supervisor.ErrNotSent) && errors.Is(err, supervisor.ErrClosed) {
+		// The idle connection was closed just as this command took it
+		// (nothing was sent): once more on a new one.
+		if c, err = m.supervisorClient(ctx, res.ID); err != nil {
+			return nil, fmt.Sprintf("sandbox supervisor unreachable (%v); using the plain Engine exec path", err), nil
+		}
+		sentAt = time.Now()
+		p, err = c.Open(ctx, spec)
+	}
 	if err == nil {
-		return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
+		warn := ""
+		if res.Created && len(c.Limits()) > 0 {
+			// Said with the first command of a new sandbox (and by
+			// `sandbox explain`): a foreground command that reads its
+			// stdin gets EOF here instead of "waiting for input".
+			warn = "this sandbox's supervisor: " + strings.Join(c.Limits(), "; ")
+		}
+		return m.supervisedExec(c, p, res.ID), warn, nil
 	}
 	if errors.Is(err, supervisor.ErrRefused) {
 		// The supervisor looked at the command and could not start it (a
@@ -446,7 +538,7 @@ func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id 
 				if aerr != nil {
 					return nil, "", fmt.Errorf("sandbox %s: follow the command the supervisor started: %w", res.Name, aerr)
 				}
-				return &SupervisedExec{Proc: p, m: m, containerID: res.ID}, "", nil
+				return m.supervisedExec(c, p, res.ID), "", nil
 			}
 			return nil, fmt.Sprintf("sandbox supervisor lost the request (%v); using the plain Engine exec path", openErr), nil
 		}
@@ -506,7 +598,7 @@ func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
 	var out []RecoveredSession
 	var errs []error
 	for _, c := range list {
-		if c.State != "running" {
+		if c.State != "running" || c.Pool == PoolReady {
 			continue
 		}
 		rs, err := m.containerSessions(ctx, c)
@@ -526,6 +618,12 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 	}
 	if insp.Container.Config == nil || insp.Container.Config.Labels[LabelSupervisor] == "" {
 		return nil, nil // plain sandbox: nothing survives a restart
+	}
+	if st := insp.Container.State; st != nil && st.Paused {
+		// Paused while idle: its supervisor answers once resumed.
+		if err := m.resume(ctx, c.ID, c.Name); err != nil {
+			return nil, err
+		}
 	}
 	cl, err := m.supervisorClient(ctx, c.ID)
 	if err != nil {
@@ -547,7 +645,7 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 			_ = cl.Forget(ctx, in.ID)
 			continue
 		}
-		agentID, sessionKey, err := sessionOwner(insp.Container.Config.Labels, in.Meta)
+		agentID, sessionKey, err := sessionOwner(m.ownerLabels(c.ID, insp.Container.Config.Labels), in.Meta)
 		if err != nil {
 			refused = append(refused, fmt.Errorf("sandbox %s: session %s not adopted: %w", c.Name, in.ID, err))
 			continue
@@ -596,7 +694,7 @@ func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*Supervise
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: reattach %s: %w", rs.ContainerName, rs.ID, err)
 	}
-	return &SupervisedExec{Proc: p, m: m, containerID: rs.ContainerID}, nil
+	return m.supervisedExec(cl, p, rs.ContainerID), nil
 }
 
 // ForgetSession drops a finished session from its sandbox's supervisor.

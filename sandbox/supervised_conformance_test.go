@@ -21,7 +21,8 @@ import (
 
 // TestSandboxConformanceBothPaths runs the Host conformance suite against
 // the sandbox host on the supervisor path (over its local socket and over
-// the Engine's attach stream) and on the plain Engine exec path
+// the Engine's attach stream; under runc and under gVisor) and on the
+// plain Engine exec path
 // (DisableSupervisor: the path a fallback takes, without the fallback's
 // warning, which hosttest's exact "Command still running" prefix check does
 // not allow); one sandbox per path serves every case.
@@ -38,10 +39,14 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 		name       string
 		disable    bool
 		attachOnly bool
+		runtime    string
 	}{
 		{name: "supervisor"}, // over its local socket (this host runs the Engine)
 		{name: "supervisor-attach", attachOnly: true},
 		{name: "plain", disable: true},
+		// gVisor: the supervisor over the attach stream (its socket is
+		// in the gVisor kernel); `make docker-up` registers runsc.
+		{name: "supervisor-runsc", runtime: sandbox.RuntimeRunsc},
 	} {
 		t.Run(path.name, func(t *testing.T) {
 			b := make([]byte, 3)
@@ -49,6 +54,7 @@ func TestSandboxConformanceBothPaths(t *testing.T) {
 			cfg := config.Default()
 			cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "sandbox", "full", "off"
 			cfg.Sandbox.Docker.Image = image
+			cfg.Sandbox.Docker.Runtime = path.runtime
 			cfg.Sandbox.Docker.ContainerPrefix = "sbxt-" + hex.EncodeToString(b) + "-"
 			cfg.Sandbox.WorkspaceRoot = t.TempDir()
 			opts := sandbox.Options{

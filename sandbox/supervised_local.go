@@ -29,6 +29,10 @@ const (
 // errNoLocalSocket: the supervisor has no socket this process can reach.
 var errNoLocalSocket = errors.New("no supervisor socket reachable from this host")
 
+// errNoLocalPath: the container's runtime (gVisor) keeps its files out of
+// this host's reach; the attach stream is the way, and no failure.
+var errNoLocalPath = errors.New("the supervisor socket is not reachable under this runtime")
+
 // localConn is a supervisor connection over its unix socket.
 type localConn struct{ net.Conn }
 
@@ -64,6 +68,9 @@ func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, er
 				supervisor.ErrGone, ErrContainerGone, short(id))
 		}
 		return nil, err
+	}
+	if hc := insp.Container.HostConfig; hc != nil && !localRuntime(hc.Runtime) {
+		return nil, fmt.Errorf("%w: runtime %s", errNoLocalPath, hc.Runtime)
 	}
 	st := insp.Container.State
 	if st == nil || !st.Running || st.Pid <= 0 {

@@ -13,6 +13,12 @@
 #      $SANDBOXCTL_DOCKERD_WAIT seconds) for the socket and for `docker version`.
 #   4. Record that we started it ($SANDBOXCTL_DOCKERD_PIDFILE + a marker) so that
 #      scripts/docker-down.sh stops exactly that daemon and nothing else.
+#   5. gVisor: make sure the Engine lists the runtime "runsc" (sandbox.docker.runtime:
+#      runsc). If not, install Debian's runsc (and jq), add
+#        {"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]}}}
+#      to the daemon's config file (merged into what it holds; an existing "runsc"
+#      entry is left as it is), and reload the daemon's runtimes with SIGHUP (no
+#      restart: running containers are not touched). Skipped with SANDBOXCTL_RUNSC=0.
 #
 # Environment:
 #   DOCKER                        docker CLI (default: docker)
@@ -21,6 +27,9 @@
 #   SANDBOXCTL_DOCKERD_PIDFILE    default /tmp/sandboxctl-dockerd.pid (marker: <pidfile>.owner)
 #   SANDBOXCTL_DOCKERD_WAIT       seconds to wait for the daemon (default 60)
 #   SANDBOXCTL_DOCKERD_ARGS       extra dockerd arguments, e.g. "--iptables=false"
+#   SANDBOXCTL_RUNSC              0 skips step 5 (gVisor)
+#   SANDBOXCTL_DOCKERD_CONFIG     the daemon's config file when it cannot be told from its
+#                                 command line (default /etc/docker/daemon.json)
 set -euo pipefail
 
 PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
@@ -58,10 +67,155 @@ hand_start_help() {
 EOF
 }
 
+pid_of_dockerd() {
+  # Any running dockerd (not a zombie). Prints pids.
+  local d comm
+  for d in /proc/[0-9]*; do
+    { read -r comm <"$d/comm"; } 2>/dev/null || continue
+    [ "$comm" = dockerd ] || continue
+    alive "${d#/proc/}" && echo "${d#/proc/}"
+  done
+  return 0
+}
+
+alive() {
+  local state
+  [ -r "/proc/$1/stat" ] || return 1
+  state=$(sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f1)
+  [ "$state" != Z ]
+}
+
+starttime() { sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20; }
+
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || { err "no apt-get to install $*; install it by hand."; return 1; }
+  export DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=l NEEDRESTART_SUSPEND=1
+  say "apt-get install $* (apt log: $APTLOG)"
+  if ! apt-get install -y -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+        "$@" </dev/null >>"$APTLOG" 2>&1; then
+    say "apt-get install failed; apt-get update and once more"
+    apt-get -o DPkg::Lock::Timeout=300 update </dev/null >>"$APTLOG" 2>&1 || true
+    if ! apt-get install -y -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+          "$@" </dev/null >>"$APTLOG" 2>&1; then
+      tail -n 20 "$APTLOG" >&2; err "apt-get install $* failed (see $APTLOG)"; return 1
+    fi
+  fi
+  hash -r
+}
+
+engine_runtimes() { timeout 10 "$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' </dev/null 2>/dev/null; }
+
+has_runsc() { [[ " $(engine_runtimes) " == *" runsc "* ]]; }
+
+# The pid of the dockerd serving $SOCK: on the default socket its pid file, else the
+# only dockerd running; on another socket only the daemon this script started.
+serving_dockerd() {
+  local p
+  case "$SOCK" in
+    /var/run/docker.sock|/run/docker.sock) ;;
+    *)
+      p=$(cat "$PIDFILE" 2>/dev/null || true)
+      if [ -n "$p" ] && alive "$p"; then echo "$p"; fi
+      return 0 ;;
+  esac
+  p=$(cat /var/run/docker.pid 2>/dev/null || true)
+  if [ -n "$p" ] && alive "$p" && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = dockerd ]; then
+    echo "$p"; return 0
+  fi
+  p=$(pid_of_dockerd)
+  [ "$(printf '%s\n' "$p" | grep -c .)" = 1 ] && echo "$p"
+}
+
+# The config file of dockerd $1: its --config-file argument, else the default.
+dockerd_config() {
+  local prev="" a
+  if [ -n "${1:-}" ] && [ -r "/proc/$1/cmdline" ]; then
+    while IFS= read -r -d '' a; do
+      case "$a" in
+        --config-file=*) echo "${a#--config-file=}"; return 0 ;;
+      esac
+      if [ "$prev" = --config-file ]; then echo "$a"; return 0; fi
+      prev=$a
+    done <"/proc/$1/cmdline"
+  fi
+  echo "${SANDBOXCTL_DOCKERD_CONFIG:-/etc/docker/daemon.json}"
+}
+
+# 5. gVisor: the Engine lists "runsc", or we install and register it.
+ensure_runsc() {
+  [ "${SANDBOXCTL_RUNSC:-1}" = 0 ] && { say "SANDBOXCTL_RUNSC=0: gVisor (runsc) not set up"; return 0; }
+  if has_runsc; then
+    say "gVisor: the Engine lists the runtime runsc; nothing to do"
+    return 0
+  fi
+  if [ "${REMOTE:-0}" = 1 ]; then
+    err "gVisor: the Engine at $DOCKER_HOST has no runtime runsc, and it is not this machine's to set up; register runsc there (or SANDBOXCTL_RUNSC=0)."
+    return 1
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    err "gVisor: the Engine has no runtime runsc, and installing/registering it needs root: run 'sudo scripts/docker-up.sh' (or SANDBOXCTL_RUNSC=0 to go without)."
+    return 1
+  fi
+  local need=()
+  [ -x /usr/bin/runsc ] || need+=(runsc)
+  command -v jq >/dev/null 2>&1 || need+=(jq)
+  if [ "${#need[@]}" -gt 0 ]; then
+    apt_install "${need[@]}" || return 1
+  fi
+  [ -x /usr/bin/runsc ] || { err "gVisor: /usr/bin/runsc missing after installing runsc"; return 1; }
+  local pid conf dir tmp
+  pid=$(serving_dockerd || true)
+  conf=$(dockerd_config "$pid")
+  dir=$(dirname "$conf")
+  mkdir -p "$dir"
+  if [ -s "$conf" ] && ! jq -e 'type == "object"' "$conf" >/dev/null 2>&1; then
+    err "gVisor: $conf is not a JSON object; fix it, then run this again (nothing was changed)."
+    return 1
+  fi
+  if [ -s "$conf" ] && jq -e '.runtimes.runsc != null' "$conf" >/dev/null 2>&1; then
+    say "gVisor: $conf already has a runtime runsc ($(jq -c .runtimes.runsc "$conf")); left as it is"
+  else
+    tmp=$(mktemp "$dir/.daemon.json.XXXXXX")
+    if ! { if [ -s "$conf" ]; then cat "$conf"; else echo '{}'; fi; } |
+        jq '.runtimes.runsc = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}' >"$tmp"; then
+      rm -f "$tmp"; err "gVisor: could not merge the runsc runtime into $conf"; return 1
+    fi
+    chmod 0644 "$tmp"
+    mv -f "$tmp" "$conf"
+    say "gVisor: registered runsc in $conf"
+  fi
+  # Reload the runtimes: SIGHUP (systemd: reload, which sends it). No restart.
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker 2>/dev/null; then
+    say "gVisor: systemctl reload docker"
+    systemctl reload docker || { err "gVisor: systemctl reload docker failed"; return 1; }
+  elif [ -n "$pid" ]; then
+    say "gVisor: SIGHUP to dockerd (pid $pid) to reload its runtimes"
+    kill -HUP "$pid"
+  else
+    err "gVisor: cannot tell which dockerd serves unix://$SOCK; send it SIGHUP (or restart it) to load the runsc runtime."
+    return 1
+  fi
+  local t0=$SECONDS
+  until has_runsc; do
+    if [ $((SECONDS - t0)) -ge 15 ]; then
+      err "gVisor: the Engine still does not list runsc 15s after the reload; see the daemon's log (a bad $conf is reported there)."
+      return 1
+    fi
+    sleep 0.3
+  done
+  say "gVisor: the Engine lists runsc ($(/usr/bin/runsc --version 2>/dev/null | head -n 1))"
+}
+
+# finish: the Engine answers; set up gVisor, then exit with its outcome.
+finish() {
+  if ensure_runsc; then exit 0; fi
+  exit 1
+}
+
 # 1. Already up?
 if v=$(server_version); then
-  say "Docker Engine $v answers on ${DOCKER_HOST:-unix://$SOCK}; nothing to do"
-  exit 0
+  say "Docker Engine $v answers on ${DOCKER_HOST:-unix://$SOCK}"
+  finish
 fi
 
 if [ "${REMOTE:-0}" = 1 ]; then
@@ -110,30 +264,10 @@ if ! command -v dockerd >/dev/null 2>&1; then
   say "installed docker.io in $((SECONDS - t0))s: $(dockerd --version 2>/dev/null || echo '?')"
   command -v "$DOCKER" >/dev/null 2>&1 || DOCKER=/usr/bin/docker
   if v=$(server_version); then
-    say "Docker Engine $v answers; nothing more to do"
-    exit 0
+    say "Docker Engine $v answers"
+    finish
   fi
 fi
-
-pid_of_dockerd() {
-  # Any running dockerd (not a zombie). Prints pids.
-  local d comm
-  for d in /proc/[0-9]*; do
-    { read -r comm <"$d/comm"; } 2>/dev/null || continue
-    [ "$comm" = dockerd ] || continue
-    alive "${d#/proc/}" && echo "${d#/proc/}"
-  done
-  return 0
-}
-
-alive() {
-  local state
-  [ -r "/proc/$1/stat" ] || return 1
-  state=$(sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f1)
-  [ "$state" != Z ]
-}
-
-starttime() { sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20; }
 
 # Wait for the socket and `docker version`; $1 = pid to watch ("" = none).
 wait_ready() {
@@ -178,7 +312,7 @@ if [ -n "$running" ]; then
   say "a dockerd (pid $running) is already running but does not answer yet; waiting up to ${WAIT}s"
   if wait_ready "$running"; then
     say "Docker Engine $v answers (daemon pid $running, not started by this script)"
-    exit 0
+    finish
   fi
   err "the running dockerd (pid $running) does not answer on unix://$SOCK; stop it or fix it, then retry."
   hand_start_help
@@ -197,7 +331,7 @@ if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
   rm -f "$PIDFILE"
   if wait_ready ""; then
     say "Docker Engine $v is up (started with systemctl; scripts/docker-down.sh stops it)"
-    exit 0
+    finish
   fi
   journalctl -u docker --no-pager -n 25 >&2 2>/dev/null || true
   hand_start_help
@@ -245,14 +379,14 @@ start_dockerd() {
 # shellcheck disable=SC2206
 args=(${SANDBOXCTL_DOCKERD_ARGS:-})
 if start_dockerd "${args[@]}"; then
-  exit 0
+  finish
 fi
 # sandboxes run with network "none", so a host whose iptables cannot be used (nftables
 # in a container, missing modules) still works with dockerd's iptables management off.
 if grep -qiE 'iptables|nf_tables|NAT chain' "$LOG" && [[ " ${args[*]} " != *" --iptables"* ]]; then
   say "dockerd failed on iptables; retrying once with --iptables=false"
   if start_dockerd "${args[@]}" --iptables=false; then
-    exit 0
+    finish
   fi
 fi
 hand_start_help

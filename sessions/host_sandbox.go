@@ -128,5 +128,11 @@ func sandboxStarted(p sandbox.Process) Started {
 	if !ok {
 		return Started{Process: p}
 	}
-	return Started{Process: p, InputWait: se, Forget: se.Forget}
+	out := Started{Process: p, Forget: se.Forget}
+	if se.DetectsInputWait() {
+		// Not under gVisor, whose /proc cannot tell: there a
+		// foreground command gets EOF at once instead.
+		out.InputWait = se
+	}
+	return out
 }

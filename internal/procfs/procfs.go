@@ -129,7 +129,9 @@ func List(root string) ([]Stat, error) {
 	}
 	out := make([]Stat, 0, len(pids))
 	for _, pid := range pids {
-		if st, err := ReadStat(root, pid); err == nil {
+		// gVisor shows pid 0 in the stat of a task that is exiting: an
+		// entry must name the pid it was listed under.
+		if st, err := ReadStat(root, pid); err == nil && st.PID == pid {
 			out = append(out, st)
 		}
 	}

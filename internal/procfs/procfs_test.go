@@ -89,6 +89,31 @@ func TestListAndHasEnv(t *testing.T) {
 	}
 }
 
+// TestListSkipsMismatchedPID: gVisor shows pid 0 in the stat of an exiting
+// task; List must not return it (the supervisor's orphan sweep then sent
+// kill(0, SIGKILL), its own group, and the gVisor sandbox died).
+func TestListSkipsMismatchedPID(t *testing.T) {
+	root := t.TempDir()
+	stat := func(dir, content string) {
+		if err := os.MkdirAll(root+"/"+dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(root+"/"+dir+"/stat", []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rest := " S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 44 0 0"
+	stat("5", "0 (sh)"+rest)
+	stat("7", "7 (sleep)"+rest)
+	list, err := List(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].PID != 7 {
+		t.Fatalf("List = %+v, want only pid 7", list)
+	}
+}
+
 func TestNSPid(t *testing.T) {
 	// In this process's own namespace the innermost pid is the pid.
 	if n, err := NSPid("/proc", os.Getpid()); err != nil || n != os.Getpid() {

@@ -175,7 +175,14 @@ func printSandboxes(w io.Writer, list []sandbox.Info, now time.Time) error {
 		if !s.Current {
 			cfgState = "outdated"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Engine, s.State, s.ScopeKey, ago(now, s.CreatedAt), ago(now, s.LastUsedAt), cfgState)
+		scope := s.ScopeKey
+		switch s.Pool {
+		case sandbox.PoolReady:
+			scope = "(warm pool)"
+		case sandbox.PoolTaken:
+			scope += " (from the pool)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Engine, s.State, scope, ago(now, s.CreatedAt), ago(now, s.LastUsedAt), cfgState)
 	}
 	return tw.Flush()
 }
@@ -307,6 +314,10 @@ func formatExplanation(ex sandbox.Explanation) string {
 		b.WriteString("container:    none\n")
 	}
 	fmt.Fprintf(&b, "recreate:     %s\n", ex.Recreate)
+	fmt.Fprintf(&b, "runtime:      %s\n", ex.Runtime)
+	if ex.RuntimeNote != "" {
+		fmt.Fprintf(&b, "              %s\n", ex.RuntimeNote)
+	}
 	fmt.Fprintf(&b, "limits:       user %s, memory %s (swap %s), cpus %g, pids %d\n",
 		orNone(ex.Limits.User), orNone(ex.Limits.Memory), orNone(ex.Limits.MemorySwap), ex.Limits.CPUs, ex.Limits.PidsLimit)
 	tmpfs := make([]string, 0, len(ex.Limits.Tmpfs))

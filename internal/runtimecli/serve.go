@@ -389,6 +389,8 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	if err := sbx.Ping(pctx); err != nil {
 		logf("warning: %v; sandbox commands fail until it is up", err)
 	}
+	// The warm pool (sandbox.pool.size) fills in the background.
+	sbx.StartPool()
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
 }

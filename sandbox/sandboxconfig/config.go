@@ -16,10 +16,25 @@ type Config struct {
 	Docker          DockerConfig `yaml:"docker" json:"docker"`
 	// AllowedSourceRoots, when non-empty, limits bind sources to these roots.
 	AllowedSourceRoots []string `yaml:"allowedSourceRoots" json:"allowedSourceRoots"`
+	// Pool keeps started sandboxes ready for new scopes.
+	Pool PoolConfig `yaml:"pool" json:"pool"`
+	// PauseAfterMinutes pauses a sandbox (the Engine's cgroup freezer)
+	// idle that long; the next command resumes it. 0: never.
+	PauseAfterMinutes float64 `yaml:"pauseAfterMinutes" json:"pauseAfterMinutes"`
 	// Engines are the Docker Engines sandboxes are placed on; none is the
 	// one Engine of the environment (see ParseEngines).
 	Engines []EngineConfig `yaml:"engines" json:"engines,omitempty"`
 }
+
+// PoolConfig is sandbox.pool: Size started, supervised sandboxes are kept
+// ready per configuration; the first command of a new scope takes one.
+// 0 disables the pool.
+type PoolConfig struct {
+	Size int `yaml:"size" json:"size"`
+}
+
+// MaxPoolSize bounds sandbox.pool.size.
+const MaxPoolSize = 64
 
 // PruneConfig says when idle or old sandboxes are removed; 0 disables each rule.
 type PruneConfig struct {
@@ -29,7 +44,11 @@ type PruneConfig struct {
 
 // DockerConfig shapes the container; every field takes part in the config hash.
 type DockerConfig struct {
-	Image           string   `yaml:"image" json:"image"`
+	Image string `yaml:"image" json:"image"`
+	// Runtime is the Engine's OCI runtime for the container ("" = the
+	// Engine's default, normally runc; "runsc" = gVisor). It must be one
+	// the Engine lists (docker info).
+	Runtime         string   `yaml:"runtime" json:"runtime,omitempty"`
 	ContainerPrefix string   `yaml:"containerPrefix" json:"containerPrefix"`
 	ReadOnlyRoot    bool     `yaml:"readOnlyRoot" json:"readOnlyRoot"`
 	Tmpfs           []string `yaml:"tmpfs" json:"tmpfs"`

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -15,6 +16,11 @@ import (
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
+
+// runtimeName is the shape of an Engine runtime name (docker info's
+// Runtimes keys); whether the Engine has it is checked when a sandbox is
+// created.
+var runtimeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // blockedBindSources are host paths that may never be bound into a sandbox,
 // nor anything under them (except "/", which is blocked only as itself).
@@ -162,6 +168,21 @@ func (c Config) Validate() error {
 			field += "." + re.Key
 		}
 		return &ConfigError{Field: field, Msg: err.Error()}
+	}
+	if d.Runtime != "" && !runtimeName.MatchString(d.Runtime) {
+		return &ConfigError{Field: "sandbox.docker.runtime", Value: d.Runtime, Msg: "must be a runtime name the Docker Engine lists, such as runc or runsc"}
+	}
+	if c.Pool.Size < 0 || c.Pool.Size > MaxPoolSize {
+		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: fmt.Sprintf("must be between 0 and %d", MaxPoolSize)}
+	}
+	if c.Pool.Size > 0 && c.Scope == "shared" {
+		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: "a pool serves new agents or sessions; scope shared has a single sandbox"}
+	}
+	if c.Pool.Size > 0 && c.WorkspaceAccess == string(workdir.AccessRO) {
+		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: "workspaceAccess ro mounts the agent's own workspace when the sandbox is made, which a pooled sandbox cannot know; use rw or none, or no pool"}
+	}
+	if c.PauseAfterMinutes < 0 {
+		return &ConfigError{Field: "sandbox.pauseAfterMinutes", Value: fmt.Sprint(c.PauseAfterMinutes), Msg: "must be >= 0 (0: never pause)"}
 	}
 	if d.PidsLimit < 0 {
 		return &ConfigError{Field: "sandbox.docker.pidsLimit", Value: fmt.Sprint(d.PidsLimit), Msg: "must be >= 0"}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,19 +91,23 @@ type Client struct {
 	nonce   string
 
 	wmu sync.Mutex // serialises frame writes
+	// lastUse is when a frame was last sent or received (unix ns).
+	lastUse atomic.Int64
 
-	mu        sync.Mutex
-	conn      Conn
-	connected chan struct{} // closed while connected
-	closed    bool
-	closeErr  error
-	next      uint32
-	procs     map[uint32]*Proc
-	reqs      map[uint32]chan Frame
-	serverPID int
-	serverDir string
-	done      chan struct{}
-	zr        io.ReadCloser // DEFLATE reader, used by the read loop only
+	mu          sync.Mutex
+	conn        Conn
+	connected   chan struct{} // closed while connected
+	closed      bool
+	closeErr    error
+	next        uint32
+	procs       map[uint32]*Proc
+	reqs        map[uint32]chan Frame
+	serverPID   int
+	serverDir   string
+	limits      []string
+	noInputWait bool
+	done        chan struct{}
+	zr          io.ReadCloser // DEFLATE reader, used by the read loop only
 }
 
 // NewClient connects (handshake included) and returns a Client.
@@ -132,6 +137,7 @@ func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
 	c.conn = conn
 	close(c.connected)
 	c.mu.Unlock()
+	c.Touch()
 	go c.run(conn, br)
 	return c, nil
 }
@@ -185,7 +191,7 @@ func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
 			return nil, nil, fmt.Errorf("supervisor speaks protocol %d, want %d", ack.Version, ProtocolVersion)
 		}
 		c.mu.Lock()
-		c.serverPID, c.serverDir = ack.PID, ack.Dir
+		c.serverPID, c.serverDir, c.limits, c.noInputWait = ack.PID, ack.Dir, ack.Limits, ack.NoInputWait
 		c.mu.Unlock()
 		return conn, br, nil
 	}
@@ -311,6 +317,7 @@ func (c *Client) readLoop(br io.Reader) error {
 }
 
 func (c *Client) dispatch(f Frame) error {
+	c.lastUse.Store(time.Now().UnixNano())
 	switch f.Type {
 	case FrameHelloAck:
 		var ack HelloAck
@@ -467,6 +474,37 @@ func (c *Client) ServerPID() int {
 	return c.serverPID
 }
 
+// IdleFor is how long the client has followed no command, awaited no
+// answer and moved no frame (0 while it does any of these).
+func (c *Client) IdleFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	busy := len(c.procs) > 0 || len(c.reqs) > 0
+	c.mu.Unlock()
+	if busy {
+		return 0
+	}
+	return now.Sub(time.Unix(0, c.lastUse.Load()))
+}
+
+// Touch marks the client as just used (a caller about to send on it).
+func (c *Client) Touch() { c.lastUse.Store(time.Now().UnixNano()) }
+
+// Limits are what the server said it cannot do where it runs
+// (HelloAck.Limits), as of the last handshake.
+func (c *Client) Limits() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limits
+}
+
+// NoInputWait reports whether the server cannot detect input waits where
+// it runs (its Hello answer said so): Proc.InputWait then stays false.
+func (c *Client) NoInputWait() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.noInputWait
+}
+
 // CloseConn breaks the current connection as a network failure would; the
 // client reconnects. For tests.
 func (c *Client) CloseConn() {
@@ -512,6 +550,7 @@ func (c *Client) send(ctx context.Context, typ byte, stream uint32, payload []by
 }
 
 func (c *Client) sendOn(conn Conn, typ byte, stream uint32, payload []byte) error {
+	c.lastUse.Store(time.Now().UnixNano())
 	b := AppendFrame(make([]byte, 0, HeaderSize+len(payload)), typ, stream, payload)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

@@ -194,6 +194,18 @@ func blockedReadingFd0(pid int) bool {
 	return false
 }
 
+// inputWaitUnavailable says why blockedReadingFd0 cannot work here ("" =
+// it can): neither /proc/PID/syscall nor /proc/PID/wchan exists, as under
+// gVisor, whose /proc has neither.
+func inputWaitUnavailable() string {
+	for _, f := range []string{"/proc/self/syscall", "/proc/self/wchan"} {
+		if _, err := os.Stat(f); err == nil {
+			return ""
+		}
+	}
+	return "input-wait detection is off in this sandbox: its kernel (gVisor?) has neither /proc/PID/syscall nor /proc/PID/wchan, so a command blocked reading its stdin is not reported as waiting for input"
+}
+
 // readMem reads n bytes at addr of pid's memory ("" on any failure).
 func readMem(pid int, addr uint64, n int) []byte {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")

@@ -117,6 +117,12 @@ type HelloAck struct {
 	// Socket is the server's local unix socket inside the container ("" =
 	// none).
 	Socket string `json:"socket,omitempty"`
+	// Limits name what the server cannot do where it runs (e.g. input-wait
+	// detection without /proc/PID/syscall and /proc/PID/wchan, as under
+	// gVisor), one sentence each.
+	Limits []string `json:"limits,omitempty"`
+	// NoInputWait: input-wait detection is off (one of Limits says why).
+	NoInputWait bool `json:"noInputWait,omitempty"`
 }
 
 // OpenSpec starts a command.

@@ -74,6 +74,10 @@ type Server struct {
 	baseEnv     []string
 	launcher    string
 	logf        func(format string, args ...any)
+	// limits: what this server cannot do here (HelloAck.Limits); with an
+	// input-wait limit the scan does not run.
+	limits      []string
+	noInputWait bool
 
 	outq chan outFrame
 	stop chan struct{}
@@ -120,6 +124,9 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	if s.iwInterval <= 0 {
 		s.iwInterval = 100 * time.Millisecond
+	}
+	if note := inputWaitUnavailable(); note != "" {
+		s.limits, s.noInputWait = append(s.limits, note), true
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -171,7 +178,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer signal.Stop(sigc)
 	go s.reaper(sigc)
 	go s.writer()
-	go s.inputWaitLoop()
+	if !s.noInputWait {
+		go s.inputWaitLoop()
+	}
 	defer close(s.stop)
 	if s.listener != nil {
 		defer s.closeSockets()
@@ -266,7 +275,7 @@ func (s *Server) hello(c *serverConn, h Hello) {
 	s.deflate.Store(h.Deflate)
 	s.detachAllLocked()
 	s.mu.Unlock()
-	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath()})
+	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath(), Limits: s.limits, NoInputWait: s.noInputWait})
 	frame := AppendFrame(nil, FrameHelloAck, 0, ack)
 	s.enqueue(outFrame{b: frame, to: c})
 	if old != nil && old != c {

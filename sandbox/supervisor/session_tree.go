@@ -18,6 +18,9 @@ func (sess *session) signal(sig unix.Signal) error {
 	if sig == 0 {
 		sig = unix.SIGTERM
 	}
+	if sess.pgid <= 1 || sess.pid <= 1 {
+		return errors.New("signal: the command has no process")
+	}
 	if err := unix.Kill(-sess.pgid, sig); err != nil {
 		if err := unix.Kill(sess.pid, sig); err != nil {
 			return fmt.Errorf("signal: %w", err)
@@ -52,7 +55,9 @@ func (s *Server) endOrphans() {
 	}
 	s.mu.Unlock()
 	for _, p := range procs {
-		if p.PPID != self || leaders[p.PID] || p.State == 'Z' {
+		// pid <= 1 would be kill(0) (this process's own group) or this
+		// process: never.
+		if p.PID <= 1 || p.PPID != self || leaders[p.PID] || p.State == 'Z' {
 			continue
 		}
 		claimed := false
@@ -83,9 +88,13 @@ func (sess *session) killTree(grace time.Duration) {
 	sess.mu.Unlock()
 	procs := func() []int { return treeOf(listProcs(), leader, pgid, sess.tag) }
 	send := func(pids []int, sig unix.Signal) {
-		_ = unix.Kill(-pgid, sig)
+		if pgid > 1 {
+			_ = unix.Kill(-pgid, sig)
+		}
 		for _, p := range pids {
-			_ = unix.Kill(p, sig)
+			if p > 1 { // never kill(0) (this group) nor this process
+				_ = unix.Kill(p, sig)
+			}
 		}
 	}
 	pids := procs()

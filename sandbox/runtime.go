@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+)
+
+// RuntimeRunsc is gVisor's runtime name as `make docker-up` registers it.
+const RuntimeRunsc = "runsc"
+
+// Under runsc the container's pids limit bounds gVisor's host tasks:
+// runscBaseTasks for the sentry and gofer (38 measured idle), plus
+// runscTasksPerProcess per sandbox process (~10 measured with the ptrace
+// platform).
+const (
+	runscBaseTasks       = 128
+	runscTasksPerProcess = 12
+)
+
+// engineRuntimes caches the Engine's runtime list (docker info): a name
+// once found stays valid for the Manager's life; a name not found asks the
+// Engine again (it may have been registered meanwhile with a SIGHUP).
+type engineRuntimes struct {
+	mu    sync.Mutex
+	known map[string]bool
+	def   string
+}
+
+// runtimeInfo returns the Engine's runtimes (sorted) and its default one.
+func (m *Manager) runtimeInfo(ctx context.Context) (names []string, def string, err error) {
+	info, err := m.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return nil, "", m.classify("docker info", err)
+	}
+	for name := range info.Info.Runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, info.Info.DefaultRuntime, nil
+}
+
+// checkRuntime makes sure the Engine has the configured runtime: an
+// unknown one is an ErrInvalidConfig naming the runtimes it has. The
+// Engine's default runtime ("" configured) needs no check.
+func (m *Manager) checkRuntime(ctx context.Context) error {
+	want := m.cfg.Docker.Runtime
+	if want == "" {
+		return nil
+	}
+	m.runtimes.mu.Lock()
+	defer m.runtimes.mu.Unlock()
+	if m.runtimes.known[want] {
+		return nil
+	}
+	names, def, err := m.runtimeInfo(ctx)
+	if err != nil {
+		return err
+	}
+	if m.runtimes.known == nil {
+		m.runtimes.known = map[string]bool{}
+	}
+	for _, n := range names {
+		m.runtimes.known[n] = true
+	}
+	m.runtimes.def = def
+	if m.runtimes.known[want] {
+		return nil
+	}
+	hint := ""
+	if want == RuntimeRunsc {
+		hint = " (`make docker-up` installs gVisor and registers runsc)"
+	}
+	return &sandboxconfig.ConfigError{Field: "sandbox.docker.runtime", Value: want,
+		Msg: fmt.Sprintf("the Docker Engine at %s has no such runtime; it has: %s%s", m.engineHost(), strings.Join(names, ", "), hint)}
+}
+
+// runtimeOf names the runtime of a sandbox for `sandbox explain`: the
+// configured one, else the Engine's default (asked, when it answers).
+func (m *Manager) runtimeOf(ctx context.Context) string {
+	if r := m.cfg.Docker.Runtime; r != "" {
+		return r
+	}
+	if _, def, err := m.runtimeInfo(ctx); err == nil && def != "" {
+		return def + " (the Engine's default)"
+	}
+	return "the Engine's default"
+}
+
+// localRuntime reports whether a container of runtime rt shares this
+// host's kernel view, so that its supervisor's socket is reachable through
+// /proc/<pid>/root (runc). Under gVisor (runsc) the container's files live
+// in the sandbox kernel: only the attach stream reaches the supervisor.
+func localRuntime(rt string) bool {
+	switch rt {
+	case "", "runc", "io.containerd.runc.v2", "io.containerd.runtime.v1.linux":
+		return true
+	}
+	return false
+}
+
+// runtimeNoteFor says what a sandbox under runtime rt does differently
+// from runc ("" = nothing).
+func runtimeNoteFor(rt string) string {
+	switch {
+	case localRuntime(rt):
+		return ""
+	case rt == RuntimeRunsc:
+		return "gVisor: the supervisor is reached over the Engine's attach stream only (its socket lives in the gVisor kernel); " +
+			"gVisor has no /proc/PID/syscall nor /proc/PID/wchan, so input-wait detection is off and commands never report \"waiting for input\"; " +
+			fmt.Sprintf("the Engine's pids limit counts gVisor's host tasks, so it is set to pidsLimit x %d + %d, and reaching it ends the whole sandbox", runscTasksPerProcess, runscBaseTasks)
+	default:
+		return "runtime " + rt + ": the supervisor is reached over the Engine's attach stream only"
+	}
+}
