@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // slowDaemon writes a sandboxctld wrapper that takes 1.5 s to start, so
@@ -74,5 +82,50 @@ func TestExecProgressOnTerminal(t *testing.T) {
 	}
 	if stdout.String() != "ran-42\n" || stderr.String() != "" {
 		t.Errorf("stderr not a terminal: stdout %q, stderr %q (want no progress)", stdout.String(), stderr.String())
+	}
+}
+
+// TestExecStepEvents (issue 15 item 5): the creation of a sandbox by a
+// first exec is on the daemon's event stream as "step" events, start then
+// end, for the exec's agent.
+func TestExecStepEvents(t *testing.T) {
+	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
+	e := newEnv(t)
+	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n", filepath.Join(e.state, "ws"))
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := fmt.Sprintf("clistep-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", agent) })
+	if r := e.run(t, "exec", "--agent", agent, "--", "true"); r.code != 0 || r.stderr != "" {
+		t.Fatalf("first exec: %+v", r)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	since := int64(0)
+	es, err := apiclient.NewUnixClient(apiclient.SocketPath(e.state)).EventsSince(ctx, apiclient.EventsQuery{Since: &since, Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Close()
+	var phases []string
+	for len(phases) < 2 {
+		var ev toolapi.Event
+		if err := es.Next(&ev); err != nil {
+			t.Fatalf("events: %v; step phases so far %v", err, phases)
+		}
+		if ev.Type != vocab.EventStep || ev.Details["step"] != string(sandbox.StepSandboxCreate) {
+			continue
+		}
+		if ev.AgentID != agent {
+			t.Errorf("step event of agent %q, want %q", ev.AgentID, agent)
+		}
+		phases = append(phases, fmt.Sprint(ev.Details["phase"]))
+		if ev.Details["phase"] == "end" && ev.Details["error"] != nil {
+			t.Errorf("sandbox-create ended with error %v", ev.Details["error"])
+		}
+	}
+	if phases[0] != "start" || phases[1] != "end" {
+		t.Errorf("sandbox-create phases %v, want [start end]", phases)
 	}
 }
