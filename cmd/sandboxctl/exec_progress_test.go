@@ -129,3 +129,61 @@ func TestExecStepEvents(t *testing.T) {
 		t.Errorf("sandbox-create phases %v, want [start end]", phases)
 	}
 }
+
+// TestExecProgressSandboxCreate (issue 15 item 5): a first exec whose
+// sandbox takes over 1 s to create (a setupCommand that sleeps) shows
+// "creating the sandbox…" on a terminal's stderr (tmux), from the daemon's
+// step events; with stderr a pipe nothing extra is printed.
+func TestExecProgressSandboxCreate(t *testing.T) {
+	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Fatalf("tmux is required for this test (scripts/toolchain.sh installs it): %v", err)
+	}
+	e := newEnv(t)
+	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n  docker:\n    setupCommand: sleep 1.5\n", filepath.Join(e.state, "ws"))
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := fmt.Sprintf("cliprog-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		e.run(t, "sandbox", "rm", "--agent", agent)
+		e.run(t, "sandbox", "rm", "--agent", agent+"-pipe")
+	})
+	dir := t.TempDir()
+	exitFile := filepath.Join(dir, "exit")
+	sock := filepath.Join(dir, "tmux.sock")
+	cmdline := fmt.Sprintf("%s --state %s --config %s exec --agent %s -- 'echo ran-$((40+2))'; echo $? > %s; sleep 30",
+		binary, e.state, e.config, agent, exitFile)
+	if out, err := exec.Command(tmux, "-S", sock, "new-session", "-d", "-x", "120", "-y", "30", "sh", "-c", cmdline).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		data, err := os.ReadFile(exitFile)
+		if err == nil && strings.TrimSpace(string(data)) != "" {
+			if got := strings.TrimSpace(string(data)); got != "0" {
+				t.Errorf("exit code %s, want 0", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sandboxctl did not exit within 60s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pane, err := exec.Command(tmux, "-S", sock, "capture-pane", "-p").CombinedOutput()
+	if err != nil {
+		t.Fatalf("capture-pane: %v: %s", err, pane)
+	}
+	if !strings.Contains(string(pane), "sandboxctl: creating the sandbox…") || !strings.Contains(string(pane), "ran-42") {
+		t.Errorf("pane lacks the progress line or the output:\n%s", pane)
+	}
+
+	// Another first exec (a new sandbox) with stderr a pipe: nothing extra.
+	r := e.run(t, "exec", "--agent", agent+"-pipe", "--", "echo ran-$((40+2))")
+	if r.code != 0 || r.stdout != "ran-42\n" || r.stderr != "" {
+		t.Errorf("stderr not a terminal: %+v (want no progress)", r)
+	}
+}

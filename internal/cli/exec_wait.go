@@ -67,8 +67,10 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi
 	}
 	// The first exec of a sandbox may build its image and create its
 	// container before it answers.
-	end := c.stepProgress().step("starting the command (sandbox image, container)")
+	end := c.stepProgress().step("starting the command")
+	stopSteps := followSteps(ctx, c, client, p)
 	res, err := client.Exec(ctx, p)
+	stopSteps()
 	end()
 	if err != nil {
 		return startError(ctx, err)

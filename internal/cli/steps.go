@@ -38,6 +38,9 @@ func newStepProgress(stderr io.Writer) *stepProgress {
 	return &stepProgress{}
 }
 
+// enabled reports whether progress is shown.
+func (p *stepProgress) enabled() bool { return p != nil && p.w != nil }
+
 // step starts the step name; the returned func ends it.
 func (p *stepProgress) step(name string) (end func()) {
 	if p == nil || p.w == nil {
