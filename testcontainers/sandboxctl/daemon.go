@@ -20,6 +20,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
@@ -141,6 +142,10 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 			// (nor a working docker bridge) is needed.
 			hc.NetworkMode = "host"
 		}),
+		// On an Engine without the default bridge, testcontainers attaches
+		// every container to a network of its own ("reaper_default"); a
+		// host-network container can join none.
+		testcontainers.WithEndpointSettingsModifier(func(eps map[string]*network.EndpointSettings) { clear(eps) }),
 		testcontainers.WithWaitStrategy(wait.ForLog("also listening on tcp").WithStartupTimeout(time.Minute)),
 	)
 	if err != nil {
