@@ -21,6 +21,11 @@ export interface ExecParams {
   node?: string;
   agentId?: string;
   sessionKey?: string;
+  /** A workdir that cannot be used is an error instead of being replaced. */
+  strictWorkdir?: boolean;
+  /** Initial terminal size of a PTY run (1..1000). */
+  cols?: number;
+  rows?: number;
 }
 
 export interface ProcessParams {
