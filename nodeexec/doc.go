@@ -50,7 +50,10 @@
 //     empty, or FormatArgv(argv), or — for [sh -c SCRIPT] — SCRIPT byte for
 //     byte. What runs is always argv itself (FormatArgv(argv) under the
 //     node's shell; a redundant outer `sh -c` is peeled when argv[0] is the
-//     same file as that shell).
+//     same file as that shell). FormatArgv quotes with syntax.Quote in its
+//     POSIX variant (internal/shellword), since that shell may be dash; an
+//     argv word with no POSIX form (NUL, controls other than newline and
+//     tab) is refused (shellword.ErrUnquotable).
 //  5. The working directory: one that does not exist on the node falls back
 //     to the node's default, with a warning in the start answer.
 //  6. The node's Guard (PolicyGuard over hostexec/guard and the node's

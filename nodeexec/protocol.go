@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -433,36 +434,14 @@ func ShellScript(argv []string) (string, bool) {
 }
 
 // FormatArgv renders argv as one POSIX shell line that splits back into
-// exactly argv: words made only of safe characters stay bare, every other
-// word is single-quoted.
-func FormatArgv(argv []string) string {
-	var b strings.Builder
-	for i, a := range argv {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(quoteWord(a))
-	}
-	return b.String()
-}
-
-func quoteWord(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, c := range s {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.ContainsRune("@%+=:,./_-", c):
-		default:
-			safe = false
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+// exactly argv (shellword.Join: each word quoted by syntax.Quote; words made
+// only of safe characters stay bare). A word no POSIX shell line can carry
+// (NUL, controls other than newline and tab) is an error wrapping
+// shellword.ErrUnquotable. The node describes argv with this one function
+// (CheckRawCommand) and runs the line under its own shell, which may be dash:
+// hence POSIX quoting, never bash's $'...'.
+func FormatArgv(argv []string) (string, error) {
+	return shellword.Join(argv)
 }
 
 // ErrRawCommandMismatch is the refusal of a rawCommand that does not describe
@@ -475,8 +454,14 @@ var ErrRawCommandMismatch = errors.New("rawCommand does not match argv")
 // FormatArgv(argv). It returns the shell line that runs — always
 // FormatArgv(argv), so the process is exactly the argv that was sent and the
 // guard judges all of it, the shell in argv[0] included.
+//
+// An argv FormatArgv cannot render is refused with its error
+// (shellword.ErrUnquotable).
 func CheckRawCommand(argv []string, raw string) (string, error) {
-	line := FormatArgv(argv)
+	line, err := FormatArgv(argv)
+	if err != nil {
+		return "", err
+	}
 	if raw == "" || raw == line {
 		return line, nil
 	}

@@ -10,16 +10,22 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 )
 
 func TestFormatArgvRoundTrips(t *testing.T) {
 	cases := [][]string{
 		{"echo", "hi"},
 		{"/bin/sh", "-c", "echo $HOME; ls *"},
+		{"/bin/sh", "-c", "echo a\n\techo 'b'\nls"},
 		{"printf", "%s\n", "it's", "", "a b", `"q"`, "$(id)", "`id`", "\\", "ünï"},
 	}
 	for _, argv := range cases {
-		line := FormatArgv(argv)
+		line, err := FormatArgv(argv)
+		if err != nil {
+			t.Fatalf("FormatArgv(%q): %v", argv, err)
+		}
 		// Split the rendered line with a real shell and compare.
 		got, err := exec.Command("/bin/sh", "-c", `f() { for a in "$@"; do printf '<%s>' "$a"; done; }; f `+line).Output()
 		if err != nil {
@@ -33,8 +39,21 @@ func TestFormatArgvRoundTrips(t *testing.T) {
 			t.Errorf("FormatArgv(%q) = %s splits to %s", argv, line, got)
 		}
 	}
-	if got := FormatArgv([]string{"ls", "-la", "/tmp/x_y.z"}); got != "ls -la /tmp/x_y.z" {
-		t.Errorf("plain words quoted: %s", got)
+	if got, err := FormatArgv([]string{"ls", "-la", "/tmp/x_y.z"}); err != nil || got != "ls -la /tmp/x_y.z" {
+		t.Errorf("plain words quoted: %s, %v", got, err)
+	}
+}
+
+// TestFormatArgvRefusesUnquotable: a NUL or a control character has no
+// POSIX shell form; the node refuses the run with a clear error.
+func TestFormatArgvRefusesUnquotable(t *testing.T) {
+	for _, w := range []string{"a\x00b", "bell\a", "cr\r", "\xff", "nbsp\u00a0"} {
+		if line, err := FormatArgv([]string{"echo", w}); !errors.Is(err, shellword.ErrUnquotable) {
+			t.Errorf("FormatArgv(%q) = %q, %v; want ErrUnquotable", w, line, err)
+		}
+		if _, err := CheckRawCommand([]string{"echo", w}, ""); !errors.Is(err, shellword.ErrUnquotable) {
+			t.Errorf("CheckRawCommand(%q) = %v; want ErrUnquotable", w, err)
+		}
 	}
 }
 
@@ -65,7 +84,7 @@ func TestCheckRawCommand(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrRawCommandMismatch) {
 			t.Errorf("error %v does not wrap ErrRawCommandMismatch", err)
 		}
-		if err == nil && line != FormatArgv(tc.argv) {
+		if want, _ := FormatArgv(tc.argv); err == nil && line != want {
 			t.Errorf("line %q, want the argv rendering", line)
 		}
 	}

@@ -156,7 +156,15 @@ var errSupervisorUnusable = errors.New("supervisor unusable with this image")
 // builder, no registry, no bind mount: the binary travels in the build
 // context) when the Engine does not have it yet. Derived images are tagged
 // sandboxctl/supervised:<sha256(base image id, binary hash)[:12]>.
-func (m *Manager) supervisedImage(ctx context.Context, base string) (string, error) {
+// building is called when a build begins; its end func gets the build's
+// outcome.
+func (m *Manager) supervisedImage(ctx context.Context, base string, building func() (end func(error))) (_ string, err error) {
+	var endBuild func(error)
+	defer func() {
+		if endBuild != nil {
+			endBuild(err)
+		}
+	}()
 	sup := m.sup
 	insp, err := m.cli.ImageInspect(ctx, base)
 	if err != nil {
@@ -192,6 +200,7 @@ func (m *Manager) supervisedImage(ctx context.Context, base string) (string, err
 		return "", err
 	}
 	buildStart := time.Now()
+	endBuild = building()
 	res, err := m.cli.ImageBuild(ctx, buildCtx, client.ImageBuildOptions{
 		Tags:        []string{ref},
 		Remove:      true,

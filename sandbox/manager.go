@@ -96,6 +96,33 @@ type Options struct {
 	// Observer, when set, is told about costly and failing Engine work
 	// (the daemon's metrics).
 	Observer Observer
+	// Steps, when set, is told when a step a command waits for begins and
+	// ends (the daemon's events; the CLI's progress).
+	Steps StepObserver
+}
+
+// Step names a step a command waits for.
+type Step string
+
+// Steps.
+const (
+	StepSandboxCreate Step = "sandbox-create" // a sandbox's container is created (and its image built)
+	StepImageBuild    Step = "image-build"    // the supervised derived image is built
+)
+
+// StepObserver is told when a step for scope s begins; it calls the
+// returned func when the step ended (err nil on success). Quick and safe
+// for concurrent use.
+type StepObserver interface {
+	StepStarted(s Scope, step Step) (end func(err error))
+}
+
+// step reports step for s to the StepObserver, if any.
+func (m *Manager) step(s Scope, step Step) func(error) {
+	if m.steps == nil {
+		return func(error) {}
+	}
+	return m.steps.StepStarted(s, step)
 }
 
 // DefaultSupervisorIdleClose is Options.SupervisorIdleClose by default.
@@ -171,6 +198,7 @@ type Manager struct {
 	eventsBroken func(error)
 	flavor       engineFlavor
 	obs          Observer
+	steps        StepObserver
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -210,6 +238,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		scopeLocks: map[string]*sync.Mutex{},
 		idleClose:  opts.SupervisorIdleClose,
 		obs:        opts.Observer,
+		steps:      opts.Steps,
 	}
 	if m.idleClose == 0 {
 		m.idleClose = DefaultSupervisorIdleClose
@@ -476,7 +505,9 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			return res, nil
 		}
 		createStart := time.Now()
+		endStep := m.step(s, StepSandboxCreate)
 		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, nil)
+		endStep(err)
 		if err == nil && m.obs != nil {
 			m.obs.SandboxCreated(time.Since(createStart))
 		}
@@ -535,7 +566,7 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	if sh.Supervisor != "" {
 		// The supervisor is the main process: build (or reuse) the derived
 		// image; if that cannot work, fall back to the plain path.
-		ref, err := m.supervisedImage(ctx, sh.Docker.Image)
+		ref, err := m.supervisedImage(ctx, sh.Docker.Image, func() func(error) { return m.step(s, StepImageBuild) })
 		switch {
 		case errors.Is(err, ErrImageMissing) || errors.Is(err, ErrDockerUnreachable):
 			return "", false, "", fmt.Errorf("create sandbox %s: %w", name, err)

@@ -7,4 +7,7 @@ type EventType string
 const (
 	EventExit     EventType = "exit"     // a background session ended
 	EventApproval EventType = "approval" // a command waits for a human's approval
+	// EventStep: a step a command waits for began or ended (details: step
+	// "sandbox-create" or "image-build", phase "start" or "end", error).
+	EventStep EventType = "step"
 )

@@ -46,6 +46,65 @@ try:
 except SandboxctlError as e:
     assert e.status == 400, e
 
+# Streamed exec: frames in order, offsets contiguous, the exit code, and
+# last the result the plain call answers.
+STREAM_CMD = "echo one; sleep 0.1; echo two >&2; sleep 0.1; echo three; echo four; exit 7"
+frames = list(c.exec_stream(STREAM_CMD, agent_id=agent, timeout=60))
+types = [f["type"] for f in frames]
+assert types[0] == "start" and frames[0].get("sessionId"), frames
+assert types[-2:] == ["exit", "result"], types
+nxt = 0
+streamed = {"stdout": "", "stderr": ""}
+for f in frames[1:-2]:
+    assert f["type"] in ("stdout", "stderr", "status"), f
+    if f["type"] == "status":
+        continue
+    assert f["offset"] == nxt, frames
+    nxt = f["offset"] + len(f["data"].encode("utf-8"))
+    streamed[f["type"]] += f["data"]
+assert streamed == {"stdout": "one\nthree\nfour\n", "stderr": "two\n"}, streamed
+assert frames[-2]["status"] == "completed" and frames[-2]["exitCode"] == 7, frames[-2]
+res = frames[-1]["result"]
+plain = c.exec(STREAM_CMD, agent_id=agent)
+assert sorted(res) == sorted(plain), (res, plain)
+assert sorted(res["details"]) == sorted(plain["details"]), (res, plain)
+for k in ("status", "exitCode", "aggregated", "cwd"):
+    assert res["details"].get(k) == plain["details"].get(k), (k, res, plain)
+assert res["details"]["exitCode"] == 7, res
+assert res["content"] == plain["content"], (res, plain)
+try:
+    c.exec_stream(" ", agent_id=agent)
+    raise AssertionError("an empty command was streamed")
+except SandboxctlError as e:
+    assert e.status == 400, e
+
+# Follow a background session from offset 0 and from the middle.
+bgs = c.exec("printf 'alpha\\n'; sleep 0.2; printf 'beta\\n'; exit 4", agent_id=agent, background=True)
+bg_id = bgs["details"]["sessionId"]
+
+
+def follow_all(offset):
+    got = list(c.follow_session(bg_id, offset, agent_id=agent, timeout=60))
+    assert got[0]["type"] == "start" and got[0]["sessionId"] == bg_id, got
+    assert got[-1]["type"] == "exit" and got[-1]["exitCode"] == 4, got
+    at, text = offset, ""
+    for f in got[1:-1]:
+        if f["type"] == "status":
+            continue
+        assert f["type"] == "stdout" and f["offset"] == at, got
+        at += len(f["data"].encode("utf-8"))
+        text += f["data"]
+    return text
+
+
+assert follow_all(0) == "alpha\nbeta\n"
+assert follow_all(3) == "ha\nbeta\n"
+try:
+    c.follow_session("no-such-session", 0, agent_id=agent)
+    raise AssertionError("an unknown session was followed")
+except SandboxctlError as e:
+    assert e.status == 404, e
+
 # Files.
 c.write_file(agent, "/workspace/py.txt", b"\x00binary\xff", mode=0o600)
 assert c.read_file(agent, "/workspace/py.txt") == b"\x00binary\xff"

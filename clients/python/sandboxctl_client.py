@@ -13,6 +13,10 @@ its agent). The API is described in api/openapi.yaml.
     print(c.read_file("a1", "/workspace/notes.txt"))
     for ev in c.events():
         print(ev["type"], ev["text"])
+    for f in c.exec_stream("make test", agent_id="a1"):
+        print(f["type"], f.get("data", ""))    # last: f["result"] as exec() returns
+    for f in c.follow_session(session_id, 0, agent_id="a1"):
+        print(f["type"], f.get("offset"), f.get("data", ""))
 """
 
 import http.client
@@ -123,9 +127,40 @@ class Client:
                 p[k] = v
         return self._json("POST", "/v1/tools/process", payload=p)
 
+    def exec_stream(self, command, agent_id=None, session_key=None, timeout=None, **params):
+        """Run a shell command with "stream": true and yield its frames (dicts)
+        as they happen: "start" (sessionId, pid), "stdout"/"stderr" (data from
+        offset, an absolute byte offset in the session's output), "dropped"
+        (lost bytes from offset), "status", "exit" (status, exitCode or
+        signal), and last "result" whose "result" is exactly what exec()
+        returns (or "error" when the stream failed after it began). Bad input
+        raises SandboxctlError before any frame. Closing the generator ends
+        the stream; the session goes on. Same params as exec()."""
+        p = dict(params, command=command, stream=True)
+        if agent_id is not None:
+            p["agentId"] = agent_id
+        if session_key is not None:
+            p["sessionKey"] = session_key
+        body = json.dumps(p).encode("utf-8")
+        return self._frames(self._open("POST", "/v1/tools/exec", body=body, timeout=timeout))
+
+    def follow_session(self, session_id, offset=0, agent_id=None, session_key=None, timeout=None):
+        """Follow the background session session_id (of the scope agent_id,
+        session_key, as for process()) from byte offset offset to its end:
+        yield a "start" frame, its output frames from offset, and last its
+        "exit" frame (the frames of exec_stream())."""
+        q = {"from": offset or None, "agent": agent_id, "sessionKey": session_key}
+        path = "/v1/sessions/%s/stream" % urllib.parse.quote(session_id, safe="")
+        return self._frames(self._open("GET", path, q, timeout=timeout))
+
     def events(self, timeout=None):
         """Yield tool events (dicts) as they happen until the caller stops."""
-        conn, resp = self._open("GET", "/v1/events", timeout=timeout)
+        return self._frames(self._open("GET", "/v1/events", timeout=timeout))
+
+    @staticmethod
+    def _frames(opened):
+        # One JSON value a line (NDJSON) of an opened response, until its end.
+        conn, resp = opened
         try:
             while True:
                 line = resp.readline()

@@ -21,6 +21,11 @@ export interface ExecParams {
   node?: string;
   agentId?: string;
   sessionKey?: string;
+  /** A workdir that cannot be used is an error instead of being replaced. */
+  strictWorkdir?: boolean;
+  /** Initial terminal size of a PTY run (1..1000). */
+  cols?: number;
+  rows?: number;
 }
 
 export interface ProcessParams {
@@ -64,6 +69,23 @@ export interface ToolEvent {
   details?: Record<string, unknown>;
 }
 
+/** One line of a streamed exec or a session stream (NDJSON). */
+export type StreamFrame =
+  /** Opens a stream: the session's id and pid. */
+  | { type: "start"; sessionId: string; pid?: number }
+  /** Output (data) from offset, an absolute byte offset in the session's output; a PTY's output is all stdout. */
+  | { type: "stdout" | "stderr"; sessionId?: string; offset: number; data: string }
+  /** lost bytes from offset were dropped from the session's kept output before this reader reached them. */
+  | { type: "dropped"; sessionId?: string; offset: number; lost: number }
+  /** The running session changed: "waiting-for-input" or "running". */
+  | { type: "status"; sessionId?: string; status: string }
+  /** Closes a session stream: final status with exitCode, or signal and reason. */
+  | { type: "exit"; sessionId?: string; status: "completed" | "failed"; exitCode?: number; signal?: string; reason?: string }
+  /** Closes a streamed exec: exactly what exec() answers. */
+  | { type: "result"; result: ToolResult }
+  /** Closes a stream that failed after it began. */
+  | { type: "error"; error: string };
+
 export interface FileRef {
   agentId?: string;
   sessionKey?: string;
@@ -97,6 +119,14 @@ export declare class Client {
   health(): Promise<{ ok: boolean; pid: number; version: string }>;
   exec(params: ExecParams): Promise<ToolResult>;
   process(params: ProcessParams): Promise<ToolResult>;
+  /** exec with "stream": true: frames as they happen, last a "result" frame equal to exec()'s answer. */
+  execStream(params: ExecParams, opts?: { signal?: AbortSignal }): AsyncGenerator<StreamFrame>;
+  /** Follow a background session from byte offset `from` (default 0) to its "exit" frame. */
+  followSession(
+    id: string,
+    from?: number,
+    opts?: { agentId?: string; sessionKey?: string; signal?: AbortSignal },
+  ): AsyncGenerator<StreamFrame>;
   events(opts?: { signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
   sandboxes(): Promise<unknown[]>;
   approvals(): Promise<unknown[]>;

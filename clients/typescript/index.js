@@ -62,19 +62,57 @@ export class Client {
     return this.#json("POST", "/v1/tools/process", { payload: params });
   }
 
+  /**
+   * Run a shell command with "stream": true: an async iterator of NDJSON
+   * frames as things happen (start, stdout/stderr with offsets, dropped,
+   * status, exit) ending with a "result" frame whose result is exactly
+   * what exec(params) answers (or an "error" frame). Bad input rejects
+   * with SandboxctlError before any frame. Breaking out of the loop or
+   * aborting signal closes the stream; the session goes on.
+   */
+  async *execStream(params, { signal } = {}) {
+    const resp = await this.#request("POST", "/v1/tools/exec", {
+      body: JSON.stringify({ ...params, stream: true }),
+      signal,
+    });
+    yield* Client.#frames(resp);
+  }
+
+  /**
+   * Follow the background session id from byte offset from (default 0) to
+   * its "exit" frame: a "start" frame, then output frames from that offset.
+   * opts.agentId / opts.sessionKey name its scope (as for process).
+   */
+  async *followSession(id, from = 0, { agentId, sessionKey, signal } = {}) {
+    const query = { from: from || undefined, agent: agentId, sessionKey };
+    const resp = await this.#request("GET", `/v1/sessions/${encodeURIComponent(id)}/stream`, { query, signal });
+    yield* Client.#frames(resp);
+  }
+
   /** Tool events as they happen, until signal aborts. */
   async *events({ signal } = {}) {
     const resp = await this.#request("GET", "/v1/events", { signal });
+    yield* Client.#frames(resp);
+  }
+
+  // One JSON value a line (NDJSON) of resp's body.
+  static async *#frames(resp) {
     const decoder = new TextDecoder();
     let buf = "";
-    for await (const chunk of resp.body) {
-      buf += decoder.decode(chunk, { stream: true });
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).trim();
-        buf = buf.slice(nl + 1);
-        if (line) yield JSON.parse(line);
+    try {
+      for await (const chunk of resp.body) {
+        buf += decoder.decode(chunk, { stream: true });
+        let nl;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line) yield JSON.parse(line);
+        }
       }
+      buf += decoder.decode();
+      if (buf.trim()) yield JSON.parse(buf);
+    } finally {
+      await resp.body.cancel().catch(() => {});
     }
   }
 

@@ -130,17 +130,24 @@ func TestExecStreamsOutputLive(t *testing.T) {
 	}
 }
 
-// TestExecStdin: -i forwards stdin and its EOF; without -i the command gets
-// EOF at once (as docker exec) instead of waiting for input.
+// TestExecStdin: -i forwards stdin and its EOF; without -i a stdin that is
+// not a terminal (a pipe here, /dev/null) is forwarded too (issue 15 item 2),
+// so the command reads it and then EOF instead of waiting for input.
 func TestExecStdin(t *testing.T) {
 	e := newEnv(t)
 	r := e.runIn(t, "data\nmore\n", "exec", "-i", "--", "cat")
 	if r.code != 0 || r.stdout != "data\nmore\n" || r.stderr != "" {
 		t.Errorf("exec -i cat: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// echo data | sandboxctl exec -- cat
 	r = e.runIn(t, "data\n", "exec", "--", "cat")
-	if r.code != 0 || r.stdout != "" {
-		t.Errorf("exec cat without -i: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if r.code != 0 || r.stdout != "data\n" || r.stderr != "" {
+		t.Errorf("piped stdin without -i: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// sandboxctl exec -- cat </dev/null: EOF at once.
+	r = e.run(t, "exec", "--", "cat; echo after-eof")
+	if r.code != 0 || r.stdout != "after-eof\n" || r.stderr != "" {
+		t.Errorf("/dev/null stdin: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	// Bytes that are not UTF-8 arrive as they are.
 	r = e.runIn(t, "a\xff\xfeb", "exec", "-i", "--", "od -An -tx1")

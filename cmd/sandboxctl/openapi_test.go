@@ -54,8 +54,10 @@ func loadOpenAPI(t *testing.T) *openAPIDoc {
 }
 
 // responseSchema returns the JSON schema documented for an operation's
-// status, nil when it documents none, and whether the status is documented.
-func (d *openAPIDoc) responseSchema(t *testing.T, method, path string, status int) (*jsonschema.Resolved, bool) {
+// status in the media type (application/json, application/x-ndjson: the
+// schema of each line), nil when it documents none, and whether the status
+// is documented.
+func (d *openAPIDoc) responseSchema(t *testing.T, method, path string, status int, mediaType string) (*jsonschema.Resolved, bool) {
 	t.Helper()
 	op, ok := d.paths[path][method].(map[string]any)
 	if !ok {
@@ -70,7 +72,7 @@ func (d *openAPIDoc) responseSchema(t *testing.T, method, path string, status in
 		resp = d.raw["components"].(map[string]any)["responses"].(map[string]any)[name].(map[string]any)
 	}
 	content, _ := resp["content"].(map[string]any)
-	js, _ := content["application/json"].(map[string]any)
+	js, _ := content[mediaType].(map[string]any)
 	if js == nil {
 		return nil, true
 	}
@@ -130,6 +132,36 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{"POST", "/mcp", "", "application/json", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
 			"params": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}}, 200},
 		{"GET", "/v1/events", "", "", nil, 200},
+		{"POST", "/v1/tools/exec", "", "", map[string]any{"command": "echo out; echo err >&2; exit 3", "agentId": alice, "stream": true}, 200},
+		{"POST", "/v1/tools/exec", "", "", map[string]any{"command": "true", "host": "elsewhere", "stream": true}, 400},
+		{"GET", "/v1/sessions/{id}/stream", "?agent=" + alice, "", nil, 200},
+		{"GET", "/v1/sessions/{id}/stream", "?agent=" + alice + "&from=-1", "", nil, 400},
+		{"GET", "/v1/sessions/{id}/stream", "?agent=" + alice, "", nil, 404},
+	}
+	// bgID is a background session of alice's for the 200 of the session stream.
+	var bgID string
+	{
+		raw, _ := json.Marshal(map[string]any{"command": "echo bg; exit 2", "agentId": alice, "background": true})
+		req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/v1/tools/exec", bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+filesToolToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Details struct {
+				SessionID string `json:"sessionId"`
+			} `json:"details"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&res)
+		resp.Body.Close()
+		if err != nil || res.Details.SessionID == "" {
+			t.Fatalf("background exec: %v, session %q", err, res.Details.SessionID)
+		}
+		bgID = res.Details.SessionID
 	}
 	called := map[string]bool{}
 	for _, c := range calls {
@@ -142,7 +174,11 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			raw, _ := json.Marshal(b)
 			body = bytes.NewReader(raw)
 		}
-		urlPath := strings.NewReplacer("{id}", "no-such-approval", "{name}", "no-such-sandbox").Replace(c.path)
+		id := "no-such-approval"
+		if c.path == "/v1/sessions/{id}/stream" && c.want != 404 {
+			id = bgID
+		}
+		urlPath := strings.NewReplacer("{id}", id, "{name}", "no-such-sandbox").Replace(c.path)
 		req, err := http.NewRequestWithContext(t.Context(), c.method, base+urlPath+c.query, body)
 		if err != nil {
 			t.Fatal(err)
@@ -172,9 +208,37 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			t.Errorf("%s %s%s: status %d, want %d: %.300s", c.method, c.path, c.query, resp.StatusCode, c.want, got)
 			continue
 		}
-		schema, documented := doc.responseSchema(t, c.method, c.path, resp.StatusCode)
+		media := "application/json"
+		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/x-ndjson") && c.path != "/v1/events" {
+			media = "application/x-ndjson"
+		}
+		schema, documented := doc.responseSchema(t, c.method, c.path, resp.StatusCode, media)
 		if !documented {
 			t.Errorf("%s %s: status %d is not documented", c.method, c.path, resp.StatusCode)
+			continue
+		}
+		if media == "application/x-ndjson" {
+			if schema == nil {
+				t.Errorf("%s %s %d: answered NDJSON, not documented", c.method, c.path, resp.StatusCode)
+				continue
+			}
+			lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+			last := map[string]any{}
+			for _, line := range lines {
+				var inst any
+				if err := json.Unmarshal([]byte(line), &inst); err != nil {
+					t.Errorf("%s %s: line %q is not JSON: %v", c.method, c.path, line, err)
+					continue
+				}
+				if err := schema.Validate(inst); err != nil {
+					t.Errorf("%s %s %d: a frame does not match the documented schema: %v\n%s", c.method, c.path, resp.StatusCode, err, line)
+				}
+				last, _ = inst.(map[string]any)
+			}
+			wantLast := map[string]string{"/v1/tools/exec": "result", "/v1/sessions/{id}/stream": "exit"}[c.path]
+			if len(lines) < 2 || last["type"] != wantLast {
+				t.Errorf("%s %s: frames %q, want a start and last %q", c.method, c.path, lines, wantLast)
+			}
 			continue
 		}
 		if schema == nil || c.path == "/v1/events" || c.path == "/mcp" {

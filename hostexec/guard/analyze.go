@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -661,17 +662,20 @@ func word(wd *syntax.Word) (string, Rule, string) {
 	return v, "", ""
 }
 
-// shellQuote single-quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func quotedWords(argv []string) []*syntax.Word {
+// quotedWords writes the pinned argv back as shell words (shellword.Quote:
+// POSIX quoting, since the rebuilt line runs under whatever POSIX shell the
+// host has). A word with no POSIX form is an error wrapping
+// shellword.ErrUnquotable.
+func quotedWords(argv []string) ([]*syntax.Word, error) {
 	out := make([]*syntax.Word, len(argv))
 	for i, a := range argv {
-		out[i] = &syntax.Word{Parts: []syntax.WordPart{&syntax.Lit{Value: shellQuote(a)}}}
+		q, err := shellword.Quote(a)
+		if err != nil {
+			return nil, fmt.Errorf("argv[%d]: %w", i, err)
+		}
+		out[i] = &syntax.Word{Parts: []syntax.WordPart{&syntax.Lit{Value: q}}}
 	}
-	return out
+	return out, nil
 }
 
 func (w *walker) call(s *syntax.Stmt, c *syntax.CallExpr) bool {
@@ -701,7 +705,12 @@ func (w *walker) call(s *syntax.Stmt, c *syntax.CallExpr) bool {
 	if !ok {
 		return false
 	}
-	c.Args = quotedWords(pinned)
+	words, err := quotedWords(pinned)
+	if err != nil {
+		w.an.segFail(seg, RuleControlChar, "%v", err)
+		return false
+	}
+	c.Args = words
 	return true
 }
 

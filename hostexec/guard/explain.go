@@ -3,7 +3,10 @@ package guard
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 )
 
 // Explain describes the analysis for a human approving the command: every
@@ -23,7 +26,7 @@ func (a Analysis) Explain() string {
 		if len(s.Argv) > 0 {
 			q := make([]string, len(s.Argv))
 			for i, w := range s.Argv {
-				q[i] = shellQuote(w)
+				q[i] = explainWord(w)
 			}
 			fmt.Fprintf(&b, "  argv: %s\n", strings.Join(q, " "))
 		}
@@ -71,4 +74,14 @@ func (a Analysis) Explain() string {
 		fmt.Fprintf(&b, "will execute: %s\n", a.Rebuilt)
 	}
 	return b.String()
+}
+
+// explainWord shows one argv word to a human: shell-quoted
+// (shellword.Quote), or, for a word with no POSIX shell form, as a Go-quoted
+// escape marked as such so that nothing invisible reaches the reader.
+func explainWord(w string) string {
+	if q, err := shellword.Quote(w); err == nil {
+		return q
+	}
+	return "<unquotable " + strconv.Quote(w) + ">"
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -76,7 +77,7 @@ func TestExplain(t *testing.T) {
 	h := newHost(t)
 	a := Analyze(`env -i timeout 5 bash -lc 'git status 2>&1 | head -n 1'`, h.env)
 	ex := a.Explain()
-	for _, want := range []string{"analysis: ok", "segment 1: git status 2>&1", "runs: /usr/bin/git", "via env: env -i", "via timeout: timeout 5", "via shell: bash -lc", "redirect: 2>&1", "env: cleared", "will execute: '/usr/bin/env' '-i' 'EDITOR=/bin/false' 'GIT_EDITOR=/bin/false' 'LESSSECURE=1' 'PAGER=/bin/cat' 'VISUAL=/bin/false' '/bin/timeout' '5'"} {
+	for _, want := range []string{"analysis: ok", "segment 1: git status 2>&1", "runs: /usr/bin/git", "via env: env -i", "via timeout: timeout 5", "via shell: bash -lc", "redirect: 2>&1", "env: cleared", "will execute: /usr/bin/env -i 'EDITOR=/bin/false' 'GIT_EDITOR=/bin/false' 'LESSSECURE=1' 'PAGER=/bin/cat' 'VISUAL=/bin/false' /bin/timeout 5"} {
 		if !strings.Contains(ex, want) {
 			t.Errorf("explain lacks %q:\n%s", want, ex)
 		}
@@ -135,7 +136,11 @@ func TestAnalyzeEnvHooks(t *testing.T) {
 	// depth limit
 	cmd := "ls"
 	for i := 0; i < 5; i++ {
-		cmd = "sh -c " + shellQuote(cmd)
+		q, err := shellword.Quote(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = "sh -c " + q
 	}
 	if a := Analyze(cmd, h.env); a.OK || !hasRule(a, RuleDepth) {
 		t.Errorf("5 nested shells: %s", a.Reason)
@@ -144,5 +149,21 @@ func TestAnalyzeEnvHooks(t *testing.T) {
 	env2.MaxDepth = 6
 	if a := Analyze(cmd, env2); !a.OK {
 		t.Errorf("MaxDepth 6: %s", a.Reason)
+	}
+}
+
+// TestRebuiltWordsArePOSIX: the rebuilt line runs under whatever POSIX shell
+// the host has, so newlines and tabs inside quoted words survive as literal
+// characters (never bash's $'...'), and a word with no POSIX form (an
+// invisible no-break space) is refused rather than rebuilt.
+func TestRebuiltWordsArePOSIX(t *testing.T) {
+	h := newHost(t)
+	a := Analyze("git commit -m 'line1\nline2\tx'", h.env)
+	if !a.OK || !strings.Contains(a.Rebuilt, "line1\"\n\"line2\"\t\"x") || strings.Contains(a.Rebuilt, "$'") {
+		t.Errorf("newline/tab word: ok=%v %s rebuilt %q", a.OK, a.Reason, a.Rebuilt)
+	}
+	a = Analyze("git commit -m 'a\u00a0b'", h.env)
+	if a.OK || !hasRule(a, RuleControlChar) {
+		t.Errorf("no-break space accepted: ok=%v rule %s %s rebuilt %q", a.OK, a.Rule, a.Reason, a.Rebuilt)
 	}
 }

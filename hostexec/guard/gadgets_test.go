@@ -418,7 +418,7 @@ func TestEnvKeepsPinnedVariables(t *testing.T) {
 		t.Fatal("env LESSSECURE=0 accepted")
 	}
 	a = Analyze("env -i git log", h.env)
-	if !a.OK || !strings.Contains(a.Rebuilt, "'-i' 'EDITOR=/bin/false' 'GIT_EDITOR=/bin/false' 'LESSSECURE=1' 'PAGER=/bin/cat'") {
+	if !a.OK || !strings.Contains(a.Rebuilt, " -i 'EDITOR=/bin/false' 'GIT_EDITOR=/bin/false' 'LESSSECURE=1' 'PAGER=/bin/cat'") {
 		t.Fatalf("env -i not rebuilt with LESSSECURE=1: %s %s", a.Reason, a.Rebuilt)
 	}
 }

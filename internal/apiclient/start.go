@@ -26,6 +26,10 @@ type StartOptions struct {
 	CommandErr error
 	// Timeout bounds the wait for /healthz to answer (default 10 s).
 	Timeout time.Duration
+	// Progress, when set, is told that the daemon is being started; the
+	// func it returns is called once it answers or failed (the CLI shows
+	// steps that last long on a terminal).
+	Progress func(step string) (end func())
 }
 
 // EnsureRunning returns a client for the daemon of opts.StateDir, starting one
@@ -90,6 +94,9 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	if opts.Progress != nil {
+		defer opts.Progress("starting the daemon")()
+	}
 
 	c := NewUnixClient(SocketPath(opts.StateDir))
 	deadline := time.NewTimer(opts.Timeout)

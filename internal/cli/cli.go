@@ -57,6 +57,18 @@ type CLI struct {
 	StateFlag  string // --state
 	ConfigPath string // --config
 	JSON       bool   // --json
+
+	// steps writes the progress of long steps (see stepProgress); made
+	// on first use.
+	steps *stepProgress
+}
+
+// stepProgress returns the CLI's progress writer of long steps.
+func (c *CLI) stepProgress() *stepProgress {
+	if c.steps == nil {
+		c.steps = newStepProgress(c.Err)
+	}
+	return c.steps
 }
 
 // Main runs a sandboxctl binary: the root command with extra's commands,
@@ -350,7 +362,7 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := apiclient.Connect(apiclient.StartOptions{StateDir: state, Command: argv, CommandErr: argvErr})
+	client := apiclient.Connect(apiclient.StartOptions{StateDir: state, Command: argv, CommandErr: argvErr, Progress: c.stepProgress().step})
 	client.SetIdentity(id)
 	return client, nil
 }

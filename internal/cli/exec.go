@@ -32,7 +32,8 @@ type ExecOptions struct {
 	Node       string
 	AgentID    string
 	SessionKey string
-	// Stdin (-i) forwards the CLI's stdin to the command; TTY (-t) runs it
+	// Stdin (-i) forwards the CLI's stdin to the command (also the default
+	// when stdin is not a terminal, see forwardsStdin); TTY (-t) runs it
 	// in a PTY with the user's terminal in raw mode (with -i) and its size.
 	Stdin, TTY bool
 	// Command is what to run: one argument is a shell command line; several
@@ -58,9 +59,11 @@ arguments), as with docker exec.
 Without --json, --yield-ms or -d, exec waits for the command like docker
 exec: its stdout and stderr stream live to sandboxctl's stdout and stderr
 (a PTY merges them), and sandboxctl exits with the command's exit code.
-Stdin is forwarded only with -i (then EOF when it ends); -t allocates a PTY
-and, with -i on a terminal, puts the terminal in raw mode and follows its
-size. Ctrl-C kills the command's whole tree (a second Ctrl-C leaves at once).
+Stdin is forwarded to the command, then EOF when it ends: always with -i,
+and by default when stdin is not a terminal (a pipe, a file, /dev/null), so
+'echo data | sandboxctl exec -- cat' prints data; a terminal stdin is
+forwarded only with -i. -t allocates a PTY (stdin then only with -i) and,
+with -i on a terminal, puts the terminal in raw mode and follows its size. Ctrl-C kills the command's whole tree (a second Ctrl-C leaves at once).
 -d prints the session id alone and leaves the command running.
 
 With --json or --yield-ms, exec answers as the exec tool does (SPEC §2).
@@ -75,7 +78,8 @@ Without --workdir, a command for the gateway host runs in the current
 directory (unless the config sets exec.cwd).`,
 		Example: `  sandboxctl exec -- ls -la
   sandboxctl exec -d -- make test
-  echo data | sandboxctl exec -i -- cat
+  echo data | sandboxctl exec -- cat
+  sandboxctl exec -i -- cat
   sandboxctl exec -it -- bash
   sandboxctl exec --host gateway --env FOO=bar -- 'echo $FOO'`,
 		Args: cobra.ArbitraryArgs,
@@ -100,7 +104,7 @@ directory (unless the config sets exec.cwd).`,
 	f.IntVar(&yieldMs, "yield-ms", 0, "wait this many ms, then background the run (10..120000); answers as the exec tool")
 	f.BoolVarP(&opts.Background, "detach", "d", false, "background the run at once and print its session id")
 	f.BoolVar(&opts.Background, "background", false, "same as --detach")
-	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command (then EOF)")
+	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command (then EOF); the default when stdin is not a terminal")
 	f.BoolVarP(&opts.TTY, "tty", "t", false, "allocate a pseudo-terminal (raw mode and window size with -i on a terminal)")
 	f.Float64Var(&timeout, "timeout", 0, "kill the whole process tree after this many seconds")
 	f.BoolVar(&opts.PTY, "pty", false, "run in a pseudo-terminal (120x30)")
@@ -243,7 +247,7 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 			t := float64(cfg.Exec.TimeoutSec)
 			p.Timeout = &t
 		}
-		return runWaiting(ctx, c, client, p, opts.Stdin, opts.TTY)
+		return runWaiting(ctx, c, client, p, forwardsStdin(c.In, opts.Stdin, opts.TTY), opts.TTY)
 	}
 	raw, err := client.ExecRaw(ctx, p)
 	if err != nil {

@@ -65,7 +65,13 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi
 			}
 		}
 	}
+	// The first exec of a sandbox may build its image and create its
+	// container before it answers.
+	end := c.stepProgress().step("starting the command")
+	stopSteps := followSteps(ctx, c, client, p)
 	res, err := client.Exec(ctx, p)
+	stopSteps()
+	end()
 	if err != nil {
 		return startError(ctx, err)
 	}
@@ -255,7 +261,22 @@ func (w *waiter) process(ctx context.Context, p toolapi.ProcessParams) (toolapi.
 	return res, err
 }
 
-// closeStdin gives the command EOF on stdin (no -i, as docker exec).
+// forwardsStdin reports whether a waiting exec forwards in, the CLI's
+// stdin (issue 15): always with -i; without it, when in is not a terminal
+// (a pipe, a file, /dev/null: its EOF reaches the command) unless -t asks
+// for a PTY, where an end of input is not an EOF; a terminal only with -i.
+func forwardsStdin(in io.Reader, interactive, tty bool) bool {
+	if interactive {
+		return true
+	}
+	if tty || in == nil {
+		return false
+	}
+	f, ok := in.(*os.File)
+	return !ok || !term.IsTerminal(f.Fd())
+}
+
+// closeStdin gives the command EOF on stdin (a terminal stdin without -i).
 func (w *waiter) closeStdin(ctx context.Context) error {
 	_, err := w.process(ctx, toolapi.ProcessParams{Action: "write", EOF: true})
 	if err == nil || cerrdefs.IsInvalidArgument(err) {

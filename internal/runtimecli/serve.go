@@ -173,7 +173,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	// The metrics come first: the sandbox manager reports to them.
 	metricSet := metrics.NewSet()
-	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff, Observer: metricSet}
+	steps := &stepEvents{}
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff, Observer: metricSet, Steps: steps}
 	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
@@ -216,6 +217,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	steps.publishTo(mgr)
 	// Sessions that outlived a previous daemon (supervised sandboxes keep
 	// them) are listed, polled and logged again as before the restart.
 	if n, err := mgr.Recover(ctx); err != nil {

@@ -36,6 +36,76 @@ abort.abort();
 assert.ok(exits.some((ev) => ev.sessionId === sid), JSON.stringify(exits));
 await assert.rejects(c.exec({ command: "true", host: "elsewhere" }), (e) => e instanceof SandboxctlError && e.status === 400);
 
+// Streamed exec: frames in order, offsets contiguous, the exit code, and
+// last the result the plain call answers.
+const byteLen = (s) => new TextEncoder().encode(s).length;
+const streamCmd = "echo one; sleep 0.1; echo two >&2; sleep 0.1; echo three; echo four; exit 7";
+const frames = [];
+for await (const f of c.execStream({ command: streamCmd, agentId: agent })) frames.push(f);
+const types = frames.map((f) => f.type);
+assert.equal(types[0], "start", types.join(","));
+assert.ok(frames[0].sessionId, JSON.stringify(frames[0]));
+assert.deepEqual(types.slice(-2), ["exit", "result"], types.join(","));
+let next = 0;
+let streamed = { stdout: "", stderr: "" };
+for (const f of frames.slice(1, -2)) {
+  assert.ok(["stdout", "stderr", "status"].includes(f.type), JSON.stringify(f));
+  if (f.type === "status") continue;
+  assert.equal(f.offset, next, JSON.stringify(frames));
+  next = f.offset + byteLen(f.data);
+  streamed[f.type] += f.data;
+}
+assert.equal(streamed.stdout, "one\nthree\nfour\n");
+assert.equal(streamed.stderr, "two\n");
+const exitFrame = frames.at(-2);
+assert.equal(exitFrame.status, "completed", JSON.stringify(exitFrame));
+assert.equal(exitFrame.exitCode, 7, JSON.stringify(exitFrame));
+const streamedResult = frames.at(-1).result;
+const plain = await c.exec({ command: streamCmd, agentId: agent });
+const sortedKeys = (o) => Object.keys(o).sort().join(",");
+assert.equal(sortedKeys(streamedResult), sortedKeys(plain));
+assert.equal(sortedKeys(streamedResult.details), sortedKeys(plain.details));
+for (const k of ["status", "exitCode", "aggregated", "cwd"]) assert.deepEqual(streamedResult.details[k], plain.details[k], k);
+assert.equal(streamedResult.details.exitCode, 7);
+assert.deepEqual(streamedResult.content, plain.content);
+await assert.rejects(
+  (async () => {
+    for await (const f of c.execStream({ command: " ", agentId: agent })) throw new Error(`frame ${JSON.stringify(f)}`);
+  })(),
+  (e) => e instanceof SandboxctlError && e.status === 400,
+);
+
+// Follow a background session from offset 0 and from the middle.
+const bgs = await c.exec({ command: "printf 'alpha\\n'; sleep 0.2; printf 'beta\\n'; exit 4", agentId: agent, background: true });
+const bgId = bgs.details.sessionId;
+async function followAll(from) {
+  const got = [];
+  for await (const f of c.followSession(bgId, from, { agentId: agent })) got.push(f);
+  assert.equal(got[0].type, "start", JSON.stringify(got));
+  assert.equal(got[0].sessionId, bgId);
+  const last = got.at(-1);
+  assert.equal(last.type, "exit", JSON.stringify(got));
+  assert.equal(last.exitCode, 4, JSON.stringify(last));
+  let at = from;
+  let text = "";
+  for (const f of got.slice(1, -1)) {
+    if (f.type === "status") continue;
+    assert.equal(f.type, "stdout", JSON.stringify(f));
+    assert.equal(f.offset, at, JSON.stringify(got));
+    at += byteLen(f.data);
+    text += f.data;
+  }
+  return text;
+}
+assert.equal(await followAll(0), "alpha\nbeta\n");
+assert.equal(await followAll(3), "ha\nbeta\n");
+await assert.rejects(
+  (async () => {
+    for await (const f of c.followSession("no-such-session", 0, { agentId: agent })) throw new Error(`frame ${JSON.stringify(f)}`);
+  })(),
+  (e) => e instanceof SandboxctlError && e.status === 404,
+);
+
 const ref = { agentId: agent, path: "/workspace/node.txt" };
 await c.writeFile(ref, "from node\n", { mode: 0o640 });
 assert.equal(new TextDecoder().decode(await c.readFile(ref)), "from node\n");
