@@ -332,22 +332,10 @@ type Recovered struct {
 // ends (oldest first), and takes the lost sessions of a dead supervisor. It
 // starts no supervisor.
 func (s *Supervisor) Sessions(ctx context.Context) ([]Recovered, []Lost, error) {
-	c, err := s.current(ctx, false)
-	s.mu.Lock()
-	lost := s.lost
-	s.lost = nil
-	s.mu.Unlock()
-	if errors.Is(err, errNoSupervisor) {
-		return nil, lost, nil
-	}
-	if err != nil {
+	c, infos, lost, err := s.list(ctx)
+	if c == nil || err != nil {
 		return nil, lost, err
 	}
-	infos, err := c.List(ctx)
-	if err != nil {
-		return nil, lost, fmt.Errorf("hostsup: list: %w", err)
-	}
-	sort.Slice(infos, func(i, j int) bool { return infos[i].StartedAt < infos[j].StartedAt })
 	out := make([]Recovered, 0, len(infos))
 	var errs []error
 	for _, in := range infos {
@@ -432,23 +420,31 @@ func (localConn) Local() bool { return true }
 // supervisor. A node agent uses it with Read and Attach to resume each
 // session from the offsets its gateway asks for.
 func (s *Supervisor) List(ctx context.Context) ([]supervisor.SessionInfo, []Lost, error) {
+	_, infos, lost, err := s.list(ctx)
+	return infos, lost, err
+}
+
+// list takes the lost sessions of a dead supervisor and lists the sessions of
+// the running one (oldest first) with the client that reached it; the client
+// is nil when no supervisor runs.
+func (s *Supervisor) list(ctx context.Context) (*supervisor.Client, []supervisor.SessionInfo, []Lost, error) {
 	c, err := s.current(ctx, false)
 	s.mu.Lock()
 	lost := s.lost
 	s.lost = nil
 	s.mu.Unlock()
 	if errors.Is(err, errNoSupervisor) {
-		return nil, lost, nil
+		return nil, nil, lost, nil
 	}
 	if err != nil {
-		return nil, lost, err
+		return nil, nil, lost, err
 	}
 	infos, err := c.List(ctx)
 	if err != nil {
-		return nil, lost, fmt.Errorf("hostsup: list: %w", err)
+		return nil, nil, lost, fmt.Errorf("hostsup: list: %w", err)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].StartedAt < infos[j].StartedAt })
-	return infos, lost, nil
+	return c, infos, lost, nil
 }
 
 // Read returns a session's kept output (streams interleaved) and the

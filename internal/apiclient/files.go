@@ -7,27 +7,17 @@ import (
 	"io"
 	"net/url"
 	"strconv"
-	"time"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
-// FileInfo describes one path inside a sandbox (GET /v1/files/stat).
-type FileInfo struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	// Type is "file", "dir", "symlink" or "other".
-	Type       string    `json:"type"`
-	Size       int64     `json:"size"`
-	Mode       uint32    `json:"mode"`
-	ModTime    time.Time `json:"mtime"`
-	LinkTarget string    `json:"linkTarget,omitempty"`
-}
-
-// FileList is a directory listing (GET /v1/files/list).
-type FileList struct {
-	Path      string     `json:"path"`
-	Entries   []FileInfo `json:"entries"`
-	Truncated bool       `json:"truncated,omitempty"`
-}
+// FileInfo and FileList are the files API's answers (GET /v1/files/stat and
+// /v1/files/list): the wire types of the supervisor's file tool, which the
+// daemon passes on.
+type (
+	FileInfo = supervisor.FileInfo
+	FileList = supervisor.FileList
+)
 
 // FileRef names a path in an agent's sandbox.
 type FileRef struct {

@@ -26,17 +26,11 @@ func scopeOf(f daemon.FileRef) sandbox.Scope {
 }
 
 func (s sandboxFiles) Stat(ctx context.Context, f daemon.FileRef) (apiclient.FileInfo, error) {
-	fi, err := s.m.StatFile(ctx, scopeOf(f), f.Path)
-	return apiclient.FileInfo(fi), err
+	return s.m.StatFile(ctx, scopeOf(f), f.Path)
 }
 
 func (s sandboxFiles) List(ctx context.Context, f daemon.FileRef) (apiclient.FileList, error) {
-	l, err := s.m.ListFiles(ctx, scopeOf(f), f.Path)
-	out := apiclient.FileList{Path: l.Path, Truncated: l.Truncated, Entries: make([]apiclient.FileInfo, len(l.Entries))}
-	for i, e := range l.Entries {
-		out.Entries[i] = apiclient.FileInfo(e)
-	}
-	return out, err
+	return s.m.ListFiles(ctx, scopeOf(f), f.Path)
 }
 
 func (s sandboxFiles) Read(ctx context.Context, f daemon.FileRef, limit int64, w io.Writer) error {
