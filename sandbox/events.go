@@ -67,12 +67,8 @@ func (m *Manager) followEvents(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	since := time.Now()
 	for ctx.Err() == nil {
-		f := make(client.Filters).Add("type", string(events.ContainerEventType)).
-			Add("label", LabelManaged+"=1").
+		f := m.ownFilter().Add("type", string(events.ContainerEventType)).
 			Add("event", string(events.ActionDie), string(events.ActionOOM), string(events.ActionDestroy))
-		for k, v := range m.labels {
-			f.Add("label", k+"="+v)
-		}
 		sctx, cancel := context.WithCancel(ctx)
 		res := m.cli.Events(sctx, client.EventsListOptions{Filters: f, Since: unixNanoString(since)})
 		m.reconcile(ctx)

@@ -700,6 +700,17 @@ type Info struct {
 	labels map[string]string // owner labels (ownerLabels)
 }
 
+// ownFilter selects this daemon's managed containers on the Engine: the
+// managed label and the owner labels (another daemon's sandboxes on the same
+// Engine are left out).
+func (m *Manager) ownFilter() client.Filters {
+	f := make(client.Filters).Add("label", LabelManaged+"=1")
+	for k, v := range m.labels {
+		f.Add("label", k+"="+v)
+	}
+	return f
+}
+
 // List returns the managed containers of this configuration (named with its
 // containerPrefix; another daemon's sandboxes on the same Engine are left
 // out), as the Engine reports them.
@@ -707,11 +718,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	if m.fleet != nil {
 		return m.fleetList(ctx)
 	}
-	f := make(client.Filters).Add("label", LabelManaged+"=1")
-	for k, v := range m.labels {
-		f.Add("label", k+"="+v)
-	}
-	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: m.ownFilter()})
 	if err != nil {
 		return nil, m.classify("list sandboxes", err)
 	}

@@ -316,10 +316,7 @@ type pooledContainer struct {
 
 // listPooled lists this Manager's pooled containers (taken or not).
 func (m *Manager) listPooled(ctx context.Context) ([]pooledContainer, error) {
-	f := make(client.Filters).Add("label", LabelManaged+"=1").Add("label", LabelPooled+"=1").Add("label", LabelStateID+"="+m.stateID)
-	for k, v := range m.labels {
-		f.Add("label", k+"="+v)
-	}
+	f := m.ownFilter().Add("label", LabelPooled+"=1").Add("label", LabelStateID+"="+m.stateID)
 	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, m.classify("list pooled sandboxes", err)
