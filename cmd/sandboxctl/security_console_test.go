@@ -409,8 +409,13 @@ func TestSecurityCommandOfAnOlderSupervisorCannotMintLogin(t *testing.T) {
 	}
 	out := filepath.Join(work, "login.out")
 	sock := filepath.Join(e.state, "sandboxctl.sock")
+	// The detached copy drops SANDBOXCTL_RUN only once `env -i` runs; until
+	// then the end of the command's session would sweep it. So the command
+	// waits until the copy has opened its output file (which its shell does
+	// after env -i), as a command that wants to outlive its session would.
 	attack := "setsid -f env -i /bin/sh -c " + quote(t, "/usr/bin/curl -sS --unix-socket "+quote(t, sock)+
-		" -X POST -H 'Content-Type: application/json' -d '{}' http://sandboxctl/v1/ui/login > "+quote(t, out+".tmp")+" 2>&1; mv "+quote(t, out+".tmp")+" "+quote(t, out))
+		" -X POST -H 'Content-Type: application/json' -d '{}' http://sandboxctl/v1/ui/login > "+quote(t, out+".tmp")+" 2>&1; mv "+quote(t, out+".tmp")+" "+quote(t, out)) +
+		"; i=0; while [ ! -e " + quote(t, out+".tmp") + " ] && [ ! -e " + quote(t, out) + " ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done"
 	runApproved(t, e, attack)
 	for !exists(out) {
 		if time.Now().After(deadline.Add(20 * time.Second)) {
