@@ -175,6 +175,34 @@ func oneOf(v string, set []string, other string) string {
 func (in *Instrumented) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result, error) {
 	start := time.Now()
 	res, err := in.next.Exec(ctx, p)
+	in.recordExec(start, res, err)
+	return res, err
+}
+
+// Streams returns next, the streamed exec ("stream": true), recording each
+// call as Exec does: a streamed call is an exec call like any other.
+func (in *Set) Streams(next toolapi.Streamer) toolapi.Streamer {
+	return &instrumentedStreamer{set: in, next: next}
+}
+
+type instrumentedStreamer struct {
+	set  *Set
+	next toolapi.Streamer
+}
+
+func (s *instrumentedStreamer) ExecStream(ctx context.Context, p toolapi.ExecParams, started func(toolapi.Follower)) (toolapi.Result, error) {
+	start := time.Now()
+	res, err := s.next.ExecStream(ctx, p, started)
+	s.set.recordExec(start, res, err)
+	return res, err
+}
+
+func (s *instrumentedStreamer) Follow(agentID, sessionKey, id string) (toolapi.Follower, error) {
+	return s.next.Follow(agentID, sessionKey, id)
+}
+
+// recordExec counts one exec call that began at start and answered res, err.
+func (in *Set) recordExec(start time.Time, res toolapi.Result, err error) {
 	host := hostNone
 	status := valueError
 	if err == nil {
@@ -189,7 +217,6 @@ func (in *Instrumented) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi
 	}
 	in.execs.WithLabelValues(host, status).Inc()
 	in.execDur.WithLabelValues(host).Observe(time.Since(start).Seconds())
-	return res, err
 }
 
 // Process forwards to the wrapped tools and records the outcome.

@@ -246,7 +246,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Identity:       identity,
 		StateDir:       state,
 		Tools:          tools,
-		Streams:        mgr,
+		Streams:        metricSet.Streams(mgr),
 		Journal:        journal,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
