@@ -82,6 +82,11 @@ type Registry struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// handlers counts the requests inside serveHTTP (node links included,
+	// which the HTTP server no longer tracks once hijacked): Close waits
+	// for them, so nothing of a link runs or logs after Close.
+	handlers sync.WaitGroup
+
 	mu      sync.Mutex
 	adopted chan *AdoptedRun // nil until Adoptions: nothing is adopted then
 	closed  bool
@@ -187,8 +192,9 @@ func (r *Registry) earlierRun(node string, rs RunState) bool {
 	return hmac.Equal([]byte(want), []byte(rs.Owner))
 }
 
-// Close drops every link and fails every run still tracked. Nodes kill their
-// runs when their grace ends.
+// Close drops every link, fails every run still tracked, and returns once
+// every request in Handler has returned; later requests get 503. Nodes
+// kill their runs when their grace ends.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -214,6 +220,7 @@ func (r *Registry) Close() error {
 	for _, rp := range runs {
 		rp.finish(-1, "", fmt.Errorf("run %s on node %s: %w", rp.runID, rp.nodeName, ErrClosed))
 	}
+	r.handlers.Wait()
 	return nil
 }
 

@@ -20,6 +20,15 @@ import (
 func (r *Registry) Handler() http.Handler { return http.HandlerFunc(r.serveHTTP) }
 
 func (r *Registry) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	r.handlers.Add(1)
+	r.mu.Unlock()
+	defer r.handlers.Done()
 	if req.TLS == nil && !r.opts.AllowPlainRemote && !isLoopbackAddr(req.RemoteAddr) {
 		r.logf("nodeexec: refused plain connection from %s: TLS required", req.RemoteAddr)
 		http.Error(w, "TLS required", http.StatusForbidden)

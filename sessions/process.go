@@ -101,22 +101,56 @@ func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) 
 }
 
 func (m *Manager) list(scope string) Result {
+	rows := m.listRows(func(s *session) bool { return s.scope == scope })
+	lines := make([]string, 0, len(rows))
+	infos := make([]map[string]any, 0, len(rows))
+	for _, r := range rows {
+		lines = append(lines, r.line)
+		infos = append(infos, r.info)
+	}
+	text := strings.Join(lines, "\n")
+	if text == "" {
+		text = "No running or recent sessions."
+	}
+	return textResult(text, map[string]any{"status": StatusCompleted, "sessions": infos})
+}
+
+// Sessions lists the visible sessions of every scope, newest first, for
+// operators (GET /v1/sessions): each entry is what the process tool's list
+// action shows, plus its agentId and sessionKey. A non-empty agentID keeps
+// that agent's sessions only.
+func (m *Manager) Sessions(agentID string) []map[string]any {
+	rows := m.listRows(func(s *session) bool { return agentID == "" || s.agentID == agentID })
+	out := make([]map[string]any, 0, len(rows))
+	for _, r := range rows {
+		r.info["agentId"] = r.agentID
+		r.info["sessionKey"] = r.sessionKey
+		out = append(out, r.info)
+	}
+	return out
+}
+
+// listRow is one session as the list action shows it.
+type listRow struct {
+	started             time.Time
+	id                  string
+	line                string
+	info                map[string]any
+	agentID, sessionKey string
+}
+
+// listRows describes the visible sessions that match, newest first.
+func (m *Manager) listRows(match func(*session) bool) []listRow {
 	m.mu.Lock()
 	var mine []*session
 	for _, s := range m.sessions {
-		if s.scope == scope {
+		if match(s) {
 			mine = append(mine, s)
 		}
 	}
 	m.mu.Unlock()
 	now := m.now()
-	type row struct {
-		started time.Time
-		id      string
-		line    string
-		info    map[string]any
-	}
-	var rows []row
+	var rows []listRow
 	for _, s := range mine {
 		s.mu.Lock()
 		if !s.visible {
@@ -140,27 +174,17 @@ func (m *Manager) list(scope string) Result {
 		info["host"] = string(s.host)
 		info["pty"] = s.pty
 		info["tail"] = s.agg.Last(tailChars)
-		rows = append(rows, row{s.startedAt, s.id,
-			fmt.Sprintf("%s %s %s :: %s", s.id, status, formatDuration(dur), s.name), info})
+		rows = append(rows, listRow{s.startedAt, s.id,
+			fmt.Sprintf("%s %s %s :: %s", s.id, status, formatDuration(dur), s.name), info, s.agentID, s.sessionKey})
 		s.mu.Unlock()
 	}
-	slices.SortFunc(rows, func(a, b row) int {
+	slices.SortFunc(rows, func(a, b listRow) int {
 		if c := b.started.Compare(a.started); c != 0 {
 			return c
 		}
 		return strings.Compare(a.id, b.id)
 	})
-	lines := make([]string, 0, len(rows))
-	infos := make([]map[string]any, 0, len(rows))
-	for _, r := range rows {
-		lines = append(lines, r.line)
-		infos = append(infos, r.info)
-	}
-	text := strings.Join(lines, "\n")
-	if text == "" {
-		text = "No running or recent sessions."
-	}
-	return textResult(text, map[string]any{"status": StatusCompleted, "sessions": infos})
+	return rows
 }
 
 func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,33 @@ func TestProcessListFormat(t *testing.T) {
 	r, _ = m.Process(context.Background(), ProcessParams{Action: "list", AgentID: "nobody"})
 	if text(r) != "No running or recent sessions." {
 		t.Fatalf("empty list = %q", text(r))
+	}
+}
+
+// Sessions lists every scope's visible sessions with their agent and
+// session key, newest first; an agent id keeps that agent's only.
+func TestSessionsAcrossScopes(t *testing.T) {
+	clk := newClock()
+	m, hosts := newTestManager(t, nil, func(o *Options) { o.Now = clk.Now })
+	idA, _ := bg(t, m, hosts["sandbox"], ExecParams{Command: "sleep 1", AgentID: "a", SessionKey: "k1"}, false)
+	clk.Advance(time.Second)
+	idB, _ := bg(t, m, hosts["sandbox"], ExecParams{Command: "sleep 2", AgentID: "b"}, false)
+	type row struct{ id, agent, key, command string }
+	rows := func(agent string) []row {
+		var out []row
+		for _, s := range m.Sessions(agent) {
+			out = append(out, row{s["sessionId"].(string), s["agentId"].(string), s["sessionKey"].(string), s["command"].(string)})
+		}
+		return out
+	}
+	if got, want := rows(""), []row{{idB, "b", "", "sleep 2"}, {idA, "a", "k1", "sleep 1"}}; !slices.Equal(got, want) {
+		t.Fatalf("every scope: %v, want %v", got, want)
+	}
+	if got, want := rows("a"), []row{{idA, "a", "k1", "sleep 1"}}; !slices.Equal(got, want) {
+		t.Fatalf("agent a: %v, want %v", got, want)
+	}
+	if got := rows("nobody"); len(got) != 0 {
+		t.Fatalf("agent nobody: %v", got)
 	}
 }
 

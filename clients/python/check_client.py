@@ -36,6 +36,8 @@ bg = c.exec("sleep 30", agent_id=agent, background=True)
 sid = bg["details"]["sessionId"]
 listed = c.process("list", agent_id=agent)
 assert sid in listed["content"][0]["text"], listed
+everyone = c.sessions(agent_id=agent)["sessions"]
+assert any(s["sessionId"] == sid and s["agentId"] == agent for s in everyone), everyone
 killed = c.process("kill", session_id=sid, agent_id=agent)
 assert "status" in killed["details"], killed
 follower.join(30)

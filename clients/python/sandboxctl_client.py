@@ -171,6 +171,10 @@ class Client:
         finally:
             conn.close()
 
+    def sessions(self, agent_id=None):
+        """Every agent's sessions (or agent_id's), newest first; an agent token sees its own only."""
+        return self._json("GET", "/v1/sessions", query={"agent": agent_id} if agent_id else None)
+
     def sandboxes(self):
         return self._json("GET", "/v1/sandboxes")
 

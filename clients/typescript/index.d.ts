@@ -128,6 +128,8 @@ export declare class Client {
     opts?: { agentId?: string; sessionKey?: string; signal?: AbortSignal },
   ): AsyncGenerator<StreamFrame>;
   events(opts?: { signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
+  /** Every agent's sessions (or those of agentId), newest first; an agent token sees its own only. */
+  sessions(opts?: { agentId?: string }): Promise<{ sessions: Array<{ sessionId: string; agentId: string; sessionKey: string; status: string; command: string; host: string }> }>;
   sandboxes(): Promise<unknown[]>;
   approvals(): Promise<unknown[]>;
   stat(ref: FileRef): Promise<FileInfo>;

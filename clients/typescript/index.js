@@ -116,6 +116,11 @@ export class Client {
     }
   }
 
+  /** Every agent's sessions (or those of `agentId`), newest first; an agent token sees its own only. */
+  sessions({ agentId } = {}) {
+    return this.#json("GET", "/v1/sessions", { query: { agent: agentId } });
+  }
+
   sandboxes() {
     return this.#json("GET", "/v1/sandboxes");
   }

@@ -193,6 +193,12 @@ const hostile = `<img src=x onerror="window.__pwned='img'"><script>window.__pwne
 // directory.
 func TestConsoleBrowser(t *testing.T) {
 	e := guardEnv(t, "")
+	// echo is allowlisted: a session that needs no approval and lives in a
+	// scope no approval or sandbox names.
+	allow := `{"version":1,"defaults":{},"agents":{"*":{"allowlist":[{"id":"echo","pattern":"/usr/bin/echo"}]}}}`
+	if err := os.WriteFile(filepath.Join(e.state, "approvals.json"), []byte(allow), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// Start the daemon (the first request does) before the console.
 	if r := e.run(t, "approvals", "list"); r.code != 0 {
 		t.Fatalf("approvals list: %+v", r)
@@ -251,6 +257,19 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("the output is not shown as the text it is: %q", text)
 	}
 	screenshot(t, ctx, "sessions")
+
+	// A background session of another agent and session key, which no
+	// approval or sandbox names, is listed too.
+	u := execJSON(t, e, "--agent", "agent-unnamed", "--session", "k9", "--background", "--", "echo console-unnamed-scope")
+	if u["status"] != "running" {
+		t.Fatalf("the allowlisted background echo: %v", u)
+	}
+	other := `.session[data-session="` + u["sessionId"].(string) + `"] pre.output`
+	waitJS(t, ctx, 30*time.Second, "a session of a scope nothing else names appears",
+		`(() => { const e = document.querySelector('`+other+`'); return !!e && e.textContent.includes('console-unnamed-scope'); })()`)
+	if got := evalJS[string](t, ctx, `document.querySelector('#sessions-list').textContent`); !strings.Contains(got, "Agent agent-unnamed") {
+		t.Errorf("the session is not shown under its agent: %q", got)
+	}
 
 	// Nothing of the hostile markup became markup or ran, on either page.
 	within(t, ctx, 10*time.Second, "back to approvals", chromedp.Navigate(base+"/ui/#approvals"), chromedp.WaitVisible(chromedp.CSS("#approvals")))

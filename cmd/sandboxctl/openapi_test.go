@@ -115,6 +115,8 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{"POST", "/v1/tools/exec", "", "", map[string]any{"command": "true", "host": "elsewhere"}, 400},
 		{"POST", "/v1/tools/process", "", "", map[string]any{"action": "list", "agentId": alice}, 200},
 		{"POST", "/v1/tools/process", "", "", map[string]any{"action": "frobnicate"}, 400},
+		{"GET", "/v1/sessions", "", "", nil, 200},
+		{"GET", "/v1/sessions", "?agent=" + alice, "", nil, 200},
 		{"GET", "/v1/sandboxes", "", "", nil, 200},
 		{"GET", "/v1/sandboxes/{name}", "", "", nil, 404},
 		{"GET", "/v1/approvals", "", "", nil, 200},

@@ -82,6 +82,20 @@ func TestSecurityAgentPinnedClientSeesOnlyItsAgent(t *testing.T) {
 	if code != http.StatusOK || strings.Contains(string(raw), "bob") || strings.Contains(string(raw), "hunter2") || !strings.Contains(string(raw), `"agentId":"alice"`) {
 		t.Fatalf("alice's approvals list: %d %s", code, raw)
 	}
+	// The daemon-wide session list shows alice her own sessions only; the
+	// tool token (an operator) sees every agent's, or one agent's on asking.
+	code, raw = call("GET", "/v1/sessions?agent=bob", nil)
+	if code != http.StatusOK || strings.Contains(string(raw), `"bob"`) || !strings.Contains(string(raw), `"agentId":"alice"`) {
+		t.Fatalf("alice's session list: %d %s", code, raw)
+	}
+	code, raw = callTCP(t, base, "tool-token-0123456789abcdef", "GET", "/v1/sessions", nil)
+	if code != http.StatusOK || !strings.Contains(string(raw), `"agentId":"bob"`) || !strings.Contains(string(raw), `"agentId":"alice"`) {
+		t.Fatalf("the operator's session list: %d %s", code, raw)
+	}
+	code, raw = callTCP(t, base, "tool-token-0123456789abcdef", "GET", "/v1/sessions?agent=bob", nil)
+	if code != http.StatusOK || !strings.Contains(string(raw), `"agentId":"bob"`) || strings.Contains(string(raw), `"alice"`) {
+		t.Fatalf("the operator's list of bob's sessions: %d %s", code, raw)
+	}
 	// Nor can the agent token decide, or reach other endpoints.
 	if code, raw := call("POST", "/v1/approvals/"+d["approvalId"].(string), map[string]string{"decision": "allow-once"}); code == http.StatusOK {
 		t.Fatalf("alice decided bob's approval: %s", raw)

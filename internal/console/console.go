@@ -133,6 +133,7 @@ func New(opts Options) *Console {
 	m.HandleFunc("GET /ui/api/sandboxes", c.withSession(false, c.forwardGet("/v1/sandboxes")))
 	m.HandleFunc("GET /ui/api/sandboxes/{name}", c.withSession(false, c.sandbox))
 	m.HandleFunc("GET /ui/api/sessions", c.withSession(false, c.sessionList))
+	m.HandleFunc("GET /ui/api/all-sessions", c.withSession(false, c.forwardGet("/v1/sessions")))
 	m.HandleFunc("GET /ui/api/sessions/{id}/log", c.withSession(false, c.sessionLog))
 	m.HandleFunc("POST /ui/api/approvals/{id}", c.withSession(true, c.decide))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {

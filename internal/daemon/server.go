@@ -77,6 +77,10 @@ type Options struct {
 	// Streams serves streamed exec ("stream": true) and GET
 	// /v1/sessions/{id}/stream (sessions.Manager); nil answers 501.
 	Streams toolapi.Streamer
+	// Sessions lists the sessions of every scope (a non-empty agentID: that
+	// agent's only) for GET /v1/sessions (sessions.Manager.Sessions). Nil
+	// makes the endpoint answer 503.
+	Sessions func(agentID string) []map[string]any
 	// Sandboxes lists the managed sandboxes for GET /v1/sandboxes. Nil makes
 	// the endpoint answer 503.
 	Sandboxes func(ctx context.Context) (any, error)
@@ -212,9 +216,6 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := s.removeStaleSocket(ctx); err != nil {
 		return nil, err
 	}
-	if s.unixLn, err = listenUnixPrivate(s.sockPath); err != nil {
-		return nil, err
-	}
 	if opts.Listen != "" {
 		s.token = opts.Token
 		if s.token != "" && len(s.token) < minTokenLen {
@@ -245,6 +246,11 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		if ta, ok := s.tcpLn.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && opts.TLSCertFile == "" {
 			opts.Logf("warning: %s is reachable from other machines without TLS: the bearer token travels in clear text (use --tls-cert/--tls-key)", ta)
 		}
+	}
+	// The socket last: a client that finds it finds the token file and
+	// the TCP listener ready too.
+	if s.unixLn, err = listenUnixPrivate(s.sockPath); err != nil {
+		return nil, err
 	}
 	if err := atomicfile.Write(s.pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("daemon: write pid file: %w", err)
@@ -545,6 +551,7 @@ func (s *Server) routes(unix bool) http.Handler {
 	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
+	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	s.addStreamRoutes(mux)
 	for pattern, h := range s.opts.Routes {
 		mux.Handle(pattern, h)
@@ -612,12 +619,13 @@ func (s *Server) pinnedRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/tools/exec", s.handleExec)
 	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
+	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	s.addStreamRoutes(mux)
 	for pattern, h := range s.opts.AgentRoutes {
 		mux.Handle(pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, events and approvals list only", r.Method, r.URL.Path))
+		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, sessions, events and approvals list only", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -746,6 +754,20 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
+}
+
+// handleSessions lists the sessions of every agent and session key
+// (?agent=ID: that agent's only); a pinned client sees its agent's only.
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Sessions == nil {
+		writeError(w, http.StatusServiceUnavailable, errors.New("the session list is not available in this daemon"))
+		return
+	}
+	agent := r.URL.Query().Get("agent")
+	if pin, ok := PinFrom(r.Context()); ok {
+		agent = pin.AgentID
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": s.opts.Sessions(agent)})
 }
 
 func (s *Server) handleSandboxes(w http.ResponseWriter, r *http.Request) {

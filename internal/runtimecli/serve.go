@@ -247,6 +247,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		StateDir:       state,
 		Tools:          tools,
 		Streams:        metricSet.Streams(mgr),
+		Sessions:       mgr.Sessions,
 		Journal:        journal,
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,

@@ -30,6 +30,7 @@ assert.match(r.content[0].text, /from-node/);
 const bg = await c.exec({ command: "sleep 30", agentId: agent, background: true });
 const sid = bg.details.sessionId;
 assert.match((await c.process({ action: "list", agentId: agent })).content[0].text, new RegExp(sid));
+assert.ok((await c.sessions({ agentId: agent })).sessions.some((s) => s.sessionId === sid && s.agentId === agent));
 await c.process({ action: "kill", sessionId: sid, agentId: agent });
 await Promise.race([following, new Promise((_, rej) => setTimeout(() => rej(new Error("no exit event")), 30000))]);
 abort.abort();

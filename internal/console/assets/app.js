@@ -183,6 +183,10 @@
 
   async function renderSessions() {
     addScope('', '');
+    // Every agent's and session key's sessions, so that none is missed
+    // because no approval or sandbox named its scope.
+    const all = await call('GET', '/ui/api/all-sessions');
+    learnScopes(all && all.sessions);
     const groups = new Map();
     for (const scope of state.scopes.values()) {
       const q = new URLSearchParams({ agentId: scope.agentId, sessionKey: scope.sessionKey });
@@ -213,7 +217,7 @@
     }
     const parts = [];
     for (const [agent, cards] of groups) parts.push(el('div', { class: 'agent' }, el('h3', {}, 'Agent ' + agent), ...cards));
-    if (!parts.length) parts.push(el('p', { class: 'hint' }, 'No running or recent background sessions in the watched scopes.'));
+    if (!parts.length) parts.push(el('p', { class: 'hint' }, 'No running or recent background sessions.'));
     $('sessions-list').replaceChildren(...parts);
   }
 
