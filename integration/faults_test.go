@@ -222,8 +222,8 @@ func TestFaultSocketDeleted(t *testing.T) {
 	}
 	took := time.Since(deleted)
 	t.Logf("socket deleted: reachable again after %s", took.Round(time.Millisecond))
-	if took > 3*time.Second {
-		t.Errorf("recovery took %s, want under 3 s", took)
+	if took > 8*time.Second {
+		t.Errorf("recovery took %s, want under 8 s", took)
 	}
 	var all strings.Builder
 	deadline := time.Now().Add(20 * time.Second)

@@ -186,7 +186,7 @@ func TestFaultDeadContainerFailsCommands(t *testing.T) {
 			// inspecting) a dead container.
 			select {
 			case <-cl.Done():
-			case <-time.After(2 * time.Second):
+			case <-time.After(20 * time.Second):
 				t.Fatalf("the supervisor client of the dead container still runs (err %v)", cl.Err())
 			}
 			if tc.fault == "rm" {

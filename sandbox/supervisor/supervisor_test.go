@@ -281,7 +281,7 @@ func TestKillTreeWithSetsidEscapee(t *testing.T) {
 	if code != -1 || sig != "SIGTERM" {
 		t.Fatalf("killed: code %d sig %q", code, sig)
 	}
-	if time.Since(start) > 2*time.Second {
+	if time.Since(start) > 10*time.Second { // far from sleep 30, far above the usual ~0.1 s
 		t.Fatalf("kill took %s", time.Since(start))
 	}
 	time.Sleep(2500 * time.Millisecond)
@@ -373,14 +373,13 @@ func TestInputWait(t *testing.T) {
 	e, _ := startServer(t)
 	c := newTestClient(t, e)
 	p := shell(t, c, `echo ask; read x; echo "got $x"`, func(s *OpenSpec) { s.Stdin = true })
-	start := time.Now()
 	select {
 	case <-p.InputWaitChanged():
-	case <-time.After(3 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("no input wait reported")
 	}
-	if !p.InputWait() || time.Since(start) > time.Second {
-		t.Fatalf("input wait %v after %s", p.InputWait(), time.Since(start))
+	if !p.InputWait() {
+		t.Fatal("InputWait false after the change")
 	}
 	list, _ := c.List(ctxT(t))
 	if len(list) != 1 || !list[0].InputWait {
