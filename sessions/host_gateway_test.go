@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,11 +179,13 @@ func TestSupervisedGatewayConformance(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "host-supervisor")
 	// newSup is the daemon's link to the host supervisor; each daemon
-	// (each restart) has its own.
+	// (each restart) has its own. A restarted daemon's predecessor is not
+	// stopped (it "died"), so its link lives on past its test and must not
+	// log into it.
 	newSup := func(t *testing.T) *hostsup.Supervisor {
 		sup, err := hostsup.New(hostsup.Options{
 			Dir: dir, Command: []string{bins[0], "serve", "host-supervisor", "--dir", dir},
-			Env: []string{"PATH=/usr/bin:/bin"}, Logf: t.Logf,
+			Env: []string{"PATH=/usr/bin:/bin"}, Logf: logfWhileRunning(t),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -221,4 +224,24 @@ func TestSupervisedGatewayConformance(t *testing.T) {
 			},
 		}
 	})
+}
+
+// logfWhileRunning is t.Logf until t's cleanup runs, then nothing: for the
+// log of something a test leaves running on purpose (testing forbids
+// logging into a finished test).
+func logfWhileRunning(t *testing.T) func(string, ...any) {
+	var mu sync.Mutex
+	done := false
+	t.Cleanup(func() {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+	})
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			t.Logf(format, args...)
+		}
+	}
 }
