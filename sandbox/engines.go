@@ -95,14 +95,18 @@ type member struct {
 	m    *Manager
 	kick chan struct{} // ping now (its event stream broke)
 
-	mu        sync.Mutex
-	checked   bool // a health check finished
-	healthy   bool
-	since     time.Time // of the current state
-	lastErr   error
-	memTotal  int64
-	count     int // sandboxes of this Manager on the Engine
-	imageOK   bool
+	mu       sync.Mutex
+	checked  bool // a health check finished
+	healthy  bool
+	since    time.Time // of the current state
+	lastErr  error
+	memTotal int64
+	count    int // sandboxes of this Manager on the Engine
+	imageOK  bool
+	// noRuntime is the configured runtime (sandbox.docker.runtime) when
+	// the Engine does not list it, else "": such an Engine takes no new
+	// sandboxes until it registers the runtime.
+	noRuntime string
 	stopped   int // sandboxes found stopped when it last (re)joined
 	readopted int // of those, started again
 }
@@ -232,7 +236,7 @@ func (f *fleet) check(ctx context.Context, mb *member) {
 	}
 	if wasHealthy {
 		mb.mu.Lock()
-		imageOK := mb.imageOK
+		imageOK, noRuntime := mb.imageOK, mb.noRuntime
 		mb.mu.Unlock()
 		if !imageOK { // loaded since?
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -241,6 +245,16 @@ func (f *fleet) check(ctx context.Context, mb *member) {
 			mb.mu.Lock()
 			mb.imageOK = ierr == nil
 			mb.mu.Unlock()
+		}
+		if noRuntime != "" { // registered since (dockerd reloads runtimes on SIGHUP)?
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			info, ierr := mb.m.cli.Info(ictx, client.InfoOptions{})
+			cancel()
+			if ierr == nil {
+				mb.mu.Lock()
+				mb.noRuntime = missingRuntime(mb.m.cfg.Docker.Runtime, info.Info.Runtimes)
+				mb.mu.Unlock()
+			}
 		}
 		return
 	}
@@ -296,6 +310,7 @@ func (f *fleet) adopt(ctx context.Context, mb *member) error {
 	}
 	mb.mu.Lock()
 	mb.memTotal, mb.count, mb.imageOK = info.Info.MemTotal, len(list), imgErr == nil
+	mb.noRuntime = missingRuntime(mb.m.cfg.Docker.Runtime, info.Info.Runtimes)
 	mb.stopped, mb.readopted = len(stopped), 0
 	mb.mu.Unlock()
 	// Stopped with its Engine (a dockerd without live-restore stops what
@@ -487,6 +502,9 @@ type EngineStatus struct {
 	// (re)joined, Readopted those of them started again so far.
 	Stopped   int `json:"stopped"`
 	Readopted int `json:"readopted"`
+	// MissingRuntime is the configured runtime when the Engine does not
+	// list it (it takes no new sandboxes then).
+	MissingRuntime string `json:"missingRuntime,omitempty"`
 }
 
 // Engines reports each Engine's health and load. A single-Engine Manager
@@ -498,7 +516,7 @@ func (m *Manager) Engines() []EngineStatus {
 	out := make([]EngineStatus, 0, len(m.fleet.members))
 	for _, mb := range m.fleet.members {
 		mb.mu.Lock()
-		st := EngineStatus{Name: mb.eng.Name, Host: mb.m.cli.DaemonHost(), Healthy: mb.healthy, Since: mb.since, Sandboxes: mb.count, Stopped: mb.stopped, Readopted: mb.readopted}
+		st := EngineStatus{Name: mb.eng.Name, Host: mb.m.cli.DaemonHost(), Healthy: mb.healthy, Since: mb.since, Sandboxes: mb.count, Stopped: mb.stopped, Readopted: mb.readopted, MissingRuntime: mb.noRuntime}
 		if mb.lastErr != nil {
 			st.Error = mb.lastErr.Error()
 		}

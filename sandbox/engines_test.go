@@ -306,6 +306,17 @@ func TestMultiEngine(t *testing.T) {
 		newTestDockerd(t, base, "e2", run, ""),
 		newTestDockerd(t, base, "e3", run, tlsDir),
 	}
+	// Only e1 registers the runtime "sbxalt" (runc under another name), for
+	// the placement by runtime at the end.
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		t.Fatalf("runc: %v (docker.io installs it)", err)
+	}
+	e1Config := filepath.Join(base, "e1-daemon.json")
+	if err := os.WriteFile(e1Config, []byte(`{"runtimes":{"sbxalt":{"path":"`+runc+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ds[0].args = append(ds[0].args, "--config-file", e1Config)
 	for _, d := range ds {
 		d.start(t)
 		t.Cleanup(func() { d.stop(t) })
@@ -350,13 +361,16 @@ func TestMultiEngine(t *testing.T) {
 	var logMu sync.Mutex
 	var logs []string
 	var lastOpts Options
-	newM := func(engs []sandboxconfig.EngineConfig) *Manager {
+	newM := func(engs []sandboxconfig.EngineConfig, mutate ...func(*Config)) *Manager {
 		cfg := DefaultConfig()
 		cfg.Docker.Image = testImage
 		cfg.Docker.ContainerPrefix = fmt.Sprintf("sbxt-%s-", randHex(3))
 		cfg.Docker.Memory, cfg.Docker.MemorySwap = "64m", "64m"
 		cfg.WorkspaceRoot = t.TempDir()
 		cfg.Engines = engs
+		for _, f := range mutate {
+			f(&cfg)
+		}
 		lastOpts = Options{
 			Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(), Labels: testLabels(),
 			EngineHealthInterval: 500 * time.Millisecond,
@@ -567,6 +581,35 @@ func TestMultiEngine(t *testing.T) {
 	sts1, rate1 := placeN(one, "c", 30)
 	for _, st := range sts1 {
 		_ = st.Kill(ctx)
+	}
+
+	// Placement honours the runtime: only e1 has "sbxalt", so every
+	// sandbox of a config asking for it lands there, although e2 and e3
+	// hold fewer; a runtime no Engine has is a config error naming each.
+	altM := newM(engines, func(c *Config) { c.Docker.Runtime = "sbxalt" })
+	altSts, _ := placeN(altM, "r", 3)
+	for _, st := range altM.Engines() {
+		want := "sbxalt"
+		if st.Name == "e1" {
+			want = ""
+		}
+		if st.MissingRuntime != want {
+			t.Fatalf("Engine %s reports missing runtime %q, want %q", st.Name, st.MissingRuntime, want)
+		}
+	}
+	for _, st := range altSts {
+		if st.Ensure.Engine != "e1" {
+			t.Fatalf("sandbox %s of runtime sbxalt placed on %s, which lacks it", st.Ensure.Name, st.Ensure.Engine)
+		}
+		_ = st.Kill(ctx)
+	}
+	noneM := newM(engines, func(c *Config) { c.Docker.Runtime = "sbxnone" })
+	if _, err := noneM.Ensure(ctx, Scope{AgentID: "nowhere"}); !errors.Is(err, ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), `e1: no runtime "sbxnone"`) || !strings.Contains(err.Error(), `e3: no runtime "sbxnone"`) {
+		t.Fatalf("Ensure with a runtime no Engine has = %v; want a config error naming each Engine", err)
+	}
+	if list, err := noneM.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("containers after the refusal: %v %v", list, err)
 	}
 
 	t.Logf("placement: %.2f sandboxes/s across three Engines, %.2f on one (ratio %.2f); 30 sandboxes each, 6 at a time", rate3, rate1, rate3/rate1)

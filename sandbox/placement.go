@@ -9,7 +9,8 @@ import (
 )
 
 // ErrNoCapacity means no healthy Engine can take another sandbox (all at
-// their maxSandboxes or memory cap, or without the image). It is of the
+// their maxSandboxes or memory cap, or without the image or the configured
+// runtime). It is of the
 // Unavailable class, through ErrEngineDown's parent.
 var ErrNoCapacity = errors.New("no Engine can take another sandbox")
 
@@ -20,7 +21,8 @@ func (m *Manager) sandboxMemory() int64 {
 }
 
 // place picks the Engine for a new sandbox: among the healthy Engines that
-// have the image and room under maxSandboxes and their memory cap (the
+// have the image, the configured runtime (sandbox.docker.runtime) and room
+// under maxSandboxes and their memory cap (the
 // configured one, else the Engine's own memory), the one with the most
 // memory left, then the fewest sandboxes, then the first configured.
 func (f *fleet) place(sandboxMem int64) (*member, error) {
@@ -28,9 +30,10 @@ func (f *fleet) place(sandboxMem int64) (*member, error) {
 	var bestFree int64
 	bestCount := 0
 	var why []string
+	healthyN, runtimeMissingN, missing := 0, 0, ""
 	for _, mb := range f.members {
 		mb.mu.Lock()
-		healthy, imageOK, count, memTotal := mb.healthy, mb.imageOK, mb.count, mb.memTotal
+		healthy, imageOK, noRuntime, count, memTotal := mb.healthy, mb.imageOK, mb.noRuntime, mb.count, mb.memTotal
 		lastErr := mb.lastErr
 		mb.mu.Unlock()
 		memCap := mb.eng.MemoryBytes
@@ -38,12 +41,19 @@ func (f *fleet) place(sandboxMem int64) (*member, error) {
 			memCap = memTotal
 		}
 		free := memCap - int64(count)*sandboxMem
+		if healthy {
+			healthyN++
+		}
 		switch {
 		case !healthy:
 			why = append(why, fmt.Sprintf("%s: down (%v)", mb.eng.Name, lastErr))
 			continue
 		case !imageOK:
 			why = append(why, fmt.Sprintf("%s: image missing", mb.eng.Name))
+			continue
+		case noRuntime != "":
+			runtimeMissingN, missing = runtimeMissingN+1, noRuntime
+			why = append(why, fmt.Sprintf("%s: no runtime %q", mb.eng.Name, noRuntime))
 			continue
 		case mb.eng.MaxSandboxes > 0 && count >= mb.eng.MaxSandboxes:
 			why = append(why, fmt.Sprintf("%s: at maxSandboxes %d", mb.eng.Name, mb.eng.MaxSandboxes))
@@ -55,6 +65,11 @@ func (f *fleet) place(sandboxMem int64) (*member, error) {
 		if best == nil || free > bestFree || (free == bestFree && count < bestCount) {
 			best, bestFree, bestCount = mb, free, count
 		}
+	}
+	if best == nil && healthyN > 0 && runtimeMissingN == healthyN {
+		// Not a matter of waiting: no Engine that answers has the runtime.
+		return nil, &sandboxconfig.ConfigError{Field: "sandbox.docker.runtime", Value: missing,
+			Msg: fmt.Sprintf("no Engine that answers has this runtime (%s)", strings.Join(why, "; "))}
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%w: %w (%s)", ErrEngineDown, ErrNoCapacity, strings.Join(why, "; "))

@@ -81,6 +81,15 @@ func (m *Manager) checkRuntime(ctx context.Context) error {
 		Msg: fmt.Sprintf("the Docker Engine at %s has no such runtime; it has: %s%s", m.engineHost(), strings.Join(names, ", "), hint)}
 }
 
+// missingRuntime returns want when an Engine listing runtimes lacks it,
+// else "" (the Engine's default runtime, want "", is always there).
+func missingRuntime[V any](want string, runtimes map[string]V) string {
+	if _, ok := runtimes[want]; want == "" || ok {
+		return ""
+	}
+	return want
+}
+
 // runtimeOf names the runtime of a sandbox for `sandbox explain`: the
 // configured one, else the Engine's default (asked, when it answers).
 func (m *Manager) runtimeOf(ctx context.Context) string {
