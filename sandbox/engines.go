@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/cli/cli/connhelper"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
@@ -40,8 +42,10 @@ func (e *engineDownError) Is(target error) bool {
 func (e *engineDownError) Unwrap() error { return e.err }
 
 // newEngineClient connects to e: the environment's Engine when e has no
-// address, else its unix socket, or its TCP port with TLS client
-// certificates (docker/go-connections tlsconfig, through the client).
+// address, else its unix socket, its TCP port with TLS client
+// certificates (docker/go-connections tlsconfig, through the client), or
+// over ssh (docker/cli's connection helper: each connection is an ssh
+// process running `docker system dial-stdio` on the Engine's host).
 func newEngineClient(e Engine) (*client.Client, error) {
 	opts := []client.Opt{client.FromEnv}
 	switch e.Scheme {
@@ -49,6 +53,19 @@ func newEngineClient(e Engine) (*client.Client, error) {
 		opts = []client.Opt{client.WithHost(e.Address)}
 	case "tcp":
 		opts = []client.Opt{client.WithHost(e.Address), client.WithTLSClientConfig(e.TLS.CA, e.TLS.Cert, e.TLS.Key)}
+	case "ssh":
+		if _, err := exec.LookPath("ssh"); err != nil {
+			return nil, fmt.Errorf("sandbox: Engine %q at %s needs the ssh client: %w", e.Name, e.Address, err)
+		}
+		var flags []string
+		if e.SSHConfig != "" {
+			flags = append(flags, "-F", e.SSHConfig)
+		}
+		h, err := connhelper.GetConnectionHelperWithSSHOpts(e.Address, flags)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: Engine %q: %w", e.Name, err)
+		}
+		opts = []client.Opt{client.WithHost(h.Host), client.WithDialContext(h.Dialer)}
 	}
 	cli, err := client.New(opts...)
 	if err != nil {

@@ -48,9 +48,10 @@ fi
 # the official MCP TypeScript SDK against the daemon (internal/mcpserver/testdata/node,
 # npm ci from its committed lockfile) and the TypeScript client, prometheus scrapes the
 # daemon's /metrics in the metrics test (a private instance on a temporary config and
-# port), and python3 runs the standard-library client (clients/python).
+# port), python3 runs the standard-library client (clients/python), and the ssh:// Engine
+# test runs its own sshd (openssh-server; the service itself is kept from starting).
 need=()
-for pair in tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip chromium:chromium node:nodejs npm:npm prometheus:prometheus python3:python3; do
+for pair in /usr/sbin/sshd:openssh-server ssh:openssh-client tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip chromium:chromium node:nodejs npm:npm prometheus:prometheus python3:python3; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -58,9 +59,17 @@ if [ "${#need[@]}" -gt 0 ]; then
     say "installing what the tests run: ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
     log=/tmp/sandboxctl-apt.log
+    # No package may start a service here (openssh-server would start sshd on port 22):
+    # policy-rc.d answers "not allowed" for the install, and goes again after it.
+    policy="" rc=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      policy=/usr/sbin/policy-rc.d
+      printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+    fi
     { apt-get -o DPkg::Lock::Timeout=300 update && \
-      apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}"; } </dev/null >>"$log" 2>&1 \
-      || { tail -n 20 "$log" >&2; err "installing ${need[*]} failed (see $log)"; exit 1; }
+      apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}"; } </dev/null >>"$log" 2>&1 || rc=$?
+    [ -z "$policy" ] || rm -f "$policy"
+    [ "$rc" = 0 ] || { tail -n 20 "$log" >&2; err "installing ${need[*]} failed (see $log)"; exit 1; }
   else
     err "the tests need: ${need[*]} (apt-get install ${need[*]})"
     exit 1

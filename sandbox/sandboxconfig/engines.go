@@ -16,12 +16,16 @@ import (
 type EngineConfig struct {
 	// Name identifies the Engine in listings, errors and metrics.
 	Name string `yaml:"name" json:"name"`
-	// Address is unix:///path/to/docker.sock or tcp://host:port (TLS
-	// required); empty is the environment's Engine (DOCKER_HOST, else the
-	// local socket).
+	// Address is unix:///path/to/docker.sock, tcp://host:port (TLS
+	// required) or ssh://[user@]host[:port][/remote/docker.sock] (the ssh
+	// client runs `docker system dial-stdio` there); empty is the
+	// environment's Engine (DOCKER_HOST, else the local socket).
 	Address string `yaml:"address" json:"address,omitempty"`
 	// TLS are the client certificate files for a tcp:// Address.
 	TLS EngineTLS `yaml:"tls" json:"tls,omitzero"`
+	// SSHConfig is an ssh_config file for an ssh:// Address (ssh -F: the
+	// key, known hosts, jump hosts); empty uses the daemon user's own.
+	SSHConfig string `yaml:"sshConfig" json:"sshConfig,omitempty"`
 	// Labels describe the Engine (zone, hardware); informative.
 	Labels map[string]string `yaml:"labels" json:"labels,omitempty"`
 	// MaxSandboxes caps the sandboxes placed on the Engine (0: no cap).
@@ -42,10 +46,11 @@ type EngineTLS struct {
 // Engine is a parsed, validated EngineConfig.
 type Engine struct {
 	Name   string
-	Scheme string // "unix", "tcp" or "" (the environment's Engine)
+	Scheme string // "unix", "tcp", "ssh" or "" (the environment's Engine)
 	// Address as configured ("" for the environment's Engine).
 	Address      string
 	TLS          EngineTLS
+	SSHConfig    string
 	Labels       map[string]string
 	MaxSandboxes int
 	MemoryBytes  int64 // 0: no cap
@@ -81,7 +86,7 @@ func ParseEngines(list []EngineConfig) ([]Engine, error) {
 }
 
 func parseEngine(field string, ec EngineConfig) (Engine, error) {
-	e := Engine{Name: ec.Name, Address: ec.Address, TLS: ec.TLS, Labels: ec.Labels, MaxSandboxes: ec.MaxSandboxes}
+	e := Engine{Name: ec.Name, Address: ec.Address, TLS: ec.TLS, SSHConfig: ec.SSHConfig, Labels: ec.Labels, MaxSandboxes: ec.MaxSandboxes}
 	if !engineNameRE.MatchString(ec.Name) {
 		return e, &ConfigError{Field: field + ".name", Value: ec.Name, Msg: "must be 1-63 of a-z 0-9 _ . - starting with a letter or digit"}
 	}
@@ -113,6 +118,9 @@ func parseEngine(field string, ec EngineConfig) (Engine, error) {
 		return e, &ConfigError{Field: field + ".address", Value: ec.Address, Msg: "not a URL: " + err.Error()}
 	}
 	e.Scheme = u.Scheme
+	if ec.SSHConfig != "" && u.Scheme != "ssh" {
+		return e, &ConfigError{Field: field + ".sshConfig", Msg: "applies to ssh:// addresses only"}
+	}
 	switch u.Scheme {
 	case "unix":
 		if u.Host != "" || u.Path == "" || u.Path[0] != '/' {
@@ -137,11 +145,22 @@ func parseEngine(field string, ec EngineConfig) (Engine, error) {
 			}
 		}
 	case "ssh":
-		// moby/moby/client has no connection helper for ssh:// (docker/cli
-		// keeps it): refused rather than half-supported.
-		return e, &ConfigError{Field: field + ".address", Value: ec.Address, Msg: "ssh:// Engines are not supported; expose the Engine over tcp:// with TLS client certificates"}
+		if u.Hostname() == "" || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path[0] != '/') {
+			return e, &ConfigError{Field: field + ".address", Value: ec.Address, Msg: "want ssh://[user@]host[:port][/remote/docker.sock]"}
+		}
+		if _, hasPass := u.User.Password(); hasPass {
+			return e, &ConfigError{Field: field + ".address", Value: ec.Address, Msg: "ssh:// takes no password: use a key (sshConfig)"}
+		}
+		if tlsSet {
+			return e, &ConfigError{Field: field + ".tls", Msg: "TLS applies to tcp:// addresses only (ssh:// is encrypted by ssh)"}
+		}
+		if ec.SSHConfig != "" {
+			if _, err := os.Stat(ec.SSHConfig); err != nil {
+				return e, &ConfigError{Field: field + ".sshConfig", Value: ec.SSHConfig, Msg: "cannot read: " + err.Error()}
+			}
+		}
 	default:
-		return e, &ConfigError{Field: field + ".address", Value: ec.Address, Msg: "scheme must be unix:// or tcp://"}
+		return e, &ConfigError{Field: field + ".address", Value: ec.Address, Msg: "scheme must be unix://, tcp:// or ssh://"}
 	}
 	return e, nil
 }

@@ -31,12 +31,15 @@ func TestParseEngines(t *testing.T) {
 	good := []EngineConfig{
 		{Name: "a", Address: "unix:///run/a.sock", MaxSandboxes: 10, Memory: "8g", Labels: map[string]string{"zone": "x"}},
 		{Name: "b", Address: "tcp://127.0.0.1:2376", TLS: tlsOK},
+		{Name: "c", Address: "ssh://deploy@rack3:2222/run/docker.sock", SSHConfig: pem("ssh_config")},
+		{Name: "d", Address: "ssh://rack4"},
 	}
 	got, err := ParseEngines(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[0].Scheme != "unix" || got[0].MemoryBytes != 8<<30 || got[0].MaxSandboxes != 10 || got[1].Scheme != "tcp" {
+	if got[0].Scheme != "unix" || got[0].MemoryBytes != 8<<30 || got[0].MaxSandboxes != 10 || got[1].Scheme != "tcp" ||
+		got[2].Scheme != "ssh" || got[2].SSHConfig == "" || got[3].Scheme != "ssh" {
 		t.Fatalf("parsed = %+v", got)
 	}
 	for _, tc := range []struct {
@@ -51,7 +54,12 @@ func TestParseEngines(t *testing.T) {
 		{"tcp no port", []EngineConfig{{Name: "a", Address: "tcp://10.0.0.1", TLS: tlsOK}}, "want tcp://host:port"},
 		{"unix relative", []EngineConfig{{Name: "a", Address: "unix://run/a.sock"}}, "want unix:///absolute"},
 		{"unix with tls", []EngineConfig{{Name: "a", Address: "unix:///a.sock", TLS: tlsOK}}, "tcp:// addresses only"},
-		{"ssh", []EngineConfig{{Name: "a", Address: "ssh://me@host"}}, "ssh:// Engines are not supported"},
+		{"ssh without host", []EngineConfig{{Name: "a", Address: "ssh:///run/docker.sock"}}, "want ssh://[user@]host"},
+		{"ssh with password", []EngineConfig{{Name: "a", Address: "ssh://me:secret@host"}}, "no password"},
+		{"ssh with query", []EngineConfig{{Name: "a", Address: "ssh://host?x=1"}}, "want ssh://"},
+		{"ssh with tls", []EngineConfig{{Name: "a", Address: "ssh://host", TLS: tlsOK}}, "tcp:// addresses only"},
+		{"ssh config missing", []EngineConfig{{Name: "a", Address: "ssh://host", SSHConfig: filepath.Join(dir, "nope")}}, "sshConfig"},
+		{"ssh config on unix", []EngineConfig{{Name: "a", Address: "unix:///a.sock", SSHConfig: pem("c2")}}, "ssh:// addresses only"},
 		{"http", []EngineConfig{{Name: "a", Address: "http://host:1"}}, "scheme must be"},
 		{"negative cap", []EngineConfig{{Name: "a", MaxSandboxes: -1}}, "maxSandboxes"},
 		{"bad memory", []EngineConfig{{Name: "a", Memory: "lots"}}, "memory"},
