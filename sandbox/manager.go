@@ -965,6 +965,9 @@ func limitsOf(d DockerConfig) Limits {
 	ts, _ := sandboxconfig.ParseTmpfsList(d) // validated in NewManager
 	for _, t := range ts {
 		l.Tmpfs[t.Path] = units.BytesSize(float64(t.Size))
+		if t.Requested > 0 {
+			l.Tmpfs[t.Path] += fmt.Sprintf(" (capped from %s: a tmpfs may not fill the memory limit)", units.BytesSize(float64(t.Requested)))
+		}
 	}
 	return l
 }

@@ -151,7 +151,7 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	}
 	tmpfs := make(map[string]string, len(tmpfsList))
 	for _, t := range tmpfsList {
-		tmpfs[t.Path] = t.Options + owner
+		tmpfs[t.Path] = t.MountOptions() + owner
 	}
 	secOpt := []string{"no-new-privileges"}
 	if d.SeccompProfile != "" {

@@ -17,10 +17,31 @@ const DefaultTmpfsSize = "64m"
 // Tmpfs is one parsed `PATH[:OPTIONS]` entry of sandbox.docker.tmpfs.
 type Tmpfs struct {
 	Path string
-	Size int64 // bytes
-	// Options is the mount option string given to the Engine: always
-	// rw,nosuid,nodev, a size and a mode (1777 unless given).
-	Options string
+	Size int64 // bytes, after ParseTmpfsList's cap
+	// Requested is the size the entry asked for, when ParseTmpfsList
+	// capped it (0: not capped).
+	Requested int64
+	mode      string // octal
+	exec      string // "exec", "noexec" or ""
+}
+
+// MountOptions is the mount option string given to the Engine: always
+// rw,nosuid,nodev, the size and a mode (1777 unless given).
+func (t Tmpfs) MountOptions() string {
+	o := "rw,nosuid,nodev,size=" + strconv.FormatInt(t.Size, 10) + ",mode=" + t.mode
+	if t.exec != "" {
+		o += "," + t.exec
+	}
+	return o
+}
+
+// TmpfsReserve is the memory a tmpfs may never take from a sandbox whose
+// memory limit is memory: a quarter of it, at least 32 MiB, at most half.
+// A tmpfs is charged to the container's memory; one that could fill the
+// whole limit would leave the supervisor, once the writer is killed, the
+// only process for the OOM killer to pick (issue 13 item 3).
+func TmpfsReserve(memory int64) int64 {
+	return min(max(memory/4, 32<<20), memory/2)
 }
 
 // ParseTmpfs parses one tmpfs entry: PATH, or PATH:OPTIONS with OPTIONS a
@@ -60,15 +81,13 @@ func ParseTmpfs(field, entry string) (Tmpfs, error) {
 	if err != nil || n <= 0 {
 		return bad(fmt.Sprintf("size %q is not a size like 64m", size))
 	}
-	t.Size = n
-	t.Options = "rw,nosuid,nodev,size=" + strconv.FormatInt(n, 10) + ",mode=" + mode
-	if exec != "" {
-		t.Options += "," + exec
-	}
+	t.Size, t.mode, t.exec = n, mode, exec
 	return t, nil
 }
 
-// ParseTmpfsList parses every tmpfs entry of d, refusing a path given twice.
+// ParseTmpfsList parses every tmpfs entry of d, refusing a path given
+// twice. Under a memory limit no tmpfs is larger than the limit less
+// TmpfsReserve: a larger one is capped (Requested keeps what it asked).
 func ParseTmpfsList(d DockerConfig) ([]Tmpfs, error) {
 	out := make([]Tmpfs, 0, len(d.Tmpfs))
 	seen := map[string]bool{}
@@ -82,6 +101,14 @@ func ParseTmpfsList(d DockerConfig) ([]Tmpfs, error) {
 		}
 		seen[t.Path] = true
 		out = append(out, t)
+	}
+	if r, err := ParseResources(d); err == nil && r.Memory > 0 {
+		limit := r.Memory - TmpfsReserve(r.Memory)
+		for i := range out {
+			if out[i].Size > limit {
+				out[i].Requested, out[i].Size = out[i].Size, limit
+			}
+		}
 	}
 	return out, nil
 }

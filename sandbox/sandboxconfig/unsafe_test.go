@@ -110,7 +110,7 @@ func TestParseTmpfs(t *testing.T) {
 		{"/tmp:exec=1", "", 0, true},
 	} {
 		got, err := ParseTmpfs("f", tc.in)
-		if tc.bad != (err != nil) || (!tc.bad && (got.Options != tc.opts || got.Size != tc.size)) {
+		if tc.bad != (err != nil) || (!tc.bad && (got.MountOptions() != tc.opts || got.Size != tc.size)) {
 			t.Errorf("%s: %+v %v", tc.in, got, err)
 		}
 	}
@@ -118,6 +118,34 @@ func TestParseTmpfs(t *testing.T) {
 	c.Docker.Tmpfs = []string{"/tmp", "/tmp/"}
 	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("a path given twice: %v", err)
+	}
+}
+
+// Under a memory limit no tmpfs may hold the whole limit: a larger one is
+// capped to the limit less TmpfsReserve; smaller ones and unlimited
+// sandboxes are left alone.
+func TestTmpfsCappedBelowTheMemoryLimit(t *testing.T) {
+	d := DefaultConfig().Docker
+	d.Memory, d.MemorySwap = "256m", "256m"
+	d.Tmpfs = []string{"/tmp:size=2g", "/var/tmp:size=16m"}
+	got, err := ParseTmpfsList(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Size != 192<<20 || got[0].Requested != 2<<30 || !strings.Contains(got[0].MountOptions(), "size=201326592,") {
+		t.Errorf("/tmp over the limit: %+v %s", got[0], got[0].MountOptions())
+	}
+	if got[1].Size != 16<<20 || got[1].Requested != 0 {
+		t.Errorf("/var/tmp under the limit: %+v", got[1])
+	}
+	d.Memory, d.MemorySwap = "", ""
+	if got, _ := ParseTmpfsList(d); got[0].Size != 2<<30 || got[0].Requested != 0 {
+		t.Errorf("no memory limit: %+v", got[0])
+	}
+	for _, tc := range []struct{ memory, reserve int64 }{{64 << 20, 32 << 20}, {256 << 20, 64 << 20}, {1 << 30, 256 << 20}, {40 << 20, 20 << 20}} {
+		if got := TmpfsReserve(tc.memory); got != tc.reserve {
+			t.Errorf("TmpfsReserve(%d MiB) = %d MiB, want %d MiB", tc.memory>>20, got>>20, tc.reserve>>20)
+		}
 	}
 }
 
