@@ -38,23 +38,63 @@ type testDockerd struct {
 	tcpHost   string // "" without TLS
 	cmd       *exec.Cmd
 	exited    chan struct{}
-	// containerd is the shared containerd's socket ("": its own), run
+	// containerd is the shared containerd's socket (sharedContainerd), run
 	// the test run's id for the namespaces.
 	containerd, run string
 }
 
-// containerdSocket is the containerd the test dockerds share: the
-// system's, else the one the main dockerd runs ("" lets each start its own).
-func containerdSocket() string {
+// sharedContainerd is the containerd the test dockerds share: the
+// system's, else the one the main dockerd runs, else one this test starts
+// under base. Shared, it outlives a test dockerd's SIGKILL as a host's
+// containerd does; a dockerd's own would die with it, and restoring every
+// container's shim in a new one outlasts dockerd's wait for it.
+func sharedContainerd(t *testing.T, base string) string {
 	for _, p := range []string{"/run/containerd/containerd.sock", "/var/run/docker/containerd/containerd.sock"} {
-		if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
+		if c, err := net.Dial("unix", p); err == nil {
+			_ = c.Close()
 			return p
 		}
 	}
-	return ""
+	dir := filepath.Join(base, "containerd")
+	sock := filepath.Join(dir, "c.sock")
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n",
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock)
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start containerd: %v", err)
+	}
+	// Registered before the dockerds' cleanups, so it runs after them.
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = logf.Close()
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("unix", sock); err == nil {
+			_ = c.Close()
+			return sock
+		}
+		if time.Now().After(deadline) {
+			logb, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+			t.Fatalf("the test's containerd does not answer on %s; its log:\n%s", sock, lastN(string(logb), 3000))
+		}
+	}
 }
 
-func newTestDockerd(t *testing.T, base, name, run string, tlsDir string) *testDockerd {
+func newTestDockerd(t *testing.T, base, name, run, tlsDir, containerd string) *testDockerd {
 	t.Helper()
 	dir := filepath.Join(base, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -69,10 +109,8 @@ func newTestDockerd(t *testing.T, base, name, run string, tlsDir string) *testDo
 		"--containerd-plugins-namespace", "sbxeng-" + run + "-" + name + "-p",
 		"--log-level", "warn",
 	}
-	if sock := containerdSocket(); sock != "" {
-		d.args = append(d.args, "--containerd", sock)
-		d.containerd = sock
-	}
+	d.args = append(d.args, "--containerd", containerd)
+	d.containerd = containerd
 	if tlsDir != "" {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -301,10 +339,11 @@ func TestMultiEngine(t *testing.T) {
 	}
 	writeTestTLS(t, tlsDir)
 
+	ctrd := sharedContainerd(t, base)
 	ds := []*testDockerd{
-		newTestDockerd(t, base, "e1", run, ""),
-		newTestDockerd(t, base, "e2", run, ""),
-		newTestDockerd(t, base, "e3", run, tlsDir),
+		newTestDockerd(t, base, "e1", run, "", ctrd),
+		newTestDockerd(t, base, "e2", run, "", ctrd),
+		newTestDockerd(t, base, "e3", run, tlsDir, ctrd),
 	}
 	// Only e1 registers the runtime "sbxalt" (runc under another name), for
 	// the placement by runtime at the end.
