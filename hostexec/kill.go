@@ -150,6 +150,11 @@ func sweepTag(tag string) (int, error) {
 		if len(pids) == 0 {
 			return total, nil
 		}
+		// Stop them all first, so that none runs on (a shell's next
+		// command) while its siblings and children are being killed.
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGSTOP)
+		}
 		for _, pid := range pids {
 			if syscall.Kill(pid, syscall.SIGKILL) == nil {
 				total++

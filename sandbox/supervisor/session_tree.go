@@ -101,7 +101,15 @@ func (sess *session) killTree(grace time.Duration) {
 	if len(pids) == 0 {
 		return
 	}
+	// Freeze the tree before SIGTERM: otherwise a shell whose child dies
+	// first (`sleep 3; touch PROOF`) runs its next command in the moment
+	// before its own signal lands. Stopped, every process gets SIGTERM and
+	// then SIGCONT, and acts on the SIGTERM before any more of its code.
+	send(pids, unix.SIGSTOP)
+	pids = procs() // and what was forked before the stop landed
+	send(pids, unix.SIGSTOP)
 	send(pids, unix.SIGTERM)
+	send(pids, unix.SIGCONT)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
