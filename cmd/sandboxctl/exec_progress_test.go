@@ -23,7 +23,7 @@ import (
 func slowDaemon(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "slow-sandboxctld")
-	script := fmt.Sprintf("#!/bin/sh\nsleep 1.5\nexec %s \"$@\"\n", shellQuote(daemonBinary))
+	script := fmt.Sprintf("#!/bin/sh\nsleep 1.5\nexec %s \"$@\"\n", quote(t, daemonBinary))
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestExecProgressOnTerminal(t *testing.T) {
 	exitFile := filepath.Join(dir, "exit")
 	sock := filepath.Join(dir, "tmux.sock")
 	cmdline := fmt.Sprintf("SANDBOXCTLD=%s %s --state %s --config %s exec -- 'echo ran-$((40+2))'; echo $? > %s; sleep 30",
-		shellQuote(slow), binary, e.state, e.config, exitFile)
+		quote(t, slow), binary, e.state, e.config, exitFile)
 	if out, err := exec.Command(tmux, "-S", sock, "new-session", "-d", "-x", "120", "-y", "30", "sh", "-c", cmdline).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}

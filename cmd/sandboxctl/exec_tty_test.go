@@ -25,7 +25,7 @@ func TestExecTTYInTmux(t *testing.T) {
 	sock := filepath.Join(dir, "tmux.sock")
 	script := `stty size; read a; stty size; read b; echo "got:$a:$b"; exit 5`
 	cmdline := fmt.Sprintf("%s --state %s --config %s exec -it -- %s; echo $? > %s; stty -a > %s; sleep 30",
-		binary, e.state, e.config, shellQuote(script), exitFile, filepath.Join(dir, "stty"))
+		binary, e.state, e.config, quote(t, script), exitFile, filepath.Join(dir, "stty"))
 	tm := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
@@ -88,4 +88,3 @@ func TestExecTTYInTmux(t *testing.T) {
 	}
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
