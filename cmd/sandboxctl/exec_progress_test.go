@@ -49,19 +49,8 @@ func TestExecProgressOnTerminal(t *testing.T) {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		data, err := os.ReadFile(exitFile)
-		if err == nil && strings.TrimSpace(string(data)) != "" {
-			if got := strings.TrimSpace(string(data)); got != "0" {
-				t.Errorf("exit code %s, want 0", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("sandboxctl did not exit within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if got := waitExitCode(t, exitFile, 30*time.Second, func() string { return "" }); got != "0" {
+		t.Errorf("exit code %s, want 0", got)
 	}
 	pane, err := exec.Command(tmux, "-S", sock, "capture-pane", "-p").CombinedOutput()
 	if err != nil {
@@ -159,19 +148,8 @@ func TestExecProgressSandboxCreate(t *testing.T) {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		data, err := os.ReadFile(exitFile)
-		if err == nil && strings.TrimSpace(string(data)) != "" {
-			if got := strings.TrimSpace(string(data)); got != "0" {
-				t.Errorf("exit code %s, want 0", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("sandboxctl did not exit within 60s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if got := waitExitCode(t, exitFile, 60*time.Second, func() string { return "" }); got != "0" {
+		t.Errorf("exit code %s, want 0", got)
 	}
 	pane, err := exec.Command(tmux, "-S", sock, "capture-pane", "-p").CombinedOutput()
 	if err != nil {
@@ -185,5 +163,23 @@ func TestExecProgressSandboxCreate(t *testing.T) {
 	r := e.run(t, "exec", "--agent", agent+"-pipe", "--", "echo ran-$((40+2))")
 	if r.code != 0 || r.stdout != "ran-42\n" || r.stderr != "" {
 		t.Errorf("stderr not a terminal: %+v (want no progress)", r)
+	}
+}
+
+// waitExitCode waits until the shell in a tmux pane has written the exit
+// code of sandboxctl to path and returns it; after within it fails,
+// adding what more() says.
+func waitExitCode(t *testing.T, path string, within time.Duration, more func() string) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		data, err := os.ReadFile(path)
+		if got := strings.TrimSpace(string(data)); err == nil && got != "" {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandboxctl did not exit within %s%s", within, more())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -56,23 +56,13 @@ func TestExecTTYInTmux(t *testing.T) {
 	waitPane("25 90")
 	tm("send-keys", "world", "Enter")
 	waitPane("got:hello:world")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		data, err := os.ReadFile(exitFile)
-		if err == nil && strings.TrimSpace(string(data)) != "" {
-			if got := strings.TrimSpace(string(data)); got != "5" {
-				t.Errorf("exit code %s, want 5", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandboxctl did not exit; pane:\n%s", tm("capture-pane", "-p"))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if got := waitExitCode(t, exitFile, 30*time.Second, func() string { return "; pane:\n" + tm("capture-pane", "-p") }); got != "5" {
+		t.Errorf("exit code %s, want 5", got)
 	}
 	// The terminal is back in cooked mode with echo (stty -a runs after
 	// the exit code was written).
 	var st []byte
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err = os.ReadFile(filepath.Join(dir, "stty"))
 		if err == nil && strings.Contains(string(st), "icanon") && strings.Contains(string(st), "echo") {
@@ -87,4 +77,3 @@ func TestExecTTYInTmux(t *testing.T) {
 		t.Errorf("terminal after exec -it: %q", st)
 	}
 }
-
