@@ -26,13 +26,7 @@ import (
 func TestSecurityCommandCannotApproveThroughConsole(t *testing.T) {
 	e := attackEnv(t)
 	dir := t.TempDir()
-	marker := filepath.Join(dir, "APPROVED-THROUGH-CONSOLE")
-	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
-		t.Fatalf("want approval-pending, got %v", d)
-	}
-	id, _ := d["approvalId"].(string)
-	sid, _ := d["sessionId"].(string)
+	id, sid, marker := pendingTouch(t, e, dir, "APPROVED-THROUGH-CONSOLE")
 	sock := filepath.Join(e.state, "sandboxctl.sock")
 
 	// The attacker's script: every step a browser makes, with curl.
@@ -148,12 +142,7 @@ func runApproved(t *testing.T, e *env, command string) string {
 func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
 	e := attackEnv(t)
 	dir := t.TempDir()
-	marker := filepath.Join(dir, "APPROVED-WITH-STOLEN-COOKIE")
-	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
-		t.Fatalf("want approval-pending, got %v", d)
-	}
-	id, _ := d["approvalId"].(string)
+	id, _, marker := pendingTouch(t, e, dir, "APPROVED-WITH-STOLEN-COOKIE")
 	link := startUI(t, e)
 	base := link[:strings.Index(link, "/ui/")]
 
@@ -246,12 +235,7 @@ func TestSecurityStolenConsoleLinkThroughUI(t *testing.T) {
 func TestSecurityUIForwarderReachesOnlyTheConsole(t *testing.T) {
 	e := attackEnv(t)
 	dir := t.TempDir()
-	marker := filepath.Join(dir, "APPROVED-THROUGH-FORWARDER")
-	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
-		t.Fatalf("want approval-pending, got %v", d)
-	}
-	id, _ := d["approvalId"].(string)
+	id, _, marker := pendingTouch(t, e, dir, "APPROVED-THROUGH-FORWARDER")
 	link := startUI(t, e)
 	base := link[:strings.Index(link, "/ui/")]
 	curl := "curl -sS -w ' status=%{http_code}' -X POST -H 'Content-Type: application/json' "
@@ -273,12 +257,7 @@ func TestSecurityUIForwarderReachesOnlyTheConsole(t *testing.T) {
 	if exists(exe) || strings.Contains(out, "status=200") {
 		t.Errorf("a command used the tool API through sandboxctl ui's port: %s", out)
 	}
-	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
-		t.Fatalf("human resolve: %+v", r)
-	}
-	if exists(marker) {
-		t.Fatal("the command ran although only the attacker approved it")
-	}
+	denyAndCheckNotRun(t, e, id, marker)
 }
 
 // TestSecurityLoginLinkOnlyThroughUI replays a command that got the
@@ -294,12 +273,7 @@ func TestSecurityLoginLinkOnlyThroughUI(t *testing.T) {
 	const tool = "console-tool-token-0123456789"
 	base := serveTCP(t, e, "SANDBOXCTL_TOKEN="+tool)
 	dir := t.TempDir()
-	marker := filepath.Join(dir, "APPROVED-WITH-LINK-ON-TCP")
-	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
-		t.Fatalf("want approval-pending, got %v", d)
-	}
-	id, _ := d["approvalId"].(string)
+	id, _, marker := pendingTouch(t, e, dir, "APPROVED-WITH-LINK-ON-TCP")
 	link := startUI(t, e)
 	stolen := base + link[strings.Index(link, "/ui/"):]
 	jar := filepath.Join(dir, "jar")
@@ -349,12 +323,7 @@ echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: applic
 	if out := runApproved(t, e, view); !strings.Contains(out, "status=401") || strings.Contains(out, "csrf") {
 		t.Fatalf("the person's console cookie worked on the TCP listener: %s", out)
 	}
-	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
-		t.Fatalf("human resolve: %+v", r)
-	}
-	if exists(marker) {
-		t.Fatal("the command ran although only the attacker approved it")
-	}
+	denyAndCheckNotRun(t, e, id, marker)
 }
 
 // TestSecurityCommandOfAnOlderSupervisorCannotMintLogin replays an upgrade:
@@ -429,5 +398,32 @@ func TestSecurityCommandOfAnOlderSupervisorCannotMintLogin(t *testing.T) {
 	}
 	if !strings.Contains(string(got), "not allowed to decide approvals") {
 		t.Fatalf("not refused with the reason: %s", got)
+	}
+}
+
+// pendingTouch asks (on the gateway, in dir) to run `touch dir/name`,
+// which needs approval, and returns the approval, its session and the
+// marker the command would create.
+func pendingTouch(t *testing.T, e *env, dir, name string) (id, sid, marker string) {
+	t.Helper()
+	marker = filepath.Join(dir, name)
+	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ = d["approvalId"].(string)
+	sid, _ = d["sessionId"].(string)
+	return id, sid, marker
+}
+
+// denyAndCheckNotRun has the person deny the approval id, and fails if the
+// command it held ran anyway (its marker exists).
+func denyAndCheckNotRun(t *testing.T, e *env, id, marker string) {
+	t.Helper()
+	if r := e.run(t, "approvals", "resolve", id, "deny"); r.code != 0 {
+		t.Fatalf("human resolve: %+v", r)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although only the attacker approved it")
 	}
 }
