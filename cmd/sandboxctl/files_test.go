@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,36 +26,7 @@ func serveFiles(t *testing.T, e *env, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := exec.Command(binary, append([]string{"--state", e.state, "--config", e.config, "serve", "--listen", addr}, args...)...)
-	serve.Env = append(os.Environ(), "SANDBOXCTL_TOKEN="+filesToolToken, "SANDBOXCTL_SUPERVISOR="+sup)
-	serve.Stderr = os.Stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = serve.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = serve.Process.Kill()
-			<-done
-			t.Errorf("daemon did not stop on SIGTERM")
-		}
-	})
-	base := "http://" + addr
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			return base
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not answer on TCP")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return serveTCPArgs(t, e, args, "SANDBOXCTL_TOKEN="+filesToolToken, "SANDBOXCTL_SUPERVISOR="+sup)
 }
 
 const (

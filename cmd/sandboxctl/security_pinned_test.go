@@ -109,8 +109,14 @@ func TestSecurityAgentPinnedClientSeesOnlyItsAgent(t *testing.T) {
 // the extra environment, and returns its base URL once it answers.
 func serveTCP(t *testing.T, e *env, environ ...string) string {
 	t.Helper()
+	return serveTCPArgs(t, e, nil, environ...)
+}
+
+// serveTCPArgs is serveTCP with extra serve flags.
+func serveTCPArgs(t *testing.T, e *env, args []string, environ ...string) string {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := exec.Command(binary, "--state", e.state, "--config", e.config, "serve", "--listen", addr)
+	serve := exec.Command(binary, append([]string{"--state", e.state, "--config", e.config, "serve", "--listen", addr}, args...)...)
 	serve.Env = append(os.Environ(), environ...)
 	serve.Stderr = os.Stderr
 	if err := serve.Start(); err != nil {
