@@ -67,7 +67,7 @@ func TestCheckKeyClasses(t *testing.T) {
 		wantRule  Rule   // on gateway and node; "" = accepted
 		wantMatch string // RefusedError.Match
 	}{
-		// blocked everywhere, one per group plus the SPEC's named keys
+		// blocked everywhere, one per group plus the named keys of SECURITY.md
 		{"NODE_OPTIONS", RuleBlocked, ""},
 		{"NODE_PATH", RuleBlocked, ""},
 		{"NODE_REPL_EXTERNAL_MODULE", RuleBlocked, ""},
@@ -133,7 +133,7 @@ func TestCheckKeyClasses(t *testing.T) {
 		{"LD_AUDIT", RuleBlockedPrefix, "LD_"},
 		{"DYLD_INSERT_LIBRARIES", RuleBlockedPrefix, "DYLD_"},
 		{"BASH_FUNC_x", RuleBlockedPrefix, "BASH_FUNC_"},
-		// override-only keys, one per group plus the SPEC's named keys
+		// override-only keys, one per group plus the named keys of SECURITY.md
 		{"HOME", RuleOverrideOnly, ""},
 		{"ZDOTDIR", RuleBlocked, ""},
 		{"GIT_SSH_COMMAND", RuleBlocked, ""},

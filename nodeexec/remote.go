@@ -86,7 +86,7 @@ func (e *ApprovalPendingError) Error() string {
 // Is makes an ApprovalPendingError match ErrApprovalPending.
 func (e *ApprovalPendingError) Is(target error) bool { return target == ErrApprovalPending }
 
-// Details are the approval-pending result fields of SPEC §2: approvalId,
+// Details are the approval-pending result fields of docs/tools.md: approvalId,
 // approvalSlug, expiresAtMs, host, command, cwd, nodeId (plus node).
 func (e *ApprovalPendingError) Details() map[string]any {
 	return map[string]any{

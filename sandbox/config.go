@@ -5,7 +5,7 @@ import "github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 // The `sandbox:` section of the config lives in package sandboxconfig (no
 // Docker client, so light programs can load it); these are its names here.
 type (
-	// Config is the `sandbox:` section of sandboxctl.yaml (SPEC §8).
+	// Config is the `sandbox:` section of sandboxctl.yaml (README, "Configuration").
 	Config = sandboxconfig.Config
 	// PruneConfig says when idle or old sandboxes are removed.
 	PruneConfig = sandboxconfig.PruneConfig

@@ -170,7 +170,7 @@ func TestSupervisedExec(t *testing.T) {
 	}
 }
 
-// TestSupervisedTimeoutKillsSetsidChild is the SPEC §4.1 case: a 1 s
+// TestSupervisedTimeoutKillsSetsidChild is the kill-tree case of README, "The in-container supervisor": a 1 s
 // timeout ends the whole tree, including a child that called setsid.
 func TestSupervisedTimeoutKillsSetsidChild(t *testing.T) {
 	m := newTestManager(t, nil)

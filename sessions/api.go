@@ -5,9 +5,9 @@ import "github.com/sandboxctl/sandboxctl/sessions/toolapi"
 // The tools' wire types live in package toolapi (standard library only, for
 // light clients); these are their names here.
 type (
-	// ExecParams is the input of the exec tool (SPEC §2).
+	// ExecParams is the input of the exec tool (docs/tools.md).
 	ExecParams = toolapi.ExecParams
-	// ProcessParams is the input of the process tool (SPEC §3).
+	// ProcessParams is the input of the process tool (docs/tools.md).
 	ProcessParams = toolapi.ProcessParams
 	// Content is one entry of a tool result's content list.
 	Content = toolapi.Content

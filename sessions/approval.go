@@ -15,7 +15,7 @@ import (
 // can be awaited. The Manager then keeps the request as a session at once
 // (status running, output empty) and starts the command itself when a human
 // decided: allow → it runs as that session; deny or an expiry that
-// askFallback refuses → the session fails with the reason (SPEC §5).
+// askFallback refuses → the session fails with the reason (SECURITY.md, "The guard").
 type ApprovalWaiter interface {
 	AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error)
 }

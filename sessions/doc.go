@@ -1,12 +1,12 @@
 // Package sessions is the hub of sandboxctl: it implements the two tools
-// agents call, exec and process (SPEC §2, §3), over one Host interface that the
+// agents call, exec and process (docs/tools.md), over one Host interface that the
 // sandbox, gateway and node hosts implement. It owns the session registry
 // (readable ids, scoping by sessionKey/agentId, capped output buffers, the TTL
 // sweeper, exit events) and the yield/background/timeout logic.
 //
 // Decisions where the specification leaves room (each is covered by a test):
 //
-//   - Errors versus results. Bad input (SPEC §11) is a Go error matching
+//   - Errors versus results. Bad input (docs/tools.md, "Bad input") is a Go error matching
 //     ErrInvalidInput (an *InputError naming the field). Refusals — security
 //     mode, allowlist, missing approver, elevated not allowed — are a Result
 //     with details.status "denied" and a reason. An unknown or foreign session

@@ -14,7 +14,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// Terminal size of a PTY run (SPEC §2).
+// Terminal size of a PTY run (docs/tools.md).
 const (
 	ptyCols = 120
 	ptyRows = 30
@@ -39,7 +39,7 @@ type execPlan struct {
 	started func(toolapi.Follower)
 }
 
-// Exec runs the exec tool (SPEC §2).
+// Exec runs the exec tool (docs/tools.md).
 //
 // Steps, in order: validate → background/yield → elevated → host →
 // security/ask → env → workdir → guard → start → wait up to the yield
@@ -135,9 +135,9 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	if host == nil {
 		return nil, StartSpec{}, nil, fmt.Errorf("exec: host %q is not configured on this daemon: %w", plan.host, ErrHostUnavailable)
 	}
-	// env is checked before the workdir although the SPEC lists it after:
+	// env is checked before the workdir although docs/tools.md lists it after:
 	// the check is pure, and resolving a sandbox workdir may create the
-	// container — bad input must change nothing (SPEC §11).
+	// container — bad input must change nothing (docs/tools.md, "Bad input").
 	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
 		return nil, StartSpec{}, nil, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
 	}

@@ -6,8 +6,8 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// Guard decides whether a command may run on the gateway or node host (SPEC
-// §5): security mode, allowlist, safe bins, approvals. The Manager calls it
+// Guard decides whether a command may run on the gateway or node host (SECURITY.md,
+// "The guard"): security mode, allowlist, safe bins, approvals. The Manager calls it
 // for gateway and node runs, and for sandbox runs only when ask is "always"
 // (on the sandbox the container is the boundary). It is the seam for the
 // hostexec/guard package; an adapter there satisfies it.

@@ -10,7 +10,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// GateGuard is the Guard of the gateway host over a guard.Gate (SPEC §5):
+// GateGuard is the Guard of the gateway host over a guard.Gate (SECURITY.md, "The guard"):
 // command analysis on the gateway's PATH, its allowlist and safe bins, and
 // approvals in its approvals.json. For node runs it only applies the
 // gateway's deny: the node judges every command again with its own guard,

@@ -60,7 +60,7 @@ func floodSize() int64 {
 
 // TestOutputMemoryBounded pushes a flood of output through a background
 // session that nobody polls and checks that every buffer stays within its
-// cap (SPEC §13: daemon memory bounded by the output caps).
+// cap (README, "Performance": daemon memory bounded by the output caps).
 func TestOutputMemoryBounded(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
 	size := floodSize()

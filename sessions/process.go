@@ -15,7 +15,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
-// Process actions (SPEC §3, plus resize).
+// Process actions (docs/tools.md).
 var processActions = toolapi.ProcessActions
 
 const (
@@ -24,7 +24,7 @@ const (
 	killWait        = 5 * time.Second
 )
 
-// Process runs the process tool (SPEC §3) in the caller's scope: the pair
+// Process runs the process tool (docs/tools.md) in the caller's scope: the pair
 // (agentId, sessionKey).
 //
 // An unknown session id, or one of another scope, is answered at once (poll

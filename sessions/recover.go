@@ -13,8 +13,8 @@ import (
 )
 
 // Recoverer is implemented by a Host whose sessions outlive the daemon (the
-// supervised sandbox keeps output and exit status inside the container, SPEC
-// §3). A restarted daemon calls Manager.Recover once, which lists them here
+// supervised sandbox keeps output and exit status inside the container, docs/tools.md,
+// "process"). A restarted daemon calls Manager.Recover once, which lists them here
 // and adopts them as background sessions.
 type Recoverer interface {
 	Recover(ctx context.Context) ([]RecoveredSession, error)

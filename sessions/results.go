@@ -31,7 +31,7 @@ func withWarnings(r Result, warnings []string) Result {
 }
 
 // finalResultLocked is the exec result of a session that finished inside
-// its yield window: completed or failed (SPEC §2).
+// its yield window: completed or failed (docs/tools.md).
 func finalResultLocked(s *session, now time.Time, warnings []string) Result {
 	agg := s.agg.WithNote()
 	dur := s.endedAt.Sub(s.startedAt).Milliseconds()

@@ -252,7 +252,7 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 }
 
 // exitEventLocked builds the exit notification of a finished session, or nil
-// when none is due (SPEC §3: notifyOnExit, empty successes only when
+// when none is due (docs/tools.md: notifyOnExit, empty successes only when
 // notifyOnExitEmptySuccess).
 func (m *Manager) exitEventLocked(s *session) *Event {
 	if !m.cfg.Exec.NotifyOnExit {

@@ -146,7 +146,7 @@ func ParseElevatedLevel(s string) (ElevatedLevel, error) {
 	return "", &ModeError{Kind: "elevated level", Value: s, Valid: []string{"off", "ask", "on", "full"}}
 }
 
-// EffectiveModes combines configuration and request as SPEC §2 says: a
+// EffectiveModes combines configuration and request as docs/tools.md says: a
 // request can only lower security (min) and only raise ask (max); elevated
 // full forces security full and ask off. Empty request values mean "not
 // given".

@@ -83,7 +83,7 @@ type AnalyzeEnv struct {
 	Lookup func(name string) (string, error)
 	// EnvCheck, when set, vets variables assigned through env/sudo
 	// (`env K=V cmd`). The default refuses the loader/interpreter hook
-	// variables of SPEC §6 and PATH. Plug envguard in here.
+	// variables of envguard and PATH. Plug envguard in here.
 	EnvCheck func(assign map[string]string) error
 	// MaxDepth bounds nested wrappers/shells; default 4.
 	MaxDepth int

@@ -1,5 +1,5 @@
 // Package guard decides whether a command may run on the gateway and node
-// hosts (SPEC §5, §7 external directories). It never runs anything itself.
+// hosts (SECURITY.md: "The guard" and "External directories"). It never runs anything itself.
 //
 // # Flow
 //
@@ -59,7 +59,7 @@
 // NAME, -S/--split-string STRING re-split and spliced back as env does,
 // NAME=VALUE vetted by AnalyzeEnv.EnvCheck — by default
 // envguard.CheckRequest(HostGateway) plus shell hooks such as CDPATH, so PATH
-// and the SPEC §6 loader and interpreter hooks are refused; -u of a pinned
+// and the envguard loader and interpreter hooks are refused; -u of a pinned
 // host variable (LESSSECURE) is refused and env -i is rebuilt with the
 // pinned variables set again),
 // sh/bash/dash/zsh/ksh/mksh
@@ -86,7 +86,7 @@
 // # Policy
 //
 // Security deny|allowlist|full, ask off|on-miss|always, askFallback and
-// elevated follow SPEC §2/§5 (vocab.MinSecurity, vocab.MaxAsk,
+// elevated follow docs/tools.md and SECURITY.md, "The guard" (vocab.MinSecurity, vocab.MaxAsk,
 // vocab.EffectiveModes, RequiresApproval; whether an elevated request is
 // allowed is the session manager's decision). A segment is satisfied by an
 // allowlist entry, as a safe bin, or as builtin cd; a segment run through sudo is

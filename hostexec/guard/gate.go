@@ -12,7 +12,7 @@ import (
 )
 
 // Gate is one host's whole guard: its configuration, its approvals.json
-// store, and the flow of SPEC §5 over them (modes, analysis, allowlist and
+// store, and the flow of SECURITY.md's "The guard" over them (modes, analysis, allowlist and
 // safe bins, approval requests bound to the exact command, expiry to
 // askFallback). The gateway and every node each have their own Gate; a node
 // never takes the gateway's word for anything.

@@ -85,7 +85,7 @@ type Verdict struct {
 	outside []string
 }
 
-// Evaluate decides whether an analysed command may run (SPEC §5):
+// Evaluate decides whether an analysed command may run (SECURITY.md, "The guard"):
 //
 //   - security deny → Deny.
 //   - security full → Run, unless ask is always (or ask is on-miss and a
@@ -523,7 +523,7 @@ func ExternalPaths(a Analysis, workspace string) []string {
 	return out
 }
 
-// RequiresApproval is SPEC §5's formula.
+// RequiresApproval is the approval formula of SECURITY.md, "The guard".
 func RequiresApproval(ask vocab.Ask, sec vocab.Security, analysisOK, allowlisted bool) bool {
 	return ask == vocab.AskAlways || (ask == vocab.AskOnMiss && sec == vocab.SecurityAllowlist && (!analysisOK || !allowlisted))
 }

@@ -1,4 +1,4 @@
-// Package cli holds the sandboxctl commands (SPEC §10). Each cobra command
+// Package cli holds the sandboxctl commands (README, "Using it"). Each cobra command
 // is a thin shell: it binds its flags into an options struct and calls an
 // exported RunX(ctx, cli, opts) function that holds the logic, so the logic
 // is testable without cobra and the commands stay declarative.

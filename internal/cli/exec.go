@@ -50,7 +50,7 @@ func newExecCommand(c *CLI) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec [flags] -- COMMAND...",
 		Short: "Run a command through the exec tool and print its output",
-		Long: `Run a command through the daemon's exec tool (SPEC §2) and print its output,
+		Long: `Run a command through the daemon's exec tool (docs/tools.md) and print its output,
 or the running / approval-pending notice. One argument after the flags is a
 shell command line ('echo $HOME | wc -c'); several are the words of one
 command, each passed as it is (sh -c 'echo hello' runs sh with two
@@ -66,7 +66,7 @@ forwarded only with -i. -t allocates a PTY (stdin then only with -i) and,
 with -i on a terminal, puts the terminal in raw mode and follows its size. Ctrl-C kills the command's whole tree (a second Ctrl-C leaves at once).
 -d prints the session id alone and leaves the command running.
 
-With --json or --yield-ms, exec answers as the exec tool does (SPEC §2).
+With --json or --yield-ms, exec answers as the exec tool does (docs/tools.md).
 
 Exit code: the command's own exit code when it completed; 124 when its
 timeout killed it; 128+N when signal N ended it; 125 when it failed for
@@ -173,7 +173,7 @@ func (o ExecOptions) Params() (toolapi.ExecParams, error) {
 	return p, nil
 }
 
-// The exec tool's yieldMs range (SPEC §2); the CLI refuses what the tool
+// The exec tool's yieldMs range (docs/tools.md); the CLI refuses what the tool
 // would clamp, so a typo is not silently changed.
 const (
 	MinYieldMs = 10

@@ -59,7 +59,7 @@ type processInts struct {
 	timeoutMs                 float64
 }
 
-// MaxPollTimeoutMs is the longest a poll may wait for new output (SPEC §3).
+// MaxPollTimeoutMs is the longest a poll may wait for new output (docs/tools.md).
 const MaxPollTimeoutMs = 30000
 
 func newProcessCommand(c *CLI) *cobra.Command {

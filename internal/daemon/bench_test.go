@@ -19,7 +19,7 @@ func BenchmarkSocketHealth(b *testing.B) {
 
 // BenchmarkSocketExecTrue measures `true` through the daemon's socket on the
 // gateway host: client encode, HTTP over the unix socket, sessions.Manager,
-// fork/exec, and back. SPEC §13 sets ≤ 15 ms through the socket for the
+// fork/exec, and back. the README ("Performance") sets ≤ 15 ms through the socket for the
 // sandbox host; this is the same path with the local host underneath.
 func BenchmarkSocketExecTrue(b *testing.B) {
 	r, _ := startGatewayDaemon(b)

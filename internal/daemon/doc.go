@@ -1,4 +1,4 @@
-// Package daemon is the HTTP/JSON face of sandboxctl (SPEC §10): the server
+// Package daemon is the HTTP/JSON face of sandboxctl (README, "Using it"): the server
 // that `sandboxctl serve` runs on a unix socket in the state directory (and
 // optionally on TCP behind a bearer token and TLS). Package apiclient is
 // its client (the CLI's, over the socket, without net/http), and

@@ -10,7 +10,7 @@ import (
 
 func TestCommandTree(t *testing.T) {
 	// sandboxctld: the client commands and the runtime's own, each with
-	// its actions (SPEC §10).
+	// its actions (README, "Using it").
 	c := &cli.CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
 	root := cli.NewRootCommand(c, Commands(c)...)
 	for _, path := range [][]string{

@@ -1,5 +1,5 @@
 // Package sandboxconfig is the `sandbox:` section of sandboxctl.yaml: its
-// types, defaults and validation (every refusal of SPEC §8 — blocked binds,
+// types, defaults and validation (every refusal of README, "Configuration" — blocked binds,
 // network host, unconfined profiles, credential-looking env, bad resource
 // values). It depends on no Docker client, so light programs such as the
 // sandboxctl CLI can load and check a config; package sandbox re-exports it.
@@ -7,7 +7,7 @@ package sandboxconfig
 
 import "fmt"
 
-// Config is the `sandbox:` section of sandboxctl.yaml (SPEC §8).
+// Config is the `sandbox:` section of sandboxctl.yaml (README, "Configuration").
 type Config struct {
 	Scope           string       `yaml:"scope" json:"scope"`                     // session | agent | shared
 	WorkspaceAccess string       `yaml:"workspaceAccess" json:"workspaceAccess"` // none | ro | rw
@@ -78,7 +78,7 @@ type DockerConfig struct {
 // DefaultImage is the sandbox image built by `make images`.
 const DefaultImage = "sandboxctl/sandbox:bookworm"
 
-// DefaultConfig returns the defaults of SPEC §8.
+// DefaultConfig returns the defaults of README, "Configuration".
 func DefaultConfig() Config {
 	return Config{
 		Scope:           "agent",

@@ -34,7 +34,7 @@ type Bind struct {
 	ReadOnly bool
 }
 
-// ParseBind parses and validates one bind entry (SPEC §4.1). field names the
+// ParseBind parses and validates one bind entry (SECURITY.md, "Sandboxes"). field names the
 // entry in errors. allowedRoots, when non-empty, limits the resolved source.
 func ParseBind(field, spec string, allowedRoots []string) (Bind, error) {
 	bad := func(msg string) (Bind, error) {

@@ -1,4 +1,4 @@
-// Package config loads sandboxctl.yaml (SPEC §8): every key has a default,
+// Package config loads sandboxctl.yaml (README, "Configuration"): every key has a default,
 // unknown keys and bad values are errors naming the key and its line, and the
 // SANDBOXCTL_* (and PI_BASH_*) environment overrides are applied on top.
 package config
@@ -57,7 +57,7 @@ type Elevated struct {
 	DefaultLevel vocab.ElevatedLevel `yaml:"defaultLevel" json:"defaultLevel"`
 }
 
-// Default returns the configuration with every default of SPEC §8.
+// Default returns the configuration with every default of README, "Configuration".
 func Default() File {
 	return File{
 		Exec: Exec{

@@ -326,7 +326,7 @@ func ExpandHome(p string) (string, error) {
 }
 
 // Overrides are the environment variables that override config values
-// (SPEC §8), each with its PI_BASH_* alias. The SANDBOXCTL_ name wins.
+// (README, "Configuration"), each with its PI_BASH_* alias. The SANDBOXCTL_ name wins.
 var overrideNames = [][3]string{
 	{"SANDBOXCTL_YIELD_MS", "PI_BASH_YIELD_MS", "backgroundMs"},
 	{"SANDBOXCTL_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS", "maxOutputChars"},

@@ -1,5 +1,5 @@
 // Package hosttest is the conformance suite every sessions.Host runs: the
-// same exec and process tool calls (SPEC §2, §3), through a sessions.Manager
+// same exec and process tool calls (docs/tools.md), through a sessions.Manager
 // wired to the host under test, with the same assertions on details fields
 // and texts. A host package's test calls Run with a factory for its Target.
 //
@@ -639,7 +639,7 @@ func (h *harness) finishAfterRestart(id, gate, pids string) {
 
 // --- result helpers ---
 
-// checkShape asserts SPEC §2's result shape: one text content, a details map.
+// checkShape asserts the result shape of docs/tools.md: one text content, a details map.
 func checkShape(t *testing.T, r sessions.Result) {
 	t.Helper()
 	if len(r.Content) != 1 || r.Content[0].Type != "text" {

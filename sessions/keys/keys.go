@@ -1,4 +1,4 @@
-// Package keys encodes the process tool's send-keys and paste input (SPEC §3)
+// Package keys encodes the process tool's send-keys and paste input (docs/tools.md)
 // into the bytes a terminal would send: tmux-like key names (enter, up, f5,
 // ...), modifiers C- M- S- and ^X, hex bytes and bracketed paste.
 package keys

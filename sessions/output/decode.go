@@ -1,6 +1,6 @@
 // Package output turns the raw byte streams of a running command into the text
 // the exec and process tools return: it decodes chunks without ever splitting a
-// UTF-8 sequence, sanitizes them (SPEC §2), answers and strips terminal
+// UTF-8 sequence, sanitizes them (docs/tools.md), answers and strips terminal
 // cursor-position queries (DSR) in PTY output, and keeps capped buffers whose
 // memory stays bounded however much a command prints.
 package output

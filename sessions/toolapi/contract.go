@@ -13,7 +13,7 @@ type Tools interface {
 	Process(ctx context.Context, p ProcessParams) (Result, error)
 }
 
-// ErrInvalidInput classifies bad tool input (SPEC §11). Every such error
+// ErrInvalidInput classifies bad tool input (docs/tools.md, "Bad input"). Every such error
 // the tools return satisfies errors.Is(err, ErrInvalidInput); the HTTP layer
 // maps it to 400. Nothing has been started or changed when it is returned.
 var ErrInvalidInput = errors.New("invalid input")

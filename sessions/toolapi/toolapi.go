@@ -1,5 +1,5 @@
-// Package toolapi holds the wire types of the exec and process tools (SPEC
-// §2, §3) and of the daemon's event stream: what agents send and get back,
+// Package toolapi holds the wire types of the exec and process tools
+// (docs/tools.md) and of the daemon's event stream: what agents send and get back,
 // with OpenClaw's exact JSON field names. It imports nothing beyond the
 // standard library and package vocab (itself standard library only), so
 // clients (the sandboxctl CLI, embedders) can speak the API without linking
@@ -18,7 +18,7 @@ import (
 // Result.Err.
 var ErrNoSession = errors.New("no session found")
 
-// ExecParams is the input of the exec tool (SPEC §2). Field names in JSON are
+// ExecParams is the input of the exec tool (docs/tools.md). Field names in JSON are
 // exactly OpenClaw's so existing agents work unchanged. Pointer fields
 // distinguish "not given" from a zero value.
 type ExecParams struct {
@@ -47,7 +47,7 @@ type ExecParams struct {
 	Cols, Rows int `json:"-"`
 }
 
-// ProcessParams is the input of the process tool (SPEC §3).
+// ProcessParams is the input of the process tool (docs/tools.md).
 type ProcessParams struct {
 	Action    string   `json:"action"`
 	SessionID string   `json:"sessionId,omitempty"`
@@ -76,8 +76,8 @@ type Content struct {
 }
 
 // Result is what both tools return: {content:[{type:"text",text}], details}.
-// Details is a JSON object whose fields depend on details.status (SPEC §2) or
-// on the process action (SPEC §3).
+// Details is a JSON object whose fields depend on details.status (docs/tools.md) or
+// on the process action (docs/tools.md).
 //
 // details.pid, wherever it appears, is the command's pid as the machine it
 // runs on numbers it: inside the sandbox container for host "sandbox" (the
@@ -99,7 +99,7 @@ const (
 )
 
 // Event is an asynchronous notification: today "exit" events for background
-// sessions (SPEC §3); approval events will join them.
+// sessions (docs/tools.md); approval events will join them.
 type Event struct {
 	// Cursor numbers the event in the daemon's event journal: reconnect
 	// with GET /v1/events?since=CURSOR to get the events after it.
