@@ -3,6 +3,7 @@
 #   make run    set everything up (docker.io, dockerd, images, bin/) and run
 #               the main job: a command in a fresh sandbox, then background + poll
 #   make test   the same prerequisites, then every test (unit + integration/)
+#   make unit   the tests that need no Docker Engine, for the edit-test loop
 #
 # Other targets: docker-up docker-down images build lint clean clean-images help.
 # `make images FORCE=1` rebuilds images that already exist.
@@ -25,10 +26,10 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 
 IMAGES_FLAGS := $(if $(filter 1 yes true,$(FORCE)),--force,)
 
-.PHONY: help docker-up docker-down images build run test lint toolchain clean clean-images
+.PHONY: help docker-up docker-down images build run test unit lint toolchain clean clean-images
 
 help:
-	@sed -n '1,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
 
 ## Docker Engine: installs docker.io and starts dockerd if no daemon answers.
 docker-up:
@@ -60,6 +61,11 @@ run: docker-up images build
 test: toolchain docker-up images
 	@mkdir -p $(TEST_OUTPUT)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## Every test that needs no Docker Engine: no set-up, no race detector. DOCKER_HOST
+## names no socket and SANDBOXCTL_SKIP_DOCKER=1 turns the Docker tests into skips.
+unit:
+	DOCKER_HOST=unix:///nonexistent/docker.sock SANDBOXCTL_SKIP_DOCKER=1 CI= $(GO) test $(PKGS)
 
 ## go mod tidy -diff, gofmt, go vet, staticcheck, govulncheck (tools pinned in go.mod).
 lint: toolchain
