@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,6 +30,10 @@ const (
 	// RuleBlockedSuffix: the key ends in a suffix that says it holds a
 	// command (_COMMAND, _PAGER, _EDITOR, _ASKPASS, _RSH, _SSH).
 	RuleBlockedSuffix Rule = "blocked-suffix"
+	// RuleBlockedFamily: the key belongs to the variable family of a
+	// program that reads its variables as options, commands or
+	// configuration, and is not one of the family's data members.
+	RuleBlockedFamily Rule = "blocked-family"
 	// RuleOverrideOnly: the exact key may not be set by a request.
 	RuleOverrideOnly Rule = "override-only"
 	// RuleOverrideOnlyPrefix: the key starts with a prefix that a request
@@ -78,6 +83,8 @@ func (e *RefusedError) Error() string {
 		switch {
 		case e.Rule == RuleCredential || e.Rule == RuleBlockedSuffix:
 			fmt.Fprintf(&b, " (suffix %s)", e.Match)
+		case e.Rule == RuleBlockedFamily:
+			fmt.Fprintf(&b, " (family %s*)", e.Match)
 		case strings.Contains(e.Match, "<"):
 			fmt.Fprintf(&b, " (pattern %s)", e.Match)
 		default:
@@ -100,7 +107,7 @@ func (r Rule) words() string {
 		return "invalid key"
 	case RuleInvalidValue:
 		return "invalid value"
-	case RuleBlocked, RuleBlockedPrefix, RuleBlockedSuffix:
+	case RuleBlocked, RuleBlockedPrefix, RuleBlockedSuffix, RuleBlockedFamily:
 		return "blocked everywhere"
 	case RuleOverrideOnly, RuleOverrideOnlyPrefix:
 		return "may not be set by a request on this host"
@@ -166,6 +173,35 @@ func classifyBlocked(key, upper string) *RefusedError {
 	}
 	if matchCargoTarget(upper) {
 		return &RefusedError{Key: key, Rule: RuleBlockedPrefix, Detail: cargoTargetReason, Match: cargoTargetPattern}
+	}
+	// The rules by name and family yield to the override-only lists: an
+	// operator's inherited CURL_HOME or AWS_CONFIG_FILE stays (a request
+	// still may not set it).
+	if classifyOverride(key, upper) != nil {
+		return nil
+	}
+	for _, p := range blockedEverywhereNameSuffixes {
+		if strings.HasSuffix(upper, p.prefix) {
+			return &RefusedError{Key: key, Rule: RuleBlockedSuffix, Detail: p.reason, Match: p.prefix}
+		}
+	}
+	return classifyFamily(key, upper)
+}
+
+// classifyFamily refuses a key of a program's variable family (families)
+// that is not one of the family's allowed data members.
+func classifyFamily(key, upper string) *RefusedError {
+	for _, f := range families {
+		for _, p := range f.prefixes {
+			if !strings.HasPrefix(upper, p) || slices.Contains(f.allow, upper) {
+				continue
+			}
+			detail := f.program + " reads these variables as options, commands or configuration"
+			if len(f.allow) > 0 {
+				detail += "; only " + strings.Join(f.allow, ", ") + " are accepted"
+			}
+			return &RefusedError{Key: key, Rule: RuleBlockedFamily, Detail: detail, Match: p}
+		}
 	}
 	return nil
 }

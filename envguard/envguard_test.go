@@ -218,7 +218,7 @@ func TestCheckKeyClasses(t *testing.T) {
 		{"LC_ALL", "", ""},
 		{"CI", "", ""},
 		{"CARGO_TARGET_DIR", "", ""},
-		{"CARGO_TARGET_X86_64_LINKER_FLAGS", "", ""},
+		{"CARGO_TARGET_X86_64_LINKER_FLAGS", RuleBlockedSuffix, "FLAGS"},
 		{"PATHS", "", ""},
 		{"MYPATH", "", ""},
 		{"LD", "", ""},
@@ -490,5 +490,105 @@ func TestListsConsistent(t *testing.T) {
 	// code or run commands moved to blocked-everywhere (issue 12 item 6).
 	if n := len(overrideOnly()); n < 90 {
 		t.Errorf("override-only list has %d keys; expected at least 90", n)
+	}
+}
+
+// TestCheckKeyFamilies: issue 25 finding 4. A program that reads variables
+// as options, commands or configuration owns a family: every member is
+// refused (and dropped from the inherited environment) except the family's
+// data members; and a name that says it holds options or a configuration
+// file is refused whatever program reads it. Override-only keys keep their
+// rule (inherited, not settable).
+func TestCheckKeyFamilies(t *testing.T) {
+	tests := []struct {
+		key, wantMatch string
+		wantRule       Rule
+	}{
+		// the reported variables
+		{"GIT_TEST_FSMONITOR", "GIT_", RuleBlockedFamily},
+		{"RIPGREP_CONFIG_PATH", "_CONFIG_PATH", RuleBlockedSuffix},
+		{"UNZIP", "UNZIP", RuleBlockedFamily},
+		// each family, including members no list named
+		{"GIT_TEST_ANYTHING_NEW", "GIT_", RuleBlockedFamily},
+		{"git_dir", "", RuleBlocked},
+		{"GIT_REFERENCE_BACKEND", "GIT_", RuleBlockedFamily},
+		{"UNZIPOPT", "UNZIP", RuleBlockedFamily},
+		{"ZIPINFO", "ZIP", RuleBlockedFamily},
+		{"ZIPINFOOPT", "ZIP", RuleBlockedFamily},
+		{"ZIP", "", RuleBlocked},
+		{"TAR_OPTIONS", "", RuleBlocked},
+		{"TAR_LONGLINK", "TAR_", RuleBlockedFamily},
+		{"WGET_ASKPASS", "_ASKPASS", RuleBlockedSuffix},
+		{"SYSTEM_WGETRC", "RC", RuleBlockedSuffix},
+		{"WGETRC", "", RuleOverrideOnly},
+		{"CURL_HOME", "", RuleOverrideOnly},
+		{"CURL_SSL_BACKEND", "CURL_", RuleBlockedFamily},
+		{"GREP_OPTIONS", "_OPTIONS", RuleBlockedSuffix},
+		{"LESSOPEN", "", RuleBlocked},
+		{"LESSNEWVAR", "LESS", RuleBlockedFamily},
+		{"MANPATH", "", RuleOverrideOnly},
+		{"MANLESS", "MAN", RuleBlockedFamily},
+		{"RSYNC_PROXY", "RSYNC_", RuleBlockedFamily},
+		{"SYSTEMD_PAGERSECURE", "", RuleBlocked},
+		{"SYSTEMD_LOG_TARGET", "SYSTEMD_", RuleBlockedFamily},
+		{"AWKPATH", "AWK", RuleBlockedFamily},
+		{"AWKLIBPATH", "AWK", RuleBlockedFamily},
+		{"PYTHONEXECUTABLE", "PYTHON", RuleBlockedFamily},
+		{"PERL_MM_OPT", "PERL", RuleBlockedFamily},
+		{"RUBYGEMS_GEMDEPS", "RUBY", RuleBlockedFamily},
+		{"NODE_ICU_DATA", "NODE_", RuleBlockedFamily},
+		{"HGPLAIN", "HG", RuleBlockedFamily},
+		// by name: options, flags, configuration files
+		{"FOO_OPTIONS", "_OPTIONS", RuleBlockedSuffix},
+		{"SOMETOOL_OPTS", "_OPTS", RuleBlockedSuffix},
+		{"EXTRA_CFLAGS", "FLAGS", RuleBlockedSuffix},
+		{"TOOL_CONFIG_FILE", "_CONFIG_FILE", RuleBlockedSuffix},
+		{"X_CONF", "_CONF", RuleBlockedSuffix},
+		{"TOOLRC", "RC", RuleBlockedSuffix},
+		{"AWS_CONFIG_FILE", "", RuleOverrideOnly},
+		{"PIP_CONFIG_FILE", "", RuleOverrideOnly},
+		// data members and ordinary variables stay accepted
+		{"GIT_AUTHOR_NAME", "", ""},
+		{"GIT_COMMITTER_DATE", "", ""},
+		{"GIT_TERMINAL_PROMPT", "", ""},
+		{"GREP_COLORS", "", ""},
+		{"LESSCHARSET", "", ""},
+		{"MANWIDTH", "", ""},
+		{"PYTHONUNBUFFERED", "", ""},
+		{"NODE_ENV", "", ""},
+		{"TARGET", "", ""},
+		{"ZONE", "", ""},
+		{"MY_SOURCE", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			err := CheckKey(vocab.HostGateway, tt.key)
+			if tt.wantRule == "" {
+				if err != nil {
+					t.Fatalf("CheckKey(gateway, %s) = %v, want nil", tt.key, err)
+				}
+				if IsBlockedEverywhere(tt.key) {
+					t.Fatalf("IsBlockedEverywhere(%s) = true", tt.key)
+				}
+				return
+			}
+			var re *RefusedError
+			if !errors.As(err, &re) || re.Rule != tt.wantRule || re.Match != tt.wantMatch {
+				t.Fatalf("CheckKey(gateway, %s) = %v, want rule %s match %q", tt.key, err, tt.wantRule, tt.wantMatch)
+			}
+			// Blocked-everywhere rules drop the key from the inherited
+			// environment too; override-only ones keep it.
+			if got, want := IsBlockedEverywhere(tt.key), tt.wantRule != RuleOverrideOnly; got != want {
+				t.Fatalf("IsBlockedEverywhere(%s) = %v, want %v", tt.key, got, want)
+			}
+			if CheckKey(vocab.HostSandbox, tt.key) != nil {
+				t.Fatalf("%s refused in a sandbox", tt.key)
+			}
+		})
+	}
+	// The error names the family.
+	err := CheckKey(vocab.HostGateway, "GIT_TEST_FSMONITOR")
+	if err == nil || !strings.Contains(err.Error(), "(family GIT_*): git reads these variables") {
+		t.Fatalf("family error: %v", err)
 	}
 }

@@ -174,6 +174,74 @@ var blockedEverywhereSuffixes = []prefixRule{
 	{prefix: "_SSH", reason: "its name says it holds an ssh command"},
 }
 
+// blockedEverywhereNameSuffixes: a key whose name says it holds options, a
+// command line or the path of a configuration file (issue 25 finding 4: the
+// lists above named TAR_OPTIONS and ZIPOPT, not GREP_OPTIONS or
+// RIPGREP_CONFIG_PATH). Unlike blockedEverywhereSuffixes they yield to the
+// override-only lists (AWS_CONFIG_FILE, PIP_CONFIG_FILE stay inherited).
+var blockedEverywhereNameSuffixes = []prefixRule{
+	{prefix: "_OPTIONS", reason: "its name says it holds options that a program parses"},
+	{prefix: "_OPTS", reason: "its name says it holds options that a program parses"},
+	{prefix: "FLAGS", reason: "its name says it holds flags that a program parses"},
+	{prefix: "_CONFIG_PATH", reason: "its name says it holds a configuration file that a program reads"},
+	{prefix: "_CONFIG_FILE", reason: "its name says it holds a configuration file that a program reads"},
+	{prefix: "_CONF", reason: "its name says it holds a configuration file that a program reads"},
+	{prefix: "RC", reason: "its name says it holds a run-commands (configuration) file"},
+}
+
+// family is the variable namespace of a program that reads variables as
+// options, a command line or a configuration (issue 25 finding 4: git read
+// GIT_TEST_FSMONITOR as a hook, ripgrep RIPGREP_CONFIG_PATH, unzip UNZIP as
+// options). Default-deny: every key that starts with one of prefixes is
+// blocked everywhere except the members in allow, which the program reads
+// as data (names, dates, colours, switches that run and write nothing).
+// Keys on the override-only lists keep that treatment (the operator's
+// MANPATH or CURL_HOME stays inherited; a request may not set them).
+type family struct {
+	program  string
+	prefixes []string
+	allow    []string
+}
+
+// families: each program's namespace, from its manual's ENVIRONMENT
+// section (git(1) ENVIRONMENT VARIABLES — GIT_TEST_* are read too, and
+// undocumented; rg(1) RIPGREP_CONFIG_PATH; zip(1)/unzip(1) ZIP ZIPOPT UNZIP
+// UNZIPOPT ZIPINFO ZIPINFOOPT; tar(1) TAR_OPTIONS; wget(1) WGETRC
+// SYSTEM_WGETRC WGET_ASKPASS; curl(1) CURL_HOME; grep(1) GREP_OPTIONS;
+// less(1); man(1); rsync(1); systemd(1); gawk(1) AWKPATH AWKLIBPATH; the
+// interpreters' own variables).
+var families = []family{
+	{program: "git", prefixes: []string{"GIT_"}, allow: []string{
+		"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",
+		"GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE",
+		"GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS", "GIT_MERGE_AUTOEDIT", "GIT_FLUSH",
+		"GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS",
+	}},
+	{program: "ripgrep", prefixes: []string{"RIPGREP_", "RG_"}},
+	{program: "zip/unzip", prefixes: []string{"ZIP", "UNZIP"}},
+	{program: "tar", prefixes: []string{"TAR_"}},
+	{program: "wget", prefixes: []string{"WGET", "SYSTEM_WGETRC"}},
+	{program: "curl", prefixes: []string{"CURL_", "CURLOPT_"}},
+	{program: "grep", prefixes: []string{"GREP_"}, allow: []string{"GREP_COLOR", "GREP_COLORS"}},
+	{program: "less", prefixes: []string{"LESS"}, allow: []string{"LESSCHARSET", "LESSCHARDEF", "LESSUTFCHARDEF"}},
+	{program: "man", prefixes: []string{"MAN"}, allow: []string{"MANWIDTH", "MANSECT", "MAN_KEEP_FORMATTING"}},
+	{program: "rsync", prefixes: []string{"RSYNC_"}},
+	{program: "systemd", prefixes: []string{"SYSTEMD_"}, allow: []string{"SYSTEMD_COLORS", "SYSTEMD_URLIFY"}},
+	{program: "awk", prefixes: []string{"AWK"}},
+	{program: "python", prefixes: []string{"PYTHON"}, allow: []string{
+		"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONUTF8",
+		"PYTHONHASHSEED", "PYTHONFAULTHANDLER", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
+	}},
+	{program: "perl", prefixes: []string{"PERL"}},
+	{program: "ruby", prefixes: []string{"RUBY"}},
+	{program: "node", prefixes: []string{"NODE_"}, allow: []string{"NODE_ENV", "NODE_NO_WARNINGS", "NODE_DISABLE_COLORS"}},
+	{program: "vim", prefixes: []string{"VIM", "EXINIT", "GVIMINIT", "MYVIMRC"}},
+	{program: "mercurial", prefixes: []string{"HG"}},
+	{program: "subversion", prefixes: []string{"SVN_"}},
+	{program: "bazaar", prefixes: []string{"BZR_"}},
+	{program: "cvs", prefixes: []string{"CVS"}},
+}
+
 // overrideOnlyGroups may be inherited from the host (the operator set them)
 // but a request may not set them on the gateway or node hosts: each one
 // points a tool at other configuration, another server or other credentials.

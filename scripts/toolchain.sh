@@ -43,7 +43,7 @@ fi
 # test depends on what a machine happens to have: tmux drives the terminal tests, ip
 # makes the node tests' network namespaces, curl and ps serve the attack tests, and the
 # guard's attack tests (go test -run Security ./sessions/ ./integration/) replay attacks
-# through man and less in a PTY, a perl script (shasum), git, vim and zip; headless
+# through man and less in a PTY, a perl script (shasum), git, vim, zip, unzip, wget and ripgrep; headless
 # chromium drives the web console's browser tests (internal/console). Node and npm run
 # the official MCP TypeScript SDK against the daemon (internal/mcpserver/testdata/node,
 # npm ci from its committed lockfile) and the TypeScript client, prometheus scrapes the
@@ -51,7 +51,7 @@ fi
 # port), python3 runs the standard-library client (clients/python), and the ssh:// Engine
 # test runs its own sshd (openssh-server; the service itself is kept from starting).
 need=()
-for pair in /usr/sbin/sshd:openssh-server ssh:openssh-client tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip chromium:chromium node:nodejs npm:npm prometheus:prometheus python3:python3; do
+for pair in /usr/sbin/sshd:openssh-server ssh:openssh-client tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip unzip:unzip wget:wget rg:ripgrep chromium:chromium node:nodejs npm:npm prometheus:prometheus python3:python3; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then
