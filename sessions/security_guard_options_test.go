@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -26,10 +27,17 @@ import (
 // or a file was written.
 
 // newWorkspaceGateway is newGuardedGateway with the external-directory
-// check on: ws is the gateway's exec.cwd and the guard's Workspace.
+// check on: ws is the gateway's exec.cwd and the guard's Workspace, and
+// the real sandboxctld as the confining launcher.
 func newWorkspaceGateway(t *testing.T, ws string) *guardedGateway {
 	t.Helper()
-	r, err := hostexec.NewRunner(context.Background(), hostexec.Options{Shell: "/bin/sh", Logf: t.Logf,
+	// Lines of the path-checked programs (tar, zip, unzip, wget, cd, cp
+	// ...) run confined to the workspace, through sandboxctld.
+	bins, err := testbuild.Build(t.TempDir(), "sandboxctld")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := hostexec.NewRunner(context.Background(), hostexec.Options{Shell: "/bin/sh", Logf: t.Logf, Launcher: bins[0],
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)

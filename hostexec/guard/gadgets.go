@@ -64,8 +64,13 @@ type gadgetSpec struct {
 	// words maps gadget words (find primaries, `+cmd` forms) to why; a
 	// key ending in "*" matches any word with that prefix.
 	words map[string]string
-	// check, when set, replaces the generic scan.
+	// check, when set, replaces the generic scan (optModel.gadget for the
+	// programs whose options are parsed: options.go).
 	check func(args []string) (string, string)
+	// paths, when set, returns the words of args that name files the
+	// program writes or reads (optModel.paths): the external-directory
+	// check resolves them as it does the arguments of cp.
+	paths func(args []string) []string
 	// cwdConfig, when set, says the program reads configuration that runs
 	// commands from its working directory: it is a gadget wherever a
 	// sandbox (or another user) can write that directory.
@@ -129,11 +134,13 @@ var gadgetTable = func() map[string]gadgetSpec {
 		"-delete": "deletes files",
 	}}
 	t["sed"] = gadgetSpec{check: sedGadget}
-	t["tar"] = gadgetSpec{check: tarGadget}
+	t["tar"] = gadgetSpec{check: tarGadget, paths: tarPaths}
+	t["unzip"] = gadgetSpec{check: unzipModel.gadget, paths: unzipModel.paths}
+	t["rg"] = gadgetSpec{check: rgModel.gadget}
 	t["sort"] = gadgetSpec{valueShort: "koStT", short: map[byte]string{'o': "writes the file it names"}, long: map[string]string{
 		"--compress-program": "runs the program it names", "--output": "writes the file it names",
 	}}
-	t["zip"] = gadgetSpec{words: map[string]string{"-TT*": "runs the unzip command it names"}, long: map[string]string{"--unzip-command": "runs the unzip command it names"}}
+	t["zip"] = gadgetSpec{check: zipGadget, paths: zipPaths}
 	t["rsync"] = gadgetSpec{valueShort: "eBfTM", short: map[byte]string{'e': "runs the remote shell it names"}, long: map[string]string{
 		"--rsh": "runs the remote shell it names", "--rsync-path": "runs the remote program it names",
 		"--log-file": "writes a log file", "--daemon": "runs a daemon", "--config": "reads a daemon config (pre-xfer exec)",
@@ -150,7 +157,7 @@ var gadgetTable = func() map[string]gadgetSpec {
 		t[n] = nc
 	}
 	t["tcpdump"] = gadgetSpec{valueShort: "BcCEFGiMmrsTVwWyzZ", short: map[byte]string{'z': "runs the post-rotate command it names", 'w': "writes a capture file"}}
-	t["wget"] = gadgetSpec{long: map[string]string{"--use-askpass": "runs the askpass program it names"}}
+	t["wget"] = gadgetSpec{check: wgetModel.gadget, paths: wgetModel.paths}
 	apt := gadgetSpec{valueShort: "cot", short: map[byte]string{'o': "sets APT options (Pre-Invoke hooks run commands)", 'c': "reads an APT config (hooks run commands)"}, long: map[string]string{
 		"--option": "sets APT options (Pre-Invoke hooks run commands)", "--config-file": "reads an APT config (hooks run commands)",
 	}}
@@ -314,22 +321,25 @@ var (
 		"filter-repo": "runs filter callbacks", "sh-setup": "shell library", "run": "runs commands",
 	}
 	gitSubOpts = map[string]string{
-		"--exec": "runs the command it names", "-x": "runs the command it names", "--upload-pack": "runs the remote program it names",
-		"-u": "runs the remote program it names (--upload-pack)", "--receive-pack": "runs the remote program it names",
-		"--template": "copies hooks from the directory it names", "--config": "sets configuration (runs commands)",
-		"--open-files-in-pager": "runs the pager it names", "-O": "runs the pager it names", "--ext-diff": "runs the external diff driver",
+		"--exec": "runs the command it names", "--upload-pack": "runs the remote program it names",
+		"--receive-pack": "runs the remote program it names",
+		"--template":     "copies hooks from the directory it names", "--config": "sets configuration (runs commands)",
+		"--open-files-in-pager": "runs the pager it names", "--ext-diff": "runs the external diff driver",
 		"--extcmd": "runs the command it names", "--textconv": "runs textconv filters", "--sendmail-cmd": "runs the command it names",
 		"--to-cmd": "runs the command it names", "--cc-cmd": "runs the command it names", "--remote": "talks to a remote (runs ssh)",
-		"--output": "writes the file it names",
+		"--output": "writes the file it names", "--output-directory": "writes files into the directory it names",
 	}
 )
 
-// gitSubShort: the subcommands whose short option (first letter after the
-// dash) is a gadget.
-var gitSubShort = map[string]byte{"rebase": 'x', "fetch": 'u', "pull": 'u', "clone": 'u', "ls-remote": 'u', "grep": 'O'}
-
-// gitSubConfig: subcommands whose -c sets configuration (clone -c key=value).
-var gitSubConfig = map[string]bool{"clone": true, "submodule": true}
+// gitSubShort: per subcommand, the short letters that are an alias of a
+// gadget long option (archive -o is --output). git's parse-options accepts
+// clusters (-vo FILE) and glued values (-oFILE), so the letter counts
+// anywhere in a single-dash word: a wrong hit only asks.
+var gitSubShort = map[string]map[byte]string{
+	"rebase": {'x': "--exec"}, "fetch": {'u': "--upload-pack"}, "pull": {'u': "--upload-pack"},
+	"clone": {'u': "--upload-pack", 'c': "--config"}, "ls-remote": {'u': "--upload-pack"}, "grep": {'O': "--open-files-in-pager"},
+	"archive": {'o': "--output"}, "format-patch": {'o': "--output-directory"}, "submodule": {'c': "--config"},
+}
 
 func gitGadget(args []string) (string, string) {
 	i := 0
@@ -374,13 +384,14 @@ func gitGadget(args []string) (string, string) {
 				}
 			}
 		}
-		// Short forms, only where they mean a gadget: rebase -x, fetch
-		// -u (upload-pack), grep -O; they may lead a cluster (-xs).
-		if c := gitSubShort[sub]; c != 0 && len(a) >= 2 && a[0] == '-' && a[1] == c {
-			return a, gitSubOpts["-"+string(c)]
-		}
-		if gitSubConfig[sub] && strings.HasPrefix(a, "-c") {
-			return a, gitSubOpts["--config"]
+		// Short aliases, only where they mean a gadget: rebase -x,
+		// fetch -u, grep -O, archive -o, anywhere in a cluster.
+		if len(a) >= 2 && a[0] == '-' && a[1] != '-' {
+			for j := 1; j < len(a); j++ {
+				if long, ok := gitSubShort[sub][a[j]]; ok {
+					return a, gitSubOpts[long] + " (-" + string(a[j]) + " is " + long + ")"
+				}
+			}
 		}
 	}
 	return "", ""
@@ -416,90 +427,6 @@ func sedGadget(args []string) (string, string) {
 	}
 	if !sandbox {
 		return "sed", "a sed script can run commands (e, s///e) and write files (w, W); run it with --sandbox"
-	}
-	return "", ""
-}
-
-// tarGadget: GNU tar options that run programs or write outside the
-// extraction directory; an archive name with a colon is a remote archive
-// reached through rsh (unless --force-local).
-func tarGadget(args []string) (string, string) {
-	long := map[string]string{
-		"--checkpoint-action": "runs the action (exec=) it names", "--to-command": "runs the command it names",
-		"--use-compress-program": "runs the program it names", "--rsh-command": "runs the remote shell it names",
-		"--rmt-command": "runs the remote program it names", "--info-script": "runs the script it names",
-		"--new-volume-script": "runs the script it names", "--absolute-names": "writes outside the directory",
-		"--multi-volume": "prompts and can spawn a shell", "--index-file": "writes the file it names",
-	}
-	short := map[byte]string{'I': "runs the program it names", 'F': "runs the script it names", 'P': "writes outside the directory", 'M': "prompts and can spawn a shell"}
-	const valueShort = "bCfgHIFKLNTVX"
-	forceLocal := false
-	for _, a := range args {
-		if a == "--force-local" {
-			forceLocal = true
-		}
-	}
-	remote := func(v string) bool { return !forceLocal && strings.Contains(v, ":") }
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
-		}
-		switch {
-		case strings.HasPrefix(a, "--"):
-			name, val, hasVal := strings.Cut(a, "=")
-			if why := matchLong(long, name); why != "" {
-				return a, why
-			}
-			if name == "--file" || (len(name) >= 4 && strings.HasPrefix("--file", name)) {
-				if !hasVal && i+1 < len(args) {
-					i++
-					val = args[i]
-				}
-				if remote(val) {
-					return a, "a remote archive (host:file) runs rsh"
-				}
-			}
-		case a == "":
-		case (len(a) > 1 && a[0] == '-') || i == 0:
-			// -xvf, or the old style first word (xvf) whose letters take
-			// their values from the following words.
-			oldStyle := a[0] != '-'
-			start := 1
-			if oldStyle {
-				start = 0
-			}
-			next := i + 1
-			for j := start; j < len(a); j++ {
-				c := a[j]
-				if why, ok := short[c]; ok {
-					return a, why
-				}
-				if strings.IndexByte(valueShort, c) < 0 {
-					continue
-				}
-				var v string
-				switch {
-				case oldStyle:
-					if next < len(args) {
-						v = args[next]
-						next++
-					}
-				case j+1 < len(a):
-					v = a[j+1:]
-					j = len(a)
-				default:
-					if next < len(args) {
-						v = args[next]
-						next++
-					}
-				}
-				if c == 'f' && remote(v) {
-					return a, "a remote archive (host:file) runs rsh"
-				}
-			}
-			i = next - 1
-		}
 	}
 	return "", ""
 }

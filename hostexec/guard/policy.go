@@ -454,10 +454,21 @@ func isExternalCommand(s Segment) bool {
 	if s.Path != "" {
 		name = filepath.Base(s.Path)
 	}
-	return externalCommands[name]
+	return externalCommands[name] || pathsOf(s) != nil
 }
 
-// externalCommands are OpenCode's external-directory commands.
+// pathsOf is the path extractor of a program whose options are parsed
+// (tar, zip, unzip, wget: gadgetSpec.paths), or nil.
+func pathsOf(s Segment) func([]string) []string {
+	spec, ok := gadgetSpecFor(segmentNames(s)...)
+	if !ok {
+		return nil
+	}
+	return spec.paths
+}
+
+// externalCommands are OpenCode's external-directory commands; the
+// programs with a gadgetSpec.paths (tar, zip, unzip, wget) are checked too.
 var externalCommands = map[string]bool{"cd": true, "rm": true, "cp": true, "mv": true, "mkdir": true, "touch": true, "chmod": true, "chown": true, "cat": true}
 
 // ExternalPaths returns the path arguments of cd rm cp mv mkdir touch chmod
@@ -481,22 +492,7 @@ func ExternalPaths(a Analysis, workspace string) []string {
 		if !isExternalCommand(s) {
 			continue
 		}
-		var cands []string
-		end := false
-		for _, arg := range s.Argv[1:] {
-			switch {
-			case end || arg == "-" || !strings.HasPrefix(arg, "-"):
-				cands = append(cands, arg)
-			case arg == "--":
-				end = true
-			case strings.HasPrefix(arg, "--"):
-				if _, val, ok := strings.Cut(arg, "="); ok {
-					cands = append(cands, val)
-				}
-			case len(arg) > 2:
-				cands = append(cands, arg[2:])
-			}
-		}
+		cands := pathCandidates(s)
 		for _, c := range cands {
 			if c == "" || c == "-" {
 				continue
@@ -521,6 +517,33 @@ func ExternalPaths(a Analysis, workspace string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// pathCandidates are the words of s that may name a path: for a program
+// whose options are parsed (tar, zip, unzip, wget), what its parser says
+// (clusters, glued values, aliases and abbreviations: tar -xvC/dir); for
+// the others every non-option word and every option value.
+func pathCandidates(s Segment) []string {
+	if paths := pathsOf(s); paths != nil {
+		return paths(s.Argv[1:])
+	}
+	var cands []string
+	end := false
+	for _, arg := range s.Argv[1:] {
+		switch {
+		case end || arg == "-" || !strings.HasPrefix(arg, "-"):
+			cands = append(cands, arg)
+		case arg == "--":
+			end = true
+		case strings.HasPrefix(arg, "--"):
+			if _, val, ok := strings.Cut(arg, "="); ok {
+				cands = append(cands, val)
+			}
+		case len(arg) > 2:
+			cands = append(cands, arg[2:])
+		}
+	}
+	return cands
 }
 
 // RequiresApproval is the approval formula of SECURITY.md, "The guard".

@@ -1,0 +1,141 @@
+package guard
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// The parsed programs: their gadget options (optGadget) and the options
+// whose values are paths (optPath), which the external-directory check
+// resolves like the arguments of cp or cat. Sources: tar(1) and the GNU tar
+// manual ("checkpoints", "--to-command", "--use-compress-program", "remote
+// tape server", "--info-script", "--keep-directory-symlink"); wget(1)
+// (--execute runs wgetrc commands: use_askpass runs a program,
+// output_document writes a file) and wgetrc commands; rg(1) (--pre,
+// --hostname-bin); unzip(1) (-d, -: keeps ../ in names, -M pipes through
+// more); zip(1) (-TT/--unzip-command, two-letter short options).
+
+var tarModel = newOptModel("tar", tarOptionList, map[string]string{
+	"--checkpoint-action":      "runs the action (exec=) it names",
+	"--to-command":             "runs the command it names",
+	"--use-compress-program":   "runs the program it names",
+	"--rsh-command":            "runs the remote shell it names",
+	"--rmt-command":            "runs the remote program it names",
+	"--info-script":            "runs the script it names",
+	"--absolute-names":         "writes outside the directory (keeps leading / and ..)",
+	"--multi-volume":           "prompts and can spawn a shell",
+	"--keep-directory-symlink": "extracts through symlinks to directories",
+	"--dereference":            "archives what symlinks point to, wherever that is",
+	"--interactive":            "prompts for each file (reads commands from its input)",
+}, []string{"--file", "--directory", "--listed-incremental", "--files-from", "--exclude-from", "--volno-file", "--index-file", "--add-file", "--one-top-level"})
+
+func init() { tarModel.oldStyle, tarModel.operandPaths = true, true }
+
+// tarGadget: a gadget option of tar, an option it does not know, or a
+// remote archive (host:file, reached through rsh unless --force-local).
+func tarGadget(args []string) (string, string) {
+	if w, why := tarModel.gadget(args); why != "" {
+		return w, why
+	}
+	opts, _ := tarModel.parse(args)
+	force := false
+	for _, o := range opts {
+		force = force || o.def == tarModel.long["--force-local"]
+	}
+	for _, o := range opts {
+		if o.def == tarModel.long["--file"] && !force && strings.Contains(o.value, ":") {
+			return o.word, "a remote archive (host:file) runs rsh"
+		}
+	}
+	return "", ""
+}
+
+// tarPaths: tar's path options and operands, and each operand under each
+// -C directory too (tar reads and writes operands relative to the last -C).
+func tarPaths(args []string) []string {
+	out := tarModel.paths(args)
+	opts, operands := tarModel.parse(args)
+	for _, o := range opts {
+		if o.def == tarModel.long["--directory"] && o.value != "" {
+			for _, op := range operands {
+				if !filepath.IsAbs(op) {
+					out = append(out, filepath.Join(o.value, op))
+				}
+			}
+		}
+	}
+	return out
+}
+
+var wgetModel = newOptModel("wget", wgetOptionList, map[string]string{
+	"--execute":     "runs wgetrc commands (use_askpass runs a program, output_document writes any file)",
+	"--config":      "reads a wgetrc (its commands run programs and write files)",
+	"--use-askpass": "runs the askpass program it names",
+	"--background":  "detaches from the session",
+}, []string{"--output-file", "--append-output", "--output-document", "--directory-prefix", "--input-file",
+	"--rejected-log", "--load-cookies", "--save-cookies", "--post-file", "--body-file", "--certificate",
+	"--private-key", "--ca-certificate", "--ca-directory", "--crl-file", "--hsts-file", "--warc-file",
+	"--warc-tempdir", "--warc-dedup"})
+
+var rgModel = newOptModel("rg", rgOptionList, map[string]string{
+	"--pre":          "runs the preprocessor command it names on every file",
+	"--hostname-bin": "runs the program it names",
+}, nil)
+
+// unzipModel: unzip(1) has single-letter options only (and zipinfo's
+// after -Z); -d DIR is where it writes.
+var unzipModel = func() *optModel {
+	var list []string
+	for _, c := range "ZplftuzvTxnqoajUCLXVKbBcDEFhiNsSWw12m^$" {
+		list = append(list, "-"+string(c))
+	}
+	list = append(list, "-d =", "-P =", "-O =", "-I =", "-:", "-M")
+	m := newOptModel("unzip", list, map[string]string{
+		"-:": "keeps ../ in member names: writes outside the directory",
+		"-M": "pipes its output through the more pager",
+	}, []string{"-d"})
+	m.operandPaths = true
+	return m
+}()
+
+// zipGadget: zip's short options may be two letters (-TT, -la, -lf), so a
+// cluster is ambiguous to any parser but zip's; any single-dash word that
+// holds TT is refused (-qTT CMD is -q -TT CMD), as is any abbreviation of
+// --unzip-command.
+func zipGadget(args []string) (string, string) {
+	for _, a := range args {
+		if a == "--" {
+			return "", ""
+		}
+		if len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.Contains(a, "TT") {
+			return a, "runs the unzip command it names (-TT)"
+		}
+		if name, _, _ := strings.Cut(a, "="); strings.HasPrefix(a, "--") && len(name) >= 4 && strings.HasPrefix("--unzip-command", name) {
+			return a, "runs the unzip command it names"
+		}
+	}
+	return "", ""
+}
+
+// zipPaths: every word that is not an option is the archive, an input, or
+// a separate option value (--out FILE, -lf LOG, -b DIR); an option word
+// with a glued absolute path or =value counts too.
+func zipPaths(args []string) []string {
+	var out []string
+	end := false
+	for _, a := range args {
+		switch {
+		case end || a == "-" || !strings.HasPrefix(a, "-"):
+			out = append(out, a)
+		case a == "--":
+			end = true
+		default:
+			if _, v, ok := strings.Cut(a, "="); ok {
+				out = append(out, v)
+			} else if i := strings.IndexByte(a, '/'); i > 0 {
+				out = append(out, a[i:])
+			}
+		}
+	}
+	return out
+}
