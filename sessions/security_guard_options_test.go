@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,11 +35,11 @@ func newWorkspaceGateway(t *testing.T, ws string) *guardedGateway {
 	t.Helper()
 	// Lines of the path-checked programs (tar, zip, unzip, wget, cd, cp
 	// ...) run confined to the workspace, through sandboxctld.
-	bins, err := testbuild.Build(t.TempDir(), "sandboxctld")
+	launcher, err := sharedLauncher()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := hostexec.NewRunner(context.Background(), hostexec.Options{Shell: "/bin/sh", Logf: t.Logf, Launcher: bins[0],
+	r, err := hostexec.NewRunner(context.Background(), hostexec.Options{Shell: "/bin/sh", Logf: t.Logf, Launcher: launcher,
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,31 @@ func newWorkspaceGateway(t *testing.T, ws string) *guardedGateway {
 		}
 	})
 	return &guardedGateway{m: m, store: store, workdir: ws}
+}
+
+// sharedLauncher builds sandboxctld once for the package's tests (a build
+// per test took minutes on a loaded machine); TestMain removes it.
+var sharedLauncher = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "sandboxctl-sessions-test-")
+	if err != nil {
+		return "", err
+	}
+	sharedLauncherDir.Store(&dir)
+	bins, err := testbuild.Build(dir, "sandboxctld")
+	if err != nil {
+		return "", err
+	}
+	return bins[0], nil
+})
+
+var sharedLauncherDir atomic.Pointer[string]
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if d := sharedLauncherDir.Load(); d != nil {
+		os.RemoveAll(*d)
+	}
+	os.Exit(code)
 }
 
 func needProgram(t *testing.T, names ...string) {

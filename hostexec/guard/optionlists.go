@@ -5,7 +5,8 @@ package guard
 // 13.0 (plus ripgrep 14's additions). One entry per option: its spellings,
 // then "=" when it takes a value (next word or glued) or "=?" when the value
 // is optional (glued only). An option missing here is refused as unknown,
-// so a newer release's option asks before it runs.
+// so a newer release's option asks before it runs. Wget's -nv, -nc, -nd,
+// -nH and -np are its -n option with a value (getopt reads -nv as -n v).
 
 var tarOptionList = []string{
 	"-A --catenate --concatenate", "-c --create", "--delete", "-d --diff --compare", "-r --append",
@@ -43,17 +44,17 @@ var tarOptionList = []string{
 
 var wgetOptionList = []string{
 	"-V --version", "-h --help", "-b --background", "-e --execute =", "-o --output-file =",
-	"-a --append-output =", "-d --debug", "-q --quiet", "-v --verbose", "-nv --no-verbose", "--report-speed =",
+	"-a --append-output =", "-d --debug", "-q --quiet", "-v --verbose", "--no-verbose", "--report-speed =",
 	"-i --input-file =", "-F --force-html", "-B --base =", "--config =", "--no-config", "--rejected-log =",
 	"-t --tries =", "--retry-connrefused", "--retry-on-http-error =", "-O --output-document =",
-	"-nc --no-clobber", "--no-netrc", "-c --continue", "--start-pos =", "--progress =", "--show-progress",
+	"--no-clobber", "--no-netrc", "-c --continue", "--start-pos =", "--progress =", "--show-progress",
 	"-N --timestamping", "--no-if-modified-since", "--no-use-server-timestamps", "-S --server-response",
 	"--spider", "-T --timeout =", "--dns-timeout =", "--connect-timeout =", "--read-timeout =", "-w --wait =",
 	"--waitretry =", "--random-wait", "--no-proxy", "-Q --quota =", "--bind-address =", "--limit-rate =",
 	"--no-dns-cache", "--restrict-file-names =", "--ignore-case", "-4 --inet4-only", "-6 --inet6-only",
 	"--prefer-family =", "--user =", "--password =", "--ask-password", "--use-askpass =", "--no-iri",
-	"--local-encoding =", "--remote-encoding =", "--unlink", "--xattr", "-nd --no-directories",
-	"-x --force-directories", "-nH --no-host-directories", "--protocol-directories", "-P --directory-prefix =",
+	"--local-encoding =", "--remote-encoding =", "--unlink", "--xattr", "--no-directories",
+	"-x --force-directories", "--no-host-directories", "--protocol-directories", "-P --directory-prefix =",
 	"--cut-dirs =", "--http-user =", "--http-password =", "--no-cache", "--default-page =",
 	"-E --adjust-extension", "--ignore-length", "--header =", "--compression =", "--max-redirect =",
 	"--proxy-user =", "--proxy-password =", "--referer =", "--save-headers", "-U --user-agent =",
@@ -71,7 +72,7 @@ var wgetOptionList = []string{
 	"-p --page-requisites", "--strict-comments", "-A --accept =", "-R --reject =", "--accept-regex =",
 	"--reject-regex =", "--regex-type =", "-D --domains =", "--exclude-domains =", "--follow-ftp",
 	"--follow-tags =", "--ignore-tags =", "-H --span-hosts", "-L --relative", "-I --include-directories =",
-	"--trust-server-names", "-X --exclude-directories =", "-np --no-parent",
+	"--trust-server-names", "-X --exclude-directories =", "--no-parent", "-n =",
 	"--use-server-timestamps",
 }
 
@@ -94,6 +95,6 @@ var rgOptionList = []string{
 	"-e --regexp =", "-r --replace =", "-z --search-zip", "-S --smart-case", "--sort =", "--sortr =", "--stats",
 	"-a --text", "-j --threads =", "--trim", "-t --type =", "--type-add =", "--type-clear =", "--type-list",
 	"-T --type-not =", "-u --unrestricted", "-V --version", "--vimgrep", "-H --with-filename", "-w --word-regexp",
-	"--hostname-bin =", "--hyperlink-format =", "--generate =", "--stop-on-nonmatch", "-d --max-depth =", "-. --hidden",
+	"--hostname-bin =", "--hyperlink-format =", "--generate =", "--stop-on-nonmatch", "-d --max-depth =", "-.",
 	"--no-pre", "--no-search-zip", "--no-hidden", "--no-follow", "--no-text", "--no-crlf", "--no-multiline",
 }
