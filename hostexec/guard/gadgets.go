@@ -137,6 +137,7 @@ var gadgetTable = func() map[string]gadgetSpec {
 	t["tar"] = gadgetSpec{check: tarGadget, paths: tarPaths}
 	t["unzip"] = gadgetSpec{check: unzipModel.gadget, paths: unzipModel.paths}
 	t["rg"] = gadgetSpec{check: rgModel.gadget}
+	t["curl"] = gadgetSpec{check: curlModel.gadget, paths: curlPaths}
 	t["sort"] = gadgetSpec{valueShort: "koStT", short: map[byte]string{'o': "writes the file it names"}, long: map[string]string{
 		"--compress-program": "runs the program it names", "--output": "writes the file it names",
 	}}

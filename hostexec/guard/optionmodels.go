@@ -2,6 +2,7 @@ package guard
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -138,4 +139,66 @@ func zipPaths(args []string) []string {
 		}
 	}
 	return out
+}
+
+// curlModel: curl(1). -K reads more options from a file (any of them,
+// --output included); --unix-socket talks to the socket it names (the
+// Docker socket is root); --engine loads an OpenSSL engine. The files it
+// writes or reads and sends are path options; curlPaths adds the @file and
+// <file forms of data options and file:// URLs.
+var curlModel = newOptModel("curl", curlOptionList, map[string]string{
+	"--config":               "reads options from the file it names",
+	"--unix-socket":          "talks to the unix socket it names (the Docker socket is root)",
+	"--abstract-unix-socket": "talks to the abstract unix socket it names",
+	"--engine":               "loads the OpenSSL engine it names",
+}, []string{"--output", "--output-dir", "--dump-header", "--cookie-jar", "--upload-file", "--trace", "--trace-ascii",
+	"--stderr", "--libcurl", "--netrc-file", "--cacert", "--capath", "--cert", "--key", "--crlfile", "--etag-save",
+	"--etag-compare", "--hsts", "--alt-svc", "--proxy-cacert", "--proxy-capath", "--proxy-cert", "--proxy-key",
+	"--proxy-crlfile", "--ssl-sessions"})
+
+// curlDataOptions read a file when their value starts with @ (or, for
+// --form, holds =@ or =<); --cookie reads one when its value has no =.
+var curlDataOptions = []string{"--data", "--data-binary", "--data-urlencode", "--data-ascii", "--json", "--form",
+	"--form-string", "--header", "--proxy-header", "--cookie", "--write-out", "--url-query"}
+
+func curlPaths(args []string) []string {
+	out := curlModel.paths(args)
+	opts, operands := curlModel.parse(args)
+	for _, o := range opts {
+		if o.def == nil || !slices.ContainsFunc(curlDataOptions, func(s string) bool { return curlModel.long[s] == o.def }) {
+			continue
+		}
+		v := o.value
+		switch {
+		case strings.HasPrefix(v, "@"):
+			out = append(out, v[1:])
+		case strings.Contains(v, "=@"):
+			out = append(out, v[strings.Index(v, "=@")+2:])
+		case strings.Contains(v, "=<"):
+			out = append(out, v[strings.Index(v, "=<")+2:])
+		case o.def == curlModel.long["--cookie"] && !strings.Contains(v, "="):
+			out = append(out, v)
+		}
+	}
+	urls := operands
+	for _, o := range opts {
+		if o.def != nil && o.def == curlModel.long["--url"] {
+			urls = append(urls, o.value)
+		}
+	}
+	for _, u := range urls {
+		if rest, ok := cutPrefixFold(u, "file://"); ok {
+			if i := strings.IndexByte(rest, '/'); i >= 0 {
+				out = append(out, rest[i:])
+			}
+		}
+	}
+	return out
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
 }

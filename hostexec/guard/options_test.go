@@ -103,6 +103,30 @@ func TestOptionModels(t *testing.T) {
 			{"rg -e --pre foo", false}, // --pre is -e's value (a pattern)
 			{"rg -- --pre f", false},   // a pattern after --
 		},
+		"curl": {
+			{"curl -fsSL https://x", false},
+			{"curl -sSo out.json https://x", false},
+			{"curl -H 'Accept: x' -d a=b https://x", false},
+			{"curl -K rc https://x", true},
+			{"curl -sK rc https://x", true},
+			{"curl --conf=rc https://x", true},
+			{"curl --unix-socket /var/run/docker.sock http://x/containers/json", true},
+			{"curl --unix-s=/var/run/docker.sock http://x", true},
+			{"curl --engine x https://x", true},
+			{"curl --bogus https://x", true},
+		},
+		"find, sed, awk": {
+			{"find . -name '*.go' -type f", false},
+			{"find . -name x -exec id ';'", true},
+			{"find . -newer f -fprint out", true},
+			{"find . -delete", true},
+			{"sed --sandbox -n 1p f", false},
+			{"sed -n 1p f", true},
+			{"sed --sandbox -ni s/a/b/ f", true},
+			{"sed --sandbox --in-pl s/a/b/ f", true},
+			{"awk 1 f", true},
+			{"mawk 1 f", true},
+		},
 		"git": {
 			{"git archive --format=tar HEAD", false},
 			{"git archive -v HEAD", false},
@@ -191,6 +215,17 @@ func TestOptionModelPaths(t *testing.T) {
 		{"wget -P " + o + " u", []string{o}},
 		{"wget --post-file=" + o + "/secret u", []string{o + "/secret"}},
 		{"wget -a" + o + "/log u", []string{o + "/log"}},
+		{"curl -sSo out.json https://x", nil},
+		{"curl -so" + o + "/x https://x", []string{o + "/x"}},
+		{"curl --output-dir " + o + " -O https://x/y", []string{o}},
+		{"curl -d @" + o + "/secret https://x", []string{o + "/secret"}},
+		{"curl --data-binary=@" + o + "/secret https://x", []string{o + "/secret"}},
+		{"curl -F f=@" + o + "/secret https://x", []string{o + "/secret"}},
+		{"curl -T " + o + "/secret https://x", []string{o + "/secret"}},
+		{"curl -b " + o + "/cookies https://x", []string{o + "/cookies"}},
+		{"curl -b a=b https://x", nil},
+		{"curl file://" + o + "/secret", []string{o + "/secret"}},
+		{"curl --url FILE://localhost" + o + "/secret", []string{o + "/secret"}},
 	}
 	for _, c := range cases {
 		a := Analyze(c.cmd, h.env)
@@ -210,7 +245,7 @@ func TestOptionModelPaths(t *testing.T) {
 // TestOptionListsWellFormed: every spelling is defined once per program
 // and starts with a dash, so an alias cannot mean two things.
 func TestOptionListsWellFormed(t *testing.T) {
-	for name, list := range map[string][]string{"tar": tarOptionList, "wget": wgetOptionList, "rg": rgOptionList} {
+	for name, list := range map[string][]string{"tar": tarOptionList, "wget": wgetOptionList, "rg": rgOptionList, "curl": curlOptionList} {
 		seen := map[string]bool{}
 		for _, e := range list {
 			for _, w := range strings.Fields(e) {
@@ -225,7 +260,7 @@ func TestOptionListsWellFormed(t *testing.T) {
 		}
 	}
 	// Every gadget and path option named in a model exists in its list.
-	for _, m := range []*optModel{tarModel, wgetModel, rgModel, unzipModel} {
+	for _, m := range []*optModel{tarModel, wgetModel, rgModel, unzipModel, curlModel} {
 		for _, d := range m.defs {
 			if len(d.spellings) == 0 {
 				t.Errorf("%s: an option without a spelling", m.program)
@@ -240,6 +275,11 @@ func TestOptionListsWellFormed(t *testing.T) {
 	for _, s := range []string{"--execute", "--config", "--use-askpass", "--output-document", "--directory-prefix"} {
 		if _, ok := wgetModel.long[s]; !ok {
 			t.Errorf("wget: %s missing from the list", s)
+		}
+	}
+	for _, s := range []string{"--config", "--unix-socket", "--output", "--upload-file", "--url"} {
+		if _, ok := curlModel.long[s]; !ok {
+			t.Errorf("curl: %s missing from the list", s)
 		}
 	}
 	if d := rgModel.long["--pre"]; d == nil || d.kind != optGadget {
