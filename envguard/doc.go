@@ -17,8 +17,14 @@
 //   - gateway and node (and any unknown host: fail closed): PATH, the
 //     blocked-everywhere keys, prefixes (LD_, DYLD_, BASH_FUNC_, GIT_CONFIG,
 //     GIT_TRACE, NPM_CONFIG_, ...), suffixes (_COMMAND, _PAGER, _EDITOR,
-//     _ASKPASS, _RSH, _SSH) and the CARGO_TARGET_<triple>_(LINKER|RUNNER)
-//     pattern, and the override-only keys and prefixes are refused as well.
+//     _ASKPASS, _RSH, _SSH; and by name _OPTIONS, _OPTS, FLAGS,
+//     _CONFIG_PATH, _CONFIG_FILE, _CONF, RC), the program families
+//     (default-deny: every GIT_*, RIPGREP_*, ZIP*, UNZIP*, TAR_*, WGET*,
+//     CURL_*, LESS*, MAN* ... key except the family's data members, such as
+//     GIT_AUTHOR_NAME; lists.go families) and the
+//     CARGO_TARGET_<triple>_(LINKER|RUNNER)
+//     pattern, and the override-only keys and prefixes are refused as well
+//     (name rules and families yield to the override-only lists).
 //     The inherited environment loses the blocked-everywhere keys
 //     (SanitizeInherited) but keeps override-only ones such as HOME or
 //     SSH_AUTH_SOCK, which the operator set, and gets the Pinned variables

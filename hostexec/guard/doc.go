@@ -111,6 +111,10 @@
 //     tested table of options that make a program run a command, load code
 //     or write a file it names — git -c, find -exec, sed without --sandbox,
 //     tar --to-command, sort --compress-program, man -P, zip -TT ...);
+//     for tar, wget, curl, rg and unzip the argv is parsed with the
+//     program's full option list as its getopt does (options.go:
+//     clusters, glued values, aliases, unique abbreviations; an unknown or
+//     ambiguous option is refused);
 //     programs whose every use runs code (interpreters, editors, command
 //     readers, build tools) always carry one, and pagers and editors do
 //     when the run has a PTY (typed shell escapes);
@@ -126,7 +130,9 @@
 // long options refused.
 //
 // External directories (gateway, Policy.Workspace set): path arguments and
-// option values of cd rm cp mv mkdir touch chmod chown cat that resolve
+// option values of cd rm cp mv mkdir touch chmod chown cat, and the path
+// options and operands of tar, zip, unzip, wget and curl as their parsers
+// see them (gadgetSpec.paths), that resolve
 // (workdir.IsOutside: symlinks of existing components followed as the
 // kernel does, relative to every possible cwd) outside the workspace make the line unsatisfied, so it needs
 // approval (allowlist + on-miss; full + on-miss) unless matched by

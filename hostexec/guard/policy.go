@@ -414,7 +414,8 @@ func (p Policy) externalAllowed(path string) bool {
 //   - the analysis passed (a refused line is approved by a human as shown,
 //     never on the check's word),
 //   - at least one segment runs one of the external-directory commands
-//     (cd rm cp mv mkdir touch chmod chown cat), so the check looked at
+//     (cd rm cp mv mkdir touch chmod chown cat, or a program whose path
+//     options are parsed: tar zip unzip wget curl), so the check looked at
 //     paths,
 //   - outside (what ExternalPaths found, before ExternalAllow) is empty: a
 //     path a human approved, or one ExternalAllow lets out, must stay
