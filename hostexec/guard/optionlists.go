@@ -14,7 +14,7 @@ var tarOptionList = []string{
 	"-g --listed-incremental =", "-G --incremental", "--hole-detection =", "--ignore-failed-read", "--level =",
 	"--no-check-device", "--no-seek", "-n --seek", "--occurrence =?", "--sparse-version =", "-S --sparse",
 	"--add-file =", "-C --directory =", "--exclude =", "--exclude-backups", "--exclude-caches",
-	"--exclude-caches-all", "--exclude-caches-under =", "--exclude-ignore =", "--exclude-ignore-recursive =",
+	"--exclude-caches-all", "--exclude-caches-under", "--exclude-ignore =", "--exclude-ignore-recursive =",
 	"--exclude-tag =", "--exclude-tag-all =", "--exclude-tag-under =", "--exclude-vcs", "--exclude-vcs-ignores",
 	"--no-null", "--no-recursion", "--no-unquote", "--no-verbatim-files-from", "--null", "--recursion",
 	"-T --files-from =", "--unquote", "--verbatim-files-from", "-X --exclude-from =", "--anchored",
