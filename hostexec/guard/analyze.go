@@ -673,6 +673,13 @@ func quotedWords(argv []string) ([]*syntax.Word, error) {
 		if err != nil {
 			return nil, fmt.Errorf("argv[%d]: %w", i, err)
 		}
+		if q == a && strings.ContainsAny(a, "{}") {
+			// POSIX leaves a lone brace bare (`}0`); this analyser
+			// refuses unquoted braces, so the rebuilt line must quote
+			// them to be accepted again (FuzzAnalyze). A word the
+			// quoter left bare holds no quote or special character.
+			q = "'" + a + "'"
+		}
 		out[i] = &syntax.Word{Parts: []syntax.WordPart{&syntax.Lit{Value: q}}}
 	}
 	return out, nil
