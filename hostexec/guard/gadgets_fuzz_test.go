@@ -9,7 +9,8 @@ import (
 // FuzzGadget: any argv of any table program is scanned without a panic,
 // and a reported gadget names an argument.
 func FuzzGadget(f *testing.F) {
-	for _, s := range []string{"tar\x00cIf\x00x", "git\x00-c", "tar\x00", "sed\x00-i", "find\x00--\x00-exec", "sort\x00-o", "man\x00-P", "less\x00+", "tar\x00--file"} {
+	for _, s := range []string{"tar\x00cIf\x00x", "git\x00-c", "tar\x00", "sed\x00-i", "find\x00--\x00-exec", "sort\x00-o", "man\x00-P", "less\x00+", "tar\x00--file",
+		"wget\x00-qe", "zip\x00-qTT", "unzip\x00-qd", "rg\x00--pre", "curl\x00-sK", "tar\x00xfC\x00a", "git\x00archive\x00-vo"} {
 		f.Add(s, false)
 	}
 	f.Fuzz(func(t *testing.T, s string, pty bool) {

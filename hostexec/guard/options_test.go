@@ -286,3 +286,32 @@ func TestOptionListsWellFormed(t *testing.T) {
 		t.Errorf("rg: --pre is not a gadget")
 	}
 }
+
+// FuzzOptionParse: every parsed program splits any argv without a panic,
+// every option it reports names a word of the argv, and every operand is a
+// word of the argv.
+func FuzzOptionParse(f *testing.F) {
+	for _, s := range []string{"-xvC/d\x00-f\x00a", "xfC\x00a\x00b", "--use-ask=x", "-qe\x00x", "--\x00-x", "-", "--=x", "-nv"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		args := strings.Split(s, "\x00")
+		for _, m := range []*optModel{tarModel, wgetModel, rgModel, unzipModel, curlModel} {
+			opts, operands := m.parse(args)
+			for _, o := range opts {
+				if !slices.Contains(args, o.word) {
+					t.Fatalf("%s: option from %q, not a word of %q", m.program, o.word, args)
+				}
+				if o.def == nil && o.problem == "" {
+					t.Fatalf("%s: %q unknown without a reason", m.program, o.word)
+				}
+			}
+			for _, op := range operands {
+				if !slices.Contains(args, op) {
+					t.Fatalf("%s: operand %q not a word of %q", m.program, op, args)
+				}
+			}
+			_ = m.paths(args)
+		}
+	})
+}
