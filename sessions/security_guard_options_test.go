@@ -356,3 +356,21 @@ func TestSecurityEnvProgramFamiliesRefused(t *testing.T) {
 		}
 	}
 }
+
+// Finding 3 (same class): the shortest GNU abbreviation of a gadget long
+// option. GNU sort reads --o as --output; the table matched only
+// abbreviations of at least two letters.
+func TestSecurityShortestLongAbbreviation(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "f"), []byte("b\na\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := newWorkspaceGateway(t, ws)
+	g.allow(t, "/usr/bin/sort")
+	g.mustComplete(t, "sort f")
+	marker := filepath.Join(t.TempDir(), "pwned")
+	for _, cmd := range []string{"sort --o=" + marker + " f", "sort --o " + marker + " f"} {
+		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		settledRefused(t, cmd, r, err, marker)
+	}
+}

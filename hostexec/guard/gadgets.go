@@ -283,12 +283,14 @@ func matchWord(words map[string]string, a string) string {
 }
 
 // matchLong: name (with dashes, without =value) is a gadget option or a
-// GNU abbreviation of one (at least "--" and two characters).
+// GNU abbreviation of one (at least "--" and one character: GNU sort reads
+// --o as --output). A prefix shared with a harmless option is ambiguous to
+// getopt, which then refuses it: counting it costs nothing.
 func matchLong(long map[string]string, name string) string {
 	if why, ok := long[name]; ok {
 		return why
 	}
-	if len(name) < 4 {
+	if len(name) < 3 {
 		return ""
 	}
 	for opt, why := range long {
@@ -378,7 +380,7 @@ func gitGadget(args []string) (string, string) {
 		if why, ok := gitSubOpts[name]; ok && strings.HasPrefix(name, "--") {
 			return a, why
 		}
-		if strings.HasPrefix(name, "--") && len(name) >= 5 {
+		if strings.HasPrefix(name, "--") && len(name) >= 3 {
 			for opt, why := range gitSubOpts {
 				if strings.HasPrefix(opt, "--") && strings.HasPrefix(opt, name) {
 					return a, why
@@ -412,7 +414,7 @@ func sedGadget(args []string) (string, string) {
 			sandbox = true
 		case strings.HasPrefix(a, "--"):
 			name, _, _ := strings.Cut(a, "=")
-			if len(name) >= 4 && strings.HasPrefix("--in-place", name) {
+			if len(name) >= 3 && strings.HasPrefix("--in-place", name) {
 				return a, "edits files in place"
 			}
 		case len(a) > 1 && a[0] == '-' && a[1] != '-':

@@ -111,7 +111,7 @@ func zipGadget(args []string) (string, string) {
 		if len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.Contains(a, "TT") {
 			return a, "runs the unzip command it names (-TT)"
 		}
-		if name, _, _ := strings.Cut(a, "="); strings.HasPrefix(a, "--") && len(name) >= 4 && strings.HasPrefix("--unzip-command", name) {
+		if name, _, _ := strings.Cut(a, "="); strings.HasPrefix(a, "--") && len(name) >= 3 && strings.HasPrefix("--unzip-command", name) {
 			return a, "runs the unzip command it names"
 		}
 	}

@@ -124,6 +124,9 @@ func TestOptionModels(t *testing.T) {
 			{"sed -n 1p f", true},
 			{"sed --sandbox -ni s/a/b/ f", true},
 			{"sed --sandbox --in-pl s/a/b/ f", true},
+			{"sed --sandbox --i s/a/b/ f", true}, // sed reads --i as --in-place
+			{"sort --o=x f", true},               // sort reads --o as --output
+			{"sort --compress-p=x f", true},
 			{"awk 1 f", true},
 			{"mawk 1 f", true},
 		},
