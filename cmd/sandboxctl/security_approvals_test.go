@@ -150,12 +150,16 @@ func TestSecurityCommandCannotResolveApproval(t *testing.T) {
 	}
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
-			r := e.run(t, "--json", "exec", "--", a.command)
-			if !strings.Contains(r.stdout, `"completed"`) {
-				t.Fatalf("the attacker's command did not run: %+v", r)
-			}
+			// curl --unix-socket is a gadget (it reaches any socket,
+			// the Docker one included): the allowlist entry does not
+			// cover it, so a human approves it once; an approved
+			// command still may not decide other requests.
+			out := runApproved(t, e, a.command)
 			if st := approvalStatus(t, e, id); st != "pending" {
-				t.Fatalf("command %q decided the approval: status %q; exec said %s", a.command, st, r.stdout)
+				t.Fatalf("command %q decided the approval: status %q; it got %s", a.command, st, out)
+			}
+			if !strings.Contains(out, "not allowed to decide approvals") {
+				t.Fatalf("the attacker's command did not run or was not refused: %q", out)
 			}
 		})
 	}
