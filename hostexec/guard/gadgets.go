@@ -135,7 +135,7 @@ var gadgetTable = func() map[string]gadgetSpec {
 	}}
 	t["sed"] = gadgetSpec{check: sedGadget}
 	t["tar"] = gadgetSpec{check: tarGadget, paths: tarPaths}
-	t["unzip"] = gadgetSpec{check: unzipModel.gadget, paths: unzipModel.paths}
+	t["unzip"] = gadgetSpec{check: unzipModel.gadget, paths: unzipPaths}
 	t["rg"] = gadgetSpec{check: rgModel.gadget}
 	t["curl"] = gadgetSpec{check: curlModel.gadget, paths: curlPaths}
 	t["sort"] = gadgetSpec{valueShort: "koStT", short: map[byte]string{'o': "writes the file it names"}, long: map[string]string{
@@ -158,7 +158,7 @@ var gadgetTable = func() map[string]gadgetSpec {
 		t[n] = nc
 	}
 	t["tcpdump"] = gadgetSpec{valueShort: "BcCEFGiMmrsTVwWyzZ", short: map[byte]string{'z': "runs the post-rotate command it names", 'w': "writes a capture file"}}
-	t["wget"] = gadgetSpec{check: wgetModel.gadget, paths: wgetModel.paths}
+	t["wget"] = gadgetSpec{check: wgetModel.gadget, paths: wgetPaths}
 	apt := gadgetSpec{valueShort: "cot", short: map[byte]string{'o': "sets APT options (Pre-Invoke hooks run commands)", 'c': "reads an APT config (hooks run commands)"}, long: map[string]string{
 		"--option": "sets APT options (Pre-Invoke hooks run commands)", "--config-file": "reads an APT config (hooks run commands)",
 	}}

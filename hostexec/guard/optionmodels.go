@@ -54,7 +54,7 @@ func tarGadget(args []string) (string, string) {
 // tarPaths: tar's path options and operands, and each operand under each
 // -C directory too (tar reads and writes operands relative to the last -C).
 func tarPaths(args []string) []string {
-	out := tarModel.paths(args)
+	out := append(tarModel.paths(args), ".") // extracts into the working directory by default
 	opts, operands := tarModel.parse(args)
 	for _, o := range opts {
 		if o.def == tarModel.long["--directory"] && o.value != "" {
@@ -162,7 +162,7 @@ var curlDataOptions = []string{"--data", "--data-binary", "--data-urlencode", "-
 	"--form-string", "--header", "--proxy-header", "--cookie", "--write-out", "--url-query"}
 
 func curlPaths(args []string) []string {
-	out := curlModel.paths(args)
+	out := append(curlModel.paths(args), ".") // -O and -J write into the working directory
 	opts, operands := curlModel.parse(args)
 	for _, o := range opts {
 		if o.def == nil || !slices.ContainsFunc(curlDataOptions, func(s string) bool { return curlModel.long[s] == o.def }) {
@@ -202,3 +202,11 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 	}
 	return s, false
 }
+
+// unzipPaths: unzip's -d and operands, and the working directory, where it
+// extracts by default.
+func unzipPaths(args []string) []string { return append(unzipModel.paths(args), ".") }
+
+// wgetPaths: wget's path options and the working directory, where it
+// writes by default.
+func wgetPaths(args []string) []string { return append(wgetModel.paths(args), ".") }

@@ -243,6 +243,20 @@ func TestOptionModelPaths(t *testing.T) {
 			t.Errorf("%q: external %v, want %v", c.cmd, got, want)
 		}
 	}
+	// Run in a directory outside the workspace, each writes there by
+	// default: the working directory is one of its paths.
+	env := h.env
+	env.Cwd = outside
+	for _, cmd := range []string{"tar -xf " + h.ws + "/a.tar", "unzip " + h.ws + "/z.zip", "wget -q u", "curl -O https://x/y"} {
+		a := Analyze(cmd, env)
+		if !a.OK {
+			t.Errorf("%q: %s", cmd, a.Reason)
+			continue
+		}
+		if got := ExternalPaths(a, h.ws); !slices.Contains(got, outside+"/.") {
+			t.Errorf("%q in %s: external %v, want the working directory", cmd, outside, got)
+		}
+	}
 }
 
 // TestOptionListsWellFormed: every spelling is defined once per program
