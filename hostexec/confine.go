@@ -81,9 +81,11 @@ var (
 // between its directories included from ABI 2 on; ABI 1 refuses those
 // with EXDEV, which mv and cp handle by copying), the system paths above
 // read and execute, the devices above and the terminals ttys (the
-// command's own, read-write), and home's git configuration read-only.
-// Paths that do not exist are left out.
-func ConfineRules(abi int, workspace, home string, ttys []string) ([]landlock.Rule, error) {
+// command's own, read-write), and home's git configuration read-only; of
+// the read-only paths, never the secret locations under them (secrets,
+// see readableExcept: /etc/ssl/private under /etc/ssl, git's credential
+// store under ~/.config/git). Paths that do not exist are left out.
+func ConfineRules(abi int, workspace, home string, ttys, secrets []string) ([]landlock.Rule, error) {
 	if !filepath.IsAbs(workspace) {
 		return nil, fmt.Errorf("confine: workspace %q is not an absolute path", workspace)
 	}
@@ -100,37 +102,23 @@ func ConfineRules(abi int, workspace, home string, ttys []string) ([]landlock.Ru
 		// enforce nothing at all.
 		ws = ws.WithRefer()
 	}
-	rules := []landlock.Rule{
-		ws,
-		landlock.RODirs(confineSystemDirs...).IgnoreIfMissing(),
-	}
-	ro := slices.Clone(confineEtc)
+	ro := append(slices.Clone(confineSystemDirs), confineEtc...)
 	if filepath.IsAbs(home) {
 		for _, f := range confineHomeFiles {
 			ro = append(ro, filepath.Join(home, f))
 		}
 	}
-	var roDirs, roFiles []string
-	for _, p := range ro {
-		fi, err := os.Stat(p)
-		switch {
-		case err != nil:
-		case fi.IsDir():
-			roDirs = append(roDirs, p)
-		default:
-			roFiles = append(roFiles, p)
-		}
-	}
-	if len(roDirs) > 0 {
-		rules = append(rules, landlock.RODirs(roDirs...).IgnoreIfMissing())
-	}
-	if len(roFiles) > 0 {
-		rules = append(rules, landlock.ROFiles(roFiles...).IgnoreIfMissing())
-	}
-	rules = append(rules,
+	rules := append([]landlock.Rule{ws}, readableExcept(ro, secrets)...)
+	return append(rules, deviceRules(ttys)...), nil
+}
+
+// deviceRules grant the devices every command may use (confineDevRW with
+// terminal ioctls, confineDevRO) and its own terminals ttys.
+func deviceRules(ttys []string) []landlock.Rule {
+	return []landlock.Rule{
 		landlock.RWFiles(append(slices.Clone(confineDevRW), ttys...)...).WithIoctlDev().IgnoreIfMissing(),
-		landlock.ROFiles(confineDevRO...).IgnoreIfMissing())
-	return rules, nil
+		landlock.ROFiles(confineDevRO...).IgnoreIfMissing(),
+	}
 }
 
 // Confine restricts this process (every thread, and everything it execs
@@ -148,7 +136,8 @@ func Confine(workspace string) error {
 // confineAt enforces ConfineRules for abi with the file rights of cfg (best
 // effort: those of them the kernel knows).
 func confineAt(cfg landlock.Config, abi int, workspace string) error {
-	rules, err := ConfineRules(abi, workspace, os.Getenv("HOME"), ownTerminals())
+	home := os.Getenv("HOME")
+	rules, err := ConfineRules(abi, workspace, home, ownTerminals(), DefaultSecrets(home, ""))
 	if err != nil {
 		return err
 	}

@@ -59,9 +59,15 @@ func confinedRunner(t *testing.T) *Runner {
 // runSpec runs spec to its end and returns the merged output and exit code.
 func runSpec(t *testing.T, r *Runner, spec hostapi.StartSpec) (string, int) {
 	t.Helper()
+	return runSpecWithin(t, r, spec, 20*time.Second)
+}
+
+// runSpecWithin is runSpec for a command that may take up to d.
+func runSpecWithin(t *testing.T, r *Runner, spec hostapi.StartSpec, d time.Duration) (string, int) {
+	t.Helper()
 	p := start(t, r, spec)
 	out, errs := collect(p.Stdout()), collect(p.Stderr())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	code, sig, err := p.Wait(ctx)
 	if err != nil || sig != "" {
