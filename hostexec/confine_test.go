@@ -26,6 +26,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "launcher:", err)
 		os.Exit(126)
 	}
+	if len(os.Args) > 1 && os.Args[1] == EnvelopeArg {
+		err := EnvelopeExec(os.Args[2:])
+		fmt.Fprintln(os.Stderr, "launcher:", err)
+		os.Exit(126)
+	}
 	if len(os.Args) > 4 && os.Args[1] == confineABI1Arg {
 		// The ruleset as a kernel of Landlock ABI 1 gets it.
 		err := confineAt(landlock.V1, 1, os.Args[2])

@@ -118,10 +118,23 @@ func (r *Runner) Prepare(spec hostapi.StartSpec) (Prepared, error) {
 		env = envguard.Merge(env, map[string]string{"TERM": "xterm-256color"})
 	}
 	pr := Prepared{Argv: []string{r.shell, "-c", spec.Command}, Env: env, Dir: spec.Dir, Tag: tag, Cols: cols, Rows: rows}
-	if spec.Confine != "" {
-		if !filepath.IsAbs(spec.Confine) {
-			return Prepared{}, fmt.Errorf("hostexec: start: confine directory %q is not absolute: %w", spec.Confine, os.ErrInvalid)
+	if spec.Confine != "" && !filepath.IsAbs(spec.Confine) {
+		return Prepared{}, fmt.Errorf("hostexec: start: confine directory %q is not absolute: %w", spec.Confine, os.ErrInvalid)
+	}
+	if r.envelope != nil {
+		// Fail closed: no envelope, no command.
+		abi, err := r.landlockABI()
+		if err == nil && abi < envelopeMinABI {
+			err = fmt.Errorf("Landlock ABI %d, need %d", abi, envelopeMinABI)
 		}
+		if err != nil {
+			return Prepared{}, fmt.Errorf("hostexec: start: %w: %w", ErrEnvelopeUnavailable, err)
+		}
+		argv := append([]string{r.launcher, EnvelopeArg}, r.envelope.launcherArgs(spec.Confine)...)
+		pr.Argv = append(append(argv, "--", r.shell), pr.Argv...)
+		return pr, nil
+	}
+	if spec.Confine != "" {
 		if _, err := r.landlockABI(); err != nil {
 			pr.Warning = fmt.Sprintf("not confined to %s (%v): the external-directory check was advisory only for this command", spec.Confine, err)
 			return pr, nil

@@ -72,6 +72,11 @@ type Options struct {
 	// a Spec with Confine set starts through it. Without one, such a Spec
 	// is refused.
 	Launcher string
+	// Envelope, when set, is what every command runs inside (through the
+	// Launcher, EnvelopeArg): an identity of its own, Landlock, seccomp
+	// and no_new_privs. Without it commands run as this process, and
+	// only a Spec with Confine is confined.
+	Envelope *Envelope
 }
 
 // Runner starts commands on this machine. It is safe for concurrent use.
@@ -89,6 +94,7 @@ type Runner struct {
 	outputDrain time.Duration
 	logf        func(format string, args ...any)
 	launcher    string
+	envelope    *Envelope
 	// landlockABI probes the kernel's Landlock (LandlockABI); tests
 	// replace it to see the behaviour of a kernel without it.
 	landlockABI func() (int, error)
@@ -118,6 +124,14 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	} else if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 		return nil, fmt.Errorf("hostexec: shell %s is not an executable file: %w", shell, os.ErrInvalid)
 	}
+	if opts.Envelope != nil {
+		if err := opts.Envelope.validate(); err != nil {
+			return nil, err
+		}
+		if opts.Launcher == "" {
+			return nil, fmt.Errorf("hostexec: an envelope needs a launcher: %w", os.ErrInvalid)
+		}
+	}
 	r := &Runner{
 		shell:       shell,
 		environ:     environ,
@@ -126,6 +140,7 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 		outputDrain: opts.OutputDrain,
 		logf:        opts.Logf,
 		launcher:    opts.Launcher,
+		envelope:    opts.Envelope,
 		landlockABI: LandlockABI,
 		openPTY:     pty.Open,
 	}

@@ -26,6 +26,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
 		os.Exit(126)
 	}
+	if len(os.Args) > 1 && os.Args[1] == hostexec.EnvelopeArg {
+		// The launcher of every gateway command: its identity, Landlock
+		// and seccomp, then exec. It returns only on failure, before
+		// anything of the command ran.
+		err := hostexec.EnvelopeExec(os.Args[2:])
+		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
+		os.Exit(126)
+	}
 	// Auto-start (exec) runs this very binary as the daemon.
 	self, _ := os.Executable()
 	os.Exit(cli.Main(version, self, runtimecli.Commands))
