@@ -15,7 +15,7 @@ import (
 func guardEnv(t *testing.T, extra string) *env {
 	t.Helper()
 	e := newEnv(t)
-	cfg := "exec:\n  host: gateway\n  security: allowlist\n  ask: on-miss\n" + extra
+	cfg := "exec:\n  host: gateway\n  security: allowlist\n  ask: on-miss\n" + legacyGateway + extra
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // nothing panics and the daemon keeps serving the gateway host.
 func TestDockerUnreachable(t *testing.T) {
 	e := newEnv(t)
-	if err := os.WriteFile(e.config, []byte("exec:\n  security: full\n  ask: \"off\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(e.config, []byte("exec:\n  security: full\n  ask: \"off\"\n"+legacyGateway), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))

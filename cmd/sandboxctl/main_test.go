@@ -85,6 +85,13 @@ func leftoverDaemons() []int {
 	return pids
 }
 
+// legacyGateway runs gateway commands as the daemon's user, without the
+// envelope (exec.envelope.enabled false): these tests prove the layers
+// under it (the guard, the approval peer check, scope) as a daemon whose
+// commands share its uid sees them; the envelope has its own tests
+// (TestSecurityDaemonGatewayEnvelope here, hostexec's TestSecurityGateway*).
+const legacyGateway = "  envelope:\n    enabled: false\n"
+
 // env is an isolated state directory with a config that runs commands on
 // the gateway with security full and ask off (no Docker, no guard needed).
 type env struct {
@@ -95,7 +102,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{state: t.TempDir()}
 	e.config = filepath.Join(e.state, "sandboxctl.yaml")
-	cfg := "exec:\n  host: gateway\n  security: full\n  ask: \"off\"\n"
+	cfg := "exec:\n  host: gateway\n  security: full\n  ask: \"off\"\n" + legacyGateway
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

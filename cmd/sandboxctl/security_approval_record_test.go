@@ -21,7 +21,7 @@ func TestSecurityApprovalShowsWhatRuns(t *testing.T) {
 	}
 	t.Setenv("SHELL", "/bin/bash") // the daemon inherits it
 	e := newEnv(t)
-	if err := os.WriteFile(e.config, []byte("exec:\n  host: gateway\n  security: full\n  ask: always\n"), 0o600); err != nil {
+	if err := os.WriteFile(e.config, []byte("exec:\n  host: gateway\n  security: full\n  ask: always\n"+legacyGateway), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()

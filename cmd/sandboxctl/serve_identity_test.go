@@ -19,7 +19,7 @@ func TestExecRefusesDaemonOfAnotherConfig(t *testing.T) {
 		t.Fatalf("first exec: %+v", r)
 	}
 	other := filepath.Join(t.TempDir(), "other.yaml")
-	if err := os.WriteFile(other, []byte("exec:\n  host: gateway\n  security: full\n  ask: \"off\"\n  timeoutSec: 77\n"), 0o600); err != nil {
+	if err := os.WriteFile(other, []byte("exec:\n  host: gateway\n  security: full\n  ask: \"off\"\n  timeoutSec: 77\n"+legacyGateway), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := e.runWith(t, nil, "--config", other, "exec", "--", "touch "+marker)

@@ -357,16 +357,30 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
 	}
-	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf, Launcher: self})
-	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
-	}
 	cwd, err := config.ExpandHome(cfg.Exec.Cwd)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("serve: exec.cwd: %w", err)
 	}
-	if _, err := runner.Landlock(); err != nil && cwd != "" {
+	var envelope *hostexec.Envelope
+	if cfg.Exec.Envelope.Enabled {
+		if envelope, err = gatewayEnvelope(cfg.Exec, cwd, state); err != nil {
+			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+		}
+	} else {
+		logf("warning: exec.envelope.enabled is false: gateway commands run as this daemon's user (uid %d) with nothing but the guard around them", os.Geteuid())
+	}
+	runner, err := hostexec.NewRunner(ctx, hostexec.Options{PathPrepend: cfg.Exec.PathPrepend, Logf: logf, Launcher: self, Envelope: envelope})
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("serve: gateway host: %w", err)
+	}
+	switch abi, err := runner.Landlock(); {
+	case envelope != nil && (err != nil || abi < 3):
+		logf("warning: Landlock ABI %d (%v): %v, so gateway commands are refused", abi, err, hostexec.ErrEnvelopeUnavailable)
+	case envelope == nil && err != nil && cwd != "":
 		logf("warning: %v: gateway commands that pass the external-directory check run unconfined (each result says so); keep exec.cwd out of directories a sandbox writes", err)
+	}
+	if envelope != nil && envelope.Identity != nil {
+		logf("gateway commands run as uid %d gid %d, writing only %v", envelope.Identity.UID, envelope.Identity.GID, envelope.Writable)
 	}
 	hosts := map[vocab.Host]sessions.Host{}
 	sup, err := hostSupervisor(state, logf)
@@ -396,6 +410,47 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	sbx.StartPool()
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
+}
+
+// gatewayEnvelope is the envelope of every gateway command (exec.envelope):
+// a root daemon's commands run as the configured identity, checked against
+// the host's account files here, at start; a non-root daemon's keep its
+// uid. They write exec.cwd and exec.envelope.writable, and read everything
+// but the built-in secret locations (the daemon's home's credentials, its
+// state directory) and exec.envelope.secrets.
+func gatewayEnvelope(e config.Exec, cwd, state string) (*hostexec.Envelope, error) {
+	expand := func(key string, in []string) ([]string, error) {
+		out := make([]string, 0, len(in))
+		for i, p := range in {
+			x, err := config.ExpandHome(p)
+			if err != nil {
+				return nil, fmt.Errorf("%s[%d]: %w", key, i, err)
+			}
+			out = append(out, x)
+		}
+		return out, nil
+	}
+	writable, err := expand("exec.envelope.writable", e.Envelope.Writable)
+	if err != nil {
+		return nil, err
+	}
+	if cwd != "" {
+		writable = append([]string{cwd}, writable...)
+	}
+	secrets, err := expand("exec.envelope.secrets", e.Envelope.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	home, _ := os.UserHomeDir()
+	env := &hostexec.Envelope{Writable: writable, Secrets: hostexec.DefaultSecrets(home, state, secrets...)}
+	if os.Geteuid() == 0 {
+		id := hostexec.Identity{UID: e.Envelope.UID, GID: e.Envelope.GID}
+		if err := hostexec.CheckIdentity(id, hostexec.SystemIdentityFiles); err != nil {
+			return nil, fmt.Errorf("exec.envelope: %w", err)
+		}
+		env.Identity = &id
+	}
+	return env, nil
 }
 
 // parseSandboxLabels parses $SANDBOXCTL_SANDBOX_LABELS.

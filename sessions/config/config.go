@@ -4,6 +4,7 @@
 package config
 
 import (
+	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -48,6 +49,31 @@ type Exec struct {
 	// output line of allow-once, allow-always or deny decides it, anything
 	// else leaves it to a human.
 	ApprovalHook string `yaml:"approvalHook" json:"approvalHook"`
+	// Envelope is what every gateway command runs inside.
+	Envelope Envelope `yaml:"envelope" json:"envelope"`
+}
+
+// Envelope is the `exec.envelope:` section (hostexec.Envelope): the
+// identity, the writable directories and the secret locations of gateway
+// commands.
+type Envelope struct {
+	// Enabled (default true) runs every gateway command in the envelope.
+	// false runs them as the daemon's own user (root, for a root daemon)
+	// with only the guard and the external-directory check, as before
+	// issue 25: only for agents that are trusted with that user.
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// UID and GID are the identity gateway commands run as when the daemon
+	// is root (default hostexec.DefaultIdentity, 61000:61000). No account,
+	// group or subordinate-id range may use them (checked at start). A
+	// non-root daemon cannot switch: its commands keep its uid.
+	UID int `yaml:"uid" json:"uid"`
+	GID int `yaml:"gid" json:"gid"`
+	// Writable are directories gateway commands may write besides
+	// exec.cwd (absolute; ~ is the daemon's home).
+	Writable []string `yaml:"writable" json:"writable"`
+	// Secrets are paths gateway commands may not read, besides the
+	// built-in ones (hostexec.DefaultSecrets).
+	Secrets []string `yaml:"secrets" json:"secrets"`
 }
 
 // Elevated is the `elevated:` section.
@@ -74,6 +100,11 @@ func Default() File {
 			MaxOutputChars:        200000,
 			PendingMaxOutputChars: 30000,
 			ApprovalTimeoutSec:    120,
+			Envelope: Envelope{
+				Enabled: true,
+				UID:     hostexec.DefaultIdentity.UID, GID: hostexec.DefaultIdentity.GID,
+				Writable: []string{}, Secrets: []string{},
+			},
 		},
 		Elevated: Elevated{Enabled: false, AllowFrom: []string{}, DefaultLevel: vocab.ElevatedAsk},
 		Sandbox:  sandboxconfig.DefaultConfig(),

@@ -288,6 +288,19 @@ func (f File) Validate() error {
 	if e.ApprovalHook != "" && !filepath.IsAbs(e.ApprovalHook) {
 		return &Error{Key: "exec.approvalHook", Msg: fmt.Sprintf("%q is not an absolute path", e.ApprovalHook)}
 	}
+	if e.Envelope.UID <= 0 || e.Envelope.GID <= 0 || e.Envelope.UID > 1<<32-2 || e.Envelope.GID > 1<<32-2 {
+		return &Error{Key: "exec.envelope", Msg: fmt.Sprintf("uid %d and gid %d must be between 1 and %d: gateway commands never run as root", e.Envelope.UID, e.Envelope.GID, 1<<32-2)}
+	}
+	for _, l := range []struct {
+		key   string
+		paths []string
+	}{{"exec.envelope.writable", e.Envelope.Writable}, {"exec.envelope.secrets", e.Envelope.Secrets}} {
+		for i, p := range l.paths {
+			if !filepath.IsAbs(p) && p != "~" && !strings.HasPrefix(p, "~/") {
+				return &Error{Key: fmt.Sprintf("%s[%d]", l.key, i), Msg: fmt.Sprintf("%q is not an absolute path", p)}
+			}
+		}
+	}
 	for i, p := range e.PathPrepend {
 		if !filepath.IsAbs(p) {
 			return &Error{Key: fmt.Sprintf("exec.pathPrepend[%d]", i), Msg: fmt.Sprintf("%q is not an absolute directory", p)}
