@@ -12,7 +12,16 @@
 // daemonized are killed too. Kill is idempotent and also meant for after a
 // normal exit, to end what a command left running in the background.
 //
-// A Spec with Confine runs through a launcher (Options.Launcher, which
+// With Options.Envelope every command runs through the launcher in its
+// envelope (EnvelopeArg, envelope.go): its pipes and terminal handed to an
+// Identity of its own, a Landlock ruleset with every right of the kernel
+// (reads everywhere but the secret locations, DefaultSecrets; writes only
+// the Envelope's writable directories, or the workspace of a Spec with
+// Confine), that identity, and a seccomp filter (DeniedSyscalls) with
+// no_new_privs. The kernel must have Landlock ABI 3 or the command does
+// not start.
+//
+// Without an envelope, a Spec with Confine runs through a launcher (Options.Launcher, which
 // implements ConfineArg: sandboxctld) that restricts itself with a Landlock
 // ruleset (ConfineRules: the directory read-write, system directories read
 // and execute) and then execs the shell; without Landlock the command runs

@@ -1,7 +1,6 @@
 package hostexec
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -158,6 +157,3 @@ func dedupe(p []string) []string {
 	slices.Sort(p)
 	return slices.Compact(p)
 }
-
-// errNotAbsolute is returned for a relative path in a policy.
-var errNotAbsolute = errors.New("not an absolute path")
