@@ -25,6 +25,15 @@ type daemonUnderTest struct {
 	hc    *http.Client
 }
 
+// legacyGateway runs gateway commands as the daemon's user, without the
+// envelope (exec.envelope.enabled false), in every daemon these tests start
+// whose config does not name exec.envelope: they prove the guard, the
+// external-directory confinement and the approval layers as a daemon whose
+// commands share its uid sees them, with workspaces and markers in the
+// test's own directories. The envelope's own tests are hostexec's
+// TestSecurityGateway* and cmd/sandboxctl's TestSecurityDaemonGatewayEnvelope.
+const legacyGateway = "  envelope:\n    enabled: false\n"
+
 func startDaemon(t *testing.T, config string) *daemonUnderTest {
 	t.Helper()
 	return startDaemonIn(t, t.TempDir(), config)
@@ -43,6 +52,9 @@ func startDaemonEnv(t *testing.T, state, config string, env []string) *daemonUnd
 	t.Helper()
 	bin := buildBinary(t, "sandboxctl")
 	cfgPath := filepath.Join(state, "sandboxctl.yaml")
+	if !strings.Contains(config, "envelope:") {
+		config = strings.Replace(config, "exec:\n", "exec:\n"+legacyGateway, 1)
+	}
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}

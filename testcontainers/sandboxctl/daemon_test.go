@@ -106,14 +106,16 @@ func TestContainerModeRefusesBadInput(t *testing.T) {
 }
 
 // TestContainerModeGateway: on the gateway host the commands run in the
-// daemon container, and files are copied there.
+// daemon container, and files are copied there. The command reads and
+// writes root's files in /tmp, so it runs as the daemon's user, without
+// the gateway envelope (exec.envelope.enabled false).
 func TestContainerModeGateway(t *testing.T) {
 	dockertest.Require(t, testImage)
 	img := requireDaemonImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb, err := sandboxctl.Run(ctx, sandboxctl.WithDaemonImage(img), sandboxctl.WithHost("gateway"), sandboxctl.WithTB(t),
-		sandboxctl.WithConfigYAML([]byte("exec:\n  security: full\n  ask: \"off\"\n")))
+		sandboxctl.WithConfigYAML([]byte("exec:\n  security: full\n  ask: \"off\"\n  envelope:\n    enabled: false\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
