@@ -52,10 +52,10 @@ func testChmodFlip(t *testing.T, confine bool) {
 	}
 	t.Cleanup(func() { _ = flip.Process.Kill(); _ = flip.Wait() })
 
-	// At least 60 rounds, and on (up to 2000) until one reached the
+	// At least 30 rounds, and on (up to 2000) until one reached the
 	// inside file: a starved flipper cannot make the replay prove nothing.
 	cmd := `i=0; while [ $i -lt 2000 ]; do chmod 0646 ./l 2>/dev/null; touch ./l 2>/dev/null; i=$((i+1)); ` +
-		`if [ $i -ge 60 ] && [ "$(stat -c %a inside)" = 646 ]; then break; fi; done; echo loop-done`
+		`if [ $i -ge 30 ] && [ "$(stat -c %a inside)" = 646 ]; then break; fi; done; echo loop-done`
 	spec := hostapi.StartSpec{Command: cmd, Dir: ws}
 	if confine {
 		spec.Confine = ws
