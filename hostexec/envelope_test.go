@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -306,3 +307,82 @@ func TestCheckIdentity(t *testing.T) {
 		t.Error("a missing passwd file checked nothing and passed")
 	}
 }
+
+// TestSecurityGatewayCommandsCannotReachEachOther: gateway commands share
+// one identity, so the uid does not keep one agent's command from
+// another's; their Landlock domains do. A command cannot signal another
+// (the signal scope), nor read its environment or memory through /proc
+// (Landlock's ptrace rule).
+func TestSecurityGatewayCommandsCannotReachEachOther(t *testing.T) {
+	home := sharedDir(t, Identity{})
+	ws := sharedDir(t, DefaultIdentity)
+	r := gatewayRunner(t, home, []string{ws})
+	abi, _ := LandlockABI()
+	victim := start(t, r, hostapi.StartSpec{Command: "sleep 60", Dir: ws, Env: map[string]string{"VICTIM_TOKEN": "PLANTED-ENV"}})
+	pid := strconv.Itoa(victim.PID())
+	// The victim is up (its environment carries the tag) before the attack.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile("/proc/" + pid + "/environ")
+		if strings.Contains(string(b), "PLANTED-ENV") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the victim command did not start: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	attack := "cat /proc/" + pid + "/environ; head -c 16 /proc/" + pid + "/mem; echo"
+	if abi >= 6 {
+		attack += "; kill -TERM " + pid
+	}
+	out, _ := runSpec(t, r, hostapi.StartSpec{Command: attack, Dir: ws})
+	if strings.Contains(out, "PLANTED-ENV") {
+		t.Fatalf("ATTACK WORKED: a gateway command read another's environment: %q", out)
+	}
+	if !strings.Contains(out, "environ: Permission denied") {
+		t.Fatalf("reading another command's environment was not refused: %q", out)
+	}
+	if abi >= 6 && !strings.Contains(out, "Operation not permitted") {
+		t.Fatalf("signalling another command was not refused: %q", out)
+	}
+	select {
+	case <-victim.Done():
+		t.Fatal("ATTACK WORKED: another gateway command ended the victim")
+	default:
+	}
+}
+
+// MayWrite reads the mode bits the way the kernel does for the identity.
+func TestIdentityMayWrite(t *testing.T) {
+	id := DefaultIdentity
+	for _, c := range []struct {
+		uid, gid int
+		mode     os.FileMode
+		want     bool
+	}{
+		{id.UID, 0, 0o700, true}, {id.UID, 0, 0o500, false}, {0, id.GID, 0o770, true}, {0, id.GID, 0o750, false},
+		{0, 0, 0o777, true}, {0, 0, 0o755, false}, {id.UID, 0, 0o077, false},
+	} {
+		fi := dirInfo{mode: c.mode | os.ModeDir, st: &syscall.Stat_t{Uid: uint32(c.uid), Gid: uint32(c.gid)}}
+		if got := id.MayWrite(fi); got != c.want {
+			t.Errorf("owner %d:%d mode %o: MayWrite %v, want %v", c.uid, c.gid, c.mode, got, c.want)
+		}
+	}
+	if id.MayWrite(dirInfo{mode: 0o777, st: &syscall.Stat_t{}}) {
+		t.Error("a file that is not a directory counts as writable")
+	}
+}
+
+// dirInfo is an os.FileInfo of a directory with given owner and mode.
+type dirInfo struct {
+	mode os.FileMode
+	st   *syscall.Stat_t
+}
+
+func (d dirInfo) Name() string       { return "d" }
+func (d dirInfo) Size() int64        { return 0 }
+func (d dirInfo) Mode() os.FileMode  { return d.mode }
+func (d dirInfo) ModTime() time.Time { return time.Time{} }
+func (d dirInfo) IsDir() bool        { return d.mode.IsDir() }
+func (d dirInfo) Sys() any           { return d.st }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/moby/sys/user"
 )
@@ -89,4 +90,22 @@ func CheckIdentity(id Identity, files IdentityFiles) error {
 		}
 	}
 	return nil
+}
+
+// MayWrite reports whether id may create files in the directory fi by its
+// mode bits (owner, group, others; ACLs are not read): the gateway's
+// workspace must be writable by the identity, or every command there fails.
+func (id Identity) MayWrite(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.IsDir() {
+		return false
+	}
+	perm := fi.Mode().Perm()
+	switch {
+	case int(st.Uid) == id.UID:
+		return perm&0o300 == 0o300
+	case int(st.Gid) == id.GID:
+		return perm&0o030 == 0o030
+	}
+	return perm&0o003 == 0o003
 }

@@ -381,6 +381,12 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	}
 	if envelope != nil && envelope.Identity != nil {
 		logf("gateway commands run as uid %d gid %d, writing only %v", envelope.Identity.UID, envelope.Identity.GID, envelope.Writable)
+		for _, w := range envelope.Writable {
+			if fi, err := os.Stat(w); err == nil && !envelope.Identity.MayWrite(fi) {
+				logf("warning: gateway commands (uid %d gid %d) cannot write %s: give it to them (chown -R %d:%d %s) or they fail there",
+					envelope.Identity.UID, envelope.Identity.GID, w, envelope.Identity.UID, envelope.Identity.GID, w)
+			}
+		}
 	}
 	hosts := map[vocab.Host]sessions.Host{}
 	sup, err := hostSupervisor(state, logf)
