@@ -66,6 +66,15 @@ func (e *Envelope) validate() error {
 			return fmt.Errorf("hostexec: envelope: %q is not an absolute path: %w", p, os.ErrInvalid)
 		}
 	}
+	// Landlock cannot take back what a grant covers: a secret under a
+	// writable directory would be readable through it.
+	for _, w := range e.Writable {
+		for _, sec := range e.Secrets {
+			if within(realPath(sec), realPath(w)) {
+				return fmt.Errorf("hostexec: envelope: the secret location %s lies in the writable directory %s, which would expose it; write somewhere narrower: %w", sec, w, os.ErrInvalid)
+			}
+		}
+	}
 	root := os.Geteuid() == 0
 	switch {
 	case root && e.Identity == nil:

@@ -386,3 +386,19 @@ func (d dirInfo) Mode() os.FileMode  { return d.mode }
 func (d dirInfo) ModTime() time.Time { return time.Time{} }
 func (d dirInfo) IsDir() bool        { return d.mode.IsDir() }
 func (d dirInfo) Sys() any           { return d.st }
+
+// A writable directory that holds a secret location is refused: its grant
+// would make the secret readable.
+func TestEnvelopeRefusesSecretUnderWritable(t *testing.T) {
+	home := sharedDir(t, Identity{})
+	self, _ := os.Executable()
+	env := &Envelope{Writable: []string{home}, Secrets: DefaultSecrets(home, "")}
+	if os.Geteuid() == 0 {
+		id := DefaultIdentity
+		env.Identity = &id
+	}
+	_, err := NewRunner(context.Background(), Options{Launcher: self, Envelope: env, Environ: testEnviron(t)})
+	if !errors.Is(err, os.ErrInvalid) || !strings.Contains(err.Error(), "lies in the writable directory") {
+		t.Fatalf("a writable home with its .ssh a secret: %v", err)
+	}
+}
