@@ -328,7 +328,7 @@ func pendingApprovals(ctx context.Context, store *guard.Store) (int, error) {
 	n := 0
 	now := time.Now().UnixMilli()
 	for _, p := range list {
-		if p.Decision == "" && (p.ExpiresAtMs == 0 || p.ExpiresAtMs > now) {
+		if p.Decision == "" && p.Cancelled == "" && (p.ExpiresAtMs == 0 || p.ExpiresAtMs > now) {
 			n++
 		}
 	}

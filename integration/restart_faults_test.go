@@ -1,0 +1,421 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountTmpfs mounts a tmpfs of size bytes on a fresh directory and returns
+// it; it is unmounted (lazily, so that a process still in it does not keep
+// it) when the test ends. It needs root, as the fault suite does in CI.
+func mountTmpfs(t *testing.T, size int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs to fill needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		t.Fatalf("mount a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// fillDisk writes a file in dir until its filesystem is full and returns
+// the file's path; removing it makes room again.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill %s: %v", dir, err)
+			}
+			break
+		}
+	}
+	// The last bytes: a page-sized write can fail while a small one fits.
+	for _, err := f.Write([]byte{0}); err == nil; _, err = f.Write([]byte{0}) {
+	}
+	return path
+}
+
+// serveFails runs `sandboxctl serve` on state with extra args, expects it
+// to exit with an error within a minute and returns its output.
+func serveFails(t *testing.T, state string, args ...string) string {
+	t.Helper()
+	bin := buildBinary(t, "sandboxctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	argv := append([]string{"--state", state, "--config", filepath.Join(state, "sandboxctl.yaml"), "serve"}, args...)
+	out, err := exec.CommandContext(ctx, bin, argv...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve %v started, want a failed start:\n%s", args, out)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("serve %v did not exit within a minute:\n%s", args, out)
+	}
+	return string(out)
+}
+
+// restartWorkload is a running sandbox session and a running gateway
+// session of one daemon.
+type restartWorkload struct {
+	sandboxID, gatewayID string
+	gate                 string // the gateway command ends once it exists
+	gatewayPID, supPID   int
+}
+
+// startRestartWorkload starts, through d, a sandbox session printing L1…L30
+// over 6 s and a gateway session that prints start, waits for a gate file
+// and prints end; it returns once both printed.
+func startRestartWorkload(t *testing.T, d *daemonUnderTest, dir string) restartWorkload {
+	t.Helper()
+	w := restartWorkload{gate: filepath.Join(dir, "gate")}
+	det, text, _ := d.call(t, "exec", scoped("rs", map[string]any{"host": "sandbox", "background": true,
+		"command": `i=1; while [ $i -le 30 ]; do echo L$i; i=$((i+1)); sleep 0.2; done`}))
+	if w.sandboxID, _ = det["sessionId"].(string); w.sandboxID == "" {
+		t.Fatalf("sandbox exec: %v %q", det, text)
+	}
+	pidFile := filepath.Join(dir, "gwpid")
+	det, text, _ = d.call(t, "exec", scoped("rs", map[string]any{"elevated": true, "background": true,
+		"command": "echo $$ > " + pidFile + "; echo start; while [ ! -e " + w.gate + " ]; do sleep 0.05; done; echo end"}))
+	if w.gatewayID, _ = det["sessionId"].(string); w.gatewayID == "" {
+		t.Fatalf("gateway exec: %v %q", det, text)
+	}
+	pollUntil(t, d, "rs", w.gatewayID, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+	pollUntil(t, d, "rs", w.sandboxID, 20*time.Second, func(all string) bool { return strings.Contains(all, "L2\n") })
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Sscan(string(b), &w.gatewayPID)
+	if w.supPID = hostSupervisorPID(t, d.state); w.supPID == 0 {
+		t.Fatal("no host supervisor runs for the daemon")
+	}
+	t.Cleanup(func() { _ = syscall.Kill(w.gatewayPID, syscall.SIGKILL); _ = syscall.Kill(w.supPID, syscall.SIGKILL) })
+	return w
+}
+
+// checkIntact checks, through a daemon started after a failed start, that
+// both sessions ran on whole: the sandbox session printed L1…L30 exactly
+// once and exited 0, the gateway session printed end and exited 0.
+func (w restartWorkload) checkIntact(t *testing.T, d *daemonUnderTest) {
+	t.Helper()
+	if err := os.WriteFile(w.gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{w.sandboxID, w.gatewayID} {
+		all := pollUntil(t, d, "rs", id, 30*time.Second, func(all string) bool {
+			return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed") || strings.Contains(all, "No session")
+		})
+		if !strings.Contains(all, "Process exited with code 0.") {
+			t.Errorf("session %s after the failed start and a good one:\n%s", id, all)
+		}
+	}
+	_, log, _ := d.call(t, "process", scoped("rs", map[string]any{"action": "log", "sessionId": w.sandboxID, "limit": 1000}))
+	for i := 1; i <= 30; i++ {
+		if n := strings.Count(log+"\n", fmt.Sprintf("L%d\n", i)); n != 1 {
+			t.Errorf("sandbox output: L%d %d times, want once:\n%s", i, n, log)
+			break
+		}
+	}
+	_, log, _ = d.call(t, "process", scoped("rs", map[string]any{"action": "log", "sessionId": w.gatewayID}))
+	if !strings.Contains(log, "start") || !strings.Contains(log, "end") {
+		t.Errorf("gateway output: %q, want start and end", log)
+	}
+}
+
+// checkAlive checks, right after a failed start, that it harmed nothing.
+func (w restartWorkload) checkAlive(t *testing.T) {
+	t.Helper()
+	if !alivePID(w.supPID) {
+		t.Fatalf("the failed start ended the host supervisor (pid %d)", w.supPID)
+	}
+	if !alivePID(w.gatewayPID) {
+		t.Fatalf("the failed start ended the gateway command (pid %d)", w.gatewayPID)
+	}
+}
+
+// TestFaultFailedStartLeavesAdoptedSessions replays issue 32 item 1: with a
+// running sandbox session and a running gateway session, the daemon is
+// SIGKILLed and a new one cannot finish starting — its --listen port is
+// taken, or the state filesystem has no room for its pid file. The failed
+// start must leave both sessions running; the next good start adopts them,
+// and they end whole.
+func TestFaultFailedStartLeavesAdoptedSessions(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	for _, fault := range []string{"port-taken", "disk-full"} {
+		t.Run(fault, func(t *testing.T) {
+			prefix := "sbxi-failstart-" + randSuffix() + "-"
+			t.Cleanup(func() { removeByPrefix(cli, prefix) })
+			state := t.TempDir()
+			if fault == "disk-full" {
+				state = mountTmpfs(t, 8<<20)
+			}
+			dir := t.TempDir()
+			// The gateway session is an elevated run (full, no ask).
+			config := fmt.Sprintf("exec:\n  host: sandbox\n  security: full\n  ask: \"off\"\nelevated:\n  enabled: true\n  allowFrom: [\"*\"]\n  defaultLevel: full\nsandbox:\n  workspaceRoot: %s\n  docker:\n    image: %s\n    containerPrefix: %s\n",
+				filepath.Join(dir, "ws"), testImage, prefix)
+			first := startDaemonIn(t, state, config)
+			w := startRestartWorkload(t, first, dir)
+			if err := first.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = first.cmd.Wait()
+
+			var out string
+			switch fault {
+			case "port-taken":
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = serveFails(t, state, "--listen", ln.Addr().String())
+				ln.Close()
+			case "disk-full":
+				filler := fillDisk(t, state)
+				out = serveFails(t, state)
+				if err := os.Remove(filler); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("the failed start said: %s", strings.TrimSpace(out))
+			w.checkAlive(t)
+
+			begin := time.Now()
+			second := startDaemonIn(t, state, config)
+			t.Logf("recovery: the next daemon answered %v after its start", time.Since(begin).Round(time.Millisecond))
+			w.checkIntact(t, second)
+		})
+	}
+}
+
+// uploadTemps lists the files tool's temporary upload files under dir.
+func uploadTemps(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(e.Name(), ".sandboxctl-upload-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestFaultUploadTempRemovedAfterDaemonSIGKILL replays issue 32 item 7: the
+// daemon is SIGKILLed while a raw PUT streams a file into a sandbox. The
+// file tool's temporary file sits in the workspace; the restarted daemon
+// ends the orphaned transfer, and its temporary file goes with it (the
+// target is never created). A new upload then works.
+func TestFaultUploadTempRemovedAfterDaemonSIGKILL(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	prefix := "sbxi-uptemp-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	state := t.TempDir()
+	config := sandboxDaemonConfig(state, prefix)
+	ws := filepath.Join(state, "ws")
+	first := startDaemonIn(t, state, config)
+	if _, text, code := first.call(t, "exec", scoped("up", map[string]any{"command": "echo ready"})); code != 200 || !strings.Contains(text, "ready") {
+		t.Fatalf("exec: %d %q", code, text)
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, "http://sandboxctl/v1/files?agent=up&path=/workspace/big.bin", pr)
+		req.ContentLength = -1
+		if resp, err := first.hc.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	go func() {
+		chunk := bytes.Repeat([]byte("0123456789abcdef"), 1<<12)
+		for i := 0; i < 24*16; i++ { // 24 MiB, then the stream stalls
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if tmps := uploadTemps(t, ws); len(tmps) == 1 {
+			if fi, err := os.Stat(tmps[0]); err == nil && fi.Size() >= 16<<20 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no upload temp of 16 MiB in %s: %v", ws, uploadTemps(t, ws))
+		}
+	}
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	pw.CloseWithError(errors.New("the daemon was killed"))
+	if len(uploadTemps(t, ws)) != 1 {
+		t.Fatalf("the temp did not outlive the daemon: nothing to replay")
+	}
+
+	begin := time.Now()
+	second := startDaemonIn(t, state, config)
+	for deadline := time.Now().Add(20 * time.Second); len(uploadTemps(t, ws)) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("upload temps left after the restart: %v", uploadTemps(t, ws))
+		}
+	}
+	t.Logf("recovery: the orphaned upload's temp was gone %v after the restart began", time.Since(begin).Round(time.Millisecond))
+	if _, _, code := second.call(t, "exec", scoped("up", map[string]any{"command": "test ! -e /workspace/big.bin"})); code != 200 {
+		t.Fatalf("the interrupted upload created its target")
+	}
+	want := bytes.Repeat([]byte("whole\n"), 1<<16)
+	req, _ := http.NewRequest(http.MethodPut, "http://sandboxctl/v1/files?agent=up&path=/workspace/small.bin", bytes.NewReader(want))
+	resp, err := second.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("upload after the restart: %s", resp.Status)
+	}
+	var got []byte
+	_ = filepath.WalkDir(ws, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.Name() == "small.bin" {
+			got, _ = os.ReadFile(p)
+		}
+		return nil
+	})
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the upload after the restart: %d bytes, want %d", len(got), len(want))
+	}
+}
+
+// approvalStatus returns the status of approval id as
+// GET /v1/approvals lists it.
+func approvalStatus(t *testing.T, d *daemonUnderTest, id string) string {
+	t.Helper()
+	resp, err := d.hc.Get("http://sandboxctl/v1/approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list []struct{ ID, Status string }
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range list {
+		if a.ID == id {
+			return a.Status
+		}
+	}
+	return ""
+}
+
+// resolveApproval decides approval id through d and returns the HTTP status.
+func resolveApproval(t *testing.T, d *daemonUnderTest, id, decision string) int {
+	t.Helper()
+	resp, err := d.hc.Post("http://sandboxctl/v1/approvals/"+id, "application/json", strings.NewReader(`{"decision":"`+decision+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestFaultPendingApprovalAcrossDaemonSIGKILL replays issue 32 item 2: the
+// daemon is SIGKILLed while an exec waits for approval. The restarted
+// daemon cancels the request (its exec died with the old daemon): it is
+// listed as cancelled, refuses a decision (409), and the agent's session
+// comes back failed with the reason, with an exit event. The agent's next
+// identical exec asks again instead of using an allow-once given after the
+// crash, and nothing runs without a decision.
+func TestFaultPendingApprovalAcrossDaemonSIGKILL(t *testing.T) {
+	state := t.TempDir()
+	config := "exec:\n  host: gateway\n  security: full\n  ask: always\n"
+	marker := filepath.Join(t.TempDir(), "ran")
+	first := startDaemonIn(t, state, config)
+	det, text, _ := first.call(t, "exec", map[string]any{"agentId": "ap", "command": "touch " + marker, "background": true})
+	approvalID, _ := det["approvalId"].(string)
+	sessionID, _ := det["sessionId"].(string)
+	if approvalID == "" || sessionID == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+
+	begin := time.Now()
+	second := startDaemonIn(t, state, config)
+	t.Logf("recovery: the next daemon answered %v after its start", time.Since(begin).Round(time.Millisecond))
+	if st := approvalStatus(t, second, approvalID); st != "cancelled" {
+		t.Errorf("the approval after the restart: status %q, want cancelled", st)
+	}
+	if code := resolveApproval(t, second, approvalID, "allow-once"); code != http.StatusConflict {
+		t.Errorf("allow-once on the cancelled approval: HTTP %d, want 409", code)
+	}
+	det, text, _ = second.call(t, "process", map[string]any{"agentId": "ap", "action": "poll", "sessionId": sessionID})
+	if det["status"] != "failed" || !strings.Contains(stringOf(det["reason"])+text, "daemon restarted") {
+		t.Errorf("the waiting session after the restart: %v %q, want failed because the daemon restarted", det, text)
+	}
+	// The exit event is in the journal.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandboxctl/v1/events?since=0", nil)
+	resp, err := second.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct {
+			Type, SessionID, Text string
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Errorf("no exit event for session %s: %v", sessionID, err)
+			break
+		}
+		if ev.Type == "exit" && ev.SessionID == sessionID {
+			if !strings.Contains(ev.Text, "daemon restarted") {
+				t.Errorf("exit event: %q", ev.Text)
+			}
+			break
+		}
+	}
+	resp.Body.Close()
+
+	// The same exec again asks anew: nothing was left to use.
+	det, text, _ = second.call(t, "exec", map[string]any{"agentId": "ap", "command": "touch " + marker, "background": true})
+	again, _ := det["approvalId"].(string)
+	if det["status"] != "approval-pending" || again == "" || again == approvalID {
+		t.Fatalf("the same exec after the restart: %v %q, want a new approval request", det, text)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran without a decision")
+	}
+	if code := resolveApproval(t, second, again, "allow-once"); code != http.StatusOK {
+		t.Fatalf("allow-once on the new request: HTTP %d", code)
+	}
+	pollUntil(t, second, "ap", stringOf(det["sessionId"]), 20*time.Second, func(all string) bool { return strings.Contains(all, "Process exited with code 0") })
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved command did not run: %v", err)
+	}
+}
