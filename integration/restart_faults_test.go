@@ -13,9 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes on a fresh directory and returns
@@ -417,5 +420,228 @@ func TestFaultPendingApprovalAcrossDaemonSIGKILL(t *testing.T) {
 	pollUntil(t, second, "ap", stringOf(det["sessionId"]), 20*time.Second, func(all string) bool { return strings.Contains(all, "Process exited with code 0") })
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the approved command did not run: %v", err)
+	}
+}
+
+// TestFaultPausedSandboxSessionReadopted replays issue 32 item 5 (paused
+// sandbox): a sandbox is paused behind the daemon's back while the daemon
+// is down and a command runs in it. The restarted daemon re-adopts the
+// session (it does not vanish, and the command does not run on unseen): it
+// is listed, and it ends with its whole output.
+func TestFaultPausedSandboxSessionReadopted(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	prefix := "sbxi-paused-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	state := t.TempDir()
+	config := sandboxDaemonConfig(state, prefix)
+	first := startDaemonIn(t, state, config)
+	det, text, _ := first.call(t, "exec", scoped("pz", map[string]any{"background": true,
+		"command": `i=1; while [ $i -le 20 ]; do echo P$i; i=$((i+1)); sleep 0.2; done`}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, first, "pz", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "P2\n") })
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.ContainerPause(ctx, containerOf(t, cli, prefix), client.ContainerPauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	begin := time.Now()
+	second := startDaemonIn(t, state, config)
+	_, list, _ := second.call(t, "process", scoped("pz", map[string]any{"action": "list"}))
+	if !strings.Contains(list, id) {
+		t.Fatalf("the session of the paused sandbox is not listed after the restart:\n%s", list)
+	}
+	all := pollUntil(t, second, "pz", id, 30*time.Second, func(all string) bool {
+		return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed") || strings.Contains(all, "No session")
+	})
+	t.Logf("recovery: the session of the paused sandbox ended %v after the restart began", time.Since(begin).Round(time.Millisecond))
+	if !strings.Contains(all, "Process exited with code 0.") {
+		t.Fatalf("the session after the restart:\n%s", all)
+	}
+	_, log, _ := second.call(t, "process", scoped("pz", map[string]any{"action": "log", "sessionId": id, "limit": 1000}))
+	for i := 1; i <= 20; i++ {
+		if n := strings.Count(log+"\n", fmt.Sprintf("P%d\n", i)); n != 1 {
+			t.Fatalf("output: P%d %d times, want once:\n%s", i, n, log)
+		}
+	}
+}
+
+// TestFaultNodeSupervisorEndsWithItsAgent replays issue 32 item 9 (host
+// supervisors left behind): a node agent stopped with SIGTERM, as a service
+// manager stops it, ends its idle host supervisor; and one whose agent was
+// SIGKILLed and whose state directory was then removed (the agent
+// restarted with another state directory) ends once idle, instead of
+// staying for hours.
+func TestFaultNodeSupervisorEndsWithItsAgent(t *testing.T) {
+	for _, how := range []string{"sigterm", "sigkill-state-removed"} {
+		t.Run(how, func(t *testing.T) {
+			state, nodeState := t.TempDir(), t.TempDir()
+			addr := loopbackAddr(t)
+			d, token := startNodeDaemonIn(t, state, addr)
+			agent := startNodeAgent(t, nodeState, addr, token, "ending")
+			waitNodeConnected(t, d, "ending")
+			if _, text, code := d.call(t, "exec", map[string]any{"agentId": "durable", "command": "echo on-node"}); code != 200 || !strings.Contains(text, "on-node") {
+				t.Fatalf("exec on the node: %d %q", code, text)
+			}
+			supDir := filepath.Join(nodeState, "node", "sup")
+			if len(procArgs(t, supDir)) != 1 {
+				t.Fatalf("want one host supervisor of %s: %q", supDir, procArgs(t, supDir))
+			}
+			begin := time.Now()
+			switch how {
+			case "sigterm":
+				if err := agent.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				<-agent.exited
+			case "sigkill-state-removed":
+				agent.kill(t)
+				if len(procArgs(t, supDir)) != 1 {
+					t.Fatalf("the host supervisor died with its agent: nothing to replay")
+				}
+				begin = time.Now()
+				if err := os.RemoveAll(filepath.Join(nodeState, "node")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for deadline := time.Now().Add(15 * time.Second); len(procArgs(t, supDir)) > 0; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the node's idle host supervisor is left running: %q", procArgs(t, supDir))
+				}
+			}
+			t.Logf("recovery: the idle host supervisor was gone %v after the %s", time.Since(begin).Round(time.Millisecond), how)
+		})
+	}
+}
+
+// engineProxy forwards a unix socket of the test's own to the Engine's, so
+// that a test can make the Engine unreachable for one daemon (down) and
+// reachable again (up) without touching the Engine other tests share.
+type engineProxy struct {
+	path, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        map[net.Conn]struct{}
+}
+
+func newEngineProxy(t *testing.T) *engineProxy {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "sbxp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	target := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		target = strings.TrimPrefix(h, "unix://")
+	}
+	p := &engineProxy{path: filepath.Join(dir, "d.sock"), target: target, conns: map[net.Conn]struct{}{}}
+	p.up(t)
+	t.Cleanup(p.down)
+	return p
+}
+
+func (p *engineProxy) env() []string { return []string{"DOCKER_HOST=unix://" + p.path} }
+
+// up listens and forwards every connection to the Engine.
+func (p *engineProxy) up(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("unix", p.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e, err := net.Dial("unix", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[e] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(e, c); e.Close() }()
+			go func() { _, _ = io.Copy(c, e); c.Close() }()
+		}
+	}()
+}
+
+// down closes the socket and every forwarded connection: the Engine does
+// not answer through it any more.
+func (p *engineProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+	_ = os.Remove(p.path)
+}
+
+// TestFaultEngineDownAtRestartReadopts replays issue 32 item 5 (Engine
+// down): the daemon is SIGKILLed while a sandbox command runs, and the next
+// daemon starts while the Engine does not answer it. The session does not
+// vanish for good: once the Engine answers, it is re-adopted under its id
+// and ends with its output.
+func TestFaultEngineDownAtRestartReadopts(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	prefix := "sbxi-engdown-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	proxy := newEngineProxy(t)
+	state := t.TempDir()
+	config := sandboxDaemonConfig(state, prefix)
+	first := startDaemonEnv(t, state, config, proxy.env())
+	det, text, _ := first.call(t, "exec", scoped("ed", map[string]any{"background": true,
+		"command": `echo start; while [ ! -e /workspace/gate ]; do sleep 0.1; done; echo end`}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, first, "ed", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	proxy.down()
+
+	second := startDaemonEnv(t, state, config, proxy.env())
+	begin := time.Now()
+	proxy.up(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, list, _ := second.call(t, "process", scoped("ed", map[string]any{"action": "list"}))
+		if strings.Contains(list, id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session was not re-adopted within 30 s of the Engine answering again:\n%s", list)
+		}
+	}
+	t.Logf("recovery: the session was re-adopted %v after the Engine answered again", time.Since(begin).Round(time.Millisecond))
+	if _, text, code := second.call(t, "exec", scoped("ed", map[string]any{"command": "touch /workspace/gate"})); code != 200 {
+		t.Fatalf("open the gate: %d %q", code, text)
+	}
+	all := pollUntil(t, second, "ed", id, 30*time.Second, func(all string) bool {
+		return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed")
+	})
+	if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
+		t.Fatalf("the re-adopted session:\n%s", all)
 	}
 }
