@@ -645,3 +645,49 @@ func TestFaultEngineDownAtRestartReadopts(t *testing.T) {
 		t.Fatalf("the re-adopted session:\n%s", all)
 	}
 }
+
+// TestFaultCorruptGatewayRecordReported replays issue 32 item 5 (corrupt
+// metadata): the daemon and its host supervisor are SIGKILLed while a
+// gateway command runs, and the session's record on disk is corrupt. The
+// next daemon ends what the command left running and reports the session
+// as failed with the reason, instead of letting it vanish.
+func TestFaultCorruptGatewayRecordReported(t *testing.T) {
+	state := t.TempDir()
+	first := startDaemonIn(t, state, gatewayFull)
+	_, pid := gatewayRun(t, first, filepath.Join(state, "pid"))
+	sup := hostSupervisorPID(t, state)
+	if sup == 0 {
+		t.Fatal("no host supervisor runs for the daemon")
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, sup, 5*time.Second)
+	metas, _ := filepath.Glob(filepath.Join(state, "gateway-supervisor", "*", "meta.json"))
+	if len(metas) != 1 {
+		t.Fatalf("want one session record: %v", metas)
+	}
+	if err := os.WriteFile(metas[0], []byte("{\"id\": \x00garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	begin := time.Now()
+	second := startDaemonIn(t, state, gatewayFull)
+	waitDead(t, pid, 10*time.Second)
+	t.Logf("recovery: the next daemon answered and had ended the command %v after its start", time.Since(begin).Round(time.Millisecond))
+	det, list, _ := second.call(t, "process", map[string]any{"action": "list"})
+	all, _ := det["sessions"].([]any)
+	found := false
+	for _, s := range all {
+		m, _ := s.(map[string]any)
+		found = found || (m["status"] == "failed" && strings.Contains(stringOf(m["reason"]), "record (meta.json) is unreadable"))
+	}
+	if !found {
+		t.Fatalf("the session with a corrupt record after the restart: %v\n%s", det, list)
+	}
+}
