@@ -598,7 +598,11 @@ func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
 	var out []RecoveredSession
 	var errs []error
 	for _, c := range list {
-		if c.State != "running" || c.Pool == PoolReady {
+		// A paused sandbox is included (issue 32 item 5): paused idle by
+		// the previous daemon, it holds finished sessions; paused behind
+		// the daemon's back, running ones. containerSessions resumes it:
+		// its supervisor answers only then.
+		if (c.State != "running" && c.State != "paused") || c.Pool == PoolReady {
 			continue
 		}
 		rs, err := m.containerSessions(ctx, c)
@@ -620,10 +624,13 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 		return nil, nil // plain sandbox: nothing survives a restart
 	}
 	if st := insp.Container.State; st != nil && st.Paused {
-		// Paused while idle: its supervisor answers once resumed.
+		// Paused while idle, or behind the daemon's back: its supervisor
+		// answers once resumed, and a command that runs there is seen
+		// again rather than going on unseen once someone resumes it.
 		if err := m.resume(ctx, c.ID, c.Name); err != nil {
 			return nil, err
 		}
+		m.logf("sandbox %s: was paused when the daemon started; resumed to re-adopt its sessions", c.Name)
 	}
 	cl, err := m.supervisorClient(ctx, c.ID)
 	if err != nil {

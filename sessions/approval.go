@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -19,6 +20,35 @@ import (
 type ApprovalWaiter interface {
 	AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error)
 }
+
+// ApprovalKeeper is implemented by a Guard whose approval requests outlive
+// the daemon (the gateway's approvals.json). The Manager records which
+// session waits on a request (AttachSession); a restarted daemon's Recover
+// cancels every request not used yet (CancelUnused): the exec that waited
+// on it died with the previous daemon, so an allow-once given now would run
+// nothing, and must not wait to be used by a later identical request. Each
+// waiting session comes back failed, with the reason (issue 32 item 2).
+type ApprovalKeeper interface {
+	AttachSession(ctx context.Context, v GuardVerdict, sessionID string) error
+	CancelUnused(ctx context.Context, reason string) ([]CancelledApproval, error)
+}
+
+// CancelledApproval is a request CancelUnused cancelled, with the sessions
+// that waited on it.
+type CancelledApproval struct {
+	Slug                string
+	SessionIDs          []string
+	AgentID, SessionKey string
+	Command, Cwd        string
+	Host                vocab.Host
+	CreatedAt           time.Time
+	// Decision is what a human decided, if anyone did, before the restart.
+	Decision vocab.ApprovalDecision
+}
+
+// approvalCancelReason is why a restarted daemon cancels the requests of
+// the previous one.
+const approvalCancelReason = "the daemon restarted while the command waited for approval; the request was cancelled and the command did not run (run it again to ask again)"
 
 // errKilledAwaitingApproval ends a session killed before its approval.
 var errKilledAwaitingApproval = errors.New("killed while waiting for approval")
@@ -227,6 +257,13 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	if err := m.register(s); err != nil {
 		cancel()
 		return Result{}, err
+	}
+	if k, ok := m.guard.(ApprovalKeeper); ok {
+		// Without the record, a restart still cancels the request; only
+		// this session would not come back to say so.
+		if err := k.AttachSession(m.ctx, v, id); err != nil {
+			m.logf("sessions: approval %s: record session %s: %v", slug, id, err)
+		}
 	}
 	if plan.explicitTimeout {
 		s.mu.Lock()

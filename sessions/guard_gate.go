@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
@@ -81,4 +82,24 @@ func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 	default:
 		return GuardVerdict{Decision: vocab.DecisionDeny, Reason: fmt.Sprintf("guard: %s", v.Reason)}
 	}
+}
+
+// AttachSession implements ApprovalKeeper.
+func (g *GateGuard) AttachSession(ctx context.Context, v GuardVerdict, sessionID string) error {
+	gv, ok := v.Ticket.(guard.GateVerdict)
+	if !ok || gv.Pending == nil {
+		return errors.New("guard: approval ticket of another guard")
+	}
+	return g.gate.Store.AttachSession(ctx, gv.Pending.ID, sessionID)
+}
+
+// CancelUnused implements ApprovalKeeper.
+func (g *GateGuard) CancelUnused(ctx context.Context, reason string) ([]CancelledApproval, error) {
+	list, err := g.gate.Store.CancelUnused(ctx, reason)
+	out := make([]CancelledApproval, 0, len(list))
+	for _, p := range list {
+		out = append(out, CancelledApproval{Slug: p.Slug, SessionIDs: p.SessionIDs, AgentID: p.AgentID, SessionKey: p.SessionKey,
+			Command: p.Command, Cwd: p.Cwd, Host: p.Host, CreatedAt: time.UnixMilli(p.CreatedAtMs), Decision: p.Decision})
+	}
+	return out, err
 }

@@ -69,6 +69,12 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
 			Finished: true, Lost: l.Reason,
 		}
+		if l.NoRecord {
+			// Its daemon session id and agent went with the record: it
+			// comes back under its tag, in the default scope, so that it
+			// is reported rather than gone.
+			r.ID, r.Command, r.StartedAt = in.ID, "(unknown: its record was lost)", time.Time{}
+		}
 		if l.Exit != nil {
 			// Its end is known; only its output is gone, and the log says so.
 			r.Lost, r.ExitCode, r.Signal, r.EndedAt = "", l.Exit.Code, l.Exit.Signal, time.UnixMilli(l.Exit.EndedAt)

@@ -3,8 +3,10 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/workdir"
@@ -13,10 +15,59 @@ import (
 // SandboxHost runs commands in the caller's sandbox container.
 type SandboxHost struct {
 	m *sandbox.Manager
+	// late carries the sessions re-adopted once an Engine that did not
+	// answer at Recover answers again (LateRecoverer); lateCtx is the
+	// Manager's, from Later.
+	late    chan RecoveredSession
+	lateCtx context.Context
 }
 
 // NewSandboxHost returns the sandbox Host over a sandbox.Manager.
-func NewSandboxHost(m *sandbox.Manager) *SandboxHost { return &SandboxHost{m: m} }
+func NewSandboxHost(m *sandbox.Manager) *SandboxHost {
+	return &SandboxHost{m: m, late: make(chan RecoveredSession)}
+}
+
+// recoverRetryEvery is how often Recover's background retry asks an Engine
+// that did not answer at the daemon's start for its sessions again.
+const recoverRetryEvery = 2 * time.Second
+
+// Later implements LateRecoverer: the sessions of an Engine that was down
+// when the daemon started come back once it answers (issue 32 item 5).
+func (h *SandboxHost) Later(ctx context.Context) <-chan RecoveredSession {
+	h.lateCtx = ctx
+	return h.late
+}
+
+// engineDown says whether err means the Engine did not answer.
+func engineDown(err error) bool {
+	return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrEngineDown)
+}
+
+// retryRecover asks for the sessions again until the Engine answers, and
+// delivers them on h.late.
+func (h *SandboxHost) retryRecover(ctx context.Context) {
+	t := time.NewTicker(recoverRetryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		out, err := h.recover(ctx)
+		if err != nil && engineDown(err) && len(out) == 0 {
+			continue
+		}
+		for _, r := range out {
+			select {
+			case h.late <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+		return
+	}
+}
 
 // ResolveWorkdir maps a requested directory (a host path inside the agent
 // workspace, or a container path under /workspace) to a container path;
@@ -80,7 +131,20 @@ const (
 // Recover implements Recoverer: the sessions that the supervisors of the
 // running sandboxes still hold (running and finished), with their output,
 // re-adopted by a restarted daemon. Plain-path sandboxes keep nothing.
+//
+// An Engine that does not answer (down at the daemon's start) does not lose
+// its sessions: they are asked for again in the background and adopted
+// when it answers (Later).
 func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
+	out, err := h.recover(ctx)
+	if err != nil && engineDown(err) && len(out) == 0 && h.lateCtx != nil {
+		go h.retryRecover(h.lateCtx)
+		return nil, fmt.Errorf("%w; its sessions are re-adopted when it answers", err)
+	}
+	return out, err
+}
+
+func (h *SandboxHost) recover(ctx context.Context) ([]RecoveredSession, error) {
 	found, err := h.m.Sessions(ctx)
 	out := make([]RecoveredSession, 0, len(found))
 	var errs []error

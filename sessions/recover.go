@@ -76,8 +76,11 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	n := 0
+	n, err := m.recoverApprovals(ctx)
 	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range names {
 		rec, ok := m.hosts[name].(Recoverer)
 		if !ok {
@@ -99,6 +102,50 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		}
 	}
 	m.retainCursors()
+	return n, errors.Join(errs...)
+}
+
+// recoverApprovals cancels the approval requests the previous daemon left
+// unused (ApprovalKeeper) and brings back each session that waited on one
+// as failed, with the reason and an exit event.
+func (m *Manager) recoverApprovals(ctx context.Context) (int, error) {
+	k, ok := m.guard.(ApprovalKeeper)
+	if !ok {
+		return 0, nil
+	}
+	list, err := k.CancelUnused(ctx, approvalCancelReason)
+	if err != nil {
+		return 0, fmt.Errorf("cancel the previous daemon's approval requests: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, a := range list {
+		reason := fmt.Sprintf("approval %s: %s", a.Slug, approvalCancelReason)
+		if a.Decision != "" {
+			reason = fmt.Sprintf("approval %s (decided %s too late): %s", a.Slug, a.Decision, approvalCancelReason)
+		}
+		m.logf("sessions: cancelled approval %s of agent %q (%s): the exec that waited on it died with the previous daemon", a.Slug, a.AgentID, a.Command)
+		for _, id := range a.SessionIDs {
+			host := a.Host
+			if host == "" {
+				host = vocab.HostGateway
+			}
+			rs := RecoveredSession{ID: id, Command: a.Command, Cwd: a.Cwd, AgentID: a.AgentID, SessionKey: a.SessionKey,
+				StartedAt: a.CreatedAt, Finished: true, Lost: reason}
+			s, err := m.adoptSession(host, rs)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("session %s of approval %s: %w", id, a.Slug, err))
+				continue
+			}
+			n++
+			s.mu.Lock()
+			ev := m.exitEventLocked(s)
+			s.mu.Unlock()
+			if ev != nil {
+				m.emit(*ev)
+			}
+		}
+	}
 	return n, errors.Join(errs...)
 }
 
@@ -131,8 +178,14 @@ func (m *Manager) adoptLater(host vocab.Host, ch <-chan RecoveredSession) {
 }
 
 func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
+	_, err := m.adoptSession(host, rs)
+	return err
+}
+
+// adoptSession is adopt that returns the adopted session.
+func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, error) {
 	if !rs.Finished && rs.Process == nil {
-		return errors.New("running session without a process")
+		return nil, errors.New("running session without a process")
 	}
 	s := &session{
 		scope:       scopeKey(rs.AgentID, rs.SessionKey),
@@ -188,7 +241,7 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if rs.ID != "" && !m.idTakenLocked(rs.ID) {
 		s.id = rs.ID
@@ -207,5 +260,5 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 		s.mu.Unlock()
 		m.run(s)
 	}
-	return nil
+	return s, nil
 }

@@ -34,6 +34,7 @@ var (
 	ErrExpired          = errors.New("approval request expired")
 	ErrAlreadyDecided   = errors.New("approval request already decided")
 	ErrAlreadyConsumed  = errors.New("approval already used")
+	ErrCancelled        = errors.New("approval request cancelled")
 	ErrBindingMismatch  = errors.New("approval does not match this command")
 	ErrInvalidRequest   = errors.New("invalid approval request")
 	ErrUnknownAllowlist = errors.New("unknown allowlist entry")
@@ -85,11 +86,21 @@ type Pending struct {
 	Decision      vocab.ApprovalDecision `json:"decision,omitempty"`
 	DecidedAtMs   int64                  `json:"decidedAtMs,omitempty"`
 	Consumed      bool                   `json:"consumed,omitempty"`
+	// SessionIDs are the daemon sessions that wait on the request
+	// (AttachSession): what a restarted daemon reports as failed when it
+	// cancels the request.
+	SessionIDs []string `json:"sessionIds,omitempty"`
+	// Cancelled, when set, says why the request can no longer be decided
+	// or used (CancelUnused): it is used up, never runs anything.
+	Cancelled string `json:"cancelled,omitempty"`
 }
 
-// Status is "pending", "expired", a decision, or "<decision> (used)".
+// Status is "pending", "expired", a decision, "<decision> (used)" or
+// "cancelled".
 func (p Pending) Status(now time.Time) string {
 	switch {
+	case p.Cancelled != "":
+		return "cancelled"
 	case p.Decision != "" && p.Consumed:
 		return string(p.Decision) + " (used)"
 	case p.Decision != "":
@@ -424,6 +435,9 @@ func (s *Store) Resolve(ctx context.Context, idOrSlug string, d vocab.ApprovalDe
 		if err != nil {
 			return false, err
 		}
+		if p.Cancelled != "" {
+			return false, fmt.Errorf("%s was cancelled (%s): %w", p.ID, p.Cancelled, ErrCancelled)
+		}
 		if p.Decision != "" {
 			return false, fmt.Errorf("%s was already decided %s: %w", p.ID, p.Decision, ErrAlreadyDecided)
 		}
@@ -525,6 +539,8 @@ func checkBinding(p *Pending, b Binding) error {
 func (s *Store) outcome(p *Pending) CheckResult {
 	r := CheckResult{Request: *p, Decision: p.Decision}
 	switch {
+	case p.Cancelled != "":
+		r.Outcome = OutcomeDeny
 	case p.Decision == vocab.AllowOnce || p.Decision == vocab.AllowAlways:
 		r.Outcome = OutcomeAllow
 	case p.Decision == vocab.DenyOnce:
@@ -612,6 +628,53 @@ func (s *Store) Wait(ctx context.Context, id string, b Binding, interval time.Du
 		case <-t.C:
 		}
 	}
+}
+
+// AttachSession records that session sessionID waits on request id.
+func (s *Store) AttachSession(ctx context.Context, id, sessionID string) error {
+	err := s.update(ctx, func(st *fileState) (bool, error) {
+		p, err := find(st, id)
+		if err != nil {
+			return false, err
+		}
+		if slices.Contains(p.SessionIDs, sessionID) {
+			return false, nil
+		}
+		p.SessionIDs = append(p.SessionIDs, sessionID)
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("attach session to approval: %w", err)
+	}
+	return nil
+}
+
+// CancelUnused cancels, with reason, every request not used yet — pending,
+// expired or decided: a daemon that starts calls it, because whatever
+// waited on them died with the previous one. A cancelled request cannot be
+// decided (ErrCancelled) and no later identical request uses it: an
+// allow-once given after the crash runs nothing, ever. It returns the
+// requests it cancelled.
+func (s *Store) CancelUnused(ctx context.Context, reason string) ([]Pending, error) {
+	var out []Pending
+	err := s.update(ctx, func(st *fileState) (bool, error) {
+		now := s.now().UnixMilli()
+		for _, p := range st.Approvals {
+			if p.Consumed || p.Cancelled != "" {
+				continue
+			}
+			p.Cancelled, p.Consumed = reason, true
+			if p.DecidedAtMs == 0 {
+				p.DecidedAtMs = now
+			}
+			out = append(out, *p)
+		}
+		return len(out) > 0, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel unused approvals: %w", err)
+	}
+	return out, nil
 }
 
 // List returns every stored request, newest first.

@@ -486,3 +486,67 @@ func TestStoreListAndSlug(t *testing.T) {
 		t.Errorf("after prune: %d requests", len(l))
 	}
 }
+
+// TestStoreCancelUnused: a restarted daemon cancels what the previous one
+// left unused — pending and decided-but-unused alike; used ones stay. A
+// cancelled request refuses a decision, is never used, and keeps the
+// sessions that waited on it.
+func TestStoreCancelUnused(t *testing.T) {
+	dir := t.TempDir()
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	st := newStore(t, dir, clock.Now)
+	ctx := context.Background()
+	pending, _ := st.Request(ctx, req(dir))
+	if err := st.AttachSession(ctx, pending.ID, "calm-fox"); err != nil {
+		t.Fatal(err)
+	}
+	other := req(dir)
+	other.Command = "git log"
+	decided, _ := st.Request(ctx, other)
+	if err := st.Resolve(ctx, decided.ID, vocab.AllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	third := req(dir)
+	third.Command = "git diff"
+	used, _ := st.Request(ctx, third)
+	if err := st.Resolve(ctx, used.ID, vocab.AllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Consume(ctx, used.ID, bind(third)); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := st.CancelUnused(ctx, "daemon restarted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]Pending{}
+	for _, p := range got {
+		ids[p.ID] = p
+	}
+	if len(got) != 2 || ids[pending.ID].ID == "" || ids[decided.ID].ID == "" {
+		t.Fatalf("cancelled %v, want the pending and the decided-unused request", got)
+	}
+	if s := ids[pending.ID].SessionIDs; len(s) != 1 || s[0] != "calm-fox" {
+		t.Errorf("sessions of the cancelled request: %v", s)
+	}
+	if err := st.Resolve(ctx, pending.ID, vocab.AllowOnce); !errors.Is(err, ErrCancelled) {
+		t.Errorf("decide a cancelled request: %v, want ErrCancelled", err)
+	}
+	if _, err := st.Consume(ctx, decided.ID, bind(other)); !errors.Is(err, ErrAlreadyConsumed) {
+		t.Errorf("use a cancelled allow-once: %v, want ErrAlreadyConsumed", err)
+	}
+	list, _ := st.List(ctx)
+	for _, p := range list {
+		want := "cancelled"
+		if p.ID == used.ID {
+			want = "allow-once (used)"
+		}
+		if p.Status(clock.Now()) != want {
+			t.Errorf("%s: status %q, want %q", p.Command, p.Status(clock.Now()), want)
+		}
+	}
+	if again, _ := st.CancelUnused(ctx, "again"); len(again) != 0 {
+		t.Errorf("a second CancelUnused cancelled %v", again)
+	}
+}

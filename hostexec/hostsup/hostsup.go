@@ -56,6 +56,9 @@ type Lost struct {
 	Info   supervisor.SessionInfo
 	Exit   *supervisor.ExitStatus
 	Reason string
+	// NoRecord says that the session's record was unreadable: Info holds
+	// only its tag (ID).
+	NoRecord bool
 }
 
 // New returns a link to the supervisor serving opts.Dir. Nothing is started
@@ -262,8 +265,9 @@ func (s *Supervisor) start() error {
 
 // sweep ends what a dead supervisor's sessions left running, removes their
 // directories and returns them. A directory named like a run tag is swept
-// even without a readable meta.json (the supervisor died before writing it):
-// such a session cannot be reported, but nothing of it runs on.
+// even without a meta.json (the supervisor died before writing it): such a
+// session cannot be reported, but nothing of it runs on. One whose meta.json
+// is corrupt is returned under its tag, with NoRecord and the reason.
 func (s *Supervisor) sweep() []Lost {
 	entries, err := os.ReadDir(s.opts.Dir)
 	if err != nil {
@@ -278,8 +282,23 @@ func (s *Supervisor) sweep() []Lost {
 		n, serr := hostexec.SweepTag(e.Name())
 		var info supervisor.SessionInfo
 		b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-		if err != nil || json.Unmarshal(b, &info) != nil || info.ID != e.Name() {
+		if err != nil {
+			// Died between fork and writing the record: the daemon never
+			// got the session; nothing of it runs on.
 			s.opts.Logf("hostsup: session %s of a dead host supervisor has no record; %d process(es) of it ended (%v)", e.Name(), n, serr)
+			_ = os.RemoveAll(dir)
+			continue
+		}
+		if json.Unmarshal(b, &info) != nil || info.ID != e.Name() {
+			// A corrupt record: reported all the same, under its tag
+			// (issue 32 item 5), though what named its daemon session
+			// and agent is gone.
+			reason := fmt.Sprintf("its host supervisor died and its record (meta.json) is unreadable: its command, agent and output are unknown; %d process(es) it left were ended", n)
+			if serr != nil {
+				reason = fmt.Sprintf("its host supervisor died and its record (meta.json) is unreadable; ending what it left running failed: %v", serr)
+			}
+			s.opts.Logf("hostsup: session %s: %s", e.Name(), reason)
+			lost = append(lost, Lost{Info: supervisor.SessionInfo{ID: e.Name()}, Reason: reason, NoRecord: true})
 			_ = os.RemoveAll(dir)
 			continue
 		}

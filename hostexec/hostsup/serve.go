@@ -50,12 +50,51 @@ func Serve(ctx context.Context, dir string, logf func(format string, args ...any
 	if srv.SocketPath() == "" {
 		return fmt.Errorf("hostsup: no socket in %s (see the log above)", dir)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go watchOrphaned(ctx, cancel, dir, srv, logf)
 	err = srv.Serve(ctx)
 	srv.Shutdown(2 * time.Second)
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
 	return nil
+}
+
+// orphanCheckEvery is how often the supervisor looks whether its state
+// directory is still there.
+const orphanCheckEvery = 2 * time.Second
+
+// watchOrphaned ends an idle supervisor whose state directory was removed
+// or replaced (its node agent or daemon went away for good, e.g. a node
+// agent restarted with another state directory, issue 32 item 9): nobody
+// can reach it any more. A supervisor that still runs a command stays
+// until the command ends: the command is not cut.
+func watchOrphaned(ctx context.Context, stop context.CancelFunc, dir string, srv *supervisor.Server, logf func(string, ...any)) {
+	var orig unix.Stat_t
+	if err := unix.Stat(dir, &orig); err != nil {
+		return
+	}
+	t := time.NewTicker(orphanCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var st unix.Stat_t
+		err := unix.Stat(dir, &st)
+		if err == nil && st.Dev == orig.Dev && st.Ino == orig.Ino {
+			continue
+		}
+		if n := srv.Running(); n > 0 {
+			continue
+		}
+		logf("hostsup: state directory %s is gone and no command runs: stopping", dir)
+		stop()
+		return
+	}
 }
 
 // notMine accepts a socket peer of this process's uid that is none of its

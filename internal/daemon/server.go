@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,6 +146,7 @@ type Server struct {
 	lock     *os.File
 	sockPath string
 	pidPath  string
+	tlsCert  tls.Certificate
 
 	console         *console.Console
 	unixLn, tcpLn   net.Listener
@@ -240,6 +242,13 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 				return nil, fmt.Errorf("daemon: the agent token of %q must differ from the tool and approver tokens", agent)
 			}
 		}
+		if opts.TLSCertFile != "" {
+			// Loaded here, not in Serve: a bad key pair must fail the
+			// start before the caller adopts anything.
+			if s.tlsCert, err = tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile); err != nil {
+				return nil, fmt.Errorf("daemon: --tls-cert/--tls-key: %w", err)
+			}
+		}
 		if s.tcpLn, err = net.Listen("tcp", opts.Listen); err != nil {
 			return nil, fmt.Errorf("daemon: listen on %s: %w", opts.Listen, err)
 		}
@@ -275,6 +284,9 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 		tcp.Handle(console.Prefix, s.console) // its own login (see console)
 		s.tcpSrv = s.newHTTPServer(tcp)
+		if opts.TLSCertFile != "" {
+			s.tcpSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{s.tlsCert}, MinVersion: tls.VersionTLS12}
+		}
 	}
 	return s, nil
 }
@@ -309,7 +321,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.tcpSrv != nil {
 		go func() {
 			if s.opts.TLSCertFile != "" {
-				errc <- s.tcpSrv.ServeTLS(s.tcpLn, s.opts.TLSCertFile, s.opts.TLSKeyFile)
+				errc <- s.tcpSrv.ServeTLS(s.tcpLn, "", "") // the key pair loaded by Listen
 				return
 			}
 			errc <- s.tcpSrv.Serve(s.tcpLn)

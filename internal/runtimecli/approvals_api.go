@@ -102,7 +102,7 @@ func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 		replyJSON(w, http.StatusOK, map[string]string{"id": id, "decision": string(d)})
 	case errors.Is(err, guard.ErrUnknownApproval):
 		replyJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-	case errors.Is(err, guard.ErrExpired), errors.Is(err, guard.ErrAlreadyDecided), errors.Is(err, guard.ErrAmbiguousSlug):
+	case errors.Is(err, guard.ErrExpired), errors.Is(err, guard.ErrAlreadyDecided), errors.Is(err, guard.ErrCancelled), errors.Is(err, guard.ErrAmbiguousSlug):
 		replyJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 	default:
 		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})

@@ -218,13 +218,6 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	steps.publishTo(mgr)
-	// Sessions that outlived a previous daemon (supervised sandboxes keep
-	// them) are listed, polled and logged again as before the restart.
-	if n, err := mgr.Recover(ctx); err != nil {
-		logf("warning: recovering sessions: %v", err)
-	} else if n > 0 {
-		logf("recovered %d session(s) from a previous daemon", n)
-	}
 	identity, err := c.Identity()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -300,12 +293,26 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			}
 		}
 	}
+	// Everything that can fail comes before adoption: the listeners, the
+	// TLS key pair and the pid file (daemon.Listen). A start that fails
+	// here has adopted nothing, so closing the Manager ends nothing that a
+	// previous daemon left running (issue 32 item 1).
 	srv, err := daemon.Listen(ctx, dopts)
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = mgr.Close(closeCtx)
 		return err
+	}
+	// Sessions that outlived a previous daemon (supervised sandboxes, the
+	// host supervisor and nodes keep them) are listed, polled and logged
+	// again as before the restart. Requests wait in the listen backlog
+	// until Serve below.
+	recoverStart := time.Now()
+	if n, err := mgr.Recover(ctx); err != nil {
+		logf("warning: recovering sessions: %v", err)
+	} else if n > 0 {
+		logf("recovered %d session(s) from a previous daemon in %v", n, time.Since(recoverStart).Round(time.Millisecond))
 	}
 	runCtx, stopPruner := context.WithCancel(ctx)
 	defer stopPruner()
@@ -321,7 +328,7 @@ func pendingApprovals(ctx context.Context, store *guard.Store) (int, error) {
 	n := 0
 	now := time.Now().UnixMilli()
 	for _, p := range list {
-		if p.Decision == "" && (p.ExpiresAtMs == 0 || p.ExpiresAtMs > now) {
+		if p.Decision == "" && p.Cancelled == "" && (p.ExpiresAtMs == 0 || p.ExpiresAtMs > now) {
 			n++
 		}
 	}

@@ -9,10 +9,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -88,8 +91,22 @@ func fsErr(err error) error {
 
 // RunFiles is the file tool (args after FilesArg). It returns the process
 // exit code after writing any message to stderr.
+//
+// A put or write that is ended by SIGTERM, SIGINT or SIGHUP (the tree kill
+// of a restarted daemon that finds the transfer orphaned, issue 32 item 7)
+// removes its temporary file before it exits, so that no
+// .sandboxctl-upload-* file stays in the workspace.
 func RunFiles(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	err := runFiles(args, stdin, stdout)
+	tmps := &uploadTemps{paths: map[string]struct{}{}}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() {
+		sig := <-sigs
+		tmps.abandon()
+		fmt.Fprintf(stderr, "files: ended by %s; the partial upload was removed\n", sig)
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}()
+	err := runFiles(args, stdin, stdout, tmps)
 	if err == nil {
 		return FilesExitOK
 	}
@@ -98,7 +115,7 @@ func RunFiles(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return err.(*filesError).code
 }
 
-func runFiles(args []string, stdin io.Reader, stdout io.Writer) error {
+func runFiles(args []string, stdin io.Reader, stdout io.Writer, tmps *uploadTemps) error {
 	if len(args) < 2 {
 		return filesErr(FilesExitInvalid, "files: want OP ... PATH")
 	}
@@ -144,7 +161,7 @@ func runFiles(args []string, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return putTar(p, limit, &ackReader{r: stdin, w: stdout})
+		return putTar(p, limit, &ackReader{r: stdin, w: stdout}, tmps)
 	case "write":
 		limit, err := num(1)
 		if err != nil {
@@ -154,7 +171,7 @@ func runFiles(args []string, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return writeFile(p, limit, fs.FileMode(mode)&fs.ModePerm, &ackReader{r: stdin, w: stdout})
+		return writeFile(p, limit, fs.FileMode(mode)&fs.ModePerm, &ackReader{r: stdin, w: stdout}, tmps)
 	case "rm":
 		return removePath(p)
 	}
@@ -377,7 +394,7 @@ func entryTarget(dest, name string) (string, error) {
 // putTar extracts a tar stream into the existing directory dest. Regular
 // files, directories and symlinks are written (as the sandbox's user);
 // other entries are refused. The files' total size must not exceed limit.
-func putTar(dest string, limit int64, r io.Reader) error {
+func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) error {
 	fi, err := os.Stat(dest)
 	if err != nil {
 		return err
@@ -415,7 +432,7 @@ func putTar(dest string, limit int64, r io.Reader) error {
 			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 				return err
 			}
-			if err := writeAtomic(target, mode, io.LimitReader(tr, hdr.Size), hdr.Size); err != nil {
+			if err := writeAtomic(target, mode, io.LimitReader(tr, hdr.Size), hdr.Size, tmps); err != nil {
 				return err
 			}
 		case tar.TypeSymlink:
@@ -434,13 +451,67 @@ func putTar(dest string, limit int64, r io.Reader) error {
 	}
 }
 
+// uploadTemps are the temporary files of the file tool's uploads in
+// flight; a signal that ends the tool removes them (abandon) before it
+// exits.
+type uploadTemps struct {
+	mu    sync.Mutex
+	paths map[string]struct{}
+	ended bool
+}
+
+// create makes a temporary file beside target and tracks it.
+func (u *uploadTemps) create(target string) (*os.File, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ended {
+		return nil, errors.New("files: ending")
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), ".sandboxctl-upload-*")
+	if err != nil {
+		return nil, err
+	}
+	u.paths[f.Name()] = struct{}{}
+	return f, nil
+}
+
+// settle renames tmp to target (when rename) or removes it, and stops
+// tracking it; it is atomic with abandon: a signal never lands between the
+// rename and the bookkeeping.
+func (u *uploadTemps) settle(tmp, target string, rename bool) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.paths, tmp)
+	if u.ended {
+		return errors.New("files: ending")
+	}
+	if rename {
+		if err := os.Rename(tmp, target); err != nil {
+			_ = os.Remove(tmp)
+			return err
+		}
+		return nil
+	}
+	return os.Remove(tmp)
+}
+
+// abandon removes every tracked temporary file; no new one is made after.
+// It keeps the lock: the process exits next.
+func (u *uploadTemps) abandon() {
+	u.mu.Lock()
+	u.ended = true
+	for p := range u.paths {
+		_ = os.Remove(p)
+	}
+}
+
 // writeAtomic writes r to a temporary file beside target and renames it
 // into place: a symlink at target is replaced, never followed.
-func writeAtomic(target string, mode fs.FileMode, r io.Reader, want int64) error {
+func writeAtomic(target string, mode fs.FileMode, r io.Reader, want int64, tmps *uploadTemps) error {
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return filesErr(FilesExitInvalid, "%s is a directory", target)
 	}
-	f, err := os.CreateTemp(filepath.Dir(target), ".sandboxctl-upload-*")
+	f, err := tmps.create(target)
 	if err != nil {
 		return err
 	}
@@ -455,19 +526,16 @@ func writeAtomic(target string, mode fs.FileMode, r io.Reader, want int64) error
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, target)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if serr := tmps.settle(tmp, target, err == nil); err == nil {
+		err = serr
 	}
 	return err
 }
 
 // writeFile writes stdin to p (a file; its directory must exist).
-func writeFile(p string, limit int64, mode fs.FileMode, r io.Reader) error {
+func writeFile(p string, limit int64, mode fs.FileMode, r io.Reader, tmps *uploadTemps) error {
 	lr := &io.LimitedReader{R: r, N: limit + 1}
-	err := writeAtomic(p, mode, lr, -1)
+	err := writeAtomic(p, mode, lr, -1, tmps)
 	if err == nil && lr.N <= 0 {
 		_ = os.Remove(p)
 		return filesErr(FilesExitTooLarge, "the upload is larger than the limit of %d bytes", limit)

@@ -434,6 +434,17 @@ func (s *Server) lookup(id string) *session {
 	return s.sessions[id]
 }
 
+// Running counts the sessions whose command has not exited.
+func (s *Server) Running() int {
+	n := 0
+	for _, in := range s.list() {
+		if in.Running {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *Server) list() []SessionInfo {
 	s.mu.Lock()
 	all := make([]*session, 0, len(s.sessions))
