@@ -144,6 +144,6 @@ func Default() File {
 			Approvals: ApprovalLimits{PendingPerAgent: 8, Pending: 64, RequestBytes: 64 << 10, Retained: 512},
 			Sessions:  SessionLimits{RunningPerAgent: 32, Running: 256, RetainedPerAgent: 64, Retained: 512},
 		},
-		State:    "~/.sandboxctl",
+		State: "~/.sandboxctl",
 	}
 }
