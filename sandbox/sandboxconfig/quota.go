@@ -1,0 +1,26 @@
+package sandboxconfig
+
+import (
+	"cmp"
+
+	"github.com/docker/go-units"
+)
+
+// EffectiveMaxPerAgent is sandbox.maxPerAgent with its default applied.
+func (c Config) EffectiveMaxPerAgent() int {
+	return cmp.Or(c.MaxPerAgent, DefaultMaxPerAgent)
+}
+
+// EffectiveMax is sandbox.max, or when 0 the number of sandboxes whose
+// memory limit (sandbox.docker.memory, 512 MiB when unset) fits in
+// machineMemory bytes, never below EffectiveMaxPerAgent.
+func (c Config) EffectiveMax(machineMemory uint64) int {
+	if c.Max > 0 {
+		return c.Max
+	}
+	per := int64(512 << 20)
+	if n, err := units.RAMInBytes(c.Docker.Memory); err == nil && n > 0 {
+		per = n
+	}
+	return max(int(machineMemory/uint64(per)), c.EffectiveMaxPerAgent())
+}
