@@ -250,7 +250,6 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	}
 	s.stdinOpen = false
 	s.wakeLocked()
-	close(s.done)
 	visible := s.visible
 	ev := m.exitEventLocked(s)
 	if visible {
@@ -267,6 +266,8 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 		m.emit(*ev)
 	}
 	m.enforceRetention()
+	// Last: a waiter on done sees the session settled, retention included.
+	close(s.done)
 }
 
 // exitEventLocked builds the exit notification of a finished session, or nil
