@@ -554,6 +554,11 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o755); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
+		if err := m.ensureWorkspaceVolume(ctx, name, sh.Layout.WorkspaceHost, q); err != nil {
+			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
+		}
+	}
 	// What is mounted at /workspace is writable to the sandbox's user.
 	if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: %w", err)
@@ -910,6 +915,9 @@ type Explanation struct {
 	Recreate string `json:"recreate"`
 	// Engine names the Engine the sandbox lives on (or would be placed on).
 	Engine string `json:"engine"`
+	// WorkspaceQuota says how the workspace's disk is capped ("none" when
+	// sandbox.workspaceQuota is unset).
+	WorkspaceQuota string `json:"workspaceQuota"`
 }
 
 // Explain reports the effective config of scope s, its hash, the container
@@ -924,6 +932,10 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	hash, canonical := configHash(sh)
 	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name, Runtime: m.runtimeOf(ctx)}
 	ex.RuntimeNote = runtimeNoteFor(m.cfg.Docker.Runtime)
+	ex.WorkspaceQuota = "none: the workspace shares the host filesystem (sandbox.workspaceQuota is unset)"
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
+		ex.WorkspaceQuota = fmt.Sprintf("%d bytes for %s: %s at %s", q, sh.Layout.WorkspaceHost, WorkspaceQuotaKind, m.workspaceImage(name))
+	}
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):

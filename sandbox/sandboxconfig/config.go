@@ -31,6 +31,10 @@ type Config struct {
 	// Max caps the sandboxes of this daemon at once; 0 derives it from
 	// the machine's memory (see EffectiveMax).
 	Max int `yaml:"max" json:"max"`
+	// WorkspaceQuota, e.g. "1g", gives each read-write workspace a volume
+	// of that size of its own (a loop-mounted ext4 image; needs a root
+	// daemon); "" leaves workspaces on the host filesystem without a cap.
+	WorkspaceQuota string `yaml:"workspaceQuota" json:"workspaceQuota,omitempty"`
 }
 
 // DefaultMaxPerAgent is sandbox.maxPerAgent's default.

@@ -24,3 +24,19 @@ func (c Config) EffectiveMax(machineMemory uint64) int {
 	}
 	return max(int(machineMemory/uint64(per)), c.EffectiveMaxPerAgent())
 }
+
+// MinWorkspaceQuota is the smallest sandbox.workspaceQuota (ext4 needs room
+// for its own metadata).
+const MinWorkspaceQuota = 16 << 20
+
+// WorkspaceQuotaBytes parses sandbox.workspaceQuota; 0 means none.
+func (c Config) WorkspaceQuotaBytes() (int64, error) {
+	if c.WorkspaceQuota == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(c.WorkspaceQuota)
+	if err != nil || n < MinWorkspaceQuota {
+		return 0, &ConfigError{Field: "sandbox.workspaceQuota", Value: c.WorkspaceQuota, Msg: "must be a size of at least 16m, such as 512m or 2g"}
+	}
+	return n, nil
+}

@@ -190,6 +190,12 @@ func (c Config) Validate() error {
 	if c.Max > 0 && c.MaxPerAgent > c.Max {
 		return &ConfigError{Field: "sandbox.maxPerAgent", Value: fmt.Sprint(c.MaxPerAgent), Msg: fmt.Sprintf("is over sandbox.max (%d)", c.Max)}
 	}
+	if _, err := c.WorkspaceQuotaBytes(); err != nil {
+		return err
+	}
+	if c.WorkspaceQuota != "" && c.Pool.Size > 0 {
+		return &ConfigError{Field: "sandbox.workspaceQuota", Value: c.WorkspaceQuota, Msg: "is not supported with sandbox.pool.size > 0 (a pooled sandbox's workspace is moved, not mounted); use one or the other"}
+	}
 	if c.PauseAfterMinutes < 0 {
 		return &ConfigError{Field: "sandbox.pauseAfterMinutes", Value: fmt.Sprint(c.PauseAfterMinutes), Msg: "must be >= 0 (0: never pause)"}
 	}
