@@ -199,6 +199,8 @@ type Manager struct {
 	flavor       engineFlavor
 	obs          Observer
 	steps        StepObserver
+	// quota admits new sandboxes (sandbox.maxPerAgent, sandbox.max).
+	quota *sandboxQuota
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -239,6 +241,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		idleClose:  opts.SupervisorIdleClose,
 		obs:        opts.Observer,
 		steps:      opts.Steps,
+		quota:      newSandboxQuota(opts.Config),
 	}
 	if m.idleClose == 0 {
 		m.idleClose = DefaultSupervisorIdleClose
@@ -490,40 +493,49 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			m.reg.touch(name, scopeKey)
 			return res, nil
 		}
-		mem, ok, err := m.takePooled(ctx, s, scopeKey, name, sh)
+		release, err := m.admit(ctx, s, name)
+		if err != nil {
+			return res, err
+		}
+		res, err = m.makeNew(ctx, s, scopeKey, name, sh, hash, canonical, res)
+		release()
 		if isConflict(err) {
 			lastErr = err
 			continue // another process created it first; use theirs
 		}
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			res.ID, res.Created, res.Started, res.Pooled = mem.id, true, true, true
-			res.Supervised, res.SupervisorNote = mem.supervised, mem.note
-			m.reg.touch(name, scopeKey)
-			return res, nil
-		}
-		createStart := time.Now()
-		endStep := m.step(s, StepSandboxCreate)
-		id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, nil)
-		endStep(err)
-		if err == nil && m.obs != nil {
-			m.obs.SandboxCreated(time.Since(createStart))
-		}
-		if isConflict(err) {
-			lastErr = err
-			continue // another process created it first; use theirs
-		}
-		if err != nil {
-			return res, err
-		}
-		res.ID, res.Created, res.Started = id, true, true
-		res.Supervised, res.SupervisorNote = supervised, note
+		return res, err
+	}
+	return res, fmt.Errorf("sandbox: could not settle container %s after %d attempts: %w", name, attempts, lastErr)
+}
+
+// makeNew takes a pooled sandbox for the scope or creates one. A conflict
+// error means another process created the container first (Ensure retries
+// and uses theirs).
+func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, res EnsureResult) (EnsureResult, error) {
+	mem, ok, err := m.takePooled(ctx, s, scopeKey, name, sh)
+	if err != nil {
+		return res, err
+	}
+	if ok {
+		res.ID, res.Created, res.Started, res.Pooled = mem.id, true, true, true
+		res.Supervised, res.SupervisorNote = mem.supervised, mem.note
 		m.reg.touch(name, scopeKey)
 		return res, nil
 	}
-	return res, fmt.Errorf("sandbox: could not settle container %s after %d attempts: %w", name, attempts, lastErr)
+	createStart := time.Now()
+	endStep := m.step(s, StepSandboxCreate)
+	id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, nil)
+	endStep(err)
+	if err == nil && m.obs != nil {
+		m.obs.SandboxCreated(time.Since(createStart))
+	}
+	if err != nil {
+		return res, err
+	}
+	res.ID, res.Created, res.Started = id, true, true
+	res.Supervised, res.SupervisorNote = supervised, note
+	m.reg.touch(name, scopeKey)
+	return res, nil
 }
 
 func short(h string) string {
@@ -541,6 +553,11 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	}
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o755); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
+	}
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
+		if err := m.ensureWorkspaceVolume(ctx, name, sh.Layout.WorkspaceHost, q); err != nil {
+			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
+		}
 	}
 	// What is mounted at /workspace is writable to the sandbox's user.
 	if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
@@ -898,6 +915,9 @@ type Explanation struct {
 	Recreate string `json:"recreate"`
 	// Engine names the Engine the sandbox lives on (or would be placed on).
 	Engine string `json:"engine"`
+	// WorkspaceQuota says how the workspace's disk is capped ("none" when
+	// sandbox.workspaceQuota is unset).
+	WorkspaceQuota string `json:"workspaceQuota"`
 }
 
 // Explain reports the effective config of scope s, its hash, the container
@@ -912,6 +932,10 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	hash, canonical := configHash(sh)
 	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name, Runtime: m.runtimeOf(ctx)}
 	ex.RuntimeNote = runtimeNoteFor(m.cfg.Docker.Runtime)
+	ex.WorkspaceQuota = "none: the workspace shares the host filesystem (sandbox.workspaceQuota is unset)"
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
+		ex.WorkspaceQuota = fmt.Sprintf("%d bytes for %s: %s at %s", q, sh.Layout.WorkspaceHost, WorkspaceQuotaKind, m.workspaceImage(name))
+	}
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):

@@ -243,7 +243,7 @@ func (a *approvalProcess) fail(err error) {
 // startAfterApproval keeps an approval-pending exec as a background session
 // and starts its command once the guard's approval is decided.
 func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
-	id, err := m.reserveID()
+	id, err := m.reserveID(plan.p.AgentID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -272,7 +272,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	}
 	m.run(s)
 	if plan.started != nil {
-		plan.started(&Follower{s: s})
+		plan.started(&Follower{m: m, s: s})
 	}
 	m.wg.Add(1)
 	go func() {

@@ -88,6 +88,10 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	if plan.denied != "" {
 		return deniedResult(plan.denied, nil), nil
 	}
+	// Before anything is made for it (a sandbox, an approval request).
+	if err := m.checkRunning(p.AgentID); err != nil {
+		return Result{}, err
+	}
 	host, spec, warnings, err := m.prepare(ctx, plan)
 	if err != nil {
 		return Result{}, err
@@ -167,7 +171,7 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 // yield window.
 func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
 	p := plan.p
-	id, err := m.reserveID()
+	id, err := m.reserveID(p.AgentID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -232,7 +236,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	s.mu.Unlock()
 	m.run(s)
 	if plan.started != nil {
-		plan.started(&Follower{s: s})
+		plan.started(&Follower{m: m, s: s})
 	}
 	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil
@@ -273,7 +277,9 @@ func (m *Manager) yield(ctx context.Context, s *session, window time.Duration, i
 func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
 	s.mu.Lock()
 	if s.finished && !s.visible {
+		release := m.inflateLocked(s)
 		r := finalResultLocked(s, m.now(), warnings)
+		release()
 		s.mu.Unlock()
 		m.forget(s)
 		return r
@@ -284,7 +290,9 @@ func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
 			m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
 		}
 	}
+	release := m.inflateLocked(s)
 	r := runningResultLocked(s, warnings)
+	release()
 	s.mu.Unlock()
 	return r
 }

@@ -33,6 +33,11 @@ type Options struct {
 	// outlive the daemon, so that a restarted daemon does not deliver it
 	// again (e.g. <state>/cursors.json); "" keeps none.
 	CursorFile string
+	// SpillDir, when set, holds the output of finished sessions kept for
+	// polling (one file each, removed when the session is forgotten), so
+	// that it is not held in memory (e.g. <state>/output). Emptied at New.
+	// "" keeps it in memory.
+	SpillDir string
 	// Journal, when set, numbers and keeps every event before subscribers
 	// get it (eventjournal.Journal), so clients can replay what they missed.
 	Journal EventJournal
@@ -48,6 +53,10 @@ type Limits struct {
 	PendingMaxOutputChars int           // unpolled output cap per stream, 1000..200000
 	JobTTL                time.Duration // finished-session lifetime, 1 min..3 h
 	SweepEvery            time.Duration // max(30 s, JobTTL/6)
+	// Session quotas (limits.sessions): running per agent and in all,
+	// finished sessions kept per agent and in all.
+	RunningPerAgent, Running   int
+	RetainedPerAgent, Retained int
 }
 
 // Manager runs the exec and process tools. It is safe for concurrent use.
@@ -64,9 +73,11 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session   // by id: every registered session
-	reserved map[string]bool       // ids handed to a host before registering
+	reserved map[string]string     // ids handed to a host before registering -> agent id
 	live     map[*session]struct{} // not yet finished (Close kills these)
 	closed   bool
+	evicted  tombstones // sessions forgotten over limits.sessions, and why
+	spillDir string
 
 	subMu   sync.Mutex
 	subs    map[chan Event]struct{}
@@ -93,7 +104,8 @@ func New(opts Options) (*Manager, error) {
 		now:      opts.Now,
 		logf:     opts.Logf,
 		sessions: map[string]*session{},
-		reserved: map[string]bool{},
+		reserved: map[string]string{},
+		spillDir: opts.SpillDir,
 		live:     map[*session]struct{}{},
 		subs:     map[chan Event]struct{}{},
 		cursors:  openCursors(opts.CursorFile),
@@ -135,6 +147,9 @@ func New(opts Options) (*Manager, error) {
 		}
 	}
 	m.lim = m.limits()
+	if err := prepareSpillDir(m.spillDir); err != nil {
+		return nil, err
+	}
 
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.sweepStop = make(chan struct{})
@@ -155,6 +170,11 @@ func (m *Manager) limits() Limits {
 		MaxOutputChars:        clampInt(orDefault(ex.MaxOutputChars, 200000), 1000, 200000),
 		PendingMaxOutputChars: clampInt(orDefault(ex.PendingMaxOutputChars, 30000), 1000, 200000),
 	}
+	sl, def := m.cfg.Limits.Sessions, config.Default().Limits.Sessions
+	l.RunningPerAgent = orDefault(sl.RunningPerAgent, def.RunningPerAgent)
+	l.Running = orDefault(sl.Running, def.Running)
+	l.RetainedPerAgent = orDefault(sl.RetainedPerAgent, def.RetainedPerAgent)
+	l.Retained = orDefault(sl.Retained, def.Retained)
 	ttl := clampInt(orDefault(ex.CleanupMs, 1800000), 60000, 3*3600*1000)
 	l.JobTTL = time.Duration(ttl) * time.Millisecond
 	l.SweepEvery = max(30*time.Second, l.JobTTL/6)
@@ -326,19 +346,24 @@ func (m *Manager) sweep() int {
 // idTakenLocked reports whether id is registered or reserved.
 func (m *Manager) idTakenLocked(id string) bool {
 	_, ok := m.sessions[id]
-	return ok || m.reserved[id]
+	_, res := m.reserved[id]
+	return ok || res
 }
 
 // reserveID picks a fresh id before the host starts the command, so the
-// host can record it (a supervised sandbox keeps it across daemon restarts).
-func (m *Manager) reserveID() (string, error) {
+// host can record it (a supervised sandbox keeps it across daemon
+// restarts), and takes one of agentID's running slots (ErrSessionQuota).
+func (m *Manager) reserveID(agentID string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return "", ErrClosed
 	}
+	if err := m.checkRunningLocked(agentID); err != nil {
+		return "", err
+	}
 	id := newID(m.idTakenLocked)
-	m.reserved[id] = true
+	m.reserved[id] = agentID
 	return id, nil
 }
 
@@ -399,6 +424,7 @@ const forgetTimeout = 10 * time.Second
 // releaseHostState tells the host to drop a session the Manager forgot, so
 // a restarted daemon does not bring it back. It does not block the caller.
 func (m *Manager) releaseHostState(s *session) {
+	m.removeSpill(s)
 	s.mu.Lock()
 	forget := s.forget
 	s.mu.Unlock()

@@ -55,6 +55,12 @@ func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) 
 	}
 	s := m.lookup(id, scope)
 	if s == nil {
+		if reason := m.evictedReason(id, scope); reason != "" {
+			r := notFoundResult(id)
+			r.Content[0].Text += " (" + reason + ")"
+			r.Details["reason"] = reason
+			return r, nil
+		}
 		return notFoundResult(id), nil
 	}
 	switch action {
@@ -173,7 +179,9 @@ func (m *Manager) listRows(match func(*session) bool) []listRow {
 		info["command"] = s.command
 		info["host"] = string(s.host)
 		info["pty"] = s.pty
+		release := m.inflateLocked(s)
 		info["tail"] = s.agg.Last(tailChars)
+		release()
 		rows = append(rows, listRow{s.startedAt, s.id,
 			fmt.Sprintf("%s %s %s :: %s", s.id, status, formatDuration(dur), s.name), info, s.agentID, s.sessionKey})
 		s.mu.Unlock()
@@ -214,7 +222,9 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 		}
 		s.mu.Lock()
 	}
+	release := m.inflateLocked(s)
 	out := joinNonEmpty(strings.TrimRight(s.pendOut.Drain(), "\n"), strings.TrimRight(s.pendErr.Drain(), "\n"))
+	release()
 	s.delivered = s.readRaw
 	delivered := s.delivered
 	d := s.stateDetailsLocked()
@@ -270,9 +280,11 @@ func (m *Manager) log(s *session, p ProcessParams) (Result, error) {
 		return Result{}, inputErr("limit", "limit must be positive (got %d)", *p.Limit)
 	}
 	s.mu.Lock()
+	release := m.inflateLocked(s)
 	content := s.agg.String()
 	chars := s.agg.Len()
 	dropped := s.agg.Dropped()
+	release()
 	d := s.stateDetailsLocked()
 	finished := s.finished
 	s.mu.Unlock()

@@ -69,6 +69,11 @@ type session struct {
 	// output (see cursorStore).
 	readRaw   int64
 	delivered int64
+	// spillPath is the file holding the output of a finished session
+	// (spill.go); while it is set, agg, pendOut and pendErr are nil
+	// except under inflateLocked. spillEnd is agg.End() as spilled.
+	spillPath string
+	spillEnd  int64
 }
 
 func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
@@ -101,8 +106,7 @@ func (m *Manager) run(s *session) {
 	for _, st := range []struct {
 		r      io.Reader
 		stream output.Stream
-		pend   *output.Tail
-	}{{s.proc.Stdout(), output.StreamStdout, s.pendOut}, {s.proc.Stderr(), output.StreamStderr, s.pendErr}} {
+	}{{s.proc.Stdout(), output.StreamStdout}, {s.proc.Stderr(), output.StreamStderr}} {
 		if st.r == nil {
 			continue
 		}
@@ -111,7 +115,7 @@ func (m *Manager) run(s *session) {
 		go func() {
 			defer m.wg.Done()
 			defer readers.Done()
-			m.read(s, st.r, st.stream, st.pend)
+			m.read(s, st.r, st.stream)
 		}()
 	}
 	readersDone := make(chan struct{})
@@ -148,7 +152,7 @@ func (m *Manager) run(s *session) {
 
 // read copies one stream into the session's buffers, answering DSR queries
 // of a PTY.
-func (m *Manager) read(s *session, r io.Reader, stream output.Stream, pend *output.Tail) {
+func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
 	dec := output.NewDecoder(s.pty)
 	buf := make([]byte, readChunk)
 	for {
@@ -161,13 +165,13 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream, pend *outp
 					break
 				}
 			}
-			s.appendOutputRaw(stream, text, pend, n)
+			m.appendOutputRaw(s, stream, text, n)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
 				m.logf("sessions: %s: reading output: %v", s.id, err)
 			}
-			s.appendOutputRaw(stream, dec.Flush(), pend, 0)
+			m.appendOutputRaw(s, stream, dec.Flush(), 0)
 			return
 		}
 	}
@@ -176,13 +180,21 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream, pend *outp
 // appendOutputRaw appends text of stream, decoded from raw bytes read:
 // both are counted under one lock, so a poll's cursor never covers bytes
 // whose text it did not deliver.
-func (s *session) appendOutputRaw(stream output.Stream, text string, pend *output.Tail, raw int) {
+func (m *Manager) appendOutputRaw(s *session, stream output.Stream, text string, raw int) {
 	n := utf8.RuneCountInString(text)
 	s.mu.Lock()
 	s.readRaw += int64(raw)
 	if text != "" {
+		// A reader still running after the session finished (its pipe
+		// was held open by a child) writes into the spilled output.
+		release := m.inflateLocked(s)
 		s.agg.WriteStream(stream, text, n)
+		pend := s.pendOut
+		if stream == output.StreamStderr {
+			pend = s.pendErr
+		}
 		pend.WriteCounted(text, n)
+		release()
 		s.wakeLocked()
 	}
 	s.mu.Unlock()
@@ -238,9 +250,13 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	}
 	s.stdinOpen = false
 	s.wakeLocked()
-	close(s.done)
 	visible := s.visible
 	ev := m.exitEventLocked(s)
+	if visible {
+		// Kept for polling: its output goes to disk. A foreground run's
+		// result is read from memory at once and the session forgotten.
+		m.spillLocked(s)
+	}
 	s.mu.Unlock()
 
 	m.mu.Lock()
@@ -249,6 +265,9 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	if visible && ev != nil {
 		m.emit(*ev)
 	}
+	m.enforceRetention()
+	// Last: a waiter on done sees the session settled, retention included.
+	close(s.done)
 }
 
 // exitEventLocked builds the exit notification of a finished session, or nil

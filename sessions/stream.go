@@ -18,6 +18,7 @@ const StreamChunkBytes = 32 * 1024
 // Follower keeps working after the session was forgotten. Not safe for
 // concurrent use; each reader has its own.
 type Follower struct {
+	m       *Manager
 	s       *session
 	waiting bool // the last status reported: waiting for input
 }
@@ -34,7 +35,7 @@ func (m *Manager) Follow(agentID, sessionKey, id string) (toolapi.Follower, erro
 		//lint:ignore ST1005 the tool's exact text
 		return nil, fmt.Errorf("No session found for %s: %w", id, ErrNoSession)
 	}
-	return &Follower{s: s}, nil
+	return &Follower{m: m, s: s}, nil
 }
 
 // ExecStream is Exec that calls started with a Follower of the session as
@@ -65,7 +66,9 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 	s := f.s
 	for {
 		s.mu.Lock()
+		release := f.m.inflateLocked(s)
 		c, ok := s.agg.Next(from, maxBytes)
+		release()
 		switch {
 		case c.Lost > 0:
 			s.mu.Unlock()

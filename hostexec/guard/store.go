@@ -169,7 +169,28 @@ type Store struct {
 	now     func() time.Time
 	timeout time.Duration
 	keep    time.Duration
+	lim     StoreLimits
 	mu      sync.Mutex
+	// cache is the state last read or written, valid while the file's
+	// identity (inode, size, mtime) is cacheKey: a poll or an allowlist
+	// lookup does not parse the whole file again when nothing changed.
+	cache    *fileState
+	cacheKey fileKey
+	parses   int // times the file was read and parsed (tests)
+}
+
+// fileKey identifies one version of approvals.json: every write replaces
+// the file (a new inode), and an edit in place changes size or mtime.
+type fileKey struct {
+	dev, ino, size, mtime int64
+}
+
+func statKey(path string) (fileKey, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileKey{}, false
+	}
+	return fileKey{dev: int64(st.Dev), ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano()}, true
 }
 
 // StoreOption configures OpenStore.
@@ -204,13 +225,13 @@ func OpenStore(path string, opts ...StoreOption) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("open approvals store: empty path: %w", ErrInvalidRequest)
 	}
-	s := &Store{path: path, now: time.Now, timeout: DefaultApprovalTimeout, keep: 24 * time.Hour}
+	s := &Store{path: path, now: time.Now, timeout: DefaultApprovalTimeout, keep: 24 * time.Hour, lim: DefaultStoreLimits()}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, fmt.Errorf("open approvals store: %w", err)
 		}
 	}
-	if _, err := s.read(); err != nil {
+	if _, err := s.readFile(); err != nil {
 		return nil, fmt.Errorf("open approvals store: %w", err)
 	}
 	return s, nil
@@ -219,7 +240,27 @@ func OpenStore(path string, opts ...StoreOption) (*Store, error) {
 // Path is the file's path.
 func (s *Store) Path() string { return s.path }
 
+// read returns the current state: the cached one while the file is the
+// version it was read from or written as, else the file parsed again.
+// Callers hold s.mu; a caller that changes the state writes it or drops
+// the cache (update does both).
 func (s *Store) read() (*fileState, error) {
+	key, ok := statKey(s.path)
+	if ok && s.cache != nil && key == s.cacheKey {
+		return s.cache, nil
+	}
+	s.cache = nil
+	st, err := s.readFile()
+	if err == nil && ok {
+		if again, ok2 := statKey(s.path); ok2 && again == key {
+			s.cache, s.cacheKey = st, key
+		}
+	}
+	return st, err
+}
+
+func (s *Store) readFile() (*fileState, error) {
+	s.parses++
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &fileState{Version: 1, Agents: map[string]*AgentState{}}, nil
@@ -302,11 +343,22 @@ func (s *Store) update(ctx context.Context, fn func(st *fileState) (bool, error)
 		return err
 	}
 	changed, err := fn(st)
-	if err != nil || !changed {
+	if err != nil {
+		s.cache = nil // fn may have changed st before it failed
 		return err
 	}
+	if !changed {
+		return nil
+	}
 	s.prune(st)
-	return s.write(st)
+	s.cache = nil
+	if err := s.write(st); err != nil {
+		return err
+	}
+	if key, ok := statKey(s.path); ok {
+		s.cache, s.cacheKey = st, key
+	}
+	return nil
 }
 
 func (s *Store) flock() (func(), error) {
@@ -331,14 +383,16 @@ func (s *Store) flock() (func(), error) {
 }
 
 // prune drops requests that are finished (used, or expired) for longer than
-// s.keep.
+// s.keep, then the oldest finished ones beyond s.lim.Retained.
 func (s *Store) prune(st *fileState) {
-	cut := s.now().Add(-s.keep).UnixMilli()
+	now := s.now()
+	cut := now.Add(-s.keep).UnixMilli()
 	st.Approvals = slices.DeleteFunc(st.Approvals, func(p *Pending) bool {
 		done := p.Consumed || p.Decision == vocab.DenyOnce || (p.Decision == "" && p.ExpiresAtMs < cut)
 		last := max(p.ExpiresAtMs, p.DecidedAtMs)
 		return done && last < cut
 	})
+	s.pruneRetained(st, now)
 }
 
 func (s *Store) write(st *fileState) error {
@@ -390,7 +444,13 @@ func (s *Store) Request(ctx context.Context, req PendingRequest) (Pending, error
 		SessionKey: req.SessionKey, EnvHash: req.EnvHash, Env: maps.Clone(req.Env), ResolvedPaths: slices.Clone(req.ResolvedPaths),
 		Explain: req.Explain, CreatedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(timeout).UnixMilli(),
 	}
+	if n := requestBytes(req); n > s.lim.RequestBytes {
+		return Pending{}, fmt.Errorf("approval request: the command and its environment are %d bytes, over the limit of %d bytes (limits.approvals.requestBytes): %w", n, s.lim.RequestBytes, ErrApprovalTooLarge)
+	}
 	err := s.update(ctx, func(st *fileState) (bool, error) {
+		if err := s.checkPendingQuota(st, req.AgentID, now); err != nil {
+			return false, err
+		}
 		cp := p
 		st.Approvals = append(st.Approvals, &cp)
 		return true, nil

@@ -811,6 +811,8 @@ func (s *Server) statusFor(err error) int {
 		return http.StatusConflict
 	case cerrdefs.IsPermissionDenied(err):
 		return http.StatusForbidden
+	case cerrdefs.IsResourceExhausted(err):
+		return http.StatusTooManyRequests
 	case s.opts.IsUnavailable != nil && s.opts.IsUnavailable(err),
 		cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable

@@ -213,7 +213,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer journal.Close()
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json"), Journal: journal})
+		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -619,7 +619,10 @@ func certFingerprint(certFile string) (string, error) {
 // buildGate opens the gateway's approvals.json (mode 0600; a corrupt file
 // stops the daemon rather than being reset) and returns its guard.
 func buildGate(cfg config.File, state string) (*guard.Gate, error) {
-	var opts []guard.StoreOption
+	al := cfg.Limits.Approvals
+	opts := []guard.StoreOption{guard.WithLimits(guard.StoreLimits{
+		PendingPerAgent: al.PendingPerAgent, Pending: al.Pending, RequestBytes: al.RequestBytes, Retained: al.Retained,
+	})}
 	if cfg.Exec.ApprovalTimeoutSec > 0 {
 		opts = append(opts, guard.WithTimeout(time.Duration(cfg.Exec.ApprovalTimeoutSec)*time.Second))
 	}

@@ -24,7 +24,21 @@ type Config struct {
 	// Engines are the Docker Engines sandboxes are placed on; none is the
 	// one Engine of the environment (see ParseEngines).
 	Engines []EngineConfig `yaml:"engines" json:"engines,omitempty"`
+	// MaxPerAgent caps the sandboxes one agent id holds at once (with
+	// scope session an agent makes one per session key it invents);
+	// default DefaultMaxPerAgent.
+	MaxPerAgent int `yaml:"maxPerAgent" json:"maxPerAgent"`
+	// Max caps the sandboxes of this daemon at once; 0 derives it from
+	// the machine's memory (see EffectiveMax).
+	Max int `yaml:"max" json:"max"`
+	// WorkspaceQuota, e.g. "1g", gives each read-write workspace a volume
+	// of that size of its own (a loop-mounted ext4 image; needs a root
+	// daemon); "" leaves workspaces on the host filesystem without a cap.
+	WorkspaceQuota string `yaml:"workspaceQuota" json:"workspaceQuota,omitempty"`
 }
+
+// DefaultMaxPerAgent is sandbox.maxPerAgent's default.
+const DefaultMaxPerAgent = 4
 
 // PoolConfig is sandbox.pool: Size started, supervised sandboxes are kept
 // ready per configuration; the first command of a new scope takes one.
@@ -85,6 +99,7 @@ func DefaultConfig() Config {
 		WorkspaceAccess: "rw",
 		WorkspaceRoot:   "~/.sandboxctl/workspaces",
 		Prune:           PruneConfig{IdleHours: 24, MaxAgeDays: 7},
+		MaxPerAgent:     DefaultMaxPerAgent,
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",

@@ -181,6 +181,21 @@ func (c Config) Validate() error {
 	if c.Pool.Size > 0 && c.WorkspaceAccess == string(workdir.AccessRO) {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: "workspaceAccess ro mounts the agent's own workspace when the sandbox is made, which a pooled sandbox cannot know; use rw or none, or no pool"}
 	}
+	if c.MaxPerAgent < 0 {
+		return &ConfigError{Field: "sandbox.maxPerAgent", Value: fmt.Sprint(c.MaxPerAgent), Msg: "must be >= 0 (0: the default, 4)"}
+	}
+	if c.Max < 0 {
+		return &ConfigError{Field: "sandbox.max", Value: fmt.Sprint(c.Max), Msg: "must be >= 0 (0: derived from the machine's memory)"}
+	}
+	if c.Max > 0 && c.MaxPerAgent > c.Max {
+		return &ConfigError{Field: "sandbox.maxPerAgent", Value: fmt.Sprint(c.MaxPerAgent), Msg: fmt.Sprintf("is over sandbox.max (%d)", c.Max)}
+	}
+	if _, err := c.WorkspaceQuotaBytes(); err != nil {
+		return err
+	}
+	if c.WorkspaceQuota != "" && c.Pool.Size > 0 {
+		return &ConfigError{Field: "sandbox.workspaceQuota", Value: c.WorkspaceQuota, Msg: "is not supported with sandbox.pool.size > 0 (a pooled sandbox's workspace is moved, not mounted); use one or the other"}
+	}
 	if c.PauseAfterMinutes < 0 {
 		return &ConfigError{Field: "sandbox.pauseAfterMinutes", Value: fmt.Sprint(c.PauseAfterMinutes), Msg: "must be >= 0 (0: never pause)"}
 	}

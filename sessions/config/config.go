@@ -14,6 +14,9 @@ type File struct {
 	Exec     Exec                 `yaml:"exec" json:"exec"`
 	Elevated Elevated             `yaml:"elevated" json:"elevated"`
 	Sandbox  sandboxconfig.Config `yaml:"sandbox" json:"sandbox"`
+	// Limits are the per-agent and global quotas that keep one agent from
+	// taking the daemon or its neighbours down.
+	Limits Limits `yaml:"limits" json:"limits"`
 	// State is the state directory: approvals.json, sandbox registry, session
 	// logs, the daemon socket and pid file.
 	State string `yaml:"state" json:"state"`
@@ -76,6 +79,35 @@ type Envelope struct {
 	Secrets []string `yaml:"secrets" json:"secrets"`
 }
 
+// Limits is the `limits:` section. Every value is a positive whole number;
+// a per-agent cap may not exceed its global one.
+type Limits struct {
+	Approvals ApprovalLimits `yaml:"approvals" json:"approvals"`
+	Sessions  SessionLimits  `yaml:"sessions" json:"sessions"`
+}
+
+// ApprovalLimits bound approvals.json.
+type ApprovalLimits struct {
+	// PendingPerAgent and Pending cap the requests awaiting a decision.
+	PendingPerAgent int `yaml:"pendingPerAgent" json:"pendingPerAgent"`
+	Pending         int `yaml:"pending" json:"pending"`
+	// RequestBytes caps one request's command line plus environment.
+	RequestBytes int `yaml:"requestBytes" json:"requestBytes"`
+	// Retained caps the finished requests kept for the record.
+	Retained int `yaml:"retained" json:"retained"`
+}
+
+// SessionLimits bound the exec sessions the daemon holds.
+type SessionLimits struct {
+	// RunningPerAgent and Running cap the sessions not yet finished.
+	RunningPerAgent int `yaml:"runningPerAgent" json:"runningPerAgent"`
+	Running         int `yaml:"running" json:"running"`
+	// RetainedPerAgent and Retained cap the finished sessions kept for
+	// polling (until cleanupMs); beyond them the oldest finished go first.
+	RetainedPerAgent int `yaml:"retainedPerAgent" json:"retainedPerAgent"`
+	Retained         int `yaml:"retained" json:"retained"`
+}
+
 // Elevated is the `elevated:` section.
 type Elevated struct {
 	Enabled      bool                `yaml:"enabled" json:"enabled"`
@@ -108,6 +140,10 @@ func Default() File {
 		},
 		Elevated: Elevated{Enabled: false, AllowFrom: []string{}, DefaultLevel: vocab.ElevatedAsk},
 		Sandbox:  sandboxconfig.DefaultConfig(),
-		State:    "~/.sandboxctl",
+		Limits: Limits{
+			Approvals: ApprovalLimits{PendingPerAgent: 8, Pending: 64, RequestBytes: 64 << 10, Retained: 512},
+			Sessions:  SessionLimits{RunningPerAgent: 32, Running: 256, RetainedPerAgent: 64, Retained: 512},
+		},
+		State: "~/.sandboxctl",
 	}
 }

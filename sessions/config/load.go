@@ -320,6 +320,9 @@ func (f File) Validate() error {
 		}
 		return &Error{Key: "sandbox", Msg: err.Error()}
 	}
+	if err := f.Limits.validate(); err != nil {
+		return err
+	}
 	if strings.TrimSpace(f.State) == "" {
 		return &Error{Key: "state", Msg: "must not be empty"}
 	}
@@ -371,6 +374,39 @@ func (f *File) ApplyEnv(getenv func(string) string) error {
 			f.Exec.PendingMaxOutputChars = n
 		case "cleanupMs":
 			f.Exec.CleanupMs = n
+		}
+	}
+	return nil
+}
+
+// validate checks that every limit is positive and no per-agent cap exceeds
+// its global one.
+func (l Limits) validate() error {
+	a, s := l.Approvals, l.Sessions
+	for _, c := range []struct {
+		key string
+		v   int
+	}{
+		{"limits.approvals.pendingPerAgent", a.PendingPerAgent}, {"limits.approvals.pending", a.Pending},
+		{"limits.approvals.requestBytes", a.RequestBytes}, {"limits.approvals.retained", a.Retained},
+		{"limits.sessions.runningPerAgent", s.RunningPerAgent}, {"limits.sessions.running", s.Running},
+		{"limits.sessions.retainedPerAgent", s.RetainedPerAgent}, {"limits.sessions.retained", s.Retained},
+	} {
+		if c.v <= 0 {
+			return &Error{Key: c.key, Msg: fmt.Sprintf("must be a positive whole number, got %d", c.v)}
+		}
+	}
+	for _, c := range []struct {
+		key          string
+		agent, total int
+		totalKey     string
+	}{
+		{"limits.approvals.pendingPerAgent", a.PendingPerAgent, a.Pending, "limits.approvals.pending"},
+		{"limits.sessions.runningPerAgent", s.RunningPerAgent, s.Running, "limits.sessions.running"},
+		{"limits.sessions.retainedPerAgent", s.RetainedPerAgent, s.Retained, "limits.sessions.retained"},
+	} {
+		if c.agent > c.total {
+			return &Error{Key: c.key, Msg: fmt.Sprintf("%d is over %s (%d)", c.agent, c.totalKey, c.total)}
 		}
 	}
 	return nil

@@ -74,6 +74,11 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"duplicate", "exec:\n  host: sandbox\n  host: gateway\n", "exec.host", 3, ""},
 		{"bad scope", "sandbox:\n  scope: planet\n", "sandbox.scope", 2, "session, agent, shared"},
 		{"memory", "sandbox:\n  docker:\n    memory: lots\n", "sandbox.docker.memory", 3, "not a size"},
+		{"zero quota", "limits:\n  approvals:\n    pending: 0\n", "limits.approvals.pending", 3, "positive whole number"},
+		{"per agent over global", "limits:\n  sessions:\n    runningPerAgent: 9\n    running: 4\n", "limits.sessions.runningPerAgent", 3, "over limits.sessions.running (4)"},
+		{"negative sandbox cap", "sandbox:\n  maxPerAgent: -1\n", "sandbox.maxPerAgent", 2, "must be >= 0"},
+		{"sandbox per agent over max", "sandbox:\n  maxPerAgent: 5\n  max: 2\n", "sandbox.maxPerAgent", 2, "over sandbox.max (2)"},
+		{"workspace quota size", "sandbox:\n  workspaceQuota: 1k\n", "sandbox.workspaceQuota", 2, "at least 16m"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,3 +75,26 @@ func TestLogRuneBoundaries(t *testing.T) {
 		t.Errorf("max 4 from 0: %+v", c)
 	}
 }
+
+func TestLogStateRoundTrip(t *testing.T) {
+	l := NewLog(10)
+	l.WriteStream(StreamStdout, "héllo wörld ", 12)
+	l.WriteStream(StreamStderr, "😀err", 4)
+	back := LogFromState(l.State())
+	if back.WithNote() != l.WithNote() || back.Start() != l.Start() || back.End() != l.End() || back.Len() != l.Len() {
+		t.Fatalf("round trip: %q [%d,%d) vs %q [%d,%d)", back.WithNote(), back.Start(), back.End(), l.WithNote(), l.Start(), l.End())
+	}
+	for from := l.Start(); from < l.End(); {
+		a, okA := l.Next(from, 4)
+		b, okB := back.Next(from, 4)
+		if a != b || okA != okB {
+			t.Fatalf("Next(%d): %+v vs %+v", from, a, b)
+		}
+		from = a.Offset + int64(len(a.Text))
+	}
+	back.WriteStream(StreamStdout, "more", 4)
+	l.WriteStream(StreamStdout, "more", 4)
+	if back.WithNote() != l.WithNote() {
+		t.Fatalf("after a write: %q vs %q", back.WithNote(), l.WithNote())
+	}
+}
