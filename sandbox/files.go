@@ -588,6 +588,9 @@ func (m *Manager) containerOwner(ctx context.Context, id string) (uid, gid int, 
 	if insp.Container.Config == nil {
 		return 0, 0, nil
 	}
+	if ident, ok := identityOf(insp.Container.Config.Labels); ok {
+		return int(ident.Command), int(ident.Command), nil
+	}
 	u, g, _ := strings.Cut(insp.Container.Config.User, ":")
 	uid, _ = strconv.Atoi(u)
 	gid, _ = strconv.Atoi(g)

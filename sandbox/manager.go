@@ -175,10 +175,13 @@ type Manager struct {
 	// sup is the supervisor binary (nil: plain path), supWarn why not.
 	sup     *supervisorBin
 	supWarn string
-	images  imageBuilds
-	clients supervisorClients
-	warm    warmEnsures
-	watch   containerWatch
+	// ident hands out sandbox identities (nil: not in force).
+	ident     *identities
+	execUsers execUsers
+	images    imageBuilds
+	clients   supervisorClients
+	warm      warmEnsures
+	watch     containerWatch
 	// runtimes caches the Engine's runtime list (sandbox.docker.runtime).
 	runtimes engineRuntimes
 	// pool is the warm pool (sandbox.pool), claims who took its members.
@@ -284,7 +287,20 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if !opts.DisableSupervisor {
 		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)
 	}
+	if m.ident, err = newIdentities(opts.Config, os.Geteuid(), systemIDFiles); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// setUser puts who the sandbox runs as into sh: a sandbox identity from
+// the configured range, or the effective sandbox.docker.user.
+func (m *Manager) setUser(sh *shape) {
+	if m.ident != nil {
+		sh.Docker.User, sh.Identity = "", m.ident.r.String()
+		return
+	}
+	sh.Docker.User = sandboxconfig.EffectiveUser(sh.Docker.User, os.Geteuid(), os.Getegid())
 }
 
 // Supervised reports whether new sandboxes run the in-container supervisor
@@ -379,7 +395,7 @@ func (m *Manager) layoutFor(scopeKey, name string) layout {
 
 func (m *Manager) shapeFor(scopeKey, name string) shape {
 	sh := shape{Docker: m.cfg.Docker, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
-	sh.Docker.User = sandboxconfig.EffectiveUser(sh.Docker.User, os.Geteuid(), os.Getegid())
+	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash
 	}
@@ -539,11 +555,29 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	if err := m.checkRuntime(ctx); err != nil {
 		return "", false, "", err
 	}
-	if err := os.MkdirAll(sh.Layout.AgentDir, 0o755); err != nil {
+	if err := os.MkdirAll(sh.Layout.AgentDir, 0o700); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
-	// What is mounted at /workspace is writable to the sandbox's user.
-	if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
+	var identLabel string
+	if m.ident != nil {
+		// A sandbox identity of its own, and the workspace its alone.
+		id, release, err := m.allocIdentity(ctx, name, sh.Layout.WorkspaceHost)
+		if err != nil {
+			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
+		}
+		defer release()
+		if err := os.MkdirAll(sh.Layout.WorkspaceHost, 0o700); err != nil {
+			return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
+		}
+		if err := handOver(sh.Layout.WorkspaceHost, int(id.Command), int(id.Command)); err != nil {
+			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
+		}
+		if err := m.agentDirFor(sh, id); err != nil {
+			return "", false, "", err
+		}
+		sh.ident, identLabel = &id, id.String()
+	} else if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
+		// What is mounted at /workspace is writable to the sandbox's user.
 		return "", false, "", fmt.Errorf("sandbox: %w", err)
 	}
 	labels := map[string]string{
@@ -561,6 +595,9 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	}
 	for k, v := range extra {
 		labels[k] = v
+	}
+	if identLabel != "" {
+		labels[LabelIdentity] = identLabel
 	}
 	image := ""
 	if sh.Supervisor != "" {
@@ -667,6 +704,7 @@ func lastN(s string, n int) string {
 func (m *Manager) removeID(ctx context.Context, id string) error {
 	m.warm.forgetID(id)
 	m.clients.drop(id)
+	m.execUsers.forget(id)
 	_, err := m.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !isNotFound(err) {
 		return m.classify("remove sandbox "+short(id), err)

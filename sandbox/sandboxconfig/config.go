@@ -24,6 +24,8 @@ type Config struct {
 	// Engines are the Docker Engines sandboxes are placed on; none is the
 	// one Engine of the environment (see ParseEngines).
 	Engines []EngineConfig `yaml:"engines" json:"engines,omitempty"`
+	// Identity is where sandbox identities come from (IdentityConfig).
+	Identity IdentityConfig `yaml:"identity" json:"identity,omitzero"`
 }
 
 // PoolConfig is sandbox.pool: Size started, supervised sandboxes are kept
