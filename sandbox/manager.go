@@ -559,6 +559,12 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
 	var identLabel string
+	if m.ident != nil && m.isPodman(ctx) {
+		// Podman gives a tmpfs to the container's user (its U option),
+		// root for a supervised identity container: /tmp would not be
+		// the command uid's nor /run the supervisor's.
+		return "", false, "", fmt.Errorf("sandbox %s: sandbox identities are not supported on Podman yet; set sandbox.docker.user (for example %q): %w", name, DefaultUser, ErrInvalidConfig)
+	}
 	if m.ident != nil {
 		// A sandbox identity of its own, and the workspace its alone.
 		id, release, err := m.allocIdentity(ctx, name, sh.Layout.WorkspaceHost)
@@ -949,6 +955,9 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
 	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name, Runtime: m.runtimeOf(ctx)}
+	if sh.Identity != "" {
+		ex.Limits.User = "sandbox identity from " + sh.Identity
+	}
 	ex.RuntimeNote = runtimeNoteFor(m.cfg.Docker.Runtime)
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
@@ -972,6 +981,9 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	}
 	ex.Container = &info
 	ex.Hardening = hardeningOf(c)
+	if id, ok := identityOf(c.Config.Labels); ok {
+		ex.Limits.User = fmt.Sprintf("%d:%d (sandbox identity from %s)", id.Command, id.Command, sh.Identity)
+	}
 	switch {
 	case info.Current:
 		ex.Recreate = "no: the container matches the config in force"
@@ -1040,6 +1052,12 @@ func hardeningOf(c container.InspectResponse) map[string]any {
 	}
 	if c.Config != nil {
 		h["user"] = c.Config.User
+		if id, ok := identityOf(c.Config.Labels); ok {
+			// The container starts as root only for the supervisor to
+			// take its own uid; commands run as the command uid.
+			h["user"] = fmt.Sprintf("%d:%d", id.Command, id.Command)
+			h["supervisorUser"] = fmt.Sprintf("%d:%d", id.Supervisor, id.Supervisor)
+		}
 		h["cmd"] = c.Config.Cmd
 		h["workingDir"] = c.Config.WorkingDir
 	}
