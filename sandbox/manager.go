@@ -178,6 +178,7 @@ type Manager struct {
 	// ident hands out sandbox identities (nil: not in force).
 	ident     *identities
 	execUsers execUsers
+	accounts  imageAccounts
 	images    imageBuilds
 	clients   supervisorClients
 	warm      warmEnsures
@@ -581,7 +582,11 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 		if err := m.agentDirFor(sh, id); err != nil {
 			return "", false, "", err
 		}
-		sh.ident, identLabel = &id, id.String()
+		acc, err := m.writeAccounts(ctx, sh.Docker.Image, name, id)
+		if err != nil {
+			return "", false, "", err
+		}
+		sh.ident, sh.accounts, identLabel = &id, acc, id.String()
 	} else if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
 		// What is mounted at /workspace is writable to the sandbox's user.
 		return "", false, "", fmt.Errorf("sandbox: %w", err)

@@ -39,6 +39,7 @@ func forgedServerFrames(t *testing.T) []byte {
 // and signal it.
 const identityAttackScript = `
 echo "UID $(id -u) GID $(id -g)"
+echo "NAME $(id -un) $(id -gn)"
 echo "$FRAMES" | base64 -d > /tmp/frames
 if timeout 2 sh -c 'cat /tmp/frames > /proc/1/fd/1' 2>/dev/null; then echo "FORGE-WRITE-OK"; fi
 if timeout 2 sh -c 'cat /tmp/frames > /proc/1/fd/2' 2>/dev/null; then echo "FORGE-WRITE2-OK"; fi
@@ -114,6 +115,10 @@ func identityAttempt(t *testing.T, m *Manager, rt string) {
 	r, _ := sandboxconfig.ParseUIDRange("")
 	if !r.Contains(uid) || gid != uid || uid == 1000 {
 		t.Errorf("commands run as %d:%d, want an id of the sandbox identity range %s", uid, gid, r)
+	}
+
+	if !strings.Contains(out, "NAME "+IdentityUserName+" "+IdentityUserName+"\n") {
+		t.Errorf("the command uid has no name %q in the container: %q", IdentityUserName, out)
 	}
 
 	vout, verrs, vcode, verr := drainErr(t, victim)

@@ -114,6 +114,7 @@ type shape struct {
 	// picked at creation and kept in its LabelIdentity (not hashed).
 	Identity string `json:"identity,omitempty"`
 	ident    *supervisor.Identity
+	accounts *identityAccounts
 }
 
 // configHash is the sha1 of the canonical JSON of sh (encoding/json sorts map
@@ -185,6 +186,11 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: sh.Layout.WorkspaceHost, Target: workdir.ContainerWorkspace}}
 	if sh.Layout.Access == workdir.AccessRO {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: sh.Layout.AgentDir, Target: workdir.ContainerAgent, ReadOnly: true})
+	}
+	if a := sh.accounts; a != nil {
+		mounts = append(mounts,
+			mount.Mount{Type: mount.TypeBind, Source: a.Passwd, Target: "/etc/passwd", ReadOnly: true},
+			mount.Mount{Type: mount.TypeBind, Source: a.Group, Target: "/etc/group", ReadOnly: true})
 	}
 	for i, spec := range d.Binds {
 		b, err := ParseBind(fmt.Sprintf("sandbox.docker.binds[%d]", i), spec, sh.Roots)
