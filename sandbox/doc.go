@@ -3,7 +3,8 @@
 // 1.41): scope keys and names, labels, the config hash, ensure (create, start,
 // reuse, recreate with the five-minute rule, one container per scope under
 // concurrency), the hardening defaults (no capabilities, read-only root,
-// no network, a non-root user, memory/CPU/pids limits, sized tmpfs mounts),
+// no network, a sandbox identity of its own or a non-root user (identity.go),
+// memory/CPU/pids limits, sized tmpfs mounts),
 // the refusal of configs that weaken them unless named under
 // sandbox.docker.unsafe, bind and env validation, prune, explain, and the
 // two exec paths:

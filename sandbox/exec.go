@@ -114,8 +114,16 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 			strconv.Itoa(rows), strconv.Itoa(cols)}, cmd...)
 		env = append(env, "TERM=xterm-256color")
 	}
+	user := opts.User
+	if user == "" {
+		u, err := m.execUser(ctx, containerID)
+		if err != nil {
+			return nil, err
+		}
+		user = u
+	}
 	created, err := m.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
-		Cmd: cmd, Env: env, WorkingDir: opts.WorkingDir, User: opts.User, TTY: opts.TTY,
+		Cmd: cmd, Env: env, WorkingDir: opts.WorkingDir, User: user, TTY: opts.TTY,
 		AttachStdin: opts.Stdin, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {

@@ -530,14 +530,21 @@ func (m *Manager) engineWrite(ctx context.Context, id, dir string, limit int64, 
 				err = parents.add(tw, hdr, uid, gid)
 			}
 			if err == nil {
+				// A sandbox identity's uid (2000000000 and up) does not
+				// fit USTAR's octal field: let the writer pick PAX.
 				hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = uid, gid, "", ""
+				hdr.Format = tar.FormatUnknown
+				delete(hdr.PAXRecords, "uid")
+				delete(hdr.PAXRecords, "gid")
 				err = tw.WriteHeader(hdr)
 			}
 			if err == nil {
 				_, err = io.Copy(tw, tr)
 			}
 			if err != nil {
-				pw.CloseWithError(err)
+				// Wrapped: archive/tar's headerError is a slice, which
+				// net/http compares with == when the body fails (panic).
+				pw.CloseWithError(fmt.Errorf("files: %w", err))
 				return
 			}
 		}
@@ -587,6 +594,9 @@ func (m *Manager) containerOwner(ctx context.Context, id string) (uid, gid int, 
 	}
 	if insp.Container.Config == nil {
 		return 0, 0, nil
+	}
+	if ident, ok := identityOf(insp.Container.Config.Labels); ok {
+		return int(ident.Command), int(ident.Command), nil
 	}
 	u, g, _ := strings.Cut(insp.Container.Config.User, ":")
 	uid, _ = strconv.Atoi(u)

@@ -1,9 +1,13 @@
 package sandbox
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
 // TestSecurityDefaultLimits: a sandbox made from the defaults has a memory,
@@ -15,12 +19,16 @@ func TestSecurityDefaultLimits(t *testing.T) {
 	s := Scope{AgentID: "limits"}
 	st := startCmd(t, m, s, `id -u; echo w > /workspace/w && cat /workspace/w; cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'; cat /proc/1/oom_score_adj`, nil)
 	out, errs, code, _ := drain(t, mustSupervised(t, st))
-	if want := "1000\nw\n1000\n1000\n0\n"; code != 0 || out != want {
-		t.Errorf("uid, workspace, OOM scores: code %d out %q err %q, want %q", code, out, errs, want)
-	}
 	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
 	if err != nil {
 		t.Fatal(err)
+	}
+	id, ok := identityOf(insp.Container.Config.Labels)
+	if !ok {
+		t.Fatalf("no sandbox identity: labels %v", insp.Container.Config.Labels)
+	}
+	if want := fmt.Sprintf("%d\nw\n1000\n1000\n0\n", id.Command); code != 0 || out != want {
+		t.Errorf("uid, workspace, OOM scores: code %d out %q err %q, want %q", code, out, errs, want)
 	}
 	hc := insp.Container.HostConfig
 	if hc.Memory != 1<<30 || hc.MemorySwap != 1<<30 || hc.NanoCPUs != 1e9 || hc.PidsLimit == nil || *hc.PidsLimit != 256 {
@@ -31,14 +39,22 @@ func TestSecurityDefaultLimits(t *testing.T) {
 			t.Errorf("tmpfs %s: %q, want %s", path, hc.Tmpfs[path], size)
 		}
 	}
-	if insp.Container.Config.User != DefaultUser {
-		t.Errorf("user %q", insp.Container.Config.User)
+	// The supervisor starts as root and takes its own uid at once.
+	var added []string
+	for _, c := range insp.Container.HostConfig.CapAdd {
+		added = append(added, strings.TrimPrefix(c, "CAP_"))
+	}
+	want := slices.Clone(supervisor.SupervisorCaps)
+	slices.Sort(added)
+	slices.Sort(want)
+	if insp.Container.Config.User != "0:0" || !slices.Equal(added, want) {
+		t.Errorf("user %q capAdd %v", insp.Container.Config.User, insp.Container.HostConfig.CapAdd)
 	}
 	ex, err := m.Explain(ctxT(t), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ex.Limits.Memory != "1g" || ex.Limits.CPUs != 1 || ex.Limits.PidsLimit != 256 || ex.Limits.Tmpfs["/tmp"] != "256MiB" || ex.Limits.User != "1000:1000" {
+	if ex.Limits.Memory != "1g" || ex.Limits.CPUs != 1 || ex.Limits.PidsLimit != 256 || ex.Limits.Tmpfs["/tmp"] != "256MiB" || !strings.HasPrefix(ex.Limits.User, fmt.Sprintf("%d:%d (sandbox identity", id.Command, id.Command)) {
 		t.Errorf("explain limits: %+v", ex.Limits)
 	}
 }

@@ -175,10 +175,14 @@ type Manager struct {
 	// sup is the supervisor binary (nil: plain path), supWarn why not.
 	sup     *supervisorBin
 	supWarn string
-	images  imageBuilds
-	clients supervisorClients
-	warm    warmEnsures
-	watch   containerWatch
+	// ident hands out sandbox identities (nil: not in force).
+	ident     *identities
+	execUsers execUsers
+	accounts  imageAccounts
+	images    imageBuilds
+	clients   supervisorClients
+	warm      warmEnsures
+	watch     containerWatch
 	// runtimes caches the Engine's runtime list (sandbox.docker.runtime).
 	runtimes engineRuntimes
 	// pool is the warm pool (sandbox.pool), claims who took its members.
@@ -287,7 +291,20 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if !opts.DisableSupervisor {
 		m.sup, m.supWarn = resolveSupervisor(opts.SupervisorBinary)
 	}
+	if m.ident, err = newIdentities(opts.Config, os.Geteuid(), systemIDFiles); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// setUser puts who the sandbox runs as into sh: a sandbox identity from
+// the configured range, or the effective sandbox.docker.user.
+func (m *Manager) setUser(sh *shape) {
+	if m.ident != nil {
+		sh.Docker.User, sh.Identity = "", m.ident.r.String()
+		return
+	}
+	sh.Docker.User = sandboxconfig.EffectiveUser(sh.Docker.User, os.Geteuid(), os.Getegid())
 }
 
 // Supervised reports whether new sandboxes run the in-container supervisor
@@ -382,7 +399,7 @@ func (m *Manager) layoutFor(scopeKey, name string) layout {
 
 func (m *Manager) shapeFor(scopeKey, name string) shape {
 	sh := shape{Docker: m.cfg.Docker, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
-	sh.Docker.User = sandboxconfig.EffectiveUser(sh.Docker.User, os.Geteuid(), os.Getegid())
+	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash
 	}
@@ -551,7 +568,7 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	if err := m.checkRuntime(ctx); err != nil {
 		return "", false, "", err
 	}
-	if err := os.MkdirAll(sh.Layout.AgentDir, 0o755); err != nil {
+	if err := os.MkdirAll(sh.Layout.AgentDir, 0o700); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
 	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
@@ -559,8 +576,36 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
 		}
 	}
-	// What is mounted at /workspace is writable to the sandbox's user.
-	if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
+	var identLabel string
+	if m.ident != nil && m.isPodman(ctx) {
+		// Podman gives a tmpfs to the container's user (its U option),
+		// root for a supervised identity container: /tmp would not be
+		// the command uid's nor /run the supervisor's.
+		return "", false, "", fmt.Errorf("sandbox %s: sandbox identities are not supported on Podman yet; set sandbox.docker.user (for example %q): %w", name, DefaultUser, ErrInvalidConfig)
+	}
+	if m.ident != nil {
+		// A sandbox identity of its own, and the workspace its alone.
+		id, release, err := m.allocIdentity(ctx, name, sh.Layout.WorkspaceHost)
+		if err != nil {
+			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
+		}
+		defer release()
+		if err := os.MkdirAll(sh.Layout.WorkspaceHost, 0o700); err != nil {
+			return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
+		}
+		if err := handOver(sh.Layout.WorkspaceHost, int(id.Command), int(id.Command)); err != nil {
+			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
+		}
+		if err := m.agentDirFor(sh, id); err != nil {
+			return "", false, "", err
+		}
+		acc, err := m.writeAccounts(ctx, sh.Docker.Image, name, id)
+		if err != nil {
+			return "", false, "", err
+		}
+		sh.ident, sh.accounts, identLabel = &id, acc, id.String()
+	} else if err := workdir.PrepareWorkspace(sh.Layout.WorkspaceHost, sh.Docker.User); err != nil {
+		// What is mounted at /workspace is writable to the sandbox's user.
 		return "", false, "", fmt.Errorf("sandbox: %w", err)
 	}
 	labels := map[string]string{
@@ -578,6 +623,9 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	}
 	for k, v := range extra {
 		labels[k] = v
+	}
+	if identLabel != "" {
+		labels[LabelIdentity] = identLabel
 	}
 	image := ""
 	if sh.Supervisor != "" {
@@ -684,6 +732,7 @@ func lastN(s string, n int) string {
 func (m *Manager) removeID(ctx context.Context, id string) error {
 	m.warm.forgetID(id)
 	m.clients.drop(id)
+	m.execUsers.forget(id)
 	_, err := m.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !isNotFound(err) {
 		return m.classify("remove sandbox "+short(id), err)
@@ -931,6 +980,9 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
 	ex := Explanation{ScopeKey: scopeKey, Name: name, ConfigHash: hash, Config: canonical, Limits: limitsOf(sh.Docker), Engine: m.engine.Name, Runtime: m.runtimeOf(ctx)}
+	if sh.Identity != "" {
+		ex.Limits.User = "sandbox identity from " + sh.Identity
+	}
 	ex.RuntimeNote = runtimeNoteFor(m.cfg.Docker.Runtime)
 	ex.WorkspaceQuota = "none: the workspace shares the host filesystem (sandbox.workspaceQuota is unset)"
 	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
@@ -958,6 +1010,9 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	}
 	ex.Container = &info
 	ex.Hardening = hardeningOf(c)
+	if id, ok := identityOf(c.Config.Labels); ok {
+		ex.Limits.User = fmt.Sprintf("%d:%d (sandbox identity from %s)", id.Command, id.Command, sh.Identity)
+	}
 	switch {
 	case info.Current:
 		ex.Recreate = "no: the container matches the config in force"
@@ -1026,6 +1081,12 @@ func hardeningOf(c container.InspectResponse) map[string]any {
 	}
 	if c.Config != nil {
 		h["user"] = c.Config.User
+		if id, ok := identityOf(c.Config.Labels); ok {
+			// The container starts as root only for the supervisor to
+			// take its own uid; commands run as the command uid.
+			h["user"] = fmt.Sprintf("%d:%d", id.Command, id.Command)
+			h["supervisorUser"] = fmt.Sprintf("%d:%d", id.Supervisor, id.Supervisor)
+		}
 		h["cmd"] = c.Config.Cmd
 		h["workingDir"] = c.Config.WorkingDir
 	}

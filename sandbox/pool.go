@@ -16,7 +16,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
-	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
@@ -184,7 +183,7 @@ func (m *Manager) poolSize() int {
 func (m *Manager) poolShape(dir string) shape {
 	access, _ := workdir.ParseAccess(m.cfg.WorkspaceAccess)
 	sh := shape{Docker: m.cfg.Docker, Layout: layout{Access: access, AgentDir: dir, SandboxDir: dir, WorkspaceHost: dir}, Roots: m.cfg.AllowedSourceRoots}
-	sh.Docker.User = sandboxconfig.EffectiveUser(sh.Docker.User, os.Geteuid(), os.Getegid())
+	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash
 	}

@@ -150,7 +150,9 @@ func TestHardeningInside(t *testing.T) {
 	checks := []struct {
 		name, script, want string
 	}{
-		{"capabilities zero", "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status | awk '{print $2}' | sort -u", "0000000000000000"},
+		// An Engine exec's bounding set is the container's (with a
+		// sandbox identity, the supervisor's few); it holds none of them.
+		{"capabilities zero", "grep -E '^Cap(Inh|Prm|Eff|Amb):' /proc/self/status | awk '{print $2}' | sort -u", "0000000000000000"},
 		{"root read-only", "touch /rootfile 2>/dev/null || echo REFUSED", "REFUSED"},
 		{"tmp writable", "echo x > /tmp/ok && cat /tmp/ok", "x"},
 		{"var tmp writable", "echo y > /var/tmp/ok && cat /var/tmp/ok", "y"},
@@ -170,6 +172,13 @@ func TestHardeningInside(t *testing.T) {
 			}
 		})
 	}
+	t.Run("supervised command: no capability, empty bounding set", func(t *testing.T) {
+		st := startCmd(t, m, s, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status | awk '{print $2}' | sort -u", nil)
+		out, errs, code, _ := drain(t, mustSupervised(t, st))
+		if code != 0 || strings.TrimSpace(out) != "0000000000000000" {
+			t.Fatalf("capabilities of a supervised command: code %d out %q err %q", code, out, errs)
+		}
+	})
 	t.Run("pids limit contains a fork bomb", func(t *testing.T) {
 		// The bomb's shell dies when fork fails; the outer shell then counts
 		// processes with builtins only (no fork needed).

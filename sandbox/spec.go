@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
@@ -108,6 +109,12 @@ type shape struct {
 	// Supervisor is the hash of the supervisor binary that is the main
 	// process ("" on the plain path): a new binary recreates sandboxes.
 	Supervisor string `json:"supervisor,omitempty"`
+	// Identity is sandbox.identity.uidRange when sandbox identities are in
+	// force (then Docker.User is empty); ident is the container's own pair,
+	// picked at creation and kept in its LabelIdentity (not hashed).
+	Identity string `json:"identity,omitempty"`
+	ident    *supervisor.Identity
+	accounts *identityAccounts
 }
 
 // configHash is the sha1 of the canonical JSON of sh (encoding/json sorts map
@@ -149,8 +156,24 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 			owner += fmt.Sprintf(",gid=%d", gid)
 		}
 	}
+	supervised := sh.Supervisor != ""
+	runOwner := owner
+	if id := sh.ident; id != nil {
+		// A sandbox identity: the command uid owns the tmpfs mounts; /run,
+		// where the supervisor keeps its state and socket, is the
+		// supervisor uid's (its state directory is 0700 in it).
+		owner = fmt.Sprintf(",uid=%d,gid=%d", id.Command, id.Command)
+		runOwner = owner
+		if supervised {
+			runOwner = fmt.Sprintf(",uid=%d,gid=%d", id.Supervisor, id.Supervisor)
+		}
+	}
 	tmpfs := make(map[string]string, len(tmpfsList))
 	for _, t := range tmpfsList {
+		if t.Path == "/run" {
+			tmpfs[t.Path] = t.MountOptions() + runOwner
+			continue
+		}
 		tmpfs[t.Path] = t.MountOptions() + owner
 	}
 	secOpt := []string{"no-new-privileges"}
@@ -163,6 +186,11 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: sh.Layout.WorkspaceHost, Target: workdir.ContainerWorkspace}}
 	if sh.Layout.Access == workdir.AccessRO {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: sh.Layout.AgentDir, Target: workdir.ContainerAgent, ReadOnly: true})
+	}
+	if a := sh.accounts; a != nil {
+		mounts = append(mounts,
+			mount.Mount{Type: mount.TypeBind, Source: a.Passwd, Target: "/etc/passwd", ReadOnly: true},
+			mount.Mount{Type: mount.TypeBind, Source: a.Group, Target: "/etc/group", ReadOnly: true})
 	}
 	for i, spec := range d.Binds {
 		b, err := ParseBind(fmt.Sprintf("sandbox.docker.binds[%d]", i), spec, sh.Roots)
@@ -205,7 +233,6 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 			hc.Resources.PidsLimit = &host
 		}
 	}
-	supervised := sh.Supervisor != ""
 	if supervised {
 		// The supervisor speaks its protocol on stdin/stdout, reached
 		// through the Engine's attach stream; stdin stays open across
@@ -229,9 +256,22 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 		Labels:     labels,
 		Hostname:   strings.TrimSuffix(name[:min(len(name), 63)], "-"),
 	}
+	if id := sh.ident; id != nil {
+		cfg.User = fmt.Sprintf("%d:%d", id.Command, id.Command)
+	}
 	if supervised {
 		// An image ENTRYPOINT must not wrap the supervisor.
 		cfg.Entrypoint, cfg.Cmd = []string{SupervisorPath}, nil
+		if id := sh.ident; id != nil {
+			// Started as root with only the supervisor's capabilities, it
+			// becomes the supervisor uid before anything else runs, and
+			// forks every command as the command uid with none
+			// (supervisor.Identity). An Engine exec into it names the
+			// command uid (execUser).
+			cfg.User = "0:0"
+			cfg.Entrypoint = []string{SupervisorPath, supervisor.IdentityArg, id.String()}
+			hc.CapAdd = append([]string(nil), supervisor.SupervisorCaps...)
+		}
 		cfg.OpenStdin, cfg.StdinOnce = true, false
 		cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
 	}

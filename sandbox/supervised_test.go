@@ -152,7 +152,7 @@ func TestSupervisedExec(t *testing.T) {
 	// The supervisor is the main process, pid 1 (no docker-init), and the
 	// container keeps its hardening.
 	ps, _ := run(t, m, s, `cat /proc/1/cmdline | tr '\0' ' '; echo; for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\0' ' '; echo; done | grep -c "^`+SupervisorPath+`"`)
-	if !strings.HasPrefix(ps, SupervisorPath+" \n") || !strings.HasSuffix(strings.TrimSpace(ps), "1") {
+	if !strings.HasPrefix(ps, SupervisorPath+" ") || !strings.HasSuffix(strings.TrimSpace(ps), "\n1") {
 		t.Fatalf("process table: %q", ps)
 	}
 	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
@@ -163,8 +163,21 @@ func TestSupervisedExec(t *testing.T) {
 	if !hc.ReadonlyRootfs || string(hc.NetworkMode) != "none" || insp.Container.Config.Labels[LabelSupervisor] == "" {
 		t.Fatalf("hardening lost: ro %v net %s labels %v", hc.ReadonlyRootfs, hc.NetworkMode, insp.Container.Config.Labels)
 	}
-	// Session state lives under /run/sandboxctl.
-	meta, _ := run(t, m, s, "cat /run/sandboxctl/"+p.ID()+"/meta.json /run/sandboxctl/"+p.ID()+"/exit")
+	// Session state lives under /run/sandboxctl, the supervisor uid's:
+	// commands (the command uid) cannot read it.
+	cat := []string{"cat", "/run/sandboxctl/" + p.ID() + "/meta.json", "/run/sandboxctl/" + p.ID() + "/exit"}
+	if out, code, _ := m.run(ctxT(t), st.Ensure.ID, cat); code == 0 {
+		t.Fatalf("a command read the supervisor's state: %q", out)
+	}
+	id, ok := identityOf(insp.Container.Config.Labels)
+	if !ok {
+		t.Fatal("no sandbox identity")
+	}
+	e, err := m.ExecIn(ctxT(t), st.Ensure.ID, ExecOptions{Cmd: cat, User: fmt.Sprintf("%d:%d", id.Supervisor, id.Supervisor)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _, _, _ := drain(t, e)
 	if !strings.Contains(meta, `"agentId": "sup"`) || !strings.Contains(meta, `"code":7`) {
 		t.Fatalf("persisted state: %q", meta)
 	}

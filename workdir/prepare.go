@@ -8,7 +8,7 @@ import (
 	"syscall"
 )
 
-// PrepareWorkspace creates dir (mode 0755, parents as needed) and makes it
+// PrepareWorkspace creates dir (mode 0700, parents as needed) and makes it
 // writable to the sandbox user: user is the container's "uid[:gid]". A
 // daemon running as root hands the directory itself (not its contents, and
 // never through a symlink) to that uid:gid when root still owns it; any
@@ -16,11 +16,18 @@ import (
 // sandboxconfig.EffectiveUser), so the directory is already theirs. A user
 // given by name cannot be mapped to a host uid and is left alone.
 func PrepareWorkspace(dir, user string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("workspace dir: %w", err)
 	}
 	uid, gid, ok := NumericUser(user)
 	if !ok || uid == 0 || os.Geteuid() != 0 {
+		// The daemon's own (or a named user's, left alone): no other
+		// local user reads it.
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && ok {
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return fmt.Errorf("workspace dir: %w", err)
+			}
+		}
 		return nil
 	}
 	fi, err := os.Lstat(dir)
@@ -36,6 +43,9 @@ func PrepareWorkspace(dir, user string) error {
 	}
 	if err := os.Lchown(dir, uid, gid); err != nil {
 		return fmt.Errorf("workspace dir: give it to the sandbox user %s: %w", user, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("workspace dir: %w", err)
 	}
 	return nil
 }

@@ -49,6 +49,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "supervisor: PR_SET_DUMPABLE:", err)
 		os.Exit(1)
 	}
+	// A sandbox identity: pid 1 starts as root with only the supervisor's
+	// capabilities and becomes its own uid at once; commands run as
+	// another (supervisor.Identity).
+	var cred *syscall.Credential
+	if len(os.Args) > 2 && os.Args[1] == supervisor.IdentityArg {
+		id, err := supervisor.ParseIdentity(os.Args[2])
+		if err == nil {
+			err = supervisor.BecomeSupervisor(id)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "supervisor:", err)
+			os.Exit(1)
+		}
+		cred = id.Credential()
+	}
 	if len(os.Args) > 1 && os.Args[1] == "--version" {
 		fmt.Println("sandboxctl-supervisor protocol", supervisor.ProtocolVersion)
 		return
@@ -73,7 +88,8 @@ func main() {
 		Socket: supervisor.SocketName, AcceptPeer: supervisor.OutsidePIDNamespace,
 		// Commands start through this binary, which raises their OOM
 		// score before they run (supervisor.LaunchArg).
-		Launcher: "/proc/self/exe",
+		Launcher:   "/proc/self/exe",
+		Credential: cred,
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()

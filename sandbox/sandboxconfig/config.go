@@ -35,6 +35,8 @@ type Config struct {
 	// of that size of its own (a loop-mounted ext4 image; needs a root
 	// daemon); "" leaves workspaces on the host filesystem without a cap.
 	WorkspaceQuota string `yaml:"workspaceQuota" json:"workspaceQuota,omitempty"`
+	// Identity is where sandbox identities come from (IdentityConfig).
+	Identity IdentityConfig `yaml:"identity" json:"identity,omitzero"`
 }
 
 // DefaultMaxPerAgent is sandbox.maxPerAgent's default.

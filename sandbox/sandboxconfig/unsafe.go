@@ -1,11 +1,9 @@
 package sandboxconfig
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/sandboxctl/sandboxctl/workdir"
@@ -101,93 +99,6 @@ func (u Unsafe) checkCaps(capDrop []string) error {
 			Msg: fmt.Sprintf("the sandbox would keep capabilities %s; drop ALL, or list them under sandbox.docker.unsafe.allowCapabilities", strings.Join(refused, ","))}
 	}
 	return nil
-}
-
-// seccompProfile is the part of a Docker seccomp profile that decides what
-// it allows.
-type seccompProfile struct {
-	DefaultAction string `json:"defaultAction"`
-	Syscalls      []struct {
-		Name     string            `json:"name"`
-		Names    []string          `json:"names"`
-		Action   string            `json:"action"`
-		Args     []json.RawMessage `json:"args"`
-		Includes struct {
-			Caps []string `json:"caps"`
-		} `json:"includes"`
-	} `json:"syscalls"`
-}
-
-// guardedSyscalls are syscalls Docker's default profile keeps from a
-// container without capabilities: they reach kernel surface (namespaces,
-// mounts, tracing, BPF, keyrings, modules, the clock) a sandbox must not.
-var guardedSyscalls = []string{
-	"acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "clone3", "create_module", "delete_module",
-	"finit_module", "fsconfig", "fsmount", "fsopen", "fspick", "get_kernel_syms", "init_module", "ioperm",
-	"iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie", "mount", "mount_setattr",
-	"move_mount", "name_to_handle_at", "nfsservctl", "open_by_handle_at", "open_tree", "perf_event_open",
-	"pivot_root", "process_vm_readv", "process_vm_writev", "ptrace", "query_module", "quotactl",
-	"quotactl_fd", "reboot", "request_key", "setns", "settimeofday", "stime", "swapoff", "swapon",
-	"syslog", "umount", "umount2", "unshare", "uselib", "userfaultfd", "ustat", "vm86", "vm86old",
-}
-
-// allows reports whether a seccomp action lets the syscall run.
-func allows(action string) bool {
-	switch strings.ToUpper(action) {
-	case "SCMP_ACT_ALLOW", "SCMP_ACT_LOG":
-		return true
-	}
-	return false
-}
-
-// judgeSeccomp returns why a seccomp setting weakens the sandbox ("" when
-// it does not). value is what sandbox.docker.seccompProfile holds: empty
-// or "builtin" (the Engine's default), "unconfined", or a profile's JSON.
-// kept are the capabilities the container keeps: rules that apply only
-// with a capability it does not have are ignored, as the Engine does.
-func judgeSeccomp(value string, kept []string) (string, error) {
-	v := strings.TrimSpace(value)
-	switch {
-	case v == "" || v == "builtin":
-		return "", nil
-	case strings.EqualFold(v, "unconfined"):
-		return "seccomp unconfined allows every syscall", nil
-	case !strings.HasPrefix(v, "{"):
-		return "", &ConfigError{Field: "sandbox.docker.seccompProfile", Value: value, Msg: "give the profile's JSON (the Engine takes its content, not a path), builtin, or nothing"}
-	}
-	var p seccompProfile
-	if err := json.Unmarshal([]byte(v), &p); err != nil {
-		return "", &ConfigError{Field: "sandbox.docker.seccompProfile", Msg: "not a seccomp profile: " + err.Error()}
-	}
-	if p.DefaultAction == "" {
-		return "", &ConfigError{Field: "sandbox.docker.seccompProfile", Msg: "the profile has no defaultAction"}
-	}
-	if allows(p.DefaultAction) {
-		return fmt.Sprintf("the profile's defaultAction %s allows every syscall it does not name: it is unconfined", p.DefaultAction), nil
-	}
-	var opened []string
-	for _, r := range p.Syscalls {
-		if !allows(r.Action) || len(r.Args) > 0 {
-			continue // denies, or allows only for given arguments
-		}
-		applies := true
-		for _, c := range r.Includes.Caps {
-			applies = applies && slices.Contains(kept, capName(c))
-		}
-		if !applies {
-			continue
-		}
-		for _, n := range append([]string{r.Name}, r.Names...) {
-			if slices.Contains(guardedSyscalls, n) && !slices.Contains(opened, n) {
-				opened = append(opened, n)
-			}
-		}
-	}
-	if len(opened) > 0 {
-		sort.Strings(opened)
-		return fmt.Sprintf("the profile allows %s, which Docker's default profile keeps from containers", strings.Join(opened, ", ")), nil
-	}
-	return "", nil
 }
 
 // sensitiveBindSources are host paths a bind may neither lie under nor

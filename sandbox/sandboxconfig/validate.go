@@ -172,6 +172,9 @@ func (c Config) Validate() error {
 	if d.Runtime != "" && !runtimeName.MatchString(d.Runtime) {
 		return &ConfigError{Field: "sandbox.docker.runtime", Value: d.Runtime, Msg: "must be a runtime name the Docker Engine lists, such as runc or runsc"}
 	}
+	if _, err := ParseUIDRange(c.Identity.UIDRange); err != nil {
+		return err
+	}
 	if c.Pool.Size < 0 || c.Pool.Size > MaxPoolSize {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: fmt.Sprintf("must be between 0 and %d", MaxPoolSize)}
 	}

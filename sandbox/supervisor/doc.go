@@ -34,17 +34,34 @@
 // # Who can reach the stream
 //
 // The attach stream is unauthenticated: whoever can write the supervisor's
-// stdin speaks for the daemon. So only the supervisor holds it. It is pid 1
-// of the container (docker-init, dumpable, held the stream as its fd 0 and
-// let any process of the sandbox open /proc/1/fd/0), it makes itself not
-// dumpable at start, before any command runs, and the container has no
-// capabilities (CapDrop ALL, enforced by the config check), so no process
-// of the sandbox, root or not, may open /proc/1/fd/*, read its memory or
-// trace it. Commands get fresh pipes or a pseudo-terminal as fds 0-2 and
-// every other descriptor of the supervisor is close-on-exec, so none
-// inherits the stream. Recovery takes a session's owner from the labels
-// the daemon put on the container, not from the session's metadata
-// (package sandbox, sessionOwner).
+// stdin speaks for the daemon, and whoever can write its stdout speaks for
+// the supervisor. So only the supervisor holds it. It is pid 1 of the
+// container (docker-init, dumpable, held the stream as its fd 0 and let
+// any process of the sandbox open /proc/1/fd/0), and it makes itself not
+// dumpable at start, before any command runs.
+//
+// Not dumpable is not enough everywhere: gVisor's /proc ignores the flag,
+// and a command of the supervisor's uid wrote forged Output and Exit
+// frames into /proc/1/fd/1. So under a sandbox identity (IdentityArg,
+// Identity; package sandbox hands them out) the supervisor and the
+// commands have different uids: the container starts the supervisor as
+// root with only SupervisorCaps, it empties its bounding set, becomes the
+// supervisor uid keeping SETUID, SETGID, KILL and SYS_PTRACE
+// (BecomeSupervisor) and forks every command as the command uid
+// (ServerOptions.Credential), which holds no capability. Both runc and
+// gVisor then refuse a command /proc/1/fd/*, /proc/1/mem and signals to
+// pid 1 by owner. gVisor still shows a command /proc/1/environ: it holds
+// the container's environment, which every command gets as well, and no
+// key. Without an identity (a configured sandbox user) commands share the
+// supervisor's uid, the container has no capabilities (CapDrop ALL,
+// enforced by the config check) and only the non-dumpable flag keeps them
+// from /proc/1/fd on runc.
+//
+// Commands get fresh pipes or a pseudo-terminal as fds 0-2 and every other
+// descriptor of the supervisor is close-on-exec, so none inherits the
+// stream. Recovery takes a session's owner from the labels the daemon put
+// on the container, not from the session's metadata (package sandbox,
+// sessionOwner).
 //
 // The newest Hello wins across both transports; a superseded socket client
 // gets the HelloAck of its successor and is closed, and a socket client
@@ -140,7 +157,10 @@
 // # Processes
 //
 // Commands are forked (pipes, or a pseudo-terminal the server allocates;
-// setsid + controlling tty), each in its own process group, with
+// setsid + controlling tty; as the command uid under a sandbox identity,
+// which also changes into the working directory and, for a PATH
+// directory the supervisor may not search, looks the command up in the
+// launcher), each in its own process group, with
 // SANDBOXCTL_RUN=<session id> in the environment. In the container they
 // start through the supervisor binary itself (ServerOptions.Launcher,
 // `supervisor --launch PATH ARGV...`), which sets its oom_score_adj to

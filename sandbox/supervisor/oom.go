@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +34,17 @@ func Launch(args []string) error {
 	if err := setOOMScoreAdj(0, ChildOOMScoreAdj); err != nil {
 		return err
 	}
-	if err := unix.Exec(args[0], args[1:], os.Environ()); err != nil {
+	path := args[0]
+	if !strings.Contains(path, "/") {
+		// The supervisor could not search every PATH directory (a sandbox
+		// identity's command uid may read what the supervisor may not).
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return fmt.Errorf("%s: command not found", path)
+		}
+		path = p
+	}
+	if err := unix.Exec(path, args[1:], os.Environ()); err != nil {
 		return fmt.Errorf("exec %s: %w", args[0], err)
 	}
 	return nil

@@ -57,7 +57,13 @@ type ServerOptions struct {
 	// directly and raises the score just after the fork, which a command
 	// that forks at once can outrun.
 	Launcher string
-	Logf     func(format string, args ...any)
+	// Credential, when set, is the uid and gid every command is forked
+	// with (the sandbox identity's command uid, Identity.Credential); the
+	// supervisor keeps its own. The launcher then resolves commands the
+	// supervisor cannot see (a PATH directory only the command uid may
+	// read) and changes into the working directory as the command uid.
+	Credential *syscall.Credential
+	Logf       func(format string, args ...any)
 }
 
 // Server is the in-container end: it forks commands, pumps their output to
@@ -73,6 +79,7 @@ type Server struct {
 	iwInterval  time.Duration
 	baseEnv     []string
 	launcher    string
+	cred        *syscall.Credential
 	logf        func(format string, args ...any)
 	// limits: what this server cannot do here (HelloAck.Limits); with an
 	// input-wait limit the scan does not run.
@@ -109,6 +116,7 @@ func NewServer(opts ServerOptions) *Server {
 		iwInterval:  opts.InputWaitInterval,
 		baseEnv:     opts.BaseEnv,
 		launcher:    opts.Launcher,
+		cred:        opts.Credential,
 		logf:        opts.Logf,
 		outq:        make(chan outFrame, 16),
 		stop:        make(chan struct{}),

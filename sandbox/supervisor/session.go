@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,11 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 }
 
 // lookPath resolves argv0 on the command's PATH.
+// errNotVisible is lookPath's answer when the command was not found but a
+// PATH directory could not be searched (permission denied): the launcher,
+// running as the command uid, looks again.
+var errNotVisible = errors.New("not visible to the supervisor")
+
 func lookPath(argv0 string, env []string) (string, error) {
 	if strings.Contains(argv0, "/") {
 		return argv0, nil
@@ -130,14 +136,20 @@ func lookPath(argv0 string, env []string) (string, error) {
 			path = v
 		}
 	}
+	denied := false
 	for _, d := range filepath.SplitList(path) {
 		if d == "" {
 			d = "."
 		}
 		p := filepath.Join(d, argv0)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		st, err := os.Stat(p)
+		if err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
 			return p, nil
 		}
+		denied = denied || errors.Is(err, fs.ErrPermission)
+	}
+	if denied {
+		return "", fmt.Errorf("%s: %w", argv0, errNotVisible)
 	}
 	return "", fmt.Errorf("%s: command not found", argv0)
 }
@@ -157,7 +169,10 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	}
 	env = append(env, sess.tag)
 	path, err := lookPath(spec.Argv[0], env)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotVisible) && sess.srv.cred != nil && sess.srv.launcher != "":
+		path = spec.Argv[0] // the launcher looks it up as the command uid
+	case err != nil:
 		return fmt.Errorf("open: %w", err)
 	}
 
@@ -168,7 +183,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		}
 	}()
 	var files []uintptr
-	attr := &syscall.SysProcAttr{}
+	attr := &syscall.SysProcAttr{Credential: sess.srv.cred}
 	if spec.TTY {
 		master, slave, err := openPTY(spec.Cols, spec.Rows)
 		if err != nil {
@@ -219,7 +234,10 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		attr.Setpgid = true
 	}
 	dir := spec.Dir
-	if dir != "" {
+	// Under a sandbox identity the supervisor may not see into the
+	// working directory (the workspace is 0700, the command uid's): the
+	// fork changes into it as the command uid and fails there.
+	if dir != "" && sess.srv.cred == nil {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			sess.closeFds()
 			return fmt.Errorf("open: working directory %s: not a directory", dir)
@@ -245,6 +263,11 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	if err != nil {
 		s.mu.Unlock()
 		sess.closeFds()
+		if s.cred != nil && dir != "" && s.launcher != "" &&
+			(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EACCES)) {
+			// The launcher exists: what failed is the working directory.
+			return fmt.Errorf("open: working directory %s: %w", dir, err)
+		}
 		return fmt.Errorf("open: start %s: %w", spec.Argv[0], err)
 	}
 	if s.launcher == "" {
