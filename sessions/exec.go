@@ -232,7 +232,11 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	s.mu.Unlock()
 	m.run(s)
 	if plan.started != nil {
-		plan.started(&Follower{s: s})
+		f := &Follower{s: s}
+		if s.raw != nil {
+			_ = f.attachRaw() // cannot fail: s has raw output
+		}
+		plan.started(f)
 	}
 	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil

@@ -47,6 +47,7 @@ type session struct {
 
 	mu          sync.Mutex
 	agg         *output.Log // all output, by stream; streams follow it by offset
+	raw         *rawState   // the exact bytes, for ExecParams.Raw; nil otherwise
 	pendOut     *output.Tail
 	pendErr     *output.Tail
 	watch       chan struct{} // closed on new output or exit; nil when nobody waits
@@ -72,7 +73,7 @@ type session struct {
 }
 
 func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
-	return &session{
+	s := &session{
 		scope:       scopeKey(p.AgentID, p.SessionKey),
 		agentID:     p.AgentID,
 		sessionKey:  p.SessionKey,
@@ -93,6 +94,10 @@ func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string,
 		stdinOpen:   keepStdin,
 		done:        make(chan struct{}),
 	}
+	if p.Raw {
+		s.raw = newRawState(s)
+	}
+	return s
 }
 
 // run starts the output readers and the waiter. m.wg tracks them.
@@ -128,10 +133,7 @@ func (m *Manager) run(s *session) {
 			// Close cancelled the wait: the kill path finalizes.
 			err = fmt.Errorf("wait: %w", err)
 		}
-		t := time.NewTimer(readerGrace)
-		select {
-		case <-readersDone:
-		case <-t.C:
+		if !m.waitReaders(s, readersDone) {
 			m.logf("sessions: %s exited but its output is still open (a background child holds it); finishing anyway", s.id)
 			// Unblock the readers where the host allows it, so that no
 			// goroutine outlives the session.
@@ -141,7 +143,6 @@ func (m *Manager) run(s *session) {
 				}
 			}
 		}
-		t.Stop()
 		m.finalize(s, code, sig, err)
 	}()
 }
@@ -162,6 +163,9 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream, pend *outp
 				}
 			}
 			s.appendOutputRaw(stream, text, pend, n)
+			if s.raw != nil {
+				m.appendRaw(s, stream, buf[:n])
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
@@ -237,6 +241,11 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 		s.status, s.exitCode = StatusCompleted, code
 	}
 	s.stdinOpen = false
+	if s.raw != nil {
+		s.raw.orphan.Stop()
+		s.raw.released = true
+		s.raw.wakeRoomLocked()
+	}
 	s.wakeLocked()
 	close(s.done)
 	visible := s.visible
@@ -299,6 +308,8 @@ func (m *Manager) kill(s *session, reason string) {
 		s.killReason = reason
 	}
 	s.mu.Unlock()
+	// A killed command's output is read to its end, held back by nobody.
+	s.releaseRaw()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

@@ -56,6 +56,9 @@ type waiter struct {
 func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi.ExecParams, stdin, tty bool) error {
 	w := &waiter{c: c, client: client, p: p, stdin: stdin, tty: tty}
 	p.Background = true
+	// The whole output, byte for byte: a slow stdout holds the command
+	// back instead of losing output.
+	p.Raw = true
 	p.PTY = p.PTY || tty
 	if tty {
 		// Start at the terminal's size: a command may read it at once.
@@ -121,7 +124,7 @@ func (w *waiter) follow(ctx context.Context) error {
 	)
 	for exit == nil {
 		streamCtx, endStream := context.WithCancel(life)
-		fs, err := w.client.SessionStream(streamCtx, w.p.AgentID, w.p.SessionKey, w.id, off)
+		fs, err := w.client.SessionStream(streamCtx, w.p.AgentID, w.p.SessionKey, w.id, off, true)
 		if err != nil {
 			endStream()
 			return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: follow session %s: %w", w.id, err)}
@@ -163,9 +166,9 @@ func (w *waiter) follow(ctx context.Context) error {
 			f := fe.f
 			switch f.Type {
 			case toolapi.FrameStdout:
-				_, _ = io.WriteString(w.c.Out, f.Data)
+				_, _ = w.c.Out.Write(f.Bytes)
 			case toolapi.FrameStderr:
-				_, _ = io.WriteString(w.c.Err, f.Data)
+				_, _ = w.c.Err.Write(f.Bytes)
 			case toolapi.FrameDropped:
 				fmt.Fprintf(w.c.Err, "sandboxctl: [... %d bytes of output dropped: more than the session keeps ...]\n", f.Lost)
 			case toolapi.FrameExit:
@@ -173,7 +176,7 @@ func (w *waiter) follow(ctx context.Context) error {
 				break read
 			}
 			if f.Offset != nil {
-				off = *f.Offset + int64(len(f.Data)) + f.Lost
+				off = *f.Offset + int64(len(f.Bytes)) + f.Lost
 			}
 		}
 		endStream()

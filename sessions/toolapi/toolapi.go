@@ -45,6 +45,13 @@ type ExecParams struct {
 	// instead of the tool's 120x30 (the HTTP API's "cols" and "rows", for
 	// the CLI's -t: a command that reads its size at once sees the user's).
 	Cols, Rows int `json:"-"`
+	// Raw keeps the session's output also as the exact bytes the command
+	// wrote, for a caller that follows the whole output (the HTTP API's
+	// "raw", for the CLI and the clients): followed raw (Streamer.
+	// FollowRaw), a reader slower than the command makes the command block
+	// in its writes, as under docker exec, instead of output being
+	// dropped. The tool results keep their sanitised text.
+	Raw bool `json:"-"`
 }
 
 // ProcessParams is the input of the process tool (docs/tools.md).
@@ -163,6 +170,9 @@ type StreamFrame struct {
 	PID       int     `json:"pid,omitempty"`
 	Offset    *int64  `json:"offset,omitempty"`
 	Data      string  `json:"data,omitempty"`
+	// Bytes is the output of a raw stream's stdout and stderr frames: the
+	// command's exact bytes (base64 in JSON), Data's place.
+	Bytes []byte `json:"bytes,omitempty"`
 	Lost      int64   `json:"lost,omitempty"`
 	Status    string  `json:"status,omitempty"`
 	ExitCode  *int    `json:"exitCode,omitempty"`
