@@ -165,19 +165,19 @@ const (
 
 // StreamFrame is one line of an output stream (see the Frame constants).
 type StreamFrame struct {
-	Type      string  `json:"type"`
-	SessionID string  `json:"sessionId,omitempty"`
-	PID       int     `json:"pid,omitempty"`
-	Offset    *int64  `json:"offset,omitempty"`
-	Data      string  `json:"data,omitempty"`
+	Type      string `json:"type"`
+	SessionID string `json:"sessionId,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	Offset    *int64 `json:"offset,omitempty"`
+	Data      string `json:"data,omitempty"`
 	// Bytes is the output of a raw stream's stdout and stderr frames: the
 	// command's exact bytes (base64 in JSON), Data's place.
-	Bytes []byte `json:"bytes,omitempty"`
-	Lost      int64   `json:"lost,omitempty"`
-	Status    string  `json:"status,omitempty"`
-	ExitCode  *int    `json:"exitCode,omitempty"`
-	Signal    string  `json:"signal,omitempty"`
-	Reason    string  `json:"reason,omitempty"`
-	Result    *Result `json:"result,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	Bytes    []byte  `json:"bytes,omitempty"`
+	Lost     int64   `json:"lost,omitempty"`
+	Status   string  `json:"status,omitempty"`
+	ExitCode *int    `json:"exitCode,omitempty"`
+	Signal   string  `json:"signal,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Result   *Result `json:"result,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
