@@ -146,7 +146,11 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	if err != nil {
 		return nil, StartSpec{}, nil, fmt.Errorf("exec: workdir: %w", err)
 	}
-	if warn != "" && p.StrictWorkdir {
+	// A requested workdir that cannot be used is an error on every front
+	// door (the API, MCP, the CLI): running `rm -rf *` in a fallback
+	// directory is worse than not running it. Only a default directory's
+	// trouble stays a warning.
+	if warn != "" && (p.Workdir != "" || p.StrictWorkdir) {
 		reason, _, _ := strings.Cut(warn, "; using ")
 		return nil, StartSpec{}, nil, inputErr("workdir", "%s", reason)
 	}

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -187,4 +189,46 @@ func tarSHA(t *testing.T, r io.Reader) (string, string) {
 		t.Fatal(err)
 	}
 	return hdr.Name, hex.EncodeToString(h.Sum(nil))
+}
+
+// TestFaultExecEdges replays issue 31's CLI edges: -it with a stdin that
+// is not a terminal is refused with docker's message at once; a workdir
+// that cannot be used is an error through --json too (nothing runs); and
+// SIGHUP or SIGTERM of a waiting exec ends the remote command as Ctrl-C
+// does.
+func TestFaultExecEdges(t *testing.T) {
+	e := newEnv(t)
+	r := e.runIn(t, "hi\n", "exec", "-it", "--", "cat")
+	if r.code != 1 || !strings.Contains(r.stderr, "the input device is not a TTY") {
+		t.Errorf("echo hi | exec -it -- cat: exit %d, stderr %q", r.code, r.stderr)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, args := range [][]string{{"--json", "exec"}, {"exec", "--yield-ms", "1000"}, {"exec"}} {
+		r := e.run(t, append(args, "-w", "/nonexistent-31", "--", "touch "+marker)...)
+		if r.code == 0 || exists(marker) || !strings.Contains(r.stdout+r.stderr, "/nonexistent-31") {
+			t.Errorf("%v with an unusable workdir: exit %d, ran %v, %q %q", args, r.code, exists(marker), r.stdout, r.stderr)
+		}
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGTERM} {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		s := e.start(t, nil, "exec", "--", fmt.Sprintf("echo $$ > %s; echo started; exec sleep 666", pidFile))
+		if l := s.line(t); l != "started\n" {
+			t.Fatalf("first line %q", l)
+		}
+		b, err := os.ReadFile(pidFile)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			t.Fatalf("pid file: %q %v", b, err)
+		}
+		if err := s.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		if _, code := s.wait(t); code == 0 {
+			t.Errorf("%v: sandboxctl exited 0", sig)
+		}
+		if err := waitGone(pid, 20*time.Second); err != nil {
+			t.Errorf("%v of sandboxctl left the command running: %v", sig, err)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

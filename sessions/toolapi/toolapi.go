@@ -36,10 +36,11 @@ type ExecParams struct {
 	Node       string            `json:"node,omitempty"`
 	AgentID    string            `json:"agentId,omitempty"`
 	SessionKey string            `json:"sessionKey,omitempty"`
-	// StrictWorkdir makes a workdir that cannot be used an error (nothing
-	// runs) instead of the tool's warning and fallback. It is not part of
-	// the tool's JSON: the HTTP API takes it as "strictWorkdir" beside the
-	// tool's fields, for the CLI.
+	// StrictWorkdir makes also the default workdir an error when it cannot
+	// be used (a requested Workdir that cannot be used is an error always:
+	// nothing runs, never a fallback). It is not part of the tool's JSON:
+	// the HTTP API takes it as "strictWorkdir" beside the tool's fields,
+	// for the CLI.
 	StrictWorkdir bool `json:"-"`
 	// Cols and Rows, when > 0, size a PTY run's terminal at its start
 	// instead of the tool's 120x30 (the HTTP API's "cols" and "rows", for
