@@ -236,11 +236,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	s.mu.Unlock()
 	m.run(s)
 	if plan.started != nil {
-		f := &Follower{s: s}
-		if s.raw != nil {
-			_ = f.attachRaw() // cannot fail: s has raw output
-		}
-		plan.started(f)
+		plan.started(newStartedFollower(s))
 	}
 	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil

@@ -204,3 +204,13 @@ func (m *Manager) waitReaders(s *session, readersDone <-chan struct{}) bool {
 		}
 	}
 }
+
+// newStartedFollower is the Follower handed to ExecStream's started: a raw
+// one for a session with raw output.
+func newStartedFollower(s *session) *Follower {
+	f := &Follower{s: s}
+	if s.raw != nil {
+		_ = f.attachRaw() // cannot fail: s has raw output
+	}
+	return f
+}

@@ -52,6 +52,9 @@ type session struct {
 	pendErr     *output.Tail
 	watch       chan struct{} // closed on new output or exit; nil when nobody waits
 	stdinOpen   bool
+	// awaitingApproval: the command waits for a human's approval and has
+	// not started (status approval-pending).
+	awaitingApproval bool
 	visible     bool // backgrounded: the process tool sees it
 	finished    bool
 	status      string
@@ -260,18 +263,18 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	}
 }
 
-// exitEventLocked builds the exit notification of a finished session, or nil
-// when none is due (docs/tools.md: notifyOnExit, empty successes only when
-// notifyOnExitEmptySuccess).
+// exitEventLocked builds the exit event of a finished session. Every
+// backgrounded session that ends gets one, whatever its output, so that a
+// client following the event stream learns of each end; details.notify is
+// false when the config says the agent is not to be told (docs/tools.md:
+// notifyOnExit, empty successes only with notifyOnExitEmptySuccess).
 func (m *Manager) exitEventLocked(s *session) *Event {
-	if !m.cfg.Exec.NotifyOnExit {
-		return nil
-	}
 	out := strings.TrimSpace(s.agg.String())
+	notify := m.cfg.Exec.NotifyOnExit
 	var head string
 	if s.status == StatusCompleted {
 		if out == "" && s.exitCode == 0 && !m.cfg.Exec.NotifyOnExitEmptySuccess {
-			return nil
+			notify = false
 		}
 		head = fmt.Sprintf("Exec completed (%s, code %d)", s.id, s.exitCode)
 	} else if s.signal != "" {
@@ -285,10 +288,12 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 	if out != "" {
 		text += " :: " + lastChars(out, eventChars)
 	}
+	details := s.stateDetailsLocked()
+	details["notify"] = notify
 	return &Event{
 		Type: vocab.EventExit, Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Time:    s.endedAt,
-		Details: s.stateDetailsLocked(),
+		Details: details,
 	}
 }
 
@@ -379,6 +384,9 @@ func (s *session) stateDetailsLocked() map[string]any {
 
 func (s *session) statusLocked() string {
 	if !s.finished {
+		if s.awaitingApproval {
+			return StatusApprovalPending
+		}
 		return StatusRunning
 	}
 	return s.status
