@@ -45,28 +45,28 @@ type session struct {
 	startedAt           time.Time // by the injected clock (results, list, TTL)
 	startedReal         time.Time // by the real clock (timeouts run on real timers)
 
-	mu          sync.Mutex
-	agg         *output.Log // all output, by stream; streams follow it by offset
-	raw         *rawState   // the exact bytes, for ExecParams.Raw; nil otherwise
-	pendOut     *output.Tail
-	pendErr     *output.Tail
-	watch       chan struct{} // closed on new output or exit; nil when nobody waits
-	stdinOpen   bool
+	mu        sync.Mutex
+	agg       *output.Log // all output, by stream; streams follow it by offset
+	raw       *rawState   // the exact bytes, for ExecParams.Raw; nil otherwise
+	pendOut   *output.Tail
+	pendErr   *output.Tail
+	watch     chan struct{} // closed on new output or exit; nil when nobody waits
+	stdinOpen bool
 	// awaitingApproval: the command waits for a human's approval and has
 	// not started (status approval-pending).
 	awaitingApproval bool
-	visible     bool // backgrounded: the process tool sees it
-	finished    bool
-	status      string
-	exitCode    int
-	signal      string
-	reason      string
-	endedAt     time.Time
-	timedOut    time.Duration // > 0: the timeout fired after this long
-	killReason  string        // set by kill/remove/Close
-	timer       *time.Timer
-	killStarted bool
-	done        chan struct{} // closed by finalize
+	visible          bool // backgrounded: the process tool sees it
+	finished         bool
+	status           string
+	exitCode         int
+	signal           string
+	reason           string
+	endedAt          time.Time
+	timedOut         time.Duration // > 0: the timeout fired after this long
+	killReason       string        // set by kill/remove/Close
+	timer            *time.Timer
+	killStarted      bool
+	done             chan struct{} // closed by finalize
 	// readRaw counts the raw output bytes read (both streams; for a
 	// recovered session from the position its kept output ended at);
 	// delivered is readRaw as of the last poll that drained the pending
