@@ -153,9 +153,12 @@ class Client:
         path = "/v1/sessions/%s/stream" % urllib.parse.quote(session_id, safe="")
         return self._frames(self._open("GET", path, q, timeout=timeout))
 
-    def events(self, timeout=None):
-        """Yield tool events (dicts) as they happen until the caller stops."""
-        return self._frames(self._open("GET", "/v1/events", timeout=timeout))
+    def events(self, since=None, timeout=None):
+        """Yield tool events (dicts) as they happen until the caller stops.
+        Each has a "cursor": pass the last one seen as since to resume after
+        it (a "gap" event says how many are no longer kept)."""
+        q = {"since": since} if since is not None else None
+        return self._frames(self._open("GET", "/v1/events", q, timeout=timeout))
 
     @staticmethod
     def _frames(opened):

@@ -60,6 +60,8 @@ export interface ToolResult {
 }
 
 export interface ToolEvent {
+  /** The event's number in the journal: events({ since: cursor }) resumes after it. */
+  cursor?: number;
   type: string;
   text: string;
   sessionId?: string;
@@ -127,7 +129,7 @@ export declare class Client {
     from?: number,
     opts?: { agentId?: string; sessionKey?: string; signal?: AbortSignal },
   ): AsyncGenerator<StreamFrame>;
-  events(opts?: { signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
+  events(opts?: { since?: number; signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
   /** Every agent's sessions (or those of agentId), newest first; an agent token sees its own only. */
   sessions(opts?: { agentId?: string }): Promise<{ sessions: Array<{ sessionId: string; agentId: string; sessionKey: string; status: string; command: string; host: string }> }>;
   sandboxes(): Promise<unknown[]>;

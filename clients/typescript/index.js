@@ -89,9 +89,14 @@ export class Client {
     yield* Client.#frames(resp);
   }
 
-  /** Tool events as they happen, until signal aborts. */
-  async *events({ signal } = {}) {
-    const resp = await this.#request("GET", "/v1/events", { signal });
+  /**
+   * Tool events as they happen, until signal aborts. Each has a cursor:
+   * pass the last one seen as since to resume after it (a "gap" event says
+   * how many are no longer kept).
+   */
+  async *events({ since, signal } = {}) {
+    const query = { since: since ?? undefined };
+    const resp = await this.#request("GET", "/v1/events", { query, signal });
     yield* Client.#frames(resp);
   }
 
