@@ -232,3 +232,51 @@ func TestFaultExecEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultCpLargeFilesByteExact replays issue 31: a 70 MB file in a
+// sandbox (over the old 64 MiB cap of the file tool) downloads whole, to a
+// file and as a tar on stdout, and 1 KB and 100 MB of random bytes make
+// the round trip up and down unchanged.
+func TestFaultCpLargeFilesByteExact(t *testing.T) {
+	e, alice, _ := filesEnv(t)
+	serveFiles(t, e)
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", alice) })
+	if r := e.run(t, "exec", "--agent", alice, "--host", "sandbox", "--", "head -c 73400320 /dev/urandom > /workspace/f && sha256sum /workspace/f"); r.code != 0 {
+		t.Fatalf("make the file: %+v", r)
+	} else {
+		want, _, _ := strings.Cut(r.stdout, " ")
+		dir := t.TempDir()
+		if r := e.run(t, "cp", alice+":/workspace/f", dir); r.code != 0 {
+			t.Fatalf("cp of 70 MB: exit %d, %s", r.code, r.stderr)
+		}
+		if got := fileSHA(t, filepath.Join(dir, "f")); got != want {
+			t.Errorf("cp of 70 MB: sha256 %s, want %s", got, want)
+		}
+		out, _, code := e.runToFiles(t, "", "cp", alice+":/workspace/f", "-")
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, got := tarSHA(t, f)
+		_ = f.Close()
+		if code != 0 || name != "f" || got != want {
+			t.Errorf("cp of 70 MB to -: exit %d, entry %q, sha256 %s, want %s", code, name, got, want)
+		}
+	}
+	for _, n := range []int64{1000, 100 << 20} {
+		src, sum := randomFile(t, n)
+		if r := e.run(t, "cp", src, alice+":/workspace/up"); r.code != 0 {
+			t.Fatalf("cp up %d bytes: %+v", n, r)
+		}
+		if r := e.run(t, "exec", "--agent", alice, "--host", "sandbox", "--", "sha256sum /workspace/up"); !strings.HasPrefix(r.stdout, sum+" ") {
+			t.Errorf("cp up %d bytes: in the sandbox %q, want %s", n, r.stdout, sum)
+		}
+		dst := filepath.Join(t.TempDir(), "down")
+		if r := e.run(t, "cp", alice+":/workspace/up", dst); r.code != 0 {
+			t.Fatalf("cp down %d bytes: %+v", n, r)
+		}
+		if got := fileSHA(t, dst); got != sum {
+			t.Errorf("cp down %d bytes: sha256 %s, want %s", n, got, sum)
+		}
+	}
+}
