@@ -166,3 +166,43 @@ func (c *Client) SessionStream(ctx context.Context, agentID, sessionKey, id stri
 	}
 	return newFrameStream(rc, raw), nil
 }
+
+// WriteStdin writes data, byte for byte, to the stdin of the backgrounded
+// session id of the scope (agentID, sessionKey), then closes it when eof
+// (POST /v1/sessions/{id}/stdin); at most 8 MiB a call.
+func (c *Client) WriteStdin(ctx context.Context, agentID, sessionKey, id string, data []byte, eof bool) (toolapi.Result, error) {
+	q := url.Values{}
+	if eof {
+		q.Set("eof", "1")
+	}
+	if agentID != "" {
+		q.Set("agent", agentID)
+	}
+	if sessionKey != "" {
+		q.Set("sessionKey", sessionKey)
+	}
+	path := "/v1/sessions/" + url.PathEscape(id) + "/stdin"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	req := Request{Method: "POST", URL: c.base + path, Path: path, Header: map[string]string{"Content-Type": "application/octet-stream"}, Body: data}
+	if data == nil {
+		req.Body = []byte{}
+	}
+	for k, v := range c.headers {
+		req.Header[k] = v
+	}
+	if c.token != "" {
+		req.Header["Authorization"] = "Bearer " + c.token
+	}
+	rc, err := c.roundTrip(ctx, req)
+	if err != nil {
+		return toolapi.Result{}, err
+	}
+	defer rc.Close()
+	var res toolapi.Result
+	if err := json.NewDecoder(rc).Decode(&res); err != nil {
+		return res, fmt.Errorf("daemon: POST %s: decode the answer: %w", path, err)
+	}
+	return res, res.Err()
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -37,6 +38,39 @@ type execRequest struct {
 // part of POST /v1/tools/exec).
 func (s *Server) addStreamRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/sessions/{id}/stream", s.handleSessionStream)
+	mux.HandleFunc("POST /v1/sessions/{id}/stdin", s.handleSessionStdin)
+}
+
+// maxStdinBody bounds one POST /v1/sessions/{id}/stdin body.
+const maxStdinBody = 8 << 20
+
+// handleSessionStdin writes the body, as it is (any bytes), to the stdin
+// of a backgrounded session, and closes it with ?eof=1: the process tool's
+// write without JSON, whose strings cannot carry bytes that are not UTF-8.
+// Scope and answer as the process tool's write.
+func (s *Server) handleSessionStdin(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	eof := false
+	switch v := q.Get("eof"); v {
+	case "", "0", "false":
+	case "1", "true":
+		eof = true
+	default:
+		writeError(w, http.StatusBadRequest, &toolapi.InputError{Field: "eof", Msg: fmt.Sprintf("eof %q: want 1 or 0", v)})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxStdinBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("stdin: a body of at most %d bytes: %w", maxStdinBody, err))
+		return
+	}
+	agent := q.Get("agent")
+	if pin, ok := PinFrom(r.Context()); ok {
+		agent = pin.AgentID
+	}
+	res, err := s.opts.Tools.Process(r.Context(), toolapi.ProcessParams{Action: "write", SessionID: r.PathValue("id"),
+		Data: string(body), EOF: eof, AgentID: agent, SessionKey: q.Get("sessionKey")})
+	s.writeResult(w, res, err)
 }
 
 // rawChunkBytes is the most output one raw frame carries.
