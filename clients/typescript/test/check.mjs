@@ -140,17 +140,17 @@ assert.ok(Buffer.concat(parts).equals(blob), "raw stdin round trip differs");
 const hash = createHash("sha256");
 let errText = "";
 let off = 0;
-let exitFrame;
-let sid;
-let frames = c.execStream({
+let rawExit;
+let bigSid;
+let rawFrames = c.execStream({
   command: "head -c 100000000 /dev/urandom > /tmp/r && sha256sum /tmp/r >&2 && cat /tmp/r; rm -f /tmp/r",
   agentId: agent,
   raw: true,
 });
-for (let pass = 0; pass < 2 && !exitFrame; pass++) {
-  for await (const f of frames) {
+for (let pass = 0; pass < 2 && !rawExit; pass++) {
+  for await (const f of rawFrames) {
     assert.notEqual(f.type, "dropped");
-    if (f.type === "start") sid ??= f.sessionId;
+    if (f.type === "start") bigSid ??= f.sessionId;
     if (f.type === "stdout" || f.type === "stderr") {
       assert.equal(f.offset, off);
       off += f.bytes.length;
@@ -158,14 +158,14 @@ for (let pass = 0; pass < 2 && !exitFrame; pass++) {
       else errText += new TextDecoder().decode(f.bytes);
     }
     if (f.type === "exit") {
-      exitFrame = f;
+      rawExit = f;
       break;
     }
   }
   // The yield window ended first: follow the session on from off.
-  frames = c.followSession(sid, off, { agentId: agent, raw: true });
+  rawFrames = c.followSession(bigSid, off, { agentId: agent, raw: true });
 }
-assert.equal(exitFrame?.exitCode, 0, JSON.stringify(exitFrame));
+assert.equal(rawExit?.exitCode, 0, JSON.stringify(rawExit));
 assert.equal(errText.split(" ")[0], hash.digest("hex"));
 assert.equal(off - errText.length, 100000000);
 console.log("ok");
