@@ -70,6 +70,10 @@ func (s *Server) handleSessionStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.opts.Tools.Process(r.Context(), toolapi.ProcessParams{Action: "write", SessionID: r.PathValue("id"),
 		Data: string(body), EOF: eof, AgentID: agent, SessionKey: q.Get("sessionKey")})
+	if err == nil && res.Err() != nil {
+		writeError(w, http.StatusNotFound, res.Err())
+		return
+	}
 	s.writeResult(w, res, err)
 }
 
