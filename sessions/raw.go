@@ -102,12 +102,6 @@ func (m *Manager) appendRaw(s *session, stream output.Stream, p []byte) {
 	s.wakeLocked()
 }
 
-// rawHeldLocked reports whether an output reader waits for a raw reader
-// to make room (the command is held back, not done writing).
-func (s *session) rawHeldLocked() bool {
-	return s.raw != nil && !s.raw.released && s.raw.waiting > 0
-}
-
 // FollowRaw is Follow for the session's exact bytes: its frames carry
 // Bytes, and while it is attached a slow reading holds the command back
 // instead of losing output. Close it when done. A session started without
@@ -183,21 +177,25 @@ func (f *Follower) nextRawLocked(from int64, maxBytes int) (frame toolapi.Stream
 // IsNoRawOutput reports whether err says a session has no raw output.
 func IsNoRawOutput(err error) bool { return errors.Is(err, ErrNoRawOutput) }
 
-// waitReaders waits for the output readers of s, at most readerGrace
-// unless a raw reader still holds the command's output back (then the
-// output is still to be read, not held open by a background child).
+// waitReaders waits for the output readers of s: at most readerGrace for
+// an ordinary session, whose output may be held open by a background child;
+// for a raw session as long as its output still moves (a reader waits for
+// room, or bytes were read since the last look), since what the host still
+// holds must reach the raw reader whole.
 func (m *Manager) waitReaders(s *session, readersDone <-chan struct{}) bool {
 	t := time.NewTimer(readerGrace)
 	defer t.Stop()
+	last := int64(-1)
 	for {
 		select {
 		case <-readersDone:
 			return true
 		case <-t.C:
 			s.mu.Lock()
-			held := s.rawHeldLocked()
+			moving := s.raw != nil && !s.raw.released && (s.raw.waiting > 0 || s.readRaw != last)
+			last = s.readRaw
 			s.mu.Unlock()
-			if !held {
+			if !moving {
 				return false
 			}
 			t.Reset(readerGrace)
