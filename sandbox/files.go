@@ -69,7 +69,7 @@ func (m *Manager) fileTarget(ctx context.Context, s Scope, p string) (EnsureResu
 	if err := CheckFilePath(p); err != nil {
 		return EnsureResult{}, nil, err
 	}
-	res, err := m.Ensure(ctx, s)
+	res, err := m.ensureExisting(ctx, s)
 	if err != nil {
 		return res, nil, err
 	}
@@ -83,6 +83,36 @@ func (m *Manager) fileTarget(ctx context.Context, s Scope, p string) (EnsureResu
 		return res, nil, nil
 	}
 	return res, c, nil
+}
+
+// ErrNoSandbox classes a file transfer to a scope that has no sandbox.
+var ErrNoSandbox = fmt.Errorf("%w: no sandbox", cerrdefs.ErrNotFound)
+
+// ensureExisting is Ensure for a scope whose sandbox must exist already
+// (the files API): a scope without one is an error naming it (wrapping
+// ErrNoSandbox), never a new sandbox — a typo in an agent name must not
+// create one.
+func (m *Manager) ensureExisting(ctx context.Context, s Scope) (EnsureResult, error) {
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
+	missing := fmt.Errorf("%w for scope %s (container %s): run a command there first (sandboxctl exec --agent %s -- true)", ErrNoSandbox, scopeKey, name, s.AgentID)
+	if m.fleet != nil {
+		mb, err := m.memberFor(ctx, s, false)
+		if err != nil {
+			return EnsureResult{}, err
+		}
+		if mb == nil {
+			return EnsureResult{}, missing
+		}
+		return m.Ensure(ctx, s)
+	}
+	if _, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err != nil {
+		if isNotFound(err) {
+			return EnsureResult{}, missing
+		}
+		return EnsureResult{}, m.classify("inspect sandbox "+name, err)
+	}
+	return m.Ensure(ctx, s)
 }
 
 // StatFile describes path p (a symlink as itself) in scope s's sandbox.
@@ -218,8 +248,12 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 			stdout = io.Discard
 		}
 		// The tool is a process of the sandbox: the daemon bounds what
-		// it takes from it whatever the tool says.
-		out := &cappedWriter{w: stdout, left: outputCap}
+		// it takes from it whatever the tool says. A download's writer
+		// carries its own bound (its limit); the rest is capped here.
+		out := stdout
+		if _, capped := stdout.(*cappedWriter); !capped {
+			out = &cappedWriter{w: stdout, left: outputCap}
+		}
 		done := make(chan error, 1)
 		go func() { _, err := io.Copy(out, p.Stdout()); done <- err }()
 		select {
@@ -328,9 +362,9 @@ func isDone(c <-chan struct{}) bool {
 	}
 }
 
-// outputCap bounds any output the daemon takes from the file tool (a
-// listing of 10000 entries is a few MiB; downloads are capped by their
-// limit on top).
+// outputCap bounds the output the daemon takes from the file tool when
+// it lists or stats (a listing of 10000 entries is a few MiB); a download
+// is bounded by its own limit instead (ReadFiles).
 const outputCap = 64 << 20
 
 // tarOverhead is what a tar stream may add to limit bytes of content:

@@ -254,6 +254,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, Started{Process: proc}, plan.keepStdin)
 	s.id = id
 	s.visible = true
+	s.awaitingApproval = true
 	if err := m.register(s); err != nil {
 		cancel()
 		return Result{}, err
@@ -272,13 +273,19 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	}
 	m.run(s)
 	if plan.started != nil {
-		plan.started(&Follower{m: m, s: s})
+		plan.started(newStartedFollower(m, s))
 	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
 		final, err := w.AwaitApproval(waitCtx, v)
+		s.mu.Lock()
+		s.awaitingApproval = false
+		s.mu.Unlock()
+		if err == nil {
+			m.publishApprovalOutcome(s, v, final)
+		}
 		switch {
 		case err != nil && waitCtx.Err() != nil:
 			proc.fail(errKilledAwaitingApproval)
@@ -314,4 +321,24 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	r.Details["sessionId"] = id
 	r.Content[0].Text += fmt.Sprintf("\n\nOnce approved, the command runs as session %s: follow it with process poll %s.", id, id)
 	return r, nil
+}
+
+// publishApprovalOutcome announces the final verdict on session s's
+// pending approval v: approval-decided, or approval-expired when the
+// request expired and askFallback decided.
+func (m *Manager) publishApprovalOutcome(s *session, v, final GuardVerdict) {
+	typ, what := vocab.EventApprovalDecided, "decided"
+	if final.Expired {
+		typ, what = vocab.EventApprovalExpired, "expired"
+	}
+	decision := "deny"
+	if final.Decision == vocab.DecisionRun {
+		decision = "run"
+	}
+	details := map[string]any{
+		"approvalId": v.Approval["approvalId"], "approvalSlug": v.Approval["approvalSlug"],
+		"decision": decision, "reason": final.Reason, "sessionId": s.id,
+	}
+	m.Publish(Event{Type: typ, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey, Time: m.now(), Details: details,
+		Text: fmt.Sprintf("Approval %v %s for session %s: %s", v.Approval["approvalSlug"], what, s.id, decision)})
 }

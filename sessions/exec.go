@@ -150,7 +150,11 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	if err != nil {
 		return nil, StartSpec{}, nil, fmt.Errorf("exec: workdir: %w", err)
 	}
-	if warn != "" && p.StrictWorkdir {
+	// A requested workdir that cannot be used is an error on every front
+	// door (the API, MCP, the CLI): running `rm -rf *` in a fallback
+	// directory is worse than not running it. Only a default directory's
+	// trouble stays a warning.
+	if warn != "" && (p.Workdir != "" || p.StrictWorkdir) {
 		reason, _, _ := strings.Cut(warn, "; using ")
 		return nil, StartSpec{}, nil, inputErr("workdir", "%s", reason)
 	}
@@ -236,7 +240,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	s.mu.Unlock()
 	m.run(s)
 	if plan.started != nil {
-		plan.started(&Follower{m: m, s: s})
+		plan.started(newStartedFollower(m, s))
 	}
 	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil

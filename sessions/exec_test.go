@@ -312,20 +312,24 @@ func TestExecClientGoneDuringYield(t *testing.T) {
 	}
 }
 
-func TestExecWarnings(t *testing.T) {
+// TestFaultExecWorkdirRefused (issue 31): a requested workdir the host
+// cannot use is an error naming it through the tool itself (the API, MCP,
+// --json), never a run in the fallback directory with a warning.
+func TestFaultExecWorkdirRefused(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
 	hosts["sandbox"].resolveFunc = func(context.Context, string, string, string) (string, string, error) {
 		return "/workspace", "workdir /nope does not exist; using /workspace", nil
 	}
 	r, err := m.Exec(context.Background(), ExecParams{Command: "pwd", Workdir: "/nope"})
-	if err != nil {
-		t.Fatal(err)
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Field != "workdir" || ie.Msg != "workdir /nope does not exist" {
+		t.Fatalf("Exec with an unusable workdir: %v, %v; want the workdir error", r, err)
 	}
-	if !strings.HasPrefix(text(r), "Warning: workdir /nope does not exist; using /workspace\n\n") {
-		t.Fatalf("text = %q", text(r))
-	}
-	if w := r.Details["warnings"].([]string); len(w) != 1 || r.Details["cwd"] != "/workspace" {
-		t.Fatalf("details = %v", r.Details)
+	hosts["sandbox"].mu.Lock()
+	n := len(hosts["sandbox"].specs)
+	hosts["sandbox"].mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d commands started", n)
 	}
 }
 

@@ -48,4 +48,7 @@ type GuardVerdict struct {
 	// Ticket is the guard's own handle on a pending approval, passed back to
 	// ApprovalWaiter.AwaitApproval; nil when the guard cannot be awaited.
 	Ticket any
+	// Expired is set on a final verdict (ApprovalWaiter) when the approval
+	// request expired undecided and askFallback decided.
+	Expired bool
 }

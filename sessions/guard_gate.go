@@ -64,7 +64,9 @@ func (g *GateGuard) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVer
 	if err != nil {
 		return GuardVerdict{}, err
 	}
-	return toGuardVerdict(final), nil
+	gv2 := toGuardVerdict(final)
+	gv2.Expired = final.Expired
+	return gv2, nil
 }
 
 func toGuardVerdict(v guard.GateVerdict) GuardVerdict {

@@ -494,18 +494,21 @@ func TestExitEvents(t *testing.T) {
 		run        func(p *fakeProc)
 		want       string // regexp; "" = no event
 		foreground bool
+		silent     bool // details.notify false: the agent is not told
 	}{
 		{"completed", false, true, func(p *fakeProc) { p.say(strings.Repeat("y", 300) + "\nDONE\n"); p.exit(0, "") },
-			`^Exec completed \(ID, code 0\) :: y{175}\nDONE$`, false},
-		{"failed signal", false, true, func(p *fakeProc) { p.say("boom"); p.exit(-1, "SIGKILL") }, `^Exec failed \(ID, signal SIGKILL\) :: boom$`, false},
-		{"non-zero", false, true, func(p *fakeProc) { p.exit(7, "") }, `^Exec completed \(ID, code 7\)$`, false},
+			`^Exec completed \(ID, code 0\) :: y{175}\nDONE$`, false, false},
+		{"failed signal", false, true, func(p *fakeProc) { p.say("boom"); p.exit(-1, "SIGKILL") }, `^Exec failed \(ID, signal SIGKILL\) :: boom$`, false, false},
+		{"non-zero", false, true, func(p *fakeProc) { p.exit(7, "") }, `^Exec completed \(ID, code 7\)$`, false, false},
 		// No exit code exists: the reason, not a made-up "code -1".
 		{"failed without a code", false, true, func(p *fakeProc) { p.say("x"); p.exitErr(errors.New("supervisor lost")) },
-			`^Exec failed \(ID\): supervisor lost :: x$`, false},
-		{"empty success skipped", false, true, func(p *fakeProc) { p.exit(0, "") }, "", false},
-		{"empty success when enabled", true, true, func(p *fakeProc) { p.exit(0, "") }, `^Exec completed \(ID, code 0\)$`, false},
-		{"notify off", false, false, func(p *fakeProc) { p.say("x"); p.exit(0, "") }, "", false},
-		{"foreground has none", false, true, func(p *fakeProc) { p.say("x"); p.exit(0, "") }, "", true},
+			`^Exec failed \(ID\): supervisor lost :: x$`, false, false},
+		// Every end has its event (issue 31); the config only decides
+		// whether the agent is told.
+		{"empty success not notified", false, true, func(p *fakeProc) { p.exit(0, "") }, `^Exec completed \(ID, code 0\)$`, false, true},
+		{"empty success when enabled", true, true, func(p *fakeProc) { p.exit(0, "") }, `^Exec completed \(ID, code 0\)$`, false, false},
+		{"notify off", false, false, func(p *fakeProc) { p.say("x"); p.exit(0, "") }, `^Exec completed \(ID, code 0\) :: x$`, false, true},
+		{"foreground has none", false, true, func(p *fakeProc) { p.say("x"); p.exit(0, "") }, "", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -540,6 +543,9 @@ func TestExitEvents(t *testing.T) {
 				re := regexp.MustCompile(strings.ReplaceAll(tt.want, "ID", regexp.QuoteMeta(id)))
 				if !re.MatchString(ev.Text) || ev.Type != "exit" || ev.SessionID != id || ev.AgentID != "ag" || ev.SessionKey != "sk" {
 					t.Fatalf("event = %+v, want %s", ev, tt.want)
+				}
+				if ev.Details["notify"] != !tt.silent {
+					t.Fatalf("event details.notify = %v, want %v", ev.Details["notify"], !tt.silent)
 				}
 			case <-time.After(200 * time.Millisecond):
 				if tt.want != "" {

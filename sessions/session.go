@@ -45,24 +45,28 @@ type session struct {
 	startedAt           time.Time // by the injected clock (results, list, TTL)
 	startedReal         time.Time // by the real clock (timeouts run on real timers)
 
-	mu          sync.Mutex
-	agg         *output.Log // all output, by stream; streams follow it by offset
-	pendOut     *output.Tail
-	pendErr     *output.Tail
-	watch       chan struct{} // closed on new output or exit; nil when nobody waits
-	stdinOpen   bool
-	visible     bool // backgrounded: the process tool sees it
-	finished    bool
-	status      string
-	exitCode    int
-	signal      string
-	reason      string
-	endedAt     time.Time
-	timedOut    time.Duration // > 0: the timeout fired after this long
-	killReason  string        // set by kill/remove/Close
-	timer       *time.Timer
-	killStarted bool
-	done        chan struct{} // closed by finalize
+	mu        sync.Mutex
+	agg       *output.Log // all output, by stream; streams follow it by offset
+	raw       *rawState   // the exact bytes, for ExecParams.Raw; nil otherwise
+	pendOut   *output.Tail
+	pendErr   *output.Tail
+	watch     chan struct{} // closed on new output or exit; nil when nobody waits
+	stdinOpen bool
+	// awaitingApproval: the command waits for a human's approval and has
+	// not started (status approval-pending).
+	awaitingApproval bool
+	visible          bool // backgrounded: the process tool sees it
+	finished         bool
+	status           string
+	exitCode         int
+	signal           string
+	reason           string
+	endedAt          time.Time
+	timedOut         time.Duration // > 0: the timeout fired after this long
+	killReason       string        // set by kill/remove/Close
+	timer            *time.Timer
+	killStarted      bool
+	done             chan struct{} // closed by finalize
 	// readRaw counts the raw output bytes read (both streams; for a
 	// recovered session from the position its kept output ended at);
 	// delivered is readRaw as of the last poll that drained the pending
@@ -77,7 +81,7 @@ type session struct {
 }
 
 func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
-	return &session{
+	s := &session{
 		scope:       scopeKey(p.AgentID, p.SessionKey),
 		agentID:     p.AgentID,
 		sessionKey:  p.SessionKey,
@@ -98,6 +102,10 @@ func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string,
 		stdinOpen:   keepStdin,
 		done:        make(chan struct{}),
 	}
+	if p.Raw {
+		s.raw = newRawState(s)
+	}
+	return s
 }
 
 // run starts the output readers and the waiter. m.wg tracks them.
@@ -132,10 +140,7 @@ func (m *Manager) run(s *session) {
 			// Close cancelled the wait: the kill path finalizes.
 			err = fmt.Errorf("wait: %w", err)
 		}
-		t := time.NewTimer(readerGrace)
-		select {
-		case <-readersDone:
-		case <-t.C:
+		if !m.waitReaders(s, readersDone) {
 			m.logf("sessions: %s exited but its output is still open (a background child holds it); finishing anyway", s.id)
 			// Unblock the readers where the host allows it, so that no
 			// goroutine outlives the session.
@@ -145,7 +150,6 @@ func (m *Manager) run(s *session) {
 				}
 			}
 		}
-		t.Stop()
 		m.finalize(s, code, sig, err)
 	}()
 }
@@ -166,6 +170,9 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
 				}
 			}
 			m.appendOutputRaw(s, stream, text, n)
+			if s.raw != nil {
+				m.appendRaw(s, stream, buf[:n])
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
@@ -249,6 +256,11 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 		s.status, s.exitCode = StatusCompleted, code
 	}
 	s.stdinOpen = false
+	if s.raw != nil {
+		s.raw.orphan.Stop()
+		s.raw.released = true
+		s.raw.wakeRoomLocked()
+	}
 	s.wakeLocked()
 	visible := s.visible
 	ev := m.exitEventLocked(s)
@@ -270,18 +282,18 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	close(s.done)
 }
 
-// exitEventLocked builds the exit notification of a finished session, or nil
-// when none is due (docs/tools.md: notifyOnExit, empty successes only when
-// notifyOnExitEmptySuccess).
+// exitEventLocked builds the exit event of a finished session. Every
+// backgrounded session that ends gets one, whatever its output, so that a
+// client following the event stream learns of each end; details.notify is
+// false when the config says the agent is not to be told (docs/tools.md:
+// notifyOnExit, empty successes only with notifyOnExitEmptySuccess).
 func (m *Manager) exitEventLocked(s *session) *Event {
-	if !m.cfg.Exec.NotifyOnExit {
-		return nil
-	}
 	out := strings.TrimSpace(s.agg.String())
+	notify := m.cfg.Exec.NotifyOnExit
 	var head string
 	if s.status == StatusCompleted {
 		if out == "" && s.exitCode == 0 && !m.cfg.Exec.NotifyOnExitEmptySuccess {
-			return nil
+			notify = false
 		}
 		head = fmt.Sprintf("Exec completed (%s, code %d)", s.id, s.exitCode)
 	} else if s.signal != "" {
@@ -295,10 +307,12 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 	if out != "" {
 		text += " :: " + lastChars(out, eventChars)
 	}
+	details := s.stateDetailsLocked()
+	details["notify"] = notify
 	return &Event{
 		Type: vocab.EventExit, Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Time:    s.endedAt,
-		Details: s.stateDetailsLocked(),
+		Details: details,
 	}
 }
 
@@ -318,6 +332,8 @@ func (m *Manager) kill(s *session, reason string) {
 		s.killReason = reason
 	}
 	s.mu.Unlock()
+	// A killed command's output is read to its end, held back by nobody.
+	s.releaseRaw()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -387,6 +403,9 @@ func (s *session) stateDetailsLocked() map[string]any {
 
 func (s *session) statusLocked() string {
 	if !s.finished {
+		if s.awaitingApproval {
+			return StatusApprovalPending
+		}
 		return StatusRunning
 	}
 	return s.status

@@ -21,6 +21,8 @@ type Follower struct {
 	m       *Manager
 	s       *session
 	waiting bool // the last status reported: waiting for input
+	raw     bool // a raw follower (FollowRaw): frames carry Bytes
+	closed  bool
 }
 
 // Follow returns a Follower of session id in the scope (agentID,
@@ -66,6 +68,20 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 	s := f.s
 	for {
 		s.mu.Lock()
+		if f.raw {
+			if fr, nx, done, ok := f.nextRawLocked(from, maxBytes); ok {
+				s.mu.Unlock()
+				return fr, nx, done, nil
+			}
+			watch := s.watchLocked()
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return toolapi.StreamFrame{}, from, false, ctx.Err()
+			case <-watch:
+			}
+			continue
+		}
 		release := f.m.inflateLocked(s)
 		c, ok := s.agg.Next(from, maxBytes)
 		release()

@@ -7,6 +7,12 @@ type EventType string
 const (
 	EventExit     EventType = "exit"     // a background session ended
 	EventApproval EventType = "approval" // a command waits for a human's approval
+	// EventApprovalDecided: a pending approval of a session was decided
+	// (details: approvalId, approvalSlug, decision run|deny, reason).
+	EventApprovalDecided EventType = "approval-decided"
+	// EventApprovalExpired: a pending approval of a session expired
+	// undecided and askFallback decided (details as approval-decided).
+	EventApprovalExpired EventType = "approval-expired"
 	// EventStep: a step a command waits for began or ended (details: step
 	// "sandbox-create" or "image-build", phase "start" or "end", error).
 	EventStep EventType = "step"

@@ -3,7 +3,9 @@
 Usage: python3 check_client.py AGENT (socket PATH | tcp URL TOKEN)
 Prints "ok" or fails with an assertion."""
 
+import hashlib
 import io
+import os
 import sys
 import tarfile
 import threading
@@ -130,4 +132,48 @@ try:
     raise AssertionError("removed tree still there")
 except SandboxctlError as e:
     assert e.status == 404, e
+
+# The events cursor: resuming with since=CURSOR-1 starts at that event.
+ev = next(e for e in seen if e.get("type") == "exit" and e.get("sessionId") == sid)
+again = c.events(since=ev["cursor"] - 1, timeout=60)
+first = next(again)
+again.close()
+assert first["cursor"] == ev["cursor"] and first["sessionId"] == sid, (first, ev)
+
+# Raw: random bytes exactly through stdin and back on stdout.
+blob = os.urandom(1000)
+raw_bg = c.exec("cat", agent_id=agent, background=True, raw=True)
+raw_sid = raw_bg["details"]["sessionId"]
+c.write_stdin(raw_sid, blob, eof=True, agent_id=agent)
+got = b"".join(f["bytes"] for f in c.follow_session(raw_sid, agent_id=agent, raw=True, timeout=120) if f["type"] == "stdout")
+assert got == blob, (len(got), len(blob))
+
+# Raw: 100 MB of random bytes on stdout, checked against the sandbox's own
+# sha256 (on stderr), offsets contiguous, no output dropped.
+h, err, off, exit_frame, raw_sid = hashlib.sha256(), b"", 0, None, None
+frames = c.exec_stream("head -c 100000000 /dev/urandom > /tmp/r && sha256sum /tmp/r >&2 && cat /tmp/r; rm -f /tmp/r",
+                       agent_id=agent, raw=True, timeout=300)
+for _ in range(2):
+    for f in frames:
+        t = f["type"]
+        if t == "start":
+            raw_sid = raw_sid or f["sessionId"]
+        elif t in ("stdout", "stderr"):
+            assert f["offset"] == off, (f["offset"], off)
+            off += len(f["bytes"])
+            if t == "stdout":
+                h.update(f["bytes"])
+            else:
+                err += f["bytes"]
+        elif t == "exit":
+            exit_frame = f
+            break
+        assert t != "dropped", f
+    if exit_frame is not None:
+        break
+    # The yield window ended first: follow the session on from off.
+    frames = c.follow_session(raw_sid, off, agent_id=agent, raw=True, timeout=300)
+assert exit_frame is not None and exit_frame.get("exitCode") == 0, exit_frame
+assert err.split()[0].decode() == h.hexdigest(), (err, h.hexdigest())
+assert off - len(err) == 100000000, off
 print("ok")

@@ -23,6 +23,7 @@ import http.client
 import json
 import os
 import socket
+import struct
 import urllib.parse
 
 __all__ = ["Client", "SandboxctlError"]
@@ -135,27 +136,68 @@ class Client:
         signal), and last "result" whose "result" is exactly what exec()
         returns (or "error" when the stream failed after it began). Bad input
         raises SandboxctlError before any frame. Closing the generator ends
-        the stream; the session goes on. Same params as exec()."""
+        the stream; the session goes on. Same params as exec(). With raw=True
+        the "stdout"/"stderr" frames carry "bytes" (the command's exact
+        bytes, not "data"), and a slow reader holds the command back instead
+        of losing output."""
         p = dict(params, command=command, stream=True)
         if agent_id is not None:
             p["agentId"] = agent_id
         if session_key is not None:
             p["sessionKey"] = session_key
         body = json.dumps(p).encode("utf-8")
-        return self._frames(self._open("POST", "/v1/tools/exec", body=body, timeout=timeout))
+        opened = self._open("POST", "/v1/tools/exec", body=body, timeout=timeout)
+        return self._raw_frames(opened) if p.get("raw") else self._frames(opened)
 
-    def follow_session(self, session_id, offset=0, agent_id=None, session_key=None, timeout=None):
+    def follow_session(self, session_id, offset=0, agent_id=None, session_key=None, timeout=None, raw=False):
         """Follow the background session session_id (of the scope agent_id,
         session_key, as for process()) from byte offset offset to its end:
         yield a "start" frame, its output frames from offset, and last its
-        "exit" frame (the frames of exec_stream())."""
-        q = {"from": offset or None, "agent": agent_id, "sessionKey": session_key}
+        "exit" frame (the frames of exec_stream()). raw=True follows a
+        session started with raw=True: frames carry "bytes", exactly."""
+        q = {"from": offset or None, "agent": agent_id, "sessionKey": session_key, "raw": "1" if raw else None}
         path = "/v1/sessions/%s/stream" % urllib.parse.quote(session_id, safe="")
-        return self._frames(self._open("GET", path, q, timeout=timeout))
+        opened = self._open("GET", path, q, timeout=timeout)
+        return self._raw_frames(opened) if raw else self._frames(opened)
 
-    def events(self, timeout=None):
-        """Yield tool events (dicts) as they happen until the caller stops."""
-        return self._frames(self._open("GET", "/v1/events", timeout=timeout))
+    def write_stdin(self, session_id, data, eof=False, agent_id=None, session_key=None):
+        """Write data (bytes, exactly) to the stdin of the background session
+        session_id, then close it when eof (at most 8 MiB a call)."""
+        q = {"eof": "1" if eof else None, "agent": agent_id, "sessionKey": session_key}
+        path = "/v1/sessions/%s/stdin" % urllib.parse.quote(session_id, safe="")
+        return json.loads(self._call("POST", path, q, bytes(data), "application/octet-stream"))
+
+    @staticmethod
+    def _raw_frames(opened):
+        # Binary frames (application/vnd.sandboxctl.frames): a kind byte, a
+        # big-endian uint32 length and the payload; "o"/"e" payloads are a
+        # big-endian int64 offset and the bytes, "j" one JSON frame.
+        conn, resp = opened
+        try:
+            while True:
+                head = resp.read(5)
+                if not head:
+                    return
+                if len(head) < 5:
+                    raise SandboxctlError(0, "stream cut inside a frame header")
+                kind, n = head[0], struct.unpack(">I", head[1:])[0]
+                payload = resp.read(n)
+                if len(payload) < n:
+                    raise SandboxctlError(0, "stream cut inside a frame")
+                if kind in (0x6F, 0x65):  # "o", "e"
+                    yield {"type": "stdout" if kind == 0x6F else "stderr",
+                           "offset": struct.unpack(">q", payload[:8])[0], "bytes": payload[8:]}
+                else:
+                    yield json.loads(payload)
+        finally:
+            conn.close()
+
+    def events(self, since=None, timeout=None):
+        """Yield tool events (dicts) as they happen until the caller stops.
+        Each has a "cursor": pass the last one seen as since to resume after
+        it (a "gap" event says how many are no longer kept)."""
+        q = {"since": since} if since is not None else None
+        return self._frames(self._open("GET", "/v1/events", q, timeout=timeout))
 
     @staticmethod
     def _frames(opened):

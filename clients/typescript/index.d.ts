@@ -24,6 +24,8 @@ export interface ExecParams {
   /** A workdir that cannot be used is an error instead of being replaced. */
   strictWorkdir?: boolean;
   /** Initial terminal size of a PTY run (1..1000). */
+  /** Keep the exact bytes: execStream frames carry bytes, and a slow reader holds the command back (needs stream or background). */
+  raw?: boolean;
   cols?: number;
   rows?: number;
 }
@@ -60,6 +62,8 @@ export interface ToolResult {
 }
 
 export interface ToolEvent {
+  /** The event's number in the journal: events({ since: cursor }) resumes after it. */
+  cursor?: number;
   type: string;
   text: string;
   sessionId?: string;
@@ -75,6 +79,8 @@ export type StreamFrame =
   | { type: "start"; sessionId: string; pid?: number }
   /** Output (data) from offset, an absolute byte offset in the session's output; a PTY's output is all stdout. */
   | { type: "stdout" | "stderr"; sessionId?: string; offset: number; data: string }
+  /** A raw stream's output (raw: true): the command's exact bytes from offset. */
+  | { type: "stdout" | "stderr"; offset: number; bytes: Uint8Array }
   /** lost bytes from offset were dropped from the session's kept output before this reader reached them. */
   | { type: "dropped"; sessionId?: string; offset: number; lost: number }
   /** The running session changed: "waiting-for-input" or "running". */
@@ -125,9 +131,15 @@ export declare class Client {
   followSession(
     id: string,
     from?: number,
-    opts?: { agentId?: string; sessionKey?: string; signal?: AbortSignal },
+    opts?: { agentId?: string; sessionKey?: string; raw?: boolean; signal?: AbortSignal },
   ): AsyncGenerator<StreamFrame>;
-  events(opts?: { signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
+  /** Write bytes exactly to a background session's stdin (at most 8 MiB a call); eof closes it. */
+  writeStdin(
+    id: string,
+    data: Uint8Array | string,
+    opts?: { eof?: boolean; agentId?: string; sessionKey?: string },
+  ): Promise<ToolResult>;
+  events(opts?: { since?: number; signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
   /** Every agent's sessions (or those of agentId), newest first; an agent token sees its own only. */
   sessions(opts?: { agentId?: string }): Promise<{ sessions: Array<{ sessionId: string; agentId: string; sessionKey: string; status: string; command: string; host: string }> }>;
   sandboxes(): Promise<unknown[]>;

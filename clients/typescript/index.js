@@ -75,7 +75,55 @@ export class Client {
       body: JSON.stringify({ ...params, stream: true }),
       signal,
     });
-    yield* Client.#frames(resp);
+    yield* params.raw ? Client.#rawFrames(resp) : Client.#frames(resp);
+  }
+
+  /**
+   * Write data (a Uint8Array, exactly, or a string as UTF-8) to the stdin of
+   * the background session id, then close it with eof (at most 8 MiB a call).
+   */
+  async writeStdin(id, data, { eof, agentId, sessionKey } = {}) {
+    const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    const query = { eof: eof ? "1" : undefined, agent: agentId, sessionKey };
+    const resp = await this.#request("POST", `/v1/sessions/${encodeURIComponent(id)}/stdin`, {
+      query, body, contentType: "application/octet-stream",
+    });
+    return resp.json();
+  }
+
+  // Binary frames of a raw stream (application/vnd.sandboxctl.frames): a
+  // kind byte, a big-endian uint32 length and the payload; "o"/"e"
+  // payloads are a big-endian int64 offset and the bytes, "j" one JSON frame.
+  static async *#rawFrames(resp) {
+    let buf = new Uint8Array(0);
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of resp.body) {
+        const joined = new Uint8Array(buf.length + chunk.length);
+        joined.set(buf);
+        joined.set(chunk, buf.length);
+        buf = joined;
+        let at = 0;
+        while (buf.length - at >= 5) {
+          const view = new DataView(buf.buffer, buf.byteOffset + at);
+          const kind = buf[at];
+          const n = view.getUint32(1);
+          if (buf.length - at - 5 < n) break;
+          const payload = buf.subarray(at + 5, at + 5 + n);
+          at += 5 + n;
+          if (kind === 0x6f || kind === 0x65) {
+            const offset = Number(new DataView(payload.buffer, payload.byteOffset).getBigInt64(0));
+            yield { type: kind === 0x6f ? "stdout" : "stderr", offset, bytes: payload.slice(8) };
+          } else {
+            yield JSON.parse(decoder.decode(payload));
+          }
+        }
+        buf = buf.slice(at);
+      }
+      if (buf.length > 0) throw new SandboxctlError(0, "stream cut inside a frame");
+    } finally {
+      await resp.body.cancel().catch(() => {});
+    }
   }
 
   /**
@@ -83,15 +131,20 @@ export class Client {
    * its "exit" frame: a "start" frame, then output frames from that offset.
    * opts.agentId / opts.sessionKey name its scope (as for process).
    */
-  async *followSession(id, from = 0, { agentId, sessionKey, signal } = {}) {
-    const query = { from: from || undefined, agent: agentId, sessionKey };
+  async *followSession(id, from = 0, { agentId, sessionKey, raw, signal } = {}) {
+    const query = { from: from || undefined, agent: agentId, sessionKey, raw: raw ? "1" : undefined };
     const resp = await this.#request("GET", `/v1/sessions/${encodeURIComponent(id)}/stream`, { query, signal });
-    yield* Client.#frames(resp);
+    yield* raw ? Client.#rawFrames(resp) : Client.#frames(resp);
   }
 
-  /** Tool events as they happen, until signal aborts. */
-  async *events({ signal } = {}) {
-    const resp = await this.#request("GET", "/v1/events", { signal });
+  /**
+   * Tool events as they happen, until signal aborts. Each has a cursor:
+   * pass the last one seen as since to resume after it (a "gap" event says
+   * how many are no longer kept).
+   */
+  async *events({ since, signal } = {}) {
+    const query = { since: since ?? undefined };
+    const resp = await this.#request("GET", "/v1/events", { query, signal });
     yield* Client.#frames(resp);
   }
 

@@ -86,6 +86,16 @@ func TestFilesCpAndHTTP(t *testing.T) {
 	}
 	_ = os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha\n"), 0o644)
 	_ = os.WriteFile(filepath.Join(src, "sub", "b.txt"), []byte("beta\n"), 0o600)
+	// cp to a scope with no sandbox is an error naming it, and makes none.
+	if r := e.run(t, "cp", src, alice+":/workspace/src"); r.code == 0 || !strings.Contains(r.stderr, "no sandbox for scope agent:"+alice) {
+		t.Fatalf("cp to a scope with no sandbox: %+v", r)
+	}
+	if r := e.run(t, "sandbox", "ls"); strings.Contains(r.stdout, alice) {
+		t.Fatalf("cp to a scope with no sandbox made one: %s", r.stdout)
+	}
+	if r := e.run(t, "exec", "--agent", alice, "--host", "sandbox", "--", "true"); r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
 	if r := e.run(t, "cp", "--progress", src, alice+":/workspace/src"); r.code != 0 || !strings.Contains(r.stderr, "MiB") {
 		t.Fatalf("cp upload: %+v", r)
 	}

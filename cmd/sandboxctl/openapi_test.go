@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
 // openAPIDoc is api/openapi.yaml, decoded.
@@ -139,6 +141,9 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{"GET", "/v1/sessions/{id}/stream", "?agent=" + alice, "", nil, 200},
 		{"GET", "/v1/sessions/{id}/stream", "?agent=" + alice + "&from=-1", "", nil, 400},
 		{"GET", "/v1/sessions/{id}/stream", "?agent=" + alice, "", nil, 404},
+		{"POST", "/v1/sessions/{id}/stdin", "?agent=" + alice, "application/octet-stream", "\x00\xff", 400}, // it has exited
+		{"POST", "/v1/sessions/{id}/stdin", "?agent=" + alice, "application/octet-stream", "x", 404},
+		{"POST", "/v1/tools/exec", "", "", map[string]any{"command": "printf '\\000\\377'", "agentId": alice, "stream": true, "raw": true}, 200},
 	}
 	// bgID is a background session of alice's for the 200 of the session stream.
 	var bgID string
@@ -177,7 +182,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			body = bytes.NewReader(raw)
 		}
 		id := "no-such-approval"
-		if c.path == "/v1/sessions/{id}/stream" && c.want != 404 {
+		if strings.HasPrefix(c.path, "/v1/sessions/{id}/") && c.want != 404 {
 			id = bgID
 		}
 		urlPath := strings.NewReplacer("{id}", id, "{name}", "no-such-sandbox").Replace(c.path)
@@ -208,6 +213,16 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		called[c.method+" "+c.path] = true
 		if resp.StatusCode != c.want {
 			t.Errorf("%s %s%s: status %d, want %d: %.300s", c.method, c.path, c.query, resp.StatusCode, c.want, got)
+			continue
+		}
+		if ct := resp.Header.Get("Content-Type"); ct == apiclient.ContentTypeFrames {
+			// A raw stream: binary frames, the first a JSON start frame.
+			if sch, documented := doc.responseSchema(t, c.method, c.path, resp.StatusCode, ct); !documented || sch == nil {
+				t.Errorf("%s %s %d: answered %s, not documented", c.method, c.path, resp.StatusCode, ct)
+			}
+			if len(got) < 5 || got[0] != apiclient.FrameKindJSON {
+				t.Errorf("%s %s: raw frames start with %.20q, want a JSON start frame", c.method, c.path, got)
+			}
 			continue
 		}
 		media := "application/json"

@@ -86,6 +86,9 @@ type GateVerdict struct {
 	// approval or askFallback keeps it: they decided on the same paths).
 	Confine string
 	Pending *Pending
+	// Expired is set when the approval request expired undecided and
+	// askFallback made the decision.
+	Expired bool
 
 	binding  Binding
 	analysis Analysis
@@ -280,6 +283,7 @@ func (g *Gate) settle(v GateVerdict, r CheckResult) GateVerdict {
 	case OutcomeDeny:
 		v.Decision, v.Reason = vocab.DecisionDeny, fmt.Sprintf("approval %s was denied", r.Request.Slug)
 	default: // expired: askFallback
+		v.Expired = true
 		fv := v.policy.Fallback(v.analysis)
 		v.Decision, v.Reason = fv.Decision, fv.Reason
 		if fv.Decision == vocab.DecisionRun {

@@ -73,10 +73,11 @@ func (c *CLI) stepProgress() *stepProgress {
 
 // Main runs a sandboxctl binary: the root command with extra's commands,
 // over the process's streams and arguments, and returns its exit code.
-// SIGINT or SIGTERM cancels the command's context; a second one kills at
+// SIGINT, SIGTERM or SIGHUP cancels the command's context (a waiting exec
+// then kills its remote command, as Ctrl-C does); a second one kills at
 // once. daemonBinary is CLI.DaemonBinary ("" = find sandboxctld).
 func Main(version, daemonBinary string, extra func(*CLI) []*cobra.Command) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	go func() {
 		<-ctx.Done()

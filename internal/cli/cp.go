@@ -173,7 +173,7 @@ func cpDownload(ctx context.Context, c *CLI, client *apiclient.Client, prog *pro
 	r := prog.reader(rc, src.AgentID+":"+src.Path, -1)
 	defer prog.done()
 	if dst.Stream {
-		if _, err := io.Copy(c.Out, r); err != nil {
+		if err := copyCheckedTar(c.Out, r); err != nil {
 			return fmt.Errorf("cp: %w", err)
 		}
 		return nil
@@ -246,7 +246,7 @@ func writeLocalTar(w io.Writer, src, name string) error {
 // entry renamed to rename when set. No entry may leave dir or write
 // through a symlink.
 func extractLocalTar(r io.Reader, dir, rename string) error {
-	tr := tar.NewReader(r)
+	tr := newCheckedTar(r)
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/moby/term"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
@@ -240,6 +241,11 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 		// error, not the tool's warning and fallback.
 		p.StrictWorkdir = true
 	}
+	if waiting && opts.Stdin && opts.TTY && !isTerminal(c.In) {
+		// As docker exec -it: raw mode and a window size need a terminal;
+		// a pipe under -it would leave the command waiting for ever.
+		return &ExitError{Code: 1, Err: errors.New("the input device is not a TTY")}
+	}
 	if waiting {
 		if p.Timeout == nil && cfg.Exec.TimeoutSec > 0 {
 			// The run is a session the CLI follows; the foreground timeout
@@ -287,6 +293,12 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 		return &ExitError{Code: code}
 	}
 	return nil
+}
+
+// isTerminal reports whether in is a terminal.
+func isTerminal(in io.Reader) bool {
+	f, ok := in.(*os.File)
+	return ok && term.IsTerminal(f.Fd())
 }
 
 // interrupted turns the error of a request that the user interrupted

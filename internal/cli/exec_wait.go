@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/term"
@@ -29,8 +28,12 @@ const (
 	ExitInterrupted = 130 // Ctrl-C ended the wait (and the command)
 )
 
-// stdinChunk is the most stdin one write carries.
-const stdinChunk = 32 * 1024
+// stdinChunk is the most stdin one read takes; stdinBatch the most one
+// write to the command carries.
+const (
+	stdinChunk = 64 * 1024
+	stdinBatch = 1 << 20
+)
 
 // killWait bounds the wait for the exit frame after a Ctrl-C killed the
 // command.
@@ -56,6 +59,9 @@ type waiter struct {
 func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi.ExecParams, stdin, tty bool) error {
 	w := &waiter{c: c, client: client, p: p, stdin: stdin, tty: tty}
 	p.Background = true
+	// The whole output, byte for byte: a slow stdout holds the command
+	// back instead of losing output.
+	p.Raw = true
 	p.PTY = p.PTY || tty
 	if tty {
 		// Start at the terminal's size: a command may read it at once.
@@ -121,7 +127,7 @@ func (w *waiter) follow(ctx context.Context) error {
 	)
 	for exit == nil {
 		streamCtx, endStream := context.WithCancel(life)
-		fs, err := w.client.SessionStream(streamCtx, w.p.AgentID, w.p.SessionKey, w.id, off)
+		fs, err := w.client.SessionStream(streamCtx, w.p.AgentID, w.p.SessionKey, w.id, off, true)
 		if err != nil {
 			endStream()
 			return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: follow session %s: %w", w.id, err)}
@@ -163,9 +169,9 @@ func (w *waiter) follow(ctx context.Context) error {
 			f := fe.f
 			switch f.Type {
 			case toolapi.FrameStdout:
-				_, _ = io.WriteString(w.c.Out, f.Data)
+				_, _ = w.c.Out.Write(f.Bytes)
 			case toolapi.FrameStderr:
-				_, _ = io.WriteString(w.c.Err, f.Data)
+				_, _ = w.c.Err.Write(f.Bytes)
 			case toolapi.FrameDropped:
 				fmt.Fprintf(w.c.Err, "sandboxctl: [... %d bytes of output dropped: more than the session keeps ...]\n", f.Lost)
 			case toolapi.FrameExit:
@@ -173,7 +179,7 @@ func (w *waiter) follow(ctx context.Context) error {
 				break read
 			}
 			if f.Offset != nil {
-				off = *f.Offset + int64(len(f.Data)) + f.Lost
+				off = *f.Offset + int64(len(f.Bytes)) + f.Lost
 			}
 		}
 		endStream()
@@ -290,58 +296,50 @@ func (w *waiter) closeStdin(ctx context.Context) error {
 	return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: close stdin of session %s: %w", w.id, err)}
 }
 
-// pumpStdin forwards the CLI's stdin to the command, then EOF. Text goes
-// as it is; bytes that are not UTF-8 go as hex bytes (send-keys).
+// pumpStdin forwards the CLI's stdin to the command byte for byte, then
+// EOF (not on a PTY, where an end of input is not an EOF). What was read
+// while a write was under way goes with the next one (up to stdinBatch),
+// so a fast stdin costs few requests and a terminal's keys go at once.
 func (w *waiter) pumpStdin(ctx context.Context) {
-	buf := make([]byte, stdinChunk)
-	var carry []byte
-	for {
-		n, err := w.c.In.Read(buf)
-		data := append(carry, buf[:n]...)
-		carry = nil
-		if err == nil {
-			// Keep an incomplete rune at the end for the next read.
-			if cut := incompleteTail(data); cut > 0 {
-				carry = append([]byte(nil), data[len(data)-cut:]...)
-				data = data[:len(data)-cut]
+	chunks := make(chan []byte, stdinBatch/stdinChunk)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, stdinChunk)
+			n, err := w.c.In.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- buf[:n]:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
 			}
 		}
-		if len(data) > 0 {
-			var werr error
-			if utf8.Valid(data) {
-				_, werr = w.process(ctx, toolapi.ProcessParams{Action: "write", Data: string(data)})
-			} else {
-				hex := make([]string, len(data))
-				for i, b := range data {
-					hex[i] = fmt.Sprintf("%02x", b)
-				}
-				_, werr = w.process(ctx, toolapi.ProcessParams{Action: "send-keys", Hex: hex})
+	}()
+	for {
+		data, open := <-chunks
+		for open && len(data) < stdinBatch {
+			select {
+			case more, ok := <-chunks:
+				data, open = append(data, more...), ok
+				continue
+			default:
 			}
-			if werr != nil {
+			break
+		}
+		eof := !open && !w.tty
+		if len(data) > 0 || eof {
+			if _, err := w.client.WriteStdin(ctx, w.p.AgentID, w.p.SessionKey, w.id, data, eof); err != nil {
 				return // the command ended or closed stdin
 			}
 		}
-		if err != nil {
-			if !w.tty {
-				_, _ = w.process(ctx, toolapi.ProcessParams{Action: "write", EOF: true})
-			}
+		if !open {
 			return
 		}
 	}
-}
-
-// incompleteTail is the length of a rune cut at the end of b (0 if none).
-func incompleteTail(b []byte) int {
-	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if utf8.RuneStart(c) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				return i
-			}
-			return 0
-		}
-	}
-	return 0
 }
 
 // kill ends the command's whole tree (Ctrl-C).

@@ -210,7 +210,7 @@ func TestRealEventsPinnedAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := res.Details["sessionId"].(string)
-	if _, err := alice.SessionStream(t.Context(), "bob", "", id, 0); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+	if _, err := alice.SessionStream(t.Context(), "bob", "", id, 0, false); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("alice following bob's session: %v, want 404", err)
 	}
 }

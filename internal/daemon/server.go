@@ -683,6 +683,11 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	}
 	p := req.ExecParams
 	p.StrictWorkdir = req.StrictWorkdir
+	p.Raw = req.Raw
+	if p.Raw && !req.Stream && !p.Background {
+		s.writeResult(w, toolapi.Result{}, &toolapi.InputError{Field: "raw", Msg: `raw: the whole output is followed by a stream: give "stream": true, or "background": true and follow GET /v1/sessions/{id}/stream?raw=1`})
+		return
+	}
 	if req.Cols < 0 || req.Rows < 0 || req.Cols > 1000 || req.Rows > 1000 {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("cols %d, rows %d: want 1..1000 each", req.Cols, req.Rows))
 		return

@@ -2,12 +2,15 @@ package daemon
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -26,12 +29,61 @@ type execRequest struct {
 	StrictWorkdir bool `json:"strictWorkdir,omitempty"`
 	Cols          int  `json:"cols,omitempty"`
 	Rows          int  `json:"rows,omitempty"`
+	// Raw: see toolapi.ExecParams; the stream's frames are then binary
+	// (see rawFrames) and carry the command's exact bytes.
+	Raw bool `json:"raw,omitempty"`
 }
 
 // addStreamRoutes registers the session stream on mux (the exec stream is
 // part of POST /v1/tools/exec).
 func (s *Server) addStreamRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/sessions/{id}/stream", s.handleSessionStream)
+	mux.HandleFunc("POST /v1/sessions/{id}/stdin", s.handleSessionStdin)
+}
+
+// maxStdinBody bounds one POST /v1/sessions/{id}/stdin body.
+const maxStdinBody = 8 << 20
+
+// handleSessionStdin writes the body, as it is (any bytes), to the stdin
+// of a backgrounded session, and closes it with ?eof=1: the process tool's
+// write without JSON, whose strings cannot carry bytes that are not UTF-8.
+// Scope and answer as the process tool's write.
+func (s *Server) handleSessionStdin(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	eof := false
+	switch v := q.Get("eof"); v {
+	case "", "0", "false":
+	case "1", "true":
+		eof = true
+	default:
+		writeError(w, http.StatusBadRequest, &toolapi.InputError{Field: "eof", Msg: fmt.Sprintf("eof %q: want 1 or 0", v)})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxStdinBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("stdin: a body of at most %d bytes: %w", maxStdinBody, err))
+		return
+	}
+	agent := q.Get("agent")
+	if pin, ok := PinFrom(r.Context()); ok {
+		agent = pin.AgentID
+	}
+	res, err := s.opts.Tools.Process(r.Context(), toolapi.ProcessParams{Action: "write", SessionID: r.PathValue("id"),
+		Data: string(body), EOF: eof, AgentID: agent, SessionKey: q.Get("sessionKey")})
+	if err == nil && res.Err() != nil {
+		writeError(w, http.StatusNotFound, res.Err())
+		return
+	}
+	s.writeResult(w, res, err)
+}
+
+// rawChunkBytes is the most output one raw frame carries.
+const rawChunkBytes = 256 * 1024
+
+// frameWriter writes the frames of a stream: NDJSON, or binary frames for
+// a raw stream.
+type frameWriter interface {
+	writeFrame(f toolapi.StreamFrame) error
 }
 
 // ndjson writes one frame a line and flushes it at once.
@@ -61,6 +113,80 @@ func (n *ndjson) write(v any) error {
 	return nil
 }
 
+func (n *ndjson) writeFrame(f toolapi.StreamFrame) error { return n.write(f) }
+
+// rawFrames writes a raw stream (apiclient.ContentTypeFrames): each frame
+// is a kind byte, a big-endian uint32 payload length and the payload. Kind
+// 'o' (stdout) and 'e' (stderr) carry the absolute offset of the output
+// (big-endian int64) and then the command's exact bytes; kind 'j' carries
+// one JSON StreamFrame (start, dropped, status, exit, result, error).
+type rawFrames struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func startRawFrames(w http.ResponseWriter) (*rawFrames, error) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return nil, errors.New("streaming unsupported")
+	}
+	w.Header().Set("Content-Type", apiclient.ContentTypeFrames)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
+	return &rawFrames{w: w, f: f}, nil
+}
+
+func (r *rawFrames) writeFrame(f toolapi.StreamFrame) error {
+	var (
+		hdr  [13]byte
+		head []byte
+		body []byte
+	)
+	switch {
+	case (f.Type == toolapi.FrameStdout || f.Type == toolapi.FrameStderr) && f.Offset != nil:
+		hdr[0] = apiclient.FrameKindStdout
+		if f.Type == toolapi.FrameStderr {
+			hdr[0] = apiclient.FrameKindStderr
+		}
+		binary.BigEndian.PutUint32(hdr[1:5], uint32(8+len(f.Bytes)))
+		binary.BigEndian.PutUint64(hdr[5:13], uint64(*f.Offset))
+		head, body = hdr[:13], f.Bytes
+	default:
+		js, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		hdr[0] = apiclient.FrameKindJSON
+		binary.BigEndian.PutUint32(hdr[1:5], uint32(len(js)))
+		head, body = hdr[:5], js
+	}
+	if _, err := r.w.Write(head); err != nil {
+		return err
+	}
+	if _, err := r.w.Write(body); err != nil {
+		return err
+	}
+	r.f.Flush()
+	return nil
+}
+
+// startFrames starts the answer of a stream: raw frames or NDJSON.
+func startFrames(w http.ResponseWriter, raw bool) (frameWriter, error) {
+	if raw {
+		return startRawFrames(w)
+	}
+	return startNDJSON(w)
+}
+
+// chunkBytes is the most output one frame of the stream carries.
+func chunkBytes(raw bool) int {
+	if raw {
+		return rawChunkBytes
+	}
+	return streamChunkBytes
+}
+
 // untilStopping is ctx, also cancelled when the daemon shuts down.
 func (s *Server) untilStopping(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -77,13 +203,13 @@ func (s *Server) untilStopping(ctx context.Context) (context.Context, context.Ca
 // follow writes f's frames from offset from until the exit frame (done),
 // ctx's end or a failed write. It returns the next offset and whether the
 // exit frame was written.
-func follow(ctx context.Context, out *ndjson, f toolapi.Follower, from int64) (next int64, exited bool, err error) {
+func follow(ctx context.Context, out frameWriter, f toolapi.Follower, from int64, raw bool) (next int64, exited bool, err error) {
 	for {
-		fr, nx, done, err := f.Next(ctx, from, streamChunkBytes)
+		fr, nx, done, err := f.Next(ctx, from, chunkBytes(raw))
 		if err != nil {
 			return from, false, err
 		}
-		if err := out.write(fr); err != nil {
+		if err := out.writeFrame(fr); err != nil {
 			return from, false, err
 		}
 		from = nx
@@ -99,6 +225,7 @@ func follow(ctx context.Context, out *ndjson, f toolapi.Follower, from int64) (n
 // get the same answers as without "stream" (an error status, or a result
 // frame alone).
 func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toolapi.ExecParams) {
+	raw := p.Raw
 	st := s.opts.Streams
 	if st == nil {
 		writeError(w, http.StatusNotImplemented, errors.New("streamed exec is not available in this daemon"))
@@ -125,19 +252,22 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 		default:
 		}
 	}
+	if f != nil {
+		defer f.Close()
+	}
 	if f == nil {
 		if execErr != nil {
 			writeError(w, s.statusFor(execErr), execErr)
 			return
 		}
 	}
-	out, err := startNDJSON(w)
+	out, err := startFrames(w, raw)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
 	if f != nil {
-		if err := out.write(f.Start()); err != nil {
+		if err := out.writeFrame(f.Start()); err != nil {
 			return
 		}
 		// Follow while the tool waits; when it answers, write what output
@@ -150,7 +280,7 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 			}
 			stopFollow()
 		}()
-		off, exited, err := follow(followCtx, out, f, 0)
+		off, exited, err := follow(followCtx, out, f, 0, raw)
 		stopFollow()
 		if err != nil && followCtx.Err() == nil {
 			return // the client went away
@@ -163,22 +293,24 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 		if !exited {
 			drained, dcancel := context.WithCancel(ctx)
 			dcancel()
-			if _, _, err := follow(drained, out, f, off); err != nil && !errors.Is(err, context.Canceled) {
+			if _, _, err := follow(drained, out, f, off, raw); err != nil && !errors.Is(err, context.Canceled) {
 				return
 			}
 		}
 	}
 	<-execDone
 	if execErr != nil {
-		_ = out.write(toolapi.StreamFrame{Type: toolapi.FrameError, Error: execErr.Error()})
+		_ = out.writeFrame(toolapi.StreamFrame{Type: toolapi.FrameError, Error: execErr.Error()})
 		return
 	}
-	_ = out.write(toolapi.StreamFrame{Type: toolapi.FrameResult, Result: &res})
+	_ = out.writeFrame(toolapi.StreamFrame{Type: toolapi.FrameResult, Result: &res})
 }
 
 // handleSessionStream follows a backgrounded session from ?from=OFFSET
 // (default 0) to its end, in the scope ?agent=ID&sessionKey=KEY like the
-// process tool; a pinned client's agent is its pin.
+// process tool; a pinned client's agent is its pin. ?raw=1 follows a
+// session started with "raw": binary frames of its exact bytes, and the
+// command waits for this reader rather than lose output.
 func (s *Server) handleSessionStream(w http.ResponseWriter, r *http.Request) {
 	st := s.opts.Streams
 	if st == nil {
@@ -199,7 +331,20 @@ func (s *Server) handleSessionStream(w http.ResponseWriter, r *http.Request) {
 	if pin, ok := PinFrom(r.Context()); ok {
 		agent = pin.AgentID
 	}
-	f, err := st.Follow(agent, q.Get("sessionKey"), r.PathValue("id"))
+	raw := false
+	switch v := q.Get("raw"); v {
+	case "", "0", "false":
+	case "1", "true":
+		raw = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Errorf("raw %q: want 1 or 0", v))
+		return
+	}
+	follower := st.Follow
+	if raw {
+		follower = st.FollowRaw
+	}
+	f, err := follower(agent, q.Get("sessionKey"), r.PathValue("id"))
 	if err != nil {
 		code := s.statusFor(err)
 		if errors.Is(err, toolapi.ErrNoSession) {
@@ -208,15 +353,16 @@ func (s *Server) handleSessionStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err)
 		return
 	}
+	defer f.Close()
 	ctx, cancel := s.untilStopping(r.Context())
 	defer cancel()
-	out, err := startNDJSON(w)
+	out, err := startFrames(w, raw)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	if err := out.write(f.Start()); err != nil {
+	if err := out.writeFrame(f.Start()); err != nil {
 		return
 	}
-	_, _, _ = follow(ctx, out, f, from)
+	_, _, _ = follow(ctx, out, f, from, raw)
 }

@@ -140,7 +140,7 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 	// that each frame starts where the previous one ended.
 	read := func(from int64) (string, toolapi.StreamFrame) {
 		t.Helper()
-		fs, err := r.client.SessionStream(ctx, "a1", "k", id, from)
+		fs, err := r.client.SessionStream(ctx, "a1", "k", id, from, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 		t.Errorf("from 100: %q", past)
 	}
 	for _, scope := range [][2]string{{"a2", "k"}, {"a1", ""}, {"", ""}} {
-		_, err := r.client.SessionStream(ctx, scope[0], scope[1], id, 0)
+		_, err := r.client.SessionStream(ctx, scope[0], scope[1], id, 0, false)
 		var apiErr *apiclient.APIError
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
 			t.Errorf("scope %q: %v, want 404", scope, err)
@@ -207,7 +207,7 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := res.Details["sessionId"].(string)
-	fs, err := r.client.SessionStream(ctx, "", "", id, 0)
+	fs, err := r.client.SessionStream(ctx, "", "", id, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,6 +201,10 @@ func (s *instrumentedStreamer) Follow(agentID, sessionKey, id string) (toolapi.F
 	return s.next.Follow(agentID, sessionKey, id)
 }
 
+func (s *instrumentedStreamer) FollowRaw(agentID, sessionKey, id string) (toolapi.Follower, error) {
+	return s.next.FollowRaw(agentID, sessionKey, id)
+}
+
 // recordExec counts one exec call that began at start and answered res, err.
 func (in *Set) recordExec(start time.Time, res toolapi.Result, err error) {
 	host := hostNone

@@ -60,6 +60,10 @@ func (stubStreamer) Follow(_, _, id string) (toolapi.Follower, error) {
 	return nil, fmt.Errorf("%s: %w", id, toolapi.ErrNoSession)
 }
 
+func (stubStreamer) FollowRaw(_, _, id string) (toolapi.Follower, error) {
+	return nil, fmt.Errorf("%s: %w", id, toolapi.ErrNoSession)
+}
+
 // A streamed exec ("stream": true) is counted like any other exec call.
 func TestStreamedExecIsCounted(t *testing.T) {
 	set := NewSet()

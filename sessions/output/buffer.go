@@ -64,8 +64,10 @@ func (t *Tail) WriteCounted(s string, n int) {
 	}
 }
 
-// skipRunes returns the byte offset just past the first k runes of s. ASCII
-// is skipped eight bytes at a time.
+// skipRunes returns the byte offset just past the first k runes of s,
+// which is valid UTF-8 (what the Decoder writes): a rune is its lead byte
+// and the continuation bytes after it. ASCII is skipped eight bytes at a
+// time; nothing is decoded or allocated.
 func skipRunes[S string | []byte](s S, k int) int {
 	i := 0
 	for i < len(s) && k > 0 {
@@ -74,11 +76,9 @@ func skipRunes[S string | []byte](s S, k int) int {
 			k -= 8
 			continue
 		}
-		if s[i] < utf8.RuneSelf {
+		i++
+		for i < len(s) && s[i]&0xC0 == 0x80 {
 			i++
-		} else {
-			_, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-			i += size
 		}
 		k--
 	}

@@ -51,6 +51,9 @@ type Follower interface {
 	// Next waits for the next frame at or after offset from and returns it
 	// with the offset to ask for next; done is true after the exit frame.
 	Next(ctx context.Context, from int64, maxBytes int) (frame StreamFrame, next int64, done bool, err error)
+	// Close ends this reader; a raw follower stops holding the session's
+	// command back (once no other raw follower is attached).
+	Close()
 }
 
 // Streamer is what serves streamed output, as *sessions.Manager does.
@@ -60,4 +63,7 @@ type Streamer interface {
 	// Follow returns a Follower of a backgrounded session of the scope
 	// (agentID, sessionKey), or an error wrapping ErrNoSession.
 	Follow(agentID, sessionKey, id string) (Follower, error)
+	// FollowRaw is Follow for the exact bytes of a session started with
+	// ExecParams.Raw (frames carry Bytes); an error for another session.
+	FollowRaw(agentID, sessionKey, id string) (Follower, error)
 }

@@ -36,15 +36,23 @@ type ExecParams struct {
 	Node       string            `json:"node,omitempty"`
 	AgentID    string            `json:"agentId,omitempty"`
 	SessionKey string            `json:"sessionKey,omitempty"`
-	// StrictWorkdir makes a workdir that cannot be used an error (nothing
-	// runs) instead of the tool's warning and fallback. It is not part of
-	// the tool's JSON: the HTTP API takes it as "strictWorkdir" beside the
-	// tool's fields, for the CLI.
+	// StrictWorkdir makes also the default workdir an error when it cannot
+	// be used (a requested Workdir that cannot be used is an error always:
+	// nothing runs, never a fallback). It is not part of the tool's JSON:
+	// the HTTP API takes it as "strictWorkdir" beside the tool's fields,
+	// for the CLI.
 	StrictWorkdir bool `json:"-"`
 	// Cols and Rows, when > 0, size a PTY run's terminal at its start
 	// instead of the tool's 120x30 (the HTTP API's "cols" and "rows", for
 	// the CLI's -t: a command that reads its size at once sees the user's).
 	Cols, Rows int `json:"-"`
+	// Raw keeps the session's output also as the exact bytes the command
+	// wrote, for a caller that follows the whole output (the HTTP API's
+	// "raw", for the CLI and the clients): followed raw (Streamer.
+	// FollowRaw), a reader slower than the command makes the command block
+	// in its writes, as under docker exec, instead of output being
+	// dropped. The tool results keep their sanitised text.
+	Raw bool `json:"-"`
 }
 
 // ProcessParams is the input of the process tool (docs/tools.md).
@@ -158,16 +166,19 @@ const (
 
 // StreamFrame is one line of an output stream (see the Frame constants).
 type StreamFrame struct {
-	Type      string  `json:"type"`
-	SessionID string  `json:"sessionId,omitempty"`
-	PID       int     `json:"pid,omitempty"`
-	Offset    *int64  `json:"offset,omitempty"`
-	Data      string  `json:"data,omitempty"`
-	Lost      int64   `json:"lost,omitempty"`
-	Status    string  `json:"status,omitempty"`
-	ExitCode  *int    `json:"exitCode,omitempty"`
-	Signal    string  `json:"signal,omitempty"`
-	Reason    string  `json:"reason,omitempty"`
-	Result    *Result `json:"result,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	Type      string `json:"type"`
+	SessionID string `json:"sessionId,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	Offset    *int64 `json:"offset,omitempty"`
+	Data      string `json:"data,omitempty"`
+	// Bytes is the output of a raw stream's stdout and stderr frames: the
+	// command's exact bytes (base64 in JSON), Data's place.
+	Bytes    []byte  `json:"bytes,omitempty"`
+	Lost     int64   `json:"lost,omitempty"`
+	Status   string  `json:"status,omitempty"`
+	ExitCode *int    `json:"exitCode,omitempty"`
+	Signal   string  `json:"signal,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Result   *Result `json:"result,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }

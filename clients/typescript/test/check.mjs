@@ -2,6 +2,7 @@
 // from a directory where the package was installed with npm).
 // Usage: node check.mjs URL TOKEN AGENT
 import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
 import { Client, SandboxctlError } from "@sandboxctl/client";
 
 const [url, token, agent] = process.argv.slice(2);
@@ -122,4 +123,49 @@ await assert.rejects(c.stat(ref), (e) => e.status === 404);
 await c.uploadTar({ agentId: agent, path: "/workspace" }, tar);
 assert.equal(new TextDecoder().decode(await c.readFile(ref)), "from node\n");
 await c.remove(ref);
+
+// Raw: random bytes exactly through stdin and back on stdout.
+const blob = randomBytes(1000);
+const rawBg = await c.exec({ command: "cat", agentId: agent, background: true, raw: true });
+const rawSid = rawBg.details.sessionId;
+await c.writeStdin(rawSid, blob, { eof: true, agentId: agent });
+const parts = [];
+for await (const f of c.followSession(rawSid, 0, { agentId: agent, raw: true })) {
+  if (f.type === "stdout") parts.push(f.bytes);
+}
+assert.ok(Buffer.concat(parts).equals(blob), "raw stdin round trip differs");
+
+// Raw: 100 MB of random bytes on stdout, checked against the sandbox's own
+// sha256 (on stderr), offsets contiguous, no output dropped.
+const hash = createHash("sha256");
+let errText = "";
+let off = 0;
+let rawExit;
+let bigSid;
+let rawFrames = c.execStream({
+  command: "head -c 100000000 /dev/urandom > /tmp/r && sha256sum /tmp/r >&2 && cat /tmp/r; rm -f /tmp/r",
+  agentId: agent,
+  raw: true,
+});
+for (let pass = 0; pass < 2 && !rawExit; pass++) {
+  for await (const f of rawFrames) {
+    assert.notEqual(f.type, "dropped");
+    if (f.type === "start") bigSid ??= f.sessionId;
+    if (f.type === "stdout" || f.type === "stderr") {
+      assert.equal(f.offset, off);
+      off += f.bytes.length;
+      if (f.type === "stdout") hash.update(f.bytes);
+      else errText += new TextDecoder().decode(f.bytes);
+    }
+    if (f.type === "exit") {
+      rawExit = f;
+      break;
+    }
+  }
+  // The yield window ended first: follow the session on from off.
+  rawFrames = c.followSession(bigSid, off, { agentId: agent, raw: true });
+}
+assert.equal(rawExit?.exitCode, 0, JSON.stringify(rawExit));
+assert.equal(errText.split(" ")[0], hash.digest("hex"));
+assert.equal(off - errText.length, 100000000);
 console.log("ok");
