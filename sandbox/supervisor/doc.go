@@ -46,8 +46,8 @@
 // Identity; package sandbox hands them out) the supervisor and the
 // commands have different uids: the container starts the supervisor as
 // root with only SupervisorCaps, it empties its bounding set, becomes the
-// supervisor uid keeping SETUID, SETGID, KILL and SYS_PTRACE
-// (BecomeSupervisor) and forks every command as the command uid
+// supervisor uid keeping SETUID, SETGID, KILL, SYS_PTRACE and
+// DAC_OVERRIDE, which reads a command's 0400 /proc files (BecomeSupervisor) and forks every command as the command uid
 // (ServerOptions.Credential), which holds no capability. Both runc and
 // gVisor then refuse a command /proc/1/fd/*, /proc/1/mem and signals to
 // pid 1 by owner. gVisor still shows a command /proc/1/environ: it holds

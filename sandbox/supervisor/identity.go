@@ -65,14 +65,18 @@ func (id Identity) Credential() *syscall.Credential {
 // top of CapDrop ALL) so that the supervisor, started as root, can become
 // its own uid and still fork commands as the command uid (SETUID,
 // SETGID), end their trees (KILL) and read their /proc entries for the
-// tag sweep and input waits (SYS_PTRACE). Commands never hold any: they
+// tag sweep and input waits (SYS_PTRACE, and DAC_OVERRIDE: a command's
+// /proc/PID/syscall and environ are mode 0400 and its uid's, and the
+// permission bits are checked before ptrace access is). DAC_OVERRIDE, not
+// DAC_READ_SEARCH, which would let Docker's seccomp profile open
+// open_by_handle_at. Commands never hold any: they
 // are exec'd as a non-root uid with empty inheritable and ambient sets,
 // under no-new-privileges.
 // SETPCAP only lets it empty the bounding set first, so a command's
 // bounding set is empty too; the supervisor does not keep it.
-var SupervisorCaps = []string{"SETUID", "SETGID", "KILL", "SYS_PTRACE", "SETPCAP"}
+var SupervisorCaps = []string{"SETUID", "SETGID", "KILL", "SYS_PTRACE", "DAC_OVERRIDE", "SETPCAP"}
 
-var supervisorCapBits = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL, unix.CAP_SYS_PTRACE}
+var supervisorCapBits = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL, unix.CAP_SYS_PTRACE, unix.CAP_DAC_OVERRIDE}
 
 // BecomeSupervisor turns a process started as root into id.Supervisor
 // (uid, gid, no groups) that keeps only SupervisorCaps, on every thread. It
