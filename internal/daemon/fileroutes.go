@@ -40,6 +40,8 @@ type FileRoutesOptions struct {
 	MaxBytes int64
 	// IsUnavailable reports errors of a backend that is down (→ 503).
 	IsUnavailable func(error) bool
+	// Logf receives panics recovered on the routes' helper goroutines.
+	Logf func(format string, args ...any)
 }
 
 // DefaultFileMaxBytes is the default size limit of one file transfer.
@@ -175,9 +177,13 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := h.store.Read(ctx, f, h.opts.MaxBytes, pw)
-		pw.CloseWithError(err)
-		done <- err
+		var err error
+		defer func() {
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		defer recoverInto(&err, "the file download", h.opts.Logf)
+		err = h.store.Read(ctx, f, h.opts.MaxBytes, pw)
 	}()
 	defer func() { pr.CloseWithError(io.ErrClosedPipe); <-done }()
 	br := bufio.NewReaderSize(pr, 64<<10)
