@@ -40,6 +40,10 @@ type FileRoutesOptions struct {
 	MaxBytes int64
 	// IsUnavailable reports errors of a backend that is down (→ 503).
 	IsUnavailable func(error) bool
+	// SpoolDir holds uploads while they are checked against MaxBytes,
+	// before anything reaches the sandbox (unlinked files; default the
+	// daemon's TMPDIR).
+	SpoolDir string
 	// Logf receives panics recovered on the routes' helper goroutines.
 	Logf func(format string, args ...any)
 }
@@ -258,24 +262,25 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, fmt.Errorf("%w: the upload is %d bytes, over the limit of %d bytes", cerrdefs.ErrResourceExhausted, r.ContentLength, h.opts.MaxBytes))
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, max)
+	mode := fs.FileMode(0o644)
+	if m := r.URL.Query().Get("mode"); m != "" && !isTar {
+		v, perr := strconv.ParseUint(m, 8, 32)
+		if perr != nil || v > 0o777 {
+			h.fail(w, fmt.Errorf("%w: mode %q: want octal permission bits such as 0644", cerrdefs.ErrInvalidArgument, m))
+			return
+		}
+		mode = fs.FileMode(v)
+	}
+	body, err := spoolUpload(w, r.Body, h.opts.SpoolDir, h.opts.MaxBytes, isTar)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	defer body.Close()
 	if isTar {
 		err = h.store.WriteTar(r.Context(), f, h.opts.MaxBytes, body)
 	} else {
-		mode := fs.FileMode(0o644)
-		if m := r.URL.Query().Get("mode"); m != "" {
-			v, perr := strconv.ParseUint(m, 8, 32)
-			if perr != nil || v > 0o777 {
-				h.fail(w, fmt.Errorf("%w: mode %q: want octal permission bits such as 0644", cerrdefs.ErrInvalidArgument, m))
-				return
-			}
-			mode = fs.FileMode(v)
-		}
 		err = h.store.WriteFile(r.Context(), f, mode, h.opts.MaxBytes, body)
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		err = fmt.Errorf("%w: the upload is over the limit of %d bytes", cerrdefs.ErrResourceExhausted, h.opts.MaxBytes)
 	}
 	if err != nil {
 		h.fail(w, err)
