@@ -174,6 +174,11 @@ func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]Resume, error) {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if err := r.enrols.admit(h, time.Now()); err != nil {
+		r.mu.Unlock()
+		r.logf("nodeexec: refused node %q (id %s) from %s: %v", h.Name, h.NodeID, remote, err)
+		return nil, err
+	}
 	e := r.nodes[h.NodeID]
 	if e == nil {
 		e = &nodeEntry{changed: make(chan struct{})}

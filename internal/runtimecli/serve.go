@@ -576,7 +576,8 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 	if err != nil {
 		return nil, fmt.Errorf("serve: node run key: %w", err)
 	}
-	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Key: key, Logf: logf})
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Key: key, Logf: logf,
+		IdentityFile: filepath.Join(state, "node-identities.json")})
 	if err != nil {
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}
