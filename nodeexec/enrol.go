@@ -17,6 +17,12 @@ import (
 // claims belongs to another node's credential.
 var ErrIdentityTaken = errors.New("node identity taken")
 
+// Refusal is a node refused at its hello for the identity it claims.
+type Refusal struct {
+	NodeID, Name, Remote string
+	Err                  error // wraps ErrIdentityTaken
+}
+
 // enrolment binds a node's id and name to its credential (Hello.Key): the
 // gateway's trust on first use. Ids and names are one namespace: no node
 // may claim as its id or name what is another node's id or name.

@@ -2,6 +2,7 @@ package nodeexec
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,13 @@ func TestSecurityRogueNodeCannotTakeAName(t *testing.T) {
 		log.WriteString(strings.TrimSpace(strings.ReplaceAll(format, "%", "")) + "\n")
 		t.Logf(format, args...)
 	}
-	g := newTestGateway(t, RegistryOptions{IdentityFile: filepath.Join(t.TempDir(), "node-identities.json"), Logf: logf})
+	var refusals []Refusal
+	g := newTestGateway(t, RegistryOptions{IdentityFile: filepath.Join(t.TempDir(), "node-identities.json"), Logf: logf,
+		OnRefused: func(r Refusal) {
+			mu.Lock()
+			defer mu.Unlock()
+			refusals = append(refusals, r)
+		}})
 	common := []string{"-gateway", g.url, "-token", testToken, "-tls-fingerprint", g.fingerprint, "-security", "full", "-ask", "off"}
 
 	realWork, rogueWork, rogue2Work := t.TempDir(), t.TempDir(), t.TempDir()
@@ -68,6 +75,16 @@ func TestSecurityRogueNodeCannotTakeAName(t *testing.T) {
 	if n := refused(); n < 2 {
 		t.Errorf("%d of the 2 rogues were refused", n)
 	}
+	mu.Lock()
+	for _, r := range refusals {
+		if !errors.Is(r.Err, ErrIdentityTaken) || (r.NodeID != "build1" && r.Name != "build1") {
+			t.Errorf("refusal %+v", r)
+		}
+	}
+	if len(refusals) < 2 {
+		t.Errorf("OnRefused (the daemon's event) heard of %d refusals, want 2 or more", len(refusals))
+	}
+	mu.Unlock()
 	for _, n := range g.reg.List() {
 		if n.Connected && n.Name != "build1" {
 			t.Errorf("a rogue is connected: %+v", n)
@@ -93,5 +110,46 @@ func TestSecurityRogueNodeCannotTakeAName(t *testing.T) {
 		if exists(filepath.Join(w, "ran-here")) {
 			t.Errorf("the command meant for build1 ran on a rogue (%s)", w)
 		}
+	}
+}
+
+// TestSecurityEnrolmentSurvivesRestart: the bindings are kept in the
+// identity file, so a gateway restart does not hand a name to the first
+// node that claims it afterwards.
+func TestSecurityEnrolmentSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node-identities.json")
+	real := Hello{NodeID: "id-real-0001", Name: "build1", Key: strings.Repeat("ab", nodeKeyBytes)}
+	rogueKey := strings.Repeat("cd", nodeKeyBytes)
+	e, err := loadEnrolments(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admit(real, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e, err = loadEnrolments(path) // the restarted gateway
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []Hello{
+		{NodeID: "build1", Name: "rogue", Key: rogueKey},         // its id is the real node's name
+		{NodeID: "id-rogue-0002", Name: "build1", Key: rogueKey}, // the real node's name
+		{NodeID: "id-real-0001", Name: "build1", Key: rogueKey},  // the real node's id, another key
+		{NodeID: "id-rogue-0003", Name: "id-real-0001", Key: rogueKey},
+	} {
+		if err := e.admit(h, time.Now()); !errors.Is(err, ErrIdentityTaken) {
+			t.Errorf("admit(%+v) = %v, want ErrIdentityTaken", h, err)
+		}
+	}
+	if err := e.admit(real, time.Now()); err != nil {
+		t.Errorf("the real node after the restart: %v", err)
+	}
+	renamed := real
+	renamed.Name = "build1b"
+	if err := e.admit(renamed, time.Now()); err != nil {
+		t.Errorf("the real node renamed: %v", err)
+	}
+	if err := e.admit(Hello{NodeID: "id-new-0004", Name: "build1", Key: rogueKey}, time.Now()); err != nil {
+		t.Errorf("a new node under the freed name: %v", err)
 	}
 }

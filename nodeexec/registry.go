@@ -63,6 +63,9 @@ type RegistryOptions struct {
 	// (logged, and told why). Ids and names are one namespace. Default:
 	// enrolments last as long as the Registry.
 	IdentityFile string
+	// OnRefused, when set, is told of each node refused for its identity
+	// (the daemon journals it as an event).
+	OnRefused func(Refusal)
 	// Logf receives diagnostics (default: discard).
 	Logf func(format string, args ...any)
 }
@@ -96,7 +99,7 @@ type Registry struct {
 	mu      sync.Mutex
 	adopted chan *AdoptedRun // nil until Adoptions: nothing is adopted then
 	closed  bool
-	nodes   map[string]*nodeEntry     // by node id
+	nodes   map[string]*nodeEntry // by node id
 	enrols  *enrolments
 	runs    map[string]*RemoteProcess // by run id
 }

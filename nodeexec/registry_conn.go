@@ -177,6 +177,9 @@ func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]Resume, error) {
 	if err := r.enrols.admit(h, time.Now()); err != nil {
 		r.mu.Unlock()
 		r.logf("nodeexec: refused node %q (id %s) from %s: %v", h.Name, h.NodeID, remote, err)
+		if r.opts.OnRefused != nil {
+			r.opts.OnRefused(Refusal{NodeID: h.NodeID, Name: h.Name, Remote: remote, Err: err})
+		}
 		return nil, err
 	}
 	e := r.nodes[h.NodeID]
