@@ -2,8 +2,10 @@ package nodeexec
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -122,6 +124,7 @@ type agent struct {
 	ledger   *runLedger
 	guard    Guard
 	nodeID   string
+	nodeKey  string // hex; see Hello.Key
 	name     string
 	platform string
 	workdir  string
@@ -200,6 +203,10 @@ func newAgent(ctx context.Context, opts AgentOptions) (*agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodeexec: node agent: %w", err)
 	}
+	key, err := loadNodeKey(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("nodeexec: node agent: %w", err)
+	}
 	name := opts.Name
 	if name == "" {
 		if name, err = os.Hostname(); err != nil || name == "" {
@@ -241,7 +248,7 @@ func newAgent(ctx context.Context, opts AgentOptions) (*agent, error) {
 	}
 	a := &agent{
 		opts: opts, url: u, client: client, runner: runner, sup: opts.Supervisor, ledger: ledger, guard: g,
-		nodeID: id, name: name, platform: runtime.GOOS + "/" + runtime.GOARCH, workdir: wd, logf: logf,
+		nodeID: id, nodeKey: key, name: name, platform: runtime.GOOS + "/" + runtime.GOARCH, workdir: wd, logf: logf,
 		ctx: ctx, runs: map[string]*nodeRun{}, idem: map[string]*idemEntry{},
 	}
 	if a.sup != nil {
@@ -271,6 +278,43 @@ func loadNodeID(dir string) (string, error) {
 		return "", fmt.Errorf("node id: %w", err)
 	}
 	return id, nil
+}
+
+// nodeKeyBytes is the size of a node credential.
+const nodeKeyBytes = 32
+
+// loadNodeKey reads StateDir/node-key (hex), creating it on first use: the
+// node's own credential, which the gateway binds its id and name to.
+func loadNodeKey(dir string) (string, error) {
+	p := filepath.Join(dir, "node-key")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		key := strings.TrimSpace(string(b))
+		if raw, herr := hex.DecodeString(key); herr != nil || len(raw) != nodeKeyBytes {
+			return "", fmt.Errorf("%s: not a node credential (%d hex digits)", p, 2*nodeKeyBytes)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("node credential: %w", err)
+	}
+	raw := make([]byte, nodeKeyBytes)
+	if _, err := crand.Read(raw); err != nil {
+		return "", fmt.Errorf("node credential: %w", err)
+	}
+	key := hex.EncodeToString(raw)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("node credential: %w", err)
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("node credential: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("node credential: %w", err)
+	}
+	return key, nil
 }
 
 // permanent reports errors no reconnect can fix.
@@ -383,7 +427,7 @@ func (a *agent) session(ctx context.Context) (up bool, err error) {
 
 func (a *agent) hello(ctx context.Context) *Hello {
 	h := &Hello{
-		Protocol: ProtocolVersion, NodeID: a.nodeID, Name: a.name, Platform: a.platform, Version: a.opts.Version,
+		Protocol: ProtocolVersion, NodeID: a.nodeID, Key: a.nodeKey, Name: a.name, Platform: a.platform, Version: a.opts.Version,
 		Capabilities: []string{CapSystemRun, CapSystemWhich, CapApprovals},
 		Approvals:    a.guard.Summary(ctx),
 		Workdir:      a.workdir,

@@ -221,7 +221,7 @@ func TestSecurityNodeCannotForgeAdoption(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.CloseNow()
-		if err := wsjson.Write(ctxT(t), c, &frame{Type: frameHello, Hello: &Hello{Protocol: ProtocolVersion, NodeID: node, Name: node,
+		if err := wsjson.Write(ctxT(t), c, &frame{Type: frameHello, Hello: &Hello{Protocol: ProtocolVersion, NodeID: node, Name: node, Key: testNodeKey(node),
 			Capabilities: []string{CapSystemRun}, Running: runs}}); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,8 @@ package nodeexec
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log"
@@ -197,4 +199,11 @@ func runWait(t testing.TB, rp *RemoteProcess) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return rp.Wait(ctx)
+}
+
+// testNodeKey is a node credential for a hand-made hello: the same for the
+// same node id.
+func testNodeKey(node string) string {
+	sum := sha256.Sum256([]byte(node))
+	return hex.EncodeToString(sum[:])
 }

@@ -125,9 +125,13 @@ type frame struct {
 
 // Hello is what a node says about itself when its link comes up.
 type Hello struct {
-	Protocol     int             `json:"protocol"`
-	NodeID       string          `json:"nodeId"`
-	Name         string          `json:"name"`
+	Protocol int    `json:"protocol"`
+	NodeID   string `json:"nodeId"`
+	Name     string `json:"name"`
+	// Key is the node's own credential (StateDir/node-key, made on first
+	// use): the gateway binds the node's id and name to it at the first
+	// enrolment and refuses another node that claims them (Registry).
+	Key          string          `json:"key,omitempty"`
 	Platform     string          `json:"platform"`
 	Version      string          `json:"version,omitempty"`
 	Capabilities []string        `json:"capabilities"`
@@ -369,6 +373,9 @@ func (h *Hello) validate() error {
 	}
 	if strings.TrimSpace(h.Name) == "" {
 		return errors.New("node name is empty")
+	}
+	if b, err := hex.DecodeString(h.Key); err != nil || len(b) != nodeKeyBytes {
+		return errors.New("the node sent no valid node credential (key): upgrade its agent")
 	}
 	for kind, v := range map[string]string{"name": h.Name, "platform": h.Platform, "version": h.Version} {
 		if err := validText(kind, v, maxNameLen); err != nil {

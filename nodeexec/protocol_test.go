@@ -216,7 +216,7 @@ func TestApprovedFlagOnTheWire(t *testing.T) {
 }
 
 func TestHelloValidate(t *testing.T) {
-	ok := Hello{Protocol: ProtocolVersion, NodeID: "abc", Name: "n", Platform: "linux/amd64"}
+	ok := Hello{Protocol: ProtocolVersion, NodeID: "abc", Name: "n", Platform: "linux/amd64", Key: testNodeKey("abc")}
 	if err := ok.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +226,8 @@ func TestHelloValidate(t *testing.T) {
 		"no name":  {Protocol: 1, NodeID: "abc", Name: " "},
 		"long":     {Protocol: 1, NodeID: "abc", Name: strings.Repeat("n", 500)},
 		"run id":   {Protocol: 1, NodeID: "abc", Name: "n", Running: []RunState{{RunID: "a/b"}}},
+		"no key":   {Protocol: ProtocolVersion, NodeID: "abc", Name: "n", Platform: "linux/amd64"},
+		"bad key":  {Protocol: ProtocolVersion, NodeID: "abc", Name: "n", Platform: "linux/amd64", Key: "abcd"},
 	} {
 		if err := h.validate(); err == nil {
 			t.Errorf("%s: accepted", name)

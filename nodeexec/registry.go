@@ -57,6 +57,15 @@ type RegistryOptions struct {
 	// runs of other gateways, are ended. Default: a random key (nothing is
 	// adopted across Registries).
 	Key string
+	// IdentityFile keeps the node enrolments: each node's id and name bound
+	// to its own credential (Hello.Key) when it first connects. A node
+	// that claims an id or name bound to another credential is refused
+	// (logged, and told why). Ids and names are one namespace. Default:
+	// enrolments last as long as the Registry.
+	IdentityFile string
+	// OnRefused, when set, is told of each node refused for its identity
+	// (the daemon journals it as an event).
+	OnRefused func(Refusal)
 	// Logf receives diagnostics (default: discard).
 	Logf func(format string, args ...any)
 }
@@ -90,7 +99,8 @@ type Registry struct {
 	mu      sync.Mutex
 	adopted chan *AdoptedRun // nil until Adoptions: nothing is adopted then
 	closed  bool
-	nodes   map[string]*nodeEntry     // by node id
+	nodes   map[string]*nodeEntry // by node id
+	enrols  *enrolments
 	runs    map[string]*RemoteProcess // by run id
 }
 
@@ -149,8 +159,12 @@ func NewRegistry(opts RegistryOptions) (*Registry, error) {
 	if opts.Key == "" {
 		opts.Key = NewID()
 	}
+	enrols, err := loadEnrolments(opts.IdentityFile)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{opts: opts, epoch: NewID()[:16], ctx: ctx, cancel: cancel,
+	return &Registry{opts: opts, epoch: NewID()[:16], ctx: ctx, cancel: cancel, enrols: enrols,
 		nodes: map[string]*nodeEntry{}, runs: map[string]*RemoteProcess{}}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -100,10 +101,27 @@ func (r *Registry) serveConn(conn *websocket.Conn, remote string) {
 			}
 			break
 		}
-		r.dispatch(l, &f)
+		if err := r.dispatchRecovered(l, &f); err != nil {
+			cause = err
+			break
+		}
 	}
 	r.logf("nodeexec: link read ended: %v", cause)
 	r.detach(l, linkError{cause})
+}
+
+// dispatchRecovered is dispatch; a panic in it is logged with its stack
+// and drops the link (its runs fail or resume as after any lost link)
+// instead of ending the gateway.
+func (r *Registry) dispatchRecovered(l *gwLink, f *frame) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.logf("nodeexec: panic handling a %q frame (recovered; dropping the link): %v\n%s", f.Type, v, debug.Stack())
+			err = fmt.Errorf("internal error handling a %q frame", f.Type)
+		}
+	}()
+	r.dispatch(l, f)
+	return nil
 }
 
 // linkError gives a link failure a short human-readable text; the wrapped
@@ -155,6 +173,14 @@ func (r *Registry) attach(l *gwLink, h Hello, remote string) ([]Resume, error) {
 	if r.closed {
 		r.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if err := r.enrols.admit(h, time.Now()); err != nil {
+		r.mu.Unlock()
+		r.logf("nodeexec: refused node %q (id %s) from %s: %v", h.Name, h.NodeID, remote, err)
+		if r.opts.OnRefused != nil {
+			r.opts.OnRefused(Refusal{NodeID: h.NodeID, Name: h.Name, Remote: remote, Err: err})
+		}
+		return nil, err
 	}
 	e := r.nodes[h.NodeID]
 	if e == nil {

@@ -265,11 +265,13 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 	if copyErr != nil && ctx.Err() != nil {
 		return fmt.Errorf("files %s: %w", args[0], ctx.Err())
 	}
+	killed := false
 	if copyErr != nil && !isDone(p.Done()) {
 		// Nobody reads its output any more: end it before waiting.
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_ = p.Kill(kctx)
 		cancel()
+		killed = true
 	}
 	code, sig, err := p.Wait(ctx)
 	wg.Wait()
@@ -278,6 +280,9 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 	}
 	msg := strings.TrimSpace(stderr.String())
 	switch {
+	case killed && sig != "":
+		// We ended it: why is copyErr (say, the upload broke off).
+		return fmt.Errorf("files %s: %w", args[0], copyErr)
 	case sig != "":
 		return fmt.Errorf("files %s: the file tool was killed by %s", args[0], sig)
 	case code == supervisor.FilesExitOK && copyErr != nil:

@@ -359,7 +359,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	pl.timeout = time.Duration(m.lim.TimeoutSec) * time.Second
 	if p.Timeout != nil && *p.Timeout > 0 {
 		pl.explicitTimeout = true
-		pl.timeout = time.Duration(*p.Timeout * float64(time.Second))
+		pl.timeout = secondsDuration(*p.Timeout)
 	}
 
 	// elevated
@@ -434,6 +434,17 @@ func checkNumber(field string, v float64) error {
 		return inputErr(field, "%s must not be negative (got %g)", field, v)
 	}
 	return nil
+}
+
+// secondsDuration is v seconds (finite, not negative: checkNumber), or the
+// longest Duration when v is longer: converting a float beyond the int64
+// range is implementation-defined in Go and gives a negative Duration on
+// amd64.
+func secondsDuration(v float64) time.Duration {
+	if ns := v * float64(time.Second); ns < math.MaxInt64 {
+		return time.Duration(ns)
+	}
+	return math.MaxInt64
 }
 
 // sizeOr is a requested terminal dimension, or def when none was asked.

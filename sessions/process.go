@@ -295,7 +295,10 @@ func (m *Manager) log(s *session, p ProcessParams) (Result, error) {
 	hint := ""
 	switch {
 	case p.Offset != nil && p.Limit != nil:
-		start, end = min(*p.Offset, total), min(*p.Offset+*p.Limit, total)
+		// Never offset+limit: both come from the request and their sum
+		// can overflow into a negative bound.
+		start = min(*p.Offset, total)
+		end = start + min(*p.Limit, total-start)
 	case p.Offset != nil:
 		start = min(*p.Offset, total)
 	case p.Limit != nil:

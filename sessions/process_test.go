@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -284,6 +285,40 @@ func TestProcessLog(t *testing.T) {
 			}
 			if r.Details["totalLines"] != 250 || r.Details["truncated"] != false || r.Details["totalChars"] != len(b.String()) {
 				t.Fatalf("details = %v", r.Details)
+			}
+		})
+	}
+}
+
+// TestSecurityProcessLogHugeWindow replays issue 25 finding 11 on the
+// manager: offset+limit from the request overflowed into a negative slice
+// bound, and the panic took the daemon down. Every window is now clamped to
+// the log without adding the two.
+func TestSecurityProcessLogHugeWindow(t *testing.T) {
+	m, hosts := newTestManager(t, nil)
+	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	p.say("a\nb\nc\n")
+	p.exit(0, "")
+	waitDone(t, m, id)
+	for _, tt := range []struct {
+		name          string
+		offset, limit *int
+		want          string
+		start, n      int
+	}{
+		{"2^62 and 2^62", ptr(1 << 62), ptr(1 << 62), "(no output)", 3, 0},
+		{"MaxInt and MaxInt", ptr(math.MaxInt), ptr(math.MaxInt), "(no output)", 3, 0},
+		{"offset 1 and MaxInt", ptr(1), ptr(math.MaxInt), "b\nc", 1, 2},
+		{"MaxInt limit alone", nil, ptr(math.MaxInt), "a\nb\nc", 0, 3},
+		{"MaxInt offset alone", ptr(math.MaxInt), nil, "(no output)", 3, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Offset: tt.offset, Limit: tt.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text(r) != tt.want || r.Details["offset"] != tt.start || r.Details["limit"] != tt.n {
+				t.Fatalf("log = %q, details %v; want %q from line %d, %d lines", text(r), r.Details, tt.want, tt.start, tt.n)
 			}
 		})
 	}

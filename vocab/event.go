@@ -16,4 +16,8 @@ const (
 	// EventStep: a step a command waits for began or ended (details: step
 	// "sandbox-create" or "image-build", phase "start" or "end", error).
 	EventStep EventType = "step"
+	// EventNodeRefused: a node was refused at its hello because the id or
+	// name it claims is enrolled with another node's credential (details:
+	// nodeId, name, remote, error).
+	EventNodeRefused EventType = "node-refused"
 )

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sandboxctl/sandboxctl/internal/display"
 )
 
 // ApprovalView is one approval request as GET /v1/approvals lists it: the
@@ -115,7 +116,7 @@ func writeApproval(w io.Writer, a ApprovalView) error {
 	if len(a.Argv) > 0 {
 		q := make([]string, len(a.Argv))
 		for i, s := range a.Argv {
-			q[i] = strconv.Quote(s)
+			q[i] = visible(strconv.Quote(s))
 		}
 		fmt.Fprintf(tw, "  argv:\t[%s]\n", strings.Join(q, ", "))
 	}
@@ -124,7 +125,7 @@ func writeApproval(w io.Writer, a ApprovalView) error {
 		fmt.Fprintf(tw, "%s\t(none added)\n", label)
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
-		fmt.Fprintf(tw, "%s\t%s=%s\n", label, visible(k), strconv.Quote(a.Env[k]))
+		fmt.Fprintf(tw, "%s\t%s=%s\n", label, visible(k), visible(strconv.Quote(a.Env[k])))
 		label = ""
 	}
 	return tw.Flush()
@@ -137,16 +138,11 @@ func orNone(s string) string {
 	return s
 }
 
-// visible returns s as is when every rune prints, else Go-quoted, so that
-// a newline, a carriage return or a terminal escape cannot hide part of it.
-func visible(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
-}
+// visible is s with every code point a person cannot see escaped
+// (display.Escape: controls, newlines, zero-width and bidi marks, blanks
+// that are not U+0020 such as U+3164 and U+2800), so a command cannot look
+// like another on the terminal.
+func visible(s string) string { return display.Escape(s, "") }
 
 // RunApprovalsResolve records a decision.
 func RunApprovalsResolve(ctx context.Context, c *CLI, id, decision string) error {

@@ -38,6 +38,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/display"
 )
 
 //go:embed assets
@@ -101,6 +103,8 @@ type Console struct {
 	tool     [32]byte // sha256 of ToolToken
 	approver [32]byte
 
+	hiddenJS func() []byte // /ui/static/hidden.js, made once on first use
+
 	mu       sync.Mutex
 	sessions map[[32]byte]*session // by sha256 of the cookie value
 	codes    map[[32]byte]time.Time
@@ -114,7 +118,7 @@ func New(opts Options) *Console {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	c := &Console{opts: opts, sessions: map[[32]byte]*session{}, codes: map[[32]byte]time.Time{}}
+	c := &Console{opts: opts, sessions: map[[32]byte]*session{}, codes: map[[32]byte]time.Time{}, hiddenJS: sync.OnceValue(hiddenScript)}
 	if opts.ToolToken != "" {
 		c.tool = sha256.Sum256([]byte(opts.ToolToken))
 	}
@@ -168,7 +172,21 @@ func (c *Console) asset(w http.ResponseWriter, r *http.Request) {
 	c.serveAsset(w, r2)
 }
 
+// hiddenScript is hidden.js: the code points package display hides, as a
+// character class the page's visible() escapes, so the console and the CLI
+// follow one rule. Newlines and tabs stay (the page lays text out with
+// them).
+func hiddenScript() []byte {
+	class, _ := json.Marshal(display.JSCharClass("\n\t"))
+	return []byte("window.SANDBOXCTL_HIDDEN = " + string(class) + ";\n")
+}
+
 func (c *Console) serveAsset(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/hidden.js" {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		_, _ = w.Write(c.hiddenJS())
+		return
+	}
 	data, err := fs.ReadFile(assets, "assets"+r.URL.Path)
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Errorf("console: no asset %s", r.URL.Path))

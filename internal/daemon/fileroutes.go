@@ -40,6 +40,12 @@ type FileRoutesOptions struct {
 	MaxBytes int64
 	// IsUnavailable reports errors of a backend that is down (→ 503).
 	IsUnavailable func(error) bool
+	// SpoolDir holds uploads while they are checked against MaxBytes,
+	// before anything reaches the sandbox (unlinked files; default the
+	// daemon's TMPDIR).
+	SpoolDir string
+	// Logf receives panics recovered on the routes' helper goroutines.
+	Logf func(format string, args ...any)
 }
 
 // DefaultFileMaxBytes is the default size limit of one file transfer.
@@ -175,9 +181,13 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := h.store.Read(ctx, f, h.opts.MaxBytes, pw)
-		pw.CloseWithError(err)
-		done <- err
+		var err error
+		defer func() {
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		defer recoverInto(&err, "the file download", h.opts.Logf)
+		err = h.store.Read(ctx, f, h.opts.MaxBytes, pw)
 	}()
 	defer func() { pr.CloseWithError(io.ErrClosedPipe); <-done }()
 	br := bufio.NewReaderSize(pr, 64<<10)
@@ -252,24 +262,25 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, fmt.Errorf("%w: the upload is %d bytes, over the limit of %d bytes", cerrdefs.ErrResourceExhausted, r.ContentLength, h.opts.MaxBytes))
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, max)
+	mode := fs.FileMode(0o644)
+	if m := r.URL.Query().Get("mode"); m != "" && !isTar {
+		v, perr := strconv.ParseUint(m, 8, 32)
+		if perr != nil || v > 0o777 {
+			h.fail(w, fmt.Errorf("%w: mode %q: want octal permission bits such as 0644", cerrdefs.ErrInvalidArgument, m))
+			return
+		}
+		mode = fs.FileMode(v)
+	}
+	body, err := spoolUpload(w, r.Body, h.opts.SpoolDir, h.opts.MaxBytes, isTar)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	defer body.Close()
 	if isTar {
 		err = h.store.WriteTar(r.Context(), f, h.opts.MaxBytes, body)
 	} else {
-		mode := fs.FileMode(0o644)
-		if m := r.URL.Query().Get("mode"); m != "" {
-			v, perr := strconv.ParseUint(m, 8, 32)
-			if perr != nil || v > 0o777 {
-				h.fail(w, fmt.Errorf("%w: mode %q: want octal permission bits such as 0644", cerrdefs.ErrInvalidArgument, m))
-				return
-			}
-			mode = fs.FileMode(v)
-		}
 		err = h.store.WriteFile(r.Context(), f, mode, h.opts.MaxBytes, body)
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		err = fmt.Errorf("%w: the upload is over the limit of %d bytes", cerrdefs.ErrResourceExhausted, h.opts.MaxBytes)
 	}
 	if err != nil {
 		h.fail(w, err)

@@ -548,7 +548,7 @@ func listenUnixPrivate(path string) (net.Listener, error) {
 
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           s.recoverPanics(h),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: /v1/events streams and a foreground exec may

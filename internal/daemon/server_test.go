@@ -64,7 +64,9 @@ func startServer(t testing.TB, opts Options) *running {
 	if opts.Tools == nil {
 		opts.Tools = &fakeTools{}
 	}
-	opts.Logf = t.Logf
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
 	opts.Version = "test"
 	srv, err := Listen(t.Context(), opts)
 	if err != nil {

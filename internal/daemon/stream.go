@@ -241,6 +241,7 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 	)
 	go func() {
 		defer close(execDone)
+		defer recoverInto(&execErr, "the streamed exec", s.opts.Logf)
 		res, execErr = st.ExecStream(ctx, p, func(f toolapi.Follower) { started <- f })
 	}()
 	var f toolapi.Follower

@@ -173,7 +173,7 @@ func readLimited(r io.Reader, name string, limit int64) ([]byte, error) {
 // tells the caller's identity from the request (the daemon's agent-token
 // pin); each identity gets a server and session table of its own, so a
 // session id never leads one caller to another's pinned server.
-func Handler(tools Tools, files Files, version string, identify func(*http.Request) Identity) http.Handler {
+func Handler(tools Tools, identify func(*http.Request) Identity, opts Options) http.Handler {
 	var mu sync.Mutex
 	handlers := map[Identity]http.Handler{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +181,7 @@ func Handler(tools Tools, files Files, version string, identify func(*http.Reque
 		mu.Lock()
 		h, ok := handlers[id]
 		if !ok {
-			srv := New(tools, id, version, files)
+			srv := New(tools, id, opts)
 			h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 			handlers[id] = h
 		}

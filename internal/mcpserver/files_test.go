@@ -46,7 +46,7 @@ func TestFileToolsPinned(t *testing.T) {
 	files := memFiles{}
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := New(&recordingTools{}, Identity{AgentID: "owner"}, "test", files).Connect(ctx, st, nil)
+	ss, err := New(&recordingTools{}, Identity{AgentID: "owner"}, Options{Version: "test", Files: files}).Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +92,9 @@ func TestFileToolsPinned(t *testing.T) {
 // server: its write must not land in the other agent's files.
 func TestSecurityMCPSessionOfAnotherIdentity(t *testing.T) {
 	files := memFiles{}
-	h := Handler(&recordingTools{}, files, "test", func(r *http.Request) Identity {
+	h := Handler(&recordingTools{}, func(r *http.Request) Identity {
 		return Identity{AgentID: r.Header.Get("X-Test-Agent")}
-	})
+	}, Options{Version: "test", Files: files})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	post := func(agent, session string, body any) (*http.Response, string) {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -121,10 +122,24 @@ func schemaFor[T any](fields map[string]string, id Identity) *jsonschema.Schema 
 	return s
 }
 
+// Options are what a server is built with besides its tools and identity.
+type Options struct {
+	Version string // the implementation version the server reports
+	// Files, when not nil, adds read_file, write_file and list_files.
+	Files Files
+	// Logf receives each recovered panic of a handler, with its stack;
+	// nil drops them (the caller still gets an error).
+	Logf func(format string, args ...any)
+}
+
 // New returns an MCP server exposing exec and process over tools and, when
-// files is not nil, read_file, write_file and list_files.
-func New(tools Tools, id Identity, version string, files ...Files) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxctl", Version: version}, nil)
+// opts.Files is not nil, read_file, write_file and list_files. A panic in
+// any of its method handlers (they run on the SDK's goroutines, where
+// nothing else would recover it) is recovered and logged, and the call
+// answers an error: no request can end the process serving it.
+func New(tools Tools, id Identity, opts Options) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxctl", Version: opts.Version}, nil)
+	s.AddReceivingMiddleware(recoverPanics(opts.Logf))
 	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription, InputSchema: schemaFor[toolapi.ExecParams](execFields, id)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ExecParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, execFields); err != nil {
@@ -147,10 +162,28 @@ func New(tools Tools, id Identity, version string, files ...Files) *mcp.Server {
 			res, err := tools.Process(ctx, in)
 			return toMCP(res, err)
 		})
-	if len(files) > 0 && files[0] != nil {
-		addFileTools(s, files[0], id)
+	if opts.Files != nil {
+		addFileTools(s, opts.Files, id)
 	}
 	return s
+}
+
+// recoverPanics turns a panic in a method handler into an error answer to
+// that call, logged with its stack.
+func recoverPanics(logf func(string, ...any)) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					if logf != nil {
+						logf("mcp: panic in %s (recovered): %v\n%s", method, v, debug.Stack())
+					}
+					res, err = nil, fmt.Errorf("internal error in %s; the server logged it", method)
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // checkArgs refuses arguments that are not valid UTF-8 (decoding them
@@ -195,6 +228,6 @@ func toMCP(res toolapi.Result, err error) (*mcp.CallToolResult, any, error) {
 }
 
 // Serve runs the server on t until the peer goes away or ctx ends.
-func Serve(ctx context.Context, tools Tools, id Identity, version string, t mcp.Transport, files ...Files) error {
-	return New(tools, id, version, files...).Run(ctx, t)
+func Serve(ctx context.Context, tools Tools, id Identity, t mcp.Transport, opts Options) error {
+	return New(tools, id, opts).Run(ctx, t)
 }

@@ -46,7 +46,7 @@ func connect(t *testing.T, tools Tools, id Identity) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := New(tools, id, "test").Connect(ctx, st, nil)
+	ss, err := New(tools, id, Options{Version: "test"}).Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,5 +215,54 @@ func TestPinnedRefusesUnknownFields(t *testing.T) {
 	}
 	if len(rec.execs) != 0 {
 		t.Fatalf("ran: %+v", rec.execs)
+	}
+}
+
+// panickingTools panics in Process: the injected fault of a handler bug.
+type panickingTools struct{ recordingTools }
+
+func (*panickingTools) Process(context.Context, sessions.ProcessParams) (sessions.Result, error) {
+	var s []string
+	_ = s[len(s)-1] // index out of range, like the log window overflow of issue 25
+	return sessions.Result{}, nil
+}
+
+// TestSecurityMCPHandlerPanicRecovered: a panic in a tool handler runs on
+// the SDK's goroutine, where nothing recovered it and the process serving
+// MCP (the daemon, at /mcp) died (issue 25 finding 11). Now the call
+// answers an error, the panic is logged with its stack, and the same
+// session goes on serving.
+func TestSecurityMCPHandlerPanicRecovered(t *testing.T) {
+	var mu sync.Mutex
+	var logged []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := New(&panickingTools{}, Identity{}, Options{Version: "test", Logf: logf}).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "process", Arguments: map[string]any{"action": "list"}})
+	if err == nil || !strings.Contains(err.Error(), "internal error in tools/call") {
+		t.Fatalf("a panicking tool answered %v, want an internal error", err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "echo hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("the server stopped serving after a recovered panic: %v %+v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) != 1 || !strings.Contains(logged[0], "index out of range") || !strings.Contains(logged[0], "panickingTools") {
+		t.Fatalf("logged %q, want the panic and its stack", logged)
 	}
 }

@@ -2,6 +2,7 @@ package runtimecli
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,20 +45,22 @@ func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Tran
 	if err != nil {
 		return err
 	}
-	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, c.Version, transport, mcpserver.ClientFiles{C: client})
+	logf := func(format string, args ...any) { fmt.Fprintf(c.Err, "sandboxctl mcp: "+format+"\n", args...) }
+	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, transport,
+		mcpserver.Options{Version: c.Version, Files: mcpserver.ClientFiles{C: client}, Logf: logf})
 }
 
 // mcpHandler is the daemon's /mcp endpoint (streamable HTTP): a client
 // with an agent token is pinned to its agent, as on the other routes.
-func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, version string) http.Handler {
+func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, version string, logf func(string, ...any)) http.Handler {
 	var files mcpserver.Files
 	if sbx != nil {
 		files = storeFiles{store: sandboxFiles{sbx}, limit: maxBytes}
 	}
-	return mcpserver.Handler(tools, files, version, func(r *http.Request) mcpserver.Identity {
+	return mcpserver.Handler(tools, func(r *http.Request) mcpserver.Identity {
 		if pin, ok := daemon.PinFrom(r.Context()); ok {
 			return mcpserver.Identity{AgentID: pin.AgentID}
 		}
 		return mcpserver.Identity{}
-	})
+	}, mcpserver.Options{Version: version, Files: files, Logf: logf})
 }

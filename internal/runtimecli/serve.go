@@ -31,6 +31,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -197,7 +198,18 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		defer sbx.Close()
 	}
-	nodes, err := buildNodeRegistry(c, opts, state, logf)
+	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer journal.Close()
+	nodes, err := buildNodeRegistry(c, opts, state, logf, func(n nodeexec.Refusal) {
+		if _, err := journal.Append(toolapi.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
+			Text:    fmt.Sprintf("Refused node %q (id %s) from %s: %v", n.Name, n.NodeID, n.Remote, n.Err),
+			Details: map[string]any{"nodeId": n.NodeID, "name": n.Name, "remote": n.Remote, "error": n.Err.Error()}}); err != nil {
+			logf("warning: %v", err)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -207,11 +219,6 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	} else {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
-	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	defer journal.Close()
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
 		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal})
 	if err != nil {
@@ -279,11 +286,11 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
 		dopts.Routes["GET /v1/sandboxes/{name}"] = sandboxDetailHandler(sbx)
-		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable}) {
+		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf}) {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, opts.FilesMaxBytes, c.Version)
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, opts.FilesMaxBytes, c.Version, logf)
 	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
@@ -562,7 +569,7 @@ const nodeRunKeyFile = "node-run-key"
 
 // buildNodeRegistry accepts node agents when the daemon listens on TCP; the
 // unix socket is local only, so without --listen there are no nodes.
-func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(string, ...any)) (*nodeexec.Registry, error) {
+func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(string, ...any), onRefused func(nodeexec.Refusal)) (*nodeexec.Registry, error) {
 	if opts.Listen == "" {
 		return nil, nil
 	}
@@ -583,7 +590,8 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 	if err != nil {
 		return nil, fmt.Errorf("serve: node run key: %w", err)
 	}
-	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Key: key, Logf: logf})
+	reg, err := nodeexec.NewRegistry(nodeexec.RegistryOptions{Token: token, Key: key, Logf: logf,
+		IdentityFile: filepath.Join(state, "node-identities.json"), OnRefused: onRefused})
 	if err != nil {
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}

@@ -28,14 +28,34 @@
     return e;
   }
 
-  // Characters that print as nothing or reorder what follows (controls,
-  // zero-width and bidirectional marks): in what a decision binds they are
-  // shown as \u{XXXX}, so a command cannot look like another. Newlines and
-  // tabs stay.
-  const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb]/gu;
+  // Code points a person cannot see (package display's rule: controls,
+  // formats such as zero-width and bidi marks, separators and blanks other
+  // than U+0020 such as U+3164 and U+2800, default-ignorables, private use,
+  // unassigned) come from the daemon as a character class (hidden.js), the
+  // one the CLI escapes with; a combining mark with nothing visible before
+  // it, and a backslash that starts "\u{", are escaped too. They are shown
+  // as \u{XXXX}, so a command cannot look like another. Newlines and tabs
+  // stay.
+  const HIDDEN = new RegExp('^[' + window.SANDBOXCTL_HIDDEN + ']$', 'u');
+  const COMBINING = /^[\p{Mn}\p{Me}]$/u;
   function visible(v) {
-    return String(v === null || v === undefined ? '' : v).replace(HIDDEN,
-      (c) => '\\u{' + c.codePointAt(0).toString(16).padStart(4, '0') + '}');
+    const chars = Array.from(String(v === null || v === undefined ? '' : v));
+    let out = '';
+    let based = false;
+    for (let i = 0; i < chars.length; i++) {
+      const c = chars[i];
+      if (c === '\n' || c === '\t') {
+        out += c;
+        based = false;
+      } else if (HIDDEN.test(c) || (COMBINING.test(c) && !based) || (c === '\\' && chars[i + 1] === 'u' && chars[i + 2] === '{')) {
+        out += '\\u{' + c.codePointAt(0).toString(16).padStart(4, '0') + '}';
+        based = false;
+      } else {
+        out += c;
+        based = c !== ' ';
+      }
+    }
+    return out;
   }
 
   function text(v) {
