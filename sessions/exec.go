@@ -321,12 +321,12 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 		return pl, err
 	}
 	if p.YieldMs != nil {
-		if err := checkNumber("yieldMs", *p.YieldMs); err != nil {
+		if err := checkWhole("yieldMs", *p.YieldMs, MaxYieldMs, "ms (2 minutes)"); err != nil {
 			return pl, err
 		}
 	}
 	if p.Timeout != nil {
-		if err := checkNumber("timeout", *p.Timeout); err != nil {
+		if err := checkWhole("timeout", *p.Timeout, MaxTimeoutSec, "seconds (7 days)"); err != nil {
 			return pl, err
 		}
 	}
@@ -338,7 +338,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	case p.Background:
 		pl.window = 0
 	case p.YieldMs != nil:
-		pl.window = time.Duration(clampFloat(*p.YieldMs, 10, 120000)) * time.Millisecond
+		pl.window = time.Duration(clampFloat(*p.YieldMs, 10, MaxYieldMs)) * time.Millisecond
 	default:
 		pl.window = time.Duration(m.lim.YieldMs) * time.Millisecond
 	}
@@ -414,12 +414,36 @@ func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, e
 	return t, nil
 }
 
+// checkNumber checks that a number field is finite and not negative.
 func checkNumber(field string, v float64) error {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return inputErr(field, "%s must be a finite number", field)
 	case v < 0:
 		return inputErr(field, "%s must not be negative (got %g)", field, v)
+	}
+	return nil
+}
+
+// The largest yieldMs and timeout an exec accepts; larger values are bad
+// input (400), not clamped, so that a typo or an overflow never runs a
+// command under a window or timeout nobody asked for.
+const (
+	MaxYieldMs    = 120000
+	MaxTimeoutSec = 7 * 24 * 3600
+)
+
+// checkWhole checks a number field of the exec tool: finite, a whole
+// number, 0..limit (unit names limit in the message).
+func checkWhole(field string, v float64, limit int, unit string) error {
+	if err := checkNumber(field, v); err != nil {
+		return err
+	}
+	switch {
+	case v != math.Trunc(v):
+		return inputErr(field, "%s must be a whole number (got %g)", field, v)
+	case v > float64(limit):
+		return inputErr(field, "%s must be at most %d %s (got %g)", field, limit, unit, v)
 	}
 	return nil
 }
