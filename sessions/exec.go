@@ -326,7 +326,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 		}
 	}
 	if p.Timeout != nil {
-		if err := checkWhole("timeout", *p.Timeout, MaxTimeoutSec, "seconds (7 days)"); err != nil {
+		if err := checkAtMost("timeout", *p.Timeout, MaxTimeoutSec, "seconds (7 days)"); err != nil {
 			return pl, err
 		}
 	}
@@ -433,16 +433,24 @@ const (
 	MaxTimeoutSec = 7 * 24 * 3600
 )
 
-// checkWhole checks a number field of the exec tool: finite, a whole
-// number, 0..limit (unit names limit in the message).
+// checkWhole checks a whole-number field of the exec tool: finite, whole,
+// 0..limit (unit names limit in the message).
 func checkWhole(field string, v float64, limit int, unit string) error {
+	if err := checkAtMost(field, v, limit, unit); err != nil {
+		return err
+	}
+	if v != math.Trunc(v) {
+		return inputErr(field, "%s must be a whole number (got %g)", field, v)
+	}
+	return nil
+}
+
+// checkAtMost checks a number field of the exec tool: finite, 0..limit.
+func checkAtMost(field string, v float64, limit int, unit string) error {
 	if err := checkNumber(field, v); err != nil {
 		return err
 	}
-	switch {
-	case v != math.Trunc(v):
-		return inputErr(field, "%s must be a whole number (got %g)", field, v)
-	case v > float64(limit):
+	if v > float64(limit) {
 		return inputErr(field, "%s must be at most %d %s (got %g)", field, limit, unit, v)
 	}
 	return nil

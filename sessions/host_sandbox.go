@@ -155,7 +155,7 @@ func (h *SandboxHost) recover(ctx context.Context) ([]RecoveredSession, error) {
 		r := RecoveredSession{
 			ID: rs.Meta[metaSessionID], Command: rs.Meta[metaCommand], Cwd: rs.Meta[metaCwd],
 			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.TTY, StdinOpen: rs.Stdin && rs.Running,
-			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output, Dropped: rs.Dropped,
+			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output,
 			Covered: rs.StdoutOffset + rs.StderrOffset,
 		}
 		if r.Command == "" && len(rs.Argv) > 0 {

@@ -125,11 +125,15 @@ func (l *outlog) contents() ([]byte, error) {
 }
 
 // replay calls fn with the output of each stream from the given offsets on,
-// in the order it was produced. Bytes no longer in the log are skipped.
-func (l *outlog) replay(from [2]int64, fn func(stream byte, data []byte)) error {
+// in the order it was produced. Bytes no longer in the log are skipped:
+// skipped counts them per stream (how far the replay starts past from).
+func (l *outlog) replay(from [2]int64, fn func(stream byte, data []byte)) (skipped [2]int64, err error) {
+	for i := range skipped {
+		skipped[i] = max(l.base[i]-from[i], 0)
+	}
 	b, err := l.contents()
 	if err != nil {
-		return err
+		return skipped, err
 	}
 	pos := l.base
 	for len(b) >= recHeader {
@@ -153,13 +157,13 @@ func (l *outlog) replay(from [2]int64, fn func(stream byte, data []byte)) error 
 		}
 		fn(stream, data)
 	}
-	return nil
+	return skipped, nil
 }
 
 // aggregated returns the kept output of both streams, interleaved as produced.
 func (l *outlog) aggregated() ([]byte, error) {
 	var out []byte
-	err := l.replay([2]int64{}, func(_ byte, d []byte) { out = append(out, d...) })
+	_, err := l.replay([2]int64{}, func(_ byte, d []byte) { out = append(out, d...) })
 	return out, err
 }
 

@@ -184,6 +184,11 @@ type Started struct {
 	ID        string `json:"id"`
 	PID       int    `json:"pid"`
 	StartedAt int64  `json:"startedAtMs"`
+	// SkippedStdout and SkippedStderr (Attach only) are the bytes from the
+	// requested offsets on that the capped log no longer has: the replay
+	// starts that far past them.
+	SkippedStdout int64 `json:"skippedStdout,omitempty"`
+	SkippedStderr int64 `json:"skippedStderr,omitempty"`
 }
 
 // ExitStatus is how a command ended: Code, or Signal (e.g. "SIGKILL") with
