@@ -180,6 +180,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	started := spec
 	started.SessionID = id
 	started.KeepStdin = spec.KeepStdin || watchInput
+	started.StartWait = m.startWait(plan)
 	st, err := host.Start(m.ctx, started)
 	if err != nil {
 		m.releaseID(id)
@@ -237,6 +238,24 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil
 }
+
+// startWait is how long a start may wait for its host's confirmation: the
+// yield window (the default one for a background run), or the timeout if
+// that is shorter, so that exec answers within them when a host stalls.
+func (m *Manager) startWait(plan execPlan) time.Duration {
+	w := plan.window
+	if w <= 0 {
+		w = time.Duration(m.lim.YieldMs) * time.Millisecond
+	}
+	if plan.timeout > 0 && plan.timeout < w {
+		w = plan.timeout
+	}
+	return max(w, minStartWait)
+}
+
+// minStartWait is the least startWait: a start under load takes a moment
+// even with yieldMs 10.
+const minStartWait = 2 * time.Second
 
 // yield waits up to window for s to finish, for ctx to end (the run
 // continues in the background, with a warning) or, when iw is set, for the

@@ -99,6 +99,7 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 		Stdin:      spec.KeepStdin || spec.PTY,
 		Cols:       spec.Cols,
 		Rows:       spec.Rows,
+		StartWait:  spec.StartWait,
 		// A supervised sandbox keeps these with the session, so a restarted
 		// daemon re-adopts it under the same id and scope (Recover).
 		Meta: map[string]string{

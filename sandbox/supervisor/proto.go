@@ -147,6 +147,10 @@ type OpenSpec struct {
 	Meta map[string]string `json:"meta,omitempty"`
 	// Window is the initial output credit in bytes (default DefaultWindow).
 	Window int64 `json:"window,omitempty"`
+	// StartBy, when set (unix ms), is when the client stops waiting for
+	// the answer: an Open the server reads later is refused, and nothing
+	// runs. Set only by a client that shares the server's clock.
+	StartBy int64 `json:"startByMs,omitempty"`
 }
 
 // AttachSpec binds an existing session to a stream of this connection and

@@ -70,6 +70,10 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	if stream == 0 {
 		return errors.New("open: stream 0 is reserved")
 	}
+	if spec.StartBy > 0 && time.Now().UnixMilli() > spec.StartBy {
+		return fmt.Errorf("open: read %v after the client stopped waiting for it (was the supervisor stopped?); not started",
+			time.Since(time.UnixMilli(spec.StartBy)).Round(time.Millisecond))
+	}
 	if spec.ID == "" {
 		spec.ID = newID()
 	}
