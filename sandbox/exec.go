@@ -532,6 +532,10 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 	if m.fleet != nil {
 		return m.fleetStart(ctx, s, opts)
 	}
+	if err := m.engineDown(); err != nil {
+		// Fail with the reason now rather than wait on a stalled Engine.
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	res, err := m.ensureForStart(ctx, s)
 	if err != nil {
 		return nil, err
