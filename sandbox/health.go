@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -84,7 +85,9 @@ func (m *Manager) checkHealth(ctx context.Context) {
 }
 
 // engineDown is ErrEngineDown naming the Engine while its last health
-// check failed, else nil.
+// check timed out (a stalled Engine, whose calls would block), else nil.
+// An Engine that refuses connections answers every call at once with
+// ErrDockerUnreachable and how to start it, so it is left to that.
 func (m *Manager) engineDown() error {
 	h := m.health
 	if h == nil {
@@ -92,7 +95,7 @@ func (m *Manager) engineDown() error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.healthy {
+	if h.healthy || !errors.Is(h.err, context.DeadlineExceeded) {
 		return nil
 	}
 	return m.engineDownErr(h.err)
