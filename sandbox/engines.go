@@ -158,6 +158,7 @@ func (m *Manager) newFleet(ctx context.Context, opts Options, engines []Engine) 
 			return err
 		}
 		mo.Client = cli
+		mo.fleetMember = true
 		mm, err := NewManager(ctx, mo)
 		if err != nil {
 			_ = cli.Close()
@@ -524,11 +525,11 @@ type EngineStatus struct {
 	MissingRuntime string `json:"missingRuntime,omitempty"`
 }
 
-// Engines reports each Engine's health and load. A single-Engine Manager
-// is not health-checked: its one entry is always Healthy (Ping asks).
+// Engines reports each Engine's health and load (a single Engine is
+// health-checked too, see startHealth).
 func (m *Manager) Engines() []EngineStatus {
 	if m.fleet == nil {
-		return []EngineStatus{{Name: m.engine.Name, Host: m.cli.DaemonHost(), Healthy: true}}
+		return []EngineStatus{m.healthStatus()}
 	}
 	out := make([]EngineStatus, 0, len(m.fleet.members))
 	for _, mb := range m.fleet.members {

@@ -54,6 +54,11 @@ type ExecOptions struct {
 	// (e.g. the sessions layer's id and name); Sessions returns it after a
 	// daemon restart. The plain path ignores it.
 	Meta map[string]string
+	// StartWait, when > 0, bounds the wait for the supervisor to confirm
+	// the start once the sandbox is up (the caller's yield window or
+	// timeout): a supervisor that does not answer by then fails the start
+	// with ErrSupervisorNoAnswer, and the command never runs.
+	StartWait time.Duration
 }
 
 // Exec is a command running in a sandbox through the Engine's exec API.
@@ -534,6 +539,10 @@ type Started struct {
 func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	if m.fleet != nil {
 		return m.fleetStart(ctx, s, opts)
+	}
+	if err := m.engineDown(); err != nil {
+		// Fail with the reason now rather than wait on a stalled Engine.
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	res, err := m.ensureForStart(ctx, s)
 	if err != nil {

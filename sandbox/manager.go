@@ -93,6 +93,9 @@ type Options struct {
 	// EngineHealthInterval is how often each Engine of a multi-Engine
 	// config is pinged (default DefaultEngineHealthInterval).
 	EngineHealthInterval time.Duration
+	// fleetMember marks the Manager of one Engine of a fleet, which the
+	// fleet health-checks (no check of its own).
+	fleetMember bool
 	// Observer, when set, is told about costly and failing Engine work
 	// (the daemon's metrics).
 	Observer Observer
@@ -158,7 +161,9 @@ const (
 
 // Manager creates, reuses, recreates and removes sandboxes.
 type Manager struct {
-	cfg        Config
+	cfg Config
+	// health is the single Engine's health check (nil in a fleet and its members).
+	health     *engineHealth
 	stateDir   string
 	stateID    string
 	wsRoot     string
@@ -294,6 +299,9 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if m.ident, err = newIdentities(opts.Config, os.Geteuid(), systemIDFiles); err != nil {
 		return nil, err
 	}
+	if m.fleet == nil && !opts.fleetMember {
+		m.startHealth(opts.EngineHealthInterval)
+	}
 	return m, nil
 }
 
@@ -319,6 +327,7 @@ func (m *Manager) Close() error {
 		return m.fleet.close()
 	}
 	m.closePool()
+	m.stopHealth()
 	m.stopWatch()
 	m.clients.closeAll()
 	m.reg.flush()

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
@@ -451,8 +452,13 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
 		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
 	}
+	octx, cancel := ctx, context.CancelFunc(func() {})
+	if opts.StartWait > 0 {
+		octx, cancel = context.WithTimeout(ctx, opts.StartWait)
+	}
+	defer cancel()
 	sentAt := time.Now()
-	p, err := c.Open(ctx, spec)
+	p, err := c.Open(octx, spec)
 	if errors.Is(err, supervisor.ErrNotSent) && errors.Is(err, supervisor.ErrClosed) {
 		// The idle connection was closed just as this command took it
 		// (nothing was sent): once more on a new one.
@@ -460,7 +466,10 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 			return nil, fmt.Sprintf("sandbox supervisor unreachable (%v); using the plain Engine exec path", err), nil
 		}
 		sentAt = time.Now()
-		p, err = c.Open(ctx, spec)
+		p, err = c.Open(octx, spec)
+	}
+	if errors.Is(err, supervisor.ErrNoAnswer) {
+		return nil, "", fmt.Errorf("sandbox %s: %w: %w", res.Name, ErrSupervisorNoAnswer, err)
 	}
 	if err == nil {
 		warn := ""
@@ -499,6 +508,11 @@ func (e *CommandRefusedError) Unwrap() error { return e.Err }
 
 // InvalidParameter classifies the error for containerd/errdefs.
 func (e *CommandRefusedError) InvalidParameter() {}
+
+// ErrSupervisorNoAnswer means a sandbox's supervisor did not confirm a
+// start in time (it is stopped or overloaded); the command did not run and
+// will not (see supervisor.Client.Open). Unavailable class.
+var ErrSupervisorNoAnswer = fmt.Errorf("%w: the sandbox's supervisor did not confirm the start (the command did not start, and is ended at once should the supervisor start it when it answers again)", cerrdefs.ErrUnavailable)
 
 // ErrStartUncertain means the supervisor may or may not have started a
 // command (the connection broke before it answered) and the daemon cannot

@@ -128,15 +128,20 @@ func (m *Manager) cursorKey(host vocab.Host, id string) string {
 }
 
 // pendingOnRecover is the text a recovered session's next poll shows: the
-// kept output after the position polls had delivered before the restart.
-func (m *Manager) pendingOnRecover(host vocab.Host, rs RecoveredSession) string {
+// kept output after the position polls had delivered before the restart,
+// and missed, how many bytes between that position and the kept output the
+// host no longer had (the poll notes them as dropped).
+func (m *Manager) pendingOnRecover(host vocab.Host, rs RecoveredSession) (text string, missed int64) {
 	pos, known := m.cursors.get(m.cursorKey(host, rs.ID))
 	if rs.ID == "" {
 		known = false
 	}
+	if known {
+		missed = max(rs.Covered-int64(len(rs.Output))-pos, 0)
+	}
 	dec := output.NewDecoder(rs.PTY)
-	text, _ := dec.Feed(undelivered(rs.Output, rs.Covered, pos, known))
-	return text + dec.Flush()
+	text, _ = dec.Feed(undelivered(rs.Output, rs.Covered, pos, known))
+	return text + dec.Flush(), missed
 }
 
 // retainCursors forgets the cursors of sessions that no longer exist (but

@@ -188,6 +188,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	started := spec
 	started.SessionID = id
 	started.KeepStdin = spec.KeepStdin || watchInput
+	started.StartWait = m.startWait(plan)
 	st, err := host.Start(m.ctx, started)
 	if err != nil {
 		m.releaseID(id)
@@ -245,6 +246,24 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	warnings = m.yield(ctx, s, plan.window, iw, warnings)
 	return m.settle(s, plan, warnings), nil
 }
+
+// startWait is how long a start may wait for its host's confirmation: the
+// yield window (the default one for a background run), or the timeout if
+// that is shorter, so that exec answers within them when a host stalls.
+func (m *Manager) startWait(plan execPlan) time.Duration {
+	w := plan.window
+	if w <= 0 {
+		w = time.Duration(m.lim.YieldMs) * time.Millisecond
+	}
+	if plan.timeout > 0 && plan.timeout < w {
+		w = plan.timeout
+	}
+	return max(w, minStartWait)
+}
+
+// minStartWait is the least startWait: a start under load takes a moment
+// even with yieldMs 10.
+const minStartWait = 2 * time.Second
 
 // yield waits up to window for s to finish, for ctx to end (the run
 // continues in the background, with a warning) or, when iw is set, for the
@@ -333,12 +352,12 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 		return pl, err
 	}
 	if p.YieldMs != nil {
-		if err := checkNumber("yieldMs", *p.YieldMs); err != nil {
+		if err := checkWhole("yieldMs", *p.YieldMs, MaxYieldMs, "ms (2 minutes)"); err != nil {
 			return pl, err
 		}
 	}
 	if p.Timeout != nil {
-		if err := checkNumber("timeout", *p.Timeout); err != nil {
+		if err := checkAtMost("timeout", *p.Timeout, MaxTimeoutSec, "seconds (7 days)"); err != nil {
 			return pl, err
 		}
 	}
@@ -350,7 +369,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	case p.Background:
 		pl.window = 0
 	case p.YieldMs != nil:
-		pl.window = time.Duration(clampFloat(*p.YieldMs, 10, 120000)) * time.Millisecond
+		pl.window = time.Duration(clampFloat(*p.YieldMs, 10, MaxYieldMs)) * time.Millisecond
 	default:
 		pl.window = time.Duration(m.lim.YieldMs) * time.Millisecond
 	}
@@ -426,6 +445,7 @@ func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, e
 	return t, nil
 }
 
+// checkNumber checks that a number field is finite and not negative.
 func checkNumber(field string, v float64) error {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
@@ -445,6 +465,37 @@ func secondsDuration(v float64) time.Duration {
 		return time.Duration(ns)
 	}
 	return math.MaxInt64
+}
+
+// The largest yieldMs and timeout an exec accepts; larger values are bad
+// input (400), not clamped, so that a typo or an overflow never runs a
+// command under a window or timeout nobody asked for.
+const (
+	MaxYieldMs    = 120000
+	MaxTimeoutSec = 7 * 24 * 3600
+)
+
+// checkWhole checks a whole-number field of the exec tool: finite, whole,
+// 0..limit (unit names limit in the message).
+func checkWhole(field string, v float64, limit int, unit string) error {
+	if err := checkAtMost(field, v, limit, unit); err != nil {
+		return err
+	}
+	if v != math.Trunc(v) {
+		return inputErr(field, "%s must be a whole number (got %g)", field, v)
+	}
+	return nil
+}
+
+// checkAtMost checks a number field of the exec tool: finite, 0..limit.
+func checkAtMost(field string, v float64, limit int, unit string) error {
+	if err := checkNumber(field, v); err != nil {
+		return err
+	}
+	if v > float64(limit) {
+		return inputErr(field, "%s must be at most %d %s (got %g)", field, limit, unit, v)
+	}
+	return nil
 }
 
 // sizeOr is a requested terminal dimension, or def when none was asked.

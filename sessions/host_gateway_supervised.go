@@ -88,7 +88,7 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
 			AgentID: in.Meta[metaAgentID], SessionKey: in.Meta[metaSessionKey], PTY: in.TTY,
 			StdinOpen: in.Stdin && in.Running, PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
-			Output: f.Output, Dropped: in.Dropped, Covered: f.StdoutOffset + f.StderrOffset,
+			Output: f.Output, Covered: f.StdoutOffset + f.StderrOffset,
 			// A finished one's handle serves Forget: without it the
 			// session would come back after every restart.
 			Started: g.started(f.Proc),

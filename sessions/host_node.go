@@ -79,7 +79,7 @@ func (h *nodeHost) Later(ctx context.Context) <-chan RecoveredSession {
 				rs := RecoveredSession{
 					ID: st.SessionID, Command: st.Command, Cwd: st.Cwd, AgentID: st.AgentID, SessionKey: st.SessionKey,
 					PTY: st.PTY, StdinOpen: st.Stdin && st.Running, PID: st.PID, StartedAt: time.UnixMilli(st.StartedAtMs),
-					Output: a.Output, Dropped: a.Dropped, Covered: a.Covered, Started: Started{Process: a.Process},
+					Output: a.Output, Covered: a.Covered, Started: Started{Process: a.Process},
 				}
 				select {
 				case out <- rs:

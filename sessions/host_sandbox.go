@@ -99,6 +99,7 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 		Stdin:      spec.KeepStdin || spec.PTY,
 		Cols:       spec.Cols,
 		Rows:       spec.Rows,
+		StartWait:  spec.StartWait,
 		// A supervised sandbox keeps these with the session, so a restarted
 		// daemon re-adopts it under the same id and scope (Recover).
 		Meta: map[string]string{
@@ -155,7 +156,7 @@ func (h *SandboxHost) recover(ctx context.Context) ([]RecoveredSession, error) {
 		r := RecoveredSession{
 			ID: rs.Meta[metaSessionID], Command: rs.Meta[metaCommand], Cwd: rs.Meta[metaCwd],
 			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.TTY, StdinOpen: rs.Stdin && rs.Running,
-			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output, Dropped: rs.Dropped,
+			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output,
 			Covered: rs.StdoutOffset + rs.StderrOffset,
 		}
 		if r.Command == "" && len(rs.Argv) > 0 {

@@ -42,12 +42,12 @@ type RecoveredSession struct {
 	StdinOpen bool
 	PID       int
 	StartedAt time.Time
-	// Output is what the host kept (raw bytes, streams interleaved) and
-	// Dropped how much older output it no longer has. Covered is the raw
-	// byte count (both streams) that Output ends at; Process streams what
-	// follows.
+	// Output is what the host kept (raw bytes, streams interleaved).
+	// Covered is the raw byte count (both streams) that Output ends at, so
+	// its first byte is at Covered-len(Output) and everything before was
+	// dropped; Process streams what follows (from a later offset when it
+	// reports, with Skipped, output the host dropped in between).
 	Output  []byte
-	Dropped int64
 	Covered int64
 	// Finished sessions carry their end; running ones carry the started
 	// Process, which streams the output after Output and reports the exit
@@ -177,6 +177,13 @@ func (m *Manager) adoptLater(host vocab.Host, ch <-chan RecoveredSession) {
 	}()
 }
 
+// skipper is a recovered Process that can report how much output after
+// RecoveredSession.Covered its host no longer had when it was re-attached
+// (*supervisor.Proc).
+type skipper interface {
+	Skipped() int64
+}
+
 func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	_, err := m.adoptSession(host, rs)
 	return err
@@ -186,6 +193,14 @@ func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, error) {
 	if !rs.Finished && rs.Process == nil {
 		return nil, errors.New("running session without a process")
+	}
+	if sk, ok := rs.Process.(skipper); ok {
+		if n := sk.Skipped(); n > 0 {
+			// The process streams from n bytes past the kept output: the
+			// kept output ends before a gap, and goes with it, so that
+			// every offset stays true.
+			rs.Output, rs.Covered = nil, rs.Covered+n
+		}
 	}
 	s := &session{
 		scope:       scopeKey(rs.AgentID, rs.SessionKey),
@@ -217,9 +232,13 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 	dec := output.NewDecoder(rs.PTY)
 	text, _ := dec.Feed(rs.Output)
 	text += dec.Flush()
-	s.agg.AddDropped(rs.Dropped)
+	// Offsets are raw byte offsets of the whole output: the kept output
+	// starts where the host's drops end.
+	s.agg.Skip(max(rs.Covered-int64(len(rs.Output)), 0))
 	s.agg.WriteStream(output.StreamStdout, text, utf8.RuneCountInString(text))
-	s.pendOut.Write(m.pendingOnRecover(host, rs))
+	pending, missed := m.pendingOnRecover(host, rs)
+	s.pendOut.AddDropped(missed)
+	s.pendOut.Write(pending)
 	s.readRaw, s.delivered = rs.Covered, rs.Covered
 	if rs.Finished {
 		s.finished = true

@@ -27,7 +27,7 @@ func TestRecover(t *testing.T) {
 	host := recoveringHost{fakeHost: &fakeHost{}, recoverFunc: func(context.Context) ([]RecoveredSession, error) {
 		return []RecoveredSession{
 			{ID: "brisk-otter", Command: "make test", Cwd: "/workspace", SessionKey: "s1", PID: 7,
-				StartedAt: clk.Now().Add(-time.Minute), Output: []byte("ok 1\nok 2\n"), Dropped: 100,
+				StartedAt: clk.Now().Add(-time.Minute), Output: []byte("ok 1\nok 2\n"), Covered: 110,
 				Finished: true, ExitCode: 0, EndedAt: clk.Now().Add(-time.Second)},
 			{ID: "calm-heron", Command: "npm run dev", Cwd: "/workspace", SessionKey: "s1", PID: 9,
 				StartedAt: clk.Now().Add(-2 * time.Minute), Output: []byte("listening\n"), StdinOpen: true, Started: Started{Process: live}},

@@ -26,7 +26,7 @@ type peerKey struct{}
 // every request on the connection. A connection whose credentials cannot
 // be read gets none, and every check that needs them refuses it.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := unwrapConn(c).(*net.UnixConn)
 	if !ok {
 		return ctx
 	}

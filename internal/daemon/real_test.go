@@ -3,7 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -192,4 +196,33 @@ func TestGatewayConformanceThroughAPI(t *testing.T) {
 			},
 		}
 	})
+}
+
+// TestFaultExecBadNumbersRefused replays issue 32 item 10: a huge or
+// overflowing timeout and a huge or fractional yieldMs were accepted (200)
+// and the command ran. Each is refused with 400 naming the field, and the
+// command (which would create a marker file) never runs.
+func TestFaultExecBadNumbersRefused(t *testing.T) {
+	r, _ := startGatewayDaemon(t)
+	marker := filepath.Join(t.TempDir(), "RAN")
+	for _, tc := range []struct{ field, value string }{
+		{"timeout", "1e12"},
+		{"timeout", "1e300"},
+		{"timeout", "9223372037"}, // seconds: overflows time.Duration
+		{"yieldMs", "1e15"},
+		{"yieldMs", "2.5"},
+		{"yieldMs", "120001"},
+	} {
+		body := fmt.Sprintf(`{"command":"touch %s","%s":%s}`, marker, tc.field, tc.value)
+		code, msg := postRaw(t, r.srv, "/v1/tools/exec", []byte(body))
+		if code != 400 || !strings.Contains(msg, tc.field) {
+			t.Errorf("%s=%s: got %d %q, want 400 naming %s", tc.field, tc.value, code, msg, tc.field)
+		}
+	}
+	if code, msg := postRaw(t, r.srv, "/v1/tools/exec", []byte(`{"command":"true","timeout":604800,"yieldMs":120000}`)); code != 200 {
+		t.Errorf("the largest accepted values refused: %d %q", code, msg)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused command ran (marker: %v)", err)
+	}
 }

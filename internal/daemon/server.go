@@ -130,6 +130,13 @@ type Options struct {
 	// Identity is the configuration and Engine the daemon serves, reported
 	// by /healthz; a client sending another is refused (checkIdentity).
 	Identity apiclient.Identity
+	// MaxConns bounds the open connections of each listener (default
+	// DefaultMaxConns); more wait in the kernel's backlog until one closes.
+	MaxConns int
+	// WriteStall is how long one write to a client may block before its
+	// connection is dropped (default DefaultWriteStall): a client that
+	// never reads cannot pin the daemon's memory.
+	WriteStall time.Duration
 	// ShutdownGrace is how long in-flight requests may finish on their own
 	// before the tools are closed (default 2 s).
 	ShutdownGrace time.Duration
@@ -252,6 +259,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		if s.tcpLn, err = net.Listen("tcp", opts.Listen); err != nil {
 			return nil, fmt.Errorf("daemon: listen on %s: %w", opts.Listen, err)
 		}
+		s.tcpLn = newBoundedListener(s.tcpLn, opts.MaxConns, opts.WriteStall)
 		if ta, ok := s.tcpLn.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && opts.TLSCertFile == "" {
 			opts.Logf("warning: %s is reachable from other machines without TLS: the bearer token travels in clear text (use --tls-cert/--tls-key)", ta)
 		}
@@ -261,6 +269,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	if s.unixLn, err = listenUnixPrivate(s.sockPath); err != nil {
 		return nil, err
 	}
+	s.unixLn = newBoundedListener(s.unixLn, opts.MaxConns, opts.WriteStall)
 	if err := atomicfile.Write(s.pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("daemon: write pid file: %w", err)
 	}
@@ -452,12 +461,13 @@ func (s *Server) watchSocket(ctx context.Context, errc chan<- error) {
 		case err == nil && os.SameFile(fi, ours):
 			continue
 		case errors.Is(err, os.ErrNotExist):
-			ln, lerr := listenUnixPrivate(s.sockPath)
+			raw, lerr := listenUnixPrivate(s.sockPath)
 			if lerr != nil {
 				s.opts.Logf("socket %s was deleted and cannot be re-created (%v); shutting down", s.sockPath, lerr)
 				s.RequestShutdown()
 				return
 			}
+			ln := newBoundedListener(raw, s.opts.MaxConns, s.opts.WriteStall)
 			if ours, err = os.Lstat(s.sockPath); err != nil {
 				_ = ln.Close()
 				s.opts.Logf("socket %s: %v; shutting down", s.sockPath, err)

@@ -80,7 +80,7 @@ var processFields = map[string]string{
 }
 
 // integerFields are numbers that take whole values only.
-var integerFields = map[string]bool{"yieldMs": true, "timeout": true, "offset": true, "limit": true, "timeoutMs": true, "cols": true, "rows": true}
+var integerFields = map[string]bool{"yieldMs": true, "offset": true, "limit": true, "timeoutMs": true, "cols": true, "rows": true}
 
 // enums are the closed vocabularies of the inputs.
 var enums = map[string][]string{

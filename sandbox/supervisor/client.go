@@ -62,7 +62,33 @@ var (
 	// acted on it. The caller must ask (List) before it runs the command
 	// any other way.
 	ErrUnanswered = errors.New("supervisor connection broke before it answered")
+	// ErrNoAnswer means the server did not answer in time (it is stopped,
+	// e.g. SIGSTOPped, or overloaded). For an Open the command did not
+	// start: a server that reads it late refuses it, or the client ends it
+	// (see Open).
+	ErrNoAnswer = errors.New("the supervisor does not answer")
 )
+
+// DefaultAnswerTimeout bounds the wait for the server's answer to a
+// request or an Open whose context has no earlier deadline.
+const DefaultAnswerTimeout = 30 * time.Second
+
+// answerDeadline is ctx bounded by DefaultAnswerTimeout.
+func answerDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= DefaultAnswerTimeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, DefaultAnswerTimeout)
+}
+
+// noAnswer is the error of a wait for the server that ended at its
+// deadline (waited is how long), or err as it is.
+func noAnswer(err error, waited time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w within %v (stopped or overloaded)", ErrNoAnswer, waited.Round(time.Millisecond))
+	}
+	return err
+}
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
@@ -570,6 +596,9 @@ func (c *Client) nextID() uint32 {
 
 // request sends a request frame and waits for its Result.
 func (c *Client) request(ctx context.Context, typ byte, payload []byte) ([]byte, error) {
+	ctx, cancel := answerDeadline(ctx)
+	defer cancel()
+	begun := time.Now()
 	ch := make(chan Frame, 1)
 	c.mu.Lock()
 	if c.closed {
@@ -596,7 +625,7 @@ func (c *Client) request(ctx context.Context, typ byte, payload []byte) ([]byte,
 		c.mu.Lock()
 		delete(c.reqs, id)
 		c.mu.Unlock()
-		return nil, ctx.Err()
+		return nil, noAnswer(ctx.Err(), time.Since(begun))
 	}
 }
 
@@ -656,6 +685,13 @@ func (c *Client) KillTree(ctx context.Context, id string, grace time.Duration) e
 }
 
 // Open starts a command and returns once it runs (or failed to start).
+//
+// It waits for the server until ctx's deadline (at most
+// DefaultAnswerTimeout) and then fails with ErrNoAnswer. The command then
+// never runs unseen: a server on this machine (same clock) that reads the
+// Open after that deadline refuses it (OpenSpec.StartBy), and in any case
+// the client asks the server to end the command's tree, which it does
+// once it answers again.
 func (c *Client) Open(ctx context.Context, spec OpenSpec) (*Proc, error) {
 	if spec.ID == "" {
 		spec.ID = newID()
@@ -663,12 +699,42 @@ func (c *Client) Open(ctx context.Context, spec OpenSpec) (*Proc, error) {
 	if spec.Window <= 0 {
 		spec.Window = c.window
 	}
+	ctx, cancel := answerDeadline(ctx)
+	defer cancel()
+	begun := time.Now()
+	if d, ok := ctx.Deadline(); ok && c.Local() {
+		spec.StartBy = d.UnixMilli()
+	}
 	p := c.newProc(spec.ID, spec.TTY, spec.TTY || spec.Stdin, [2]int64{})
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor open: %w", err)
 	}
-	return c.startProc(ctx, p, FrameOpen, b)
+	p, err = c.startProc(ctx, p, FrameOpen, b)
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrNotSent) {
+		go c.endLateStart(spec.ID)
+		return nil, noAnswer(err, time.Since(begun))
+	}
+	return p, err
+}
+
+// endLateStart ends the tree of a command whose Open was given up on, in
+// case the server starts it when it answers again (a refused or unknown
+// id makes this a no-op).
+func (c *Client) endLateStart(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for ctx.Err() == nil {
+		err := c.KillTree(ctx, id, time.Second)
+		if !errors.Is(err, ErrNoAnswer) {
+			return
+		}
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+	}
 }
 
 // Attach follows an existing session (after a restart of the host side):

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 )
 
@@ -20,16 +22,24 @@ const recHeader = 5 // stream u8 + length u32
 // in order, so the interleaving of stdout and stderr survives and either
 // stream can be replayed from a byte offset. It keeps two segments of at
 // most cap/2 bytes each, files "output.0" and "output.1" used in turn:
-// when the current one is full, the other (older) one is truncated and
+// when the current one is full, the other (older) one is emptied and
 // becomes current, so the kept tail is between cap/2 and cap bytes and
 // rotation never copies or renames. Without a directory it lives in memory.
+//
+// The files reserve their space when the log is made (fallocate of both
+// segments, which rotation reuses without truncating), so a filesystem
+// that fills up later (the sandbox's /run) cannot cut the log short; a
+// log that cannot reserve its space is not made (the command does not
+// start). Should a write fail all the same, everything before it counts as
+// dropped (base), so offsets and the dropped count stay exact.
 type outlog struct {
-	dir  string
-	f    [2]*os.File
-	mem  [2][]byte
-	cur  int   // index of the current segment
-	size int64 // bytes in the current segment
-	seg  int64 // segment size
+	dir   string
+	f     [2]*os.File
+	mem   [2][]byte
+	sizes [2]int64 // bytes used in each segment
+	cur   int      // index of the current segment
+	size  int64    // bytes in the current segment
+	seg   int64    // segment size
 	// counts are the per-stream data bytes of each segment; base is, per
 	// stream (0 stdout, 1 stderr), how many bytes were dropped from the
 	// front.
@@ -47,14 +57,34 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 		return l, nil
 	}
 	for i := range l.f {
-		f, err := os.OpenFile(filepath.Join(dir, "output."+strconv.Itoa(i)), os.O_CREATE|os.O_TRUNC|os.O_RDWR|os.O_APPEND, 0o600)
+		f, err := os.OpenFile(filepath.Join(dir, "output."+strconv.Itoa(i)), os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("output log: %w", err)
 		}
 		l.f[i] = f
+		if err := reserve(f, l.seg); err != nil {
+			l.close()
+			return nil, fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.seg, dir, err)
+		}
 	}
 	return l, nil
+}
+
+// reserve allocates n bytes of f's storage: fallocate, or zeros written
+// where the filesystem has no fallocate.
+func reserve(f *os.File, n int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, n)
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	zeros := make([]byte, 64<<10)
+	for off := int64(0); off < n; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (l *outlog) append(stream byte, p []byte) error {
@@ -72,16 +102,30 @@ func (l *outlog) append(stream byte, p []byte) error {
 		if l.f[l.cur] == nil {
 			return errors.New("output log: closed")
 		}
-		if _, err := l.f[l.cur].Write(h[:]); err != nil {
-			return fmt.Errorf("output log: %w", err)
-		}
-		if _, err := l.f[l.cur].Write(p); err != nil {
-			return fmt.Errorf("output log: %w", err)
+		rec := make([]byte, 0, recHeader+len(p))
+		rec = append(append(rec, h[:]...), p...)
+		if _, err := l.f[l.cur].WriteAt(rec, l.size); err != nil {
+			l.lose(stream, int64(len(p)))
+			return fmt.Errorf("output log: %d bytes dropped with all older output: %w", len(p), err)
 		}
 	}
 	l.size += int64(recHeader + len(p))
+	l.sizes[l.cur] = l.size
 	l.counts[l.cur][stream-1] += int64(len(p))
 	return nil
+}
+
+// lose forgets everything kept and n bytes of stream that could not be
+// written: they count as dropped, so the offsets of what follows stay true.
+func (l *outlog) lose(stream byte, n int64) {
+	for i := range l.counts {
+		l.base[0] += l.counts[i][0]
+		l.base[1] += l.counts[i][1]
+		l.counts[i] = [2]int64{}
+		l.sizes[i] = 0
+	}
+	l.base[stream-1] += n
+	l.size, l.old = 0, false
 }
 
 // rotate drops the older segment and makes it the current one.
@@ -92,13 +136,11 @@ func (l *outlog) rotate() error {
 		l.base[1] += l.counts[next][1]
 	}
 	l.counts[next] = [2]int64{}
+	l.sizes[next] = 0
 	if l.dir == "" {
 		l.mem[next] = l.mem[next][:0]
-	} else if l.f[next] != nil {
-		if err := l.f[next].Truncate(0); err != nil {
-			return fmt.Errorf("output log: %w", err)
-		}
 	}
+	// A file segment is overwritten in place: its reserved space stays.
 	l.cur, l.old, l.size = next, true, 0
 	return nil
 }
@@ -119,17 +161,21 @@ func (l *outlog) contents() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("output log: %w", err)
 		}
-		out = append(out, b...)
+		out = append(out, b[:min(int64(len(b)), l.sizes[i])]...)
 	}
 	return out, nil
 }
 
 // replay calls fn with the output of each stream from the given offsets on,
-// in the order it was produced. Bytes no longer in the log are skipped.
-func (l *outlog) replay(from [2]int64, fn func(stream byte, data []byte)) error {
+// in the order it was produced. Bytes no longer in the log are skipped:
+// skipped counts them per stream (how far the replay starts past from).
+func (l *outlog) replay(from [2]int64, fn func(stream byte, data []byte)) (skipped [2]int64, err error) {
+	for i := range skipped {
+		skipped[i] = max(l.base[i]-from[i], 0)
+	}
 	b, err := l.contents()
 	if err != nil {
-		return err
+		return skipped, err
 	}
 	pos := l.base
 	for len(b) >= recHeader {
@@ -153,13 +199,13 @@ func (l *outlog) replay(from [2]int64, fn func(stream byte, data []byte)) error 
 		}
 		fn(stream, data)
 	}
-	return nil
+	return skipped, nil
 }
 
 // aggregated returns the kept output of both streams, interleaved as produced.
 func (l *outlog) aggregated() ([]byte, error) {
 	var out []byte
-	err := l.replay([2]int64{}, func(_ byte, d []byte) { out = append(out, d...) })
+	_, err := l.replay([2]int64{}, func(_ byte, d []byte) { out = append(out, d...) })
 	return out, err
 }
 

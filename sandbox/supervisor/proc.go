@@ -35,6 +35,7 @@ type Proc struct {
 
 	mu        sync.Mutex
 	recv      [2]int64 // bytes received per stream (the resume offsets)
+	skipped   int64    // bytes an Attach asked for that the server no longer had
 	unacked   int64
 	exitOnce  sync.Once
 	done      chan struct{}
@@ -49,6 +50,11 @@ func (p *Proc) onStarted(st Started) {
 	p.startOnce.Do(func() {
 		p.pid = st.PID
 		p.startedAt = time.UnixMilli(st.StartedAt)
+		p.mu.Lock()
+		p.recv[0] += max(st.SkippedStdout, 0)
+		p.recv[1] += max(st.SkippedStderr, 0)
+		p.skipped += max(st.SkippedStdout, 0) + max(st.SkippedStderr, 0)
+		p.mu.Unlock()
 		close(p.started)
 	})
 }
@@ -194,6 +200,15 @@ func (p *Proc) Stderr() io.Reader {
 		return nil
 	}
 	return p.stderr
+}
+
+// Skipped is how many bytes (both streams) after the offsets given to
+// Attach the server no longer had: the output read from Stdout and Stderr
+// starts that far past them.
+func (p *Proc) Skipped() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.skipped
 }
 
 // Offsets are the bytes received so far on stdout and stderr.

@@ -147,6 +147,10 @@ type OpenSpec struct {
 	Meta map[string]string `json:"meta,omitempty"`
 	// Window is the initial output credit in bytes (default DefaultWindow).
 	Window int64 `json:"window,omitempty"`
+	// StartBy, when set (unix ms), is when the client stops waiting for
+	// the answer: an Open the server reads later is refused, and nothing
+	// runs. Set only by a client that shares the server's clock.
+	StartBy int64 `json:"startByMs,omitempty"`
 }
 
 // AttachSpec binds an existing session to a stream of this connection and
@@ -184,6 +188,11 @@ type Started struct {
 	ID        string `json:"id"`
 	PID       int    `json:"pid"`
 	StartedAt int64  `json:"startedAtMs"`
+	// SkippedStdout and SkippedStderr (Attach only) are the bytes from the
+	// requested offsets on that the capped log no longer has: the replay
+	// starts that far past them.
+	SkippedStdout int64 `json:"skippedStdout,omitempty"`
+	SkippedStderr int64 `json:"skippedStderr,omitempty"`
 }
 
 // ExitStatus is how a command ended: Code, or Signal (e.g. "SIGKILL") with

@@ -71,6 +71,10 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	if stream == 0 {
 		return errors.New("open: stream 0 is reserved")
 	}
+	if spec.StartBy > 0 && time.Now().UnixMilli() > spec.StartBy {
+		return fmt.Errorf("open: read %v after the client stopped waiting for it (was the supervisor stopped?); not started",
+			time.Since(time.UnixMilli(spec.StartBy)).Round(time.Millisecond))
+	}
 	if spec.ID == "" {
 		spec.ID = newID()
 	}
@@ -606,15 +610,29 @@ func (s *Server) attach(c *serverConn, stream uint32, a AttachSpec) error {
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	s.sendJSON(c, FrameStarted, stream, Started{ID: sess.id, PID: sess.pid, StartedAt: sess.startedAt})
-	if err := sess.log.replay([2]int64{a.Stdout, a.Stderr}, func(which byte, d []byte) {
-		for len(d) > 0 {
+	// Started goes first and says how much of what was asked for the log
+	// no longer has, so the client's offsets stay true.
+	var out []struct {
+		which byte
+		d     []byte
+	}
+	skipped, err := sess.log.replay([2]int64{a.Stdout, a.Stderr}, func(which byte, d []byte) {
+		out = append(out, struct {
+			which byte
+			d     []byte
+		}{which, d})
+	})
+	if err != nil {
+		s.logf("supervisor: replay %s: %v", sess.id, err)
+	}
+	s.sendJSON(c, FrameStarted, stream, Started{ID: sess.id, PID: sess.pid, StartedAt: sess.startedAt,
+		SkippedStdout: skipped[0], SkippedStderr: skipped[1]})
+	for _, o := range out {
+		for d := o.d; len(d) > 0; {
 			n := min(len(d), 64<<10)
-			s.sendOutput(c, stream, which, d[:n], true)
+			s.sendOutput(c, stream, o.which, d[:n], true)
 			d = d[n:]
 		}
-	}); err != nil {
-		s.logf("supervisor: replay %s: %v", sess.id, err)
 	}
 	if sess.exited {
 		s.sendJSON(c, FrameExit, stream, sess.exit)

@@ -437,14 +437,17 @@ func TestOutlogCapAndReplay(t *testing.T) {
 		t.Fatalf("log keeps %d bytes, want between cap/2 and cap (200)", len(b))
 	}
 	var got [2]bytes.Buffer
-	_ = l.replay([2]int64{}, func(s byte, d []byte) { got[s-1].Write(d) })
+	skipped, _ := l.replay([2]int64{}, func(s byte, d []byte) { got[s-1].Write(d) })
+	if skipped != l.base {
+		t.Fatalf("replay from 0 skipped %v, want the dropped %v", skipped, l.base)
+	}
 	for i := range 2 {
 		if !strings.HasSuffix(all[i].String(), got[i].String()) || int64(all[i].Len()-got[i].Len()) != l.base[i] {
 			t.Fatalf("stream %d: kept %q of %q base %d", i, got[i].String(), all[i].String(), l.base[i])
 		}
 	}
 	got[0].Reset()
-	_ = l.replay([2]int64{int64(all[0].Len() - 4), 1 << 30}, func(s byte, d []byte) { got[s-1].Write(d) })
+	_, _ = l.replay([2]int64{int64(all[0].Len() - 4), 1 << 30}, func(s byte, d []byte) { got[s-1].Write(d) })
 	if got[0].String() != all[0].String()[all[0].Len()-4:] {
 		t.Fatalf("replay from offset: %q", got[0].String())
 	}

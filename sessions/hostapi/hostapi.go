@@ -55,6 +55,11 @@ type StartSpec struct {
 	// Tag is the run tag of the command's process tree (SANDBOXCTL_RUN),
 	// which a kill sweeps; "" = the host picks a fresh one.
 	Tag string
+	// StartWait, when > 0, is how long the caller waits for the host to
+	// confirm the start once the command's place is ready (the yield window
+	// or timeout): a host whose process starter does not answer by then
+	// (a stopped supervisor) fails the start, and the command never runs.
+	StartWait time.Duration
 }
 
 // Process is a started command, as every host returns it.

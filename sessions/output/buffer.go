@@ -93,6 +93,21 @@ func (t *Tail) AddDropped(n int64) {
 	}
 }
 
+// Skip starts an empty Tail at byte offset n: the n bytes before it were
+// dropped before it got them (a recovered session's output the host no
+// longer kept), so what is written next has its true offset. The dropped
+// count grows by n (characters and bytes are one for ASCII). It panics if
+// anything was written.
+func (t *Tail) Skip(n int64) {
+	if t.End() != 0 {
+		panic("output: Skip after Write")
+	}
+	if n > 0 {
+		t.base += n
+		t.dropped += n
+	}
+}
+
 // String returns the characters currently held (without the dropped note).
 func (t *Tail) String() string { return string(t.buf[t.start:]) }
 

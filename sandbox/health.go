@@ -1,0 +1,123 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// engineHealth is the health check of a single-Engine Manager: a fleet
+// checks each of its Engines itself (fleet.check). The Engine counts as up
+// until a check fails.
+type engineHealth struct {
+	mu      sync.Mutex
+	healthy bool
+	err     error
+	since   time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// engineCheckTimeout bounds one health check: an Engine that takes longer
+// to answer a ping (a stalled dockerd) counts as down.
+const engineCheckTimeout = 2 * time.Second
+
+// startHealth pings the Engine every interval until Close. While a ping
+// fails, Start fails at once with ErrEngineDown (naming the Engine and the
+// reason) instead of waiting on an Engine that does not answer, and
+// Engines reports it down; the next answer clears it.
+func (m *Manager) startHealth(interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultEngineHealthInterval
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &engineHealth{healthy: true, since: time.Now(), cancel: cancel, done: make(chan struct{})}
+	m.health = h
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			m.checkHealth(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (m *Manager) stopHealth() {
+	if h := m.health; h != nil {
+		h.cancel()
+		<-h.done
+	}
+}
+
+// checkHealth pings the Engine once and records the outcome.
+func (m *Manager) checkHealth(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, engineCheckTimeout)
+	_, err := m.cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	h := m.health
+	h.mu.Lock()
+	was := h.healthy
+	h.healthy, h.err = err == nil, err
+	if was != h.healthy {
+		h.since = time.Now()
+	}
+	h.mu.Unlock()
+	switch {
+	case was && err != nil:
+		m.logf("sandbox: %v; commands that need it fail at once until it answers", m.engineDownErr(err))
+	case !was && err == nil:
+		m.logf("sandbox: Engine %q answers again", m.engine.Name)
+	}
+}
+
+// engineDown is ErrEngineDown naming the Engine while its last health
+// check timed out (a stalled Engine, whose calls would block), else nil.
+// An Engine that refuses connections answers every call at once with
+// ErrDockerUnreachable and how to start it, so it is left to that.
+func (m *Manager) engineDown() error {
+	h := m.health
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.healthy || !errors.Is(h.err, context.DeadlineExceeded) {
+		return nil
+	}
+	return m.engineDownErr(h.err)
+}
+
+func (m *Manager) engineDownErr(err error) error {
+	if err == nil {
+		err = fmt.Errorf("no answer within %v", engineCheckTimeout)
+	}
+	return &engineDownError{name: m.engine.Name, host: m.cli.DaemonHost(), err: err}
+}
+
+// healthStatus is the single Engine's entry of Engines.
+func (m *Manager) healthStatus() EngineStatus {
+	st := EngineStatus{Name: m.engine.Name, Host: m.cli.DaemonHost(), Healthy: true}
+	if h := m.health; h != nil {
+		h.mu.Lock()
+		st.Healthy, st.Since = h.healthy, h.since
+		if h.err != nil {
+			st.Error = h.err.Error()
+		}
+		h.mu.Unlock()
+	}
+	return st
+}
