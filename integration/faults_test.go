@@ -393,9 +393,6 @@ func TestFaultContainerDiesThroughDaemon(t *testing.T) {
 		{"kill", "exit code 137", 2 * time.Second},
 		{"stop", "exit code (0|143)", 3 * time.Second}, // docker stop -t1 itself takes up to 1 s
 		{"supervisor", "exit code 137", 2 * time.Second},
-		// From inside: a command signals pid 1 (the supervisor). KILL is
-		// ignored for a namespace's init; TERM stops the sandbox gracefully.
-		{"supervisor-from-inside", "exit code (0|143)", 3 * time.Second},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
 			agent := "die-" + tc.fault
@@ -433,8 +430,6 @@ func TestFaultContainerDiesThroughDaemon(t *testing.T) {
 				if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-			case "supervisor-from-inside":
-				_, _, _ = d.call(t, "exec", scoped(agent, map[string]any{"command": "kill -KILL 1; kill -TERM 1; sleep 5"}))
 			}
 			all := pollUntil(t, d, agent, id, 10*time.Second, func(all string) bool { return strings.Contains(all, "Process failed") })
 			took := time.Since(fault)
@@ -450,6 +445,37 @@ func TestFaultContainerDiesThroughDaemon(t *testing.T) {
 				t.Fatalf("the command ran %d times (supervisor sessions %d; exec %d %q)", n, supRuns, code, text)
 			}
 		})
+	}
+}
+
+// TestSecuritySupervisorOutOfCommandsReach: a command signals pid 1 (the
+// supervisor). Under a sandbox identity the command's uid is not the
+// supervisor's, so both signals are refused, the supervisor serves on, and
+// the background session it keeps still answers (issue 25, finding 7).
+func TestSecuritySupervisorOutOfCommandsReach(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	state := t.TempDir()
+	prefix := "sbxi-sig-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	d := startDaemonIn(t, state, sandboxDaemonConfig(state, prefix))
+	agent := "sig1"
+	det, text, _ := d.call(t, "exec", scoped(agent, map[string]any{"command": "echo start; sleep 120", "background": true}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, d, agent, id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+	_, text, code := d.call(t, "exec", scoped(agent, map[string]any{"command": "kill -KILL 1; echo kill=$?; kill -TERM 1; echo term=$?"}))
+	if code != 200 || !strings.Contains(text, "kill=1") || !strings.Contains(text, "term=1") {
+		t.Fatalf("signals to the supervisor were not refused: %d %q", code, text)
+	}
+	_, text, code = d.call(t, "exec", scoped(agent, map[string]any{"command": "echo alive"}))
+	if code != 200 || !strings.Contains(text, "alive") {
+		t.Fatalf("the supervisor stopped serving: %d %q", code, text)
+	}
+	_, text, _ = d.call(t, "process", scoped(agent, map[string]any{"action": "poll", "sessionId": id}))
+	if !strings.Contains(text, "still running") {
+		t.Fatalf("the background session did not survive: %q", text)
 	}
 }
 

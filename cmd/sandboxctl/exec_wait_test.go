@@ -247,7 +247,7 @@ func TestExecStartFailuresAreErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"workdir outside the workspace", []string{"-w", "/etc"}, 126, `workdir "/etc" escapes the workspace`},
-		{"workdir missing", []string{"--workdir", "/workspace/nope"}, 126, "working directory /workspace/nope: not a directory"},
+		{"workdir missing", []string{"--workdir", "/workspace/nope"}, 126, "working directory /workspace/nope: "},
 		{"no shell on PATH", []string{"--env", "PATH=/x"}, 127, "sh: command not found"},
 	}
 	for _, tc := range tests {
@@ -260,9 +260,10 @@ func TestExecStartFailuresAreErrors(t *testing.T) {
 			}
 		})
 	}
-	// The tool's answer (--json) keeps its warning and fallback.
+	// The tool's answer (--json) refuses it too, as bad input: no fallback
+	// to /workspace (issue 31), nothing runs.
 	r := e.run(t, "exec", "--json", "--agent", agent, "-w", "/etc", "--", "pwd")
-	if r.code != 0 || !strings.Contains(r.stdout, `"cwd":"/workspace"`) || !strings.Contains(r.stdout, "escapes the workspace") {
+	if r.code != 2 || strings.Contains(r.stdout, `"cwd":"/workspace"`) || !strings.Contains(r.stderr, "escapes the workspace") {
 		t.Errorf("--json -w /etc: %+v", r)
 	}
 }

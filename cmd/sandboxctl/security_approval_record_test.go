@@ -29,7 +29,7 @@ func TestSecurityApprovalShowsWhatRuns(t *testing.T) {
 	payload := "+!touch " + filepath.Join(dir, "PAYLOAD") + "\n" // a LESS-style payload
 	// `; true` keeps the shell from exec'ing tr, so $$ is the shell itself.
 	command := "tr '\\0' '\\n' < /proc/$$/cmdline > " + quote(t, out) + "; true"
-	d := execJSON(t, e, "--agent", "alice", "--workdir", dir, "--env", "MY_PAGER_OPTS="+payload, "--", command)
+	d := execJSON(t, e, "--agent", "alice", "--workdir", dir, "--env", "MY_PAGER_SETTING="+payload, "--", command)
 	if d["status"] != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
@@ -45,7 +45,7 @@ func TestSecurityApprovalShowsWhatRuns(t *testing.T) {
 		t.Fatalf("approvals list --json: %v %+v", err, r)
 	}
 	a := list[0]
-	if a.Env["MY_PAGER_OPTS"] != payload {
+	if a.Env["MY_PAGER_SETTING"] != payload {
 		t.Errorf("the env payload is hidden: env %q", a.Env)
 	}
 	if a.AgentID != "alice" || a.Cwd != dir || a.Host != "gateway" || a.Command != command {
@@ -58,7 +58,7 @@ func TestSecurityApprovalShowsWhatRuns(t *testing.T) {
 	// The table a person reads shows the same, control characters visible.
 	table := e.run(t, "approvals", "list").stdout
 	t.Logf("approvals list:\n%s", table)
-	for _, want := range []string{"alice", dir, "/bin/bash", "MY_PAGER_OPTS=", `\n`, "touch " + filepath.Join(dir, "PAYLOAD")} {
+	for _, want := range []string{"alice", dir, "/bin/bash", "MY_PAGER_SETTING=", `\n`, "touch " + filepath.Join(dir, "PAYLOAD")} {
 		if !strings.Contains(table, want) {
 			t.Errorf("approvals list does not show %q:\n%s", want, table)
 		}

@@ -95,6 +95,10 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 		"state":                          daemonState,
 		"sandbox.workspaceRoot":          ws,
 		"sandbox.docker.containerPrefix": "sbxtc-" + b.runID + "-",
+		// Sandbox identities bind account files from the daemon's state
+		// directory, which is no path on the Engine's host here: the
+		// sandboxes run as a fixed user instead (SECURITY.md says so).
+		"sandbox.docker.user": "1000:1000",
 	})
 	if err != nil {
 		return err

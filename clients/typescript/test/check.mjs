@@ -5,6 +5,134 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { Client, SandboxctlError } from "@sandboxctl/client";
 
+// Entries of a tar archive (ustar, PAX and GNU long names): the sandbox's
+// file tool writes PAX (owner uids past the ustar limit), so an archive may
+// begin with an extended header ('x', applying path, linkpath, size to the
+// next entry) or a global one ('g', applying to all that follow).
+function tarEntries(buf) {
+  const dec = new TextDecoder();
+  const str = (b) => {
+    const z = b.indexOf(0);
+    return dec.decode(z < 0 ? b : b.subarray(0, z));
+  };
+  const num = (b) => {
+    if (b[0] & 0x80) {
+      // GNU base-256: big-endian, the top bit of the first byte a marker.
+      let n = b[0] & 0x7f;
+      for (const x of b.subarray(1)) n = n * 256 + x;
+      return n;
+    }
+    const t = str(b).trim();
+    return t ? parseInt(t, 8) : 0;
+  };
+  const paxRecords = (b) => {
+    const out = {};
+    let i = 0;
+    while (i < b.length) {
+      const sp = b.indexOf(0x20, i);
+      if (sp < 0) break;
+      const len = parseInt(dec.decode(b.subarray(i, sp)), 10);
+      if (!(len > 0) || i + len > b.length) throw new Error("bad PAX record");
+      const rec = dec.decode(b.subarray(sp + 1, i + len - 1)); // drop "\n"
+      const eq = rec.indexOf("=");
+      out[rec.slice(0, eq)] = rec.slice(eq + 1);
+      i += len;
+    }
+    return out;
+  };
+  const entries = [];
+  let global = {};
+  let local = {};
+  let off = 0;
+  while (off + 512 <= buf.length) {
+    const h = buf.subarray(off, off + 512);
+    if (h.every((x) => x === 0)) break;
+    const type = String.fromCharCode(h[156] || 0x30);
+    const pax = { ...global, ...local };
+    const size = pax.size !== undefined ? Number(pax.size) : num(h.subarray(124, 136));
+    const data = buf.subarray(off + 512, off + 512 + size);
+    off += 512 + Math.ceil(size / 512) * 512;
+    if (type === "x") {
+      local = { ...local, ...paxRecords(data) };
+      continue;
+    }
+    if (type === "g") {
+      global = { ...global, ...paxRecords(data) };
+      continue;
+    }
+    if (type === "L" || type === "K") {
+      local = { ...local, [type === "L" ? "path" : "linkpath"]: str(data) };
+      continue;
+    }
+    let name = str(h.subarray(0, 100));
+    const prefix = dec.decode(h.subarray(257, 262)) === "ustar" ? str(h.subarray(345, 500)) : "";
+    if (prefix) name = prefix + "/" + name;
+    entries.push({
+      name: pax.path ?? name,
+      linkname: pax.linkpath ?? str(h.subarray(157, 257)),
+      type: type === "\0" ? "0" : type,
+      size,
+      data,
+    });
+    local = {};
+  }
+  return entries;
+}
+
+// tarEntries on a hand-made archive: a global header, a PAX header naming a
+// long path, a GNU long name, and a plain entry.
+{
+  const enc = new TextEncoder();
+  const block = (n) => new Uint8Array(Math.ceil(n / 512) * 512);
+  const header = (name, size, type) => {
+    const h = new Uint8Array(512);
+    const put = (at, s) => h.set(enc.encode(s), at);
+    put(0, name.slice(0, 99));
+    put(100, "0000644\0");
+    put(108, "0000000\0");
+    put(116, "0000000\0");
+    put(124, size.toString(8).padStart(11, "0") + "\0");
+    put(136, "00000000000\0");
+    put(148, "        ");
+    put(156, type);
+    put(257, "ustar\0" + "00");
+    const sum = h.reduce((a, b) => a + b, 0);
+    put(148, sum.toString(8).padStart(6, "0") + "\0 ");
+    return h;
+  };
+  const rec = (k, v) => {
+    const body = ` ${k}=${v}\n`;
+    let n = enc.encode(body).length;
+    n += String(n).length;
+    if (String(n).length + enc.encode(body).length !== n) n++;
+    return `${n}${body}`;
+  };
+  const entry = (name, type, data) => {
+    const d = typeof data === "string" ? enc.encode(data) : data;
+    const b = block(d.length);
+    b.set(d);
+    return [header(name, d.length, type), b];
+  };
+  const longName = "dir/" + "x".repeat(150) + "/f.txt";
+  const parts = [
+    ...entry("pax_global_header", "g", rec("comment", "hello")),
+    ...entry("PaxHeaders/f.txt", "x", rec("path", longName) + rec("uid", "2000000000")),
+    ...entry("f.txt", "0", "pax\n"),
+    ...entry("././@LongLink", "L", "gnu/" + "y".repeat(120) + "\0"),
+    ...entry("gnu/yyy", "0", "gnu\n"),
+    ...entry("plain.txt", "0", "plain\n"),
+    new Uint8Array(1024),
+  ];
+  const all = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+  parts.reduce((at, p) => (all.set(p, at), at + p.length), 0);
+  const got = tarEntries(all).map((e) => [e.name, e.type, new TextDecoder().decode(e.data)]);
+  assert.deepEqual(got, [
+    [longName, "0", "pax\n"],
+    ["gnu/" + "y".repeat(120), "0", "gnu\n"],
+    ["plain.txt", "0", "plain\n"],
+  ]);
+}
+
 const [url, token, agent] = process.argv.slice(2);
 const c = new Client(url, token);
 assert.equal((await c.health()).ok, true);
@@ -117,7 +245,9 @@ assert.equal(st.mode, 0o640);
 const names = (await c.listFiles({ agentId: agent, path: "/workspace" })).entries.map((e) => e.name);
 assert.ok(names.includes("node.txt"), names.join(","));
 const tar = await c.downloadTar(ref);
-assert.equal(new TextDecoder().decode(tar.slice(0, 8)), "node.txt");
+const tarFiles = tarEntries(tar).filter((e) => e.type === "0");
+assert.deepEqual(tarFiles.map((e) => e.name), ["node.txt"]);
+assert.equal(new TextDecoder().decode(tarFiles[0].data), "from node\n");
 await c.remove(ref);
 await assert.rejects(c.stat(ref), (e) => e.status === 404);
 await c.uploadTar({ agentId: agent, path: "/workspace" }, tar);
