@@ -226,56 +226,107 @@ func uploadTemps(t *testing.T, dir string) []string {
 	return out
 }
 
+// patternReader yields n bytes of a repeating pattern without holding them.
+type patternReader struct{ n int64 }
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	if p.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > p.n {
+		b = b[:p.n]
+	}
+	for i := range b {
+		b[i] = "0123456789abcdef"[i%16]
+	}
+	p.n -= int64(len(b))
+	return len(b), nil
+}
+
 // TestFaultUploadTempRemovedAfterDaemonSIGKILL replays issue 32 item 7: the
 // daemon is SIGKILLed while a raw PUT streams a file into a sandbox. The
 // file tool's temporary file sits in the workspace; the restarted daemon
 // ends the orphaned transfer, and its temporary file goes with it (the
 // target is never created). A new upload then works.
+//
+// The daemon spools a whole upload (checking it against --files-max-bytes)
+// before any of it reaches the sandbox, so the body is sent whole: the
+// file tool's .sandboxctl-upload-* temp appears in the workspace only once
+// the daemon streams the spooled body to it, and the daemon is killed as
+// soon as it does, with most of the body still to stream.
 func TestFaultUploadTempRemovedAfterDaemonSIGKILL(t *testing.T) {
 	cli := requireDocker(t, testImage)
 	prefix := "sbxi-uptemp-" + randSuffix() + "-"
 	t.Cleanup(func() { removeByPrefix(cli, prefix) })
 	state := t.TempDir()
 	config := sandboxDaemonConfig(state, prefix)
+	// The agent's workspace is a directory of state/ws (mode 0700, owned
+	// by the sandbox's identity; the test runs as root): walk all of it.
 	ws := filepath.Join(state, "ws")
 	first := startDaemonIn(t, state, config)
 	if _, text, code := first.call(t, "exec", scoped("up", map[string]any{"command": "echo ready"})); code != 200 || !strings.Contains(text, "ready") {
 		t.Fatalf("exec: %d %q", code, text)
 	}
-	pr, pw := io.Pipe()
-	defer pw.Close()
+
+	// Under the default --files-max-bytes (1 GiB); streaming it into the
+	// sandbox takes far longer than one round of the poll below.
+	const size = 256 << 20
+	type result struct {
+		status int
+		err    error
+	}
+	done := make(chan result, 1)
+	sent := time.Now()
 	go func() {
-		req, _ := http.NewRequest(http.MethodPut, "http://sandboxctl/v1/files?agent=up&path=/workspace/big.bin", pr)
-		req.ContentLength = -1
-		if resp, err := first.hc.Do(req); err == nil {
-			resp.Body.Close()
+		req, _ := http.NewRequest(http.MethodPut, "http://sandboxctl/v1/files?agent=up&path=/workspace/big.bin", &patternReader{n: size})
+		req.ContentLength = size
+		resp, err := first.hc.Do(req)
+		if err != nil {
+			done <- result{err: err}
+			return
 		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{status: resp.StatusCode, err: fmt.Errorf("%s", bytes.TrimSpace(body))}
 	}()
-	go func() {
-		chunk := bytes.Repeat([]byte("0123456789abcdef"), 1<<12)
-		for i := 0; i < 24*16; i++ { // 24 MiB, then the stream stalls
-			if _, err := pw.Write(chunk); err != nil {
-				return
-			}
-		}
-	}()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var tmp string
+	var seen int64
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if tmps := uploadTemps(t, ws); len(tmps) == 1 {
-			if fi, err := os.Stat(tmps[0]); err == nil && fi.Size() >= 16<<20 {
+			if fi, err := os.Stat(tmps[0]); err == nil && fi.Size() > 0 {
+				tmp, seen = tmps[0], fi.Size()
 				break
 			}
 		}
+		select {
+		case r := <-done:
+			t.Fatalf("the upload ended before its temp was seen in %s: HTTP %d %v", ws, r.status, r.err)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no upload temp of 16 MiB in %s: %v", ws, uploadTemps(t, ws))
+			t.Fatalf("no upload temp in %s within 2 minutes: %v", ws, uploadTemps(t, ws))
 		}
 	}
 	if err := first.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.cmd.Wait()
-	pw.CloseWithError(errors.New("the daemon was killed"))
-	if len(uploadTemps(t, ws)) != 1 {
-		t.Fatalf("the temp did not outlive the daemon: nothing to replay")
+	t.Logf("the temp appeared %v after the upload began; the daemon was killed with %d of %d bytes in it",
+		time.Since(sent).Round(time.Millisecond), seen, size)
+	select {
+	case r := <-done:
+		if r.status == http.StatusOK {
+			t.Fatalf("the upload finished before the kill: nothing to replay")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload request did not end with the daemon")
+	}
+	fi, err := os.Stat(tmp)
+	if err != nil {
+		t.Fatalf("the temp did not outlive the daemon: nothing to replay (%v)", err)
+	}
+	if fi.Size() >= size {
+		t.Fatalf("the temp holds the whole upload (%d bytes): nothing to replay", fi.Size())
 	}
 
 	begin := time.Now()
@@ -286,9 +337,15 @@ func TestFaultUploadTempRemovedAfterDaemonSIGKILL(t *testing.T) {
 		}
 	}
 	t.Logf("recovery: the orphaned upload's temp was gone %v after the restart began", time.Since(begin).Round(time.Millisecond))
-	if _, _, code := second.call(t, "exec", scoped("up", map[string]any{"command": "test ! -e /workspace/big.bin"})); code != 200 {
-		t.Fatalf("the interrupted upload created its target")
+	if _, text, code := second.call(t, "exec", scoped("up", map[string]any{"command": "if [ -e /workspace/big.bin ]; then echo present; else echo absent; fi"})); code != 200 || !strings.Contains(text, "absent") {
+		t.Fatalf("the interrupted upload's target in the sandbox: %d %q, want absent", code, text)
 	}
+	_ = filepath.WalkDir(ws, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.Name() == "big.bin" {
+			t.Errorf("the interrupted upload created its target: %s", p)
+		}
+		return nil
+	})
 	want := bytes.Repeat([]byte("whole\n"), 1<<16)
 	req, _ := http.NewRequest(http.MethodPut, "http://sandboxctl/v1/files?agent=up&path=/workspace/small.bin", bytes.NewReader(want))
 	resp, err := second.hc.Do(req)
