@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,7 +49,9 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 		<-l.slots
 		return nil, err
 	}
-	return &boundedConn{Conn: c, stall: l.stall, release: func() { <-l.slots }}, nil
+	bc := &boundedConn{Conn: c, release: func() { <-l.slots }}
+	bc.stall.Store(int64(l.stall))
+	return bc, nil
 }
 
 func (l *boundedListener) Close() error {
@@ -56,19 +60,51 @@ func (l *boundedListener) Close() error {
 }
 
 // boundedConn is a connection of a boundedListener: each Write has the
-// listener's stall as its deadline, and Close frees its slot.
+// listener's stall as its deadline (until exemptFromWriteStall), and Close
+// frees its slot.
 type boundedConn struct {
 	net.Conn
-	stall   time.Duration
+	stall   atomic.Int64 // a time.Duration; 0: no deadline
 	once    sync.Once
 	release func()
 }
 
 func (c *boundedConn) Write(p []byte) (int, error) {
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.stall)); err != nil {
-		return 0, err
+	if d := time.Duration(c.stall.Load()); d > 0 {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(d)); err != nil {
+			return 0, err
+		}
 	}
 	return c.Conn.Write(p)
+}
+
+type boundedConnKey struct{}
+
+// withBoundedConn is (part of) an http.Server's ConnContext: it keeps the
+// request's boundedConn in its context for exemptFromWriteStall.
+func withBoundedConn(ctx context.Context, c net.Conn) context.Context {
+	for {
+		if bc, ok := c.(*boundedConn); ok {
+			return context.WithValue(ctx, boundedConnKey{}, bc)
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return ctx
+		}
+		c = w.NetConn()
+	}
+}
+
+// exemptFromWriteStall lifts the write deadline of the request's connection
+// for the rest of its life. A stream (session output, events) is flow
+// controlled: the daemon holds no more than a frame for a reader that
+// pauses, and a paused reader must hold the command back, not be dropped
+// (a pipe into a pager, a slow consumer of `sandboxctl exec`).
+func exemptFromWriteStall(ctx context.Context) {
+	if bc, ok := ctx.Value(boundedConnKey{}).(*boundedConn); ok {
+		bc.stall.Store(0)
+		_ = bc.Conn.SetWriteDeadline(time.Time{})
+	}
 }
 
 func (c *boundedConn) Close() error {

@@ -56,7 +56,7 @@ func (s *Server) serveJournal(w http.ResponseWriter, r *http.Request) {
 	if since < 0 {
 		_, since, _, _ = j.Read(0, 0)
 	}
-	out, err := startNDJSON(w)
+	out, err := startNDJSON(r.Context(), w)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return

@@ -24,7 +24,7 @@ import (
 // startGatewayDaemon serves a real sessions.Manager whose only host is this
 // machine (the gateway), with security full and ask off so that no guard is
 // needed. It returns the manager too, for its events.
-func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
+func startGatewayDaemon(t testing.TB, tune ...func(*Options)) (*running, *sessions.Manager) {
 	t.Helper()
 	// A hermetic runner: no login profile of the machine's user (whose
 	// probe may take its full timeout) decides what the commands see.
@@ -46,7 +46,7 @@ func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
 	if err != nil {
 		t.Fatalf("sessions.New: %v", err)
 	}
-	r := startServer(t, Options{
+	opts := Options{
 		Tools:          mgr,
 		Streams:        mgr,
 		IsInvalidInput: sessions.IsInvalidInput,
@@ -61,7 +61,11 @@ func startGatewayDaemon(t testing.TB) (*running, *sessions.Manager) {
 			}()
 			return out
 		},
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	r := startServer(t, opts)
 	return r, mgr
 }
 

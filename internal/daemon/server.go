@@ -281,7 +281,9 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
 	s.unixSrv = s.newHTTPServer(consoleForwardOnly(s.checkIdentity(s.routes(true))))
-	s.unixSrv.ConnContext = withPeer
+	s.unixSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return withBoundedConn(withPeer(ctx, c), c)
+	}
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
 		tcp.Handle("/", s.authTCP(s.checkIdentity(s.routes(false)), s.pinnedRoutes()))
@@ -293,6 +295,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 		tcp.Handle(console.Prefix, s.console) // its own login (see console)
 		s.tcpSrv = s.newHTTPServer(tcp)
+		s.tcpSrv.ConnContext = withBoundedConn
 		if opts.TLSCertFile != "" {
 			s.tcpSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{s.tlsCert}, MinVersion: tls.VersionTLS12}
 		}
@@ -757,6 +760,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	pin, pinned := PinFrom(ctx)
 	events := s.opts.Events(ctx)
+	exemptFromWriteStall(ctx)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)

@@ -93,11 +93,12 @@ type ndjson struct {
 	enc *json.Encoder
 }
 
-func startNDJSON(w http.ResponseWriter) (*ndjson, error) {
+func startNDJSON(ctx context.Context, w http.ResponseWriter) (*ndjson, error) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		return nil, errors.New("streaming unsupported")
 	}
+	exemptFromWriteStall(ctx)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -125,11 +126,12 @@ type rawFrames struct {
 	f http.Flusher
 }
 
-func startRawFrames(w http.ResponseWriter) (*rawFrames, error) {
+func startRawFrames(ctx context.Context, w http.ResponseWriter) (*rawFrames, error) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		return nil, errors.New("streaming unsupported")
 	}
+	exemptFromWriteStall(ctx)
 	w.Header().Set("Content-Type", apiclient.ContentTypeFrames)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -172,11 +174,11 @@ func (r *rawFrames) writeFrame(f toolapi.StreamFrame) error {
 }
 
 // startFrames starts the answer of a stream: raw frames or NDJSON.
-func startFrames(w http.ResponseWriter, raw bool) (frameWriter, error) {
+func startFrames(ctx context.Context, w http.ResponseWriter, raw bool) (frameWriter, error) {
 	if raw {
-		return startRawFrames(w)
+		return startRawFrames(ctx, w)
 	}
-	return startNDJSON(w)
+	return startNDJSON(ctx, w)
 }
 
 // chunkBytes is the most output one frame of the stream carries.
@@ -262,7 +264,7 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 			return
 		}
 	}
-	out, err := startFrames(w, raw)
+	out, err := startFrames(r.Context(), w, raw)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
@@ -357,7 +359,7 @@ func (s *Server) handleSessionStream(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	ctx, cancel := s.untilStopping(r.Context())
 	defer cancel()
-	out, err := startFrames(w, raw)
+	out, err := startFrames(r.Context(), w, raw)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return

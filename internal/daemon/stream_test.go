@@ -197,8 +197,12 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 // session writes 64 MiB does not make the daemon hold that output: the
 // heap stays far below it, and when the reader resumes it is told how much
 // it lost and then gets the kept tail (at most the session's cap).
+//
+// The daemon's write deadline (Options.WriteStall) is far shorter here than
+// the reader's stall: a stream is exempt from it, so the paused reader is
+// not dropped.
 func TestRealSessionStreamSlowReader(t *testing.T) {
-	r, mgr := startGatewayDaemon(t)
+	r, mgr := startGatewayDaemon(t, func(o *Options) { o.WriteStall = 100 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	const total = 64 << 20
