@@ -14,7 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
 // ErrNotRegularFile is returned when a copied-out path is not a regular
@@ -39,9 +42,13 @@ func (ft FileTarget) copyTo(ctx context.Context, content []byte, dst string, mod
 	if err != nil {
 		return fmt.Errorf("sandboxctl: copy to %s: %w", dst, err)
 	}
-	hdr := &tar.Header{Name: path.Base(dst), Mode: mode, Size: int64(len(content)), ModTime: time.Now(), Typeflag: tar.TypeReg}
+	hdr := &tar.Header{Name: path.Base(dst), Mode: mode, Size: int64(len(content)), ModTime: time.Now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 	byName := false
-	if insp.Container.Config != nil && insp.Container.Config.User != "" {
+	if id, ok := identityOf(insp.Container.Config); ok {
+		// A sandbox identity (the container starts as root, its commands
+		// run as the identity's command uid and gid).
+		hdr.Uid, hdr.Gid = int(id.Command), int(id.Command)
+	} else if insp.Container.Config != nil && insp.Container.Config.User != "" {
 		u, g, _ := strings.Cut(insp.Container.Config.User, ":")
 		uid, uerr := strconv.Atoi(u)
 		gid, gerr := strconv.Atoi(g)
@@ -70,6 +77,16 @@ func (ft FileTarget) copyTo(ctx context.Context, content []byte, dst string, mod
 		return fmt.Errorf("sandboxctl: copy to %s: %w", dst, err)
 	}
 	return nil
+}
+
+// identityOf reads the sandbox identity of a container from its label
+// (sandbox.LabelIdentity, "COMMAND_UID:SUPERVISOR_UID").
+func identityOf(cfg *container.Config) (supervisor.Identity, bool) {
+	if cfg == nil || cfg.Labels["sandboxctl.identity"] == "" {
+		return supervisor.Identity{}, false
+	}
+	id, err := supervisor.ParseIdentity(cfg.Labels["sandboxctl.identity"])
+	return id, err == nil
 }
 
 // copyFrom reads one regular file through the Engine's archive API (or
