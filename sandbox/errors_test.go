@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -28,7 +29,10 @@ func (rt engineRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // *libnetwork.endpoint") yields ErrEngineFailed (Unavailable class, 503 at
 // the daemon) with the way out, not the Engine's internals.
 func TestEngineInternalErrorClassified(t *testing.T) {
-	var logs strings.Builder
+	var (
+		logsMu sync.Mutex // the Engine health check logs from its own goroutine
+		logs   strings.Builder
+	)
 	cli, err := client.New(client.WithHost("tcp://engine.invalid:2375"), client.WithAPIVersion("1.47"),
 		client.WithHTTPClient(&http.Client{Transport: engineRT{500, `{"message":"failed to update store for object type *libnetwork.endpoint: open /var/lib/docker/network/files/local-kv.db: bad file descriptor"}`}}))
 	if err != nil {
@@ -37,7 +41,7 @@ func TestEngineInternalErrorClassified(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Docker.Image = testImage
 	m, err := NewManager(context.Background(), Options{Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(), Client: cli,
-		Logf: func(f string, a ...any) { logs.WriteString(f) }})
+		Logf: func(f string, a ...any) { logsMu.Lock(); defer logsMu.Unlock(); logs.WriteString(f) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,11 @@ func TestFilesRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := ctxT(t)
 			s := Scope{AgentID: "files"}
+			// Files go to a sandbox that exists: the files API never
+			// makes one.
+			if _, err := m.Ensure(ctx, s); err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
 			// A single file, written and read back.
 			if err := m.WriteFile(ctx, s, "/workspace/a.txt", 0o600, 1<<20, strings.NewReader("hello\n")); err != nil {
 				t.Fatalf("WriteFile: %v", err)
@@ -159,6 +164,9 @@ func TestFilesTmpfsAndLargeViaSupervisor(t *testing.T) {
 	m := newTestManager(t, nil)
 	ctx := ctxT(t)
 	s := Scope{AgentID: "big"}
+	if _, err := m.Ensure(ctx, s); err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
 	data := make([]byte, 24<<20)
 	_, _ = rand.Read(data)
 	if err := m.WriteFile(ctx, s, "/tmp/big.bin", 0o644, 64<<20, bytes.NewReader(data)); err != nil {

@@ -63,8 +63,10 @@ func (m *Manager) stopHealth() {
 // checkHealth pings the Engine once and records the outcome.
 func (m *Manager) checkHealth(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, engineCheckTimeout)
+	t0 := time.Now()
 	_, err := m.cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
 	cancel()
+	m.logf("DEBUG ping %v %v", time.Since(t0), err)
 	if ctx.Err() != nil {
 		return
 	}

@@ -26,19 +26,22 @@ $c->flush;
 my $n = sysread($c, my $buf, 64);
 print $n ? "answered\n" : "refused\n";'`
 
-// perlFakeSupervisor replaces the socket with one of its own and accepts
-// connections, holding them open.
+// perlFakeSupervisor tries to stand in for the supervisor: to replace its
+// socket with one of its own, or to add a socket beside it. Each attempt
+// prints its errno ("ok" had it worked).
 const perlFakeSupervisor = `perl -MIO::Socket::UNIX -e '
 my $p = "/run/sandboxctl/supervisor.sock";
-unlink $p;
-my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $p, Listen => 5) or die "listen: $!\n";
-print "listening\n"; STDOUT->flush;
-my @held; while (my $c = $s->accept) { push @held, $c }'`
+print "unlink: ", (unlink($p) ? "ok" : "$!"), "\n";
+for my $q ($p, "/run/sandboxctl/fake.sock") {
+  my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $q, Listen => 5);
+  print "listen: ", ($s ? "ok" : "$!"), "\n";
+}'`
 
 // TestSupervisedLocalSocket: a root daemon on the Engine's host talks to the
 // supervisor over its socket; a process inside the sandbox can neither use
-// that socket nor, by replacing it, impersonate the supervisor (the client
-// then falls back to the attach stream).
+// that socket nor replace it to impersonate the supervisor (the socket's
+// directory is the supervisor uid's), and the daemon does not follow a
+// symlink planted in its place out of the sandbox.
 func TestSupervisedLocalSocket(t *testing.T) {
 	m := newTestManager(t, func(c *Config) { c.Docker.Image = fullImage })
 	s := Scope{AgentID: "sock"}
@@ -68,42 +71,53 @@ func TestSupervisedLocalSocket(t *testing.T) {
 		t.Fatalf("the intruder disturbed the daemon's connection: local %v err %v", cl.Local(), cl.Err())
 	}
 
-	fake := startCmd(t, m, s, perlFakeSupervisor, nil)
-	fp := mustSupervised(t, fake)
-	line := make([]byte, len("listening\n"))
-	if _, err := fp.Stdout().Read(line); err != nil || string(line) != "listening\n" {
-		t.Fatalf("fake supervisor: %q %v", line, err)
+	// Nor stand in for the supervisor: the socket's directory is the
+	// supervisor uid's, so a command can neither replace the socket nor
+	// bind one beside it.
+	const denied = "unlink: Permission denied\nlisten: Permission denied\nlisten: Permission denied\n"
+	if out, code := run(t, m, s, perlFakeSupervisor); out != denied || code != 0 {
+		t.Fatalf("a process in the sandbox tried to replace the supervisor's socket: %q (exit %d), want %q", out, code, denied)
 	}
-	cl.CloseConn() // the client reconnects and meets the fake socket
-	// It must end up connected over the attach stream; had it trusted the
-	// fake, it would stay "local" and this wait would time out.
+	// The daemon reconnects and still finds the real supervisor on its
+	// socket.
+	cl.CloseConn()
 	deadline := time.Now().Add(10 * time.Second)
-	for !cl.Connected() || cl.Local() {
+	for !cl.Connected() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after the socket was replaced: connected %v, local %v (it trusted a socket held by a process of the sandbox)", cl.Connected(), cl.Local())
+			t.Fatalf("the client did not reconnect: %v", cl.Err())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if out, code := run(t, m, s, `echo still-works`); out != "still-works\n" || code != 0 {
-		t.Fatalf("command over the attach stream: %q %d", out, code)
+	if !cl.Local() {
+		t.Fatal("reconnected over the attach stream although the supervisor's socket is intact")
 	}
-	if err := fp.Kill(ctxT(t)); err != nil {
-		t.Fatal(err)
+	if out, code := run(t, m, s, `echo still-works`); out != "still-works\n" || code != 0 {
+		t.Fatalf("command after the reconnect: %q %d", out, code)
+	}
+	if !cl.Local() || cl.Err() != nil {
+		t.Fatalf("after the reconnect: local %v err %v", cl.Local(), cl.Err())
 	}
 
-	// A symlink in place of the socket, to the host's Docker socket: the
-	// lookup stays inside the sandbox's root and finds no socket there.
+	// A symlink in place of the socket, to the host's Docker socket (planted
+	// from the host: a command cannot write there; this checks the daemon's
+	// own lookup): the lookup stays inside the sandbox's root and finds no
+	// socket there.
 	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
 		t.Skipf("no host Docker socket to aim at: %v", err)
-	}
-	if out, code := run(t, m, s, `rm -f /run/sandboxctl/supervisor.sock && ln -s /var/run/docker.sock /run/sandboxctl/supervisor.sock && echo linked`); out != "linked\n" || code != 0 {
-		t.Fatalf("symlink: %q %d", out, code)
 	}
 	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := dialSocketUnder(ctxT(t), fmt.Sprintf("/proc/%d/root", insp.Container.State.Pid))
+	root := fmt.Sprintf("/proc/%d/root", insp.Container.State.Pid)
+	sock := root + "/run/sandboxctl/supervisor.sock"
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/var/run/docker.sock", sock); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := dialSocketUnder(ctxT(t), root)
 	if err == nil {
 		_ = conn.Close()
 		t.Fatal("a symlink in the sandbox led the daemon to a socket outside it")

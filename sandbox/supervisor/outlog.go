@@ -28,10 +28,11 @@ const recHeader = 5 // stream u8 + length u32
 //
 // The files reserve their space when the log is made (fallocate of both
 // segments, which rotation reuses without truncating), so a filesystem
-// that fills up later (the sandbox's /run) cannot cut the log short; a
-// log that cannot reserve its space is not made (the command does not
-// start). Should a write fail all the same, everything before it counts as
-// dropped (base), so offsets and the dropped count stay exact.
+// that fills up later (the sandbox's /run) cannot cut the log short. A log
+// made when the filesystem is already full has no reservation (its command
+// still starts: refusing it would let kept sessions lock a sandbox up).
+// Should a write fail, everything before it counts as dropped (base), so
+// offsets and the dropped count stay exact and the loss is reported.
 type outlog struct {
 	dir   string
 	f     [2]*os.File
@@ -46,6 +47,8 @@ type outlog struct {
 	counts [2][2]int64
 	base   [2]int64
 	old    bool // the other segment holds older output
+	// unreserved: the filesystem had no room to reserve the segments.
+	unreserved bool
 }
 
 func newOutlog(dir string, capBytes int64) (*outlog, error) {
@@ -64,8 +67,15 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 		}
 		l.f[i] = f
 		if err := reserve(f, l.seg); err != nil {
-			l.close()
-			return nil, fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.seg, dir, err)
+			if !errors.Is(err, unix.ENOSPC) {
+				l.close()
+				return nil, fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.seg, dir, err)
+			}
+			// The state filesystem is full (many kept sessions, or
+			// something else filled it): the command still runs, its log
+			// keeps what fits, and what does not is counted as dropped.
+			_ = f.Truncate(0)
+			l.unreserved = true
 		}
 	}
 	return l, nil
