@@ -27,6 +27,22 @@ type engineHealth struct {
 // to answer a ping (a stalled dockerd) counts as down.
 const engineCheckTimeout = 2 * time.Second
 
+// sshEngineCheckTimeout bounds one health check of an ssh:// Engine. Its
+// ping may have to open a connection first (an ssh process running
+// `docker system dial-stdio` on the Engine's host), which can itself take
+// about 2 s, more under load; a ping cut short kills that connection, so
+// the next one starts over, and with the short bound the Engine would
+// count as down for good while every check spawned another ssh.
+const sshEngineCheckTimeout = 15 * time.Second
+
+// checkTimeout is the bound of one health check of m's Engine.
+func (m *Manager) checkTimeout() time.Duration {
+	if m.engine.Scheme == "ssh" {
+		return sshEngineCheckTimeout
+	}
+	return engineCheckTimeout
+}
+
 // startHealth pings the Engine every interval until Close. While a ping
 // fails, Start fails at once with ErrEngineDown (naming the Engine and the
 // reason) instead of waiting on an Engine that does not answer, and
@@ -62,11 +78,9 @@ func (m *Manager) stopHealth() {
 
 // checkHealth pings the Engine once and records the outcome.
 func (m *Manager) checkHealth(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, engineCheckTimeout)
-	t0 := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, m.checkTimeout())
 	_, err := m.cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
 	cancel()
-	m.logf("DEBUG ping %v %v", time.Since(t0), err)
 	if ctx.Err() != nil {
 		return
 	}
@@ -105,7 +119,7 @@ func (m *Manager) engineDown() error {
 
 func (m *Manager) engineDownErr(err error) error {
 	if err == nil {
-		err = fmt.Errorf("no answer within %v", engineCheckTimeout)
+		err = fmt.Errorf("no answer within %v", m.checkTimeout())
 	}
 	return &engineDownError{name: m.engine.Name, host: m.cli.DaemonHost(), err: err}
 }
