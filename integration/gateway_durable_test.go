@@ -146,21 +146,7 @@ func TestGatewaySessionSurvivesDaemonSIGKILL(t *testing.T) {
 // failed, with the reason; nothing runs untracked.
 func TestGatewaySessionLostWithItsSupervisor(t *testing.T) {
 	state := t.TempDir()
-	first := startDaemonIn(t, state, gatewayFull)
-	id, pid := gatewayRun(t, first, filepath.Join(state, "pid"))
-	sup := hostSupervisorPID(t, state)
-	if sup == 0 {
-		t.Fatal("no host supervisor runs for the daemon")
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
-	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitDead(t, sup, 5*time.Second)
+	id, pid := gatewayRunThenKillBoth(t, state)
 	if !alivePID(pid) {
 		t.Fatal("the command died with its supervisor: nothing to sweep")
 	}
@@ -295,4 +281,28 @@ func TestSecurityGatewayLeftoversEndWithSession(t *testing.T) {
 			t.Fatalf("the setsid leftover still runs: %v", procArgs(t, "sleep 301"))
 		}
 	}
+}
+
+// gatewayRunThenKillBoth starts a daemon on state, starts a gateway command
+// (gatewayRun) and SIGKILLs the daemon and then its host supervisor,
+// leaving the command running. It returns the session id and the
+// command's pid (killed when the test ends).
+func gatewayRunThenKillBoth(t *testing.T, state string) (string, int) {
+	t.Helper()
+	first := startDaemonIn(t, state, gatewayFull)
+	id, pid := gatewayRun(t, first, filepath.Join(state, "pid"))
+	sup := hostSupervisorPID(t, state)
+	if sup == 0 {
+		t.Fatal("no host supervisor runs for the daemon")
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, sup, 5*time.Second)
+	return id, pid
 }

@@ -710,21 +710,7 @@ func TestFaultEngineDownAtRestartReadopts(t *testing.T) {
 // as failed with the reason, instead of letting it vanish.
 func TestFaultCorruptGatewayRecordReported(t *testing.T) {
 	state := t.TempDir()
-	first := startDaemonIn(t, state, gatewayFull)
-	_, pid := gatewayRun(t, first, filepath.Join(state, "pid"))
-	sup := hostSupervisorPID(t, state)
-	if sup == 0 {
-		t.Fatal("no host supervisor runs for the daemon")
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
-	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitDead(t, sup, 5*time.Second)
+	_, pid := gatewayRunThenKillBoth(t, state)
 	metas, _ := filepath.Glob(filepath.Join(state, "gateway-supervisor", "*", "meta.json"))
 	if len(metas) != 1 {
 		t.Fatalf("want one session record: %v", metas)

@@ -307,13 +307,13 @@ func writeTestTLS(t *testing.T, dir string) {
 	leaf("client", 3, x509.ExtKeyUsageClientAuth, nil)
 }
 
-// TestMultiEngine places 30 sandboxes across three dockerds of the test's
-// own (one reached over TCP with TLS client certificates), kills one with
-// SIGKILL, checks that its sessions fail at once naming it while new
-// sandboxes land on the others, starts it again and checks that its
-// sandboxes are re-adopted where they were. It logs the placement and
-// failover figures.
-func TestMultiEngine(t *testing.T) {
+// testEnginesDir checks that this test can start dockerds of its own (a
+// Docker Engine answers, dockerd is installed, root) and returns a run id
+// and a fresh directory for them, unmounted and removed when the test
+// ends. The directory is short: unix socket paths are limited to 108
+// bytes.
+func testEnginesDir(t *testing.T, prefix string) (run, base string) {
+	t.Helper()
 	requireDocker(t)
 	if _, err := exec.LookPath("dockerd"); err != nil {
 		t.Fatalf("dockerd is needed to start test Engines: %v (scripts/docker-up.sh installs it)", err)
@@ -321,9 +321,7 @@ func TestMultiEngine(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("starting test dockerds needs root")
 	}
-	run := randHex(3)
-	// Short: unix socket paths are limited to 108 bytes.
-	base, err := os.MkdirTemp("", "sbxeng-")
+	base, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,6 +331,17 @@ func TestMultiEngine(t *testing.T) {
 			t.Errorf("remove the test Engines' directory: %v", err)
 		}
 	})
+	return randHex(3), base
+}
+
+// TestMultiEngine places 30 sandboxes across three dockerds of the test's
+// own (one reached over TCP with TLS client certificates), kills one with
+// SIGKILL, checks that its sessions fail at once naming it while new
+// sandboxes land on the others, starts it again and checks that its
+// sandboxes are re-adopted where they were. It logs the placement and
+// failover figures.
+func TestMultiEngine(t *testing.T) {
+	run, base := testEnginesDir(t, "sbxeng-")
 	tlsDir := filepath.Join(base, "tls")
 	if err := os.Mkdir(tlsDir, 0o700); err != nil {
 		t.Fatal(err)

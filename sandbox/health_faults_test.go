@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -22,22 +20,7 @@ import (
 // waited ~28 s. Now the Engine is reported down within a few seconds, a
 // start fails at once naming it, and both recover once it answers again.
 func TestFaultStalledSingleEngine(t *testing.T) {
-	requireDocker(t)
-	if _, err := exec.LookPath("dockerd"); err != nil {
-		t.Fatalf("dockerd is needed to start a test Engine: %v (scripts/docker-up.sh installs it)", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("starting a test dockerd needs root")
-	}
-	run := randHex(3)
-	base, err := os.MkdirTemp("", "sbxstall-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		unmountUnder(t, base)
-		_ = os.RemoveAll(base)
-	})
+	run, base := testEnginesDir(t, "sbxstall-")
 	d := newTestDockerd(t, base, "st", run, "", sharedContainerd(t, base))
 	d.start(t)
 	t.Cleanup(func() { d.stop(t) })
