@@ -41,18 +41,22 @@ client can reach only that agent's sandbox and sessions.`,
 
 // RunMCP serves the tools on transport until the client disconnects.
 func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Transport) error {
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return err
+	}
 	client, err := c.DaemonClient()
 	if err != nil {
 		return err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(c.Err, "sandboxctl mcp: "+format+"\n", args...) }
 	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, transport,
-		mcpserver.Options{Version: c.Version, Files: mcpserver.ClientFiles{C: client}, Logf: logf})
+		mcpserver.Options{Version: c.Version, Files: mcpserver.ClientFiles{C: client}, Policy: mcpserver.PolicyOf(cfg), Logf: logf})
 }
 
 // mcpHandler is the daemon's /mcp endpoint (streamable HTTP): a client
 // with an agent token is pinned to its agent, as on the other routes.
-func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, version string, logf func(string, ...any)) http.Handler {
+func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, policy mcpserver.Policy, maxBytes int64, version string, logf func(string, ...any)) http.Handler {
 	var files mcpserver.Files
 	if sbx != nil {
 		files = storeFiles{store: sandboxFiles{sbx}, limit: maxBytes}
@@ -62,5 +66,5 @@ func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, ver
 			return mcpserver.Identity{AgentID: pin.AgentID}
 		}
 		return mcpserver.Identity{}
-	}, mcpserver.Options{Version: version, Files: files, Logf: logf})
+	}, mcpserver.Options{Version: version, Files: files, Policy: policy, Logf: logf})
 }
