@@ -47,3 +47,46 @@ func TestStateDirsAreSeparateWorlds(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIUsesItsDaemonsConfig: after a daemon started with --config, the
+// commands for its state directory act under that configuration without
+// repeating --config (here: the gateway host, which the built-in defaults
+// do not use); a --config with the same content elsewhere is the same
+// configuration; one that truly differs is refused with both files named.
+func TestCLIUsesItsDaemonsConfig(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run(t, "serve", "--foreground=false"); r.code != 0 {
+		t.Fatalf("serve: %+v", r)
+	}
+	r := e.runArgv(t, "--state", e.state, "exec", "--", "echo from-the-daemons-config")
+	if r.code != 0 || r.stdout != "from-the-daemons-config\n" {
+		t.Fatalf("exec without --config: %+v", r)
+	}
+	if r := e.runArgv(t, "--state", e.state, "process", "list"); r.code != 0 {
+		t.Errorf("process list without --config: %+v", r)
+	}
+	data, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := filepath.Join(t.TempDir(), "copy.yaml")
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	if err := os.WriteFile(same, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, append(append([]byte{}, data...), "limits:\n  sessions:\n    running: 100\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.runArgv(t, "--state", e.state, "--config", same, "exec", "--", "echo same"); r.code != 0 || r.stdout != "same\n" {
+		t.Errorf("exec with a copy of the daemon's config: %+v", r)
+	}
+	r = e.runArgv(t, "--state", e.state, "--config", other, "exec", "--", "echo never")
+	if r.code == 0 || strings.Contains(r.stdout, "never") || !strings.Contains(r.stderr, e.config) || !strings.Contains(r.stderr, other) {
+		t.Errorf("exec with another config: %+v, want a refusal naming %s and %s", r, e.config, other)
+	}
+	// The sandbox commands work on the Engine themselves: they check too.
+	r = e.runArgv(t, "--state", e.state, "--config", other, "sandbox", "ls")
+	if r.code == 0 || !strings.Contains(r.stderr, e.config) || !strings.Contains(r.stderr, other) {
+		t.Errorf("sandbox ls with another config: %+v, want a refusal naming %s and %s", r, e.config, other)
+	}
+}

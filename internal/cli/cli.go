@@ -61,6 +61,8 @@ type CLI struct {
 	// steps writes the progress of long steps (see stepProgress); made
 	// on first use.
 	steps *stepProgress
+	// loaded is the configuration LoadConfig read.
+	loaded *loadedConfig
 }
 
 // stepProgress returns the CLI's progress writer of long steps.
@@ -226,21 +228,107 @@ func ExactArgs(n int, names ...string) cobra.PositionalArgs {
 	}
 }
 
-// LoadConfig loads the --config file (defaults without one).
+// LoadConfig loads the configuration of this invocation: the --config
+// file; without one, the configuration of the daemon running for the
+// state directory (--state, $SANDBOXCTL_STATE or ~/.sandboxctl), as that
+// daemon read it (apiclient.DaemonConfig), so every command after
+// `serve --config FILE` acts under FILE without repeating it; else the
+// built-in defaults. The file is read and parsed once per invocation.
 func (c *CLI) LoadConfig() (config.File, error) {
-	path := c.ConfigPath
-	if path != "" {
-		p, err := config.ExpandHome(path)
-		if err != nil {
-			return config.File{}, err
-		}
-		path = p
+	if c.loaded != nil {
+		return c.loaded.file, nil
 	}
-	cfg, err := config.Load(path)
+	l, err := c.loadConfig()
 	if err != nil {
-		return cfg, &ExitError{Code: 2, Err: err}
+		return config.File{}, &ExitError{Code: 2, Err: err}
 	}
-	return cfg, nil
+	c.loaded = &l
+	return l.file, nil
+}
+
+// loadedConfig is the configuration of an invocation as it was read.
+type loadedConfig struct {
+	path string // absolute; "" = the built-in defaults
+	data []byte
+	file config.File
+	// daemon is set when the configuration is the running daemon's.
+	daemon bool
+}
+
+func (c *CLI) loadConfig() (loadedConfig, error) {
+	if c.ConfigPath == "" {
+		state, err := c.StateDir(config.Default())
+		if err != nil {
+			return loadedConfig{}, err
+		}
+		dc, ok, err := apiclient.ReadDaemonConfig(state)
+		if err != nil {
+			return loadedConfig{}, err
+		}
+		if !ok || dc.ConfigFile == "" {
+			f, err := config.Load("")
+			return loadedConfig{file: f}, err
+		}
+		f, err := config.Parse(dc.ConfigFile, []byte(dc.Content))
+		if err != nil {
+			return loadedConfig{}, fmt.Errorf("the configuration of the daemon for %s: %w", state, err)
+		}
+		// The daemon's state directory, whatever its file's state: says.
+		c.StateFlag, c.ConfigPath = state, dc.ConfigFile
+		return loadedConfig{path: dc.ConfigFile, data: []byte(dc.Content), file: f, daemon: true}, nil
+	}
+	p, err := config.ExpandHome(c.ConfigPath)
+	if err != nil {
+		return loadedConfig{}, err
+	}
+	if p, err = filepath.Abs(p); err != nil {
+		return loadedConfig{}, fmt.Errorf("config path: %w", err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return loadedConfig{}, fmt.Errorf("config: %w", err)
+	}
+	f, err := config.Parse(p, data)
+	return loadedConfig{path: p, data: data, file: f}, err
+}
+
+// CheckDaemonConfig refuses (errdefs conflict) a --config whose content
+// or Engine differs from what the daemon running for stateDir serves,
+// naming both files: a command that works on that daemon's sandboxes
+// itself (sandbox ...) must not do so under another configuration. No
+// daemon, or the same content, is nil. Requests to the daemon need no
+// such check: the daemon refuses them itself (409).
+func (c *CLI) CheckDaemonConfig(stateDir string) error {
+	if _, err := c.LoadConfig(); err != nil {
+		return err
+	}
+	dc, ok, err := apiclient.ReadDaemonConfig(stateDir)
+	if err != nil || !ok || c.loaded.daemon {
+		return err
+	}
+	own, err := c.Identity()
+	if err != nil {
+		return err
+	}
+	if own.ConfigHash == dc.ConfigHash {
+		return nil
+	}
+	return fmt.Errorf("%w: the daemon for %s (pid %d) serves config %s with %s, but this command was given config %s with %s: leave out --config to use the daemon's, stop it with 'sandboxctl serve stop', or use another --state",
+		cerrdefs.ErrConflict, stateDir, dc.PID, describeConfigFile(dc.ConfigFile), describeEngine(dc.Engine), describeConfigFile(own.ConfigFile), describeEngine(own.Engine))
+}
+
+func describeConfigFile(f string) string {
+	if f == "" {
+		return "(built-in defaults)"
+	}
+	return f
+}
+
+func describeEngine(e string) string {
+	if e == "" {
+		return "DOCKER_HOST unset"
+	}
+	return "DOCKER_HOST=" + e
 }
 
 // StateDir resolves the state directory: --state, then $SANDBOXCTL_STATE,
@@ -359,6 +447,8 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 		// supervisor, which serves no descendant of its own.
 		argv, argvErr = nil, fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", RunTagEnv)
 	}
+	// A daemon of another configuration refuses the requests (409),
+	// naming both.
 	id, err := c.Identity()
 	if err != nil {
 		return nil, err

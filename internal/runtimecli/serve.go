@@ -311,6 +311,16 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		_ = mgr.Close(closeCtx)
 		return err
 	}
+	// The commands that follow find this daemon's configuration without
+	// repeating --config (cli.CLI.LoadConfig).
+	content, err := c.ConfigContent()
+	if err != nil {
+		return err
+	}
+	if err := apiclient.WriteDaemonConfig(state, apiclient.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
+		logf("warning: commands without --config will not find this daemon's configuration: %v", err)
+	}
+	defer apiclient.RemoveDaemonConfig(state, os.Getpid())
 	// Sessions that outlived a previous daemon (supervised sandboxes, the
 	// host supervisor and nodes keep them) are listed, polled and logged
 	// again as before the restart. Requests wait in the listen backlog
