@@ -177,6 +177,7 @@ the state directory's socket and start one when none is running.`,
 		newCpCommand(c),
 		newVersionCommand(c),
 		newUICommand(c),
+		newConfigCommand(c),
 	)
 	root.AddCommand(extra...)
 	refuseUnknownSubcommands(root)
@@ -256,26 +257,33 @@ type loadedConfig struct {
 }
 
 func (c *CLI) loadConfig() (loadedConfig, error) {
+	l, err := c.readConfig()
+	if err != nil || l.path == "" {
+		l.file, err = config.Load("")
+		return l, err
+	}
+	if l.file, err = config.Parse(l.path, l.data); err != nil && l.daemon {
+		err = fmt.Errorf("the configuration of the daemon for %s: %w", c.StateFlag, err)
+	}
+	return l, err
+}
+
+// readConfig reads, without parsing, the configuration file LoadConfig
+// uses: the --config file, else the running daemon's (and then it pins
+// the state directory, whatever the file's state: says), else none (path
+// "": the built-in defaults).
+func (c *CLI) readConfig() (loadedConfig, error) {
 	if c.ConfigPath == "" {
 		state, err := c.StateDir(config.Default())
 		if err != nil {
 			return loadedConfig{}, err
 		}
 		dc, ok, err := apiclient.ReadDaemonConfig(state)
-		if err != nil {
+		if err != nil || !ok || dc.ConfigFile == "" {
 			return loadedConfig{}, err
 		}
-		if !ok || dc.ConfigFile == "" {
-			f, err := config.Load("")
-			return loadedConfig{file: f}, err
-		}
-		f, err := config.Parse(dc.ConfigFile, []byte(dc.Content))
-		if err != nil {
-			return loadedConfig{}, fmt.Errorf("the configuration of the daemon for %s: %w", state, err)
-		}
-		// The daemon's state directory, whatever its file's state: says.
 		c.StateFlag, c.ConfigPath = state, dc.ConfigFile
-		return loadedConfig{path: dc.ConfigFile, data: []byte(dc.Content), file: f, daemon: true}, nil
+		return loadedConfig{path: dc.ConfigFile, data: []byte(dc.Content), daemon: true}, nil
 	}
 	p, err := config.ExpandHome(c.ConfigPath)
 	if err != nil {
@@ -288,8 +296,7 @@ func (c *CLI) loadConfig() (loadedConfig, error) {
 	if err != nil {
 		return loadedConfig{}, fmt.Errorf("config: %w", err)
 	}
-	f, err := config.Parse(p, data)
-	return loadedConfig{path: p, data: data, file: f}, err
+	return loadedConfig{path: p, data: data}, nil
 }
 
 // CheckDaemonConfig refuses (errdefs conflict) a --config whose content
