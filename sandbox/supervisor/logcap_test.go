@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -60,5 +61,45 @@ func TestLogCapKeepsAllThenSaysSo(t *testing.T) {
 	}
 	if note := in.DroppedNote(); !strings.Contains(note, "output beyond the last 4096 bytes was not kept") {
 		t.Fatalf("note %q", note)
+	}
+}
+
+// TestOutlogKeepsAllUpToCap: the log itself, written in records as small
+// as a command's line-by-line output can make them, keeps every byte up
+// to its cap; beyond it, exactly what it no longer has is counted.
+func TestOutlogKeepsAllUpToCap(t *testing.T) {
+	const logCap = 4096
+	l, err := newOutlog(t.TempDir(), logCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	var all strings.Builder
+	for i := range logCap / 8 {
+		line := fmt.Sprintf("%07d\n", i)
+		all.WriteString(line)
+		if err := l.append(1, []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.aggregated()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.dropped() != 0 || string(got) != all.String() {
+		t.Fatalf("at the cap: kept %d of %d bytes, %d dropped", len(got), all.Len(), l.dropped())
+	}
+	for i := range 3 * logCap / 8 {
+		line := fmt.Sprintf("%07d\n", i)
+		all.WriteString(line)
+		if err := l.append(2, []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err = l.aggregated(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < logCap || !strings.HasSuffix(all.String(), string(got)) || l.dropped() != int64(all.Len()-len(got)) {
+		t.Fatalf("beyond the cap: kept %d bytes (a suffix: %v), %d dropped of %d", len(got), strings.HasSuffix(all.String(), string(got)), l.dropped(), all.Len())
 	}
 }
