@@ -54,8 +54,16 @@ func (m *Manager) prepareWorkspaceRoot(root, home string, configured bool) (stri
 				if err := os.Symlink(legacy, root); err != nil {
 					return "", fmt.Errorf("sandbox: keep the workspaces of %s in %s: %w", m.stateDir, legacy, err)
 				}
-			} else if err := os.MkdirAll(root, 0o700); err != nil {
-				return "", fmt.Errorf("sandbox: workspace root: %w", err)
+			} else {
+				if err := os.MkdirAll(root, 0o700); err != nil {
+					return "", fmt.Errorf("sandbox: workspace root: %w", err)
+				}
+				if _, err := os.Stat(filepath.Join(m.stateDir, "sandboxes.json")); err == nil && root != legacy {
+					if _, err := os.Stat(legacy); err == nil {
+						m.logf("note: the agents' workspaces of state directory %s are now in %s; none of its sandboxes has one in %s, where sandboxctl kept them for every state directory before, so nothing there is used (or touched) from now on",
+							m.stateDir, root, legacy)
+					}
+				}
 			}
 		} else if err != nil {
 			return "", fmt.Errorf("sandbox: workspace root: %w", err)
