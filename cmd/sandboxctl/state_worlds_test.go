@@ -90,3 +90,42 @@ func TestCLIUsesItsDaemonsConfig(t *testing.T) {
 		t.Errorf("sandbox ls with another config: %+v, want a refusal naming %s and %s", r, e.config, other)
 	}
 }
+
+// TestCLIUsesItsDaemonsConfigForSandboxes: exec, cp and the sandbox
+// commands after `serve --config` need no --config: they act on the
+// daemon's sandboxes (its container prefix) and workspaces.
+func TestCLIUsesItsDaemonsConfigForSandboxes(t *testing.T) {
+	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
+	e := newEnv(t)
+	prefix := fmt.Sprintf("sbxc%d-", time.Now().UnixNano()%1e6)
+	cfg := fmt.Sprintf("exec:\n  host: sandbox\n  security: full\n  ask: \"off\"\nsandbox:\n  docker:\n    containerPrefix: %s\n", prefix)
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := fmt.Sprintf("cfgless%d", time.Now().UnixNano()%1e6)
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", agent) })
+	if r := e.run(t, "serve", "--foreground=false"); r.code != 0 {
+		t.Fatalf("serve: %+v", r)
+	}
+	bare := func(args ...string) result {
+		t.Helper()
+		return e.runArgv(t, append([]string{"--state", e.state}, args...)...)
+	}
+	if r := bare("exec", "--agent", agent, "--", "echo kept > /workspace/f"); r.code != 0 {
+		t.Fatalf("exec without --config: %+v", r)
+	}
+	local := filepath.Join(t.TempDir(), "f")
+	if r := bare("cp", agent+":/workspace/f", local); r.code != 0 {
+		t.Fatalf("cp without --config: %+v", r)
+	}
+	if data, err := os.ReadFile(local); err != nil || string(data) != "kept\n" {
+		t.Fatalf("cp brought %q, %v", data, err)
+	}
+	r := bare("sandbox", "ls")
+	if r.code != 0 || !strings.Contains(r.stdout, prefix) {
+		t.Fatalf("sandbox ls without --config does not list the daemon's sandbox (prefix %s): %+v", prefix, r)
+	}
+	if r := bare("sandbox", "rm", "--agent", agent); r.code != 0 {
+		t.Fatalf("sandbox rm without --config: %+v", r)
+	}
+}
