@@ -66,7 +66,8 @@ type Options struct {
 	// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) with API version
 	// negotiation.
 	Client *client.Client
-	// Home expands ~ in workspaceRoot; default os.UserHomeDir().
+	// Home expands ~ in workspaceRoot (default: <StateDir>/workspaces);
+	// default os.UserHomeDir().
 	Home string
 	// Labels are added to every container this Manager creates and restrict
 	// which containers it lists (tests use them to stay apart).
@@ -241,7 +242,6 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		cfg:        opts.Config,
 		stateDir:   opts.StateDir,
 		stateID:    stateID(absState),
-		wsRoot:     expandHome(opts.Config.WorkspaceRoot, home),
 		cli:        opts.Client,
 		labels:     opts.Labels,
 		now:        opts.Now,
@@ -261,12 +261,12 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if m.logf == nil {
 		m.logf = func(string, ...any) {}
 	}
-	if !filepath.IsAbs(m.wsRoot) {
-		abs, err := filepath.Abs(m.wsRoot)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: workspaceRoot: %w", err)
-		}
-		m.wsRoot = abs
+	root, err := WorkspaceRoot(opts.Config, absState, home)
+	if err != nil {
+		return nil, err
+	}
+	if m.wsRoot, err = m.prepareWorkspaceRoot(root, home, opts.Config.WorkspaceRoot != ""); err != nil {
+		return nil, err
 	}
 	// No bind may reach the daemon's own state (its socket, approvals) or
 	// the workspaces of every agent.

@@ -585,9 +585,10 @@ type RecoveredSession struct {
 	Signal    string    `json:"signal,omitempty"`
 	EndedAt   time.Time `json:"endedAt,omitzero"`
 	InputWait bool      `json:"inputWait,omitempty"`
-	// Output is what the supervisor kept (stdout and stderr interleaved,
-	// the last supervisor.DefaultLogCap bytes); Dropped counts older bytes
-	// no longer kept.
+	// Output is what the supervisor kept (stdout and stderr interleaved:
+	// all output up to supervisor.DefaultLogCap bytes, then the last
+	// DefaultLogCap to twice that); Dropped counts older bytes no longer
+	// kept.
 	Output  []byte `json:"-"`
 	Dropped int64  `json:"dropped,omitempty"`
 	// StdoutOffset and StderrOffset are the byte counts covered by Output;

@@ -155,7 +155,9 @@ func (m *Manager) run(s *session) {
 }
 
 // read copies one stream into the session's buffers, answering DSR queries
-// of a PTY.
+// of a PTY. A raw session leaves them to its caller's terminal, which gets
+// the query among the exact bytes and answers it itself: a second answer
+// from here would reach the program first, and wrong.
 func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
 	dec := output.NewDecoder(s.pty)
 	buf := make([]byte, readChunk)
@@ -163,6 +165,9 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			text, dsr := dec.Feed(buf[:n])
+			if s.raw != nil {
+				dsr = 0
+			}
 			for range dsr {
 				if _, werr := s.proc.Write([]byte(output.DSRReply)); werr != nil {
 					m.logf("sessions: %s: answering DSR: %v", s.id, werr)

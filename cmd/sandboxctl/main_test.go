@@ -130,7 +130,13 @@ type result struct {
 
 func (e *env) run(t *testing.T, args ...string) result {
 	t.Helper()
-	full := append([]string{"--state", e.state, "--config", e.config}, args...)
+	return e.runArgv(t, append([]string{"--state", e.state, "--config", e.config}, args...)...)
+}
+
+// runArgv runs sandboxctl with exactly full, no --state or --config added.
+func (e *env) runArgv(t *testing.T, full ...string) result {
+	t.Helper()
+	args := full
 	cmd := exec.Command(binary, full...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

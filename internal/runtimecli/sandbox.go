@@ -142,6 +142,9 @@ func newSandboxManager(ctx context.Context, c *cli.CLI) (*sandbox.Manager, error
 	if err != nil {
 		return nil, err
 	}
+	if err := c.CheckDaemonConfig(state); err != nil {
+		return nil, err
+	}
 	m, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)

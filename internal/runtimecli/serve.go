@@ -312,6 +312,16 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		_ = mgr.Close(closeCtx)
 		return err
 	}
+	// The commands that follow find this daemon's configuration without
+	// repeating --config (cli.CLI.LoadConfig).
+	content, err := c.ConfigContent()
+	if err != nil {
+		return err
+	}
+	if err := apiclient.WriteDaemonConfig(state, apiclient.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
+		logf("warning: commands without --config will not find this daemon's configuration: %v", err)
+	}
+	defer apiclient.RemoveDaemonConfig(state, os.Getpid())
 	// Sessions that outlived a previous daemon (supervised sandboxes, the
 	// host supervisor and nodes keep them) are listed, polled and logged
 	// again as before the restart. Requests wait in the listen backlog
@@ -661,17 +671,21 @@ func buildGate(cfg config.File, state string) (*guard.Gate, error) {
 }
 
 // sandboxWritableDirs are the host directories a sandbox can write: the
-// workspace root, the sandbox-owned workspaces under the state dir, and the
+// workspace root (sandbox.WorkspaceRoot), the sandbox-owned workspaces under the state dir, and the
 // sources of binds not mounted read-only. No executable there ever
 // satisfies the gateway's allowlist (issue 12 item 4).
 func sandboxWritableDirs(cfg config.File, state string) ([]string, error) {
-	root, err := config.ExpandHome(cfg.Sandbox.WorkspaceRoot)
+	home, err := config.ExpandHome("~")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox.workspaceRoot: %w", err)
 	}
-	dirs := []string{filepath.Join(state, "sandboxes")}
-	if root != "" {
-		dirs = append(dirs, root)
+	root, err := sandbox.WorkspaceRoot(cfg.Sandbox, state, home)
+	if err != nil {
+		return nil, err
+	}
+	dirs := []string{filepath.Join(state, "sandboxes"), root}
+	if real, err := filepath.EvalSymlinks(root); err == nil && real != root {
+		dirs = append(dirs, real) // a state directory that kept its old workspaces
 	}
 	for i, d := range dirs {
 		abs, err := filepath.Abs(d)

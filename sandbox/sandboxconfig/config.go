@@ -99,7 +99,7 @@ func DefaultConfig() Config {
 	return Config{
 		Scope:           "agent",
 		WorkspaceAccess: "rw",
-		WorkspaceRoot:   "~/.sandboxctl/workspaces",
+		WorkspaceRoot:   "",
 		Prune:           PruneConfig{IdleHours: 24, MaxAgeDays: 7},
 		MaxPerAgent:     DefaultMaxPerAgent,
 		Docker: DockerConfig{

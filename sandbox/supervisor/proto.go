@@ -223,10 +223,22 @@ type SessionInfo struct {
 	Exit      *ExitStatus       `json:"exit,omitempty"`
 	InputWait bool              `json:"inputWait,omitempty"`
 	// Stdout and Stderr are the byte counts produced so far on each stream;
-	// Dropped is how many of the oldest bytes the capped log no longer has.
+	// Dropped is how many of the oldest bytes the capped log no longer has
+	// (it keeps all output up to LogCap bytes, then the last LogCap to
+	// 2*LogCap).
 	Stdout  int64 `json:"stdout"`
 	Stderr  int64 `json:"stderr"`
 	Dropped int64 `json:"dropped,omitempty"`
+	LogCap  int64 `json:"logCap,omitempty"`
+}
+
+// DroppedNote says what a session's log no longer keeps: "" while it keeps
+// everything.
+func (in SessionInfo) DroppedNote() string {
+	if in.Dropped <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("output beyond the last %d bytes was not kept: the first %d of %d bytes are gone", in.LogCap, in.Dropped, in.Stdout+in.Stderr)
 }
 
 // DefaultWindow is the default output credit per stream.

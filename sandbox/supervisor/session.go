@@ -529,7 +529,7 @@ func (sess *session) info() SessionInfo {
 		InputWait: sess.inputWait, Stdout: sess.total[0], Stderr: sess.total[1],
 	}
 	if sess.log != nil {
-		in.Dropped = sess.log.dropped()
+		in.Dropped, in.LogCap = sess.log.dropped(), sess.log.seg
 	}
 	if sess.exited {
 		st := sess.exit

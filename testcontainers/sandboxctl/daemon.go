@@ -92,7 +92,10 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 	}
 	b.ws = ws
 	doc, err := s.ConfigYAML(map[string]any{
-		"state":                          daemonState,
+		"state": daemonState,
+		// Named: the default, <state>/workspaces, lies inside the daemon
+		// container, where the Engine (which binds the sources on its
+		// host) cannot find it.
 		"sandbox.workspaceRoot":          ws,
 		"sandbox.docker.containerPrefix": "sbxtc-" + b.runID + "-",
 		// Sandbox identities bind account files from the daemon's state
