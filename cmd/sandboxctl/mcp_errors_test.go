@@ -25,6 +25,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPSameErrorTextOverStdioAndHTTP(t *testing.T) {
 	e, alice, _ := filesEnv(t)
 	base := serveFiles(t, e)
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", alice) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
