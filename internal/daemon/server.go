@@ -649,7 +649,7 @@ func (s *Server) pinnedRoutes() http.Handler {
 		mux.Handle(pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, sessions, events and approvals list only", r.Method, r.URL.Path))
+		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, sessions, events, files, sandboxes and approvals list only", r.Method, r.URL.Path))
 	})
 	return mux
 }
