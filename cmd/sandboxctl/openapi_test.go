@@ -308,8 +308,9 @@ func TestPythonClient(t *testing.T) {
 	e, alice, bob := filesEnv(t)
 	base := serveFiles(t, e)
 	t.Cleanup(func() {
-		e.run(t, "sandbox", "rm", "--agent", alice)
-		e.run(t, "sandbox", "rm", "--agent", bob)
+		for _, a := range []string{alice, bob, alice + "-py", bob + "-py"} {
+			e.run(t, "sandbox", "rm", "--agent", a)
+		}
 	})
 	for _, args := range [][]string{
 		{alice, "socket", filepath.Join(e.state, "sandboxctl.sock")},

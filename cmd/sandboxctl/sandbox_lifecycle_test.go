@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
@@ -297,6 +300,42 @@ func TestSandboxLifecycleCLIAndHTTP(t *testing.T) {
 		if !seen {
 			t.Errorf("no sandbox event with action %s", action)
 		}
+	}
+
+	// The Go client.
+	gc := tcpclient.New(base, filesToolToken, nil)
+	gctx := t.Context()
+	sb, err := gc.CreateSandbox(gctx, apiclient.CreateSandboxRequest{AgentID: carol, Template: "small", Labels: map[string]string{"client": "go"}, TTLSeconds: 600})
+	if err != nil || sb.ID == "" || sb.Template != "small" || sb.Labels["client"] != "go" || time.Until(sb.ExpiresAt) < 9*time.Minute {
+		t.Fatalf("Go CreateSandbox: %+v %v", sb, err)
+	}
+	var apiErr *apiclient.APIError
+	if _, err := gc.CreateSandbox(gctx, apiclient.CreateSandboxRequest{AgentID: carol}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict {
+		t.Fatalf("Go CreateSandbox twice: %v", err)
+	}
+	if _, err := gc.CreateSandbox(gctx, apiclient.CreateSandboxRequest{AgentID: "nobody", TTLSeconds: -1}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
+		t.Fatalf("Go CreateSandbox with a negative TTL: %v", err)
+	}
+	if list, err := gc.ListSandboxes(gctx, apiclient.SandboxFilter{Labels: map[string]string{"client": "go"}, Template: "small"}); err != nil || len(list) != 1 || list[0].ID != sb.ID {
+		t.Fatalf("Go ListSandboxes: %+v %v", list, err)
+	}
+	if got, err := gc.GetSandbox(gctx, sb.ID[:12]); err != nil || got.ID != sb.ID {
+		t.Fatalf("Go GetSandbox: %+v %v", got, err)
+	}
+	if p, err := gc.PauseSandbox(gctx, sb.ID); err != nil || p.State != "paused" {
+		t.Fatalf("Go PauseSandbox: %+v %v", p, err)
+	}
+	if r, err := gc.ResumeSandbox(gctx, sb.ID); err != nil || r.State != "running" {
+		t.Fatalf("Go ResumeSandbox: %+v %v", r, err)
+	}
+	if x, err := gc.ExtendSandbox(gctx, sb.ID, 2*time.Hour); err != nil || time.Until(x.ExpiresAt) < 90*time.Minute {
+		t.Fatalf("Go ExtendSandbox: %+v %v", x, err)
+	}
+	if err := gc.DeleteSandbox(gctx, sb.ID, true); err != nil {
+		t.Fatalf("Go DeleteSandbox: %v", err)
+	}
+	if _, err := gc.GetSandbox(gctx, sb.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Fatalf("Go GetSandbox after delete: %v", err)
 	}
 }
 

@@ -13,25 +13,12 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
-
-// CreateSandboxRequest is the body of POST /v1/sandboxes.
-type CreateSandboxRequest struct {
-	Template   string            `json:"template,omitempty"`
-	AgentID    string            `json:"agentId,omitempty"`
-	SessionKey string            `json:"sessionKey,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	TTLSeconds int64             `json:"ttlSeconds,omitempty"`
-}
-
-// ExtendSandboxRequest is the body of POST /v1/sandboxes/{id}/timeout.
-type ExtendSandboxRequest struct {
-	TTLSeconds int64 `json:"ttlSeconds"`
-}
 
 // sandboxAPI serves the sandbox lifecycle: create, list with filters,
 // detail, delete, pause, resume and extend (docs/sandboxes.md). A pinned
@@ -71,7 +58,7 @@ func (a *sandboxAPI) visible(ctx context.Context, ref string) (sandbox.Info, err
 }
 
 func (a *sandboxAPI) create(w http.ResponseWriter, r *http.Request) {
-	var req CreateSandboxRequest
+	var req apiclient.CreateSandboxRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -165,7 +152,7 @@ func (a *sandboxAPI) change(action string, do func(context.Context, string) (san
 }
 
 func (a *sandboxAPI) extend(w http.ResponseWriter, r *http.Request) {
-	var req ExtendSandboxRequest
+	var req apiclient.ExtendSandboxRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
