@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
@@ -21,11 +23,11 @@ import (
 
 // lifecycleEnv is filesEnv with a template "small" and, when explicit,
 // sandbox.explicit set.
-func lifecycleEnv(t *testing.T, explicit bool) (*env, string, string) {
+func lifecycleEnv(t *testing.T, explicit bool, extra ...string) (*env, string, string) {
 	t.Helper()
 	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
 	e, alice, bob := filesEnv(t)
-	cfg := fmt.Sprintf("sandbox:\n  explicit: %v\n  workspaceRoot: %s\n  docker:\n    containerPrefix: sbxl-%d-\n"+
+	cfg := strings.Join(extra, "") + fmt.Sprintf("sandbox:\n  explicit: %v\n  workspaceRoot: %s\n  docker:\n    containerPrefix: sbxl-%d-\n"+
 		"  templates:\n    small:\n      memory: 256m\n      pidsLimit: 64\n      env: {TPL: small-env}\n",
 		explicit, filepath.Join(e.state, "ws"), time.Now().UnixNano()%1e6)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
@@ -302,6 +304,11 @@ func TestSandboxLifecycleCLIAndHTTP(t *testing.T) {
 		}
 	}
 
+	// MCP: the sandbox tools are off unless mcp.sandboxLifecycle.
+	if names := mcpToolNames(t, mcpSession(t, base, filesAliceToken)); names["sandbox_create"] || names["sandbox_delete"] || !names["exec"] {
+		t.Fatalf("MCP tools without mcp.sandboxLifecycle: %v", names)
+	}
+
 	// The Go client.
 	gc := tcpclient.New(base, filesToolToken, nil)
 	gctx := t.Context()
@@ -358,5 +365,102 @@ func TestSandboxExplicitOnly(t *testing.T) {
 	}
 	if r := e.run(t, "exec", "--agent", alice, "--", "echo ran"); r.code != 0 || strings.TrimSpace(r.stdout) != "ran" {
 		t.Fatalf("exec after create: %+v", r)
+	}
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpSession connects to the daemon's /mcp over TCP with token.
+func mcpSession(t *testing.T, base, token string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token}}, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func mcpToolNames(t *testing.T, cs *mcp.ClientSession) map[string]bool {
+	t.Helper()
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range res.Tools {
+		names[tool.Name] = true
+	}
+	return names
+}
+
+func mcpText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestSandboxMCPLifecycle: with mcp.sandboxLifecycle, an agent's MCP
+// session (agent token) creates, describes and deletes its own sandbox,
+// and never another agent's; without it the tools are not offered.
+func TestSandboxMCPLifecycle(t *testing.T) {
+	e, alice, bob := lifecycleEnv(t, false, "mcp:\n  sandboxLifecycle: true\n")
+	base := serveFiles(t, e)
+	t.Cleanup(func() {
+		e.run(t, "sandbox", "rm", "--agent", alice)
+		e.run(t, "sandbox", "rm", "--agent", bob)
+	})
+	cs := mcpSession(t, base, filesAliceToken)
+	if names := mcpToolNames(t, cs); !names["sandbox_create"] || !names["sandbox_info"] || !names["sandbox_delete"] {
+		t.Fatalf("tools: %v", names)
+	}
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	// Bob's sandbox, made by the operator: alice's tools never reach it.
+	if r := e.run(t, "sandbox", "create", "--agent", bob, "--label", "owner=bob"); r.code != 0 {
+		t.Fatalf("create bob's: %+v", r)
+	}
+	if res := call("sandbox_info", map[string]any{"agentId": bob}); !res.IsError || !strings.Contains(mcpText(res), "no sandbox for scope agent:"+alice) {
+		t.Fatalf("alice's sandbox_info naming bob: %+v %s", res, mcpText(res))
+	}
+	if res := call("sandbox_create", map[string]any{"template": "nope"}); !res.IsError || !strings.Contains(mcpText(res), "nope") {
+		t.Fatalf("sandbox_create with an unknown template: %s", mcpText(res))
+	}
+	res := call("sandbox_create", map[string]any{"agentId": bob, "template": "small", "labels": map[string]any{"via": "mcp"}, "ttlSeconds": 600})
+	if res.IsError || !strings.Contains(mcpText(res), "template small") {
+		t.Fatalf("sandbox_create: %s", mcpText(res))
+	}
+	if r := e.run(t, "sandbox", "ls", "--filter", "label=via=mcp", "--format", "{{.Agent}} {{.Template}}"); strings.TrimSpace(r.stdout) != alice+" small" {
+		t.Fatalf("the MCP-made sandbox: %+v", r)
+	}
+	if res := call("sandbox_create", nil); !res.IsError || !strings.Contains(mcpText(res), "has a sandbox already") {
+		t.Fatalf("sandbox_create twice: %s", mcpText(res))
+	}
+	if res := call("sandbox_info", nil); res.IsError || !strings.Contains(mcpText(res), "expires") {
+		t.Fatalf("sandbox_info: %s", mcpText(res))
+	}
+	if res := call("sandbox_delete", map[string]any{"agentId": bob, "workspace": true}); res.IsError || !strings.Contains(mcpText(res), "Removed") {
+		t.Fatalf("sandbox_delete: %s", mcpText(res))
+	}
+	if r := e.run(t, "sandbox", "ls", "--format", "{{.Agent}}"); strings.TrimSpace(r.stdout) != bob {
+		t.Fatalf("after alice's sandbox_delete (naming bob): %+v", r)
 	}
 }

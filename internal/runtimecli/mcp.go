@@ -52,7 +52,7 @@ func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Tran
 
 // mcpHandler is the daemon's /mcp endpoint (streamable HTTP): a client
 // with an agent token is pinned to its agent, as on the other routes.
-func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, version string, logf func(string, ...any)) http.Handler {
+func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, sandboxes mcpserver.Sandboxes, maxBytes int64, version string, logf func(string, ...any)) http.Handler {
 	var files mcpserver.Files
 	if sbx != nil {
 		files = storeFiles{store: sandboxFiles{sbx}, limit: maxBytes}
@@ -62,5 +62,5 @@ func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, ver
 			return mcpserver.Identity{AgentID: pin.AgentID}
 		}
 		return mcpserver.Identity{}
-	}, mcpserver.Options{Version: version, Files: files, Logf: logf})
+	}, mcpserver.Options{Version: version, Files: files, Sandboxes: sandboxes, Logf: logf})
 }

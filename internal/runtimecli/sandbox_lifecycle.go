@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -235,4 +236,62 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
 		return fmt.Errorf("%w: body: one JSON object expected", cerrdefs.ErrInvalidArgument)
 	}
 	return nil
+}
+
+var _ mcpserver.Sandboxes = (*sandboxAPI)(nil)
+
+// CreateSandbox implements mcpserver.Sandboxes.
+func (a *sandboxAPI) CreateSandbox(ctx context.Context, req apiclient.CreateSandboxRequest) (apiclient.Sandbox, error) {
+	ttl, err := sandbox.CheckTTL(req.TTLSeconds, true)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	in, err := a.m.Create(ctx, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey},
+		sandbox.CreateOptions{Template: req.Template, Labels: req.Labels, TTL: ttl})
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	a.event("created", in)
+	return clientSandbox(in), nil
+}
+
+// scopeSandbox is the sandbox of a scope.
+func (a *sandboxAPI) scopeSandbox(ctx context.Context, agentID, sessionKey string) (sandbox.Info, error) {
+	s := sandbox.Scope{AgentID: agentID, SessionKey: sessionKey}
+	_, name, _, _ := a.m.Layout(s)
+	in, err := a.m.Get(ctx, name)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return in, fmt.Errorf("%w for scope %s", sandbox.ErrNoSandbox, sandbox.ScopeKey(a.m.Config().Scope, s))
+	}
+	return in, err
+}
+
+// ScopeSandbox implements mcpserver.Sandboxes.
+func (a *sandboxAPI) ScopeSandbox(ctx context.Context, agentID, sessionKey string) (apiclient.Sandbox, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	return clientSandbox(in), nil
+}
+
+// DeleteScopeSandbox implements mcpserver.Sandboxes.
+func (a *sandboxAPI) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (apiclient.Sandbox, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	if in, err = a.m.Delete(ctx, in.ID, workspace); err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	a.event("removed", in, "workspaceRemoved", workspace)
+	return clientSandbox(in), nil
+}
+
+// clientSandbox is in as the API answers it.
+func clientSandbox(in sandbox.Info) apiclient.Sandbox {
+	return apiclient.Sandbox{ID: in.ID, Name: in.Name, ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
+		State: in.State, Image: in.Image, Template: in.Template, Labels: in.Labels, CreatedAt: in.CreatedAt,
+		LastUsedAt: in.LastUsedAt, ExpiresAt: in.ExpiresAt, ConfigHash: in.ConfigHash, Current: in.Current,
+		Engine: in.Engine, Path: in.Path, Pool: in.Pool}
 }

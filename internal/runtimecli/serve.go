@@ -26,6 +26,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -287,8 +288,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
 		go hook.run(ctx, mgr.Subscribe(ctx))
 	}
+	var lifecycle *sandboxAPI // the sandbox lifecycle (nil: no sandboxes)
 	if sbx != nil {
-		lifecycle := &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable}
+		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable}
 		for pattern, h := range lifecycle.routes() {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
@@ -296,7 +298,11 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, opts.FilesMaxBytes, c.Version, logf)
+	var mcpSandboxes mcpserver.Sandboxes
+	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
+		mcpSandboxes = lifecycle
+	}
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, opts.FilesMaxBytes, c.Version, logf)
 	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
