@@ -90,6 +90,16 @@ func (c Config) TemplateDocker(name string) (DockerConfig, error) {
 // validateTemplates checks every template as the config it makes; errors
 // name the template's key.
 func (c Config) validateTemplates() error {
+	if len(c.Engines) > 1 {
+		// Creating a sandbox as an object (templates, explicit) works on
+		// one Engine only for now.
+		if c.Explicit {
+			return &ConfigError{Field: "sandbox.explicit", Value: "true", Msg: "is not supported with several Engines (sandbox.engines) yet"}
+		}
+		if len(c.Templates) > 0 {
+			return &ConfigError{Field: "sandbox.templates", Msg: "are not supported with several Engines (sandbox.engines) yet"}
+		}
+	}
 	for _, name := range c.TemplateNames()[1:] {
 		field := "sandbox.templates." + name
 		if name == DefaultTemplate {

@@ -51,3 +51,20 @@ func TestTemplateValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestObjectsRefusedWithSeveralEngines(t *testing.T) {
+	engines := []EngineConfig{{Name: "a", Address: "unix:///run/a.sock"}, {Name: "b", Address: "unix:///run/b.sock"}}
+	c := DefaultConfig()
+	c.Engines = engines
+	if err := c.Validate(); err != nil {
+		t.Fatalf("two Engines alone: %v", err)
+	}
+	c.Explicit = true
+	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "sandbox.explicit") {
+		t.Fatalf("explicit with two Engines: %v", err)
+	}
+	c.Explicit, c.Templates = false, map[string]Template{"big": {Memory: "2g"}}
+	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "sandbox.templates") {
+		t.Fatalf("templates with two Engines: %v", err)
+	}
+}
