@@ -174,10 +174,12 @@ type ListFilter struct {
 	AgentID  string
 	Template string
 	State    string
+	// ScopeKey selects the sandbox serving one scope (ScopeKey).
+	ScopeKey string
 }
 
 // ParseListFilter parses docker-style filters: label=K=V (or label=K: has
-// the label), agent=ID, template=NAME, state=STATE.
+// the label), agent=ID, template=NAME, state=STATE, scopeKey=KEY.
 func ParseListFilter(filters []string) (ListFilter, error) {
 	f := ListFilter{Labels: map[string]string{}}
 	for _, s := range filters {
@@ -196,6 +198,8 @@ func ParseListFilter(filters []string) (ListFilter, error) {
 			f.AgentID = val
 		case "template":
 			f.Template = val
+		case "scopeKey":
+			f.ScopeKey = val
 		case "state":
 			if !knownState(val) {
 				return f, fmt.Errorf("%w: filter state=%s: want one of %s", errBadInput, val, strings.Join(SandboxStates[:len(SandboxStates)-1], ", "))
@@ -227,6 +231,9 @@ func (f ListFilter) Match(in Info) bool {
 		return false
 	}
 	if f.State != "" && in.State != f.State {
+		return false
+	}
+	if f.ScopeKey != "" && in.ScopeKey != f.ScopeKey {
 		return false
 	}
 	for k, v := range f.Labels {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -462,5 +463,37 @@ func TestSandboxMCPLifecycle(t *testing.T) {
 	}
 	if r := e.run(t, "sandbox", "ls", "--format", "{{.Agent}}"); strings.TrimSpace(r.stdout) != bob {
 		t.Fatalf("after alice's sandbox_delete (naming bob): %+v", r)
+	}
+
+	// The stdio server of an agent (sandboxctl mcp --agent bob), through
+	// the daemon's API.
+	cmd := exec.Command(binary, "--state", e.state, "--config", e.config, "mcp", "--agent", bob)
+	ss, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	stdio := func(name string, args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := ss.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("stdio %s: %v", name, err)
+		}
+		return res
+	}
+	if res := stdio("sandbox_info", map[string]any{"agentId": alice}); res.IsError || !strings.Contains(mcpText(res), "template default") {
+		t.Fatalf("stdio sandbox_info: %s", mcpText(res))
+	}
+	if res := stdio("sandbox_create", nil); !res.IsError || !strings.Contains(mcpText(res), "has a sandbox already") {
+		t.Fatalf("stdio sandbox_create: %s", mcpText(res))
+	}
+	if res := stdio("sandbox_delete", nil); res.IsError {
+		t.Fatalf("stdio sandbox_delete: %s", mcpText(res))
+	}
+	if r := e.run(t, "sandbox", "ls", "--format", "{{.Agent}}"); strings.TrimSpace(r.stdout) != "" {
+		t.Fatalf("after bob's stdio sandbox_delete: %+v", r)
+	}
+	if res := stdio("sandbox_info", nil); !res.IsError || !strings.Contains(mcpText(res), "no sandbox for scope agent:"+bob) {
+		t.Fatalf("stdio sandbox_info after delete: %s", mcpText(res))
 	}
 }

@@ -52,6 +52,7 @@ type SandboxFilter struct {
 	AgentID  string
 	Template string
 	State    string
+	ScopeKey string // the sandbox serving this scope key (e.g. agent:a1)
 }
 
 func (f SandboxFilter) query() string {
@@ -63,7 +64,7 @@ func (f SandboxFilter) query() string {
 			q.Add("label", k+"="+v)
 		}
 	}
-	for k, v := range map[string]string{"agent": f.AgentID, "template": f.Template, "state": f.State} {
+	for k, v := range map[string]string{"agent": f.AgentID, "template": f.Template, "state": f.State, "scopeKey": f.ScopeKey} {
 		if v != "" {
 			q.Set(k, v)
 		}

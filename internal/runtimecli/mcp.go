@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
@@ -45,9 +46,48 @@ func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Tran
 	if err != nil {
 		return err
 	}
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return err
+	}
+	var sandboxes mcpserver.Sandboxes
+	if cfg.MCP.SandboxLifecycle {
+		sandboxes = clientSandboxes{c: client, scope: cfg.Sandbox.Scope}
+	}
 	logf := func(format string, args ...any) { fmt.Fprintf(c.Err, "sandboxctl mcp: "+format+"\n", args...) }
 	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, transport,
-		mcpserver.Options{Version: c.Version, Files: mcpserver.ClientFiles{C: client}, Logf: logf})
+		mcpserver.Options{Version: c.Version, Files: mcpserver.ClientFiles{C: client}, Sandboxes: sandboxes, Logf: logf})
+}
+
+// clientSandboxes are the MCP sandbox tools of `sandboxctl mcp` (stdio),
+// through the daemon's lifecycle API; scope is sandbox.scope.
+type clientSandboxes struct {
+	c     *apiclient.Client
+	scope string
+}
+
+func (s clientSandboxes) CreateSandbox(ctx context.Context, req apiclient.CreateSandboxRequest) (apiclient.Sandbox, error) {
+	return s.c.CreateSandbox(ctx, req)
+}
+
+func (s clientSandboxes) ScopeSandbox(ctx context.Context, agentID, sessionKey string) (apiclient.Sandbox, error) {
+	key := sandbox.ScopeKey(s.scope, sandbox.Scope{AgentID: agentID, SessionKey: sessionKey})
+	list, err := s.c.ListSandboxes(ctx, apiclient.SandboxFilter{ScopeKey: key})
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	if len(list) != 1 {
+		return apiclient.Sandbox{}, fmt.Errorf("%w for scope %s", sandbox.ErrNoSandbox, key)
+	}
+	return list[0], nil
+}
+
+func (s clientSandboxes) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (apiclient.Sandbox, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return sb, err
+	}
+	return sb, s.c.DeleteSandbox(ctx, sb.ID, workspace)
 }
 
 // mcpHandler is the daemon's /mcp endpoint (streamable HTTP): a client

@@ -85,7 +85,7 @@ func (a *sandboxAPI) create(w http.ResponseWriter, r *http.Request) {
 func (a *sandboxAPI) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var filters []string
-	for _, key := range []string{"label", "agent", "agentId", "template", "state"} {
+	for _, key := range []string{"label", "agent", "agentId", "template", "state", "scopeKey"} {
 		for _, v := range q[key] {
 			filters = append(filters, key+"="+v)
 		}
