@@ -50,7 +50,9 @@ func (m *Manager) ensureForStart(ctx context.Context, s Scope) (EnsureResult, er
 	m.warm.mu.Lock()
 	w, ok := m.warm.m[scopeKey]
 	m.warm.mu.Unlock()
-	if ok && now.Sub(w.at) < warmWindow && m.clients.alive(w.res.ID) {
+	// A sandbox paused on request (by this process or another: Pause)
+	// must not take a command: Ensure refuses it.
+	if ok && now.Sub(w.at) < warmWindow && m.clients.alive(w.res.ID) && !m.pausedOnRequest(w.res.Name, w.res.ID) {
 		res := w.res
 		res.Created, res.Started, res.Recreated, res.Resumed, res.Pooled = false, false, false, false, false
 		m.reg.touch(res.Name, scopeKey)

@@ -80,7 +80,7 @@ var processFields = map[string]string{
 }
 
 // integerFields are numbers that take whole values only.
-var integerFields = map[string]bool{"yieldMs": true, "offset": true, "limit": true, "timeoutMs": true, "cols": true, "rows": true}
+var integerFields = map[string]bool{"yieldMs": true, "offset": true, "limit": true, "timeoutMs": true, "cols": true, "rows": true, "ttlSeconds": true}
 
 // enums are the closed vocabularies of the inputs.
 var enums = map[string][]string{
@@ -154,6 +154,9 @@ type Options struct {
 	Files Files
 	// Policy limits what a pinned server advertises (PolicyOf).
 	Policy Policy
+	// Sandboxes, when not nil, adds sandbox_create, sandbox_info and
+	// sandbox_delete.
+	Sandboxes Sandboxes
 	// Logf receives each recovered panic of a handler, with its stack;
 	// nil drops them (the caller still gets an error).
 	Logf func(format string, args ...any)
@@ -193,6 +196,9 @@ func New(tools Tools, id Identity, opts Options) *mcp.Server {
 		})
 	if opts.Files != nil {
 		addFileTools(s, opts.Files, id)
+	}
+	if opts.Sandboxes != nil {
+		addSandboxTools(s, opts.Sandboxes, id)
 	}
 	return s
 }

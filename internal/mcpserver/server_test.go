@@ -351,29 +351,36 @@ func TestHiddenFieldStillReachesTheManager(t *testing.T) {
 	}
 }
 
-// TestToolAnnotations: the read-only tools say so; exec and process may
-// destroy.
+// noSandboxes lists the sandbox tools; they are not called here.
+type noSandboxes struct{ Sandboxes }
+
+// TestToolAnnotations: every tool says what a client may assume of it.
 func TestToolAnnotations(t *testing.T) {
-	cs := connectWith(t, &recordingTools{}, Identity{}, Options{Version: "test", Files: memFiles{}})
+	cs := connectWith(t, &recordingTools{}, Identity{}, Options{Version: "test", Files: memFiles{}, Sandboxes: noSandboxes{}})
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Tools) != 5 {
-		t.Fatalf("%d tools listed, want exec, process and the three file tools", len(res.Tools))
+	// read-only, destructive
+	want := map[string][2]bool{
+		"exec": {false, true}, "process": {false, true},
+		"read_file": {true, false}, "list_files": {true, false}, "write_file": {false, true},
+		"sandbox_create": {false, false}, "sandbox_info": {true, false}, "sandbox_delete": {false, true},
+	}
+	if len(res.Tools) != len(want) {
+		t.Fatalf("%d tools listed, want %d", len(res.Tools), len(want))
 	}
 	for _, tool := range res.Tools {
-		a := tool.Annotations
+		a, w := tool.Annotations, want[tool.Name]
 		if a == nil || a.Title == "" {
 			t.Errorf("%s has no annotations/title", tool.Name)
 			continue
 		}
-		readOnly := tool.Name == "read_file" || tool.Name == "list_files"
-		if a.ReadOnlyHint != readOnly {
+		if a.ReadOnlyHint != w[0] {
 			t.Errorf("%s readOnlyHint = %v", tool.Name, a.ReadOnlyHint)
 		}
-		if !readOnly && (a.DestructiveHint == nil || !*a.DestructiveHint) {
-			t.Errorf("%s destructiveHint = %v", tool.Name, a.DestructiveHint)
+		if !w[0] && (a.DestructiveHint == nil || *a.DestructiveHint != w[1]) {
+			t.Errorf("%s destructiveHint = %v, want %v", tool.Name, a.DestructiveHint, w[1])
 		}
 	}
 }

@@ -60,6 +60,10 @@ const SupervisorOff = "off"
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
+// expiryInterval is how often sandboxes whose TTL passed are looked for
+// (cheap: the Engine is asked only when one is due).
+const expiryInterval = time.Second
+
 // ServeOptions are the flags of `sandboxctl serve`.
 type ServeOptions struct {
 	// Foreground runs the daemon in this process (the default); false
@@ -284,14 +288,21 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
 		go hook.run(ctx, mgr.Subscribe(ctx))
 	}
+	var lifecycle *sandboxAPI // the sandbox lifecycle (nil: no sandboxes)
 	if sbx != nil {
-		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
-		dopts.Routes["GET /v1/sandboxes/{name}"] = sandboxDetailHandler(sbx)
+		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable}
+		for pattern, h := range lifecycle.routes() {
+			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
+		}
 		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf}) {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, c.Version, logf)
+	var mcpSandboxes mcpserver.Sandboxes
+	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
+		mcpSandboxes = lifecycle
+	}
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, c.Version, logf)
 	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
@@ -336,6 +347,10 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	defer stopPruner()
 	if sbx != nil && (cfg.Sandbox.Prune.IdleHours > 0 || cfg.Sandbox.Prune.MaxAgeDays > 0) {
 		go sbx.RunPruner(runCtx, pruneInterval)
+	}
+	if sbx != nil {
+		expired := &sandboxAPI{publish: mgr.Publish}
+		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event("expired", in) })
 	}
 	return srv.Serve(ctx)
 }
