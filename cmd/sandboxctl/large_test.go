@@ -23,14 +23,15 @@ const (
 // with cp, comes back through `exec -- cat` on stdout and down with cp,
 // byte for byte; and a 2 GiB file made in the sandbox downloads whole with
 // cp. Every comparison is a streamed SHA-256 (nothing holds a file in
-// memory); each file is removed as soon as it was checked. It moves about
-// 7.5 GB and needs about 9 GB of free disk at its peak, so it is skipped
-// under -short; run it alone with a long timeout:
+// memory); each file is removed as soon as it was checked. It moves 6.5
+// GB and needs about 5 GB of free disk at its peak (the source, the
+// daemon's spool of the upload and the copy in the sandbox), so it is
+// skipped under -short; run it alone with a long timeout:
 //
 //	go test -run TestFaultLargeTransfers -timeout 60m ./cmd/sandboxctl/
 func TestFaultLargeTransfers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("moves about 7.5 GB: not under -short")
+		t.Skip("moves 6.5 GB: not under -short")
 	}
 	e, alice, _ := filesEnv(t)
 	serveFiles(t, e, "--files-max-bytes", strconv.Itoa(largeLimit))
