@@ -78,6 +78,11 @@ var ErrBadFrame = errors.New("supervisor protocol: bad frame header")
 // ReadFrame reads one frame from a buffered reader. The payload is a fresh
 // slice.
 func ReadFrame(r io.Reader) (Frame, error) {
+	return readFrame(r, func(_ byte, n uint32) []byte { return make([]byte, n) })
+}
+
+// readFrame is ReadFrame with the payload read into alloc(type, length).
+func readFrame(r io.Reader, alloc func(typ byte, n uint32) []byte) (Frame, error) {
 	var h [HeaderSize]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, err
@@ -91,7 +96,7 @@ func ReadFrame(r io.Reader) (Frame, error) {
 	}
 	f := Frame{Type: h[1], Stream: binary.BigEndian.Uint32(h[2:6])}
 	if n > 0 {
-		f.Payload = make([]byte, n)
+		f.Payload = alloc(f.Type, n)
 		if _, err := io.ReadFull(r, f.Payload); err != nil {
 			return Frame{}, fmt.Errorf("supervisor protocol: short payload: %w", err)
 		}

@@ -224,6 +224,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 			}
 			in, sess.stdin = r, w
 			sess.stdinID = fileIdentity(r)
+			setPipeSize(w, 1<<20) // room for bulk input (an upload) between reads
 		} else {
 			in, err = os.Open(os.DevNull)
 			if err != nil {
