@@ -133,7 +133,7 @@ func BenchmarkRuntimes(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			if r.Details["status"] != sessions.StatusCompleted {
+			if r.Details.Status != sessions.StatusCompleted {
 				return fmt.Errorf("result %+v", r)
 			}
 			return nil
@@ -150,7 +150,7 @@ func BenchmarkRuntimes(b *testing.B) {
 		// Warm exec in one sandbox, and 8-way throughput.
 		warmTrue := func() error {
 			r, err := smc.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: "agent-1", Security: "full", Ask: "off"})
-			if err == nil && r.Details["status"] != sessions.StatusCompleted {
+			if err == nil && r.Details.Status != sessions.StatusCompleted {
 				err = fmt.Errorf("result %+v", r)
 			}
 			return err
@@ -217,7 +217,7 @@ func BenchmarkRuntimes(b *testing.B) {
 			}
 			rs = append(rs, sample(b, 1, func() error {
 				r, err := smz.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: pausedAgent, Security: "full", Ask: "off"})
-				if err == nil && r.Details["status"] != sessions.StatusCompleted {
+				if err == nil && r.Details.Status != sessions.StatusCompleted {
 					err = fmt.Errorf("result %+v", r)
 				}
 				return err

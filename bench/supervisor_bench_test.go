@@ -283,10 +283,10 @@ func BenchmarkSupervisor(b *testing.B) {
 		if err != nil {
 			return err
 		}
-		if r.Details["status"] != sessions.StatusCompleted {
+		if r.Details.Status != sessions.StatusCompleted {
 			return fmt.Errorf("result %+v", r)
 		}
-		if w, ok := r.Details["warnings"]; ok {
+		if w := r.Details.Warnings; len(w) > 0 {
 			return fmt.Errorf("warnings: %v", w)
 		}
 		return nil
@@ -432,10 +432,10 @@ func daemonFigures(ctx context.Context, b *testing.B, tab *table, cliBin, dir, s
 		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 			return fmt.Errorf("status %s: %w", resp.Status, err)
 		}
-		if r.Details["status"] != sessions.StatusCompleted {
+		if r.Details.Status != sessions.StatusCompleted {
 			return fmt.Errorf("result %+v", r)
 		}
-		if w, ok := r.Details["warnings"]; ok {
+		if w := r.Details.Warnings; len(w) > 0 {
 			return fmt.Errorf("warnings: %v", w)
 		}
 		return nil

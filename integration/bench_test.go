@@ -65,7 +65,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			timed(b, func() error {
 				r, err := c.mgr.Exec(ctx, sessions.ExecParams{Command: "true", AgentID: "bench"})
-				if err == nil && (r.Details["status"] != "completed" || r.Details["warnings"] != nil) {
+				if err == nil && (r.Details.Status != "completed" || r.Details.Warnings != nil) {
 					b.Fatalf("result %v", r.Details)
 				}
 				return err

@@ -1,29 +1,32 @@
 package sessions
 
-import "github.com/sandboxctl/sandboxctl/sessions/toolapi"
+import (
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+)
 
 // The tools' wire types live in package toolapi (standard library only, for
 // light clients); these are their names here.
 type (
 	// ExecParams is the input of the exec tool (docs/tools.md).
-	ExecParams = toolapi.ExecParams
+	ExecParams = api.ExecParams
 	// ProcessParams is the input of the process tool (docs/tools.md).
-	ProcessParams = toolapi.ProcessParams
+	ProcessParams = api.ProcessParams
 	// Content is one entry of a tool result's content list.
-	Content = toolapi.Content
+	Content = api.Content
 	// Result is what both tools return.
-	Result = toolapi.Result
+	Result = api.Result
 	// Event is a notice on the event stream (e.g. a background run ended).
-	Event = toolapi.Event
+	Event = api.Event
 )
 
 // Status values of details.status.
 const (
-	StatusCompleted       = toolapi.StatusCompleted
-	StatusFailed          = toolapi.StatusFailed
-	StatusRunning         = toolapi.StatusRunning
-	StatusApprovalPending = toolapi.StatusApprovalPending
-	StatusDenied          = toolapi.StatusDenied
+	StatusCompleted       = api.StatusCompleted
+	StatusFailed          = api.StatusFailed
+	StatusRunning         = api.StatusRunning
+	StatusApprovalPending = api.StatusApprovalPending
+	StatusDenied          = api.StatusDenied
 )
 
 // IsInvalidInput reports whether err is bad input (maps to HTTP 400).

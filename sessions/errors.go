@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -15,7 +17,7 @@ var ErrInvalidInput = toolapi.ErrInvalidInput
 // "No session found for ID" (so an agent sees it like any other answer) with
 // details.error = "not_found"; Result.Err turns such a result into an error
 // wrapping ErrNoSession for Go callers that prefer one.
-var ErrNoSession = toolapi.ErrNoSession
+var ErrNoSession = api.ErrNoSession
 
 // ErrHostUnavailable is returned when the selected host has no
 // implementation configured (Options.Hosts lacks it).

@@ -119,7 +119,7 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			return deniedResult(reason, warnings), nil
 		case vocab.DecisionApprovalPending:
 			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
-				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], spec.Command)})
+				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval.ApprovalSlug, spec.Command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
 				return m.startAfterApproval(w, v, plan, host, spec, warnings)
 			}
@@ -200,7 +200,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 			}
 			approval := pe.Details()
 			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
-				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], spec.Command)})
+				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval.ApprovalSlug, spec.Command)})
 			if w, ok := host.(ApprovalWaiter); ok {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -80,7 +82,7 @@ func TestExecSandboxEnvNotBlocklisted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sandbox env should pass: %v", err)
 	}
-	if r.Details["status"] != StatusCompleted || hosts["sandbox"].lastSpec().Env["NODE_OPTIONS"] != "--x" {
+	if r.Details.Status != StatusCompleted || hosts["sandbox"].lastSpec().Env["NODE_OPTIONS"] != "--x" {
 		t.Fatalf("unexpected: %v %v", r.Details, hosts["sandbox"].lastSpec())
 	}
 }
@@ -112,14 +114,14 @@ func TestExecForegroundResults(t *testing.T) {
 		run      func(p *fakeProc)
 		status   string
 		text     string
-		exitCode any
+		exitCode api.ExitCode
 		signal   string
 	}{
-		{"output", func(p *fakeProc) { p.say("hello\n"); p.exit(0, "") }, StatusCompleted, "hello\n", 0, ""},
-		{"no output", func(p *fakeProc) { p.exit(0, "") }, StatusCompleted, "(no output)", 0, ""},
-		{"non-zero", func(p *fakeProc) { p.say("oops\n"); p.exit(3, "") }, StatusCompleted, "oops\n\n(Command exited with code 3)", 3, ""},
-		{"stderr", func(p *fakeProc) { p.sayErr("warn\n"); p.exit(1, "") }, StatusCompleted, "warn\n\n(Command exited with code 1)", 1, ""},
-		{"signal", func(p *fakeProc) { p.say("x"); p.exit(-1, "SIGSEGV") }, StatusFailed, "x\n\n(Command failed: terminated by signal SIGSEGV)", nil, "SIGSEGV"},
+		{"output", func(p *fakeProc) { p.say("hello\n"); p.exit(0, "") }, StatusCompleted, "hello\n", api.Code(0), ""},
+		{"no output", func(p *fakeProc) { p.exit(0, "") }, StatusCompleted, "(no output)", api.Code(0), ""},
+		{"non-zero", func(p *fakeProc) { p.say("oops\n"); p.exit(3, "") }, StatusCompleted, "oops\n\n(Command exited with code 3)", api.Code(3), ""},
+		{"stderr", func(p *fakeProc) { p.sayErr("warn\n"); p.exit(1, "") }, StatusCompleted, "warn\n\n(Command exited with code 1)", api.Code(1), ""},
+		{"signal", func(p *fakeProc) { p.say("x"); p.exit(-1, "SIGSEGV") }, StatusFailed, "x\n\n(Command failed: terminated by signal SIGSEGV)", api.NoExitCode(), "SIGSEGV"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,17 +137,17 @@ func TestExecForegroundResults(t *testing.T) {
 				t.Errorf("text = %q, want %q", got, tt.text)
 			}
 			d := r.Details
-			if d["status"] != tt.status || d["exitCode"] != tt.exitCode || d["cwd"] != "/w" {
+			if d.Status != tt.status || d.ExitCode != tt.exitCode || d.Cwd != "/w" {
 				t.Errorf("details = %v", d)
 			}
-			if _, ok := d["durationMs"].(int64); !ok {
+			if d.DurationMs == nil {
 				t.Errorf("durationMs missing: %v", d)
 			}
-			if tt.status == StatusFailed && (d["signal"] != tt.signal || d["reason"] == "") {
+			if tt.status == StatusFailed && (*d.Signal != tt.signal || d.Reason == "") {
 				t.Errorf("failed details = %v", d)
 			}
 			// A foreground run that finished is not kept.
-			if l := m.list(""); len(l.Details["sessions"].([]map[string]any)) != 0 {
+			if l := m.list(""); len(l.Details.Sessions) != 0 {
 				t.Errorf("foreground session listed: %s", text(l))
 			}
 		})
@@ -191,16 +193,16 @@ func TestExecYieldThenBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := r.Details
-	id, _ := d["sessionId"].(string)
-	if d["status"] != StatusRunning || id == "" || d["pid"] != p.pid || d["tail"] != "first\n" {
+	id := d.SessionID
+	if d.Status != StatusRunning || id == "" || *d.PID != p.pid || *d.Tail != "first\n" {
 		t.Fatalf("running details = %v", d)
 	}
 	want := "Command still running (session " + id + ", pid "
 	if !strings.HasPrefix(text(r), want) || !strings.HasSuffix(text(r), "Use process (list/poll/log/write/kill/clear/remove) for follow-up.") {
 		t.Fatalf("text = %q", text(r))
 	}
-	if _, ok := d["startedAt"].(int64); !ok {
-		t.Fatalf("startedAt = %T", d["startedAt"])
+	if ok := d.StartedAt != 0; !ok {
+		t.Fatalf("startedAt = %T", d.StartedAt)
 	}
 	// The run continues; poll sees the rest.
 	pr, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(2000.0)})
@@ -217,7 +219,7 @@ func TestExecYieldThenBackground(t *testing.T) {
 	}
 	p.exit(2, "")
 	pr, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(5000.0)})
-	if text(pr) != "(no new output)\n\nProcess exited with code 2." || pr.Details["exitCode"] != 2 {
+	if text(pr) != "(no new output)\n\nProcess exited with code 2." || pr.Details.ExitCode != api.Code(2) {
 		t.Fatalf("final poll = %q %v", text(pr), pr.Details)
 	}
 }
@@ -231,7 +233,7 @@ func TestExecBackgroundAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Details["status"] != StatusRunning || time.Since(start) > 8*time.Second { // below the 10 s yield window
+	if r.Details.Status != StatusRunning || time.Since(start) > 8*time.Second { // below the 10 s yield window
 		t.Fatalf("background: %v after %s", r.Details, time.Since(start))
 	}
 }
@@ -245,7 +247,7 @@ func TestExecTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := r.Details
-	if d["status"] != StatusFailed || d["signal"] != "SIGKILL" || d["reason"] != "timeout after 0.05s" || d["exitCode"] != nil {
+	if d.Status != StatusFailed || *d.Signal != "SIGKILL" || d.Reason != "timeout after 0.05s" || d.ExitCode != api.NoExitCode() {
 		t.Fatalf("details = %v", d)
 	}
 	if p.kills.Load() == 0 {
@@ -265,7 +267,7 @@ func TestExecTimeoutKillHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGKILL" {
+	if r.Details.Status != StatusFailed || *r.Details.Signal != "SIGKILL" {
 		t.Fatalf("details = %v", r.Details)
 	}
 }
@@ -278,7 +280,7 @@ func TestExecBackgroundHasNoDefaultTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := m.lookup(r.Details["sessionId"].(string), scopeKey("", ""))
+	s := m.lookup(r.Details.SessionID, scopeKey("", ""))
 	s.mu.Lock()
 	armed := s.timer != nil
 	s.mu.Unlock()
@@ -290,7 +292,7 @@ func TestExecBackgroundHasNoDefaultTimeout(t *testing.T) {
 	m2, hosts2 := newTestManager(t, func(c *config.File) { c.Exec.BackgroundTimeoutSec = 3600 })
 	startWith(hosts2["sandbox"], newFakeProc(false))
 	r, _ = m2.Exec(context.Background(), ExecParams{Command: "sleep 100", YieldMs: ptr(10.0)})
-	s = m2.lookup(r.Details["sessionId"].(string), scopeKey("", ""))
+	s = m2.lookup(r.Details.SessionID, scopeKey("", ""))
 	s.mu.Lock()
 	armed = s.timer != nil
 	s.mu.Unlock()
@@ -309,7 +311,7 @@ func TestExecClientGoneDuringYield(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Details["status"] != StatusRunning || len(r.Details["warnings"].([]string)) != 1 {
+	if r.Details.Status != StatusRunning || len(r.Details.Warnings) != 1 {
 		t.Fatalf("details = %v", r.Details)
 	}
 	if p.kills.Load() != 0 {
@@ -412,13 +414,13 @@ func TestExecSecurityWithoutGuard(t *testing.T) {
 			}
 			started := len(hosts[tt.host].specs) > 0
 			if tt.denied == "" {
-				if r.Details["status"] != StatusCompleted || !started {
+				if r.Details.Status != StatusCompleted || !started {
 					t.Fatalf("want run, got %v", r.Details)
 				}
 				return
 			}
-			reason, _ := r.Details["reason"].(string)
-			if r.Details["status"] != StatusDenied || !strings.Contains(reason, tt.denied) || started {
+			reason := r.Details.Reason
+			if r.Details.Status != StatusDenied || !strings.Contains(reason, tt.denied) || started {
 				t.Fatalf("want denied %q (nothing started), got %v started=%v", tt.denied, r.Details, started)
 			}
 			if !strings.Contains(text(r), tt.denied) {
@@ -440,7 +442,7 @@ func TestExecGuard(t *testing.T) {
 	// run, with a rewritten command
 	verdict = GuardVerdict{Decision: vocab.DecisionRun, Command: "'head' '-n' '1'"}
 	r, err := m.Exec(context.Background(), ExecParams{Command: "head -n 1", Env: map[string]string{"FOO": "1"}, AgentID: "ag", SessionKey: "sk", Ask: "always"})
-	if err != nil || r.Details["status"] != StatusCompleted {
+	if err != nil || r.Details.Status != StatusCompleted {
 		t.Fatalf("run: %v %v", r.Details, err)
 	}
 	if hosts["gateway"].lastSpec().Command != "'head' '-n' '1'" {
@@ -456,19 +458,19 @@ func TestExecGuard(t *testing.T) {
 	// deny
 	verdict = GuardVerdict{Decision: vocab.DecisionDeny, Reason: "allowlist miss: /usr/bin/rm"}
 	r, _ = m.Exec(context.Background(), ExecParams{Command: "rm -rf /"})
-	if r.Details["status"] != StatusDenied || r.Details["reason"] != "allowlist miss: /usr/bin/rm" {
+	if r.Details.Status != StatusDenied || r.Details.Reason != "allowlist miss: /usr/bin/rm" {
 		t.Fatalf("deny: %v", r.Details)
 	}
 
 	// approval pending
-	verdict = GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: map[string]any{
-		"approvalId": "0b7a6c1e-1111-2222-3333-444455556666", "approvalSlug": "0b7a6c1e", "expiresAtMs": int64(1700000000000),
+	verdict = GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: api.Details{
+		ApprovalID: "0b7a6c1e-1111-2222-3333-444455556666", ApprovalSlug: "0b7a6c1e", ExpiresAtMs: 1700000000000,
 	}}
 	n := len(hosts["gateway"].specs)
 	r, _ = m.Exec(context.Background(), ExecParams{Command: "curl x"})
 	d := r.Details
-	if d["status"] != StatusApprovalPending || d["approvalId"] != "0b7a6c1e-1111-2222-3333-444455556666" || d["host"] != "gateway" ||
-		d["command"] != "curl x" || d["cwd"] != "/work" {
+	if d.Status != StatusApprovalPending || d.ApprovalID != "0b7a6c1e-1111-2222-3333-444455556666" || d.Host != "gateway" ||
+		d.Command != "curl x" || d.Cwd != "/work" {
 		t.Fatalf("pending: %v", d)
 	}
 	if !strings.Contains(text(r), "sandboxctl approvals resolve 0b7a6c1e-1111-2222-3333-444455556666 allow-once|allow-always|deny") {
@@ -545,12 +547,12 @@ func TestExecElevated(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.denied != "" {
-				if r.Details["status"] != StatusDenied || !strings.Contains(r.Details["reason"].(string), tt.denied) {
+				if r.Details.Status != StatusDenied || !strings.Contains(r.Details.Reason, tt.denied) {
 					t.Fatalf("want denied %q, got %v", tt.denied, r.Details)
 				}
 				return
 			}
-			if r.Details["status"] != StatusCompleted || len(hosts["gateway"].specs) != 1 || len(hosts["sandbox"].specs) != 0 {
+			if r.Details.Status != StatusCompleted || len(hosts["gateway"].specs) != 1 || len(hosts["sandbox"].specs) != 0 {
 				t.Fatalf("elevated did not run on gateway: %v", r.Details)
 			}
 			if !tt.noGuard && (string(seen.Security) != tt.sec || string(seen.Ask) != tt.ask || seen.Host != "gateway") {
@@ -634,7 +636,7 @@ func TestExecNodeRefusalIsAResult(t *testing.T) {
 		return nil, fmt.Errorf("wrapped: %w", &nodeexec.DeniedError{Node: "build-box", Reason: "SYSTEM_RUN_DENIED: allowlist miss"})
 	}
 	r, err := m.Exec(context.Background(), ExecParams{Command: "rm -rf /", Node: "build-box"})
-	if err != nil || r.Details["status"] != StatusDenied || !strings.Contains(r.Details["reason"].(string), "allowlist miss") {
+	if err != nil || r.Details.Status != StatusDenied || !strings.Contains(r.Details.Reason, "allowlist miss") {
 		t.Fatalf("node denial: %v %v", r.Details, err)
 	}
 	hosts["node"].startFunc = func(context.Context, StartSpec) (Process, error) { return nil, errors.New("node build-box is offline") }

@@ -345,7 +345,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				start := time.Now()
 				r, err := m.Exec(ctx, sessions.ExecParams{Command: "true", Host: tc.name})
 				durs = append(durs, time.Since(start))
-				if err != nil || r.Details["status"] != sessions.StatusCompleted {
+				if err != nil || r.Details.Status != sessions.StatusCompleted {
 					b.Fatalf("exec: %v %+v", err, r.Details)
 				}
 			}
@@ -440,11 +440,11 @@ func TestNodeLinkLostFailsSession(t *testing.T) {
 		Command: "sh -c 'echo $$ > " + pidFile + "; sleep 6; touch " + proof + "' & echo started; wait",
 		Host:    "node", Background: true, AgentID: "a", SessionKey: "s",
 	})
-	if err != nil || r.Details["status"] != sessions.StatusRunning {
+	if err != nil || r.Details.Status != sessions.StatusRunning {
 		t.Fatalf("exec: %v %+v", err, r.Details)
 	}
-	id, _ := r.Details["sessionId"].(string)
-	shell, _ := r.Details["pid"].(int)
+	id := r.Details.SessionID
+	shell := *r.Details.PID
 	var child int
 	for deadline := time.Now().Add(10 * time.Second); child == 0; {
 		b, _ := os.ReadFile(pidFile)
@@ -462,12 +462,12 @@ func TestNodeLinkLostFailsSession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last.Details["status"] != sessions.StatusRunning || time.Since(cutAt) > 20*time.Second {
+		if last.Details.Status != sessions.StatusRunning || time.Since(cutAt) > 20*time.Second {
 			break
 		}
 	}
-	reason, _ := last.Details["reason"].(string)
-	if last.Details["status"] != sessions.StatusFailed || !strings.Contains(reason, "the link to node cut-node was lost") {
+	reason := last.Details.Reason
+	if last.Details.Status != sessions.StatusFailed || !strings.Contains(reason, "the link to node cut-node was lost") {
 		t.Fatalf("after the cut: %+v\n%s", last.Details, last.Content)
 	}
 	t.Logf("session failed %v after the cut: %s", time.Since(cutAt).Round(time.Millisecond), reason)
@@ -519,19 +519,19 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 	}
 	for _, node := range []string{"deny-node", "strict-node"} {
 		r := exec(node)
-		if r.Details["status"] != sessions.StatusDenied || !strings.Contains(r.Details["reason"].(string), node) {
+		if r.Details.Status != sessions.StatusDenied || !strings.Contains(r.Details.Reason, node) {
 			t.Errorf("%s: %+v", node, r.Details)
 		}
 	}
 	r := exec("asking-node")
-	if r.Details["status"] != sessions.StatusApprovalPending || r.Details["host"] != "node" || r.Details["nodeId"] == "" {
+	if r.Details.Status != sessions.StatusApprovalPending || r.Details.Host != "node" || *r.Details.NodeID == "" {
 		t.Fatalf("asking-node: %+v", r.Details)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("marker exists before approval")
 	}
-	id, _ := r.Details["approvalId"].(string)
-	sid, _ := r.Details["sessionId"].(string)
+	id := r.Details.ApprovalID
+	sid := r.Details.SessionID
 	if sid == "" {
 		t.Fatalf("the approval-pending node exec is not a session: %+v", r.Details)
 	}
@@ -544,17 +544,17 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Details["status"] == sessions.StatusCompleted {
+		if p.Details.Status == sessions.StatusCompleted {
 			break
 		}
-		if p.Details["status"] != sessions.StatusRunning || time.Now().After(deadline) {
+		if p.Details.Status != sessions.StatusRunning || time.Now().After(deadline) {
 			t.Fatalf("the approved session: %+v", p.Details)
 		}
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("approved command did not run: %v", err)
 	}
-	if r := exec("asking-node"); r.Details["status"] != sessions.StatusApprovalPending {
+	if r := exec("asking-node"); r.Details.Status != sessions.StatusApprovalPending {
 		t.Errorf("allow-once reused: %+v", r.Details)
 	}
 	if _, err := m.Exec(ctx, sessions.ExecParams{Command: "true", Host: "node", Node: "ghost-node"}); !errors.Is(err, nodeexec.ErrNodeUnknown) {

@@ -48,13 +48,13 @@ func TestForegroundReturnsEarlyWhenWaitingForInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) > 5*time.Second || r.Details["status"] != StatusRunning || r.Details["waitingForInput"] != true {
+	if time.Since(start) > 5*time.Second || r.Details.Status != StatusRunning || r.Details.WaitingForInput != true {
 		t.Fatalf("after %s: %v", time.Since(start), r.Details)
 	}
 	if !strings.Contains(text(r), "waiting for input") {
 		t.Fatalf("text %q", text(r))
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	list, _ := m.Process(context.Background(), ProcessParams{Action: "list", AgentID: "a"})
 	if !strings.Contains(text(list), id+" waiting-for-input") {
 		t.Fatalf("list %q", text(list))
@@ -108,7 +108,7 @@ func TestForegroundStdinClosedWithoutInputWait(t *testing.T) {
 			}
 			m.hosts["sandbox"] = h
 			r, err := m.Exec(context.Background(), ExecParams{Command: "cat", AgentID: "b"})
-			if err != nil || r.Details["status"] != StatusCompleted {
+			if err != nil || r.Details.Status != StatusCompleted {
 				t.Fatalf("%v %v", r.Details, err)
 			}
 		})

@@ -21,7 +21,7 @@ func TestKillSignalRealGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	poll := func() string {
 		ms := 2000.0
 		r, err := m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &ms})
@@ -50,7 +50,7 @@ func TestKillSignalRealGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if txt := r.Content[0].Text; !strings.Contains(txt, "signal SIGINT") || r.Details["status"] != sessions.StatusFailed {
+	if txt := r.Content[0].Text; !strings.Contains(txt, "signal SIGINT") || r.Details.Status != sessions.StatusFailed {
 		t.Fatalf("kill SIGINT: %q %v", txt, r.Details)
 	}
 }
@@ -65,7 +65,7 @@ func TestPollHugeTimeoutIsClamped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	ms := 1e16
 	start := time.Now()
 	r, err := m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &ms})

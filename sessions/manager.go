@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -262,7 +264,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		close(m.sweepStop)
 	}
 	for _, s := range live {
-		m.kill(s, "manager closed")
+		m.kill(s, api.KillReasonClosed)
 	}
 	var err error
 	for _, s := range live {

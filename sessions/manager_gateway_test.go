@@ -64,7 +64,7 @@ func TestRealGatewayBackgroundChildDoesNotHang(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Details["status"] != sessions.StatusCompleted || !strings.Contains(r.Content[0].Text, "hi") {
+		if r.Details.Status != sessions.StatusCompleted || !strings.Contains(r.Content[0].Text, "hi") {
 			t.Fatalf("%q: %v", cmd, r.Details)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -85,9 +85,9 @@ func TestRealGatewayFloodCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg := r.Details["aggregated"].(string)
-	if r.Details["status"] != sessions.StatusCompleted || !strings.HasPrefix(agg, "[... 29800") || !strings.HasSuffix(agg, "a\nEND\n") {
-		t.Fatalf("status %v, aggregated %.60q...%q", r.Details["status"], agg, agg[max(0, len(agg)-10):])
+	agg := *r.Details.Aggregated
+	if r.Details.Status != sessions.StatusCompleted || !strings.HasPrefix(agg, "[... 29800") || !strings.HasSuffix(agg, "a\nEND\n") {
+		t.Fatalf("status %v, aggregated %.60q...%q", r.Details.Status, agg, agg[max(0, len(agg)-10):])
 	}
 }
 
@@ -103,7 +103,7 @@ func TestRealGatewayCloseKills(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pids = append(pids, r.Details["pid"].(int))
+		pids = append(pids, *r.Details.PID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -134,20 +134,20 @@ func TestRealGatewayPTYAndScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := r.Content[0].Text
-	if r.Details["status"] != sessions.StatusCompleted || strings.Contains(out, "[6n") || !strings.Contains(out, `got:033[1;1R`) {
+	if r.Details.Status != sessions.StatusCompleted || strings.Contains(out, "[6n") || !strings.Contains(out, `got:033[1;1R`) {
 		t.Fatalf("pty DSR: %q %v", out, r.Details)
 	}
 	r, err = m.Exec(context.Background(), sessions.ExecParams{Command: "sleep 600", Background: true, SessionKey: "mine"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	got, _ := m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id, SessionKey: "theirs"})
 	if got.Content[0].Text != "No session found for "+id {
 		t.Fatalf("foreign kill: %q", got.Content[0].Text)
 	}
 	got, _ = m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id, SessionKey: "mine"})
-	if got.Details["status"] != sessions.StatusFailed || alive(r.Details["pid"].(int)) {
+	if got.Details.Status != sessions.StatusFailed || alive(*r.Details.PID) {
 		t.Fatalf("kill: %v", got.Details)
 	}
 }

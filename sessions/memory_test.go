@@ -75,7 +75,7 @@ func TestOutputMemoryBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	s := m.lookup(id, scopeKey("", ""))
 	lim := m.Limits()
 	// Sample the buffers while the flood runs, then let it finish.
@@ -111,7 +111,7 @@ func TestOutputMemoryBounded(t *testing.T) {
 		t.Fatalf("agg %d chars (dropped %d), pending %d", aggLen, dropped, pendLen)
 	}
 	lr, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Limit: ptr(1)})
-	if lr.Details["truncated"] != true || lr.Details["totalChars"] != lim.MaxOutputChars {
+	if *lr.Details.Truncated != true || *lr.Details.TotalChars != lim.MaxOutputChars {
 		t.Fatalf("log details %v", lr.Details)
 	}
 	pr, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id})

@@ -10,13 +10,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Process actions (docs/tools.md).
-var processActions = toolapi.ProcessActions
+var processActions = api.ProcessActions
 
 const (
 	maxPollWait     = 30 * time.Second
@@ -58,7 +59,7 @@ func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) 
 		if reason := m.evictedReason(id, scope); reason != "" {
 			r := notFoundResult(id)
 			r.Content[0].Text += " (" + reason + ")"
-			r.Details["reason"] = reason
+			r.Details.Reason = reason
 			return r, nil
 		}
 		return notFoundResult(id), nil
@@ -109,7 +110,7 @@ func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) 
 func (m *Manager) list(scope string) Result {
 	rows := m.listRows(func(s *session) bool { return s.scope == scope })
 	lines := make([]string, 0, len(rows))
-	infos := make([]map[string]any, 0, len(rows))
+	infos := make([]api.Details, 0, len(rows))
 	for _, r := range rows {
 		lines = append(lines, r.line)
 		infos = append(infos, r.info)
@@ -118,19 +119,19 @@ func (m *Manager) list(scope string) Result {
 	if text == "" {
 		text = "No running or recent sessions."
 	}
-	return textResult(text, map[string]any{"status": StatusCompleted, "sessions": infos})
+	return textResult(text, api.Details{Status: StatusCompleted, Sessions: infos})
 }
 
 // Sessions lists the visible sessions of every scope, newest first, for
 // operators (GET /v1/sessions): each entry is what the process tool's list
 // action shows, plus its agentId and sessionKey. A non-empty agentID keeps
 // that agent's sessions only.
-func (m *Manager) Sessions(agentID string) []map[string]any {
+func (m *Manager) Sessions(agentID string) []api.Details {
 	rows := m.listRows(func(s *session) bool { return agentID == "" || s.agentID == agentID })
-	out := make([]map[string]any, 0, len(rows))
+	out := make([]api.Details, 0, len(rows))
 	for _, r := range rows {
-		r.info["agentId"] = r.agentID
-		r.info["sessionKey"] = r.sessionKey
+		r.info.AgentID = new(r.agentID)
+		r.info.SessionKey = new(r.sessionKey)
 		out = append(out, r.info)
 	}
 	return out
@@ -141,7 +142,7 @@ type listRow struct {
 	started             time.Time
 	id                  string
 	line                string
-	info                map[string]any
+	info                api.Details
 	agentID, sessionKey string
 }
 
@@ -173,14 +174,14 @@ func (m *Manager) listRows(match func(*session) bool) []listRow {
 			status = "waiting-for-input"
 		}
 		info := s.stateDetailsLocked()
-		info["startedAt"] = s.startedAt.UnixMilli()
-		info["runtimeMs"] = dur.Milliseconds()
-		info["cwd"] = s.cwd
-		info["command"] = s.command
-		info["host"] = string(s.host)
-		info["pty"] = s.pty
+		info.StartedAt = s.startedAt.UnixMilli()
+		info.RuntimeMs = new(dur.Milliseconds())
+		info.Cwd = s.cwd
+		info.Command = s.command
+		info.Host = string(s.host)
+		info.PTY = new(s.pty)
 		release := m.inflateLocked(s)
-		info["tail"] = s.agg.Last(tailChars)
+		info.Tail = new(s.agg.Last(tailChars))
 		release()
 		rows = append(rows, listRow{s.startedAt, s.id,
 			fmt.Sprintf("%s %s %s :: %s", s.id, status, formatDuration(dur), s.name), info, s.agentID, s.sessionKey})
@@ -320,12 +321,12 @@ func (m *Manager) log(s *session, p ProcessParams) (Result, error) {
 			text = "(no output)"
 		}
 	}
-	d["totalLines"] = total
-	d["totalChars"] = chars
-	d["truncated"] = dropped > 0
-	d["droppedChars"] = dropped
-	d["offset"] = start
-	d["limit"] = end - start
+	d.TotalLines = new(total)
+	d.TotalChars = new(chars)
+	d.Truncated = new(dropped > 0)
+	d.DroppedChars = new(dropped)
+	d.Offset = new(start)
+	d.Limit = new(end - start)
 	return textResult(text+hint, d), nil
 }
 
@@ -362,7 +363,7 @@ func (m *Manager) write(s *session, data []byte, eof bool, action string) (Resul
 		}
 		text += " Stdin closed."
 	}
-	return textResult(text, map[string]any{"status": StatusRunning, "sessionId": s.id, "bytes": n, "eof": eof}), nil
+	return textResult(text, api.Details{Status: StatusRunning, SessionID: s.id, Bytes: new(n), EOF: new(eof)}), nil
 }
 
 func encodeSendKeys(p ProcessParams) ([]byte, error) {
@@ -387,7 +388,7 @@ func (m *Manager) killAction(ctx context.Context, s *session) (Result, error) {
 	finished := s.finished
 	s.mu.Unlock()
 	if !finished {
-		m.kill(s, "killed")
+		m.kill(s, api.KillReasonKilled)
 		waitEnded(ctx, s)
 	}
 	s.mu.Lock()
@@ -483,7 +484,7 @@ func (m *Manager) clear(s *session) (Result, error) {
 		return Result{}, inputErr("sessionId", "session %s is still running; kill it first or use remove", s.id)
 	}
 	m.forget(s)
-	return textResult(fmt.Sprintf("Cleared session %s.", s.id), map[string]any{"status": StatusCompleted, "sessionId": s.id}), nil
+	return textResult(fmt.Sprintf("Cleared session %s.", s.id), api.Details{Status: StatusCompleted, SessionID: s.id}), nil
 }
 
 func (m *Manager) remove(s *session) (Result, error) {
@@ -493,10 +494,10 @@ func (m *Manager) remove(s *session) (Result, error) {
 	m.forget(s)
 	text := fmt.Sprintf("Removed session %s.", s.id)
 	if running {
-		m.kill(s, "removed")
+		m.kill(s, api.KillReasonRemoved)
 		text = fmt.Sprintf("Killed and removed session %s.", s.id)
 	}
-	return textResult(text, map[string]any{"status": StatusCompleted, "sessionId": s.id, "killed": running}), nil
+	return textResult(text, api.Details{Status: StatusCompleted, SessionID: s.id, Killed: new(running)}), nil
 }
 
 func (m *Manager) resize(ctx context.Context, s *session, p ProcessParams) (Result, error) {
@@ -520,7 +521,7 @@ func (m *Manager) resize(ctx context.Context, s *session, p ProcessParams) (Resu
 		return Result{}, fmt.Errorf("process resize: session %s: %w", s.id, err)
 	}
 	return textResult(fmt.Sprintf("Resized session %s to %dx%d.", s.id, cols, rows),
-		map[string]any{"status": StatusRunning, "sessionId": s.id, "cols": cols, "rows": rows}), nil
+		api.Details{Status: StatusRunning, SessionID: s.id, Cols: cols, Rows: rows}), nil
 }
 
 // waitEnded waits up to killWait (or ctx) for a signalled session to end,

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -31,7 +33,7 @@ func bg(t *testing.T, m *Manager, h *fakeHost, p ExecParams, pty bool) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	if id == "" {
 		t.Fatalf("no session id: %v", r.Details)
 	}
@@ -78,8 +80,8 @@ func TestProcessScoping(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ids []string
-		for _, s := range r.Details["sessions"].([]map[string]any) {
-			ids = append(ids, s["sessionId"].(string))
+		for _, s := range r.Details.Sessions {
+			ids = append(ids, s.SessionID)
 		}
 		return strings.Join(ids, ",")
 	}
@@ -113,7 +115,7 @@ func TestProcessScoping(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s by %+v: %v", action, caller, err)
 			}
-			if text(r) != "No session found for "+idA || r.Details["error"] != "not_found" || !errors.Is(r.Err(), ErrNoSession) {
+			if text(r) != "No session found for "+idA || r.Details.Error != "not_found" || !errors.Is(r.Err(), ErrNoSession) {
 				t.Fatalf("%s by %+v = %q %v", action, caller, text(r), r.Details)
 			}
 			if time.Since(start) > 10*time.Second { // a poll would wait its 30 s
@@ -129,7 +131,7 @@ func TestProcessScoping(t *testing.T) {
 	if text(r) != "No session found for no-such-id" {
 		t.Fatalf("unknown id: %q", text(r))
 	}
-	if (Result{Details: map[string]any{"status": "completed"}}).Err() != nil {
+	if (Result{Details: api.Details{Status: "completed"}}).Err() != nil {
 		t.Fatal("ordinary result has an Err")
 	}
 }
@@ -167,7 +169,7 @@ func TestSessionsAcrossScopes(t *testing.T) {
 	rows := func(agent string) []row {
 		var out []row
 		for _, s := range m.Sessions(agent) {
-			out = append(out, row{s["sessionId"].(string), s["agentId"].(string), s["sessionKey"].(string), s["command"].(string)})
+			out = append(out, row{s.SessionID, *s.AgentID, *s.SessionKey, s.Command})
 		}
 		return out
 	}
@@ -232,7 +234,7 @@ func TestProcessPollPendingCap(t *testing.T) {
 	}
 	// the log still has everything (aggregated cap is 200000)
 	lr, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id})
-	if lr.Details["totalChars"] != 2000 || lr.Details["truncated"] != false {
+	if *lr.Details.TotalChars != 2000 || *lr.Details.Truncated != false {
 		t.Fatalf("log details = %v", lr.Details)
 	}
 }
@@ -283,7 +285,7 @@ func TestProcessLog(t *testing.T) {
 			if text(r) != tt.want {
 				t.Fatalf("log = %q\nwant %q", text(r), tt.want)
 			}
-			if r.Details["totalLines"] != 250 || r.Details["truncated"] != false || r.Details["totalChars"] != len(b.String()) {
+			if *r.Details.TotalLines != 250 || *r.Details.Truncated != false || *r.Details.TotalChars != len(b.String()) {
 				t.Fatalf("details = %v", r.Details)
 			}
 		})
@@ -317,7 +319,7 @@ func TestSecurityProcessLogHugeWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if text(r) != tt.want || r.Details["offset"] != tt.start || r.Details["limit"] != tt.n {
+			if text(r) != tt.want || *r.Details.Offset != tt.start || *r.Details.Limit != tt.n {
 				t.Fatalf("log = %q, details %v; want %q from line %d, %d lines", text(r), r.Details, tt.want, tt.start, tt.n)
 			}
 		})
@@ -331,7 +333,7 @@ func TestProcessLogTruncated(t *testing.T) {
 	p.exit(0, "")
 	waitDone(t, m, id)
 	r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Offset: ptr(0), Limit: ptr(2)})
-	if text(r) != "[... 1000 chars dropped ...]\nx\nx" || r.Details["truncated"] != true || r.Details["totalLines"] != 500 {
+	if text(r) != "[... 1000 chars dropped ...]\nx\nx" || *r.Details.Truncated != true || *r.Details.TotalLines != 500 {
 		t.Fatalf("log = %q %v", text(r), r.Details)
 	}
 }
@@ -372,10 +374,10 @@ func TestProcessWriteNoStdin(t *testing.T) {
 	p := newFakeProc(false)
 	startWith(hosts["sandbox"], p)
 	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100"})
-	if err != nil || r.Details["status"] != StatusRunning {
+	if err != nil || r.Details.Status != StatusRunning {
 		t.Fatalf("%v %v", r.Details, err)
 	}
-	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: r.Details["sessionId"].(string), Data: "x"})
+	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: r.Details.SessionID, Data: "x"})
 	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
 		t.Fatalf("write without stdin: %v", err)
 	}
@@ -445,7 +447,7 @@ func TestProcessKillClearRemove(t *testing.T) {
 		t.Fatalf("clear running: %v", err)
 	}
 	r, err := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
-	if err != nil || r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGTERM" || p.kills.Load() != 1 {
+	if err != nil || r.Details.Status != StatusFailed || *r.Details.Signal != "SIGTERM" || p.kills.Load() != 1 {
 		t.Fatalf("kill: %q %v %v", text(r), r.Details, err)
 	}
 	r, _ = m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
@@ -459,17 +461,17 @@ func TestProcessKillClearRemove(t *testing.T) {
 	if _, err := m.Process(context.Background(), ProcessParams{Action: "clear", SessionID: id}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details.Error != "not_found" {
 		t.Fatalf("cleared session still there: %q", text(r))
 	}
 
 	// remove kills a running session and forgets it at once
 	id2, p2 := bg(t, m, hosts["sandbox"], ExecParams{}, false)
 	r, err = m.Process(context.Background(), ProcessParams{Action: "remove", SessionID: id2})
-	if err != nil || r.Details["killed"] != true {
+	if err != nil || *r.Details.Killed != true {
 		t.Fatalf("remove: %v %v", r.Details, err)
 	}
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id2}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id2}); r.Details.Error != "not_found" {
 		t.Fatal("removed session still visible")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -488,7 +490,7 @@ func TestProcessKillNoSignalReported(t *testing.T) {
 	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
 	p.killFunc = func(p *fakeProc) { p.exit(143, "") }
 	r, _ := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
-	if r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGKILL" || r.Details["reason"] != "killed" {
+	if r.Details.Status != StatusFailed || *r.Details.Signal != "SIGKILL" || r.Details.Reason != "killed" {
 		t.Fatalf("kill: %v", r.Details)
 	}
 }
@@ -508,12 +510,12 @@ func TestSweepTTL(t *testing.T) {
 	if n := m.sweep(); n != 1 {
 		t.Fatalf("swept %d at the TTL, want 1", n)
 	}
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details.Error != "not_found" {
 		t.Fatal("expired session still visible")
 	}
 	clk.Advance(10 * time.Hour)
 	m.sweep()
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: idRunning}); r.Details["error"] == "not_found" {
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: idRunning}); r.Details.Error == "not_found" {
 		t.Fatal("running session swept")
 	}
 	if m.Limits().SweepEvery != 30*time.Second {
@@ -566,7 +568,7 @@ func TestExitEvents(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				id = r.Details["sessionId"].(string)
+				id = r.Details.SessionID
 				tt.run(p)
 				waitDone(t, m, id)
 			}
@@ -579,8 +581,8 @@ func TestExitEvents(t *testing.T) {
 				if !re.MatchString(ev.Text) || ev.Type != "exit" || ev.SessionID != id || ev.AgentID != "ag" || ev.SessionKey != "sk" {
 					t.Fatalf("event = %+v, want %s", ev, tt.want)
 				}
-				if ev.Details["notify"] != !tt.silent {
-					t.Fatalf("event details.notify = %v, want %v", ev.Details["notify"], !tt.silent)
+				if *ev.Details.Notify != !tt.silent {
+					t.Fatalf("event details.notify = %v, want %v", *ev.Details.Notify, !tt.silent)
 				}
 			case <-time.After(200 * time.Millisecond):
 				if tt.want != "" {
@@ -648,7 +650,7 @@ func TestCloseKillsEverything(t *testing.T) {
 			t.Fatalf("process %d not killed by Close", i)
 		}
 	}
-	if r := <-res; r.Details["status"] != StatusFailed || r.Details["reason"] != "manager closed" {
+	if r := <-res; r.Details.Status != StatusFailed || r.Details.Reason != "manager closed" {
 		t.Fatalf("foreground result after Close: %v", r.Details)
 	}
 	if err := m.Close(ctx); err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -250,7 +252,7 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 			s.status, s.exitCode, s.reason = StatusFailed, -1, rs.Lost
 		} else if rs.Signal != "" {
 			s.status, s.exitCode, s.signal = StatusFailed, -1, rs.Signal
-			s.reason = "terminated by signal " + rs.Signal
+			s.reason = api.SignalReason(rs.Signal)
 		} else {
 			s.status, s.exitCode = StatusCompleted, rs.ExitCode
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
@@ -47,11 +49,11 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("list = %q", text(r))
 	}
 	r, _ = m.Process(context.Background(), ProcessParams{Action: "log", SessionID: "brisk-otter", SessionKey: "s1"})
-	if text(r) != "[... 100 chars dropped ...]\nok 1\nok 2" || r.Details["exitCode"] != 0 {
+	if text(r) != "[... 100 chars dropped ...]\nok 1\nok 2" || r.Details.ExitCode != api.Code(0) {
 		t.Fatalf("log = %q %v", text(r), r.Details)
 	}
 	// Other scopes still see nothing.
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: "brisk-otter"}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: "brisk-otter"}); r.Details.Error != "not_found" {
 		t.Fatal("recovered session visible to another scope")
 	}
 	// The running one streams on, accepts input and can be killed.
@@ -64,7 +66,7 @@ func TestRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ = m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: "calm-heron", SessionKey: "s1"})
-	if r.Details["status"] != StatusFailed || live.stdinString() != "q" {
+	if r.Details.Status != StatusFailed || live.stdinString() != "q" {
 		t.Fatalf("kill = %v", r.Details)
 	}
 }

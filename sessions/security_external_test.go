@@ -107,7 +107,7 @@ func TestSecurityExternalDirectorySymlinkFlipDirectPath(t *testing.T) {
 			if firstLeak == "" {
 				firstLeak = fmt.Sprintf("%v %q", res.Details, text)
 			}
-		case res.Details["status"] == sessions.StatusDenied:
+		case res.Details.Status == sessions.StatusDenied:
 			denied++
 		case strings.Contains(text, insideText):
 			printed++

@@ -2,7 +2,6 @@ package sessions_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -120,7 +121,7 @@ func runOK(t *testing.T, dir string, argv ...string) {
 func (g *guardedGateway) mustComplete(t *testing.T, cmd string) {
 	t.Helper()
 	r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: g.workdir})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted || fmt.Sprint(r.Details["exitCode"]) != "0" {
+	if err != nil || r.Details.Status != sessions.StatusCompleted || r.Details.ExitCode != api.Code(0) {
 		t.Fatalf("%s: should run: %v %v (%s)", cmd, r.Details, err, firstText(r))
 	}
 }
@@ -351,7 +352,7 @@ func TestSecurityEnvProgramFamiliesRefused(t *testing.T) {
 	// Ordinary variables still pass.
 	for _, k := range []string{"FOO", "GIT_AUTHOR_NAME", "LANG", "NO_COLOR"} {
 		r, err := g.exec(t, sessions.ExecParams{Command: "true", Env: map[string]string{k: "x"}})
-		if err != nil || r.Details["status"] != sessions.StatusCompleted {
+		if err != nil || r.Details.Status != sessions.StatusCompleted {
 			t.Fatalf("%s: should run: %v %v", k, r.Details, err)
 		}
 	}

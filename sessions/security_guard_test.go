@@ -146,13 +146,13 @@ func settledRefused(t *testing.T, what string, r sessions.Result, err error, mar
 		t.Logf("%s: refused: %v", what, err)
 	case err != nil:
 		t.Fatalf("%s: unexpected error: %v", what, err)
-	case r.Details["status"] == sessions.StatusDenied:
-		t.Logf("%s: denied: %v", what, r.Details["reason"])
+	case r.Details.Status == sessions.StatusDenied:
+		t.Logf("%s: denied: %v", what, r.Details.Reason)
 	default:
 		if markerAppears(marker, 5*time.Second) {
 			t.Fatalf("%s: ATTACK WORKED: marker %s appeared (result %v)", what, marker, r.Details)
 		}
-		t.Fatalf("%s: not refused: status %v (%s)", what, r.Details["status"], firstText(r))
+		t.Fatalf("%s: not refused: status %v (%s)", what, r.Details.Status, firstText(r))
 	}
 }
 
@@ -192,7 +192,7 @@ func (g *guardedGateway) waitDone(t *testing.T, id string) sessions.Result {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Details["status"] != sessions.StatusRunning {
+		if r.Details.Status != sessions.StatusRunning {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -217,7 +217,7 @@ func TestSecurityBareNameMatchesOnlyTrustedPathHits(t *testing.T) {
 
 	// The real ls still runs.
 	r, err := g.exec(t, sessions.ExecParams{Command: "ls", Workdir: agentWs})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	if err != nil || r.Details.Status != sessions.StatusCompleted {
 		t.Fatalf("plain ls: %v %v", r.Details, err)
 	}
 	for _, cmd := range []string{"./ls", agentWs + "/ls", "env ./ls", "nice ./ls"} {
@@ -252,8 +252,8 @@ func TestSecurityEnvLessRunsCommandInPTY(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "pwned")
 	r, err := g.exec(t, sessions.ExecParams{Command: "man ls", PTY: true, Background: true,
 		Env: map[string]string{"LESS": "+!touch " + marker + "\n"}})
-	if err == nil && r.Details["status"] == sessions.StatusRunning {
-		defer g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: r.Details["sessionId"].(string)})
+	if err == nil && r.Details.Status == sessions.StatusRunning {
+		defer g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: r.Details.SessionID})
 		if markerAppears(marker, 10*time.Second) {
 			t.Fatalf("ATTACK WORKED: LESS=+!touch in the request env ran a command (marker %s)", marker)
 		}
@@ -290,7 +290,7 @@ func TestSecurityEnvPerllibLoadsCode(t *testing.T) {
 	g2 := newGuardedGateway(t, []string{"PERLLIB=" + lib, "LESS=+!touch " + marker + "\n", "GIT_CONFIG=" + lib + "/gitconfig"}, nil)
 	g2.allow(t, "/usr/bin/shasum")
 	r, err = g2.exec(t, sessions.ExecParams{Command: "shasum --version"})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	if err != nil || r.Details.Status != sessions.StatusCompleted {
 		t.Fatalf("shasum --version: %v %v", r.Details, err)
 	}
 	if _, serr := os.Stat(marker); serr == nil {
@@ -331,7 +331,7 @@ func TestSecurityGitApprovalDoesNotAllowConfigGadgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := g.exec(t, sessions.ExecParams{Command: "git status", Workdir: repo})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	if err != nil || r.Details.Status != sessions.StatusCompleted {
 		t.Fatalf("approved git status does not run: %v %v", r.Details, err)
 	}
 	marker := filepath.Join(t.TempDir(), "pwned")
@@ -358,7 +358,7 @@ func TestSecurityAllowlistedBinaryGadgets(t *testing.T) {
 	// Plain uses still run.
 	for _, cmd := range []string{"find . -name f", "sort f", "tar -cf a.tar f"} {
 		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: dir})
-		if err != nil || r.Details["status"] != sessions.StatusCompleted {
+		if err != nil || r.Details.Status != sessions.StatusCompleted {
 			t.Fatalf("%s: %v %v", cmd, r.Details, err)
 		}
 	}
@@ -410,8 +410,8 @@ func TestSecurityPagerShellEscapeInPTY(t *testing.T) {
 	want := map[string]string{"man ls": "ls", "less " + hostname: "just-a-file"}
 	for _, cmd := range []string{"man ls", "less " + hostname} {
 		r, err := g.exec(t, sessions.ExecParams{Command: cmd, PTY: true, Background: true})
-		if err == nil && r.Details["status"] == sessions.StatusRunning {
-			id := r.Details["sessionId"].(string)
+		if err == nil && r.Details.Status == sessions.StatusRunning {
+			id := r.Details.SessionID
 			// Wait for the pager to draw, then type the escape.
 			g.waitOutput(t, id, want[cmd])
 			if _, err := g.m.Process(context.Background(), sessions.ProcessParams{Action: "write", SessionID: id, Data: "!touch " + marker + "\n"}); err != nil {
@@ -446,10 +446,10 @@ func TestSecurityPagerOfAllowlistedProgramInPTY(t *testing.T) {
 	g.allow(t, "/usr/bin/git log")
 	marker := filepath.Join(t.TempDir(), "pwned")
 	r, err := g.exec(t, sessions.ExecParams{Command: "git log", Workdir: repo, PTY: true, Background: true})
-	if err != nil || r.Details["status"] != sessions.StatusRunning {
+	if err != nil || r.Details.Status != sessions.StatusRunning {
 		t.Fatalf("git log in a PTY: %v %v", r.Details, err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	g.waitOutput(t, id, "a long body line")
 	// The typed text is read as less commands too (h opens help), so
 	// several q leave help and then less.
@@ -463,7 +463,7 @@ func TestSecurityPagerOfAllowlistedProgramInPTY(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatalf("ATTACK WORKED: a shell escape typed into git's pager ran (marker %s)", marker)
 	}
-	t.Logf("session ended %v; marker absent", end.Details["status"])
+	t.Logf("session ended %v; marker absent", end.Details.Status)
 }
 
 // Item 4/5 chained: a sandbox writes .git/config (core.fsmonitor) into its
@@ -492,7 +492,7 @@ func TestSecurityGitRepoConfigInWorkspace(t *testing.T) {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	r, err = g.exec(t, sessions.ExecParams{Command: "git status", Workdir: own})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	if err != nil || r.Details.Status != sessions.StatusCompleted {
 		t.Fatalf("git status in the operator's repository: %v %v", r.Details, err)
 	}
 }
@@ -515,10 +515,10 @@ func TestSecurityEditorOfAllowlistedProgramInPTY(t *testing.T) {
 	g.allow(t, "/usr/bin/git commit --allow-empty")
 	marker := filepath.Join(t.TempDir(), "pwned")
 	r, err := g.exec(t, sessions.ExecParams{Command: "git commit --allow-empty", Workdir: repo, PTY: true, Background: true})
-	if err != nil || r.Details["status"] != sessions.StatusRunning {
+	if err != nil || r.Details.Status != sessions.StatusRunning {
 		t.Fatalf("git commit in a PTY: %v %v", r.Details, err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	// Either an editor draws its screen (vi shows ~ lines) or git ends.
 	deadline := time.Now().Add(20 * time.Second)
 	var out strings.Builder
@@ -528,7 +528,7 @@ func TestSecurityEditorOfAllowlistedProgramInPTY(t *testing.T) {
 			t.Fatal(err)
 		}
 		out.WriteString(firstText(p))
-		if p.Details["status"] != sessions.StatusRunning {
+		if p.Details.Status != sessions.StatusRunning {
 			break
 		}
 		if strings.Contains(out.String(), "~") {

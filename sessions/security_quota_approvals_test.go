@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -63,8 +65,8 @@ func TestSecurityApprovalFloodIsRefusedAndNeighbourRuns(t *testing.T) {
 	}
 	for i := range 3 {
 		res, err := m.Exec(ctx, sessions.ExecParams{Command: "touch " + marker + strings.Repeat("x", i), AgentID: "agent-a", YieldMs: yield})
-		if err != nil || res.Details["status"] != sessions.StatusApprovalPending && res.Details["status"] != sessions.StatusRunning {
-			t.Fatalf("request %d of agent-a: status %v err %v, want approval pending", i, res.Details["status"], err)
+		if err != nil || res.Details.Status != sessions.StatusApprovalPending && res.Details.Status != sessions.StatusRunning {
+			t.Fatalf("request %d of agent-a: status %v err %v, want approval pending", i, res.Details.Status, err)
 		}
 	}
 	_, err = m.Exec(ctx, sessions.ExecParams{Command: "touch " + marker + "4", AgentID: "agent-a", YieldMs: yield})
@@ -79,8 +81,8 @@ func TestSecurityApprovalFloodIsRefusedAndNeighbourRuns(t *testing.T) {
 		t.Errorf("approvals.json is %d bytes after the flood, want it bounded by the limits (< 64 KiB)", fi.Size())
 	}
 	res, err := m.Exec(ctx, sessions.ExecParams{Command: "true", AgentID: "agent-b", YieldMs: new(float64(20000))})
-	if err != nil || res.Details["status"] != sessions.StatusCompleted || res.Details["exitCode"] != 0 {
-		t.Fatalf("agent-b's allowlisted true: status %v exit %v err %v, want completed 0", res.Details["status"], res.Details["exitCode"], err)
+	if err != nil || res.Details.Status != sessions.StatusCompleted || res.Details.ExitCode != api.Code(0) {
+		t.Fatalf("agent-b's allowlisted true: status %v exit %v err %v, want completed 0", res.Details.Status, res.Details.ExitCode, err)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("an unapproved command ran")

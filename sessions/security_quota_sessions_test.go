@@ -81,7 +81,7 @@ func TestSecuritySessionOutputSpilledToDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, _ := r.Details["sessionId"].(string)
+		id := r.Details.SessionID
 		waitFinished(t, m, "a", id)
 		return m, id
 	}
@@ -183,8 +183,8 @@ func TestSecuritySessionQuotas(t *testing.T) {
 	}
 	// Free the slots: kill every running session.
 	for _, agent := range []string{"a", "b"} {
-		for _, row := range m.list(scopeKey(agent, "")).Details["sessions"].([]map[string]any) {
-			if _, err := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: row["sessionId"].(string), AgentID: agent}); err != nil {
+		for _, row := range m.list(scopeKey(agent, "")).Details.Sessions {
+			if _, err := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: row.SessionID, AgentID: agent}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -203,17 +203,17 @@ func TestSecuritySessionQuotas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := r.Details["sessionId"].(string)
+		id := r.Details.SessionID
 		waitFinished(t, m, "d", id)
 		ids = append(ids, id)
 	}
 	r, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: ids[0], AgentID: "d"})
-	if err != nil || r.Details["error"] != "not_found" || !strings.Contains(firstText(r), "limits.sessions.retainedPerAgent") {
+	if err != nil || r.Details.Error != "not_found" || !strings.Contains(firstText(r), "limits.sessions.retainedPerAgent") {
 		t.Fatalf("poll of the oldest: %v %q %v, want not found naming retainedPerAgent", err, firstText(r), r.Details)
 	}
 	for _, id := range ids[1:] {
 		r, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "d"})
-		if err != nil || r.Details["status"] != StatusCompleted {
+		if err != nil || r.Details.Status != StatusCompleted {
 			t.Fatalf("poll of %s: %v %v, want it kept", id, err, r.Details)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -238,7 +240,7 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	switch {
 	case s.timedOut > 0:
 		s.status, s.exitCode, s.signal = StatusFailed, -1, "SIGKILL"
-		s.reason = fmt.Sprintf("timeout after %s", formatSeconds(s.timedOut))
+		s.reason = api.TimeoutReason(formatSeconds(s.timedOut))
 	case s.killReason != "":
 		s.status, s.exitCode = StatusFailed, -1
 		s.signal = sig
@@ -251,7 +253,7 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 		s.reason = err.Error()
 	case sig != "":
 		s.status, s.exitCode, s.signal = StatusFailed, -1, sig
-		s.reason = "terminated by signal " + sig
+		s.reason = api.SignalReason(sig)
 	default:
 		s.status, s.exitCode = StatusCompleted, code
 	}
@@ -308,7 +310,7 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 		text += " :: " + lastChars(out, eventChars)
 	}
 	details := s.stateDetailsLocked()
-	details["notify"] = notify
+	details.Notify = new(notify)
 	return &Event{
 		Type: vocab.EventExit, Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Time:    s.endedAt,
@@ -379,23 +381,16 @@ func (m *Manager) armTimeoutLocked(s *session, d time.Duration) {
 }
 
 // stateDetailsLocked is the state part shared by poll, kill and events.
-func (s *session) stateDetailsLocked() map[string]any {
-	d := map[string]any{
-		"status":    s.statusLocked(),
-		"sessionId": s.id,
-		"name":      s.name,
-		"pid":       s.pid,
-	}
+func (s *session) stateDetailsLocked() api.Details {
+	d := api.Details{Status: s.statusLocked(), SessionID: s.id, Name: new(s.name), PID: new(s.pid)}
 	if s.waitingForInputLocked() {
-		d["waitingForInput"] = true
+		d.WaitingForInput = true
 	}
 	if s.finished {
 		if s.status == StatusCompleted {
-			d["exitCode"] = s.exitCode
+			d.ExitCode = api.Code(s.exitCode)
 		} else {
-			d["exitCode"] = nil
-			d["signal"] = s.signal
-			d["reason"] = s.reason
+			d.ExitCode, d.Signal, d.Reason = api.NoExitCode(), new(s.signal), s.reason
 		}
 	}
 	return d

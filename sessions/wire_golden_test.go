@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -76,15 +77,14 @@ func TestWireGoldenResults(t *testing.T) {
 	checkWire(t, "exec-denied", deniedResult("security is deny: every command is refused", warn))
 	checkWire(t, "not-found", notFoundResult("sess-9"))
 
-	gate := map[string]any{
-		"approvalId": "ap-1", "approvalSlug": "brave-otter", "expiresAtMs": int64(1767323045000),
-		"host": "gateway", "command": "rm -rf /tmp/x", "cwd": "/home/u", "nodeId": "",
-		"argv": []string{"/bin/sh", "-c", "rm -rf /tmp/x"}, "env": map[string]string{"A": "1"}, "agentId": "agent-a", "sessionKey": "key-1",
-		"reason": "ask is always", "explain": "rm: removes files",
-	}
+	gate := toGuardVerdict(guard.GateVerdict{Decision: vocab.DecisionApprovalPending, Reason: "ask is always", Pending: &guard.Pending{
+		ID: "ap-1", Slug: "brave-otter", ExpiresAtMs: 1767323045000, Host: vocab.HostGateway, Command: "rm -rf /tmp/x", Cwd: "/home/u",
+		Argv: []string{"/bin/sh", "-c", "rm -rf /tmp/x"}, Env: map[string]string{"A": "1"}, AgentID: "agent-a", SessionKey: "key-1",
+		Explain: "rm: removes files",
+	}}).Approval
 	plan := execPlan{host: vocab.HostGateway}
 	ap := approvalResult(gate, plan, "rm -rf /tmp/x", "/home/u", nil)
-	ap.Details["sessionId"] = "sess-2"
+	ap.Details.SessionID = "sess-2"
 	checkWire(t, "exec-approval-pending-gateway", ap)
 	node := (&nodeexec.ApprovalPendingError{Node: "n1", Approval: nodeexec.Approval{ID: "ap-2", Slug: "calm-fox", ExpiresAtMs: 1767323045000,
 		Command: "ls", Cwd: "/srv", NodeID: "node-1"}}).Details()

@@ -188,10 +188,10 @@ func measureImage(ctx context.Context, cli *client.Client, o options, image, sup
 		if err != nil {
 			return err
 		}
-		if r.Details["status"] != sessions.StatusCompleted {
+		if r.Details.Status != sessions.StatusCompleted {
 			return fmt.Errorf("exec in %s: %v", agent(i), r.Details)
 		}
-		if w, ok := r.Details["warnings"]; ok {
+		if w := r.Details.Warnings; len(w) > 0 {
 			return fmt.Errorf("exec in %s: warnings %v", agent(i), w)
 		}
 		return nil

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
@@ -20,8 +20,8 @@ const DockerHostEnv = "DOCKER_HOST"
 // the file's content and the Engine. The CLI sends its own with every
 // request; a daemon with another answers 409 instead of silently running
 // the command under another configuration.
-func (c *CLI) Identity() (apiclient.Identity, error) {
-	id := apiclient.Identity{Engine: c.Getenv(DockerHostEnv)}
+func (c *CLI) Identity() (api.Identity, error) {
+	id := api.Identity{Engine: c.Getenv(DockerHostEnv)}
 	h := sha256.New()
 	if c.ConfigPath != "" {
 		p, err := config.ExpandHome(c.ConfigPath)

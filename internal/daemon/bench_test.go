@@ -28,7 +28,7 @@ func BenchmarkSocketExecTrue(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res.Details["status"] != sessions.StatusCompleted {
+		if res.Details.Status != sessions.StatusCompleted {
 			b.Fatalf("details %v", res.Details)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sessions"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // TestFaultClientsThatNeverRead replays issue 32 item 10: connections that
@@ -28,7 +28,7 @@ func TestFaultClientsThatNeverRead(t *testing.T) {
 	)
 	tools := &fakeTools{execFunc: func(context.Context, sessions.ExecParams) (sessions.Result, error) {
 		// A fresh answer per call, as a real session's output is.
-		return sessions.Result{Content: []toolapi.Content{{Type: "text", Text: strings.Repeat("x", answer)}}}, nil
+		return sessions.Result{Content: []api.Content{{Type: "text", Text: strings.Repeat("x", answer)}}}, nil
 	}}
 	r := startServer(t, Options{Tools: tools, MaxConns: maxConns, WriteStall: stall})
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -75,7 +77,7 @@ func TestRealExecRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Details["status"] != sessions.StatusCompleted || res.Details["exitCode"] != float64(3) {
+	if res.Details.Status != sessions.StatusCompleted || res.Details.ExitCode != api.Code(3) {
 		t.Errorf("details = %v", res.Details)
 	}
 	if len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, "hi") {
@@ -107,8 +109,8 @@ func TestRealEventsExitOfBackgroundSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
-	if res.Details["status"] != sessions.StatusRunning || id == "" {
+	id := res.Details.SessionID
+	if res.Details.Status != sessions.StatusRunning || id == "" {
 		t.Fatalf("background exec: %v", res.Details)
 	}
 	for {
@@ -131,7 +133,10 @@ func TestRealShutdownKillsBackgroundProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := int(res.Details["pid"].(float64))
+	pid := 0
+	if res.Details.PID != nil {
+		pid = *res.Details.PID
+	}
 	if pid <= 0 {
 		t.Fatalf("no pid in %v", res.Details)
 	}

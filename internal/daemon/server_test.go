@@ -17,6 +17,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -110,7 +111,7 @@ func postRaw(t *testing.T, srv *Server, path string, body []byte) (int, string) 
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var eb errorBody
+	var eb api.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&eb)
 	return resp.StatusCode, eb.Error
 }
@@ -124,7 +125,7 @@ func TestSocketModeAndFiles(t *testing.T) {
 	if fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode = %v, want a socket with 0600", fi.Mode())
 	}
-	pid, err := ReadPIDFile(filepath.Dir(r.srv.SocketPath()))
+	pid, err := api.ReadPIDFile(filepath.Dir(r.srv.SocketPath()))
 	if err != nil || pid != os.Getpid() {
 		t.Errorf("pid file = %d, %v; want %d", pid, err, os.Getpid())
 	}
@@ -150,7 +151,7 @@ func TestExecRoundTripFake(t *testing.T) {
 	tools := &fakeTools{execFunc: func(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
 		return sessions.Result{
 			Content: []sessions.Content{{Type: "text", Text: "ran " + p.Command}},
-			Details: map[string]any{"status": "completed", "exitCode": 0, "agent": p.AgentID},
+			Details: api.Details{Status: "completed", ExitCode: api.Code(0), AgentID: new(p.AgentID)},
 		}, nil
 	}}
 	r := startServer(t, Options{Tools: tools})
@@ -158,7 +159,7 @@ func TestExecRoundTripFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Content[0].Text != "ran echo hi" || res.Details["agent"] != "a1" {
+	if res.Content[0].Text != "ran echo hi" || res.Details.AgentID == nil || *res.Details.AgentID != "a1" {
 		t.Errorf("result = %+v", res)
 	}
 }
@@ -278,7 +279,7 @@ func TestTCPTokenAuth(t *testing.T) {
 func TestTCPTokenFileGenerated(t *testing.T) {
 	dir := t.TempDir()
 	r := startServer(t, Options{StateDir: dir, Listen: "127.0.0.1:0"})
-	fi, err := os.Stat(filepath.Join(dir, TokenFileName))
+	fi, err := os.Stat(filepath.Join(dir, api.TokenFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestTCPTokenFileGenerated(t *testing.T) {
 
 func TestTokenFileTooOpenRefused(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, TokenFileName), []byte("abc\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, api.TokenFileName), []byte("abc\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadOrCreateToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
@@ -314,17 +315,17 @@ func TestSecondDaemonRefused(t *testing.T) {
 		t.Fatalf("second Listen: %v, want ErrAlreadyRunning", err)
 	}
 	// The refused daemon must not have touched the first one's files.
-	if _, err := os.Stat(SocketPath(dir)); err != nil {
+	if _, err := os.Stat(api.SocketPath(dir)); err != nil {
 		t.Errorf("socket gone after refused start: %v", err)
 	}
-	if pid, err := ReadPIDFile(dir); err != nil || pid != os.Getpid() {
+	if pid, err := api.ReadPIDFile(dir); err != nil || pid != os.Getpid() {
 		t.Errorf("pid file changed: %d %v", pid, err)
 	}
 }
 
 func TestStaleSocketRemoved(t *testing.T) {
 	dir := t.TempDir()
-	ln, err := net.Listen("unix", SocketPath(dir))
+	ln, err := net.Listen("unix", api.SocketPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestStaleSocketRemoved(t *testing.T) {
 
 func TestNonSocketInTheWay(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(SocketPath(dir), []byte("x"), 0o600); err != nil {
+	if err := os.WriteFile(api.SocketPath(dir), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Listen(t.Context(), Options{StateDir: dir, Tools: &fakeTools{}}); err == nil || !strings.Contains(err.Error(), "not a socket") {
@@ -362,7 +363,7 @@ func TestShutdownEndpoint(t *testing.T) {
 	if tools.closed.Load() != 1 {
 		t.Errorf("tools closed %d times, want 1", tools.closed.Load())
 	}
-	for _, name := range []string{SocketName, PIDFileName} {
+	for _, name := range []string{api.SocketName, api.PIDFileName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there after shutdown: %v", name, err)
 		}

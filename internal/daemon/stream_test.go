@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,13 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // nextFrame reads one frame or fails the test.
-func nextFrame(t *testing.T, fs *apiclient.FrameStream) toolapi.StreamFrame {
+func nextFrame(t *testing.T, fs *apiclient.FrameStream) api.StreamFrame {
 	t.Helper()
 	f, err := fs.Next()
 	if err != nil {
@@ -46,7 +47,7 @@ func TestRealExecStreamLive(t *testing.T) {
 	}
 	defer fs.Close()
 	start := nextFrame(t, fs)
-	if start.Type != toolapi.FrameStart || start.SessionID == "" || start.PID <= 0 {
+	if start.Type != api.FrameStart || start.SessionID == "" || start.PID <= 0 {
 		t.Fatalf("first frame %+v, want start with session id and pid", start)
 	}
 	// Each line arrives while the command is blocked until the test saw it.
@@ -64,15 +65,15 @@ func TestRealExecStreamLive(t *testing.T) {
 		}
 	}
 	var out string
-	var exit, result *toolapi.StreamFrame
+	var exit, result *api.StreamFrame
 	for result == nil {
 		f := nextFrame(t, fs)
 		switch f.Type {
-		case toolapi.FrameStdout:
+		case api.FrameStdout:
 			out += f.Data
-		case toolapi.FrameExit:
+		case api.FrameExit:
 			exit = &f
-		case toolapi.FrameResult:
+		case api.FrameResult:
 			result = &f
 		default:
 			t.Fatalf("unexpected frame %+v", f)
@@ -93,17 +94,32 @@ func TestRealExecStreamLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := result.Result
-	if keys(res.Details) != keys(plain.Details) {
-		t.Errorf("result details keys %s, plain call %s", keys(res.Details), keys(plain.Details))
+	got, want := wireDetails(t, res.Details), wireDetails(t, plain.Details)
+	if keys(got) != keys(want) {
+		t.Errorf("result details keys %s, plain call %s", keys(got), keys(want))
 	}
 	for _, k := range []string{"status", "exitCode", "aggregated", "cwd"} {
-		if fmt.Sprint(res.Details[k]) != fmt.Sprint(plain.Details[k]) {
-			t.Errorf("result details[%s] = %v, plain call %v", k, res.Details[k], plain.Details[k])
+		if fmt.Sprint(got[k]) != fmt.Sprint(want[k]) {
+			t.Errorf("result details[%s] = %v, plain call %v", k, got[k], want[k])
 		}
 	}
 	if len(res.Content) != 1 || res.Content[0].Text != plain.Content[0].Text {
 		t.Errorf("result content %+v, plain call %+v", res.Content, plain.Content)
 	}
+}
+
+// wireDetails is details' JSON object, as a client sees it.
+func wireDetails(t *testing.T, d api.Details) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func keys(m map[string]any) string {
@@ -135,17 +151,17 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	// read follows the session from offset from: its output, checking
 	// that each frame starts where the previous one ended.
-	read := func(from int64) (string, toolapi.StreamFrame) {
+	read := func(from int64) (string, api.StreamFrame) {
 		t.Helper()
 		fs, err := r.client.SessionStream(ctx, "a1", "k", id, from, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer fs.Close()
-		if f := nextFrame(t, fs); f.Type != toolapi.FrameStart || f.SessionID != id {
+		if f := nextFrame(t, fs); f.Type != api.FrameStart || f.SessionID != id {
 			t.Fatalf("first frame %+v", f)
 		}
 		var b strings.Builder
@@ -153,13 +169,13 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 		for {
 			f := nextFrame(t, fs)
 			switch f.Type {
-			case toolapi.FrameStdout:
+			case api.FrameStdout:
 				if *f.Offset != next {
 					t.Errorf("frame at %d, want %d", *f.Offset, next)
 				}
 				next = *f.Offset + int64(len(f.Data))
 				b.WriteString(f.Data)
-			case toolapi.FrameExit:
+			case api.FrameExit:
 				return b.String(), f
 			default:
 				t.Errorf("unexpected frame %+v", f)
@@ -210,13 +226,13 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	fs, err := r.client.SessionStream(ctx, "", "", id, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	if f := nextFrame(t, fs); f.Type != toolapi.FrameStart {
+	if f := nextFrame(t, fs); f.Type != api.FrameStart {
 		t.Fatalf("first frame %+v", f)
 	}
 	runtime.GC()
@@ -229,7 +245,7 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Details["status"] != sessions.StatusRunning {
+		if p.Details.Status != sessions.StatusRunning {
 			break
 		}
 	}
@@ -245,12 +261,12 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 	for {
 		f := nextFrame(t, fs)
 		switch f.Type {
-		case toolapi.FrameDropped:
+		case api.FrameDropped:
 			lost += f.Lost
-		case toolapi.FrameStdout:
+		case api.FrameStdout:
 			got += int64(len(f.Data))
 		}
-		if f.Type == toolapi.FrameExit {
+		if f.Type == api.FrameExit {
 			break
 		}
 	}

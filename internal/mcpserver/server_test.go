@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -30,7 +32,7 @@ func (r *recordingTools) Exec(_ context.Context, p sessions.ExecParams) (session
 	}
 	return sessions.Result{
 		Content: []sessions.Content{{Type: "text", Text: "hi\n"}},
-		Details: map[string]any{"status": "completed", "exitCode": 0, "aggregated": "hi\n"},
+		Details: api.Details{Status: "completed", ExitCode: api.Code(0), Aggregated: new("hi\n")},
 	}, nil
 }
 
@@ -39,7 +41,7 @@ func (r *recordingTools) Process(_ context.Context, p sessions.ProcessParams) (s
 	r.procs = append(r.procs, p)
 	r.mu.Unlock()
 	return sessions.Result{Content: []sessions.Content{{Type: "text", Text: "No session found for " + p.SessionID}},
-		Details: map[string]any{"status": "failed", "error": "not_found"}}, nil
+		Details: api.Details{Status: "failed", Error: "not_found"}}, nil
 }
 
 func connect(t *testing.T, tools Tools, id Identity) *mcp.ClientSession {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
@@ -19,11 +21,11 @@ func (stubTools) Exec(_ context.Context, p sessions.ExecParams) (sessions.Result
 	if p.Command == "" {
 		return sessions.Result{}, fmt.Errorf("%w: empty", sessions.ErrInvalidInput)
 	}
-	return sessions.Result{Details: map[string]any{"status": "completed", "host": p.Host}}, nil
+	return sessions.Result{Details: api.Details{Status: "completed", Host: p.Host}}, nil
 }
 
 func (stubTools) Process(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
-	return sessions.Result{Details: map[string]any{"status": "failed", "error": "not_found"}}, nil
+	return sessions.Result{Details: api.Details{Status: "failed", Error: "not_found"}}, nil
 }
 
 func TestCountsAppearInExposition(t *testing.T) {
@@ -52,16 +54,16 @@ func TestCountsAppearInExposition(t *testing.T) {
 // stubStreamer answers a streamed exec like stubTools' Exec.
 type stubStreamer struct{ stubTools }
 
-func (s stubStreamer) ExecStream(ctx context.Context, p toolapi.ExecParams, _ func(toolapi.Follower)) (toolapi.Result, error) {
+func (s stubStreamer) ExecStream(ctx context.Context, p api.ExecParams, _ func(toolapi.Follower)) (api.Result, error) {
 	return s.Exec(ctx, p)
 }
 
 func (stubStreamer) Follow(_, _, id string) (toolapi.Follower, error) {
-	return nil, fmt.Errorf("%s: %w", id, toolapi.ErrNoSession)
+	return nil, fmt.Errorf("%s: %w", id, api.ErrNoSession)
 }
 
 func (stubStreamer) FollowRaw(_, _, id string) (toolapi.Follower, error) {
-	return nil, fmt.Errorf("%s: %w", id, toolapi.ErrNoSession)
+	return nil, fmt.Errorf("%s: %w", id, api.ErrNoSession)
 }
 
 // A streamed exec ("stream": true) is counted like any other exec call.

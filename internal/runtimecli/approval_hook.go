@@ -32,7 +32,7 @@ func (h *approvalHook) run(ctx context.Context, events <-chan sessions.Event) {
 		if ev.Type != "approval" {
 			continue
 		}
-		id, _ := ev.Details["approvalId"].(string)
+		id := ev.Details.ApprovalID
 		if id == "" {
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
@@ -31,7 +32,6 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -204,9 +204,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer journal.Close()
 	nodes, err := buildNodeRegistry(c, opts, state, logf, func(n nodeexec.Refusal) {
-		if _, err := journal.Append(toolapi.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
+		if _, err := journal.Append(api.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
 			Text:    fmt.Sprintf("Refused node %q (id %s) from %s: %v", n.Name, n.NodeID, n.Remote, n.Err),
-			Details: map[string]any{"nodeId": n.NodeID, "name": n.Name, "remote": n.Remote, "error": n.Err.Error()}}); err != nil {
+			Details: api.Details{NodeID: new(n.NodeID), Name: new(n.Name), Remote: n.Remote, Error: n.Err.Error()}}); err != nil {
 			logf("warning: %v", err)
 		}
 	})
@@ -547,7 +547,7 @@ func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeO
 	if c.JSON {
 		return cli.WriteJSON(c.Out, h)
 	}
-	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, daemon.SocketPath(state))
+	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, api.SocketPath(state))
 	return err
 }
 

@@ -13,11 +13,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
@@ -389,7 +392,7 @@ func testBackgroundWriteEOF(t *testing.T, h *harness) {
 		t.Errorf("output %q, want abc", out)
 	}
 	if d := wantStatus(t, last, sessions.StatusCompleted); num(t, d, "exitCode") != 0 {
-		t.Errorf("exitCode = %v", d["exitCode"])
+		t.Errorf("exitCode = %v", wire(t, d)["exitCode"])
 	}
 	if _, err := h.processErr(sessions.ProcessParams{Action: "write", SessionID: id, Data: "late"}); err == nil {
 		t.Error("write to a finished session succeeded")
@@ -407,7 +410,7 @@ func testForegroundCatGetsEOF(t *testing.T, h *harness) {
 	}
 	if statusOf(r) == sessions.StatusRunning {
 		d := r.Details
-		if d["waitingForInput"] != true {
+		if d.WaitingForInput != true {
 			t.Fatalf("running without waitingForInput: %v", d)
 		}
 		id := str(t, d, "sessionId")
@@ -423,7 +426,7 @@ func testForegroundCatGetsEOF(t *testing.T, h *harness) {
 		t.Errorf("exitCode = %v", code)
 	}
 	if !strings.Contains(str(t, d, "aggregated"), "cat-finished") {
-		t.Errorf("aggregated = %q", d["aggregated"])
+		t.Errorf("aggregated = %q", *d.Aggregated)
 	}
 }
 
@@ -470,7 +473,7 @@ func testPTYDSR(t *testing.T, h *harness) {
 		YieldMs: ptr(15000.0),
 	})
 	if statusOf(r) == sessions.StatusRunning {
-		id, _ := r.Details["sessionId"].(string)
+		id := r.Details.SessionID
 		_, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id})
 		t.Fatalf("the program still waits for its DSR answer: %q", text(r))
 	}
@@ -567,7 +570,7 @@ func testPIDIsTheCommands(t *testing.T, h *harness) {
 	out, _ := h.pollUntil(id, regexp.MustCompile(`pid=[0-9]+`), false, 15*time.Second)
 	want := regexp.MustCompile(`pid=([0-9]+)`).FindStringSubmatch(out)[1]
 	// JSON through an API client makes it a float64; the Manager's own is an int.
-	if got := fmt.Sprint(r.Details["pid"]); got != want {
+	if got := fmt.Sprint(*r.Details.PID); got != want {
 		t.Fatalf("details.pid = %s, the command's $$ is %s", got, want)
 	}
 }
@@ -645,8 +648,8 @@ func checkShape(t *testing.T, r sessions.Result) {
 	if len(r.Content) != 1 || r.Content[0].Type != "text" {
 		t.Fatalf("content = %+v, want one text entry", r.Content)
 	}
-	if r.Details == nil {
-		t.Fatalf("details is nil (text %q)", r.Content[0].Text)
+	if r.Details.Status == "" {
+		t.Fatalf("details without a status (text %q)", r.Content[0].Text)
 	}
 }
 
@@ -658,11 +661,11 @@ func text(r sessions.Result) string {
 }
 
 func statusOf(r sessions.Result) string {
-	s, _ := r.Details["status"].(string)
+	s := r.Details.Status
 	return s
 }
 
-func wantStatus(t *testing.T, r sessions.Result, want string) map[string]any {
+func wantStatus(t *testing.T, r sessions.Result, want string) api.Details {
 	t.Helper()
 	if got := statusOf(r); got != want {
 		t.Fatalf("details.status = %q, want %q (text %q, details %v)", got, want, text(r), r.Details)
@@ -672,10 +675,10 @@ func wantStatus(t *testing.T, r sessions.Result, want string) map[string]any {
 
 // wantFailedBySignal asserts a run ended by a kill or timeout: status failed,
 // exitCode present and null, a signal name.
-func wantFailedBySignal(t *testing.T, r sessions.Result) map[string]any {
+func wantFailedBySignal(t *testing.T, r sessions.Result) api.Details {
 	t.Helper()
 	d := wantStatus(t, r, sessions.StatusFailed)
-	if code, ok := d["exitCode"]; !ok || code != nil {
+	if code, ok := wire(t, d)["exitCode"]; !ok || code != nil {
 		t.Errorf("exitCode = %v (present %v), want null", code, ok)
 	}
 	if sig := str(t, d, "signal"); !strings.HasPrefix(sig, "SIG") {
@@ -684,8 +687,23 @@ func wantFailedBySignal(t *testing.T, r sessions.Result) map[string]any {
 	return d
 }
 
-func str(t *testing.T, d map[string]any, key string) string {
+// wire is details as a client decodes them: their JSON object.
+func wire(t *testing.T, details api.Details) map[string]any {
 	t.Helper()
+	raw, err := json.Marshal(details)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func str(t *testing.T, details api.Details, key string) string {
+	t.Helper()
+	d := wire(t, details)
 	v, ok := d[key]
 	if !ok {
 		t.Fatalf("details.%s is missing (details %v)", key, d)
@@ -697,10 +715,10 @@ func str(t *testing.T, d map[string]any, key string) string {
 	return s
 }
 
-// num reads a numeric details field, whatever Go type carries it (a Manager
-// returns ints, a JSON client float64).
-func num(t *testing.T, d map[string]any, key string) float64 {
+// num reads a numeric details field as a JSON client does.
+func num(t *testing.T, details api.Details, key string) float64 {
 	t.Helper()
+	d := wire(t, details)
 	v, ok := d[key]
 	if !ok {
 		t.Fatalf("details.%s is missing (details %v)", key, d)
