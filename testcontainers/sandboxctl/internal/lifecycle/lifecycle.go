@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
@@ -161,17 +163,8 @@ func Check(ctx context.Context, t *testing.T, cli *client.Client, sb *sandboxctl
 	}
 }
 
-// ExitedZero reports whether res is a completed run with exit code 0 (an
-// int in process, a JSON number over the API).
+// ExitedZero reports whether res is a run that exited with code 0.
 func ExitedZero(res sandboxctl.Result) bool {
-	if res.Details.Status != "completed" {
-		return false
-	}
-	switch c := res.Details["exitCode"].(type) {
-	case int:
-		return c == 0
-	case float64:
-		return c == 0
-	}
-	return false
+	exit, ok := res.Details.Exit()
+	return ok && exit.Reason == api.ExitExited && exit.Code == 0
 }
