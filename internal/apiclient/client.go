@@ -98,23 +98,40 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Message }
 
-// Is maps the status code to its errdefs class.
-func (e *APIError) Is(target error) bool {
-	switch e.StatusCode {
+// Unwrap returns the errdefs class of the status code, so that callers
+// branch with cerrdefs.IsNotFound(err) and the like.
+func (e *APIError) Unwrap() error { return statusClass(e.StatusCode) }
+
+// statusClass is the errdefs class the daemon answers with status (the
+// inverse of the server's errhttp.ToHTTP; errhttp.ToNative itself is not
+// used because it links net/http, which the socket path does without). A
+// body too large (413) is the caller's invalid argument.
+func statusClass(status int) error {
+	switch status {
+	case 304:
+		return cerrdefs.ErrNotModified
 	case 400, 413:
-		return target == cerrdefs.ErrInvalidArgument
+		return cerrdefs.ErrInvalidArgument
 	case 401:
-		return target == cerrdefs.ErrUnauthenticated
+		return cerrdefs.ErrUnauthenticated
 	case 403:
-		return target == cerrdefs.ErrPermissionDenied
+		return cerrdefs.ErrPermissionDenied
 	case 404:
-		return target == cerrdefs.ErrNotFound
+		return cerrdefs.ErrNotFound
 	case 409:
-		return target == cerrdefs.ErrConflict
+		return cerrdefs.ErrConflict
+	case 412:
+		return cerrdefs.ErrFailedPrecondition
+	case 429:
+		return cerrdefs.ErrResourceExhausted
+	case 500:
+		return cerrdefs.ErrInternal
+	case 501:
+		return cerrdefs.ErrNotImplemented
 	case 503:
-		return target == cerrdefs.ErrUnavailable
+		return cerrdefs.ErrUnavailable
 	}
-	return false
+	return cerrdefs.ErrUnknown
 }
 
 // Health calls GET /healthz.

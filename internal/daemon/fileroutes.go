@@ -101,22 +101,13 @@ func (h *fileHandler) ref(r *http.Request) (api.FileRef, error) {
 	return f, nil
 }
 
+// status is err's status code (httpStatus), but content over the files
+// API's byte limit (resource exhausted) is 413.
 func (h *fileHandler) status(err error) int {
-	switch {
-	case cerrdefs.IsResourceExhausted(err):
+	if cerrdefs.IsResourceExhausted(err) {
 		return http.StatusRequestEntityTooLarge
-	case cerrdefs.IsInvalidArgument(err):
-		return http.StatusBadRequest
-	case cerrdefs.IsNotFound(err):
-		return http.StatusNotFound
-	case cerrdefs.IsPermissionDenied(err):
-		return http.StatusForbidden
-	case cerrdefs.IsConflict(err):
-		return http.StatusConflict
-	case h.opts.IsUnavailable != nil && h.opts.IsUnavailable(err), cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	return httpStatus(err, h.opts.IsUnavailable)
 }
 
 func (h *fileHandler) fail(w http.ResponseWriter, err error) {

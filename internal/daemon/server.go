@@ -20,6 +20,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errhttp"
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
@@ -828,24 +829,27 @@ func (s *Server) handleShutdown(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) statusFor(err error) int {
-	switch {
-	case s.opts.IsInvalidInput != nil && s.opts.IsInvalidInput(err),
-		cerrdefs.IsInvalidArgument(err):
+	if s.opts.IsInvalidInput != nil && s.opts.IsInvalidInput(err) {
 		return http.StatusBadRequest
-	case cerrdefs.IsNotFound(err):
-		return http.StatusNotFound
-	case cerrdefs.IsConflict(err), cerrdefs.IsAlreadyExists(err):
-		return http.StatusConflict
-	case cerrdefs.IsPermissionDenied(err):
-		return http.StatusForbidden
-	case cerrdefs.IsResourceExhausted(err):
-		return http.StatusTooManyRequests
-	case s.opts.IsUnavailable != nil && s.opts.IsUnavailable(err),
-		cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
 	}
+	return httpStatus(err, s.opts.IsUnavailable)
+}
+
+// httpStatus is the status code of err's containerd errdefs class
+// (errhttp.ToHTTP), with what errhttp leaves to 500: an existing thing is
+// a conflict (409); a backend that is down (unavailable reports the
+// backend's own errors) or a caller gone is 503.
+func httpStatus(err error, unavailable func(error) bool) int {
+	if code := errhttp.ToHTTP(err); code != http.StatusInternalServerError {
+		return code
+	}
+	switch {
+	case cerrdefs.IsAlreadyExists(err):
+		return http.StatusConflict
+	case unavailable != nil && unavailable(err), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
 
 // decodeBody decodes one JSON object strictly into v and returns the status
