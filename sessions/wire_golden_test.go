@@ -135,3 +135,32 @@ func TestWireGoldenResults(t *testing.T) {
 	checkWire(t, "event-exit-completed", m.exitEventLocked(ok))
 	ok.mu.Unlock()
 }
+
+// TestWireGoldenMore: cases recorded from the code before the typed
+// details (a gateway approval without env, GET /v1/sessions, a completed
+// session's log, an evicted session).
+func TestWireGoldenMore(t *testing.T) {
+	v := toGuardVerdict(guard.GateVerdict{Decision: vocab.DecisionApprovalPending, Reason: "ask is always", Pending: &guard.Pending{
+		ID: "ap-3", Slug: "quiet-owl", ExpiresAtMs: 1767323045000, Host: vocab.HostGateway, Command: "ls", Cwd: "/home/u",
+		Argv: []string{"/bin/sh", "-c", "ls"},
+	}})
+	checkWire(t, "exec-approval-pending-gateway-noenv", approvalResult(v.Approval, execPlan{host: vocab.HostGateway}, "ls", "/home/u", nil))
+	checkWire(t, "event-approval-gateway-noenv", Event{Type: vocab.EventApproval, AgentID: "a", Details: v.Approval, Text: "Approval requested"})
+
+	c := newClock()
+	c.Advance(90 * time.Second)
+	m, _ := newTestManager(t, nil, func(o *Options) { o.Now = c.Now })
+	done := finish(wireSession(m), StatusCompleted, 2, "", "")
+	m.mu.Lock()
+	m.sessions[done.id] = done
+	m.mu.Unlock()
+	checkWire(t, "sessions-list", m.Sessions(""))
+	res, err := m.log(done, ProcessParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWire(t, "process-log-completed", res)
+	r := notFoundResult("sess-8")
+	r.Details.Reason = "evicted"
+	checkWire(t, "not-found-evicted", r)
+}
