@@ -72,6 +72,11 @@ const ConsoleClientPIDsHeader = "X-Sandboxctl-Console-Client-Pids"
 // on the unix socket only, for a peer that may decide approvals).
 const ConsoleLoginPath = "/v1/ui/login"
 
+// CommandNotFound ends the message of a command that could not start
+// because its program is not found (a 400 whose field is "start"); the CLI
+// exits 127 on it, as a shell does. The supervisor writes it.
+const CommandNotFound = "command not found"
+
 // ErrorBody is the body of every non-2xx answer of the daemon.
 type ErrorBody struct {
 	Error string `json:"error"`

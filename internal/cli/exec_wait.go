@@ -226,7 +226,7 @@ func startError(ctx context.Context, err error) error {
 	switch {
 	case !errors.As(err, &apiErr) || !cerrdefs.IsInvalidArgument(err):
 		return &ExitError{Code: ExitOwnFailure, Err: err}
-	case apiErr.Field == "start" && strings.Contains(apiErr.Message, "command not found"):
+	case apiErr.Field == "start" && strings.Contains(apiErr.Message, api.CommandNotFound):
 		return &ExitError{Code: ExitNotFound, Err: err}
 	case apiErr.Field == "start" || apiErr.Field == "workdir":
 		return &ExitError{Code: ExitCannotRun, Err: err}
