@@ -244,10 +244,10 @@ func (a *approvalProcess) fail(err error) {
 
 // startAfterApproval keeps an approval-pending exec as a background session
 // and starts its command once the guard's approval is decided.
-func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
+func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (api.Result, error) {
 	id, err := m.reserveID(plan.p.AgentID)
 	if err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	spec.SessionID = id
 	waitCtx, cancel := context.WithCancel(m.ctx)
@@ -259,7 +259,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	s.awaitingApproval = true
 	if err := m.register(s); err != nil {
 		cancel()
-		return Result{}, err
+		return api.Result{}, err
 	}
 	if k, ok := m.guard.(ApprovalKeeper); ok {
 		// Without the record, a restart still cancels the request; only
@@ -341,6 +341,6 @@ func (m *Manager) publishApprovalOutcome(s *session, v, final GuardVerdict) {
 		ApprovalID: v.Approval.ApprovalID, ApprovalSlug: v.Approval.ApprovalSlug,
 		Decision: decision, Reason: final.Reason, SessionID: s.id,
 	}
-	m.Publish(Event{Type: typ, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey, Time: m.now(), Details: details,
+	m.Publish(api.Event{Type: typ, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey, Time: m.now(), Details: details,
 		Text: fmt.Sprintf("Approval %v %s for session %s: %s", v.Approval.ApprovalSlug, what, s.id, decision)})
 }

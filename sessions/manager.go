@@ -82,7 +82,7 @@ type Manager struct {
 	spillDir string
 
 	subMu   sync.Mutex
-	subs    map[chan Event]struct{}
+	subs    map[chan api.Event]struct{}
 	journal EventJournal
 
 	sweepStop chan struct{}
@@ -93,7 +93,7 @@ type Manager struct {
 // EventJournal numbers and keeps events: Append returns ev with its
 // cursor; an error means it is kept but may not survive a restart.
 type EventJournal interface {
-	Append(ev Event) (Event, error)
+	Append(ev api.Event) (api.Event, error)
 }
 
 // New validates opts, applies defaults and overrides, and starts the TTL
@@ -109,7 +109,7 @@ func New(opts Options) (*Manager, error) {
 		reserved: map[string]string{},
 		spillDir: opts.SpillDir,
 		live:     map[*session]struct{}{},
-		subs:     map[chan Event]struct{}{},
+		subs:     map[chan api.Event]struct{}{},
 		cursors:  openCursors(opts.CursorFile),
 		journal:  opts.Journal,
 	}
@@ -195,8 +195,8 @@ func clampInt(v, lo, hi int) int { return min(max(v, lo), hi) }
 // Subscribe returns a channel of events. It is closed when ctx ends or the
 // Manager is closed. A subscriber that does not keep up loses events (the
 // buffer holds 256) rather than stalling sessions.
-func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
-	ch := make(chan Event, 256)
+func (m *Manager) Subscribe(ctx context.Context) <-chan api.Event {
+	ch := make(chan api.Event, 256)
 	m.subMu.Lock()
 	if m.subs == nil { // closed
 		m.subMu.Unlock()
@@ -222,14 +222,14 @@ func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
 
 // Publish sends ev to every subscriber, like the Manager's own exit events;
 // the approvals code uses it for approval events. Time defaults to now.
-func (m *Manager) Publish(ev Event) {
+func (m *Manager) Publish(ev api.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = m.now()
 	}
 	m.emit(ev)
 }
 
-func (m *Manager) emit(ev Event) {
+func (m *Manager) emit(ev api.Event) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.journal != nil {

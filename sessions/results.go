@@ -10,13 +10,13 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-func textResult(text string, details api.Details) Result {
-	return Result{Content: []Content{{Type: "text", Text: text}}, Details: details}
+func textResult(text string, details api.Details) api.Result {
+	return api.Result{Content: []api.Content{{Type: "text", Text: text}}, Details: details}
 }
 
 // withWarnings prefixes the text with the warnings and records them in
 // details.warnings.
-func withWarnings(r Result, warnings []string) Result {
+func withWarnings(r api.Result, warnings []string) api.Result {
 	if len(warnings) == 0 {
 		return r
 	}
@@ -34,7 +34,7 @@ func withWarnings(r Result, warnings []string) Result {
 
 // finalResultLocked is the exec result of a session that finished inside
 // its yield window: completed or failed (docs/tools.md).
-func finalResultLocked(s *session, now time.Time, warnings []string) Result {
+func finalResultLocked(s *session, now time.Time, warnings []string) api.Result {
 	agg := s.agg.WithNote()
 	dur := s.endedAt.Sub(s.startedAt).Milliseconds()
 	text := agg
@@ -42,23 +42,23 @@ func finalResultLocked(s *session, now time.Time, warnings []string) Result {
 		text = "(no output)"
 	}
 	d := api.Details{Status: s.status, DurationMs: new(dur), Aggregated: new(agg), Cwd: s.cwd, Host: string(s.host)}
-	if s.status == StatusCompleted {
+	if s.status == api.StatusCompleted {
 		d.ExitCode = api.Code(s.exitCode)
 		if s.exitCode != 0 {
 			text = strings.TrimRight(text, "\n") + fmt.Sprintf("\n\n(Command exited with code %d)", s.exitCode)
 		}
 	} else {
-		d.Status, d.ExitCode, d.Signal, d.Reason = StatusFailed, api.NoExitCode(), new(s.signal), s.reason
+		d.Status, d.ExitCode, d.Signal, d.Reason = api.StatusFailed, api.NoExitCode(), new(s.signal), s.reason
 		text = strings.TrimRight(text, "\n") + fmt.Sprintf("\n\n(Command failed: %s)", s.reason)
 	}
 	return withWarnings(textResult(text, d), warnings)
 }
 
 // runningResultLocked is the exec result of a backgrounded session.
-func runningResultLocked(s *session, warnings []string) Result {
+func runningResultLocked(s *session, warnings []string) api.Result {
 	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/write/kill/clear/remove) for follow-up.", s.id, s.pid)
 	d := api.Details{
-		Status: StatusRunning, SessionID: s.id, PID: new(s.pid),
+		Status: api.StatusRunning, SessionID: s.id, PID: new(s.pid),
 		StartedAt: s.startedAt.UnixMilli(), Cwd: s.cwd, Host: string(s.host),
 		Tail: new(s.agg.Last(tailChars)),
 	}
@@ -69,16 +69,16 @@ func runningResultLocked(s *session, warnings []string) Result {
 	return withWarnings(textResult(text, d), warnings)
 }
 
-func deniedResult(reason string, warnings []string) Result {
+func deniedResult(reason string, warnings []string) api.Result {
 	return withWarnings(textResult("Command denied: "+reason,
-		api.Details{Status: StatusDenied, Reason: reason}), warnings)
+		api.Details{Status: api.StatusDenied, Reason: reason}), warnings)
 }
 
 // approvalResult is the approval-pending result built from the guard's
 // approval details, completed with what the Manager knows.
-func approvalResult(approval api.Details, plan execPlan, command, cwd string, warnings []string) Result {
+func approvalResult(approval api.Details, plan execPlan, command, cwd string, warnings []string) api.Result {
 	d := approval
-	d.Status = StatusApprovalPending
+	d.Status = api.StatusApprovalPending
 	if d.Host == "" {
 		d.Host = string(plan.host)
 	}
@@ -105,6 +105,6 @@ func approvalResult(approval api.Details, plan execPlan, command, cwd string, wa
 }
 
 // notFoundResult is the process tool's answer for an unknown or foreign id.
-func notFoundResult(id string) Result {
-	return textResult("No session found for "+id, api.Details{Status: StatusFailed, Error: api.ErrorNotFound, SessionID: id})
+func notFoundResult(id string) api.Result {
+	return textResult("No session found for "+id, api.Details{Status: api.StatusFailed, Error: api.ErrorNotFound, SessionID: id})
 }

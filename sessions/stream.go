@@ -46,7 +46,7 @@ func (m *Manager) Follow(agentID, sessionKey, id string) (toolapi.Follower, erro
 // soon as it exists (before the yield window), so that the caller can
 // stream its output while Exec waits. started is not called when nothing
 // starts (bad input, a refusal); it must not block.
-func (m *Manager) ExecStream(ctx context.Context, p ExecParams, started func(toolapi.Follower)) (Result, error) {
+func (m *Manager) ExecStream(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
 	return m.exec(ctx, p, started)
 }
 
@@ -106,7 +106,7 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame ap
 		if w := s.waitingForInputLocked(); w != f.waiting {
 			f.waiting = w
 			s.mu.Unlock()
-			st := StatusRunning
+			st := api.StatusRunning
 			if w {
 				st = "waiting-for-input"
 			}
@@ -130,7 +130,7 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame ap
 // exitFrameLocked is the "exit" frame of a finished session.
 func exitFrameLocked(s *session) api.StreamFrame {
 	fr := api.StreamFrame{Type: api.FrameExit, SessionID: s.id, Status: s.status}
-	if s.status == StatusCompleted {
+	if s.status == api.StatusCompleted {
 		fr.ExitCode = ptr(s.exitCode)
 	} else {
 		fr.Signal, fr.Reason = s.signal, s.reason

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
@@ -67,12 +69,12 @@ func TestWireGoldenResults(t *testing.T) {
 	c.Advance(90 * time.Second)
 	m, _ := newTestManager(t, nil, func(o *Options) { o.Now = c.Now })
 	warn := []string{"the workdir /x does not exist; using /work"}
-	checkWire(t, "exec-completed", finalResultLocked(finish(wireSession(m), StatusCompleted, 0, "", ""), time.Time{}, nil))
-	checkWire(t, "exec-completed-code", finalResultLocked(finish(wireSession(m), StatusCompleted, 3, "", ""), time.Time{}, warn))
-	checkWire(t, "exec-signaled", finalResultLocked(finish(wireSession(m), StatusFailed, -1, "SIGTERM", "terminated by signal SIGTERM"), time.Time{}, nil))
-	checkWire(t, "exec-timeout", finalResultLocked(finish(wireSession(m), StatusFailed, -1, "SIGKILL", "timeout after 5s"), time.Time{}, nil))
-	checkWire(t, "exec-killed", finalResultLocked(finish(wireSession(m), StatusFailed, -1, "SIGKILL", "killed"), time.Time{}, nil))
-	checkWire(t, "exec-lost", finalResultLocked(finish(wireSession(m), StatusFailed, -1, "", "lost: the sandbox was removed"), time.Time{}, nil))
+	checkWire(t, "exec-completed", finalResultLocked(finish(wireSession(m), api.StatusCompleted, 0, "", ""), time.Time{}, nil))
+	checkWire(t, "exec-completed-code", finalResultLocked(finish(wireSession(m), api.StatusCompleted, 3, "", ""), time.Time{}, warn))
+	checkWire(t, "exec-signaled", finalResultLocked(finish(wireSession(m), api.StatusFailed, -1, "SIGTERM", "terminated by signal SIGTERM"), time.Time{}, nil))
+	checkWire(t, "exec-timeout", finalResultLocked(finish(wireSession(m), api.StatusFailed, -1, "SIGKILL", "timeout after 5s"), time.Time{}, nil))
+	checkWire(t, "exec-killed", finalResultLocked(finish(wireSession(m), api.StatusFailed, -1, "SIGKILL", "killed"), time.Time{}, nil))
+	checkWire(t, "exec-lost", finalResultLocked(finish(wireSession(m), api.StatusFailed, -1, "", "lost: the sandbox was removed"), time.Time{}, nil))
 	checkWire(t, "exec-running", runningResultLocked(wireSession(m), warn))
 	checkWire(t, "exec-denied", deniedResult("security is deny: every command is refused", warn))
 	checkWire(t, "not-found", notFoundResult("sess-9"))
@@ -99,7 +101,7 @@ func TestWireGoldenResults(t *testing.T) {
 	m.sessions[run.id] = run
 	m.mu.Unlock()
 	checkWire(t, "process-list", m.list(run.scope))
-	res, err := m.log(run, ProcessParams{})
+	res, err := m.log(run, api.ProcessParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +112,12 @@ func TestWireGoldenResults(t *testing.T) {
 	}
 	checkWire(t, "process-write", res)
 	cols, rows := 100, 40
-	res, err = m.resize(t.Context(), run, ProcessParams{Cols: &cols, Rows: &rows})
+	res, err = m.resize(t.Context(), run, api.ProcessParams{Cols: &cols, Rows: &rows})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkWire(t, "process-resize", res)
-	done := finish(wireSession(m), StatusFailed, -1, "SIGKILL", "killed")
+	done := finish(wireSession(m), api.StatusFailed, -1, "SIGKILL", "killed")
 	done.mu.Lock()
 	checkWire(t, "state-failed", done.stateDetailsLocked())
 	checkWire(t, "event-exit", m.exitEventLocked(done))
@@ -130,7 +132,7 @@ func TestWireGoldenResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkWire(t, "process-remove", res)
-	ok := finish(wireSession(m), StatusCompleted, 0, "", "")
+	ok := finish(wireSession(m), api.StatusCompleted, 0, "", "")
 	ok.mu.Lock()
 	checkWire(t, "event-exit-completed", m.exitEventLocked(ok))
 	ok.mu.Unlock()
@@ -145,17 +147,17 @@ func TestWireGoldenMore(t *testing.T) {
 		Argv: []string{"/bin/sh", "-c", "ls"},
 	}})
 	checkWire(t, "exec-approval-pending-gateway-noenv", approvalResult(v.Approval, execPlan{host: vocab.HostGateway}, "ls", "/home/u", nil))
-	checkWire(t, "event-approval-gateway-noenv", Event{Type: vocab.EventApproval, AgentID: "a", Details: v.Approval, Text: "Approval requested"})
+	checkWire(t, "event-approval-gateway-noenv", api.Event{Type: vocab.EventApproval, AgentID: "a", Details: v.Approval, Text: "Approval requested"})
 
 	c := newClock()
 	c.Advance(90 * time.Second)
 	m, _ := newTestManager(t, nil, func(o *Options) { o.Now = c.Now })
-	done := finish(wireSession(m), StatusCompleted, 2, "", "")
+	done := finish(wireSession(m), api.StatusCompleted, 2, "", "")
 	m.mu.Lock()
 	m.sessions[done.id] = done
 	m.mu.Unlock()
 	checkWire(t, "sessions-list", m.Sessions(""))
-	res, err := m.log(done, ProcessParams{})
+	res, err := m.log(done, api.ProcessParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -44,7 +45,7 @@ func startJournalDaemon(t *testing.T, dir string, segBytes int64, opts Options) 
 		t.Fatal(err)
 	}
 	opts.Tools, opts.Streams, opts.Journal = mgr, mgr, j
-	opts.IsInvalidInput = sessions.IsInvalidInput
+	opts.IsInvalidInput = toolapi.IsInvalidInput
 	return startServer(t, opts), mgr
 }
 
@@ -72,18 +73,18 @@ func collect(t *testing.T, c *apiclient.Client, q apiclient.EventsQuery, n int) 
 // runBackground runs command as a background session and waits for its end.
 func runBackground(t *testing.T, c *apiclient.Client, agent, command string) string {
 	t.Helper()
-	res, err := c.Exec(t.Context(), sessions.ExecParams{Command: command, Background: true, AgentID: agent})
+	res, err := c.Exec(t.Context(), api.ExecParams{Command: command, Background: true, AgentID: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := res.Details.SessionID
 	wait := 20000.0
 	for {
-		p, err := c.Process(t.Context(), sessions.ProcessParams{Action: "poll", SessionID: id, AgentID: agent, TimeoutMs: &wait})
+		p, err := c.Process(t.Context(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: agent, TimeoutMs: &wait})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Details.Status != sessions.StatusRunning {
+		if p.Details.Status != api.StatusRunning {
 			return id
 		}
 	}
@@ -141,7 +142,7 @@ func TestRealEventsSlowReaderMissesNothing(t *testing.T) {
 	defer st.Close()
 	const n = 600
 	for i := 0; i < n; i++ {
-		mgr.Publish(sessions.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
+		mgr.Publish(api.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
 	}
 	for i := 0; i < n; i++ {
 		var ev api.Event
@@ -159,7 +160,7 @@ func TestRealEventsSlowReaderMissesNothing(t *testing.T) {
 func TestRealEventsFellOffTheEnd(t *testing.T) {
 	r, mgr := startJournalDaemon(t, t.TempDir(), 2000, Options{})
 	for i := 0; i < 200; i++ {
-		mgr.Publish(sessions.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
+		mgr.Publish(api.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
 	}
 	since := int64(5)
 	evs := collect(t, r.client, apiclient.EventsQuery{Since: &since}, 2)
@@ -188,9 +189,9 @@ func TestRealEventsPinnedAgent(t *testing.T) {
 	alice := tcpclient.New(base, aliceTok, nil)
 	defer alice.CloseIdleConnections()
 	for i := 0; i < 100; i++ {
-		mgr.Publish(sessions.Event{Type: "approval", AgentID: "bob", Text: fmt.Sprintf("bob %d", i)})
+		mgr.Publish(api.Event{Type: "approval", AgentID: "bob", Text: fmt.Sprintf("bob %d", i)})
 	}
-	mgr.Publish(sessions.Event{Type: "approval", AgentID: "alice", Text: "alice's"})
+	mgr.Publish(api.Event{Type: "approval", AgentID: "alice", Text: "alice's"})
 	zero := int64(0)
 	evs := collect(t, alice, apiclient.EventsQuery{Since: &zero}, 2)
 	if evs[0].Type != api.EventGap || evs[0].Details.Missed != nil {
@@ -205,7 +206,7 @@ func TestRealEventsPinnedAgent(t *testing.T) {
 		t.Errorf("alice asking for bob's events: %v, want 403", err)
 	}
 	// Bob's session is not alice's to follow, whatever agent she names.
-	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "echo secret", Background: true, AgentID: "bob"})
+	res, err := r.client.Exec(t.Context(), api.ExecParams{Command: "echo secret", Background: true, AgentID: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // rawOutput is what a raw stream delivered.
@@ -73,7 +72,7 @@ func TestFaultRawStreamByteExact(t *testing.T) {
 		if err := os.WriteFile(src, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fs, err := r.client.ExecStream(ctx, sessions.ExecParams{Command: fmt.Sprintf("cat %s; cat %s >&2", src, src), Raw: true})
+		fs, err := r.client.ExecStream(ctx, api.ExecParams{Command: fmt.Sprintf("cat %s; cat %s >&2", src, src), Raw: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +95,7 @@ func TestFaultRawStreamByteExact(t *testing.T) {
 		}
 		// A background session followed raw, its stdin written raw.
 		dst := filepath.Join(t.TempDir(), "dst")
-		res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "cat > " + dst + "; cat " + dst, Background: true, Raw: true})
+		res, err := r.client.Exec(ctx, api.ExecParams{Command: "cat > " + dst + "; cat " + dst, Background: true, Raw: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +118,7 @@ func TestFaultRawStreamByteExact(t *testing.T) {
 		}
 	}
 	// A session started without raw has no raw stream.
-	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "true", Background: true})
+	res, err := r.client.Exec(ctx, api.ExecParams{Command: "true", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +127,7 @@ func TestFaultRawStreamByteExact(t *testing.T) {
 	if _, err := r.client.SessionStream(ctx, "", "", id, 0, true); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
 		t.Errorf("raw stream of a session without raw output: %v, want 400", err)
 	}
-	if _, err := r.client.Exec(ctx, sessions.ExecParams{Command: "true", Raw: true}); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "raw" {
+	if _, err := r.client.Exec(ctx, api.ExecParams{Command: "true", Raw: true}); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "raw" {
 		t.Errorf("raw without stream or background: %v, want 400 on raw", err)
 	}
 }
@@ -143,7 +142,7 @@ func TestFaultRawStreamReaderHoldsCommand(t *testing.T) {
 	defer cancel()
 	const total = 64 << 20
 	done := filepath.Join(t.TempDir(), "done")
-	fs, err := r.client.ExecStream(ctx, sessions.ExecParams{Command: fmt.Sprintf("head -c %d /dev/zero; touch %s", total, done), Raw: true})
+	fs, err := r.client.ExecStream(ctx, api.ExecParams{Command: fmt.Sprintf("head -c %d /dev/zero; touch %s", total, done), Raw: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,21 +25,21 @@ import (
 
 // fakeTools is a func-field fake: a nil field answers with the zero value.
 type fakeTools struct {
-	execFunc    func(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
-	processFunc func(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
+	execFunc    func(ctx context.Context, p api.ExecParams) (api.Result, error)
+	processFunc func(ctx context.Context, p api.ProcessParams) (api.Result, error)
 	closed      atomic.Int32
 }
 
-func (f *fakeTools) Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error) {
+func (f *fakeTools) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	if f.execFunc == nil {
-		return sessions.Result{}, nil
+		return api.Result{}, nil
 	}
 	return f.execFunc(ctx, p)
 }
 
-func (f *fakeTools) Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+func (f *fakeTools) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	if f.processFunc == nil {
-		return sessions.Result{}, nil
+		return api.Result{}, nil
 	}
 	return f.processFunc(ctx, p)
 }
@@ -148,14 +148,14 @@ func TestHealth(t *testing.T) {
 }
 
 func TestExecRoundTripFake(t *testing.T) {
-	tools := &fakeTools{execFunc: func(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
-		return sessions.Result{
-			Content: []sessions.Content{{Type: "text", Text: "ran " + p.Command}},
+	tools := &fakeTools{execFunc: func(_ context.Context, p api.ExecParams) (api.Result, error) {
+		return api.Result{
+			Content: []api.Content{{Type: "text", Text: "ran " + p.Command}},
 			Details: api.Details{Status: "completed", ExitCode: api.Code(0), AgentID: new(p.AgentID)},
 		}, nil
 	}}
 	r := startServer(t, Options{Tools: tools})
-	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "echo hi", AgentID: "a1"})
+	res, err := r.client.Exec(t.Context(), api.ExecParams{Command: "echo hi", AgentID: "a1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,8 +196,8 @@ func TestBadRequests(t *testing.T) {
 
 func TestErrorClasses(t *testing.T) {
 	var next error
-	tools := &fakeTools{execFunc: func(context.Context, sessions.ExecParams) (sessions.Result, error) {
-		return sessions.Result{}, next
+	tools := &fakeTools{execFunc: func(context.Context, api.ExecParams) (api.Result, error) {
+		return api.Result{}, next
 	}}
 	errDown := errors.New("docker is not reachable")
 	r := startServer(t, Options{
@@ -216,14 +216,14 @@ func TestErrorClasses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		next = tc.err
-		_, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "x"})
+		_, err := r.client.Exec(t.Context(), api.ExecParams{Command: "x"})
 		var apiErr *apiclient.APIError
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != tc.wantCode || apiErr.Message != tc.err.Error() {
 			t.Errorf("%v: got %v (%#v), want %d", tc.err, err, apiErr, tc.wantCode)
 		}
 	}
 	next = &sessions.InputError{Msg: "bad"}
-	if _, err := r.client.Exec(t.Context(), sessions.ExecParams{}); !cerrdefs.IsInvalidArgument(err) {
+	if _, err := r.client.Exec(t.Context(), api.ExecParams{}); !cerrdefs.IsInvalidArgument(err) {
 		t.Errorf("400 is not ErrInvalidArgument on the client side: %v", err)
 	}
 }

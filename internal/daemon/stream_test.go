@@ -16,7 +16,6 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // nextFrame reads one frame or fails the test.
@@ -41,7 +40,7 @@ func TestRealExecStreamLive(t *testing.T) {
 	m1, m2 := filepath.Join(dir, "1"), filepath.Join(dir, "2")
 	waitFor := func(m string) string { return fmt.Sprintf("while [ ! -e %s ]; do sleep 0.02; done", m) }
 	cmd := fmt.Sprintf("echo line 1; %s; echo line 2 >&2; %s; echo line 3; exit 9", waitFor(m1), waitFor(m2))
-	fs, err := r.client.ExecStream(ctx, sessions.ExecParams{Command: cmd})
+	fs, err := r.client.ExecStream(ctx, api.ExecParams{Command: cmd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +81,14 @@ func TestRealExecStreamLive(t *testing.T) {
 	if out != "line 3\n" {
 		t.Errorf("last output %q, want \"line 3\\n\"", out)
 	}
-	if exit == nil || exit.Status != sessions.StatusCompleted || exit.ExitCode == nil || *exit.ExitCode != 9 {
+	if exit == nil || exit.Status != api.StatusCompleted || exit.ExitCode == nil || *exit.ExitCode != 9 {
 		t.Errorf("exit frame %+v, want completed with code 9", exit)
 	}
 	if _, err := fs.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the result: %v, want the end of the stream", err)
 	}
 	// The result is the plain call's: same fields, same text.
-	plain, err := r.client.Exec(ctx, sessions.ExecParams{Command: "echo line 1; echo line 2; echo line 3; exit 9"})
+	plain, err := r.client.Exec(ctx, api.ExecParams{Command: "echo line 1; echo line 2; echo line 3; exit 9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,7 @@ func keys(m map[string]any) string {
 // TestRealExecStreamBadInput: bad input is the same 400 as without stream.
 func TestRealExecStreamBadInput(t *testing.T) {
 	r, _ := startGatewayDaemon(t)
-	_, err := r.client.ExecStream(t.Context(), sessions.ExecParams{Command: " "})
+	_, err := r.client.ExecStream(t.Context(), api.ExecParams{Command: " "})
 	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "Provide a command to start.") {
 		t.Errorf("empty command: %v", err)
@@ -147,7 +146,7 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 	r, _ := startGatewayDaemon(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "printf abc; printf def; exit 4", Background: true, AgentID: "a1", SessionKey: "k"})
+	res, err := r.client.Exec(ctx, api.ExecParams{Command: "printf abc; printf def; exit 4", Background: true, AgentID: "a1", SessionKey: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +221,7 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	const total = 64 << 20
-	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: fmt.Sprintf("sleep 0.5; head -c %d /dev/zero | tr '\\0' x", total), Background: true})
+	res, err := r.client.Exec(ctx, api.ExecParams{Command: fmt.Sprintf("sleep 0.5; head -c %d /dev/zero | tr '\\0' x", total), Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,11 +240,11 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 	// Stall: read nothing until the command has ended.
 	wait := 30000.0
 	for {
-		p, err := r.client.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &wait})
+		p, err := r.client.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &wait})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Details.Status != sessions.StatusRunning {
+		if p.Details.Status != api.StatusRunning {
 			break
 		}
 	}

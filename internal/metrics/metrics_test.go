@@ -17,24 +17,24 @@ import (
 // stubTools returns canned results; the claim under test is the counting.
 type stubTools struct{}
 
-func (stubTools) Exec(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
+func (stubTools) Exec(_ context.Context, p api.ExecParams) (api.Result, error) {
 	if p.Command == "" {
-		return sessions.Result{}, fmt.Errorf("%w: empty", sessions.ErrInvalidInput)
+		return api.Result{}, fmt.Errorf("%w: empty", sessions.ErrInvalidInput)
 	}
-	return sessions.Result{Details: api.Details{Status: "completed", Host: p.Host}}, nil
+	return api.Result{Details: api.Details{Status: "completed", Host: p.Host}}, nil
 }
 
-func (stubTools) Process(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
-	return sessions.Result{Details: api.Details{Status: "failed", Error: "not_found"}}, nil
+func (stubTools) Process(_ context.Context, p api.ProcessParams) (api.Result, error) {
+	return api.Result{Details: api.Details{Status: "failed", Error: "not_found"}}, nil
 }
 
 func TestCountsAppearInExposition(t *testing.T) {
 	in := New(stubTools{})
 	ctx := context.Background()
-	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox"})
-	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox"})
-	_, _ = in.Exec(ctx, sessions.ExecParams{})
-	_, _ = in.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: "x"})
+	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox"})
+	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox"})
+	_, _ = in.Exec(ctx, api.ExecParams{})
+	_, _ = in.Process(ctx, api.ProcessParams{Action: "poll", SessionID: "x"})
 	rec := httptest.NewRecorder()
 	in.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -72,9 +72,9 @@ func TestStreamedExecIsCounted(t *testing.T) {
 	in := set.Wrap(stubTools{}, Sources{})
 	st := set.Streams(stubStreamer{})
 	ctx := context.Background()
-	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "gateway"})
-	_, _ = st.ExecStream(ctx, sessions.ExecParams{Command: "true", Host: "gateway"}, nil)
-	_, _ = st.ExecStream(ctx, sessions.ExecParams{}, nil)
+	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "gateway"})
+	_, _ = st.ExecStream(ctx, api.ExecParams{Command: "true", Host: "gateway"}, nil)
+	_, _ = st.ExecStream(ctx, api.ExecParams{}, nil)
 	if _, err := st.Follow("a", "", "nope"); err == nil {
 		t.Error("Follow of an unknown session answered no error")
 	}

@@ -45,6 +45,6 @@ func (e *stepEvents) publish(s sandbox.Scope, step sandbox.Step, phase, text str
 		return
 	}
 	details.Step, details.Phase = string(step), phase
-	m.Publish(sessions.Event{Type: vocab.EventStep, Text: string(step) + " " + text,
+	m.Publish(api.Event{Type: vocab.EventStep, Text: string(step) + " " + text,
 		AgentID: s.AgentID, SessionKey: s.SessionKey, Details: details})
 }
