@@ -145,7 +145,7 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	// the check is pure, and resolving a sandbox workdir may create the
 	// container — bad input must change nothing (docs/tools.md, "Bad input").
 	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
-		return nil, StartSpec{}, nil, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+		return nil, StartSpec{}, nil, &toolapi.InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
 	}
 	var warnings []string
 	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
@@ -213,7 +213,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		if errors.As(err, new(interface{ InvalidParameter() })) {
 			// The host looked at the command and could not start it (its
 			// workdir, its program, its environment): the caller's input.
-			return api.Result{}, &InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
+			return api.Result{}, &toolapi.InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
 		}
 		return api.Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
@@ -442,7 +442,7 @@ func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, e
 	}
 	t, err := parse(v)
 	if err != nil {
-		return "", &InputError{Field: field, Msg: err.Error(), Err: err}
+		return "", &toolapi.InputError{Field: field, Msg: err.Error(), Err: err}
 	}
 	return t, nil
 }

@@ -54,12 +54,12 @@ func TestExecBadInput(t *testing.T) {
 			if err == nil {
 				t.Fatalf("want error, got result %q", text(r))
 			}
-			if !errors.Is(err, ErrInvalidInput) || !toolapi.IsInvalidInput(err) {
-				t.Fatalf("error %v does not match ErrInvalidInput", err)
+			if !errors.Is(err, toolapi.ErrInvalidInput) || !toolapi.IsInvalidInput(err) {
+				t.Fatalf("error %v does not match toolapi.ErrInvalidInput", err)
 			}
-			var ie *InputError
+			var ie *toolapi.InputError
 			if !errors.As(err, &ie) || ie.Field != tt.field {
-				t.Fatalf("want InputError on field %q, got %#v", tt.field, err)
+				t.Fatalf("want toolapi.InputError on field %q, got %#v", tt.field, err)
 			}
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("error %q does not contain %q", err, tt.msg)
@@ -330,7 +330,7 @@ func TestFaultExecWorkdirRefused(t *testing.T) {
 		return "/workspace", "workdir /nope does not exist; using /workspace", nil
 	}
 	r, err := m.Exec(context.Background(), api.ExecParams{Command: "pwd", Workdir: "/nope"})
-	var ie *InputError
+	var ie *toolapi.InputError
 	if !errors.As(err, &ie) || ie.Field != "workdir" || ie.Msg != "workdir /nope does not exist" {
 		t.Fatalf("Exec with an unusable workdir: %v, %v; want the workdir error", r, err)
 	}
@@ -539,9 +539,9 @@ func TestExecElevated(t *testing.T) {
 			tt.p.Command, tt.p.Elevated = "apt update", true
 			r, err := m.Exec(context.Background(), tt.p)
 			if tt.errFld != "" {
-				var ie *InputError
+				var ie *toolapi.InputError
 				if !errors.As(err, &ie) || ie.Field != tt.errFld {
-					t.Fatalf("want InputError %s, got %v", tt.errFld, err)
+					t.Fatalf("want toolapi.InputError %s, got %v", tt.errFld, err)
 				}
 				return
 			}

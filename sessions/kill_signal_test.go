@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestKillSignalRealGateway replays issue 13 item 7 (signals) on real
@@ -35,7 +35,7 @@ func TestKillSignalRealGateway(t *testing.T) {
 	for !strings.Contains(poll(), "ready") {
 	}
 	_, err = m.Process(ctx, api.ProcessParams{Action: "kill", SessionID: id, Signal: "SIGFOO"})
-	if !errors.Is(err, sessions.ErrInvalidInput) || !strings.Contains(err.Error(), "SIGFOO") {
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "SIGFOO") {
 		t.Fatalf("kill SIGFOO: %v, want an invalid-input error naming it", err)
 	}
 	r, err := m.Process(ctx, api.ProcessParams{Action: "kill", SessionID: id, Signal: "SIGUSR1"})

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
 	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -145,7 +147,7 @@ func New(opts Options) (*Manager, error) {
 		err error
 	}{{"exec.host", hostErr}, {"exec.security", secErr}, {"exec.ask", askErr}} {
 		if c.err != nil {
-			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, ErrInvalidInput)
+			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, toolapi.ErrInvalidInput)
 		}
 	}
 	m.lim = m.limits()

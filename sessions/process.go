@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
 	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
@@ -373,12 +375,12 @@ func encodeSendKeys(p api.ProcessParams) ([]byte, error) {
 	data := []byte(p.Literal)
 	h, err := keys.Hex(p.Hex)
 	if err != nil {
-		return nil, &InputError{Field: "hex", Msg: err.Error(), Err: err}
+		return nil, &toolapi.InputError{Field: "hex", Msg: err.Error(), Err: err}
 	}
 	data = append(data, h...)
 	k, err := keys.Encode(p.Keys)
 	if err != nil {
-		return nil, &InputError{Field: "keys", Msg: err.Error(), Err: err}
+		return nil, &toolapi.InputError{Field: "keys", Msg: err.Error(), Err: err}
 	}
 	return append(data, k...), nil
 }

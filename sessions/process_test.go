@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
 	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -56,11 +58,11 @@ func waitDone(t *testing.T, m *Manager, id string) {
 func TestProcessUnknownAction(t *testing.T) {
 	m, _ := newTestManager(t, nil)
 	_, err := m.Process(context.Background(), api.ProcessParams{Action: "explode"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "list, poll, log, write, send-keys, paste, submit, kill, clear, remove, resize") {
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "list, poll, log, write, send-keys, paste, submit, kill, clear, remove, resize") {
 		t.Fatalf("err = %v", err)
 	}
 	_, err = m.Process(context.Background(), api.ProcessParams{Action: "poll"})
-	var ie *InputError
+	var ie *toolapi.InputError
 	if !errors.As(err, &ie) || ie.Field != "sessionId" {
 		t.Fatalf("missing sessionId: %v", err)
 	}
@@ -115,7 +117,7 @@ func TestProcessScoping(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s by %+v: %v", action, caller, err)
 			}
-			if text(r) != "No session found for "+idA || r.Details.Error != "not_found" || !errors.Is(r.Err(), ErrNoSession) {
+			if text(r) != "No session found for "+idA || r.Details.Error != "not_found" || !errors.Is(r.Err(), api.ErrNoSession) {
 				t.Fatalf("%s by %+v = %q %v", action, caller, text(r), r.Details)
 			}
 			if time.Since(start) > 10*time.Second { // a poll would wait its 30 s
@@ -216,7 +218,7 @@ func TestProcessPoll(t *testing.T) {
 		t.Fatalf("exit poll = %q", got)
 	}
 	// negative timeout is bad input
-	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(-1.0)}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(-1.0)}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("negative timeoutMs: %v", err)
 	}
 }
@@ -274,7 +276,7 @@ func TestProcessLog(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, Offset: tt.offset, Limit: tt.limit})
 			if tt.err {
-				if !errors.Is(err, ErrInvalidInput) {
+				if !errors.Is(err, toolapi.ErrInvalidInput) {
 					t.Fatalf("want invalid input, got %v", err)
 				}
 				return
@@ -345,7 +347,7 @@ func TestProcessWrite(t *testing.T) {
 	if err != nil || text(r) != "Wrote 6 bytes to session "+id+"." {
 		t.Fatalf("write: %q %v", text(r), err)
 	}
-	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("empty write: %v", err)
 	}
 	r, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "bye", EOF: true})
@@ -356,13 +358,13 @@ func TestProcessWrite(t *testing.T) {
 		t.Fatalf("stdin = %q closed=%v", p.stdinString(), p.stdinClosed)
 	}
 	_, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "more"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
 		t.Fatalf("write after eof: %v", err)
 	}
 	p.exit(0, "")
 	waitDone(t, m, id)
 	_, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "late"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "has exited") {
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "has exited") {
 		t.Fatalf("write to finished: %v", err)
 	}
 }
@@ -378,7 +380,7 @@ func TestProcessWriteNoStdin(t *testing.T) {
 		t.Fatalf("%v %v", r.Details, err)
 	}
 	_, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: r.Details.SessionID, Data: "x"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
 		t.Fatalf("write without stdin: %v", err)
 	}
 }
@@ -403,16 +405,16 @@ func TestProcessKeysPasteSubmit(t *testing.T) {
 		t.Fatalf("stdin = %q\nwant    %q", got, want)
 	}
 	_, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter", "hyperjump"}})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), `"hyperjump"`) || !errors.Is(err, keys.ErrUnknownKey) {
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), `"hyperjump"`) || !errors.Is(err, keys.ErrUnknownKey) {
 		t.Fatalf("unknown key: %v", err)
 	}
-	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("empty send-keys: %v", err)
 	}
-	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id, Hex: []string{"zz"}}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id, Hex: []string{"zz"}}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("bad hex: %v", err)
 	}
-	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "paste", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "paste", SessionID: id}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("empty paste: %v", err)
 	}
 }
@@ -428,12 +430,12 @@ func TestProcessResize(t *testing.T) {
 	}
 	for _, pp := range []api.ProcessParams{{}, {Cols: ptr(0), Rows: ptr(10)}, {Cols: ptr(10)}} {
 		pp.Action, pp.SessionID = "resize", id
-		if _, err := m.Process(context.Background(), pp); !errors.Is(err, ErrInvalidInput) {
+		if _, err := m.Process(context.Background(), pp); !errors.Is(err, toolapi.ErrInvalidInput) {
 			t.Fatalf("resize %+v: %v", pp, err)
 		}
 	}
 	id2, _ := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
-	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "resize", SessionID: id2, Cols: ptr(80), Rows: ptr(24)}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "resize", SessionID: id2, Cols: ptr(80), Rows: ptr(24)}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("resize non-pty: %v", err)
 	}
 }
@@ -443,7 +445,7 @@ func TestProcessKillClearRemove(t *testing.T) {
 	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 
 	_, err := m.Process(context.Background(), api.ProcessParams{Action: "clear", SessionID: id})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "still running") {
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "still running") {
 		t.Fatalf("clear running: %v", err)
 	}
 	r, err := m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})

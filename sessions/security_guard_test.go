@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
 	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
@@ -144,7 +146,7 @@ func settledRefused(t *testing.T, what string, r api.Result, err error, marker s
 		t.Fatalf("%s: ATTACK WORKED: marker %s exists (result %v, err %v)", what, marker, r.Details, err)
 	}
 	switch {
-	case err != nil && errors.Is(err, sessions.ErrInvalidInput):
+	case err != nil && errors.Is(err, toolapi.ErrInvalidInput):
 		t.Logf("%s: refused: %v", what, err)
 	case err != nil:
 		t.Fatalf("%s: unexpected error: %v", what, err)

@@ -37,7 +37,7 @@ func (m *Manager) Follow(agentID, sessionKey, id string) (toolapi.Follower, erro
 	s := m.lookup(id, scopeKey(agentID, sessionKey))
 	if s == nil {
 		//lint:ignore ST1005 the tool's exact text
-		return nil, fmt.Errorf("No session found for %s: %w", id, ErrNoSession)
+		return nil, fmt.Errorf("No session found for %s: %w", id, api.ErrNoSession)
 	}
 	return &Follower{m: m, s: s}, nil
 }

@@ -93,7 +93,7 @@ func TestRealExecRoundTrip(t *testing.T) {
 	}
 	// An unknown session is an ordinary answer, at once.
 	pres, err := r.client.Process(t.Context(), api.ProcessParams{Action: "poll", SessionID: "nope"})
-	if err != nil || !errors.Is(pres.Err(), sessions.ErrNoSession) {
+	if err != nil || !errors.Is(pres.Err(), api.ErrNoSession) {
 		t.Errorf("poll nope: %+v, %v", pres, err)
 	}
 }

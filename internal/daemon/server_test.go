@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // fakeTools is a func-field fake: a nil field answers with the zero value.
@@ -202,14 +203,14 @@ func TestErrorClasses(t *testing.T) {
 	errDown := errors.New("docker is not reachable")
 	r := startServer(t, Options{
 		Tools:          tools,
-		IsInvalidInput: func(err error) bool { return errors.Is(err, sessions.ErrInvalidInput) },
+		IsInvalidInput: func(err error) bool { return errors.Is(err, toolapi.ErrInvalidInput) },
 		IsUnavailable:  func(err error) bool { return errors.Is(err, errDown) },
 	})
 	tests := []struct {
 		err      error
 		wantCode int
 	}{
-		{&sessions.InputError{Field: "command", Msg: "Provide a command to start."}, 400},
+		{&toolapi.InputError{Field: "command", Msg: "Provide a command to start."}, 400},
 		{cerrdefs.ErrNotFound.WithMessage("gone"), 404},
 		{fmt.Errorf("exec: %w", errDown), 503},
 		{errors.New("boom"), 500},
@@ -222,7 +223,7 @@ func TestErrorClasses(t *testing.T) {
 			t.Errorf("%v: got %v (%#v), want %d", tc.err, err, apiErr, tc.wantCode)
 		}
 	}
-	next = &sessions.InputError{Msg: "bad"}
+	next = &toolapi.InputError{Msg: "bad"}
 	if _, err := r.client.Exec(t.Context(), api.ExecParams{}); !cerrdefs.IsInvalidArgument(err) {
 		t.Errorf("400 is not ErrInvalidArgument on the client side: %v", err)
 	}

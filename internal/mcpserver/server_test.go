@@ -8,11 +8,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
 	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // recordingTools answers like a Manager and records what reached it. A fake
@@ -28,7 +28,7 @@ func (r *recordingTools) Exec(_ context.Context, p api.ExecParams) (api.Result, 
 	r.execs = append(r.execs, p)
 	r.mu.Unlock()
 	if strings.TrimSpace(p.Command) == "" {
-		return api.Result{}, fmt.Errorf("%w: Provide a command to start.", sessions.ErrInvalidInput)
+		return api.Result{}, fmt.Errorf("%w: Provide a command to start.", toolapi.ErrInvalidInput)
 	}
 	return api.Result{
 		Content: []api.Content{{Type: "text", Text: "hi\n"}},

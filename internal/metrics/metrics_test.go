@@ -10,7 +10,6 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -19,7 +18,7 @@ type stubTools struct{}
 
 func (stubTools) Exec(_ context.Context, p api.ExecParams) (api.Result, error) {
 	if p.Command == "" {
-		return api.Result{}, fmt.Errorf("%w: empty", sessions.ErrInvalidInput)
+		return api.Result{}, fmt.Errorf("%w: empty", toolapi.ErrInvalidInput)
 	}
 	return api.Result{Details: api.Details{Status: "completed", Host: p.Host}}, nil
 }
