@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,8 +35,8 @@ type Details struct {
 	DroppedChars *int64 `json:"droppedChars,omitempty"`
 	// DurationMs: a finished exec's run time; a step's.
 	DurationMs *int64 `json:"durationMs,omitempty"`
-	// Env is the environment an approval request adds (null when none).
-	Env *map[string]string `json:"env,omitempty"`
+	// Env is the environment a gateway approval request adds.
+	Env ApprovalEnv `json:"env,omitzero"`
 	// EOF: a process write closed stdin.
 	EOF *bool `json:"eof,omitempty"`
 	// Error is "not_found" (ErrorNotFound) for an unknown session, or what
@@ -141,6 +142,31 @@ func (c *ExitCode) UnmarshalJSON(b []byte) error {
 	}
 	*c = Code(n)
 	return nil
+}
+
+// ApprovalEnv is details.env of a gateway approval: left out (the zero
+// value), or the names and values the request adds, null when none.
+type ApprovalEnv struct {
+	set  bool
+	vars map[string]string
+}
+
+// EnvOf is the env vars (nil: null).
+func EnvOf(vars map[string]string) ApprovalEnv { return ApprovalEnv{set: true, vars: vars} }
+
+// Vars returns the names and values.
+func (e ApprovalEnv) Vars() map[string]string { return e.vars }
+
+// IsZero reports whether env is left out.
+func (e ApprovalEnv) IsZero() bool { return !e.set }
+
+// MarshalJSON encodes the names and values, or null.
+func (e ApprovalEnv) MarshalJSON() ([]byte, error) { return json.Marshal(e.vars) }
+
+// UnmarshalJSON decodes the names and values, or null.
+func (e *ApprovalEnv) UnmarshalJSON(b []byte) error {
+	e.set = true
+	return json.Unmarshal(b, &e.vars)
 }
 
 // ExitReason says how a command ended, or why it did not run.

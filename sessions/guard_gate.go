@@ -80,7 +80,7 @@ func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: api.Details{
 			ApprovalID: p.ID, ApprovalSlug: p.Slug, ExpiresAtMs: p.ExpiresAtMs,
 			Host: string(p.Host), Command: p.Command, Cwd: p.Cwd, NodeID: new(p.NodeID),
-			Argv: p.Argv, Env: new(p.Env), AgentID: new(p.AgentID), SessionKey: new(p.SessionKey),
+			Argv: p.Argv, Env: api.EnvOf(p.Env), AgentID: new(p.AgentID), SessionKey: new(p.SessionKey),
 			Reason: v.Reason, Explain: new(p.Explain),
 		}}
 	default:

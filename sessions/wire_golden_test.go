@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -39,8 +40,22 @@ func checkWire(t *testing.T, name string, v any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, bytes.TrimSuffix(want, []byte("\n"))) {
+	want = bytes.TrimSuffix(want, []byte("\n"))
+	if !bytes.Equal(got, want) {
 		t.Errorf("%s: the JSON on the wire changed:\n got %s\nwant %s", name, got, want)
+	}
+	// A Go client (and the events journal, replaying from disk) decodes it
+	// into the same type without losing a member.
+	back := reflect.New(reflect.TypeOf(v))
+	if err := json.Unmarshal(want, back.Interface()); err != nil {
+		t.Fatalf("%s: decode: %v", name, err)
+	}
+	again, err := json.Marshal(back.Elem().Interface())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, want) {
+		t.Errorf("%s: decoded and encoded again:\n got %s\nwant %s", name, again, want)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
 )
 
@@ -36,8 +38,16 @@ func TestWireGoldenGapEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, bytes.TrimSuffix(want, []byte("\n"))) {
+		want = bytes.TrimSuffix(want, []byte("\n"))
+		if !bytes.Equal(got, want) {
 			t.Errorf("%s: the JSON on the wire changed:\n got %s\nwant %s", name, got, want)
+		}
+		var back api.Event
+		if err := json.Unmarshal(want, &back); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := json.Marshal(back); !bytes.Equal(again, want) {
+			t.Errorf("%s: decoded and encoded again:\n got %s\nwant %s", name, again, want)
 		}
 	}
 }
