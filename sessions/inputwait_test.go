@@ -50,7 +50,7 @@ func TestForegroundReturnsEarlyWhenWaitingForInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) > 5*time.Second || r.Details.Status != api.StatusRunning || r.Details.WaitingForInput != true {
+	if time.Since(start) > 5*time.Second || r.Details.Status != api.StatusRunning || !r.Details.WaitingForInput {
 		t.Fatalf("after %s: %v", time.Since(start), r.Details)
 	}
 	if !strings.Contains(text(r), "waiting for input") {

@@ -113,7 +113,7 @@ func TestOutputMemoryBounded(t *testing.T) {
 		t.Fatalf("agg %d chars (dropped %d), pending %d", aggLen, dropped, pendLen)
 	}
 	lr, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, Limit: ptr(1)})
-	if *lr.Details.Truncated != true || *lr.Details.TotalChars != lim.MaxOutputChars {
+	if !*lr.Details.Truncated || *lr.Details.TotalChars != lim.MaxOutputChars {
 		t.Fatalf("log details %v", lr.Details)
 	}
 	pr, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id})

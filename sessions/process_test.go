@@ -236,7 +236,7 @@ func TestProcessPollPendingCap(t *testing.T) {
 	}
 	// the log still has everything (aggregated cap is 200000)
 	lr, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id})
-	if *lr.Details.TotalChars != 2000 || *lr.Details.Truncated != false {
+	if *lr.Details.TotalChars != 2000 || *lr.Details.Truncated {
 		t.Fatalf("log details = %v", lr.Details)
 	}
 }
@@ -287,7 +287,7 @@ func TestProcessLog(t *testing.T) {
 			if text(r) != tt.want {
 				t.Fatalf("log = %q\nwant %q", text(r), tt.want)
 			}
-			if *r.Details.TotalLines != 250 || *r.Details.Truncated != false || *r.Details.TotalChars != len(b.String()) {
+			if *r.Details.TotalLines != 250 || *r.Details.Truncated || *r.Details.TotalChars != len(b.String()) {
 				t.Fatalf("details = %v", r.Details)
 			}
 		})
@@ -335,7 +335,7 @@ func TestProcessLogTruncated(t *testing.T) {
 	p.exit(0, "")
 	waitDone(t, m, id)
 	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, Offset: ptr(0), Limit: ptr(2)})
-	if text(r) != "[... 1000 chars dropped ...]\nx\nx" || *r.Details.Truncated != true || *r.Details.TotalLines != 500 {
+	if text(r) != "[... 1000 chars dropped ...]\nx\nx" || !*r.Details.Truncated || *r.Details.TotalLines != 500 {
 		t.Fatalf("log = %q %v", text(r), r.Details)
 	}
 }
@@ -470,7 +470,7 @@ func TestProcessKillClearRemove(t *testing.T) {
 	// remove kills a running session and forgets it at once
 	id2, p2 := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	r, err = m.Process(context.Background(), api.ProcessParams{Action: "remove", SessionID: id2})
-	if err != nil || *r.Details.Killed != true {
+	if err != nil || !*r.Details.Killed {
 		t.Fatalf("remove: %v %v", r.Details, err)
 	}
 	if r, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id2}); r.Details.Error != "not_found" {

@@ -409,7 +409,7 @@ func testForegroundCatGetsEOF(t *testing.T, h *harness) {
 	}
 	if statusOf(r) == api.StatusRunning {
 		d := r.Details
-		if d.WaitingForInput != true {
+		if !d.WaitingForInput {
 			t.Fatalf("running without waitingForInput: %v", d)
 		}
 		id := str(t, d, "sessionId")
