@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -22,7 +24,7 @@ const (
 
 // execPlan is a validated exec request.
 type execPlan struct {
-	p               ExecParams
+	p               api.ExecParams
 	command         string
 	host            vocab.Host
 	security        vocab.Security
@@ -71,18 +73,18 @@ type execPlan struct {
 // exec.backgroundTimeoutSec is configured (measured from the start). On
 // expiry the whole tree is killed and the session fails with signal SIGKILL
 // and reason "timeout after Ns".
-func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
+func (m *Manager) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	return m.exec(ctx, p, nil)
 }
 
 // exec is Exec, calling started (when not nil) once the session exists.
-func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.Follower)) (Result, error) {
+func (m *Manager) exec(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
 	if m.isClosed() {
-		return Result{}, ErrClosed
+		return api.Result{}, ErrClosed
 	}
 	plan, err := m.plan(p)
 	if err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	plan.started = started
 	if plan.denied != "" {
@@ -90,11 +92,11 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	}
 	// Before anything is made for it (a sandbox, an approval request).
 	if err := m.checkRunning(p.AgentID); err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	host, spec, warnings, err := m.prepare(ctx, plan)
 	if err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	if m.needsGuard(plan) {
 		v, err := m.guard.Check(ctx, GuardRequest{
@@ -103,7 +105,7 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node, PTY: p.PTY,
 		})
 		if err != nil {
-			return Result{}, fmt.Errorf("exec: guard: %w", err)
+			return api.Result{}, fmt.Errorf("exec: guard: %w", err)
 		}
 		switch v.Decision {
 		case vocab.DecisionRun:
@@ -118,14 +120,14 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			}
 			return deniedResult(reason, warnings), nil
 		case vocab.DecisionApprovalPending:
-			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
-				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], spec.Command)})
+			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
+				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval.ApprovalSlug, spec.Command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
 				return m.startAfterApproval(w, v, plan, host, spec, warnings)
 			}
 			return approvalResult(v.Approval, plan, spec.Command, spec.Dir, warnings), nil
 		default:
-			return Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
+			return api.Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
 		}
 	}
 	return m.start(ctx, plan, host, spec, warnings)
@@ -143,7 +145,7 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	// the check is pure, and resolving a sandbox workdir may create the
 	// container — bad input must change nothing (docs/tools.md, "Bad input").
 	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
-		return nil, StartSpec{}, nil, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+		return nil, StartSpec{}, nil, &toolapi.InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
 	}
 	var warnings []string
 	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
@@ -173,11 +175,11 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 
 // start starts spec on host as a new session and waits for it up to the
 // yield window.
-func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
+func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (api.Result, error) {
 	p := plan.p
 	id, err := m.reserveID(p.AgentID)
 	if err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	// A foreground run on a host that detects input waits keeps stdin open
 	// and returns early if the command blocks on it (see InputWaitHost).
@@ -199,8 +201,8 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 				return deniedResult(reason, warnings), nil
 			}
 			approval := pe.Details()
-			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
-				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], spec.Command)})
+			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
+				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval.ApprovalSlug, spec.Command)})
 			if w, ok := host.(ApprovalWaiter); ok {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.
@@ -211,9 +213,9 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		if errors.As(err, new(interface{ InvalidParameter() })) {
 			// The host looked at the command and could not start it (its
 			// workdir, its program, its environment): the caller's input.
-			return Result{}, &InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
+			return api.Result{}, &toolapi.InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
 		}
-		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
+		return api.Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
 	warnings = append(warnings, st.Warnings...)
 	iw := st.InputWait
@@ -230,7 +232,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		_ = st.Kill(kctx)
 		_, _, _ = st.Wait(kctx)
 		cancel()
-		return Result{}, err
+		return api.Result{}, err
 	}
 	s.mu.Lock()
 	timeout := plan.timeout
@@ -297,7 +299,7 @@ func (m *Manager) yield(ctx context.Context, s *session, window time.Duration, i
 // settle turns the state of s after the yield window into the exec result:
 // the final result if it finished (and it is forgotten unless backgrounded),
 // otherwise it becomes a background session.
-func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
+func (m *Manager) settle(s *session, plan execPlan, warnings []string) api.Result {
 	s.mu.Lock()
 	if s.finished && !s.visible {
 		release := m.inflateLocked(s)
@@ -331,7 +333,7 @@ func (m *Manager) needsGuard(plan execPlan) bool {
 }
 
 // plan validates p and resolves yield, elevated, host, security and ask.
-func (m *Manager) plan(p ExecParams) (execPlan, error) {
+func (m *Manager) plan(p api.ExecParams) (execPlan, error) {
 	pl := execPlan{p: p, command: p.Command}
 	if strings.TrimSpace(p.Command) == "" {
 		return pl, inputErr("command", "Provide a command to start.")
@@ -440,7 +442,7 @@ func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, e
 	}
 	t, err := parse(v)
 	if err != nil {
-		return "", &InputError{Field: field, Msg: err.Error(), Err: err}
+		return "", &toolapi.InputError{Field: field, Msg: err.Error(), Err: err}
 	}
 	return t, nil
 }

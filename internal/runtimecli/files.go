@@ -10,7 +10,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -21,31 +21,31 @@ type sandboxFiles struct{ m *sandbox.Manager }
 
 var _ daemon.FileStore = sandboxFiles{}
 
-func scopeOf(f daemon.FileRef) sandbox.Scope {
+func scopeOf(f api.FileRef) sandbox.Scope {
 	return sandbox.Scope{AgentID: f.AgentID, SessionKey: f.SessionKey}
 }
 
-func (s sandboxFiles) Stat(ctx context.Context, f daemon.FileRef) (apiclient.FileInfo, error) {
+func (s sandboxFiles) Stat(ctx context.Context, f api.FileRef) (api.FileInfo, error) {
 	return s.m.StatFile(ctx, scopeOf(f), f.Path)
 }
 
-func (s sandboxFiles) List(ctx context.Context, f daemon.FileRef) (apiclient.FileList, error) {
+func (s sandboxFiles) List(ctx context.Context, f api.FileRef) (api.FileList, error) {
 	return s.m.ListFiles(ctx, scopeOf(f), f.Path)
 }
 
-func (s sandboxFiles) Read(ctx context.Context, f daemon.FileRef, limit int64, w io.Writer) error {
+func (s sandboxFiles) Read(ctx context.Context, f api.FileRef, limit int64, w io.Writer) error {
 	return s.m.ReadFiles(ctx, scopeOf(f), f.Path, limit, w)
 }
 
-func (s sandboxFiles) WriteTar(ctx context.Context, f daemon.FileRef, limit int64, r io.Reader) error {
+func (s sandboxFiles) WriteTar(ctx context.Context, f api.FileRef, limit int64, r io.Reader) error {
 	return s.m.WriteFiles(ctx, scopeOf(f), f.Path, limit, r)
 }
 
-func (s sandboxFiles) WriteFile(ctx context.Context, f daemon.FileRef, mode fs.FileMode, limit int64, r io.Reader) error {
+func (s sandboxFiles) WriteFile(ctx context.Context, f api.FileRef, mode fs.FileMode, limit int64, r io.Reader) error {
 	return s.m.WriteFile(ctx, scopeOf(f), f.Path, mode, limit, r)
 }
 
-func (s sandboxFiles) Remove(ctx context.Context, f daemon.FileRef) error {
+func (s sandboxFiles) Remove(ctx context.Context, f api.FileRef) error {
 	return s.m.RemoveFile(ctx, scopeOf(f), f.Path)
 }
 
@@ -57,7 +57,7 @@ type storeFiles struct {
 
 var _ mcpserver.Files = storeFiles{}
 
-func (s storeFiles) ReadFile(ctx context.Context, f daemon.FileRef, limit int64) ([]byte, error) {
+func (s storeFiles) ReadFile(ctx context.Context, f api.FileRef, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := s.store.Read(ctx, f, limit, &buf); err != nil {
 		return nil, err
@@ -73,10 +73,10 @@ func (s storeFiles) ReadFile(ctx context.Context, f daemon.FileRef, limit int64)
 	return io.ReadAll(tr)
 }
 
-func (s storeFiles) WriteFile(ctx context.Context, f daemon.FileRef, data []byte) error {
+func (s storeFiles) WriteFile(ctx context.Context, f api.FileRef, data []byte) error {
 	return s.store.WriteFile(ctx, f, 0o644, s.limit, bytes.NewReader(data))
 }
 
-func (s storeFiles) ListFiles(ctx context.Context, f daemon.FileRef) (apiclient.FileList, error) {
+func (s storeFiles) ListFiles(ctx context.Context, f api.FileRef) (api.FileList, error) {
 	return s.store.List(ctx, f)
 }
