@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 )
 
 // ConsoleLoginPath mints a one-time login link to the web console (POST,
@@ -14,7 +13,7 @@ const ConsoleLoginPath = "/v1/ui/login"
 // ConsoleLogin returns the path of a one-time login link to the console
 // ("/ui/login?code=..."), valid once for a minute.
 func (c *Client) ConsoleLogin(ctx context.Context) (string, error) {
-	raw, err := c.do(ctx, http.MethodPost, ConsoleLoginPath, struct{}{})
+	raw, err := c.do(ctx, "POST", ConsoleLoginPath, struct{}{})
 	if err != nil {
 		return "", err
 	}

@@ -174,7 +174,6 @@ the state directory's socket and start one when none is running.`,
 		newApprovalsCommand(c),
 		newCpCommand(c),
 		newVersionCommand(c),
-		newUICommand(c),
 	)
 	root.AddCommand(extra...)
 	refuseUnknownSubcommands(root)
