@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -164,7 +165,7 @@ func (m *Manager) Limits() Limits { return m.lim }
 func (m *Manager) limits() Limits {
 	ex := m.cfg.Exec
 	l := Limits{
-		YieldMs:               clampInt(orDefault(ex.BackgroundMs, 10000), 10, 120000),
+		YieldMs:               clampInt(orDefault(ex.BackgroundMs, 10000), toolapi.MinYieldMs, toolapi.MaxYieldMs),
 		TimeoutSec:            orDefault(ex.TimeoutSec, 1800),
 		BackgroundTimeoutSec:  max(ex.BackgroundTimeoutSec, 0),
 		MaxOutputChars:        clampInt(orDefault(ex.MaxOutputChars, 200000), 1000, 200000),

@@ -7,13 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
-
-// DockerHostEnv names the Engine a daemon talks to (the Docker client's own
-// variable).
-const DockerHostEnv = "DOCKER_HOST"
 
 // Identity is what a daemon serves: its configuration file (absolute; ""
 // for the built-in defaults), the Engine it talks to, and a hash of both
@@ -21,7 +18,7 @@ const DockerHostEnv = "DOCKER_HOST"
 // request; a daemon with another answers 409 instead of silently running
 // the command under another configuration.
 func (c *CLI) Identity() (apiclient.Identity, error) {
-	id := apiclient.Identity{Engine: c.Getenv(DockerHostEnv)}
+	id := apiclient.Identity{Engine: envknob.DockerHost.Get(c.Getenv)}
 	h := sha256.New()
 	if c.ConfigPath != "" {
 		p, err := config.ExpandHome(c.ConfigPath)

@@ -164,6 +164,14 @@ const (
 	FrameError = "error"
 )
 
+// The bounds of the exec tool's yieldMs (docs/tools.md): the tool clamps a
+// default window into them and refuses a larger yieldMs; the CLI refuses
+// what the tool would clamp, so a typo is not silently changed.
+const (
+	MinYieldMs = 10
+	MaxYieldMs = 120000
+)
+
 // StreamFrame is one line of an output stream (see the Frame constants).
 type StreamFrame struct {
 	Type      string `json:"type"`

@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -129,7 +130,7 @@ func (b *backend) supervisor(ctx context.Context, s sandboxctl.Settings) (bin st
 	if s.SupervisorBinary != "" {
 		return s.SupervisorBinary, false, nil
 	}
-	if env := os.Getenv(sandbox.SupervisorEnv); env != "" {
+	if env := os.Getenv(string(envknob.Supervisor)); env != "" {
 		return env, false, nil
 	}
 	out := filepath.Join(b.dir, sandbox.SupervisorBinaryName)
