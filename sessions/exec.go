@@ -220,6 +220,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	s := m.newSession(p, plan.host, spec.Dir, p.Command, st, plan.keepStdin || watchInput)
 	s.id = id
 	s.visible = plan.background
+	s.attached = plan.started != nil
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
 		_ = st.Kill(kctx)

@@ -402,7 +402,8 @@ func (m *Manager) forget(s *session) {
 	}
 }
 
-// lookup returns the session id of scope, if visible to the process tool.
+// lookup returns the session id of scope, if visible to the process tool
+// (backgrounded, or attached to a streamed exec).
 func (m *Manager) lookup(id, scope string) *session {
 	m.mu.Lock()
 	s := m.sessions[id]
@@ -411,7 +412,7 @@ func (m *Manager) lookup(id, scope string) *session {
 		return nil
 	}
 	s.mu.Lock()
-	visible := s.visible
+	visible := s.visible || s.attached
 	s.mu.Unlock()
 	if !visible {
 		return nil

@@ -56,6 +56,7 @@ type session struct {
 	// not started (status approval-pending).
 	awaitingApproval bool
 	visible          bool // backgrounded: the process tool sees it
+	attached         bool // a streamed exec's: the process tool finds it by id while the stream follows it (not listed)
 	finished         bool
 	status           string
 	exitCode         int

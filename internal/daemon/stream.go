@@ -260,7 +260,7 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 	}
 	if f == nil {
 		if execErr != nil {
-			writeError(w, s.statusFor(execErr), execErr)
+			s.writeResult(w, toolapi.Result{}, execErr) // as without "stream": the field too
 			return
 		}
 	}
