@@ -42,6 +42,21 @@ type Options struct {
 	// Journal, when set, numbers and keeps every event before subscribers
 	// get it (eventjournal.Journal), so clients can replay what they missed.
 	Journal EventJournal
+	// Observer, when set, is told when commands end and approvals are
+	// decided (the daemon's metrics).
+	Observer Observer
+}
+
+// Observer is told about commands and approvals as they end. Its methods
+// must be quick and safe for concurrent use.
+type Observer interface {
+	// CommandFinished reports a command that ended on host with status
+	// (completed or failed) after running for ran.
+	CommandFinished(host vocab.Host, status string, ran time.Duration)
+	// ApprovalDecided reports the verdict on a session's pending approval
+	// (run or deny), whether askFallback gave it when the request expired,
+	// and how long the session waited for it.
+	ApprovalDecided(decision vocab.Decision, expired bool, waited time.Duration)
 }
 
 // Limits are the effective numeric settings after defaults, environment
@@ -69,6 +84,7 @@ type Manager struct {
 	guard   Guard
 	now     func() time.Time
 	logf    func(string, ...any)
+	obs     Observer
 	ctx     context.Context // lifetime of sessions; cancelled by Close
 	cancel  context.CancelFunc
 
@@ -104,6 +120,7 @@ func New(opts Options) (*Manager, error) {
 		guard:    opts.Guard,
 		now:      opts.Now,
 		logf:     opts.Logf,
+		obs:      opts.Observer,
 		sessions: map[string]*session{},
 		reserved: map[string]string{},
 		spillDir: opts.SpillDir,

@@ -6,7 +6,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,10 +43,12 @@ type ServeOptions struct {
 	// Foreground runs the daemon in this process (the default); false
 	// starts it detached, as exec's auto-start does, and returns.
 	Foreground bool
-	Listen     string
-	Token      string
-	TLSCert    string
-	TLSKey     string
+	// LogFormat is the log's format: LogFormatText or LogFormatJSON.
+	LogFormat string
+	Listen    string
+	Token     string
+	TLSCert   string
+	TLSKey    string
 	// NodeToken is what node agents present; default $SANDBOXCTL_NODE_TOKEN,
 	// then <state>/node-token (generated, mode 0600).
 	NodeToken string
@@ -98,6 +99,7 @@ are removed.`,
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
 	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+string(envknob.ApproverToken)+"; none: decide on the unix socket only)")
 	f.Int64Var(&opts.FilesMaxBytes, "files-max-bytes", daemon.DefaultFileMaxBytes, "largest file content one files API transfer (upload or download) may move")
+	f.StringVar(&opts.LogFormat, "log-format", LogFormatText, "format of the daemon's log on stderr: text (key=value) or json (one object a line)")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+string(envknob.NodeToken)+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(newServeStatusCommand(c))
@@ -135,8 +137,11 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if opts.NodeToken == "" {
 		opts.NodeToken = envknob.NodeToken.Get(c.Getenv)
 	}
-	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
-	logf := logger.Printf
+	logger, err := newLogger(c.Err, opts.LogFormat)
+	if err != nil {
+		return cli.UsageErrorf("serve: %v", err)
+	}
+	logf := logfTo(logger)
 	hardenDaemonProcess(ctx, logf)
 
 	// The lock comes first: a second daemon must not touch the state
@@ -200,7 +205,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal})
+		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Observer: metricSet})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -210,6 +215,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	src := metrics.Sources{
+		Version:          c.Version,
 		RunningSessions:  mgr.Running,
 		PendingApprovals: func(ctx context.Context) (int, error) { return pendingApprovals(ctx, gate.Store) },
 	}
@@ -244,6 +250,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		TLSKeyFile:  opts.TLSKey,
 		Version:     c.Version,
 		Logf:        logf,
+		Logger:      logger,
 		Lock:        lock,
 	}
 	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}
@@ -515,6 +522,9 @@ func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeO
 	argv, err := c.DaemonCommand(state)
 	if err != nil {
 		return err
+	}
+	if opts.LogFormat != "" && opts.LogFormat != LogFormatText {
+		argv = append(argv, "--log-format", opts.LogFormat)
 	}
 	client, err := apiclient.EnsureRunning(ctx, apiclient.StartOptions{StateDir: state, Command: argv})
 	if err != nil {
