@@ -440,10 +440,15 @@ func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace
 		}
 		return fmt.Errorf("sandbox kill %s: %w", tag, err)
 	}
-	if code != 0 {
-		return fmt.Errorf("sandbox kill %s: exit %d: %s", tag, code, lastN(out, 300))
+	switch code {
+	case 0:
+		return nil
+	case 128 + int(syscall.SIGKILL):
+		// The script itself was killed: only the container stopping (or
+		// being removed) does that, and the tree ends with it.
+		return nil
 	}
-	return nil
+	return fmt.Errorf("sandbox kill %s: exit %d: %s", tag, code, lastN(out, 300))
 }
 
 // run executes cmd in the container without stdin and returns its combined
@@ -568,7 +573,7 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := m.KillTagged(kctx, res.ID, e.Tag(), hostapi.KillGrace); err != nil {
-			m.logf("sandbox %s: end what %s left behind: %v", res.Name, e.Tag(), err)
+			m.logf("warning: sandbox %s: end what %s left behind: %v", res.Name, e.Tag(), err)
 		}
 	}()
 	st.Process = e
