@@ -185,6 +185,11 @@ func commandLine(args []string) (string, error) {
 	words := make([]string, len(args))
 	for i, a := range args {
 		q, err := shellword.Quote(a)
+		if err == nil && strings.ContainsAny(a, "\n\t") {
+			// shellword writes them in double quotes; the CLI keeps to
+			// words a single-quoted POSIX word carries, as it always did.
+			err = fmt.Errorf("%q: a newline or tab", a)
+		}
 		if err != nil {
 			return "", UsageErrorf("exec: argument %d (%q) cannot be passed as a word of its own (%v); pass the whole command as one shell command line instead", i+1, a, err)
 		}
