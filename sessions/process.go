@@ -232,6 +232,8 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 	switch {
 	case s.waitingForInputLocked():
 		state = "Process still running, waiting for input."
+	case !s.finished && s.doubtLocked() != "":
+		state = fmt.Sprintf("Process state %s.", s.doubtLocked())
 	case !s.finished:
 		state = "Process still running."
 	case s.status == StatusCompleted:

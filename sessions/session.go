@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -389,6 +390,9 @@ func (s *session) stateDetailsLocked() map[string]any {
 	if s.waitingForInputLocked() {
 		d["waitingForInput"] = true
 	}
+	if doubt := s.doubtLocked(); doubt != "" {
+		d["reason"] = doubt
+	}
 	if s.finished {
 		if s.status == StatusCompleted {
 			d["exitCode"] = s.exitCode
@@ -399,6 +403,18 @@ func (s *session) stateDetailsLocked() map[string]any {
 		}
 	}
 	return d
+}
+
+// doubtLocked is why the state of a running session is unknown right now
+// (hostapi.Doubter: its host lost sight of it), "" when it is known.
+func (s *session) doubtLocked() string {
+	if s.finished {
+		return ""
+	}
+	if d, ok := s.proc.(hostapi.Doubter); ok {
+		return d.Doubt()
+	}
+	return ""
 }
 
 func (s *session) statusLocked() string {

@@ -109,3 +109,13 @@ type InputWaiter interface {
 	// InputWaitChanged is closed at the next change of InputWait.
 	InputWaitChanged() <-chan struct{}
 }
+
+// Doubter is a Process whose host can lose sight of it for a while (its
+// Engine stops answering): Doubt says why its state is unknown right now,
+// in words for the caller ("unknown: ...; the command may still be
+// running"), and "" while the host sees it. A session whose process is in
+// doubt is never reported failed for that: it stays running, with the
+// doubt as its reason, until the host sees its true end.
+type Doubter interface {
+	Doubt() string
+}
