@@ -313,6 +313,7 @@ func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
 			m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
 		}
 	}
+	m.awaitRecordLocked(s)
 	release := m.inflateLocked(s)
 	r := runningResultLocked(s, warnings)
 	release()

@@ -385,6 +385,9 @@ func encodeSendKeys(p ProcessParams) ([]byte, error) {
 }
 
 func (m *Manager) killAction(ctx context.Context, s *session) (Result, error) {
+	if s.placeholder {
+		return Result{}, fmt.Errorf("kill session %s: %w", s.id, errAwaited)
+	}
 	s.mu.Lock()
 	finished := s.finished
 	s.mu.Unlock()
@@ -434,6 +437,9 @@ var errSignalUnsupported = errors.New("this host cannot deliver a chosen signal"
 // signalAction delivers one signal to the session's process tree and
 // reports whether it ended within killWait.
 func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Signal, name string) (Result, error) {
+	if s.placeholder {
+		return Result{}, fmt.Errorf("signal session %s: %w", s.id, errAwaited)
+	}
 	s.mu.Lock()
 	finished, status := s.finished, s.status
 	s.mu.Unlock()

@@ -40,11 +40,17 @@ type session struct {
 	host                vocab.Host
 	pty                 bool
 	proc                Process
-	inputWait           InputWaiter                     // nil: the host cannot tell
-	forget              func(ctx context.Context) error // nil: the host keeps nothing
-	pid                 int
-	startedAt           time.Time // by the injected clock (results, list, TTL)
-	startedReal         time.Time // by the real clock (timeouts run on real timers)
+	// place is where the command runs, in words (`Engine "e1"`, `node
+	// "n1"`; hostapi.Started.Place); awaited says it has an awaitedRecord;
+	// placeholder says proc is an awaitedProc: the session awaits its host
+	// after a restart (placeAwaited).
+	place                string
+	awaited, placeholder bool
+	inputWait            InputWaiter                     // nil: the host cannot tell
+	forget               func(ctx context.Context) error // nil: the host keeps nothing
+	pid                  int
+	startedAt            time.Time // by the injected clock (results, list, TTL)
+	startedReal          time.Time // by the real clock (timeouts run on real timers)
 
 	mu        sync.Mutex
 	agg       *output.Log // all output, by stream; streams follow it by offset
@@ -93,6 +99,7 @@ func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string,
 		pty:         p.PTY,
 		proc:        st.Process,
 		inputWait:   st.InputWait,
+		place:       st.Place,
 		forget:      st.Forget,
 		pid:         st.PID(),
 		startedAt:   m.now(),
@@ -275,6 +282,12 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	m.mu.Lock()
 	delete(m.live, s)
 	m.mu.Unlock()
+	if s.awaited && m.ctx.Err() == nil {
+		// Ended while the daemon serves (not cut off by its stop).
+		if err := m.awaited.remove(s.id); err != nil {
+			m.logf("sessions: %s: %v", s.id, err)
+		}
+	}
 	if visible && ev != nil {
 		m.emit(*ev)
 	}

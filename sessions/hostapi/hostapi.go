@@ -96,6 +96,9 @@ type Started struct {
 	// sits blocked reading a stdin nobody has written (supervised hosts);
 	// nil when the host cannot tell.
 	InputWait InputWaiter
+	// Place says where the command runs, in words for the caller
+	// (`Engine "e1"`, `node "n1"`); "" when the host has one place.
+	Place string
 	// Forget, when set, drops the finished session that the host keeps
 	// across daemon restarts (a supervisor keeps output and exit status),
 	// so a restarted daemon does not bring it back; nil when it keeps none.

@@ -1,0 +1,82 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFaultEngineDownAtRestartSessionAwaited replays issue 32 item 5 (Engine
+// down at the restart), polled while the Engine does not answer: the
+// daemon is SIGKILLed while a background sandbox command runs, and the next
+// daemon starts while the Engine does not answer it. A poll of the session
+// said "No session found" until the Engine answered; now it is a session
+// that says what is happening (unknown: its Engine not answering since the
+// restart; retrying), which becomes the real session, with its output and
+// exit, once the Engine answers.
+func TestFaultEngineDownAtRestartSessionAwaited(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	prefix := "sbxi-await-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	proxy := newEngineProxy(t)
+	state := t.TempDir()
+	config := sandboxDaemonConfig(state, prefix)
+	first := startDaemonEnv(t, state, config, proxy.env())
+	det, text, _ := first.call(t, "exec", scoped("aw", map[string]any{"background": true,
+		"command": `echo start; while [ ! -e /workspace/gate ]; do sleep 0.1; done; echo end`}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, first, "aw", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	proxy.down()
+
+	second := startDaemonEnv(t, state, config, proxy.env())
+	// While the Engine does not answer: polled, listed, in doubt.
+	for range 3 {
+		det, text, code := second.call(t, "process", scoped("aw", map[string]any{"action": "poll", "sessionId": id}))
+		t.Logf("poll while the Engine is down: %d %v %q", code, det["reason"], text)
+		if code != 200 || det["status"] != "running" || !strings.Contains(text, "unknown") ||
+			!strings.Contains(stringOf(det["reason"]), "not answering since the daemon restarted") {
+			t.Fatalf("a poll of the session while its Engine is down after the restart: %d %v\n%s", code, det, text)
+		}
+		_, list, _ := second.call(t, "process", scoped("aw", map[string]any{"action": "list"}))
+		if !strings.Contains(list, id) {
+			t.Fatalf("the session is not listed while its Engine is down:\n%s", list)
+		}
+		// Another scope does not see it.
+		if _, text, _ := second.call(t, "process", scoped("other", map[string]any{"action": "poll", "sessionId": id})); !strings.Contains(text, "No session found") {
+			t.Fatalf("another agent polls the awaited session: %q", text)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if _, text, code := second.call(t, "process", scoped("aw", map[string]any{"action": "kill", "sessionId": id})); code == 200 {
+		t.Fatalf("a kill of a session whose Engine does not answer was accepted: %q", text)
+	}
+
+	begin := time.Now()
+	proxy.up(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		det, _, _ := second.call(t, "process", scoped("aw", map[string]any{"action": "poll", "sessionId": id}))
+		if det["status"] == "running" && det["reason"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session is still awaited 30 s after the Engine answered again: %v", det)
+		}
+	}
+	t.Logf("recovery: the awaited session became the real one %v after the Engine answered again", time.Since(begin).Round(time.Millisecond))
+	if _, text, code := second.call(t, "exec", scoped("aw", map[string]any{"command": "touch /workspace/gate"})); code != 200 {
+		t.Fatalf("open the gate: %d %q", code, text)
+	}
+	all := pollUntil(t, second, "aw", id, 30*time.Second, func(all string) bool {
+		return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed")
+	})
+	if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
+		t.Fatalf("the session after its Engine answered:\n%s", all)
+	}
+}
