@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -79,4 +82,66 @@ func TestFaultEngineDownAtRestartSessionAwaited(t *testing.T) {
 	if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
 		t.Fatalf("the session after its Engine answered:\n%s", all)
 	}
+}
+
+// TestFaultNodeReconnectingAfterRestart replays issue 32 item 9 (node
+// reconnecting): the gateway daemon is SIGKILLed while a background command
+// runs on a node, and the next daemon starts while the node agent cannot
+// reconnect yet (it is stopped with SIGSTOP, for less than its link grace).
+// Its polls said "No session found" until the node reconnected; now the
+// session says the node is reconnecting, then becomes the real session
+// (output from where the polls stopped, exit) once it has.
+func TestFaultNodeReconnectingAfterRestart(t *testing.T) {
+	state, nodeState := t.TempDir(), t.TempDir()
+	addr := loopbackAddr(t)
+	first, token := startNodeDaemonIn(t, state, addr)
+	agent := startNodeAgent(t, nodeState, addr, token, "recon")
+	waitNodeConnected(t, first, "recon")
+	sleep := fmt.Sprint(4300 + time.Now().UnixNano()%400)
+	id, pid, gate := nodeRunGated(t, first, t.TempDir(), sleep)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+
+	agentPID := agent.cmd.Process.Pid
+	if err := syscall.Kill(agentPID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	t.Cleanup(func() { _ = syscall.Kill(agentPID, syscall.SIGCONT) })
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	waitDead(t, first.cmd.Process.Pid, 10*time.Second)
+	second, _ := startNodeDaemonIn(t, state, addr)
+	det, text, code := second.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll"})
+	t.Logf("poll before the node reconnected: %d %v %q", code, det["reason"], text)
+	if code != 200 || det["status"] != "running" || !strings.Contains(stringOf(det["reason"]), `node "recon" is reconnecting`) {
+		t.Fatalf("a poll of the node session before its node reconnected: %d %v\n%s", code, det, text)
+	}
+	if _, list, _ := second.call(t, "process", map[string]any{"agentId": "durable", "action": "list"}); !strings.Contains(list, id) {
+		t.Fatalf("the node session is not listed before its node reconnected:\n%s", list)
+	}
+	t.Logf("the node agent was stopped for %v", time.Since(stopped).Round(time.Millisecond))
+	if err := syscall.Kill(agentPID, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		det, _, _ := second.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll"})
+		if det["status"] == "running" && det["reason"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node session is still awaited 30 s after the node agent resumed: %v", det)
+		}
+	}
+	t.Logf("recovery: the node session became the real one %v after the node agent resumed", time.Since(begin).Round(time.Millisecond))
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := pollOutput(t, second, id, "after-restart", 20*time.Second)
+	if !strings.Contains(out, "after-restart") || strings.Contains(out, "before-restart") {
+		t.Fatalf("output after the restart: %q (want after-restart, and before-restart not again)", out)
+	}
+	killAndCheckGone(t, second, id, pid, sleep)
 }
