@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -144,4 +145,62 @@ func TestFaultNodeReconnectingAfterRestart(t *testing.T) {
 		t.Fatalf("output after the restart: %q (want after-restart, and before-restart not again)", out)
 	}
 	killAndCheckGone(t, second, id, pid, sleep)
+}
+
+// TestFaultCorruptSandboxRecordKept replays issue 32 item 5 (corrupt
+// metadata) in a sandbox: every session record (meta.json) in the
+// supervisor's store under /run is overwritten with garbage while a
+// background command runs, and the daemon is SIGKILLed and started again.
+// The session does not vanish: the supervisor answers from what it holds,
+// so the next daemon re-adopts it under its id, with its output and exit.
+func TestFaultCorruptSandboxRecordKept(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	prefix := "sbxi-corrupt-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix) })
+	state := t.TempDir()
+	config := sandboxDaemonConfig(state, prefix)
+	first := startDaemonIn(t, state, config)
+	det, text, _ := first.call(t, "exec", scoped("cr", map[string]any{"background": true,
+		"command": `echo start; while [ ! -e /workspace/gate ]; do sleep 0.1; done; echo end`}))
+	id, _ := det["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v %q", det, text)
+	}
+	pollUntil(t, first, "cr", id, 20*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+	name, err := exec.Command("docker", "ps", "-q", "--filter", "name="+prefix).Output()
+	if err != nil || len(strings.Fields(string(name))) != 1 {
+		t.Fatalf("the sandbox container: %q %v", name, err)
+	}
+	out, err := exec.Command("docker", "exec", "-u", "0", strings.TrimSpace(string(name)), "sh", "-c",
+		`n=0; for f in /run/sandboxctl/*/meta.json; do printf '{"id": \001garbage' > "$f" && n=$((n+1)); done; echo $n`).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) == "0" {
+		t.Fatalf("corrupt the session records: %q %v", out, err)
+	}
+	t.Logf("corrupted %s session record(s)", strings.TrimSpace(string(out)))
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+
+	begin := time.Now()
+	second := startDaemonIn(t, state, config)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, list, _ := second.call(t, "process", scoped("cr", map[string]any{"action": "list"}))
+		if strings.Contains(list, id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session with a corrupt record vanished after the restart:\n%s", list)
+		}
+	}
+	t.Logf("recovery: the session with a corrupt record was listed %v after the daemon's start", time.Since(begin).Round(time.Millisecond))
+	if _, text, code := second.call(t, "exec", scoped("cr", map[string]any{"command": "touch /workspace/gate"})); code != 200 {
+		t.Fatalf("open the gate: %d %q", code, text)
+	}
+	all := pollUntil(t, second, "cr", id, 30*time.Second, func(all string) bool {
+		return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed")
+	})
+	if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
+		t.Fatalf("the session after the restart:\n%s", all)
+	}
 }
