@@ -82,7 +82,7 @@ type lateHost struct {
 }
 
 func (h *lateHost) Recover(context.Context) ([]RecoveredSession, error) { return nil, nil }
-func (h *lateHost) Later(context.Context) <-chan RecoveredSession     { return h.late }
+func (h *lateHost) Later(context.Context) <-chan RecoveredSession       { return h.late }
 
 // TestAwaitedSessionsAfterRestart: a background session of a host whose
 // sessions come back late is shown by the next Manager on the same state,
