@@ -98,17 +98,33 @@ func (a *awaitedStore) writeLocked() error {
 	return nil
 }
 
-// awaitRecordLocked records s (backgrounded, running) when its host brings
-// its sessions back late after a restart.
-func (m *Manager) awaitRecordLocked(s *session) {
+// awaitRecordLocked is the record of s (backgrounded, running) when its
+// host brings its sessions back late after a restart, else nil; await
+// writes it (without s.mu held).
+func (m *Manager) awaitRecordLocked(s *session) *awaitedRecord {
 	if _, ok := m.hosts[s.host].(LateRecoverer); !ok || s.finished || s.awaited {
-		return
+		return nil
 	}
 	s.awaited = true
-	r := awaitedRecord{ID: s.id, Host: s.host, Place: s.place, AgentID: s.agentID, SessionKey: s.sessionKey,
+	return &awaitedRecord{ID: s.id, Host: s.host, Place: s.place, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Command: s.command, Cwd: s.cwd, PTY: s.pty, StartedAt: s.startedAt}
-	if err := m.awaited.add(r); err != nil {
-		m.logf("sessions: %s: %v", s.id, err)
+}
+
+func (m *Manager) await(s *session, r *awaitedRecord) {
+	if r == nil {
+		return
+	}
+	if err := m.awaited.add(*r); err != nil {
+		m.logf("sessions: %s: %v", r.ID, err)
+	}
+	s.mu.Lock()
+	ended := s.finished
+	s.mu.Unlock()
+	if ended {
+		// Ended meanwhile, and finalize found no record to remove.
+		if err := m.awaited.remove(r.ID); err != nil {
+			m.logf("sessions: %s: %v", r.ID, err)
+		}
 	}
 }
 

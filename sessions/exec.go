@@ -313,11 +313,12 @@ func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
 			m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
 		}
 	}
-	m.awaitRecordLocked(s)
+	rec := m.awaitRecordLocked(s)
 	release := m.inflateLocked(s)
 	r := runningResultLocked(s, warnings)
 	release()
 	s.mu.Unlock()
+	m.await(s, rec)
 	return r
 }
 

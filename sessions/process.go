@@ -495,6 +495,9 @@ func (m *Manager) clear(s *session) (Result, error) {
 }
 
 func (m *Manager) remove(s *session) (Result, error) {
+	if s.placeholder {
+		return Result{}, fmt.Errorf("remove session %s: %w", s.id, errAwaited)
+	}
 	s.mu.Lock()
 	running := !s.finished
 	s.mu.Unlock()

@@ -300,7 +300,9 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 	if !rs.Finished {
 		s.mu.Lock()
 		m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
+		rec := m.awaitRecordLocked(s) // shown after the next restart too
 		s.mu.Unlock()
+		m.await(s, rec)
 		m.run(s)
 	}
 	return s, nil
