@@ -32,8 +32,12 @@ func TestFaultNodeAgentOtherStateDir(t *testing.T) {
 	second := startNodeAgent(t, otherState, addr, token, "moved")
 	_ = second
 	// Past the gateway's link grace (10 s).
+	var unknownAt time.Duration
 	for time.Since(begin) < 15*time.Second {
 		det, text, code := d.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll"})
+		if unknownAt == 0 && strings.Contains(stringOf(det["reason"]), "unknown") {
+			unknownAt = time.Since(begin)
+		}
 		if !alivePID(pid) {
 			t.Fatal("the command died")
 		}
@@ -44,8 +48,19 @@ func TestFaultNodeAgentOtherStateDir(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	det, text, _ := d.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll"})
-	t.Logf("the session while the command runs on under the old host supervisor: %v %q", det["reason"], text)
+	t.Logf("recovery: the session said its state is unknown %v after the agent moved (the link grace is 10s): %v %q", unknownAt.Round(time.Millisecond), det["reason"], text)
 	if !strings.Contains(stringOf(det["reason"]), "unknown") {
 		t.Fatalf("the session of a command its node lost sight of: %v", det)
+	}
+	// A kill cannot reach it: it is refused at once, saying so, and the
+	// session stays as it is.
+	k0 := time.Now()
+	_, text, code := d.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "kill"})
+	t.Logf("kill of the unreachable run answered after %v: %d %q", time.Since(k0).Round(time.Millisecond), code, text)
+	if code == 200 || time.Since(k0) > 10*time.Second || !strings.Contains(text, "cannot be reached") {
+		t.Fatalf("kill of a run whose node is unreachable: %d %q", code, text)
+	}
+	if det, _, _ := d.call(t, "process", map[string]any{"agentId": "durable", "sessionId": id, "action": "poll"}); det["status"] != "running" || !alivePID(pid) {
+		t.Fatalf("after the refused kill: %v (command alive: %v)", det, alivePID(pid))
 	}
 }

@@ -426,9 +426,16 @@ func (p *RemoteProcess) Done() <-chan struct{} { return p.done }
 // gateway's grace ends; Kill waits for that.
 func (p *RemoteProcess) Kill(ctx context.Context) error {
 	p.mu.Lock()
-	finished, l := p.finished, p.link
+	finished, l, doubt := p.finished, p.link, p.doubt
 	p.mu.Unlock()
 	if finished {
+		return nil
+	}
+	if l == nil && doubt != "" {
+		// Its node is gone past the grace: the kill cannot reach it, and
+		// waiting would not either. The run ends here, saying so.
+		p.finish(-1, "", &LinkLostError{Node: p.nodeName, RunID: p.runID,
+			Detail: "killed while its node was unreachable past the grace: the kill was not delivered, and the command may still be running on the node"})
 		return nil
 	}
 	if l != nil {

@@ -102,11 +102,13 @@ func (w *engineWatch) downErr() error {
 }
 
 // Doubt implements hostapi.Doubter: while the sandbox's Engine does not
-// answer, the command's state is unknown (it may still run, its output
-// may be held up); "" while the Engine answers.
+// answer and the command is followed through it (the attach stream), its
+// state is unknown (it may still run, its output is held up); "" while the
+// Engine answers or the supervisor's local socket, which does not go
+// through the Engine, follows it.
 func (p *SupervisedExec) Doubt() string {
 	err := p.m.stall.downErr()
-	if err == nil {
+	if err == nil || (p.client != nil && p.client.Local()) {
 		return ""
 	}
 	return fmt.Sprintf("unknown: %v; the command may still be running", err)

@@ -176,10 +176,11 @@ func TestFaultStalledEngineEndsWaitingCalls(t *testing.T) {
 // Engines: the Engine of a running command stops answering (SIGSTOP) for
 // longer than the health check's bound. Its sessions were failed ("Engine
 // down") while the command went on in the container; now the command is
-// reported unknown (may still be running) while the Engine is stalled, and
-// ends with its true exit and whole output: during the stall when its
-// supervisor is reached through its local socket, once the Engine answers
-// again when through the Engine's attach stream.
+// reported unknown (may still be running) while the Engine is stalled when
+// it is followed through the Engine's attach stream, and ends with its true
+// exit and whole output once the Engine answers again; followed over the
+// supervisor's local socket (not through the Engine) it is seen, and ends
+// with its true exit during the stall.
 func TestFaultStalledEngineSessionsNotFailed(t *testing.T) {
 	for _, attachOnly := range []bool{false, true} {
 		name := "local socket"
@@ -247,6 +248,13 @@ func stalledEngineSession(t *testing.T, attachOnly bool) {
 			endedInStall = true
 		default:
 			why := doubter.Doubt()
+			if !attachOnly {
+				// Followed over the local socket: seen, not in doubt.
+				if why != "" {
+					t.Fatalf("a command followed over the supervisor's local socket is in doubt while its Engine stalls: %q", why)
+				}
+				break
+			}
 			if !strings.Contains(why, "unknown") || !strings.Contains(why, `Engine "`+d.name+`"`) || !strings.Contains(why, "may still be running") {
 				t.Fatalf("the state of a command on a stalled Engine: %q, want unknown naming the Engine", why)
 			}
@@ -259,6 +267,9 @@ func stalledEngineSession(t *testing.T, attachOnly bool) {
 	<-read
 	t.Logf("recovery: the session ended with its true exit %v after SIGCONT (ended during the stall: %v; code %d, signal %q, err %v)",
 		time.Since(t1).Round(time.Millisecond), endedInStall, code, sig, err)
+	if !attachOnly && !endedInStall {
+		t.Error("a command followed over the supervisor's local socket did not end during the stall of its Engine")
+	}
 	if err != nil || code != 7 || sig != "" {
 		t.Fatalf("after the stall: code %d signal %q err %v, want exit 7", code, sig, err)
 	}

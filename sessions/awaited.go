@@ -132,6 +132,22 @@ func (m *Manager) await(s *session, r *awaitedRecord) {
 // like: its host has not brought it back yet.
 var errAwaited = fmt.Errorf("%w: its host has not brought it back since the daemon restarted", ErrHostUnavailable)
 
+// unreachable is the error of action on s while its host cannot reach it
+// (a placeholder, or a process in doubt: hostapi.Doubter), else nil: the
+// action would not be delivered, and the command may still run.
+func (s *session) unreachable(action string) error {
+	s.mu.Lock()
+	doubt := s.doubtLocked()
+	s.mu.Unlock()
+	if s.placeholder {
+		return fmt.Errorf("%s session %s: %w (%s)", action, s.id, errAwaited, doubt)
+	}
+	if doubt != "" {
+		return fmt.Errorf("%s session %s: %w: it cannot be reached: %s", action, s.id, ErrHostUnavailable, doubt)
+	}
+	return nil
+}
+
 // awaitedProc is the Process of a placeholder session: nothing to read,
 // nothing to write; Doubt says what is awaited.
 type awaitedProc struct{ doubt string }

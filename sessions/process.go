@@ -385,8 +385,8 @@ func encodeSendKeys(p ProcessParams) ([]byte, error) {
 }
 
 func (m *Manager) killAction(ctx context.Context, s *session) (Result, error) {
-	if s.placeholder {
-		return Result{}, fmt.Errorf("kill session %s: %w", s.id, errAwaited)
+	if err := s.unreachable("kill"); err != nil {
+		return Result{}, err
 	}
 	s.mu.Lock()
 	finished := s.finished
@@ -437,8 +437,8 @@ var errSignalUnsupported = errors.New("this host cannot deliver a chosen signal"
 // signalAction delivers one signal to the session's process tree and
 // reports whether it ended within killWait.
 func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Signal, name string) (Result, error) {
-	if s.placeholder {
-		return Result{}, fmt.Errorf("signal session %s: %w", s.id, errAwaited)
+	if err := s.unreachable("signal"); err != nil {
+		return Result{}, err
 	}
 	s.mu.Lock()
 	finished, status := s.finished, s.status
@@ -495,8 +495,8 @@ func (m *Manager) clear(s *session) (Result, error) {
 }
 
 func (m *Manager) remove(s *session) (Result, error) {
-	if s.placeholder {
-		return Result{}, fmt.Errorf("remove session %s: %w", s.id, errAwaited)
+	if err := s.unreachable("remove"); err != nil {
+		return Result{}, err
 	}
 	s.mu.Lock()
 	running := !s.finished
