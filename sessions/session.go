@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/api"
-
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -41,11 +41,17 @@ type session struct {
 	host                vocab.Host
 	pty                 bool
 	proc                Process
-	inputWait           InputWaiter                     // nil: the host cannot tell
-	forget              func(ctx context.Context) error // nil: the host keeps nothing
-	pid                 int
-	startedAt           time.Time // by the injected clock (results, list, TTL)
-	startedReal         time.Time // by the real clock (timeouts run on real timers)
+	// place is where the command runs, in words (`Engine "e1"`, `node
+	// "n1"`; hostapi.Started.Place); awaited says it has an awaitedRecord;
+	// placeholder says proc is an awaitedProc: the session awaits its host
+	// after a restart (placeAwaited).
+	place                string
+	awaited, placeholder bool
+	inputWait            InputWaiter                     // nil: the host cannot tell
+	forget               func(ctx context.Context) error // nil: the host keeps nothing
+	pid                  int
+	startedAt            time.Time // by the injected clock (results, list, TTL)
+	startedReal          time.Time // by the real clock (timeouts run on real timers)
 
 	mu        sync.Mutex
 	agg       *output.Log // all output, by stream; streams follow it by offset
@@ -95,6 +101,7 @@ func (m *Manager) newSession(p api.ExecParams, host vocab.Host, cwd, command str
 		pty:         p.PTY,
 		proc:        st.Process,
 		inputWait:   st.InputWait,
+		place:       st.Place,
 		forget:      st.Forget,
 		pid:         st.PID(),
 		startedAt:   m.now(),
@@ -293,6 +300,12 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	m.mu.Lock()
 	delete(m.live, s)
 	m.mu.Unlock()
+	if s.awaited && m.ctx.Err() == nil {
+		// Ended while the daemon serves (not cut off by its stop).
+		if err := m.awaited.remove(s.id); err != nil {
+			m.logf("sessions: %s: %v", s.id, err)
+		}
+	}
 	if visible && ev != nil {
 		m.emit(*ev)
 	}
@@ -406,6 +419,9 @@ func (s *session) stateDetailsLocked() api.Details {
 	if s.waitingForInputLocked() {
 		d.WaitingForInput = true
 	}
+	if doubt := s.doubtLocked(); doubt != "" {
+		d.Reason = doubt
+	}
 	if s.finished {
 		if s.status == api.StatusCompleted {
 			d.ExitCode = api.Code(s.exitCode)
@@ -414,6 +430,18 @@ func (s *session) stateDetailsLocked() api.Details {
 		}
 	}
 	return d
+}
+
+// doubtLocked is why the state of a running session is unknown right now
+// (hostapi.Doubter: its host lost sight of it), "" when it is known.
+func (s *session) doubtLocked() string {
+	if s.finished {
+		return ""
+	}
+	if d, ok := s.proc.(hostapi.Doubter); ok {
+		return d.Doubt()
+	}
+	return ""
 }
 
 func (s *session) statusLocked() string {
