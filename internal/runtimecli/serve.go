@@ -81,6 +81,8 @@ type ServeOptions struct {
 	ApproverToken string
 	// FilesMaxBytes bounds one transfer of the files API.
 	FilesMaxBytes int64
+	// E2B serves the E2B API (internal/e2b) on this TCP address.
+	E2B string
 }
 
 func newServeCommand(c *cli.CLI) *cobra.Command {
@@ -123,6 +125,7 @@ are removed.`,
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
 	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
 	f.Int64Var(&opts.FilesMaxBytes, "files-max-bytes", daemon.DefaultFileMaxBytes, "largest file content one files API transfer (upload or download) may move")
+	f.StringVar(&opts.E2B, "e2b", "", "also serve the E2B API (docs/e2b.md) on this TCP address, e.g. 127.0.0.1:3000; API keys are the agent tokens")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(newServeStatusCommand(c))
@@ -316,6 +319,16 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// TLS key pair and the pid file (daemon.Listen). A start that fails
 	// here has adopted nothing, so closing the Manager ends nothing that a
 	// previous daemon left running (issue 32 item 1).
+	var e2bAPI *e2bListener
+	if opts.E2B != "" {
+		if e2bAPI, err = listenE2B(opts.E2B, cfg, state, tools, mgr, dopts.Streams, sbx, opts.FilesMaxBytes, logf); err != nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = mgr.Close(closeCtx)
+			return err
+		}
+		defer e2bAPI.ln.Close()
+	}
 	srv, err := daemon.Listen(ctx, dopts)
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -351,6 +364,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		expired := &sandboxAPI{publish: mgr.Publish}
 		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event("expired", in) })
+	}
+	if e2bAPI != nil {
+		go e2bAPI.serve(runCtx, logf)
 	}
 	return srv.Serve(ctx)
 }
