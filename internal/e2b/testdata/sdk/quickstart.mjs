@@ -18,6 +18,7 @@ const until = async (what, cond, ms = 20000) => {
 step('create')
 const sbx = await Sandbox.create({ metadata: { suite: 'e2b', run }, envs: { GREETING: 'hello' }, timeoutMs: 120_000 })
 assert.ok(sbx.sandboxId)
+console.log(`sandbox-id: ${sbx.sandboxId}`)
 
 step('run echo with onStdout')
 let seen = ''
