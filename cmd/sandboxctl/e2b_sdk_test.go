@@ -161,8 +161,8 @@ func runE2BScript(t *testing.T, e *env, e2bAddr string, wantOK bool, args ...str
 // envd API's authentication, and a background command that outlives a
 // daemon SIGKILL and is found again with commands.connect.
 func TestE2BSDK(t *testing.T) {
-	e2bNpmCI(t)
 	e, sup := e2bEnv(t)
+	e2bNpmCI(t)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	e2bAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	serve := startE2B(t, e, sup, listen, e2bAddr)

@@ -156,11 +156,16 @@ func (s *Server) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			for _, rec := range s.reg.expired(s.opts.Now()) {
-				if err := s.destroy(ctx, rec); err != nil {
-					s.opts.Logf("e2b: sandbox %s timed out: %v", rec.ID, err)
-				}
-			}
+			s.reap(ctx)
+		}
+	}
+}
+
+// reap kills the sandboxes whose timeout passed.
+func (s *Server) reap(ctx context.Context) {
+	for _, rec := range s.reg.expired(s.opts.Now()) {
+		if err := s.destroy(ctx, rec); err != nil {
+			s.opts.Logf("e2b: sandbox %s timed out: %v", rec.ID, err)
 		}
 	}
 }
