@@ -3,7 +3,7 @@
 // OTHER_API_KEY is a second agent's key. Every check throws on failure;
 // the last line printed is E2B-SDK-OK.
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError } from 'e2b'
+import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError, TimeoutError } from 'e2b'
 
 const run = `r${process.pid}`
 const step = (s) => console.log(`step: ${s}`)
@@ -50,6 +50,9 @@ await sbx.commands.closeStdin(bg.pid)
 const bgRes = await again.wait()
 assert.equal(bgRes.stdout, 'got:abc\nrest\neof\n')
 assert.equal(connected, 'got:abc\nrest\neof\n')
+
+step('a command timeout')
+await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1000 }), (err) => err instanceof TimeoutError)
 
 step('kill')
 const sleeper = await sbx.commands.run('sleep 600', { background: true })
@@ -130,4 +133,9 @@ await sbx.kill()
 await assert.rejects(Sandbox.getInfo(sbx.sandboxId), (err) => err instanceof NotFoundError)
 await assert.rejects(sbx.commands.run('echo dead'))
 assert.equal(await sbx.isRunning(), false)
+step('a sandbox timeout')
+const brief = await Sandbox.create({ timeoutMs: 2000 })
+console.log(`sandbox-id: ${brief.sandboxId}`)
+await until('the sandbox to time out', async () => !(await brief.isRunning()))
+await assert.rejects(Sandbox.getInfo(brief.sandboxId), (err) => err instanceof NotFoundError)
 console.log('E2B-SDK-OK')
