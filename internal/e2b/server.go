@@ -264,7 +264,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, agent string) {
 	rec := &record{ID: "i" + newID(10), AgentID: agent, Template: template, Metadata: body.Metadata, Envs: body.EnvVars,
 		StartedAt: now, EndAt: now.Add(timeout), EnvdToken: newID(24)}
 	if _, err := s.opts.Sandboxes.Ensure(r.Context(), scopeOf(*rec)); err != nil {
-		apiError(w, http.StatusServiceUnavailable, "create sandbox: "+err.Error())
+		code := http.StatusServiceUnavailable
+		if cerrdefs.IsResourceExhausted(err) {
+			// sandbox.maxPerAgent or sandbox.max: the SDK's RateLimitError.
+			code = http.StatusTooManyRequests
+		}
+		apiError(w, code, "create sandbox: "+err.Error())
 		return
 	}
 	if err := s.reg.add(rec); err != nil {

@@ -3,7 +3,7 @@
 // OTHER_API_KEY is a second agent's key. Every check throws on failure;
 // the last line printed is E2B-SDK-OK.
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError, TimeoutError } from 'e2b'
+import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError, TimeoutError, RateLimitError } from 'e2b'
 
 const run = `r${process.pid}`
 const step = (s) => console.log(`step: ${s}`)
@@ -121,6 +121,12 @@ assert.ok(after.endAt.getTime() > before.endAt.getTime() + 60_000, `${before.end
 const other = await Sandbox.connect(sbx.sandboxId)
 assert.equal((await other.commands.run('echo again')).stdout, 'again\n')
 assert.equal(await sbx.isRunning(), true)
+
+step('errors: the sandbox quota (sandbox.maxPerAgent: 2)')
+const second = await Sandbox.create()
+console.log(`sandbox-id: ${second.sandboxId}`)
+await assert.rejects(Sandbox.create(), (err) => err instanceof RateLimitError)
+await second.kill()
 
 step('errors: unauthorized, not found, another key')
 await assert.rejects(Sandbox.create({ apiKey: 'not-a-key-0123456789' }), (err) => err instanceof AuthenticationError)
