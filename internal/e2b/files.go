@@ -22,10 +22,14 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
+// maxMessageBytes bounds one envd request message (input sent to a
+// process is one message).
+const maxMessageBytes = 4 << 20
+
 // envdRoutes adds the envd API: Connect RPC of the process and filesystem
 // services, the files transfer endpoints and /health.
 func (s *Server) envdRoutes() {
-	opt := connect.WithCodec(jsonCodec{})
+	opt := connect.WithHandlerOptions(connect.WithCodec(jsonCodec{}), connect.WithReadMaxBytes(maxMessageBytes))
 	rpc := map[string]http.Handler{
 		"/process.Process/Start":      connect.NewServerStreamHandler("/process.Process/Start", s.procStart, opt),
 		"/process.Process/Connect":    connect.NewServerStreamHandler("/process.Process/Connect", s.procConnect, opt),

@@ -192,6 +192,10 @@ func (s *Server) follow(ctx context.Context, rec record, id string, pid uint32, 
 			ev.End = endOf(fr)
 		case toolapi.FrameError:
 			return connect.NewError(connect.CodeInternal, errors.New(fr.Error))
+		case toolapi.FrameDropped:
+			// Past the session's kept output (its cap): a connect
+			// replays what is kept (docs/e2b.md).
+			s.opts.Logf("e2b: sandbox %s process %d: %d bytes of output were no longer kept for this reader", rec.ID, pid, fr.Lost)
 		}
 		if ev != (processEvent{}) && (ev.Data == nil || len(data) > 0) {
 			if err := send(&eventResponse{Event: ev}); err != nil {

@@ -571,8 +571,8 @@ func forward[T any](ctx context.Context, in <-chan T) <-chan any {
 }
 
 func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeOptions) error {
-	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" {
-		return cli.UsageErrorf("serve: --listen, --token and --tls-* need --foreground (run the daemon under a service manager instead)")
+	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.E2B != "" {
+		return cli.UsageErrorf("serve: --listen, --token, --tls-* and --e2b need --foreground (run the daemon under a service manager instead)")
 	}
 	argv, err := c.DaemonCommand(state)
 	if err != nil {
