@@ -107,6 +107,9 @@ are for people: on the socket the daemon refuses every process it started
 (and their descendants) and every sandbox; over TCP they need
 --approver-token, never the tool token.
 
+With --e2b ADDR it also serves the E2B API on ADDR (docs/e2b.md): E2B's own
+SDKs run unchanged; their API keys are the agent tokens below.
+
 Agent tokens: <state>/agent-tokens.json (mode 0600), {"agentId": "token"},
 pins a TCP client to one agent: its exec and process act as that agent, and
 /v1/events and /v1/approvals show it only that agent's items. SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
