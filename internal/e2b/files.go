@@ -52,7 +52,7 @@ func (s *Server) envdRoutes() {
 	s.mux.Handle("GET /files", s.envd(http.HandlerFunc(s.readFile)))
 	s.mux.Handle("POST /files", s.envd(http.HandlerFunc(s.writeFiles)))
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get("E2b-Sandbox-Id"); id != "" && !s.reg.exists(id) {
+		if id := r.Header.Get("E2b-Sandbox-Id"); id != "" && !s.reg.running(id) {
 			apiError(w, http.StatusBadGateway, "sandbox "+id+" is not running")
 			return
 		}
@@ -67,6 +67,8 @@ func (s *Server) envd(h http.Handler) http.Handler {
 		id := r.Header.Get("E2b-Sandbox-Id")
 		rec, ok := s.reg.byToken(id, r.Header.Get("X-Access-Token"))
 		switch {
+		case ok && rec.Paused:
+			apiError(w, http.StatusBadGateway, "sandbox "+id+" is paused: connect resumes it")
 		case ok:
 			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rec)))
 		case s.reg.exists(id):

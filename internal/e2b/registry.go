@@ -26,6 +26,9 @@ type record struct {
 	EndAt     time.Time         `json:"endAt"`
 	// EnvdToken is the sandbox's own access token for the envd API.
 	EnvdToken string `json:"envdToken"`
+	// Paused is set between pause and connect; a paused sandbox does not
+	// time out.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // registry holds the E2B sandboxes, persisted in one file of the state
@@ -146,13 +149,24 @@ func (r *registry) setEnd(agentID, id string, end time.Time) bool {
 	return true
 }
 
+func (r *registry) setPaused(id string, paused bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.recs[id]
+	if !ok {
+		return fmt.Errorf("e2b: sandbox %s is gone", id)
+	}
+	rec.Paused = paused
+	return r.saveLocked()
+}
+
 // expired returns the sandboxes whose end is before now.
 func (r *registry) expired(now time.Time) []record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []record
 	for _, rec := range r.recs {
-		if !rec.EndAt.After(now) {
+		if !rec.Paused && !rec.EndAt.After(now) {
 			out = append(out, *rec)
 		}
 	}
@@ -187,4 +201,12 @@ func (r *registry) exists(id string) bool {
 	defer r.mu.Unlock()
 	_, ok := r.recs[id]
 	return ok
+}
+
+// running reports whether sandbox id exists and is not paused.
+func (r *registry) running(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.recs[id]
+	return ok && !rec.Paused
 }

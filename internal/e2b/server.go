@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -64,6 +65,13 @@ type Sandboxes interface {
 	RemoveFile(ctx context.Context, s sandbox.Scope, p string) error
 }
 
+// Pauser freezes and thaws a sandbox by container name
+// (*sandbox.Manager's Pause and Resume). Without one, pause is 501.
+type Pauser interface {
+	Pause(ctx context.Context, ref string) (sandbox.Info, error)
+	Resume(ctx context.Context, ref string) (sandbox.Info, error)
+}
+
 // Options configure a Server.
 type Options struct {
 	Tools     Tools
@@ -74,6 +82,11 @@ type Options struct {
 	Sessions func(agentID string) []map[string]any
 	// AgentTokens maps an API key (agent token) to its agent.
 	AgentTokens map[string]string
+	// Pauser serves pause and the resume of connect (nil: not supported).
+	Pauser Pauser
+	// ContainerPrefix is the configured docker.containerPrefix: it names
+	// a sandbox's container for the Pauser.
+	ContainerPrefix string
 	// ScopeMode is the configured sandbox.scope; it must be "session" (one
 	// container per E2B sandbox).
 	ScopeMode string
@@ -172,6 +185,11 @@ func (s *Server) reap(ctx context.Context) {
 
 func scopeOf(rec record) sandbox.Scope {
 	return sandbox.Scope{AgentID: rec.AgentID, SessionKey: rec.ID}
+}
+
+// containerOf names rec's container.
+func (s *Server) containerOf(rec record) string {
+	return sandbox.ContainerName(s.opts.ContainerPrefix, sandbox.ScopeKey("session", scopeOf(rec)))
 }
 
 // destroy removes rec's container and forgets it.
@@ -306,7 +324,14 @@ func (s *Server) listed(rec record) listedSandbox {
 		md = map[string]string{}
 	}
 	return listedSandbox{SandboxID: rec.ID, TemplateID: rec.Template, ClientID: "sandboxctl", StartedAt: rec.StartedAt, EndAt: rec.EndAt,
-		CPUCount: s.opts.CPUCount, MemoryMB: s.opts.MemoryMB, Metadata: md, State: "running", EnvdVersion: envdVersion}
+		CPUCount: s.opts.CPUCount, MemoryMB: s.opts.MemoryMB, Metadata: md, State: stateOf(rec), EnvdVersion: envdVersion}
+}
+
+func stateOf(rec record) string {
+	if rec.Paused {
+		return "paused"
+	}
+	return "running"
 }
 
 // parseMetadataFilter reads list's metadata query: a URL-encoded query
@@ -340,13 +365,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, agent string) {
 		apiError(w, http.StatusBadRequest, "metadata: "+err.Error())
 		return
 	}
-	if st := r.URL.Query().Get("state"); st != "" && !strings.Contains(st, "running") {
-		writeJSON(w, http.StatusOK, []listedSandbox{})
-		return
-	}
+	states := r.URL.Query().Get("state")
 	out := []listedSandbox{}
 	for _, rec := range s.reg.list(agent) {
-		match := true
+		match := states == "" || slices.Contains(strings.Split(states, ","), stateOf(rec))
 		for k, v := range filter {
 			if rec.Metadata[k] != v {
 				match = false
@@ -423,6 +445,21 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, agent string) {
 		apiError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if rec.Paused {
+		if s.opts.Pauser == nil {
+			apiError(w, http.StatusNotImplemented, "resume is not supported by this server")
+			return
+		}
+		if _, err := s.opts.Pauser.Resume(r.Context(), s.containerOf(rec)); err != nil && !cerrdefs.IsConflict(err) {
+			apiError(w, http.StatusInternalServerError, "resume: "+err.Error())
+			return
+		}
+		if err := s.reg.setPaused(id, false); err != nil {
+			apiError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		rec.EndAt = s.opts.Now() // a resumed sandbox gets its timeout anew
+	}
 	// Connect never shortens a sandbox's life.
 	if end := s.opts.Now().Add(d); end.After(rec.EndAt) {
 		s.reg.setEnd(agent, id, end)
@@ -431,11 +468,32 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, agent string) {
 }
 
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, agent string) {
-	if _, ok := s.reg.get(agent, r.PathValue("id")); !ok {
+	rec, ok := s.reg.get(agent, r.PathValue("id"))
+	if !ok {
 		apiError(w, http.StatusNotFound, "sandbox "+r.PathValue("id")+" not found")
 		return
 	}
-	apiError(w, http.StatusNotImplemented, "pause is not supported by this server (sandboxctl pauses idle sandboxes itself: sandbox.pauseAfterMinutes)")
+	if s.opts.Pauser == nil {
+		apiError(w, http.StatusNotImplemented, "pause is not supported by this server (sandboxctl pauses idle sandboxes itself: sandbox.pauseAfterMinutes)")
+		return
+	}
+	if rec.Paused {
+		apiError(w, http.StatusConflict, "sandbox "+rec.ID+" is already paused")
+		return
+	}
+	if _, err := s.opts.Pauser.Pause(r.Context(), s.containerOf(rec)); err != nil {
+		code := http.StatusInternalServerError
+		if cerrdefs.IsConflict(err) {
+			code = http.StatusConflict
+		}
+		apiError(w, code, "pause: "+err.Error())
+		return
+	}
+	if err := s.reg.setPaused(rec.ID, true); err != nil {
+		apiError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // connectError classes err for Connect.

@@ -272,3 +272,85 @@ func TestE2BWire(t *testing.T) {
 		t.Errorf("end of a kill: %+v", e)
 	}
 }
+
+type fakePauser struct {
+	mu     sync.Mutex
+	paused map[string]bool
+	calls  []string
+}
+
+func (f *fakePauser) Pause(_ context.Context, ref string) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "pause "+ref)
+	if f.paused[ref] {
+		return sandbox.Info{}, cerrdefs.ErrConflict
+	}
+	f.paused[ref] = true
+	return sandbox.Info{}, nil
+}
+
+func (f *fakePauser) Resume(_ context.Context, ref string) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "resume "+ref)
+	if !f.paused[ref] {
+		return sandbox.Info{}, cerrdefs.ErrConflict
+	}
+	delete(f.paused, ref)
+	return sandbox.Info{}, nil
+}
+
+// TestE2BPause: pause freezes the sandbox's container (once: again is
+// 409), a paused sandbox lists as paused, answers no envd request and
+// does not time out; connect resumes it.
+func TestE2BPause(t *testing.T) {
+	s, sbx, c, url := newTestServer(t)
+	p := &fakePauser{paused: map[string]bool{}}
+	s.opts.Pauser, s.opts.ContainerPrefix = p, "pfx-"
+	code, body := call(t, "POST", url+"/v2/sandboxes", "alice-key", `{"timeout":60}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	var created sandboxResponse
+	_ = json.Unmarshal(body, &created)
+	id := created.SandboxID
+	if code, body := call(t, "POST", url+"/sandboxes/"+id+"/pause", "alice-key", `{}`); code != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	if code, _ := call(t, "POST", url+"/sandboxes/"+id+"/pause", "alice-key", `{}`); code != http.StatusConflict {
+		t.Errorf("pause again: %d, want 409", code)
+	}
+	name := sandbox.ContainerName("pfx-", sandbox.ScopeKey("session", sandbox.Scope{AgentID: "alice", SessionKey: id}))
+	if !p.paused[name] {
+		t.Fatalf("the container %s was not paused: %v", name, p.calls)
+	}
+	if code, body := call(t, "GET", url+"/v2/sandboxes?state=paused", "alice-key", ""); code != http.StatusOK || !strings.Contains(string(body), id) {
+		t.Errorf("list state=paused: %d %s", code, body)
+	}
+	if code, body := call(t, "GET", url+"/v2/sandboxes?state=running", "alice-key", ""); code != http.StatusOK || strings.Contains(string(body), id) {
+		t.Errorf("list state=running: %d %s", code, body)
+	}
+	if code, _ := call(t, "POST", url+"/process.Process/List", "", "{}", "E2b-Sandbox-Id", id, "X-Access-Token", created.EnvdAccessToken); code != http.StatusBadGateway {
+		t.Errorf("envd of a paused sandbox: %d, want 502", code)
+	}
+	c.add(time.Hour)
+	s.reap(t.Context())
+	if sbx.count() != 1 {
+		t.Fatal("a paused sandbox timed out")
+	}
+	if code, body := call(t, "POST", url+"/v2/sandboxes/"+id+"/connect", "alice-key", `{"timeout":30}`); code != http.StatusOK {
+		t.Fatalf("connect: %d %s", code, body)
+	}
+	if p.paused[name] {
+		t.Fatalf("connect did not resume: %v", p.calls)
+	}
+	if code, _ := call(t, "POST", url+"/process.Process/List", "", "{}", "E2b-Sandbox-Id", id, "X-Access-Token", created.EnvdAccessToken); code != http.StatusOK {
+		t.Errorf("envd after the resume: %d, want 200", code)
+	}
+	c.add(31 * time.Second)
+	s.reap(t.Context())
+	if sbx.count() != 0 {
+		t.Fatal("the resumed sandbox did not time out after its new timeout")
+	}
+}

@@ -44,7 +44,9 @@ func listenE2B(addr string, cfg config.File, state string, tools e2b.Tools, mgr 
 		memMB = int(n >> 20)
 	}
 	srv, err := e2b.New(e2b.Options{Tools: tools, Streams: streams, Sandboxes: sbx, Sessions: mgr.Sessions, AgentTokens: keys,
-		ScopeMode: cfg.Sandbox.Scope, StateDir: state, FilesMaxBytes: filesMax, Image: cfg.Sandbox.Docker.Image,
+		// Pauser: the sandbox manager's Pause and Resume, once it has them.
+		ContainerPrefix: cfg.Sandbox.Docker.ContainerPrefix,
+		ScopeMode:       cfg.Sandbox.Scope, StateDir: state, FilesMaxBytes: filesMax, Image: cfg.Sandbox.Docker.Image,
 		CPUCount: max(int(cfg.Sandbox.Docker.CPUs+0.5), 1), MemoryMB: memMB, Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("serve --e2b: %w", err)
