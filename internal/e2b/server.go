@@ -109,6 +109,9 @@ type Server struct {
 	mux  *http.ServeMux
 }
 
+// createTimeout bounds the creation of one sandbox.
+const createTimeout = 5 * time.Minute
+
 // maxTimeout is the longest sandbox timeout accepted (E2B's own maximum).
 const maxTimeout = 24 * time.Hour
 
@@ -281,7 +284,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, agent string) {
 	now := s.opts.Now()
 	rec := &record{ID: "i" + newID(10), AgentID: agent, Template: template, Metadata: body.Metadata, Envs: body.EnvVars,
 		StartedAt: now, EndAt: now.Add(timeout), EnvdToken: newID(24)}
-	if _, err := s.opts.Sandboxes.Ensure(r.Context(), scopeOf(*rec)); err != nil {
+	// A client that hangs up must not leave a container nobody records:
+	// the creation finishes, and the sandbox times out like any other.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createTimeout)
+	defer cancel()
+	if _, err := s.opts.Sandboxes.Ensure(ctx, scopeOf(*rec)); err != nil {
 		code := http.StatusServiceUnavailable
 		if cerrdefs.IsResourceExhausted(err) {
 			// sandbox.maxPerAgent or sandbox.max: the SDK's RateLimitError.
@@ -291,7 +298,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, agent string) {
 		return
 	}
 	if err := s.reg.add(rec); err != nil {
-		_ = s.opts.Sandboxes.Remove(context.WithoutCancel(r.Context()), scopeOf(*rec))
+		_ = s.opts.Sandboxes.Remove(ctx, scopeOf(*rec))
 		apiError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
