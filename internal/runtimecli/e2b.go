@@ -2,6 +2,7 @@ package runtimecli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,11 +25,12 @@ import (
 type e2bListener struct {
 	srv *e2b.Server
 	ln  net.Listener
+	tls bool
 }
 
 // listenE2B binds addr for the E2B API. API keys are the agent tokens of
 // <state>/agent-tokens.json.
-func listenE2B(addr string, cfg config.File, state string, tools e2b.Tools, mgr *sessions.Manager, streams e2b.Streams, sbx *sandbox.Manager, filesMax int64, logf func(string, ...any)) (*e2bListener, error) {
+func listenE2B(addr, certFile, keyFile string, cfg config.File, state string, tools e2b.Tools, mgr *sessions.Manager, streams e2b.Streams, sbx *sandbox.Manager, filesMax int64, logf func(string, ...any)) (*e2bListener, error) {
 	if sbx == nil {
 		return nil, errors.New("serve --e2b: the E2B API needs the sandbox host (Docker)")
 	}
@@ -51,11 +53,24 @@ func listenE2B(addr string, cfg config.File, state string, tools e2b.Tools, mgr 
 	if err != nil {
 		return nil, fmt.Errorf("serve --e2b: %w", err)
 	}
+	var tlsCfg *tls.Config
+	if certFile != "" {
+		// Loaded here, so a bad pair fails the start, not the listener.
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("serve --e2b: TLS: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve --e2b: %w", err)
 	}
-	return &e2bListener{srv: srv, ln: netutil.LimitListener(ln, daemon.DefaultMaxConns)}, nil
+	ln = netutil.LimitListener(ln, daemon.DefaultMaxConns)
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	return &e2bListener{srv: srv, ln: ln, tls: tlsCfg != nil}, nil
 }
 
 // serve runs the E2B API until ctx is done.
@@ -69,7 +84,11 @@ func (l *e2bListener) serve(ctx context.Context, logf func(string, ...any)) {
 		_ = hs.Shutdown(sctx)
 		_ = hs.Close()
 	}()
-	logf("E2B API on http://%s", l.ln.Addr())
+	scheme := "http"
+	if l.tls {
+		scheme = "https"
+	}
+	logf("E2B API on %s://%s", scheme, l.ln.Addr())
 	if err := hs.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logf("warning: E2B API: %v", err)
 	}

@@ -324,7 +324,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// previous daemon left running (issue 32 item 1).
 	var e2bAPI *e2bListener
 	if opts.E2B != "" {
-		if e2bAPI, err = listenE2B(opts.E2B, cfg, state, tools, mgr, dopts.Streams, sbx, opts.FilesMaxBytes, logf); err != nil {
+		if e2bAPI, err = listenE2B(opts.E2B, opts.TLSCert, opts.TLSKey, cfg, state, tools, mgr, dopts.Streams, sbx, opts.FilesMaxBytes, logf); err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = mgr.Close(closeCtx)
