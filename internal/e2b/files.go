@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"sort"
 	"strings"
 	"time"
 
@@ -45,6 +46,10 @@ func (s *Server) envdRoutes() {
 		"/filesystem.Filesystem/Move":     connect.NewUnaryHandler("/filesystem.Filesystem/Move", s.fsMove, opt),
 		"/filesystem.Filesystem/Remove":   connect.NewUnaryHandler("/filesystem.Filesystem/Remove", s.fsRemove, opt),
 		"/filesystem.Filesystem/WatchDir": connect.NewServerStreamHandler("/filesystem.Filesystem/WatchDir", s.fsWatchDir, opt),
+
+		"/filesystem.Filesystem/CreateWatcher":    connect.NewUnaryHandler("/filesystem.Filesystem/CreateWatcher", s.fsCreateWatcher, opt),
+		"/filesystem.Filesystem/GetWatcherEvents": connect.NewUnaryHandler("/filesystem.Filesystem/GetWatcherEvents", s.fsGetWatcherEvents, opt),
+		"/filesystem.Filesystem/RemoveWatcher":    connect.NewUnaryHandler("/filesystem.Filesystem/RemoveWatcher", s.fsRemoveWatcher, opt),
 	}
 	for p, h := range rpc {
 		s.mux.Handle(p, s.envd(h))
@@ -264,21 +269,7 @@ func (s *Server) fsWatchDir(ctx context.Context, req *connect.Request[watchDirRe
 			}
 			return connectError(err)
 		}
-		var events []filesystemEvent
-		for name, c := range cur {
-			p, ok := prev[name]
-			switch {
-			case !ok:
-				events = append(events, filesystemEvent{Name: name, Type: eventCreate})
-			case p != c:
-				events = append(events, filesystemEvent{Name: name, Type: eventWrite})
-			}
-		}
-		for name := range prev {
-			if _, ok := cur[name]; !ok {
-				events = append(events, filesystemEvent{Name: name, Type: eventRemove})
-			}
-		}
+		events := diffSnapshots(prev, cur)
 		prev = cur
 		for i := range events {
 			if err := st.Send(&watchDirResponse{Filesystem: &events[i]}); err != nil {
@@ -291,6 +282,113 @@ func (s *Server) fsWatchDir(ctx context.Context, req *connect.Request[watchDirRe
 				return err
 			}
 			lastSent = time.Now()
+		}
+	}
+}
+
+// diffSnapshots returns the events that turn listing prev into cur.
+func diffSnapshots(prev, cur map[string]watchState) []filesystemEvent {
+	events := []filesystemEvent{}
+	for name, c := range cur {
+		p, ok := prev[name]
+		switch {
+		case !ok:
+			events = append(events, filesystemEvent{Name: name, Type: eventCreate})
+		case p != c:
+			events = append(events, filesystemEvent{Name: name, Type: eventWrite})
+		}
+	}
+	for name := range prev {
+		if _, ok := cur[name]; !ok {
+			events = append(events, filesystemEvent{Name: name, Type: eventRemove})
+		}
+	}
+	sort.Slice(events, func(i, j int) bool { return events[i].Name < events[j].Name })
+	return events
+}
+
+// maxWatchers bounds the polled watchers (CreateWatcher) of one sandbox.
+const maxWatchers = 64
+
+// watcher is one polled watch (CreateWatcher): its directory and the
+// listing of its last GetWatcherEvents.
+type watcher struct {
+	sandboxID string
+	path      string
+	recursive bool
+	prev      map[string]watchState
+}
+
+func (s *Server) fsCreateWatcher(ctx context.Context, req *connect.Request[watchDirRequest]) (*connect.Response[createWatcherResponse], error) {
+	rec := sandboxOf(ctx)
+	if req.Msg.IncludeEntry {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("includeEntry is not supported"))
+	}
+	snap, err := s.snapshot(ctx, rec, req.Msg.Path, req.Msg.Recursive)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	n := 0
+	for _, w := range s.watchers {
+		if w.sandboxID == rec.ID {
+			n++
+		}
+	}
+	if n >= maxWatchers {
+		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("sandbox %s has %d watchers, the most it may have", rec.ID, maxWatchers))
+	}
+	id := newID(8)
+	s.watchers[id] = &watcher{sandboxID: rec.ID, path: req.Msg.Path, recursive: req.Msg.Recursive, prev: snap}
+	return connect.NewResponse(&createWatcherResponse{WatcherID: id}), nil
+}
+
+// watcherOf returns the sandbox's watcher id.
+func (s *Server) watcherOf(rec record, id string) (*watcher, error) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	w, ok := s.watchers[id]
+	if !ok || w.sandboxID != rec.ID {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %s not found", id))
+	}
+	return w, nil
+}
+
+func (s *Server) fsGetWatcherEvents(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[watcherEventsResponse], error) {
+	rec := sandboxOf(ctx)
+	w, err := s.watcherOf(rec, req.Msg.WatcherID)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.snapshot(ctx, rec, w.path, w.recursive)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	s.watchMu.Lock()
+	events := diffSnapshots(w.prev, cur)
+	w.prev = cur
+	s.watchMu.Unlock()
+	return connect.NewResponse(&watcherEventsResponse{Events: events}), nil
+}
+
+func (s *Server) fsRemoveWatcher(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[empty], error) {
+	if _, err := s.watcherOf(sandboxOf(ctx), req.Msg.WatcherID); err != nil {
+		return nil, err
+	}
+	s.watchMu.Lock()
+	delete(s.watchers, req.Msg.WatcherID)
+	s.watchMu.Unlock()
+	return connect.NewResponse(&empty{}), nil
+}
+
+// forgetWatchers drops the watchers of a sandbox that is gone.
+func (s *Server) forgetWatchers(sandboxID string) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	for id, w := range s.watchers {
+		if w.sandboxID == sandboxID {
+			delete(s.watchers, id)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -107,6 +108,9 @@ type Server struct {
 	opts Options
 	reg  *registry
 	mux  *http.ServeMux
+
+	watchMu  sync.Mutex
+	watchers map[string]*watcher
 }
 
 // createTimeout bounds the creation of one sandbox.
@@ -130,7 +134,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, reg: reg, mux: http.NewServeMux()}
+	s := &Server{opts: opts, reg: reg, mux: http.NewServeMux(), watchers: map[string]*watcher{}}
 	s.routes()
 	return s, nil
 }
@@ -200,6 +204,7 @@ func (s *Server) destroy(ctx context.Context, rec record) error {
 	if err := s.opts.Sandboxes.Remove(ctx, scopeOf(rec)); err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
+	s.forgetWatchers(rec.ID)
 	return s.reg.remove(rec.ID)
 }
 

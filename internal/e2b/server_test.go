@@ -24,6 +24,7 @@ import (
 type fakeSandboxes struct {
 	mu     sync.Mutex
 	scopes map[sandbox.Scope]bool
+	files  []supervisor.FileInfo // what ListFiles answers, for any directory
 }
 
 func (f *fakeSandboxes) Ensure(_ context.Context, s sandbox.Scope) (sandbox.EnsureResult, error) {
@@ -53,8 +54,19 @@ func (f *fakeSandboxes) StatFile(context.Context, sandbox.Scope, string) (superv
 	return supervisor.FileInfo{}, cerrdefs.ErrNotFound
 }
 
-func (f *fakeSandboxes) ListFiles(context.Context, sandbox.Scope, string) (supervisor.FileList, error) {
-	return supervisor.FileList{}, cerrdefs.ErrNotFound
+func (f *fakeSandboxes) ListFiles(_ context.Context, _ sandbox.Scope, dir string) (supervisor.FileList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files == nil {
+		return supervisor.FileList{}, cerrdefs.ErrNotFound
+	}
+	return supervisor.FileList{Path: dir, Entries: append([]supervisor.FileInfo(nil), f.files...)}, nil
+}
+
+func (f *fakeSandboxes) setFiles(files ...supervisor.FileInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files = files
 }
 
 func (f *fakeSandboxes) ReadFiles(context.Context, sandbox.Scope, string, int64, io.Writer) error {
@@ -352,5 +364,53 @@ func TestE2BPause(t *testing.T) {
 	s.reap(t.Context())
 	if sbx.count() != 0 {
 		t.Fatal("the resumed sandbox did not time out after its new timeout")
+	}
+}
+
+// TestE2BPolledWatcher: CreateWatcher, GetWatcherEvents and RemoveWatcher
+// (the Python SDK's watch): the changes since the last call, for the
+// sandbox that made the watcher only.
+func TestE2BPolledWatcher(t *testing.T) {
+	_, sbx, _, url := newTestServer(t)
+	create := func() sandboxResponse {
+		code, body := call(t, "POST", url+"/v2/sandboxes", "alice-key", `{}`)
+		var r sandboxResponse
+		if code != http.StatusCreated || json.Unmarshal(body, &r) != nil {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		return r
+	}
+	a, b := create(), create()
+	rpc := func(sb sandboxResponse, method, body string) (int, string) {
+		code, out := call(t, "POST", url+"/filesystem.Filesystem/"+method, "", body, "E2b-Sandbox-Id", sb.SandboxID, "X-Access-Token", sb.EnvdAccessToken)
+		return code, string(out)
+	}
+	at := time.Unix(1_800_000_000, 0)
+	sbx.setFiles(supervisor.FileInfo{Name: "keep", Path: "/d/keep", Type: "file", Size: 1, ModTime: at},
+		supervisor.FileInfo{Name: "gone", Path: "/d/gone", Type: "file", Size: 1, ModTime: at})
+	code, out := rpc(a, "CreateWatcher", `{"path":"/d"}`)
+	var w createWatcherResponse
+	if code != http.StatusOK || json.Unmarshal([]byte(out), &w) != nil || w.WatcherID == "" {
+		t.Fatalf("CreateWatcher: %d %s", code, out)
+	}
+	sbx.setFiles(supervisor.FileInfo{Name: "keep", Path: "/d/keep", Type: "file", Size: 2, ModTime: at},
+		supervisor.FileInfo{Name: "new", Path: "/d/new", Type: "file", Size: 1, ModTime: at})
+	req := `{"watcherId":"` + w.WatcherID + `"}`
+	if code, out := rpc(b, "GetWatcherEvents", req); code != http.StatusNotFound {
+		t.Errorf("another sandbox's watcher: %d %s, want 404", code, out)
+	}
+	code, out = rpc(a, "GetWatcherEvents", req)
+	want := `{"events":[{"name":"gone","type":"EVENT_TYPE_REMOVE"},{"name":"keep","type":"EVENT_TYPE_WRITE"},{"name":"new","type":"EVENT_TYPE_CREATE"}]}`
+	if code != http.StatusOK || strings.TrimSpace(out) != want {
+		t.Errorf("GetWatcherEvents: %d %s, want %s", code, out, want)
+	}
+	if code, out := rpc(a, "GetWatcherEvents", req); code != http.StatusOK || strings.TrimSpace(out) != `{"events":[]}` {
+		t.Errorf("GetWatcherEvents with no change: %d %s", code, out)
+	}
+	if code, out := rpc(a, "RemoveWatcher", req); code != http.StatusOK {
+		t.Errorf("RemoveWatcher: %d %s", code, out)
+	}
+	if code, _ := rpc(a, "GetWatcherEvents", req); code != http.StatusNotFound {
+		t.Errorf("a removed watcher: %d, want 404", code)
 	}
 }

@@ -248,3 +248,16 @@ type watchDirResponse struct {
 	Filesystem *filesystemEvent `json:"filesystem,omitempty"`
 	Keepalive  *empty           `json:"keepalive,omitempty"`
 }
+
+type createWatcherResponse struct {
+	WatcherID string `json:"watcherId"`
+}
+
+// watcherRequest is GetWatcherEventsRequest and RemoveWatcherRequest.
+type watcherRequest struct {
+	WatcherID string `json:"watcherId"`
+}
+
+type watcherEventsResponse struct {
+	Events []filesystemEvent `json:"events"`
+}
