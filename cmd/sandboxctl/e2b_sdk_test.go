@@ -68,7 +68,7 @@ func e2bEnv(t *testing.T) (*env, string) {
 	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
 	e := newEnv(t)
 	prefix := fmt.Sprintf("sbxe2b-%d-", time.Now().UnixNano()%1e6)
-	cfg := fmt.Sprintf("sandbox:\n  scope: session\n  maxPerAgent: 2\n  workspaceRoot: %s\n  docker:\n    containerPrefix: %s\n", filepath.Join(e.state, "ws"), prefix)
+	cfg := fmt.Sprintf("sandbox:\n  scope: session\n  maxPerAgent: 2\n  templates:\n    small:\n      memory: 256m\n      env:\n        FLAVOR: small\n  workspaceRoot: %s\n  docker:\n    containerPrefix: %s\n", filepath.Join(e.state, "ws"), prefix)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
@@ -58,6 +59,7 @@ type Streams interface {
 // sandbox manager.
 type Sandboxes interface {
 	Ensure(ctx context.Context, s sandbox.Scope) (sandbox.EnsureResult, error)
+	Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateOptions) (sandbox.Info, error)
 	Remove(ctx context.Context, s sandbox.Scope) error
 	StatFile(ctx context.Context, s sandbox.Scope, p string) (supervisor.FileInfo, error)
 	ListFiles(ctx context.Context, s sandbox.Scope, p string) (supervisor.FileList, error)
@@ -95,8 +97,10 @@ type Options struct {
 	StateDir string
 	// FilesMaxBytes bounds one file transfer.
 	FilesMaxBytes int64
-	// Image and limits describe the default template.
-	Image    string
+	// Templates checks a sandboxctl template name (sandbox.templates;
+	// sandboxconfig.Config.TemplateDocker); nil knows the default only.
+	Templates func(name string) error
+	// CPUCount and MemoryMB describe the default template.
 	CPUCount int
 	MemoryMB int
 	Logf     func(string, ...any)
@@ -228,15 +232,33 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// templateImage maps an E2B template to the sandboxctl configuration that
-// serves it. Today every sandbox has the configured image and limits, so
-// the default template ("base", as the SDK sends it) is the only one.
-func templateImage(template, defaultImage string) (string, error) {
+// templateName maps an E2B template to the sandboxctl template that serves
+// it: E2B's default "base" is sandboxctl's default template (""), any
+// other name one of sandbox.templates.
+func (s *Server) templateName(template string) (string, error) {
 	switch template {
-	case "", "base", "default":
-		return defaultImage, nil
+	case "", "base", sandboxconfig.DefaultTemplate:
+		return "", nil
 	}
-	return "", fmt.Errorf("%w: template %q not found (this server has one template: base)", cerrdefs.ErrNotFound, template)
+	if s.opts.Templates == nil {
+		return "", fmt.Errorf("%w: template %q not found (this server has one template: base)", cerrdefs.ErrNotFound, template)
+	}
+	if err := s.opts.Templates(template); err != nil {
+		return "", fmt.Errorf("%w: %w", cerrdefs.ErrNotFound, err)
+	}
+	return template, nil
+}
+
+// createSandbox makes the container of scope sc: the default template
+// through Ensure (which takes it from the warm pool when there is one),
+// another through the sandbox manager's Create.
+func (s *Server) createSandbox(ctx context.Context, sc sandbox.Scope, template string) error {
+	if template == "" {
+		_, err := s.opts.Sandboxes.Ensure(ctx, sc)
+		return err
+	}
+	_, err := s.opts.Sandboxes.Create(ctx, sc, sandbox.CreateOptions{Template: template})
+	return err
 }
 
 // timeoutOf converts an E2B timeout in seconds (nil: def).
@@ -273,7 +295,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, agent string) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	if _, err := templateImage(body.TemplateID, s.opts.Image); err != nil {
+	tmpl, err := s.templateName(body.TemplateID)
+	if err != nil {
 		apiError(w, http.StatusNotFound, err.Error())
 		return
 	}
@@ -293,7 +316,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, agent string) {
 	// the creation finishes, and the sandbox times out like any other.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createTimeout)
 	defer cancel()
-	if _, err := s.opts.Sandboxes.Ensure(ctx, scopeOf(*rec)); err != nil {
+	if err := s.createSandbox(ctx, scopeOf(*rec), tmpl); err != nil {
 		code := http.StatusServiceUnavailable
 		if cerrdefs.IsResourceExhausted(err) {
 			// sandbox.maxPerAgent or sandbox.max: the SDK's RateLimitError.

@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -25,6 +26,8 @@ type fakeSandboxes struct {
 	mu     sync.Mutex
 	scopes map[sandbox.Scope]bool
 	files  []supervisor.FileInfo // what ListFiles answers, for any directory
+	// templates lists the templates Create was asked for.
+	templates []string
 }
 
 func (f *fakeSandboxes) Ensure(_ context.Context, s sandbox.Scope) (sandbox.EnsureResult, error) {
@@ -32,6 +35,14 @@ func (f *fakeSandboxes) Ensure(_ context.Context, s sandbox.Scope) (sandbox.Ensu
 	defer f.mu.Unlock()
 	f.scopes[s] = true
 	return sandbox.EnsureResult{}, nil
+}
+
+func (f *fakeSandboxes) Create(_ context.Context, s sandbox.Scope, o sandbox.CreateOptions) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scopes[s] = true
+	f.templates = append(f.templates, o.Template)
+	return sandbox.Info{}, nil
 }
 
 func (f *fakeSandboxes) Remove(_ context.Context, s sandbox.Scope) error {
@@ -122,7 +133,12 @@ func newTestServer(t *testing.T) (*Server, *fakeSandboxes, *clock, string) {
 	c := &clock{now: time.Unix(1_800_000_000, 0)}
 	s, err := New(Options{Tools: fakeTools{}, Streams: fakeTools{}, Sandboxes: sbx, Sessions: func(string) []map[string]any { return nil },
 		AgentTokens: map[string]string{"alice-key": "alice", "bob-key": "bob"}, ScopeMode: "session", StateDir: t.TempDir(),
-		Image: "img", Now: c.Now})
+		Templates: func(name string) error {
+			if name != "small" {
+				return errors.New("no such template")
+			}
+			return nil
+		}, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,11 +230,18 @@ func TestE2BKeyScope(t *testing.T) {
 	if n := sbx.count(); n != 1 {
 		t.Errorf("bad creates left %d sandboxes, want 1", n)
 	}
+	// A named template is one of sandbox.templates, made by Create.
+	if code, body := call(t, "POST", url+"/v2/sandboxes", "alice-key", `{"templateID":"small"}`); code != http.StatusCreated || !strings.Contains(string(body), `"templateID":"small"`) {
+		t.Errorf("create from template small: %d %s", code, body)
+	}
+	if len(sbx.templates) != 1 || sbx.templates[0] != "small" {
+		t.Errorf("Create was asked for %v, want [small]", sbx.templates)
+	}
 	if code, _ := call(t, "DELETE", url+"/sandboxes/"+id, "alice-key", ""); code != http.StatusNoContent {
 		t.Errorf("alice's kill: %d", code)
 	}
-	if n := sbx.count(); n != 0 {
-		t.Errorf("kill left %d sandboxes", n)
+	if n := sbx.count(); n != 1 {
+		t.Errorf("kill left %d sandboxes, want the template one", n)
 	}
 }
 

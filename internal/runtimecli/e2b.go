@@ -46,10 +46,10 @@ func listenE2B(addr, certFile, keyFile string, cfg config.File, state string, to
 		memMB = int(n >> 20)
 	}
 	srv, err := e2b.New(e2b.Options{Tools: tools, Streams: streams, Sandboxes: sbx, Sessions: mgr.Sessions, AgentTokens: keys,
-		// Pauser: the sandbox manager's Pause and Resume, once it has them.
-		ContainerPrefix: cfg.Sandbox.Docker.ContainerPrefix,
-		ScopeMode:       cfg.Sandbox.Scope, StateDir: state, FilesMaxBytes: filesMax, Image: cfg.Sandbox.Docker.Image,
-		CPUCount: max(int(cfg.Sandbox.Docker.CPUs+0.5), 1), MemoryMB: memMB, Logf: logf})
+		Pauser: sbx, ContainerPrefix: cfg.Sandbox.Docker.ContainerPrefix,
+		ScopeMode: cfg.Sandbox.Scope, StateDir: state, FilesMaxBytes: filesMax,
+		Templates: func(name string) error { _, err := cfg.Sandbox.TemplateDocker(name); return err },
+		CPUCount:  max(int(cfg.Sandbox.Docker.CPUs+0.5), 1), MemoryMB: memMB, Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("serve --e2b: %w", err)
 	}
