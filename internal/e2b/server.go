@@ -251,11 +251,14 @@ func (s *Server) templateName(template string) (string, error) {
 
 // createSandbox makes the container of scope sc: the default template
 // through Ensure (which takes it from the warm pool when there is one),
-// another through the sandbox manager's Create.
+// another, or any under sandbox.explicit (where Ensure makes none), through
+// the sandbox manager's Create.
 func (s *Server) createSandbox(ctx context.Context, sc sandbox.Scope, template string) error {
 	if template == "" {
 		_, err := s.opts.Sandboxes.Ensure(ctx, sc)
-		return err
+		if !errors.Is(err, sandbox.ErrNoSandbox) {
+			return err
+		}
 	}
 	_, err := s.opts.Sandboxes.Create(ctx, sc, sandbox.CreateOptions{Template: template})
 	return err

@@ -28,11 +28,16 @@ type fakeSandboxes struct {
 	files  []supervisor.FileInfo // what ListFiles answers, for any directory
 	// templates lists the templates Create was asked for.
 	templates []string
+	// explicit makes Ensure refuse to create (sandbox.explicit).
+	explicit bool
 }
 
 func (f *fakeSandboxes) Ensure(_ context.Context, s sandbox.Scope) (sandbox.EnsureResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.explicit && !f.scopes[s] {
+		return sandbox.EnsureResult{}, sandbox.ErrNoSandbox
+	}
 	f.scopes[s] = true
 	return sandbox.EnsureResult{}, nil
 }
@@ -435,5 +440,18 @@ func TestE2BPolledWatcher(t *testing.T) {
 	}
 	if code, _ := rpc(a, "GetWatcherEvents", req); code != http.StatusNotFound {
 		t.Errorf("a removed watcher: %d, want 404", code)
+	}
+}
+
+// TestE2BExplicit: under sandbox.explicit a command makes no sandbox, so
+// the E2B create of the default template is the sandbox manager's Create.
+func TestE2BExplicit(t *testing.T) {
+	_, sbx, _, url := newTestServer(t)
+	sbx.explicit = true
+	if code, body := call(t, "POST", url+"/v2/sandboxes", "alice-key", `{}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if sbx.count() != 1 || len(sbx.templates) != 1 || sbx.templates[0] != "" {
+		t.Fatalf("want one sandbox made by Create of the default template: %d %v", sbx.count(), sbx.templates)
 	}
 }
