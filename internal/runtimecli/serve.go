@@ -63,6 +63,8 @@ type ServeOptions struct {
 	ApproverToken string
 	// FilesMaxBytes bounds one transfer of the files API.
 	FilesMaxBytes int64
+	// E2B serves the E2B API (internal/e2b) on this TCP address.
+	E2B string
 }
 
 func newServeCommand(c *cli.CLI) *cobra.Command {
@@ -87,6 +89,9 @@ are for people: on the socket the daemon refuses every process it started
 (and their descendants) and every sandbox; over TCP they need
 --approver-token, never the tool token.
 
+With --e2b ADDR it also serves the E2B API on ADDR (docs/e2b.md): E2B's own
+SDKs run unchanged; their API keys are the agent tokens below.
+
 Agent tokens: <state>/agent-tokens.json (mode 0600), {"agentId": "token"},
 pins a TCP client to one agent: its exec and process act as that agent, and
 /v1/events and /v1/approvals show it only that agent's items. SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
@@ -107,6 +112,7 @@ are removed.`,
 	f.Int64Var(&opts.FilesMaxBytes, "files-max-bytes", daemon.DefaultFileMaxBytes, "largest file content one files API transfer (upload or download) may move")
 	f.StringVar(&opts.LogFormat, "log-format", LogFormatText, "format of the daemon's log on stderr: text (key=value) or json (one object a line)")
 	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+string(envknob.NodeToken)+", then <state>/node-token)")
+	f.StringVar(&opts.E2B, "e2b", "", "also serve the E2B API (docs/e2b.md) on this TCP address, e.g. 127.0.0.1:3000; API keys are the agent tokens")
 	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(newServeStatusCommand(c))
 	cmd.AddCommand(&cobra.Command{
@@ -304,6 +310,16 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// TLS key pair and the pid file (daemon.Listen). A start that fails
 	// here has adopted nothing, so closing the Manager ends nothing that a
 	// previous daemon left running (issue 32 item 1).
+	var e2bAPI *e2bListener
+	if opts.E2B != "" {
+		if e2bAPI, err = listenE2B(opts.E2B, opts.TLSCert, opts.TLSKey, cfg, state, tools, mgr, dopts.Streams, sbx, opts.FilesMaxBytes, logf); err != nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = mgr.Close(closeCtx)
+			return err
+		}
+		defer e2bAPI.ln.Close()
+	}
 	srv, err := daemon.Listen(ctx, dopts)
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -339,6 +355,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		expired := &sandboxAPI{publish: mgr.Publish}
 		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event("expired", in) })
+	}
+	if e2bAPI != nil {
+		go e2bAPI.serve(runCtx, logf)
 	}
 	return srv.Serve(ctx)
 }
@@ -543,8 +562,8 @@ func forward[T any](ctx context.Context, in <-chan T) <-chan any {
 }
 
 func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeOptions) error {
-	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" {
-		return cli.UsageErrorf("serve: --listen, --token and --tls-* need --foreground (run the daemon under a service manager instead)")
+	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.E2B != "" {
+		return cli.UsageErrorf("serve: --listen, --token, --tls-* and --e2b need --foreground (run the daemon under a service manager instead)")
 	}
 	argv, err := c.DaemonCommand(state)
 	if err != nil {
