@@ -27,39 +27,6 @@ const (
 	e2bBobKey   = "e2b-bob-key-0123456789"
 )
 
-// e2bNpmCI installs the locked e2b SDK unless that version is there.
-func e2bNpmCI(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed: run scripts/toolchain.sh (make toolchain)", tool)
-		}
-	}
-	var lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	raw, err := os.ReadFile(filepath.Join(e2bSDKDir, "package-lock.json"))
-	if err != nil || json.Unmarshal(raw, &lock) != nil {
-		t.Fatalf("package-lock.json: %v", err)
-	}
-	want := lock.Packages["node_modules/e2b"].Version
-	var have struct {
-		Version string `json:"version"`
-	}
-	if raw, err := os.ReadFile(filepath.Join(e2bSDKDir, "node_modules", "e2b", "package.json")); err == nil {
-		_ = json.Unmarshal(raw, &have)
-	}
-	if want != "" && have.Version == want {
-		return
-	}
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = e2bSDKDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
-	}
-}
 
 // e2bEnv is a state directory whose config gives every E2B sandbox its
 // own container (scope session) and two API keys (agent tokens).
@@ -162,7 +129,7 @@ func runE2BScript(t *testing.T, e *env, e2bAddr string, wantOK bool, args ...str
 // daemon SIGKILL and is found again with commands.connect.
 func TestE2BSDK(t *testing.T) {
 	e, sup := e2bEnv(t)
-	e2bNpmCI(t)
+	npmCI(t, e2bSDKDir, "e2b")
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	e2bAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	serve := startE2B(t, e, sup, listen, e2bAddr)
