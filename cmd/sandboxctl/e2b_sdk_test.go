@@ -27,7 +27,6 @@ const (
 	e2bBobKey   = "e2b-bob-key-0123456789"
 )
 
-
 // e2bEnv is a state directory whose config gives every E2B sandbox its
 // own container (scope session) and two API keys (agent tokens).
 func e2bEnv(t *testing.T) (*env, string) {
