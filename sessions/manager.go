@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -41,6 +42,10 @@ type Options struct {
 	// Journal, when set, numbers and keeps every event before subscribers
 	// get it (eventjournal.Journal), so clients can replay what they missed.
 	Journal EventJournal
+	// Audit, when set, records every exec request, guard verdict,
+	// approval and session start and exit (audit.Log). An error from it
+	// refuses the request before anything runs (audit.onFailure refuse).
+	Audit audit.Recorder
 }
 
 // Limits are the effective numeric settings after defaults, environment
@@ -82,6 +87,7 @@ type Manager struct {
 	subMu   sync.Mutex
 	subs    map[chan Event]struct{}
 	journal EventJournal
+	audit   audit.Recorder
 
 	sweepStop chan struct{}
 	sweepDone chan struct{}
@@ -110,6 +116,10 @@ func New(opts Options) (*Manager, error) {
 		subs:     map[chan Event]struct{}{},
 		cursors:  openCursors(opts.CursorFile),
 		journal:  opts.Journal,
+		audit:    opts.Audit,
+	}
+	if m.audit == nil {
+		m.audit = audit.Nop{}
 	}
 	if m.now == nil {
 		m.now = time.Now

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -44,6 +45,9 @@ type session struct {
 	pid                 int
 	startedAt           time.Time // by the injected clock (results, list, TTL)
 	startedReal         time.Time // by the real clock (timeouts run on real timers)
+	// reqID and actor are the exec request's, for its audit records.
+	reqID string
+	actor audit.Actor
 
 	mu        sync.Mutex
 	agg       *output.Log // all output, by stream; streams follow it by offset
@@ -264,6 +268,7 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	s.wakeLocked()
 	visible := s.visible
 	ev := m.exitEventLocked(s)
+	rec := exitRecordLocked(s)
 	if visible {
 		// Kept for polling: its output goes to disk. A foreground run's
 		// result is read from memory at once and the session forgotten.
@@ -274,6 +279,7 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	m.mu.Lock()
 	delete(m.live, s)
 	m.mu.Unlock()
+	_ = m.record(context.Background(), rec)
 	if visible && ev != nil {
 		m.emit(*ev)
 	}

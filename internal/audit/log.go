@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
 )
 
 // Segment files are named segmentPrefix + a 10-digit number + segmentExt,
@@ -63,8 +65,9 @@ func ParseFailureMode(s string) (FailureMode, error) {
 }
 
 // ErrUnavailable wraps the error of a record that could not be written
-// under FailureMode Refuse: the action it records must not happen.
-var ErrUnavailable = errors.New("audit log unavailable")
+// under FailureMode Refuse: the action it records must not happen. It is
+// classed errdefs unavailable (HTTP 503).
+var ErrUnavailable = fmt.Errorf("audit log unavailable (audit.onFailure refuse): %w", cerrdefs.ErrUnavailable)
 
 // Options configure Open.
 type Options struct {
@@ -229,7 +232,7 @@ func (l *Log) Mode() FailureMode { return l.opts.OnFailure }
 // download) is refused while the log is failing.
 func (l *Log) Check() error {
 	if l.opts.OnFailure == Refuse && !l.healthy.Load() {
-		return fmt.Errorf("%w: the last record could not be written; actions are refused until it can (audit.onFailure refuse)", ErrUnavailable)
+		return fmt.Errorf("%w: the last record could not be written; actions are refused until one can", ErrUnavailable)
 	}
 	return nil
 }

@@ -58,6 +58,9 @@ type Record struct {
 	AgentID    string `json:"agentId,omitempty"`
 	SessionKey string `json:"sessionKey,omitempty"`
 	SessionID  string `json:"sessionId,omitempty"`
+	// RequestID ties the records of one exec request together (request,
+	// guard, approval, session start and exit).
+	RequestID string `json:"requestId,omitempty"`
 	// Host is where the command runs (sandbox | gateway | node), Node the
 	// node it runs on; DaemonHost the machine that wrote the record.
 	Host       string `json:"host,omitempty"`
@@ -115,12 +118,14 @@ type Exec struct {
 // Guard is the command guard's verdict (guard.decision).
 type Guard struct {
 	Decision string `json:"decision"` // run | deny | approval-pending
-	Reason   string `json:"reason,omitempty"`
-	// Rule is what made the decision: the allowlist entry, the safe bin,
-	// the security mode.
-	Rule    string `json:"rule,omitempty"`
-	Command string `json:"command,omitempty"` // the command as it will run, when the guard rewrote it
-	Confine bool   `json:"confine,omitempty"`
+	// Rule is what made the decision, as the guard states it ("allowlist
+	// satisfied", "security is full", "/usr/bin/curl is not allowlisted
+	// (...)", "path outside the workspace: ...").
+	Rule     string `json:"rule,omitempty"`
+	Security string `json:"security,omitempty"` // the effective modes it judged under
+	Ask      string `json:"ask,omitempty"`
+	Command  string `json:"command,omitempty"` // the command as it will run, when the guard rewrote it
+	Confine  bool   `json:"confine,omitempty"`
 }
 
 // Approval is an approval request, decision or outcome.

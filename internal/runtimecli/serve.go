@@ -23,6 +23,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
@@ -198,11 +199,19 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		defer sbx.Close()
 	}
-	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	journalFile, err := eventjournal.Open(filepath.Join(state, "events"), 0)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer journal.Close()
+	defer journalFile.Close()
+	auditLog, err := openAudit(cfg, state, c.Version, logf)
+	if err != nil {
+		return err
+	}
+	defer auditLog.close()
+	// Every event is journalled through the audit log's tap: the sandbox
+	// and node events it maps are recorded whoever publishes them.
+	journal := audit.Tap{Next: journalFile, Log: auditLog.rec}
 	nodes, err := buildNodeRegistry(c, opts, state, logf, func(n nodeexec.Refusal) {
 		if _, err := journal.Append(toolapi.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
 			Text:    fmt.Sprintf("Refused node %q (id %s) from %s: %v", n.Name, n.NodeID, n.Remote, n.Err),
@@ -220,7 +229,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal})
+		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Audit: auditLog.rec})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -237,6 +246,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		src.Sandboxes = sbx.List
 	}
 	tools := metricSet.Wrap(mgr, src)
+	if err := tools.Register(auditLog.gauges()...); err != nil {
+		return fmt.Errorf("serve: metrics: %w", err)
+	}
 	if sbx != nil {
 		if err := tools.Register(engineGauges(sbx)...); err != nil {
 			return fmt.Errorf("serve: metrics: %w", err)
@@ -248,7 +260,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Tools:          tools,
 		Streams:        metricSet.Streams(mgr),
 		Sessions:       mgr.Sessions,
-		Journal:        journal,
+		Journal:        journalFile,
+		AuditDir:       auditLog.dir(),
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: sessions.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
@@ -266,7 +279,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Logf:        logf,
 		Lock:        lock,
 	}
-	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}
+	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now, audit: auditLog.rec}
 	for pattern, h := range approvals.routes() {
 		dopts.Routes[pattern] = h
 	}
@@ -279,14 +292,17 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		}
 	}
 	if cfg.Exec.ApprovalHook != "" {
-		hook := &approvalHook{path: cfg.Exec.ApprovalHook, resolve: approvals.decide, logf: logf,
+		hook := &approvalHook{path: cfg.Exec.ApprovalHook, logf: logf,
+			resolve: func(ctx context.Context, id string, d vocab.ApprovalDecision) error {
+				return approvals.decide(audit.WithActor(ctx, audit.Actor{Via: "hook"}), id, d)
+			},
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
 		go hook.run(ctx, mgr.Subscribe(ctx))
 	}
 	if sbx != nil {
 		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
 		dopts.Routes["GET /v1/sandboxes/{name}"] = sandboxDetailHandler(sbx)
-		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf}) {
+		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf, Audit: auditLog.files()}) {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
@@ -316,6 +332,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// again as before the restart. Requests wait in the listen backlog
 	// until Serve below.
 	recoverStart := time.Now()
+	auditLog.started(ctx, cfg)
 	if n, err := mgr.Recover(ctx); err != nil {
 		logf("warning: recovering sessions: %v", err)
 	} else if n > 0 {
