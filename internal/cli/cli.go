@@ -175,6 +175,7 @@ the state directory's socket and start one when none is running.`,
 		newCpCommand(c),
 		newVersionCommand(c),
 		newUICommand(c),
+		newAuditCommand(c),
 	)
 	root.AddCommand(extra...)
 	refuseUnknownSubcommands(root)

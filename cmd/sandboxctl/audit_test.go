@@ -1,0 +1,228 @@
+package main_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/audit"
+)
+
+// auditRecords reads every record of the env's audit log (sandboxctl
+// audit --json, the CLI's own query).
+func auditRecords(t *testing.T, e *env, args ...string) []audit.Record {
+	t.Helper()
+	r := e.run(t, append([]string{"--json", "audit"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("audit: %+v", r)
+	}
+	var out []audit.Record
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	for dec.More() {
+		var rec audit.Record
+		if err := dec.Decode(&rec); err != nil {
+			t.Fatalf("audit --json: %v in %s", err, r.stdout)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// byKind returns the records of kind k (of session sid when not "").
+func byKind(recs []audit.Record, k audit.Kind, sid string) []audit.Record {
+	var out []audit.Record
+	for _, r := range recs {
+		if r.Kind == k && (sid == "" || r.SessionID == sid) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func auditSegment(e *env) string { return filepath.Join(e.state, "audit", audit.SegmentName(1)) }
+
+// TestAuditTrailGateway drives a real daemon through a command that waits
+// for a human, its approval on the socket, a refused request and a plain
+// run, then stops it: every step is one record with who and what (env
+// names, never values), `audit verify` passes, and after an edit of the
+// real log it fails naming the edited line.
+func TestAuditTrailGateway(t *testing.T) {
+	e := guardEnv(t, "")
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "RAN")
+	d := execJSON(t, e, "--workdir", dir, "--agent", "aud", "--env", "AUDIT_SECRET=hunter2-value", "--", "touch", marker)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending, got %v", d)
+	}
+	id, _ := d["approvalId"].(string)
+	sid, _ := d["sessionId"].(string)
+	if r := e.run(t, "approvals", "resolve", id, "allow-once"); r.code != 0 {
+		t.Fatalf("resolve: %+v", r)
+	}
+	pollUntilDone(t, e, sid, "--agent", "aud")
+	if r := e.run(t, "exec", "--agent", "aud", "--host", "elsewhere", "--", "true"); r.code == 0 {
+		t.Fatalf("a bad host ran: %+v", r)
+	}
+	// A safe bin runs without approval.
+	if r := e.run(t, "exec", "--agent", "aud", "--", "wc", "-c"); r.code != 0 || strings.TrimSpace(r.stdout) != "0" {
+		t.Fatalf("wc -c: %+v", r)
+	}
+	e.stopDaemon(t)
+
+	recs := auditRecords(t, e)
+	want := func(k audit.Kind, sid string) audit.Record {
+		t.Helper()
+		got := byKind(recs, k, sid)
+		if len(got) == 0 {
+			t.Fatalf("no %s record (session %q) in %+v", k, sid, recs)
+		}
+		return got[0]
+	}
+	req := want(audit.KindExecRequest, "")
+	if req.Exec == nil || !strings.Contains(req.Exec.Command, marker) || req.AgentID != "aud" ||
+		fmt.Sprint(req.Exec.EnvNames) != "[AUDIT_SECRET]" || req.Actor.Via != "socket" || req.Actor.UID == nil || *req.Actor.UID != os.Getuid() || req.RequestID == "" {
+		t.Fatalf("exec.request: %+v %+v", req, req.Exec)
+	}
+	g := want(audit.KindGuardDecision, "")
+	if g.Guard.Decision != "approval-pending" || g.Guard.Rule == "" || g.RequestID != req.RequestID {
+		t.Fatalf("guard.decision: %+v %+v", g, g.Guard)
+	}
+	if a := want(audit.KindApprovalRequest, ""); a.Approval.ID != id || a.RequestID != req.RequestID {
+		t.Fatalf("approval.request: %+v", a.Approval)
+	}
+	if a := want(audit.KindApprovalDecide, ""); a.Approval.ID != id || a.Approval.Decision != "allow-once" || a.Actor.Via != "socket" || a.Actor.UID == nil {
+		t.Fatalf("approval.decision: %+v %+v", a, a.Approval)
+	}
+	if a := want(audit.KindApprovalOutcome, sid); a.Approval.Decision != "run" {
+		t.Fatalf("approval.outcome: %+v", a.Approval)
+	}
+	if s := want(audit.KindSessionStart, sid); s.Session.PID == 0 || s.RequestID != req.RequestID || s.Host != "gateway" {
+		t.Fatalf("session.start: %+v %+v", s, s.Session)
+	}
+	if s := want(audit.KindSessionExit, sid); s.Session.Status != "completed" || s.Session.ExitCode == nil || *s.Session.ExitCode != 0 {
+		t.Fatalf("session.exit: %+v", s.Session)
+	}
+	if r := want(audit.KindExecRefused, ""); !strings.Contains(r.Exec.Error, "elsewhere") {
+		t.Fatalf("exec.refused: %+v", r.Exec)
+	}
+	var wc *audit.Record
+	for _, q := range byKind(recs, audit.KindExecRequest, "") {
+		for _, r := range byKind(recs, audit.KindSessionStart, "") {
+			if q.Exec.Command == "wc -c" && r.RequestID == q.RequestID && strings.Contains(r.Session.Command, "wc") {
+				wc = &r
+			}
+		}
+	}
+	if wc == nil {
+		t.Fatalf("no session.start of wc -c in %+v", recs)
+	}
+	if g := byKind(recs, audit.KindGuardDecision, ""); len(g) != 2 || g[1].Guard.Decision != "run" || g[1].Guard.Rule == "" {
+		t.Fatalf("the safe bin's guard.decision: %+v", g)
+	}
+	if x := byKind(recs, audit.KindSessionExit, wc.SessionID); len(x) != 1 || x[0].Session.OutputBytes != 2 || *x[0].Session.ExitCode != 0 {
+		t.Fatalf("wc -c's session.exit: %+v", x)
+	}
+	if ds := want(audit.KindDaemonStart, ""); len(ds.Daemon.ConfigSHA256) != 64 || ds.Daemon.PID == 0 {
+		t.Fatalf("daemon.start: %+v", ds.Daemon)
+	}
+	want(audit.KindDaemonStop, "")
+	// Filters.
+	if got := auditRecords(t, e, "--kind", "session.exit", "--agent", "aud"); len(got) != 2 {
+		t.Fatalf("--kind session.exit --agent aud: %d records", len(got))
+	}
+	if got := auditRecords(t, e, "--since", time.Now().Add(time.Minute).Format(time.RFC3339)); len(got) != 0 {
+		t.Fatalf("--since the future: %d records", len(got))
+	}
+
+	data, err := os.ReadFile(auditSegment(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("hunter2-value")) {
+		t.Fatal("the audit log holds an environment value")
+	}
+	if r := e.run(t, "audit", "verify"); r.code != 0 || !strings.Contains(r.stdout, "intact") {
+		t.Fatalf("verify of the untouched log: %+v", r)
+	}
+	// Edit the third line of the real log: verify fails there.
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	lines[2] = bytes.Replace(lines[2], []byte(`"agentId":"aud"`), []byte(`"agentId":"bud"`), 1)
+	if err := os.WriteFile(auditSegment(e), bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run(t, "audit", "verify")
+	if r.code != 1 || !strings.Contains(r.stderr, audit.SegmentName(1)+" line 3:") {
+		t.Fatalf("verify of an edited log: %+v", r)
+	}
+}
+
+// TestAuditTrailFilesAndAPI: file transfers through the HTTP files API of a
+// real daemon and sandbox are recorded with their size and SHA-256, the
+// sandbox made for them too; GET /v1/audit answers the tool token and
+// refuses an agent token.
+func TestAuditTrailFilesAndAPI(t *testing.T) {
+	e, alice, _ := filesEnv(t)
+	base := serveFiles(t, e)
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", alice) })
+	if code, body := callTCP(t, base, filesToolToken, "POST", "/v1/tools/exec", map[string]any{"command": "true", "agentId": alice}); code != 200 {
+		t.Fatalf("exec: %d %s", code, body)
+	}
+	content := bytes.Repeat([]byte("audit me\n"), 5000)
+	sum := sha256.Sum256(content)
+	q := "?agent=" + alice + "&path=/workspace/a.txt"
+	if code, body := filesCall(t, base, filesToolToken, "PUT", "/v1/files"+q, "application/octet-stream", content); code != 200 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	if code, body := filesCall(t, base, filesToolToken, "GET", "/v1/files"+q, "", nil); code != 200 || !bytes.Equal(body, content) {
+		t.Fatalf("download: %d, %d bytes", code, len(body))
+	}
+	if code, body := filesCall(t, base, filesAliceToken, "DELETE", "/v1/files"+q, "", nil); code != 200 {
+		t.Fatalf("remove: %d %s", code, body)
+	}
+
+	if code, body := filesCall(t, base, filesAliceToken, "GET", "/v1/audit", "", nil); code != http.StatusForbidden {
+		t.Fatalf("an agent token read the audit log: %d %s", code, body)
+	}
+	if code, body := filesCall(t, base, filesToolToken, "GET", "/v1/audit?kind=nope", "", nil); code != http.StatusBadRequest {
+		t.Fatalf("bad kind: %d %s", code, body)
+	}
+	code, body := filesCall(t, base, filesToolToken, "GET", "/v1/audit?kind=file.transfer,sandbox&agent="+alice, "", nil)
+	if code != 200 {
+		t.Fatalf("GET /v1/audit: %d %s", code, body)
+	}
+	var recs []audit.Record
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for dec.More() {
+		var r audit.Record
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	files := byKind(recs, audit.KindFileTransfer, "")
+	if len(files) != 3 {
+		t.Fatalf("want 3 file.transfer records, got %+v", recs)
+	}
+	hexSum := hex.EncodeToString(sum[:])
+	in, out, rm := files[0], files[1], files[2]
+	if in.File.Direction != "in" || in.File.Bytes != int64(len(content)) || in.File.SHA256 != hexSum || in.File.Path != "/workspace/a.txt" || in.Actor.Token != "tool" {
+		t.Fatalf("upload record: %+v %+v", in, in.File)
+	}
+	if out.File.Direction != "out" || out.File.Bytes != int64(len(content)) || out.File.SHA256 != hexSum || out.File.Format != "raw" {
+		t.Fatalf("download record: %+v", out.File)
+	}
+	if rm.File.Direction != "remove" || rm.Actor.Via != "agent-token" || rm.Actor.Token != alice || rm.File.Error != "" {
+		t.Fatalf("remove record: %+v %+v", rm, rm.File)
+	}
+	if sb := byKind(recs, audit.KindSandbox, ""); len(sb) == 0 || sb[0].Sandbox.Action != "create" || sb[0].Sandbox.Error != "" {
+		t.Fatalf("sandbox create record: %+v", sb)
+	}
+}
