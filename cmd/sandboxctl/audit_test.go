@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 )
@@ -224,5 +227,124 @@ func TestAuditTrailFilesAndAPI(t *testing.T) {
 	}
 	if sb := byKind(recs, audit.KindSandbox, ""); len(sb) == 0 || sb[0].Sandbox.Action != "create" || sb[0].Sandbox.Error != "" {
 		t.Fatalf("sandbox create record: %+v", sb)
+	}
+}
+
+// TestAuditFullDisk puts a real daemon's audit log on a small tmpfs and
+// fills it: with audit.onFailure refuse a command whose record cannot be
+// written is refused (503, the reason) and does not run; with alert it
+// runs and the metrics say the log fails. Once there is room again the
+// log goes on in one verified chain.
+func TestAuditFullDisk(t *testing.T) {
+	for _, mode := range []string{"refuse", "alert"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			auditDir := filepath.Join(e.state, "audit")
+			if err := os.MkdirAll(auditDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			mountTmpfs(t, auditDir, 64<<10)
+			cfg := "exec:\n  host: gateway\n  security: full\n  ask: \"off\"\n" + legacyGateway +
+				"audit:\n  onFailure: " + mode + "\n  maxSegmentBytes: 1048576\n  maxBytes: 4194304\n"
+			if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			const token = "audit-tool-token-0123456789"
+			base := serveTCPArgs(t, e, nil, "SANDBOXCTL_TOKEN="+token)
+			fillDir(t, auditDir)
+			work := t.TempDir()
+			failedAt := -1
+			for i := range 40 {
+				marker := filepath.Join(work, fmt.Sprint(i))
+				code, body := callTCP(t, base, token, "POST", "/v1/tools/exec", map[string]any{"command": "touch " + marker})
+				if code == http.StatusOK {
+					if _, err := os.Stat(marker); err != nil {
+						t.Fatalf("attempt %d answered 200 but did not run: %s", i, body)
+					}
+					continue
+				}
+				if mode == "alert" {
+					t.Fatalf("alert: attempt %d refused: %d %s", i, code, body)
+				}
+				if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "audit log unavailable") {
+					t.Fatalf("refuse: attempt %d: %d %s", i, code, body)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatalf("refuse: attempt %d ran although its record was not written", i)
+				}
+				failedAt = i
+				break
+			}
+			_, metrics := callTCP(t, base, token, "GET", "/metrics", nil)
+			switch mode {
+			case "refuse":
+				if failedAt < 0 {
+					t.Fatal("refuse: the full disk never refused a command")
+				}
+			case "alert":
+				if !bytes.Contains(metrics, []byte("sandboxctl_audit_healthy 0")) || bytes.Contains(metrics, []byte("sandboxctl_audit_write_failures_total 0\n")) {
+					t.Fatalf("alert: metrics do not show the failure:\n%s", grepLines(metrics, "sandboxctl_audit"))
+				}
+			}
+			if !bytes.Contains(metrics, []byte("sandboxctl_audit_healthy 0")) {
+				t.Fatalf("metrics:\n%s", grepLines(metrics, "sandboxctl_audit"))
+			}
+			// Room again: commands run and are recorded.
+			if err := os.Remove(filepath.Join(auditDir, "filler")); err != nil {
+				t.Fatal(err)
+			}
+			marker := filepath.Join(work, "after")
+			if code, body := callTCP(t, base, token, "POST", "/v1/tools/exec", map[string]any{"command": "touch " + marker}); code != 200 {
+				t.Fatalf("after freeing space: %d %s", code, body)
+			}
+			_, metrics = callTCP(t, base, token, "GET", "/metrics", nil)
+			if !bytes.Contains(metrics, []byte("sandboxctl_audit_healthy 1")) {
+				t.Fatalf("not healthy after freeing space:\n%s", grepLines(metrics, "sandboxctl_audit"))
+			}
+			if r := e.run(t, "audit", "verify"); r.code != 0 {
+				t.Fatalf("verify after the full disk: %+v", r)
+			}
+		})
+	}
+}
+
+func grepLines(b []byte, s string) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on dir until the test ends.
+func mountTmpfs(t *testing.T, dir string, size int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+}
+
+// fillDir writes dir/filler until the filesystem has no room left.
+func fillDir(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatalf("fill: %v", err)
+			}
+			return
+		}
 	}
 }
