@@ -341,15 +341,20 @@ func (l *Log) markDirtyLocked() {
 	}
 }
 
+// syncNow fsyncs the current segment without holding the lock, so records
+// go on being written meanwhile (a rotation fsyncs and closes the segment
+// itself, which may fail this call harmlessly).
 func (l *Log) syncNow() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.syncT = nil
-	if l.dirty && !l.closed {
-		l.dirty = false
-		if err := l.f.Sync(); err != nil {
-			l.opts.Logf("audit: fsync: %v", err)
-		}
+	f, dirty := l.f, l.dirty && !l.closed
+	l.dirty = false
+	l.mu.Unlock()
+	if !dirty {
+		return
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		l.opts.Logf("audit: fsync: %v", err)
 	}
 }
 
