@@ -2,9 +2,12 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -58,7 +61,8 @@ func auditSegment(e *env) string { return filepath.Join(e.state, "audit", audit.
 // names, never values), `audit verify` passes, and after an edit of the
 // real log it fails naming the edited line.
 func TestAuditTrailGateway(t *testing.T) {
-	e := guardEnv(t, "")
+	keyPath, pubPath := auditKeyPair(t)
+	e := guardEnv(t, "audit:\n  signingKey: "+keyPath+"\n")
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "RAN")
 	d := execJSON(t, e, "--workdir", dir, "--agent", "aud", "--env", "AUDIT_SECRET=hunter2-value", "--", "touch", marker)
@@ -154,6 +158,14 @@ func TestAuditTrailGateway(t *testing.T) {
 	}
 	if r := e.run(t, "audit", "verify"); r.code != 0 || !strings.Contains(r.stdout, "intact") {
 		t.Fatalf("verify of the untouched log: %+v", r)
+	}
+	// The daemon signed its segment's last hash when it stopped.
+	if r := e.run(t, "audit", "verify", "--public-key", pubPath, "--require-signed"); r.code != 0 || !strings.Contains(r.stdout, "1 segment signature(s) verified") {
+		t.Fatalf("verify with the public key: %+v", r)
+	}
+	_, otherPub := auditKeyPair(t)
+	if r := e.run(t, "audit", "verify", "--public-key", otherPub); r.code != 1 || !strings.Contains(r.stderr, "does not verify") {
+		t.Fatalf("verify with another key: %+v", r)
 	}
 	// Edit the third line of the real log: verify fails there.
 	lines := bytes.SplitAfter(data, []byte("\n"))
@@ -347,4 +359,31 @@ func fillDir(t *testing.T, dir string) {
 			return
 		}
 	}
+}
+
+// auditKeyPair writes an ed25519 key pair as openssl writes it (PKCS #8
+// and PKIX PEM) and returns the files.
+func auditKeyPair(t *testing.T) (string, string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath, pubPath := filepath.Join(dir, "audit.key"), filepath.Join(dir, "audit.pub")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyPath, pubPath
 }

@@ -306,7 +306,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, opts.FilesMaxBytes, c.Version, logf)
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
 	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
