@@ -240,6 +240,12 @@ func TestAuditTrailFilesAndAPI(t *testing.T) {
 	if sb := byKind(recs, audit.KindSandbox, ""); len(sb) == 0 || sb[0].Sandbox.Action != "create" || sb[0].Sandbox.Error != "" {
 		t.Fatalf("sandbox create record: %+v", sb)
 	}
+	// ?last=2: the newest two, oldest first.
+	code, body = filesCall(t, base, filesToolToken, "GET", "/v1/audit?last=2&kind=file.transfer", "", nil)
+	if code != 200 || strings.Count(string(body), "\n") != 2 || !strings.Contains(strings.SplitN(string(body), "\n", 2)[0], `"direction":"out"`) ||
+		!strings.Contains(strings.SplitN(string(body), "\n", 2)[1], `"direction":"remove"`) {
+		t.Fatalf("last=2: %d %s", code, body)
+	}
 }
 
 // TestAuditFullDisk puts a real daemon's audit log on a small tmpfs and

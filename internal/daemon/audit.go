@@ -48,7 +48,8 @@ const (
 
 // handleAudit answers GET /v1/audit: the records of the audit log that
 // pass ?agent= ?since= ?until= ?kind= (audit.ParseFilter), oldest first,
-// one JSON object per line, at most ?limit= (default 1000). Operators
+// one JSON object per line: the first ?limit= (default 1000), or with
+// ?last=N the newest N. Operators
 // only: an agent token is refused (pinnedRoutes), and on the socket only a
 // peer that may decide approvals (not a process sandboxctl started).
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
@@ -62,17 +63,48 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	limit := auditLimit
-	if v := q.Get("limit"); v != "" {
+	count := func(name string, def int) (int, bool) {
+		v := q.Get(name)
+		if v == "" {
+			return def, true
+		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > auditMaxLimit {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("limit %q: want a whole number from 1 to %d", v, auditMaxLimit))
+			writeError(w, http.StatusBadRequest, fmt.Errorf("%s %q: want a whole number from 1 to %d", name, v, auditMaxLimit))
+			return 0, false
+		}
+		return n, true
+	}
+	limit, ok := count("limit", auditLimit)
+	if !ok {
+		return
+	}
+	last, ok := count("last", 0)
+	if !ok {
+		return
+	}
+	var recs []audit.Record
+	if last > 0 {
+		// The newest last records: a ring while scanning.
+		ring, n := make([]audit.Record, last), 0
+		if err := audit.Scan(s.opts.AuditDir, f, func(rec audit.Record) bool { ring[n%last] = rec; n++; return true }); err != nil {
+			writeError(w, http.StatusInternalServerError, err)
 			return
 		}
-		limit = n
+		for i := max(0, n-last); i < n; i++ {
+			recs = append(recs, ring[i%last])
+		}
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
+	if last > 0 {
+		for _, rec := range recs {
+			if enc.Encode(rec) != nil {
+				return
+			}
+		}
+		return
+	}
 	n := 0
 	err = audit.Scan(s.opts.AuditDir, f, func(rec audit.Record) bool {
 		if enc.Encode(rec) != nil {

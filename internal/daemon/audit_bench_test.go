@@ -2,8 +2,8 @@ package daemon
 
 import (
 	"os"
-	"runtime"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
