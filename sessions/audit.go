@@ -64,10 +64,10 @@ func approvalRecord(reqID string, plan execPlan, approval map[string]any, comman
 }
 
 // recordStart records s's start on its host (the command as it runs).
-func (m *Manager) recordStart(ctx context.Context, s *session, node, command string) {
+func (m *Manager) recordStart(ctx context.Context, s *session, command string) {
 	s.mu.Lock()
 	r := audit.Record{Kind: audit.KindSessionStart, RequestID: s.reqID, Actor: s.actor, SessionID: s.id,
-		AgentID: s.agentID, SessionKey: s.sessionKey, Host: string(s.host), Node: node,
+		AgentID: s.agentID, SessionKey: s.sessionKey, Host: string(s.host), Node: s.node,
 		Session: &audit.Session{Command: command, Cwd: s.cwd, PID: s.pid}}
 	s.mu.Unlock()
 	_ = m.record(ctx, r)
@@ -82,7 +82,7 @@ func exitRecordLocked(s *session) audit.Record {
 		sr.ExitCode = &code
 	}
 	return audit.Record{Kind: audit.KindSessionExit, RequestID: s.reqID, Actor: s.actor, SessionID: s.id,
-		AgentID: s.agentID, SessionKey: s.sessionKey, Host: string(s.host), Session: sr}
+		AgentID: s.agentID, SessionKey: s.sessionKey, Host: string(s.host), Node: s.node, Session: sr}
 }
 
 // outcomeRecord is the approval.outcome record of s's approval.
@@ -96,4 +96,16 @@ func outcomeRecord(s *session, v, final GuardVerdict) audit.Record {
 	return audit.Record{Kind: audit.KindApprovalOutcome, RequestID: s.reqID, Actor: audit.Actor{Via: "daemon"}, SessionID: s.id,
 		AgentID: s.agentID, SessionKey: s.sessionKey, Host: string(s.host),
 		Approval: &audit.Approval{ID: id, Slug: slug, Decision: decision, Reason: final.Reason, Expired: final.Expired}}
+}
+
+// nodeOf is the node a node run goes to as asked (the request's, else
+// exec.node); "" for the other hosts.
+func (m *Manager) nodeOf(plan execPlan) string {
+	if plan.host != vocab.HostNode {
+		return ""
+	}
+	if plan.p.Node != "" {
+		return plan.p.Node
+	}
+	return m.cfg.Exec.Node
 }

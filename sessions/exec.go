@@ -244,7 +244,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	}
 	s := m.newSession(p, plan.host, spec.Dir, p.Command, st, plan.keepStdin || watchInput)
 	s.id = id
-	s.reqID, s.actor = plan.reqID, plan.actor
+	s.reqID, s.actor, s.node = plan.reqID, plan.actor, m.nodeOf(plan)
 	s.visible = plan.background
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
@@ -260,7 +260,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	}
 	m.armTimeoutLocked(s, timeout)
 	s.mu.Unlock()
-	m.recordStart(ctx, s, p.Node, spec.Command)
+	m.recordStart(ctx, s, spec.Command)
 	m.run(s)
 	if plan.started != nil {
 		plan.started(newStartedFollower(m, s))

@@ -45,9 +45,10 @@ type session struct {
 	pid                 int
 	startedAt           time.Time // by the injected clock (results, list, TTL)
 	startedReal         time.Time // by the real clock (timeouts run on real timers)
-	// reqID and actor are the exec request's, for its audit records.
-	reqID string
-	actor audit.Actor
+	// reqID, actor and node (host node) are the exec request's, for its
+	// audit records.
+	reqID, node string
+	actor       audit.Actor
 
 	mu        sync.Mutex
 	agg       *output.Log // all output, by stream; streams follow it by offset
