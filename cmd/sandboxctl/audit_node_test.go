@@ -74,6 +74,30 @@ func TestAuditNodeChain(t *testing.T) {
 		t.Fatal("the node did not stop")
 	}
 
+	// Another node claiming the name alpha with its own credential is
+	// refused at its hello: a node.refused record.
+	other := t.TempDir()
+	imp := exec.Command(binary, "--state", other, "--config", cfg, "node", "run",
+		"--gateway", "ws://"+addr, "--token", strings.TrimSpace(string(token)), "--name", "alpha", "--workdir", other)
+	if err := imp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = imp.Process.Kill(); _ = imp.Wait() })
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		refused := auditRecords(t, gw, "--kind", "node.refused")
+		if len(refused) > 0 {
+			if d := refused[0].Daemon; d == nil || !strings.Contains(d.Node, "alpha") || d.Remote == "" || d.Error == "" {
+				t.Fatalf("node.refused: %+v", d)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no node.refused record for a node claiming another's name")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
 	gwRecs := auditRecords(t, gw, "--kind", "session.exit")
 	if len(gwRecs) != 1 || gwRecs[0].Node != "alpha" || gwRecs[0].Session.ExitCode == nil || *gwRecs[0].Session.ExitCode != 5 {
 		t.Fatalf("gateway session.exit: %+v", gwRecs)
