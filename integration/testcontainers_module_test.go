@@ -70,7 +70,14 @@ func check(t *testing.T, run func(context.Context, ...sandboxctl.Option) (*sandb
 func TestInProcess(t *testing.T) { check(t, inprocess.Run) }
 
 func TestContainerMode(t *testing.T) {
-	check(t, sandboxctl.Run, sandboxctl.WithDaemonImage(os.Getenv("CHECK_DAEMON_IMAGE")))
+	img := os.Getenv("CHECK_DAEMON_IMAGE")
+	check(t, func(ctx context.Context, opts ...sandboxctl.Option) (*sandboxctl.Sandbox, error) {
+		var all []testcontainers.ContainerCustomizer
+		for _, o := range opts {
+			all = append(all, o)
+		}
+		return sandboxctl.Run(ctx, img, all...)
+	})
 }
 `
 

@@ -15,6 +15,8 @@ type (
 	Bind = sandboxconfig.Bind
 	// ConfigError is an ErrInvalidConfig naming the offending setting.
 	ConfigError = sandboxconfig.ConfigError
+	// Template is one entry of sandbox.templates.
+	Template = sandboxconfig.Template
 )
 
 // DefaultImage is the image sandboxes run unless configured otherwise.

@@ -152,6 +152,10 @@ func (m *Manager) onEvent(ctx context.Context, ev events.Message, at time.Time) 
 			oom = oom || insp.Container.State.OOMKilled
 		}
 		m.containerDied(id, at, dieReason(name, code, oom))
+	case events.ActionPause:
+		// Paused by another process (sandboxctl sandbox pause): the next
+		// command goes through Ensure, which sees it.
+		m.warm.forgetID(id)
 	case events.ActionDestroy:
 		m.containerDied(id, at, fmt.Errorf("%w: sandbox container %s was removed", ErrContainerGone, name))
 		m.forgetContainer(id)

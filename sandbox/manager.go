@@ -66,7 +66,8 @@ type Options struct {
 	// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) with API version
 	// negotiation.
 	Client *client.Client
-	// Home expands ~ in workspaceRoot; default os.UserHomeDir().
+	// Home expands ~ in workspaceRoot (default: <StateDir>/workspaces);
+	// default os.UserHomeDir().
 	Home string
 	// Labels are added to every container this Manager creates and restrict
 	// which containers it lists (tests use them to stay apart).
@@ -241,7 +242,6 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		cfg:        opts.Config,
 		stateDir:   opts.StateDir,
 		stateID:    stateID(absState),
-		wsRoot:     expandHome(opts.Config.WorkspaceRoot, home),
 		cli:        opts.Client,
 		labels:     opts.Labels,
 		now:        opts.Now,
@@ -261,12 +261,12 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if m.logf == nil {
 		m.logf = func(string, ...any) {}
 	}
-	if !filepath.IsAbs(m.wsRoot) {
-		abs, err := filepath.Abs(m.wsRoot)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: workspaceRoot: %w", err)
-		}
-		m.wsRoot = abs
+	root, err := WorkspaceRoot(opts.Config, absState, home)
+	if err != nil {
+		return nil, err
+	}
+	if m.wsRoot, err = m.prepareWorkspaceRoot(root, home, opts.Config.WorkspaceRoot != ""); err != nil {
+		return nil, err
 	}
 	// No bind may reach the daemon's own state (its socket, approvals) or
 	// the workspaces of every agent.
@@ -407,7 +407,18 @@ func (m *Manager) layoutFor(scopeKey, name string) layout {
 }
 
 func (m *Manager) shapeFor(scopeKey, name string) shape {
-	sh := shape{Docker: m.cfg.Docker, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
+	return m.shapeOf(scopeKey, name, "")
+}
+
+// shapeOf is the shape of a sandbox made from template tmpl ("": the
+// default; a template the config no longer defines: the default too, so
+// the sandbox is recreated from the settings in force).
+func (m *Manager) shapeOf(scopeKey, name, tmpl string) shape {
+	d, err := m.cfg.TemplateDocker(tmpl)
+	if err != nil {
+		d = m.cfg.Docker
+	}
+	sh := shape{Docker: d, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
 	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash
@@ -440,6 +451,9 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 	lock := m.scopeLock(scopeKey)
 	lock.Lock()
 	defer lock.Unlock()
+	// carry holds what a recreated sandbox keeps of the one it replaces
+	// (its template, labels and expiry: object.go).
+	var carry map[string]string
 
 	sh := m.shapeFor(scopeKey, name)
 	hash, canonical := configHash(sh)
@@ -485,6 +499,10 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 				}
 			}
 			running := c.State != nil && c.State.Running
+			if tmpl := c.Config.Labels[LabelTemplate]; tmpl != "" {
+				sh = m.shapeOf(scopeKey, name, tmpl)
+				hash, canonical = configHash(sh)
+			}
 			if c.Config.Labels[LabelConfigHash] != m.wantHash(labels, scopeKey, name) {
 				last := m.reg.lastUsed(name)
 				if running && !last.IsZero() && m.now().Sub(last) < RecentUseWindow {
@@ -493,6 +511,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 						short(c.Config.Labels[LabelConfigHash]), short(hash), m.now().Sub(last).Round(time.Second), RecentUseWindow)
 				} else {
 					m.logf("sandbox %s: config hash changed, recreating", name)
+					carry = m.carriedLabels(name, c.ID, c.Config.Labels)
 					if err := m.removeID(ctx, c.ID); err != nil {
 						return res, err
 					}
@@ -507,6 +526,9 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 				}
 				res.Started = true
 			} else if c.State.Paused {
+				if m.pausedOnRequest(name, c.ID) {
+					return res, fmt.Errorf("%w: sandbox %s (scope %s) is paused: resume it first (sandboxctl sandbox resume %s)", ErrPaused, name, scopeKey, name)
+				}
 				// Paused while idle (sandbox.pauseAfterMinutes).
 				if err := m.resume(ctx, c.ID, name); err != nil {
 					return res, err
@@ -519,11 +541,14 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			m.reg.touch(name, scopeKey)
 			return res, nil
 		}
+		if m.cfg.Explicit && !res.Recreated {
+			return res, fmt.Errorf("%w for scope %s and sandbox.explicit is set, so a command does not create one: create it first (sandboxctl sandbox create --agent %s, or POST /v1/sandboxes)", ErrNoSandbox, scopeKey, orDefault(s.AgentID))
+		}
 		release, err := m.admit(ctx, s, name)
 		if err != nil {
 			return res, err
 		}
-		res, err = m.makeNew(ctx, s, scopeKey, name, sh, hash, canonical, res)
+		res, err = m.makeNew(ctx, s, scopeKey, name, sh, hash, canonical, res, carry)
 		release()
 		if isConflict(err) {
 			lastErr = err
@@ -537,10 +562,16 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 // makeNew takes a pooled sandbox for the scope or creates one. A conflict
 // error means another process created the container first (Ensure retries
 // and uses theirs).
-func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, res EnsureResult) (EnsureResult, error) {
-	mem, ok, err := m.takePooled(ctx, s, scopeKey, name, sh)
-	if err != nil {
-		return res, err
+func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, res EnsureResult, carry map[string]string) (EnsureResult, error) {
+	var mem poolMember
+	var ok bool
+	if carry == nil {
+		// A sandbox that carries a template or labels is made as such,
+		// never taken from the pool of the default template.
+		var err error
+		if mem, ok, err = m.takePooled(ctx, s, scopeKey, name, sh); err != nil {
+			return res, err
+		}
 	}
 	if ok {
 		res.ID, res.Created, res.Started, res.Pooled = mem.id, true, true, true
@@ -550,7 +581,7 @@ func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, s
 	}
 	createStart := time.Now()
 	endStep := m.step(s, StepSandboxCreate)
-	id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, nil)
+	id, supervised, note, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, carry)
 	endStep(err)
 	if err == nil && m.obs != nil {
 		m.obs.SandboxCreated(time.Since(createStart))
@@ -690,6 +721,12 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 			return "", false, "", fmt.Errorf("sandbox %s: setupCommand failed: %w", name, err)
 		}
 	}
+	if ms, _ := strconv.ParseInt(labels[LabelExpiresAt], 10, 64); ms > 0 {
+		if err := m.setExpiry(name, id, time.UnixMilli(ms)); err != nil {
+			_ = m.removeID(context.WithoutCancel(ctx), id)
+			return "", false, "", fmt.Errorf("sandbox %s: %w", name, err)
+		}
+	}
 	m.logf("sandbox %s: created %s (supervised %v)", name, short(id), supervised)
 	return id, supervised, note, nil
 }
@@ -771,6 +808,12 @@ type Info struct {
 	// Pool is PoolReady for a warm-pool sandbox no scope has taken yet
 	// (no scope, agent or session), PoolTaken for one taken from it.
 	Pool string `json:"pool,omitempty"`
+	// Template is the template it was made from (DefaultTemplate unless
+	// created with another), Labels the labels given at its creation and
+	// ExpiresAt when the daemon removes it (zero: never; object.go).
+	Template  string            `json:"template"`
+	Labels    map[string]string `json:"labels"`
+	ExpiresAt time.Time         `json:"expiresAt,omitzero"`
 
 	labels map[string]string // owner labels (ownerLabels)
 }
@@ -838,6 +881,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
 			Path: map[bool]string{true: PathSupervisor, false: PathPlain}[c.Labels[LabelSupervisor] != ""],
 			Pool: pool, labels: labels,
+			Template: templateOf(c.Labels), Labels: userLabels(c.Labels), ExpiresAt: m.expiresAt(name, c.ID, c.Labels),
 		})
 	}
 	return out, nil
@@ -1006,11 +1050,20 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 		return ex, m.classify("inspect sandbox "+name, err)
 	}
 	c := insp.Container
+	if tmpl := c.Config.Labels[LabelTemplate]; tmpl != "" {
+		sh = m.shapeOf(scopeKey, name, tmpl)
+		hash, canonical = configHash(sh)
+		ex.ConfigHash, ex.Config = hash, canonical
+		user := ex.Limits.User
+		ex.Limits = limitsOf(sh.Docker)
+		ex.Limits.User = user
+	}
 	labels := m.ownerLabels(c.ID, c.Config.Labels)
 	ms, _ := strconv.ParseInt(labels[LabelCreatedAt], 10, 64)
 	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
-		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name}
+		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
+		Template: templateOf(c.Config.Labels), Labels: userLabels(c.Config.Labels), ExpiresAt: m.expiresAt(name, c.ID, c.Config.Labels)}
 	if labels[LabelPooled] == "1" {
 		info.Pool = PoolTaken
 	}

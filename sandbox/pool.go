@@ -147,7 +147,7 @@ func (m *Manager) wantHash(labels map[string]string, scopeKey, name string) stri
 		h, _ := configHash(m.poolShape(""))
 		return h
 	}
-	h, _ := configHash(m.shapeFor(scopeKey, name))
+	h, _ := configHash(m.shapeOf(scopeKey, name, labels[LabelTemplate]))
 	return h
 }
 

@@ -50,7 +50,9 @@ func (m *Manager) ensureForStart(ctx context.Context, s Scope) (EnsureResult, er
 	m.warm.mu.Lock()
 	w, ok := m.warm.m[scopeKey]
 	m.warm.mu.Unlock()
-	if ok && now.Sub(w.at) < warmWindow && m.clients.alive(w.res.ID) {
+	// A sandbox paused on request (by this process or another: Pause)
+	// must not take a command: Ensure refuses it.
+	if ok && now.Sub(w.at) < warmWindow && m.clients.alive(w.res.ID) && !m.pausedOnRequest(w.res.Name, w.res.ID) {
 		res := w.res
 		res.Created, res.Started, res.Recreated, res.Resumed, res.Pooled = false, false, false, false, false
 		m.reg.touch(res.Name, scopeKey)
@@ -585,9 +587,10 @@ type RecoveredSession struct {
 	Signal    string    `json:"signal,omitempty"`
 	EndedAt   time.Time `json:"endedAt,omitzero"`
 	InputWait bool      `json:"inputWait,omitempty"`
-	// Output is what the supervisor kept (stdout and stderr interleaved,
-	// the last supervisor.DefaultLogCap bytes); Dropped counts older bytes
-	// no longer kept.
+	// Output is what the supervisor kept (stdout and stderr interleaved:
+	// all output up to supervisor.DefaultLogCap bytes, then the last
+	// DefaultLogCap to twice that); Dropped counts older bytes no longer
+	// kept.
 	Output  []byte `json:"-"`
 	Dropped int64  `json:"dropped,omitempty"`
 	// StdoutOffset and StderrOffset are the byte counts covered by Output;

@@ -43,6 +43,8 @@ type rawState struct {
 	waiting  int           // output readers blocked for room
 	room     chan struct{} // closed when room may have been made
 	orphan   *time.Timer
+	// text is the text backlog of stdout and stderr (rawtext.go).
+	text [2]textBacklog
 }
 
 func newRawState(s *session) *rawState {

@@ -160,14 +160,23 @@ func (m *Manager) run(s *session) {
 }
 
 // read copies one stream into the session's buffers, answering DSR queries
-// of a PTY.
+// of a PTY. A raw session leaves them to its caller's terminal, which gets
+// the query among the exact bytes and answers it itself: a second answer
+// from here would reach the program first, and wrong.
 func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
+	if s.raw != nil && !s.pty {
+		m.readRawOutput(s, r, stream)
+		return
+	}
 	dec := output.NewDecoder(s.pty)
 	buf := make([]byte, readChunk)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			text, dsr := dec.Feed(buf[:n])
+			if s.raw != nil {
+				dsr = 0
+			}
 			for range dsr {
 				if _, werr := s.proc.Write([]byte(output.DSRReply)); werr != nil {
 					m.logf("sessions: %s: answering DSR: %v", s.id, werr)
@@ -193,9 +202,15 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
 // both are counted under one lock, so a poll's cursor never covers bytes
 // whose text it did not deliver.
 func (m *Manager) appendOutputRaw(s *session, stream output.Stream, text string, raw int) {
-	n := utf8.RuneCountInString(text)
 	s.mu.Lock()
-	s.readRaw += int64(raw)
+	m.appendOutputLocked(s, stream, text, int64(raw))
+	s.mu.Unlock()
+}
+
+// appendOutputLocked is appendOutputRaw with s.mu held.
+func (m *Manager) appendOutputLocked(s *session, stream output.Stream, text string, raw int64) {
+	n := utf8.RuneCountInString(text)
+	s.readRaw += raw
 	if text != "" {
 		// A reader still running after the session finished (its pipe
 		// was held open by a child) writes into the spilled output.
@@ -209,7 +224,6 @@ func (m *Manager) appendOutputRaw(s *session, stream output.Stream, text string,
 		release()
 		s.wakeLocked()
 	}
-	s.mu.Unlock()
 }
 
 // wakeLocked wakes poll waiters.

@@ -20,4 +20,9 @@ const (
 	// name it claims is enrolled with another node's credential (details:
 	// nodeId, name, remote, error).
 	EventNodeRefused EventType = "node-refused"
+	// EventSandbox: a sandbox was created, removed, paused, resumed or
+	// extended through the lifecycle API, or removed as its TTL passed
+	// (details: action created|removed|paused|resumed|extended|expired,
+	// id, name, template, expiresAt).
+	EventSandbox EventType = "sandbox"
 )

@@ -50,6 +50,39 @@ try:
 except SandboxctlError as e:
     assert e.status == 400, e
 
+# The sandbox lifecycle: create with labels and a TTL, conflict, bad
+# input, filters, pause (a command is refused), resume, extend, delete.
+obj = agent + "-py"
+sb = c.create_sandbox(agent_id=obj, labels={"client": "python"}, ttl_seconds=600)
+assert sb["id"] and sb["template"] == "default" and sb["labels"] == {"client": "python"} and sb["expiresAt"], sb
+for bad, status in (({"agent_id": obj}, 409), ({"agent_id": obj + "x", "ttl_seconds": -1}, 400),
+                    ({"agent_id": obj + "x", "template": "nope"}, 400)):
+    try:
+        c.create_sandbox(**bad)
+        raise AssertionError("create %r was accepted" % bad)
+    except SandboxctlError as e:
+        assert e.status == status, (bad, e)
+listed = c.sandboxes(labels={"client": "python"}, agent_id=obj, state="running")
+assert [s["id"] for s in listed] == [sb["id"]], listed
+assert c.sandboxes(labels={"client": "nobody"}) == [], "label filter"
+assert c.sandbox(sb["id"][:12])["id"] == sb["id"]
+assert c.pause_sandbox(sb["id"])["state"] == "paused"
+try:
+    c.exec("echo ran", agent_id=obj)
+    raise AssertionError("a command ran in a paused sandbox")
+except SandboxctlError as e:
+    assert e.status == 409 and "paused" in e.message, e
+assert c.resume_sandbox(sb["id"])["state"] == "running"
+assert c.exec("echo ran", agent_id=obj)["content"][0]["text"].strip() == "ran"
+ext = c.extend_sandbox(sb["id"], 7200)
+assert ext["expiresAt"] > sb["expiresAt"], (ext, sb)
+assert c.delete_sandbox(sb["id"], workspace=True)["workspaceRemoved"] is True
+try:
+    c.sandbox(sb["id"])
+    raise AssertionError("a deleted sandbox is still there")
+except SandboxctlError as e:
+    assert e.status == 404, e
+
 # Streamed exec: frames in order, offsets contiguous, the exit code, and
 # last the result the plain call answers.
 STREAM_CMD = "echo one; sleep 0.1; echo two >&2; sleep 0.1; echo three; echo four; exit 7"

@@ -73,7 +73,7 @@ class Client:
 
     def _open(self, method, path, query=None, body=None, content_type=None, timeout=None):
         if query:
-            path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+            path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None}, doseq=True)
         headers = {}
         if self._token:
             headers["Authorization"] = "Bearer " + self._token
@@ -217,8 +217,40 @@ class Client:
         """Every agent's sessions (or agent_id's), newest first; an agent token sees its own only."""
         return self._json("GET", "/v1/sessions", query={"agent": agent_id} if agent_id else None)
 
-    def sandboxes(self):
-        return self._json("GET", "/v1/sandboxes")
+    # --- sandboxes (docs/sandboxes.md); an id may also be a unique id prefix or the name
+
+    def sandboxes(self, labels=None, agent_id=None, template=None, state=None):
+        """The sandboxes passing every filter given: labels {k: v} (v "" or None: has the label)."""
+        q = {"agent": agent_id, "template": template, "state": state}
+        if labels:
+            q["label"] = [k if v in (None, "") else "%s=%s" % (k, v) for k, v in sorted(labels.items())]
+        return self._json("GET", "/v1/sandboxes", query=q)
+
+    def create_sandbox(self, agent_id=None, session_key=None, template=None, labels=None, ttl_seconds=None):
+        """Create the sandbox of a scope; 409 (SandboxctlError) when it has one. Returns the sandbox."""
+        payload = {k: v for k, v in {"agentId": agent_id, "sessionKey": session_key, "template": template,
+                                     "labels": labels, "ttlSeconds": ttl_seconds}.items() if v is not None}
+        return self._json("POST", "/v1/sandboxes", payload=payload)
+
+    def sandbox(self, sandbox_id):
+        """One sandbox with its explanation and resource use."""
+        return self._json("GET", "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe=""))
+
+    def delete_sandbox(self, sandbox_id, workspace=False):
+        """Remove a sandbox; with workspace=True its workspace on the host too."""
+        return self._json("DELETE", "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe=""),
+                          query={"workspace": "true" if workspace else "false"})
+
+    def pause_sandbox(self, sandbox_id):
+        return self._json("POST", "/v1/sandboxes/%s/pause" % urllib.parse.quote(sandbox_id, safe=""), payload={})
+
+    def resume_sandbox(self, sandbox_id):
+        return self._json("POST", "/v1/sandboxes/%s/resume" % urllib.parse.quote(sandbox_id, safe=""), payload={})
+
+    def extend_sandbox(self, sandbox_id, ttl_seconds):
+        """Set the sandbox to expire ttl_seconds from now."""
+        return self._json("POST", "/v1/sandboxes/%s/timeout" % urllib.parse.quote(sandbox_id, safe=""),
+                          payload={"ttlSeconds": ttl_seconds})
 
     def approvals(self):
         return self._json("GET", "/v1/approvals")

@@ -1,5 +1,26 @@
 // Types of @sandboxctl/client (see api/openapi.yaml).
 
+/** A sandbox as the lifecycle API answers it (docs/sandboxes.md). */
+export interface Sandbox {
+  id: string;
+  name: string;
+  scopeKey: string;
+  agentId?: string;
+  sessionKey?: string;
+  state: string;
+  image: string;
+  template: string;
+  labels: Record<string, string>;
+  createdAt: string;
+  lastUsedAt?: string;
+  expiresAt?: string;
+  configHash: string;
+  current: boolean;
+  engine: string;
+  path: "supervisor" | "plain";
+  pool?: "ready" | "taken";
+}
+
 export type Host = "sandbox" | "gateway" | "node";
 export type Security = "deny" | "allowlist" | "full";
 export type Ask = "off" | "on-miss" | "always";
@@ -142,7 +163,13 @@ export declare class Client {
   events(opts?: { since?: number; signal?: AbortSignal }): AsyncGenerator<ToolEvent>;
   /** Every agent's sessions (or those of agentId), newest first; an agent token sees its own only. */
   sessions(opts?: { agentId?: string }): Promise<{ sessions: Array<{ sessionId: string; agentId: string; sessionKey: string; status: string; command: string; host: string }> }>;
-  sandboxes(): Promise<unknown[]>;
+  sandboxes(filter?: { labels?: Record<string, string>; agentId?: string; template?: string; state?: string }): Promise<Sandbox[]>;
+  createSandbox(req?: { agentId?: string; sessionKey?: string; template?: string; labels?: Record<string, string>; ttlSeconds?: number }): Promise<Sandbox>;
+  sandbox(id: string): Promise<Sandbox & { explain: unknown; usage?: unknown; usageError?: string }>;
+  deleteSandbox(id: string, opts?: { workspace?: boolean }): Promise<{ removed: string; name: string; workspaceRemoved: boolean }>;
+  pauseSandbox(id: string): Promise<Sandbox>;
+  resumeSandbox(id: string): Promise<Sandbox>;
+  extendSandbox(id: string, ttlSeconds: number): Promise<Sandbox>;
   approvals(): Promise<unknown[]>;
   stat(ref: FileRef): Promise<FileInfo>;
   listFiles(ref: FileRef): Promise<FileList>;

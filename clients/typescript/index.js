@@ -23,7 +23,8 @@ export class Client {
   async #request(method, path, { query, body, contentType, signal } = {}) {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(query ?? {})) {
-      if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
+      if (Array.isArray(v)) for (const x of v) url.searchParams.append(k, String(x));
+      else if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
     }
     const headers = {};
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
@@ -174,8 +175,41 @@ export class Client {
     return this.#json("GET", "/v1/sessions", { query: { agent: agentId } });
   }
 
-  sandboxes() {
-    return this.#json("GET", "/v1/sandboxes");
+  /**
+   * The sandboxes passing every filter given (docs/sandboxes.md): labels
+   * {k: v} (v "": has the label), agentId, template, state.
+   */
+  sandboxes({ labels, agentId, template, state } = {}) {
+    const label = Object.entries(labels ?? {}).map(([k, v]) => (v === "" || v == null ? k : `${k}=${v}`));
+    return this.#json("GET", "/v1/sandboxes", { query: { label, agent: agentId, template, state } });
+  }
+
+  /** Create the sandbox of a scope (409 when it has one); resolves to the sandbox. */
+  createSandbox({ agentId, sessionKey, template, labels, ttlSeconds } = {}) {
+    return this.#json("POST", "/v1/sandboxes", { payload: { agentId, sessionKey, template, labels, ttlSeconds } });
+  }
+
+  /** One sandbox (by id, unique id prefix or name) with its explanation and resource use. */
+  sandbox(id) {
+    return this.#json("GET", `/v1/sandboxes/${encodeURIComponent(id)}`);
+  }
+
+  /** Remove a sandbox; with workspace its workspace on the host too. */
+  deleteSandbox(id, { workspace = false } = {}) {
+    return this.#json("DELETE", `/v1/sandboxes/${encodeURIComponent(id)}`, { query: { workspace } });
+  }
+
+  pauseSandbox(id) {
+    return this.#json("POST", `/v1/sandboxes/${encodeURIComponent(id)}/pause`, { payload: {} });
+  }
+
+  resumeSandbox(id) {
+    return this.#json("POST", `/v1/sandboxes/${encodeURIComponent(id)}/resume`, { payload: {} });
+  }
+
+  /** Set the sandbox to expire ttlSeconds from now. */
+  extendSandbox(id, ttlSeconds) {
+    return this.#json("POST", `/v1/sandboxes/${encodeURIComponent(id)}/timeout`, { payload: { ttlSeconds } });
   }
 
   approvals() {

@@ -436,8 +436,9 @@ func TestConsoleBrowserTCP(t *testing.T) {
 }
 
 // TestConsoleBrowserSandbox shows an agent's sandbox in the console: its
-// row, and on Explain its limits, the hardening read back from the Engine
-// and its resource use.
+// row with its template, labels and expiry, on Explain its limits, the
+// hardening read back from the Engine and its resource use; and an
+// operator pauses, resumes and removes it with the row's buttons.
 func TestConsoleBrowserSandbox(t *testing.T) {
 	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
 	e := newEnv(t)
@@ -447,6 +448,9 @@ func TestConsoleBrowserSandbox(t *testing.T) {
 	}
 	agent := fmt.Sprintf("console-%d", time.Now().UnixNano())
 	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", agent) })
+	if r := e.run(t, "sandbox", "create", "--agent", agent, "--label", "team=red", "--ttl", "1h"); r.code != 0 {
+		t.Fatalf("sandbox create: %+v", r)
+	}
 	if r := e.run(t, "exec", "--agent", agent, "--", "echo in-sandbox"); r.code != 0 {
 		t.Fatalf("sandbox exec: %+v", r)
 	}
@@ -482,4 +486,22 @@ func TestConsoleBrowserSandbox(t *testing.T) {
 		}
 	}
 	screenshot(t, ctx, "sandbox-explain")
+
+	cells := `document.querySelector('` + row + `').textContent`
+	if shown := evalJS[string](t, ctx, cells); !strings.Contains(shown, "team=red") || !strings.Contains(shown, "default") || !strings.Contains(shown, "running") {
+		t.Fatalf("the sandbox's row does not show its template, labels and state: %s", shown)
+	}
+	within(t, ctx, 10*time.Second, "pause", chromedp.Click(chromedp.CSS(row+` button[data-action="pause"]`)))
+	waitJS(t, ctx, 30*time.Second, "the sandbox paused", `!!document.querySelector('`+row+` button[data-action="resume"]')`)
+	if st := e.run(t, "sandbox", "ls", "--filter", "agent="+agent, "--format", "{{.State}}"); strings.TrimSpace(st.stdout) != "paused" {
+		t.Fatalf("after Pause: %+v", st)
+	}
+	within(t, ctx, 10*time.Second, "resume", chromedp.Click(chromedp.CSS(row+` button[data-action="resume"]`)))
+	waitJS(t, ctx, 30*time.Second, "the sandbox running again", `!!document.querySelector('`+row+` button[data-action="pause"]')`)
+	evalJS[bool](t, ctx, `(window.confirm = () => true, true)`)
+	within(t, ctx, 10*time.Second, "remove", chromedp.Click(chromedp.CSS(row+` button[data-action="remove"]`)))
+	waitJS(t, ctx, 30*time.Second, "the sandbox's row gone", `!document.querySelector('`+row+`')`)
+	if st := e.run(t, "sandbox", "ls", "--filter", "agent="+agent, "--format", "{{.ID}}"); strings.TrimSpace(st.stdout) != "" {
+		t.Fatalf("after Remove: %+v", st)
+	}
 }

@@ -130,7 +130,13 @@ type result struct {
 
 func (e *env) run(t *testing.T, args ...string) result {
 	t.Helper()
-	full := append([]string{"--state", e.state, "--config", e.config}, args...)
+	return e.runArgv(t, append([]string{"--state", e.state, "--config", e.config}, args...)...)
+}
+
+// runArgv runs sandboxctl with exactly full, no --state or --config added.
+func (e *env) runArgv(t *testing.T, full ...string) result {
+	t.Helper()
+	args := full
 	cmd := exec.Command(binary, full...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -355,7 +361,13 @@ func TestBadUsage(t *testing.T) {
 		{"process without action", []string{"process"}, "missing ACTION"},
 		{"poll without id", []string{"process", "poll"}, "missing ID"},
 		{"resize without size", []string{"process", "resize", "x"}, "--cols and --rows are required"},
-		{"rm without name", []string{"sandbox", "rm"}, "missing NAME"},
+		{"rm without name", []string{"sandbox", "rm"}, "missing ID"},
+		{"pause without id", []string{"sandbox", "pause"}, "missing ID"},
+		{"extend without ttl", []string{"sandbox", "extend", "x"}, "--ttl must be a positive duration"},
+		{"ls with a bad filter", []string{"sandbox", "ls", "--filter", "colour=red"}, `unknown key "colour"`},
+		{"ls with a bad format", []string{"sandbox", "ls", "--format", "{{.ID"}, "--format"},
+		{"create with a bad label", []string{"sandbox", "create", "--label", "novalue"}, `--label "novalue": want KEY=VALUE`},
+		{"create with a negative ttl", []string{"sandbox", "create", "--ttl", "-1s"}, "--ttl -1s"},
 		{"rm name and agent", []string{"sandbox", "rm", "x", "--agent", "a"}, "not both"},
 		{"unknown approvals subcommand", []string{"approvals", "frobnicate"}, `approvals: unknown command "frobnicate"`},
 		{"unknown sandbox subcommand", []string{"sandbox", "frobnicate"}, `sandbox: unknown command "frobnicate"`},

@@ -115,7 +115,16 @@ func checkTS(t *testing.T, res tsResult, pinned bool, file string) {
 		}
 	}
 	ex := res.Tools["exec"].Properties
-	if len(ex["host"].Enum) != 3 || len(ex["security"].Enum) != 3 || len(ex["ask"].Enum) != 3 || ex["yieldMs"].Type != "integer" {
+	// Pinned, the schema offers only what the configuration lets the agent
+	// use: its configured host (sandbox), and no elevated (not enabled).
+	wantHosts := 3
+	if pinned {
+		wantHosts = 1
+		if _, has := ex["elevated"]; has {
+			t.Errorf("pinned exec advertises elevated, which the configuration does not enable")
+		}
+	}
+	if len(ex["host"].Enum) != wantHosts || len(ex["security"].Enum) != 3 || len(ex["ask"].Enum) != 3 || ex["yieldMs"].Type != "integer" {
 		t.Errorf("exec schema: host %v security %v ask %v yieldMs %v", ex["host"].Enum, ex["security"].Enum, ex["ask"].Enum, ex["yieldMs"].Type)
 	}
 	if len(res.Tools["process"].Properties["action"].Enum) != 11 {

@@ -54,8 +54,15 @@ func TestCommandDoesNotStartADaemon(t *testing.T) {
 	if p, err := readPID(e.state); err == nil && p != pid && waitGone(p, 0) != nil {
 		t.Fatalf("a daemon (pid %d) was started from the command", p)
 	}
-	// A daemon started from outside re-adopts the finished session.
-	if r := e.run(t, "process", "poll", sid); !strings.Contains(r.stdout, "exited with code 0") {
-		t.Fatalf("poll after the restart: %+v", r)
+	// A daemon started from outside re-adopts the session, which ends
+	// with code 0 (its shell may still be exiting when OUT is complete).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r := e.run(t, "process", "poll", sid)
+		if strings.Contains(r.stdout, "exited with code 0") {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(r.stdout, "still running") {
+			t.Fatalf("poll after the restart: %+v", r)
+		}
 	}
 }

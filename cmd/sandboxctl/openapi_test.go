@@ -102,7 +102,10 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	doc := loadOpenAPI(t)
 	e, alice, _ := filesEnv(t)
 	base := serveFiles(t, e)
-	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", alice) })
+	t.Cleanup(func() {
+		e.run(t, "sandbox", "rm", "--agent", alice)
+		e.run(t, "sandbox", "rm", "--agent", alice+"-obj")
+	})
 	fq := func(p string, extra ...string) string {
 		return "?agent=" + alice + "&path=" + p + strings.Join(extra, "")
 	}
@@ -120,7 +123,18 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{"GET", "/v1/sessions", "", "", nil, 200},
 		{"GET", "/v1/sessions", "?agent=" + alice, "", nil, 200},
 		{"GET", "/v1/sandboxes", "", "", nil, 200},
+		{"GET", "/v1/sandboxes", "?label=team=red&state=running", "", nil, 200},
+		{"GET", "/v1/sandboxes", "?state=sleepy", "", nil, 400},
 		{"GET", "/v1/sandboxes/{name}", "", "", nil, 404},
+		{"POST", "/v1/sandboxes", "", "", map[string]any{"agentId": alice + "-obj", "labels": map[string]string{"team": "red"}, "ttlSeconds": 600}, 201},
+		{"POST", "/v1/sandboxes", "", "", map[string]any{"agentId": alice + "-obj"}, 409},
+		{"POST", "/v1/sandboxes", "", "", map[string]any{"agentId": alice + "-bad", "template": "nope"}, 400},
+		{"DELETE", "/v1/sandboxes/{name}", "", "", nil, 404},
+		{"DELETE", "/v1/sandboxes/{name}", "?workspace=maybe", "", nil, 400},
+		{"POST", "/v1/sandboxes/{name}/pause", "", "", nil, 404},
+		{"POST", "/v1/sandboxes/{name}/resume", "", "", nil, 404},
+		{"POST", "/v1/sandboxes/{name}/timeout", "", "", map[string]any{"ttlSeconds": 60}, 404},
+		{"POST", "/v1/sandboxes/{name}/timeout", "", "", map[string]any{"ttlSeconds": -1}, 400},
 		{"GET", "/v1/approvals", "", "", nil, 200},
 		{"POST", "/v1/approvals/{id}", "", "", map[string]any{"decision": "allow-once"}, 403}, // the tool token decides nothing
 		{"PUT", "/v1/files", fq("/workspace/o.txt", "&mode=0640"), "application/octet-stream", "openapi", 200},
@@ -298,8 +312,9 @@ func TestPythonClient(t *testing.T) {
 	e, alice, bob := filesEnv(t)
 	base := serveFiles(t, e)
 	t.Cleanup(func() {
-		e.run(t, "sandbox", "rm", "--agent", alice)
-		e.run(t, "sandbox", "rm", "--agent", bob)
+		for _, a := range []string{alice, bob, alice + "-py", bob + "-py"} {
+			e.run(t, "sandbox", "rm", "--agent", a)
+		}
 	})
 	for _, args := range [][]string{
 		{alice, "socket", filepath.Join(e.state, "sandboxctl.sock")},
@@ -345,7 +360,10 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	e, alice, _ := filesEnv(t)
 	base := serveFiles(t, e)
-	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", alice) })
+	t.Cleanup(func() {
+		e.run(t, "sandbox", "rm", "--agent", alice)
+		e.run(t, "sandbox", "rm", "--agent", alice+"-obj")
+	})
 	cmd := exec.Command("node", "check.mjs", base, filesAliceToken, alice)
 	cmd.Dir = proj
 	out, err := cmd.CombinedOutput()

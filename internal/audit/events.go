@@ -8,19 +8,11 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// Event types recorded from the daemon's event stream. "sandbox" is the
-// lifecycle API's event (created, removed, paused, resumed, extended,
-// expired); "step" with step sandbox-create and phase end is a sandbox
-// made for a command.
-const (
-	eventSandbox = vocab.EventType("sandbox")
-	eventStep    = vocab.EventStep
-)
-
 // FromEvent is the record of an event of the daemon's event stream that
-// no explicit record covers: a sandbox's lifecycle, a sandbox made for a
-// command, a refused node. ok is false for every other event (exec,
-// approval and exit events have records of their own).
+// no explicit record covers: a sandbox made for a command (a "step" event
+// of step sandbox-create, phase end), a refused node. ok is false for
+// every other event: exec, approval, exit and sandbox lifecycle events
+// have records of their own, made where the actor is known.
 func FromEvent(ev toolapi.Event) (r Record, ok bool) {
 	str := func(k string) string {
 		if v, ok := ev.Details[k]; ok && v != nil {
@@ -30,10 +22,7 @@ func FromEvent(ev toolapi.Event) (r Record, ok bool) {
 	}
 	base := Record{Kind: KindSandbox, Actor: Actor{Via: "daemon"}, AgentID: ev.AgentID, SessionKey: ev.SessionKey, SessionID: ev.SessionID}
 	switch ev.Type {
-	case eventSandbox:
-		base.Sandbox = &Sandbox{Action: str("action"), ID: str("id"), Name: str("name"), Error: str("error")}
-		return base, true
-	case eventStep:
+	case vocab.EventStep:
 		if str("step") != "sandbox-create" || str("phase") != "end" {
 			return Record{}, false
 		}

@@ -61,6 +61,8 @@ type CLI struct {
 	// steps writes the progress of long steps (see stepProgress); made
 	// on first use.
 	steps *stepProgress
+	// loaded is the configuration LoadConfig read.
+	loaded *loadedConfig
 }
 
 // stepProgress returns the CLI's progress writer of long steps.
@@ -176,6 +178,7 @@ the state directory's socket and start one when none is running.`,
 		newVersionCommand(c),
 		newUICommand(c),
 		newAuditCommand(c),
+		newConfigCommand(c),
 	)
 	root.AddCommand(extra...)
 	refuseUnknownSubcommands(root)
@@ -227,21 +230,113 @@ func ExactArgs(n int, names ...string) cobra.PositionalArgs {
 	}
 }
 
-// LoadConfig loads the --config file (defaults without one).
+// LoadConfig loads the configuration of this invocation: the --config
+// file; without one, the configuration of the daemon running for the
+// state directory (--state, $SANDBOXCTL_STATE or ~/.sandboxctl), as that
+// daemon read it (apiclient.DaemonConfig), so every command after
+// `serve --config FILE` acts under FILE without repeating it; else the
+// built-in defaults. The file is read and parsed once per invocation.
 func (c *CLI) LoadConfig() (config.File, error) {
-	path := c.ConfigPath
-	if path != "" {
-		p, err := config.ExpandHome(path)
-		if err != nil {
-			return config.File{}, err
-		}
-		path = p
+	if c.loaded != nil {
+		return c.loaded.file, nil
 	}
-	cfg, err := config.Load(path)
+	l, err := c.loadConfig()
 	if err != nil {
-		return cfg, &ExitError{Code: 2, Err: err}
+		return config.File{}, &ExitError{Code: 2, Err: err}
 	}
-	return cfg, nil
+	c.loaded = &l
+	return l.file, nil
+}
+
+// loadedConfig is the configuration of an invocation as it was read.
+type loadedConfig struct {
+	path string // absolute; "" = the built-in defaults
+	data []byte
+	file config.File
+	// daemon is set when the configuration is the running daemon's.
+	daemon bool
+}
+
+func (c *CLI) loadConfig() (loadedConfig, error) {
+	l, err := c.readConfig()
+	if err != nil || l.path == "" {
+		l.file, err = config.Load("")
+		return l, err
+	}
+	if l.file, err = config.Parse(l.path, l.data); err != nil && l.daemon {
+		err = fmt.Errorf("the configuration of the daemon for %s: %w", c.StateFlag, err)
+	}
+	return l, err
+}
+
+// readConfig reads, without parsing, the configuration file LoadConfig
+// uses: the --config file, else the running daemon's (and then it pins
+// the state directory, whatever the file's state: says), else none (path
+// "": the built-in defaults).
+func (c *CLI) readConfig() (loadedConfig, error) {
+	if c.ConfigPath == "" {
+		state, err := c.StateDir(config.Default())
+		if err != nil {
+			return loadedConfig{}, err
+		}
+		dc, ok, err := apiclient.ReadDaemonConfig(state)
+		if err != nil || !ok || dc.ConfigFile == "" {
+			return loadedConfig{}, err
+		}
+		c.StateFlag, c.ConfigPath = state, dc.ConfigFile
+		return loadedConfig{path: dc.ConfigFile, data: []byte(dc.Content), daemon: true}, nil
+	}
+	p, err := config.ExpandHome(c.ConfigPath)
+	if err != nil {
+		return loadedConfig{}, err
+	}
+	if p, err = filepath.Abs(p); err != nil {
+		return loadedConfig{}, fmt.Errorf("config path: %w", err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return loadedConfig{}, fmt.Errorf("config: %w", err)
+	}
+	return loadedConfig{path: p, data: data}, nil
+}
+
+// CheckDaemonConfig refuses (errdefs conflict) a --config whose content
+// or Engine differs from what the daemon running for stateDir serves,
+// naming both files: a command that works on that daemon's sandboxes
+// itself (sandbox ...) must not do so under another configuration. No
+// daemon, or the same content, is nil. Requests to the daemon need no
+// such check: the daemon refuses them itself (409).
+func (c *CLI) CheckDaemonConfig(stateDir string) error {
+	if _, err := c.LoadConfig(); err != nil {
+		return err
+	}
+	dc, ok, err := apiclient.ReadDaemonConfig(stateDir)
+	if err != nil || !ok || c.loaded.daemon {
+		return err
+	}
+	own, err := c.Identity()
+	if err != nil {
+		return err
+	}
+	if own.ConfigHash == dc.ConfigHash {
+		return nil
+	}
+	return fmt.Errorf("%w: the daemon for %s (pid %d) serves config %s with %s, but this command was given config %s with %s: leave out --config to use the daemon's, stop it with 'sandboxctl serve stop', or use another --state",
+		cerrdefs.ErrConflict, stateDir, dc.PID, describeConfigFile(dc.ConfigFile), describeEngine(dc.Engine), describeConfigFile(own.ConfigFile), describeEngine(own.Engine))
+}
+
+func describeConfigFile(f string) string {
+	if f == "" {
+		return "(built-in defaults)"
+	}
+	return f
+}
+
+func describeEngine(e string) string {
+	if e == "" {
+		return "DOCKER_HOST unset"
+	}
+	return "DOCKER_HOST=" + e
 }
 
 // StateDir resolves the state directory: --state, then $SANDBOXCTL_STATE,
@@ -360,6 +455,8 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 		// supervisor, which serves no descendant of its own.
 		argv, argvErr = nil, fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", RunTagEnv)
 	}
+	// A daemon of another configuration refuses the requests (409),
+	// naming both.
 	id, err := c.Identity()
 	if err != nil {
 		return nil, err

@@ -112,51 +112,70 @@ func RunCp(ctx context.Context, c *CLI, opts CpOptions, src, dst string) error {
 }
 
 func cpUpload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, src cpTarget, dst apiclient.FileRef) error {
+	if src.Stream {
+		// A tar stream from stdin goes into DEST, a directory. Its length
+		// is known only at its end: it is spooled first.
+		return cpUploadStdin(ctx, c, client, prog, dst)
+	}
+	into := dst
+	fi, err := os.Lstat(src.Path)
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	name := filepath.Base(src.Path)
+	st, err := client.StatFile(ctx, dst)
+	switch {
+	case err == nil && st.Type == "dir":
+		// Into the existing directory.
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("cp: cannot copy directory %s onto the file %s", src.Path, dst.Path)
+	case err == nil || errors.Is(err, cerrdefs.ErrNotFound):
+		// DEST names the copy: write it into its parent.
+		name, into.Path = path.Base(dst.Path), path.Dir(dst.Path)
+	default:
+		return fmt.Errorf("cp: %w", err)
+	}
+	// The tar is planned first (its entries and its exact length), then
+	// streamed as it is written: no copy of the files on the local disk.
+	lt, err := planLocalTar(src.Path, name)
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	pr, pw := io.Pipe()
+	wrote := make(chan error, 1)
+	go func() {
+		err := lt.writeTo(pw)
+		pw.CloseWithError(err)
+		wrote <- err
+	}()
+	err = client.UploadTar(ctx, into, prog.reader(pr, src.Path, lt.size), lt.size)
+	prog.done()
+	pr.CloseWithError(io.ErrClosedPipe) // ends the writer if the upload stopped early
+	if werr := <-wrote; werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
+		return fmt.Errorf("cp: %s: %w", src.Path, werr)
+	}
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	return nil
+}
+
+// cpUploadStdin uploads the tar stream on stdin into the directory dst.
+func cpUploadStdin(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, dst apiclient.FileRef) error {
 	spool, err := os.CreateTemp("", "sandboxctl-cp-*.tar")
 	if err != nil {
 		return fmt.Errorf("cp: %w", err)
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()
-	into := dst
-	label := "stdin"
-	if src.Stream {
-		// A tar stream from stdin goes into DEST, a directory.
-		if _, err := io.Copy(spool, c.In); err != nil {
-			return fmt.Errorf("cp: read stdin: %w", err)
-		}
-	} else {
-		label = src.Path
-		fi, err := os.Lstat(src.Path)
-		if err != nil {
-			return fmt.Errorf("cp: %w", err)
-		}
-		name := filepath.Base(src.Path)
-		st, err := client.StatFile(ctx, dst)
-		switch {
-		case err == nil && st.Type == "dir":
-			// Into the existing directory.
-		case err == nil && fi.IsDir():
-			return fmt.Errorf("cp: cannot copy directory %s onto the file %s", src.Path, dst.Path)
-		case err == nil || errors.Is(err, cerrdefs.ErrNotFound):
-			// DEST names the copy: write it into its parent.
-			name, into.Path = path.Base(dst.Path), path.Dir(dst.Path)
-		default:
-			return fmt.Errorf("cp: %w", err)
-		}
-		if err := writeLocalTar(spool, src.Path, name); err != nil {
-			return fmt.Errorf("cp: %w", err)
-		}
-	}
-	n, err := spool.Seek(0, io.SeekCurrent)
+	n, err := io.Copy(spool, c.In)
 	if err != nil {
-		return fmt.Errorf("cp: %w", err)
+		return fmt.Errorf("cp: read stdin: %w", err)
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("cp: %w", err)
 	}
-	r := prog.reader(spool, label, n)
-	err = client.UploadTar(ctx, into, r, n)
+	err = client.UploadTar(ctx, dst, prog.reader(spool, "stdin", n), n)
 	prog.done()
 	if err != nil {
 		return fmt.Errorf("cp: %w", err)
@@ -189,10 +208,27 @@ func cpDownload(ctx context.Context, c *CLI, client *apiclient.Client, prog *pro
 	return nil
 }
 
-// writeLocalTar archives the local path src (its symlinks as symlinks)
-// with its top entry named name.
-func writeLocalTar(w io.Writer, src, name string) error {
-	tw := tar.NewWriter(w)
+// localTar is the tar of a local path, planned before it is written:
+// its entries (their headers fixed when planned) and its exact length.
+type localTar struct {
+	entries []localTarEntry
+	size    int64
+}
+
+type localTarEntry struct {
+	hdr  *tar.Header
+	path string // a regular file's content; "" for other entries
+}
+
+// tarChunk is the size of one read of a file into the tar and of one
+// write of the tar.
+const tarChunk = 256 << 10
+
+// planLocalTar plans the archive of the local path src (its symlinks as
+// symlinks) with its top entry named name. Its length is measured by
+// writing it with tar.Writer, the file contents skipped.
+func planLocalTar(src, name string) (*localTar, error) {
+	lt := &localTar{}
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -222,25 +258,77 @@ func writeLocalTar(w io.Writer, src, name string) error {
 		if fi.IsDir() {
 			hdr.Name += "/"
 		}
-		if err := tw.WriteHeader(hdr); err != nil {
+		e := localTarEntry{hdr: hdr}
+		if fi.Mode().IsRegular() {
+			e.path = p
+		}
+		lt.entries = append(lt.entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var cw countingWriter
+	if err := lt.write(&cw, func(e localTarEntry) (io.Reader, func(), error) { return unreadBytes{}, func() {}, nil }); err != nil {
+		return nil, err
+	}
+	lt.size = cw.n
+	return lt, nil
+}
+
+// writeTo writes the planned archive to w, each file's content read now:
+// a file that shrank since it was planned is an error; of one that grew,
+// what it held when planned goes.
+func (lt *localTar) writeTo(w io.Writer) error {
+	return lt.write(w, func(e localTarEntry) (io.Reader, func(), error) {
+		f, err := os.Open(e.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, func() { _ = f.Close() }, nil
+	})
+}
+
+// write writes the archive with each regular file's content from open.
+func (lt *localTar) write(w io.Writer, open func(localTarEntry) (io.Reader, func(), error)) error {
+	tw := tar.NewWriter(w)
+	buf := make([]byte, tarChunk)
+	for _, e := range lt.entries {
+		if err := tw.WriteHeader(e.hdr); err != nil {
 			return err
 		}
-		if !fi.Mode().IsRegular() {
-			return nil
+		if e.path == "" {
+			continue
 		}
-		f, err := os.Open(p)
+		r, closeFn, err := open(e)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, hdr.Size)
-		return err
-	})
-	if err != nil {
-		return err
+		n, err := io.CopyBuffer(tw, io.LimitReader(r, e.hdr.Size), buf)
+		closeFn()
+		if err == nil && n < e.hdr.Size {
+			err = fmt.Errorf("%s: %d bytes, %d when the copy began: %w", e.path, n, e.hdr.Size, io.ErrUnexpectedEOF)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return tw.Close()
 }
+
+// countingWriter counts the bytes written to it and keeps none.
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// unreadBytes stands for file content whose bytes do not matter (only its
+// length does): a Read fills nothing.
+type unreadBytes struct{}
+
+func (unreadBytes) Read(p []byte) (int, error) { return len(p), nil }
 
 // extractLocalTar extracts a tar stream from the daemon into dir, its top
 // entry renamed to rename when set. No entry may leave dir or write

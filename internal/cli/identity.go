@@ -3,12 +3,8 @@ package cli
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
 // DockerHostEnv names the Engine a daemon talks to (the Docker client's own
@@ -22,25 +18,28 @@ const DockerHostEnv = "DOCKER_HOST"
 // the command under another configuration.
 func (c *CLI) Identity() (apiclient.Identity, error) {
 	id := apiclient.Identity{Engine: c.Getenv(DockerHostEnv)}
+	if _, err := c.LoadConfig(); err != nil {
+		return id, err
+	}
 	h := sha256.New()
-	if c.ConfigPath != "" {
-		p, err := config.ExpandHome(c.ConfigPath)
-		if err != nil {
-			return id, err
-		}
-		if id.ConfigFile, err = filepath.Abs(p); err != nil {
-			return id, fmt.Errorf("config path: %w", err)
-		}
-		data, err := os.ReadFile(id.ConfigFile)
-		if err != nil {
-			return id, fmt.Errorf("config: %w", err)
-		}
+	if c.loaded.path != "" {
+		id.ConfigFile = c.loaded.path
 		h.Write([]byte("file\x00"))
-		h.Write(data)
+		h.Write(c.loaded.data)
 	} else {
 		h.Write([]byte("defaults\x00"))
 	}
 	h.Write([]byte("\x00engine\x00" + id.Engine))
 	id.ConfigHash = hex.EncodeToString(h.Sum(nil))[:16]
 	return id, nil
+}
+
+// ConfigContent is the configuration file as this invocation read it
+// (nil: the built-in defaults), what a daemon records for the commands
+// that follow it (apiclient.DaemonConfig).
+func (c *CLI) ConfigContent() ([]byte, error) {
+	if _, err := c.LoadConfig(); err != nil {
+		return nil, err
+	}
+	return c.loaded.data, nil
 }

@@ -34,6 +34,28 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 	forward(w, r, c.opts.API, http.MethodGet, "/v1/audit?"+q.Encode(), nil)
 }
 
+// sandboxChange pauses, resumes or removes a sandbox (docs/sandboxes.md):
+// for sessions that may decide (the operators) only.
+func (c *Console) sandboxChange(w http.ResponseWriter, r *http.Request) {
+	if !sessionFrom(r.Context()).canDecide {
+		writeError(w, http.StatusForbidden, ErrViewOnly)
+		return
+	}
+	name := r.PathValue("name")
+	path := "/v1/sandboxes/" + url.PathEscape(name)
+	method := r.Method
+	if method == http.MethodPost {
+		action := r.PathValue("action")
+		if action != "pause" && action != "resume" {
+			writeError(w, http.StatusNotFound, fmt.Errorf("console: no sandbox action %q (pause, resume)", action))
+			return
+		}
+		path += "/" + action
+	}
+	c.opts.Logf("console: %s %s", method, path)
+	forward(w, r, c.opts.API, method, path, nil)
+}
+
 // sessionList lists the sessions of one scope (?agentId=&sessionKey=).
 func (c *Console) sessionList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -73,8 +73,9 @@ var (
 	// ErrForged: a POST without the session's CSRF token or from another
 	// origin.
 	ErrForged = errors.New("console: refused a request that did not come from the console's own page (CSRF)")
-	// ErrViewOnly: the session may look but not decide.
-	ErrViewOnly = errors.New("console: this session may not decide approvals (log in with the approver token, or through `sandboxctl ui`)")
+	// ErrViewOnly: the session may look but not decide approvals nor
+	// change sandboxes.
+	ErrViewOnly = errors.New("console: this session may not decide approvals or change sandboxes (log in with the approver token, or through `sandboxctl ui`)")
 )
 
 // Options configure a Console.
@@ -137,6 +138,8 @@ func New(opts Options) *Console {
 	m.HandleFunc("GET /ui/api/audit", c.withSession(false, c.audit))
 	m.HandleFunc("GET /ui/api/sandboxes", c.withSession(false, c.forwardGet("/v1/sandboxes")))
 	m.HandleFunc("GET /ui/api/sandboxes/{name}", c.withSession(false, c.sandbox))
+	m.HandleFunc("POST /ui/api/sandboxes/{name}/{action}", c.withSession(true, c.sandboxChange))
+	m.HandleFunc("DELETE /ui/api/sandboxes/{name}", c.withSession(true, c.sandboxChange))
 	m.HandleFunc("GET /ui/api/sessions", c.withSession(false, c.sessionList))
 	m.HandleFunc("GET /ui/api/all-sessions", c.withSession(false, c.forwardGet("/v1/sessions")))
 	m.HandleFunc("GET /ui/api/sessions/{id}/log", c.withSession(false, c.sessionLog))

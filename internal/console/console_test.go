@@ -486,3 +486,49 @@ func TestAuditForwardsTheNewest(t *testing.T) {
 		t.Fatalf("API calls: %q", got)
 	}
 }
+
+// TestSandboxChangesForOperatorsOnly: pause, resume and remove reach the
+// daemon's lifecycle routes for a session that may decide only, with its
+// CSRF token; a view-only session, a forged request or an unknown action
+// reaches nothing.
+func TestSandboxChangesForOperatorsOnly(t *testing.T) {
+	f := newFixture(t, false)
+	login := func(token string) *http.Client {
+		c := f.browser(t)
+		if st, body, _ := do(t, c, "POST", f.srv.URL+"/ui/api/login", `{"token":"`+token+`"}`,
+			map[string]string{"Content-Type": "application/json"}); st != http.StatusOK {
+			t.Fatalf("login: %d %s", st, body)
+		}
+		return c
+	}
+	change := func(c *http.Client, csrf, method, path string) (int, string) {
+		st, body, _ := do(t, c, method, f.srv.URL+"/ui/api/sandboxes/"+path, "", map[string]string{CSRFHeader: csrf})
+		return st, body
+	}
+	viewer := login(toolToken)
+	for _, req := range [][2]string{{"POST", "sbx-a/pause"}, {"POST", "sbx-a/resume"}, {"DELETE", "sbx-a"}} {
+		if st, body := change(viewer, f.csrf(t, viewer), req[0], req[1]); st != http.StatusForbidden || !strings.Contains(body, "change sandboxes") {
+			t.Errorf("view-only %s %s: %d %s", req[0], req[1], st, body)
+		}
+	}
+	op := login(approverToken)
+	if st, _ := change(op, "forged", "POST", "sbx-a/pause"); st != http.StatusForbidden {
+		t.Errorf("pause without the CSRF token: %d", st)
+	}
+	if st, _ := change(op, f.csrf(t, op), "POST", "sbx-a/frobnicate"); st != http.StatusNotFound {
+		t.Errorf("unknown action: %d", st)
+	}
+	if got := f.api.got(); len(got) != 0 {
+		t.Fatalf("refused changes reached the daemon: %q", got)
+	}
+	csrf := f.csrf(t, op)
+	for _, req := range [][2]string{{"POST", "sbx-a/pause"}, {"POST", "sbx-a/resume"}, {"DELETE", "sbx-a"}} {
+		if st, body := change(op, csrf, req[0], req[1]); st != http.StatusOK {
+			t.Errorf("operator %s %s: %d %s", req[0], req[1], st, body)
+		}
+	}
+	want := []string{"POST /v1/sandboxes/sbx-a/pause ", "POST /v1/sandboxes/sbx-a/resume ", "DELETE /v1/sandboxes/sbx-a "}
+	if got := f.api.got(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("forwarded: %q, want %q", got, want)
+	}
+}

@@ -47,6 +47,9 @@
 // private directory and moved into place so it is never reachable with wider
 // permissions), daemon.pid, daemon.lock (an flock held for the daemon's
 // lifetime so that two daemons can never serve one state directory), token
-// (for the TCP listener, mode 0600) and daemon.log (output of a daemon
-// started in the background by apiclient.Connect or EnsureRunning).
+// (for the TCP listener, mode 0600), daemon.log (output of a daemon
+// started in the background by apiclient.Connect or EnsureRunning) and
+// daemon-config.json (the configuration the daemon serves, written by
+// serve: apiclient.DaemonConfig), besides workspaces/ (the agents'
+// workspaces unless sandbox.workspaceRoot names another directory).
 package daemon

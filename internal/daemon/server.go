@@ -83,9 +83,6 @@ type Options struct {
 	// agent's only) for GET /v1/sessions (sessions.Manager.Sessions). Nil
 	// makes the endpoint answer 503.
 	Sessions func(agentID string) []map[string]any
-	// Sandboxes lists the managed sandboxes for GET /v1/sandboxes. Nil makes
-	// the endpoint answer 503.
-	Sandboxes func(ctx context.Context) (any, error)
 	// IsInvalidInput reports errors that are the caller's fault (→ 400)
 	// beyond the containerd errdefs classes, e.g. toolapi.ErrInvalidInput.
 	IsInvalidInput func(error) bool
@@ -579,9 +576,11 @@ func (s *Server) routes(unix bool) http.Handler {
 	mux.HandleFunc("POST /v1/tools/exec", s.handleExec)
 	mux.HandleFunc("POST /v1/tools/process", s.handleProcess)
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
-	mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	s.addStreamRoutes(mux)
+	if _, ok := s.opts.Routes["GET /v1/sandboxes"]; !ok {
+		mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
+	}
 	for pattern, h := range s.opts.Routes {
 		mux.Handle(pattern, h)
 	}
@@ -663,7 +662,7 @@ func (s *Server) pinnedRoutes() http.Handler {
 		mux.Handle(pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, sessions, events and approvals list only", r.Method, r.URL.Path))
+		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, sessions, events, files, sandboxes and approvals list only", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -814,17 +813,10 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": s.opts.Sessions(agent)})
 }
 
-func (s *Server) handleSandboxes(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Sandboxes == nil {
-		writeError(w, http.StatusServiceUnavailable, errors.New("sandboxes are not available in this daemon"))
-		return
-	}
-	list, err := s.opts.Sandboxes(r.Context())
-	if err != nil {
-		writeError(w, s.statusFor(err), err)
-		return
-	}
-	writeJSON(w, http.StatusOK, list)
+// handleSandboxes answers GET /v1/sandboxes of a daemon without sandboxes
+// (the lifecycle routes come in Options.Routes).
+func (s *Server) handleSandboxes(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusServiceUnavailable, errors.New("sandboxes are not available in this daemon"))
 }
 
 func (s *Server) handleShutdown(w http.ResponseWriter, _ *http.Request) {

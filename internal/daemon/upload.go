@@ -41,9 +41,20 @@ func spoolUpload(w http.ResponseWriter, body io.ReadCloser, dir string, limit in
 	return f, nil
 }
 
+// spoolChunk is the size of one read of an upload body and one write to
+// its spool file.
+const spoolChunk = 1 << 20
+
+// writerOnly hides its Writer's ReadFrom, so that io.CopyBuffer uses the
+// buffer it is given.
+type writerOnly struct{ io.Writer }
+
 func spool(w http.ResponseWriter, f *os.File, body io.ReadCloser, max, limit int64, isTar bool) error {
 	tooBig := fmt.Errorf("%w: the upload is over the limit of %d bytes", cerrdefs.ErrResourceExhausted, limit)
-	if _, err := io.Copy(f, http.MaxBytesReader(w, body, max)); err != nil {
+	// Large reads and writes: io.Copy into the file would take 32 KiB at a
+	// time (os.File.ReadFrom falls back to it for a body).
+	buf := make([]byte, spoolChunk)
+	if _, err := io.CopyBuffer(writerOnly{f}, http.MaxBytesReader(w, body, max), buf); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return tooBig

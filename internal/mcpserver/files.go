@@ -66,8 +66,9 @@ func addFileTools(s *mcp.Server, files Files, id Identity) {
 		}
 		return apiclient.FileRef{AgentID: agent, SessionKey: session, Path: p}
 	}
-	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: fmt.Sprintf("Read a file of the agent's sandbox (at most %d bytes). Text (UTF-8 without NUL bytes) comes as is; anything else as base64.", MaxReadBytes),
-		InputSchema: schemaFor[ReadFileParams](fileFields, id)},
+	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Annotations: &mcp.ToolAnnotations{Title: "Read a file", ReadOnlyHint: true, OpenWorldHint: hint(false)},
+		Description: fmt.Sprintf("Read a file of the agent's sandbox (at most %d bytes). Text (UTF-8 without NUL bytes) comes as is; anything else as base64.", MaxReadBytes),
+		InputSchema: schemaFor[ReadFileParams](fileFields, id, allChoices)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in ReadFileParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, fileFields); err != nil {
 				return toolError(err)
@@ -83,8 +84,9 @@ func addFileTools(s *mcp.Server, files Files, id Identity) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: base64.StdEncoding.EncodeToString(data)}},
 				StructuredContent: map[string]any{"path": in.Path, "size": len(data), "encoding": "base64"}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Create or replace a file in the agent's sandbox (its directory must exist).",
-		InputSchema: schemaFor[WriteFileParams](fileFields, id)},
+	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Annotations: &mcp.ToolAnnotations{Title: "Write a file", DestructiveHint: hint(true), IdempotentHint: true, OpenWorldHint: hint(false)},
+		Description: "Create or replace a file in the agent's sandbox (its directory must exist).",
+		InputSchema: schemaFor[WriteFileParams](fileFields, id, allChoices)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in WriteFileParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, fileFields); err != nil {
 				return toolError(err)
@@ -102,8 +104,9 @@ func addFileTools(s *mcp.Server, files Files, id Identity) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Wrote %d bytes to %s.", len(data), in.Path)}},
 				StructuredContent: map[string]any{"path": in.Path, "size": len(data)}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory of the agent's sandbox: one line per entry, type, size and name.",
-		InputSchema: schemaFor[ListFilesParams](fileFields, id)},
+	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Annotations: &mcp.ToolAnnotations{Title: "List a directory", ReadOnlyHint: true, OpenWorldHint: hint(false)},
+		Description: "List a directory of the agent's sandbox: one line per entry, type, size and name.",
+		InputSchema: schemaFor[ListFilesParams](fileFields, id, allChoices)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in ListFilesParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, fileFields); err != nil {
 				return toolError(err)

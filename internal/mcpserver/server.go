@@ -48,8 +48,8 @@ var execFields = map[string]string{
 	"env":        "Extra environment variables, name to value.",
 	"yieldMs":    "Milliseconds to wait for the command to finish before returning a running session (default 10000).",
 	"background": "Return at once with a running session instead of waiting.",
-	"timeout":    "Seconds after which the command is killed (default: the configured timeout).",
-	"pty":        "Run in a pseudo-terminal (for interactive programs).",
+	"timeout":    "Seconds after which the command's whole process tree is killed (default: the configured timeout).",
+	"pty":        "Run in a pseudo-terminal of 120 columns by 30 rows (for interactive programs).",
 	"elevated":   "Ask to run on the gateway host with elevated rights (needs the config to allow it).",
 	"host":       "Where to run: sandbox (the agent's container), gateway (the daemon's machine) or node (a remote node).",
 	"security":   "Security mode for this call; it can only tighten the configured one: deny, allowlist or full.",
@@ -69,18 +69,18 @@ var processFields = map[string]string{
 	"literal":    "Literal text to send (send-keys).",
 	"text":       "Text to paste or submit (paste, submit).",
 	"bracketed":  "Use bracketed paste (paste; default true).",
-	"offset":     "Byte offset into the output to read from (log).",
-	"limit":      "Largest number of bytes to return (log).",
+	"offset":     "Line number of the output to start from, counting from 0 (log).",
+	"limit":      "Number of lines to return (log); without offset, the last lines.",
 	"signal":     "Signal to send, e.g. SIGTERM (kill; default SIGKILL after a grace).",
 	"timeoutMs":  "Milliseconds to wait for new output or the end (poll).",
-	"cols":       "Terminal columns (resize).",
-	"rows":       "Terminal rows (resize).",
+	"cols":       "Terminal width in columns, i.e. characters (resize).",
+	"rows":       "Terminal height in rows, i.e. lines (resize).",
 	"agentId":    "The agent whose sessions to use.",
 	"sessionKey": "The session key, for session-scoped sandboxes.",
 }
 
 // integerFields are numbers that take whole values only.
-var integerFields = map[string]bool{"yieldMs": true, "offset": true, "limit": true, "timeoutMs": true, "cols": true, "rows": true}
+var integerFields = map[string]bool{"yieldMs": true, "offset": true, "limit": true, "timeoutMs": true, "cols": true, "rows": true, "ttlSeconds": true}
 
 // enums are the closed vocabularies of the inputs.
 var enums = map[string][]string{
@@ -92,8 +92,9 @@ var enums = map[string][]string{
 }
 
 // schemaFor builds T's input schema with descriptions, enums and integer
-// types; a pinned server leaves out agentId and sessionKey.
-func schemaFor[T any](fields map[string]string, id Identity) *jsonschema.Schema {
+// types; a pinned server leaves out agentId and sessionKey, and the exec
+// fields its policy does not let the caller use (choices).
+func schemaFor[T any](fields map[string]string, id Identity, choices execChoices) *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: schema: %v", err)) // a programming error: the types are fixed
@@ -105,6 +106,12 @@ func schemaFor[T any](fields map[string]string, id Identity) *jsonschema.Schema 
 		delete(s.Properties, "agentId")
 		delete(s.Properties, "sessionKey")
 		s.AdditionalProperties = nil
+		if !choices.elevated {
+			delete(s.Properties, "elevated")
+		}
+		if !choices.node {
+			delete(s.Properties, "node")
+		}
 	}
 	for name, p := range s.Properties {
 		p.Description = fields[name]
@@ -112,7 +119,11 @@ func schemaFor[T any](fields map[string]string, id Identity) *jsonschema.Schema 
 			p.Type, p.Types = "integer", nil
 			p.Minimum = new(float64)
 		}
-		if vals, ok := enums[name]; ok {
+		vals, ok := enums[name]
+		if name == "host" {
+			vals, ok = choices.hosts, true
+		}
+		if ok {
 			p.Enum = nil
 			for _, v := range vals {
 				p.Enum = append(p.Enum, v)
@@ -122,11 +133,30 @@ func schemaFor[T any](fields map[string]string, id Identity) *jsonschema.Schema 
 	return s
 }
 
+// allChoices lets every exec field through (the tools without exec fields).
+var allChoices = Policy{}.choicesFor(Identity{})
+
+// hint is a tool annotation's optional boolean.
+func hint(b bool) *bool { return &b }
+
+// The tools' annotations: what a client may assume about a call before
+// making it. exec runs arbitrary commands (and may reach the network
+// where the configuration gives one); process can kill and remove.
+var (
+	execAnnotations    = &mcp.ToolAnnotations{Title: "Run a shell command", DestructiveHint: hint(true), OpenWorldHint: hint(true)}
+	processAnnotations = &mcp.ToolAnnotations{Title: "Manage background sessions", DestructiveHint: hint(true), OpenWorldHint: hint(false)}
+)
+
 // Options are what a server is built with besides its tools and identity.
 type Options struct {
 	Version string // the implementation version the server reports
 	// Files, when not nil, adds read_file, write_file and list_files.
 	Files Files
+	// Policy limits what a pinned server advertises (PolicyOf).
+	Policy Policy
+	// Sandboxes, when not nil, adds sandbox_create, sandbox_info and
+	// sandbox_delete.
+	Sandboxes Sandboxes
 	// Logf receives each recovered panic of a handler, with its stack;
 	// nil drops them (the caller still gets an error).
 	Logf func(format string, args ...any)
@@ -140,7 +170,8 @@ type Options struct {
 func New(tools Tools, id Identity, opts Options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxctl", Version: opts.Version}, nil)
 	s.AddReceivingMiddleware(recoverPanics(opts.Logf))
-	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription, InputSchema: schemaFor[toolapi.ExecParams](execFields, id)},
+	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription, Annotations: execAnnotations,
+		InputSchema: schemaFor[toolapi.ExecParams](execFields, id, opts.Policy.choicesFor(id))},
 		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ExecParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, execFields); err != nil {
 				return toMCP(toolapi.Result{}, err)
@@ -151,7 +182,8 @@ func New(tools Tools, id Identity, opts Options) *mcp.Server {
 			res, err := tools.Exec(ctx, in)
 			return toMCP(res, err)
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "process", Description: processDescription, InputSchema: schemaFor[toolapi.ProcessParams](processFields, id)},
+	mcp.AddTool(s, &mcp.Tool{Name: "process", Description: processDescription, Annotations: processAnnotations,
+		InputSchema: schemaFor[toolapi.ProcessParams](processFields, id, allChoices)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ProcessParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, processFields); err != nil {
 				return toMCP(toolapi.Result{}, err)
@@ -164,6 +196,9 @@ func New(tools Tools, id Identity, opts Options) *mcp.Server {
 		})
 	if opts.Files != nil {
 		addFileTools(s, opts.Files, id)
+	}
+	if opts.Sandboxes != nil {
+		addSandboxTools(s, opts.Sandboxes, id)
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // recordingTools answers like a Manager and records what reached it. A fake
@@ -44,9 +45,16 @@ func (r *recordingTools) Process(_ context.Context, p sessions.ProcessParams) (s
 
 func connect(t *testing.T, tools Tools, id Identity) *mcp.ClientSession {
 	t.Helper()
+	return connectWith(t, tools, id, Options{Version: "test"})
+}
+
+// connectWith connects a client to a server built with opts; both end
+// with the test.
+func connectWith(t *testing.T, tools Tools, id Identity, opts Options) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := New(tools, id, Options{Version: "test"}).Connect(ctx, st, nil)
+	ss, err := New(tools, id, opts).Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,5 +272,115 @@ func TestSecurityMCPHandlerPanicRecovered(t *testing.T) {
 	defer mu.Unlock()
 	if len(logged) != 1 || !strings.Contains(logged[0], "index out of range") || !strings.Contains(logged[0], "panickingTools") {
 		t.Fatalf("logged %q, want the panic and its stack", logged)
+	}
+}
+
+// execSchema lists exec's advertised properties and host enum for a
+// server built with id and policy.
+func execSchema(t *testing.T, id Identity, policy Policy) (props map[string]bool, hosts []string) {
+	t.Helper()
+	ctx := context.Background()
+	cs := connectWith(t, &recordingTools{}, id, Options{Version: "test", Policy: policy})
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name != "exec" {
+			continue
+		}
+		raw, _ := json.Marshal(tool.InputSchema)
+		var s struct {
+			Properties map[string]struct {
+				Enum []string `json:"enum"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		props = map[string]bool{}
+		for name := range s.Properties {
+			props[name] = true
+		}
+		return props, s.Properties["host"].Enum
+	}
+	t.Fatal("no exec tool")
+	return nil, nil
+}
+
+// TestPinnedSchemaFollowsPolicy: a pinned server offers only the exec
+// choices its configuration lets the agent use; an unpinned one offers all.
+func TestPinnedSchemaFollowsPolicy(t *testing.T) {
+	owner := Identity{AgentID: "owner"}
+	for _, c := range []struct {
+		name     string
+		id       Identity
+		policy   Policy
+		hosts    string
+		elevated bool
+		node     bool
+	}{
+		{"unpinned", Identity{}, Policy{Host: vocab.HostSandbox}, "[sandbox gateway node]", true, true},
+		{"pinned, policy unknown", owner, Policy{}, "[sandbox gateway node]", true, true},
+		{"pinned, sandbox, no elevated", owner, Policy{Host: vocab.HostSandbox}, "[sandbox]", false, false},
+		{"pinned, elevated for another agent", owner, Policy{Host: vocab.HostSandbox, ElevatedEnabled: true, ElevatedAllowFrom: []string{"other"}}, "[sandbox]", false, false},
+		{"pinned, elevated listed but disabled", owner, Policy{Host: vocab.HostSandbox, ElevatedAllowFrom: []string{"owner"}}, "[sandbox]", false, false},
+		{"pinned, elevated for it", owner, Policy{Host: vocab.HostSandbox, ElevatedEnabled: true, ElevatedAllowFrom: []string{"owner"}}, "[sandbox gateway]", true, false},
+		{"pinned, elevated for all, gateway host", owner, Policy{Host: vocab.HostGateway, ElevatedEnabled: true, ElevatedAllowFrom: []string{"*"}}, "[gateway]", true, false},
+		{"pinned, node host", owner, Policy{Host: vocab.HostNode}, "[node]", false, true},
+	} {
+		props, hosts := execSchema(t, c.id, c.policy)
+		if fmt.Sprint(hosts) != c.hosts || props["elevated"] != c.elevated || props["node"] != c.node {
+			t.Errorf("%s: hosts %v elevated %v node %v; want %s %v %v", c.name, hosts, props["elevated"], props["node"], c.hosts, c.elevated, c.node)
+		}
+	}
+}
+
+// TestHiddenFieldStillReachesTheManager: a field a pinned server does not
+// advertise is not refused as unknown; the manager decides (and answers as
+// it does over HTTP).
+func TestHiddenFieldStillReachesTheManager(t *testing.T) {
+	rec := &recordingTools{}
+	ctx := context.Background()
+	cs := connectWith(t, rec, Identity{AgentID: "owner"}, Options{Version: "test", Policy: Policy{Host: vocab.HostSandbox}})
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "x", "elevated": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.execs) != 1 || !rec.execs[0].Elevated {
+		t.Fatalf("manager saw %+v", rec.execs)
+	}
+}
+
+// noSandboxes lists the sandbox tools; they are not called here.
+type noSandboxes struct{ Sandboxes }
+
+// TestToolAnnotations: every tool says what a client may assume of it.
+func TestToolAnnotations(t *testing.T) {
+	cs := connectWith(t, &recordingTools{}, Identity{}, Options{Version: "test", Files: memFiles{}, Sandboxes: noSandboxes{}})
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// read-only, destructive
+	want := map[string][2]bool{
+		"exec": {false, true}, "process": {false, true},
+		"read_file": {true, false}, "list_files": {true, false}, "write_file": {false, true},
+		"sandbox_create": {false, false}, "sandbox_info": {true, false}, "sandbox_delete": {false, true},
+	}
+	if len(res.Tools) != len(want) {
+		t.Fatalf("%d tools listed, want %d", len(res.Tools), len(want))
+	}
+	for _, tool := range res.Tools {
+		a, w := tool.Annotations, want[tool.Name]
+		if a == nil || a.Title == "" {
+			t.Errorf("%s has no annotations/title", tool.Name)
+			continue
+		}
+		if a.ReadOnlyHint != w[0] {
+			t.Errorf("%s readOnlyHint = %v", tool.Name, a.ReadOnlyHint)
+		}
+		if !w[0] && (a.DestructiveHint == nil || *a.DestructiveHint != w[1]) {
+			t.Errorf("%s destructiveHint = %v, want %v", tool.Name, a.DestructiveHint, w[1])
+		}
 	}
 }

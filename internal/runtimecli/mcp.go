@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
@@ -45,14 +46,53 @@ func RunMCP(ctx context.Context, c *cli.CLI, opts MCPOptions, transport mcp.Tran
 	if err != nil {
 		return err
 	}
+	cfg, err := c.LoadConfig()
+	if err != nil {
+		return err
+	}
+	var sandboxes mcpserver.Sandboxes
+	if cfg.MCP.SandboxLifecycle {
+		sandboxes = clientSandboxes{c: client, scope: cfg.Sandbox.Scope}
+	}
 	logf := func(format string, args ...any) { fmt.Fprintf(c.Err, "sandboxctl mcp: "+format+"\n", args...) }
 	return mcpserver.Serve(ctx, client, mcpserver.Identity{AgentID: opts.AgentID, SessionKey: opts.SessionKey}, transport,
-		mcpserver.Options{Version: c.Version, Files: mcpserver.ClientFiles{C: client}, Logf: logf})
+		mcpserver.Options{Version: c.Version, Files: mcpserver.ClientFiles{C: client}, Sandboxes: sandboxes, Policy: mcpserver.PolicyOf(cfg), Logf: logf})
+}
+
+// clientSandboxes are the MCP sandbox tools of `sandboxctl mcp` (stdio),
+// through the daemon's lifecycle API; scope is sandbox.scope.
+type clientSandboxes struct {
+	c     *apiclient.Client
+	scope string
+}
+
+func (s clientSandboxes) CreateSandbox(ctx context.Context, req apiclient.CreateSandboxRequest) (apiclient.Sandbox, error) {
+	return s.c.CreateSandbox(ctx, req)
+}
+
+func (s clientSandboxes) ScopeSandbox(ctx context.Context, agentID, sessionKey string) (apiclient.Sandbox, error) {
+	key := sandbox.ScopeKey(s.scope, sandbox.Scope{AgentID: agentID, SessionKey: sessionKey})
+	list, err := s.c.ListSandboxes(ctx, apiclient.SandboxFilter{ScopeKey: key})
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	if len(list) != 1 {
+		return apiclient.Sandbox{}, fmt.Errorf("%w for scope %s", sandbox.ErrNoSandbox, key)
+	}
+	return list[0], nil
+}
+
+func (s clientSandboxes) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (apiclient.Sandbox, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return sb, err
+	}
+	return sb, s.c.DeleteSandbox(ctx, sb.ID, workspace)
 }
 
 // mcpHandler is the daemon's /mcp endpoint (streamable HTTP): a client
 // with an agent token is pinned to its agent, as on the other routes.
-func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, fileAudit daemon.FileAudit, version string, logf func(string, ...any)) http.Handler {
+func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, sandboxes mcpserver.Sandboxes, policy mcpserver.Policy, maxBytes int64, fileAudit daemon.FileAudit, version string, logf func(string, ...any)) http.Handler {
 	var files mcpserver.Files
 	if sbx != nil {
 		files = storeFiles{store: sandboxFiles{sbx}, limit: maxBytes, audit: fileAudit}
@@ -62,5 +102,5 @@ func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, maxBytes int64, fil
 			return mcpserver.Identity{AgentID: pin.AgentID}
 		}
 		return mcpserver.Identity{}
-	}, mcpserver.Options{Version: version, Files: files, Logf: logf})
+	}, mcpserver.Options{Version: version, Files: files, Sandboxes: sandboxes, Policy: policy, Logf: logf})
 }

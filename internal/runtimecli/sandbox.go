@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"text/template"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,21 +40,16 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 		Short: cli.RuntimeShort("sandbox"),
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|prune|explain|shell)")
+			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|pause|resume|extend|prune|explain|shell)")
 		},
 	}
 	cmd.AddCommand(
-		&cobra.Command{
-			Use:     "ls",
-			Aliases: []string{"list"},
-			Short:   "List the managed sandboxes",
-			Args:    cli.ExactArgs(0),
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return RunSandboxList(cmd.Context(), c)
-			},
-		},
+		newSandboxListCommand(c),
 		newSandboxCreateCommand(c),
 		newSandboxRemoveCommand(c),
+		newSandboxStateCommand(c, "pause", "Freeze a sandbox: its commands stop, and new ones are refused until it is resumed", (*sandbox.Manager).Pause),
+		newSandboxStateCommand(c, "resume", "Unfreeze a paused sandbox", (*sandbox.Manager).Resume),
+		newSandboxExtendCommand(c),
 		newSandboxPruneCommand(c),
 		newSandboxExplainCommand(c),
 		newSandboxShellCommand(c),
@@ -60,47 +57,136 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 	return cmd
 }
 
+// SandboxCreateOptions are the arguments of `sandbox create`.
+type SandboxCreateOptions struct {
+	SandboxOptions
+	Template string
+	Labels   []string // KEY=VALUE
+	TTL      time.Duration
+}
+
+// object reports whether the options ask for more than the scope's
+// default sandbox (a template, labels or a TTL).
+func (o SandboxCreateOptions) object() bool {
+	return o.Template != "" || len(o.Labels) > 0 || o.TTL != 0
+}
+
 func newSandboxCreateCommand(c *cli.CLI) *cobra.Command {
-	var opts SandboxOptions
+	var opts SandboxCreateOptions
 	cmd := &cobra.Command{
-		Use:   "create [--agent ID] [--session KEY]",
-		Short: "Create (or start, or reuse) the sandbox of a scope",
+		Use:   "create [--agent ID] [--session KEY] [--template T] [--label k=v]... [--ttl 1h]",
+		Short: "Create the sandbox of a scope (without --template, --label or --ttl: start or reuse it if it exists)",
 		Args:  cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunSandboxCreate(cmd.Context(), c, opts)
 		},
 	}
-	addScopeFlags(cmd, &opts)
+	addScopeFlags(cmd, &opts.SandboxOptions)
+	cmd.Flags().StringVar(&opts.Template, "template", "", "template from sandbox.templates (default: the top-level settings)")
+	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "label KEY=VALUE (repeatable)")
+	cmd.Flags().DurationVar(&opts.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m, 2h)")
+	return cmd
+}
+
+// SandboxListOptions are the arguments of `sandbox ls`.
+type SandboxListOptions struct {
+	Filters []string // label=K=V, agent=ID, template=T, state=S
+	Format  string   // table (default), json, or a Go template such as '{{.ID}}'
+}
+
+func newSandboxListCommand(c *cli.CLI) *cobra.Command {
+	var opts SandboxListOptions
+	cmd := &cobra.Command{
+		Use:     "ls [--filter label=k=v|agent=ID|template=T|state=S]... [--format table|json|TEMPLATE]",
+		Aliases: []string{"list"},
+		Short:   "List the managed sandboxes",
+		Args:    cli.ExactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunSandboxList(cmd.Context(), c, opts)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&opts.Filters, "filter", "f", nil, "filter: label=KEY=VALUE, agent=ID, template=NAME or state=STATE (repeatable; all must match)")
+	cmd.Flags().StringVar(&opts.Format, "format", "", "table, json, or a Go template over ID, FullID, Name, State, Template, Labels, Agent, Session, Scope, Image, CreatedAt, ExpiresAt")
 	return cmd
 }
 
 // SandboxRemoveOptions are the arguments of `sandbox rm`.
 type SandboxRemoveOptions struct {
 	SandboxOptions
-	Name string
+	// Names are ids, unique id prefixes or names.
+	Names []string
+	// Workspace removes each sandbox's workspace on the host too.
+	Workspace bool
 }
 
 func newSandboxRemoveCommand(c *cli.CLI) *cobra.Command {
 	var opts SandboxRemoveOptions
 	cmd := &cobra.Command{
-		Use:     "rm NAME | rm --agent ID [--session KEY]",
+		Use:     "rm ID... [--workspace] | rm --agent ID [--session KEY] [--workspace]",
 		Aliases: []string{"remove"},
-		Short:   "Remove a sandbox by name or by scope",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return cli.UsageErrorf("sandbox rm: unexpected argument %q", args[1])
-			}
-			return nil
-		},
+		Short:   "Remove sandboxes by id or name, or the one of a scope (with --workspace, their workspaces too)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Name = args[0]
-			}
+			opts.Names = args
 			return RunSandboxRemove(cmd.Context(), c, opts)
 		},
 	}
 	addScopeFlags(cmd, &opts.SandboxOptions)
+	cmd.Flags().BoolVar(&opts.Workspace, "workspace", false, "also remove the sandbox's workspace directory on the host")
 	return cmd
+}
+
+func newSandboxStateCommand(c *cli.CLI, verb, short string, do func(*sandbox.Manager, context.Context, string) (sandbox.Info, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " ID",
+		Short: short,
+		Args:  cli.ExactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSandboxChange(cmd.Context(), c, verb, func(ctx context.Context, m *sandbox.Manager) (sandbox.Info, error) {
+				return do(m, ctx, args[0])
+			})
+		},
+	}
+}
+
+func newSandboxExtendCommand(c *cli.CLI) *cobra.Command {
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "extend ID --ttl DURATION",
+		Short: "Set a sandbox to be removed DURATION from now",
+		Args:  cli.ExactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ttl <= 0 {
+				return cli.UsageErrorf("sandbox extend: --ttl must be a positive duration such as 30m or 2h")
+			}
+			return runSandboxChange(cmd.Context(), c, "extend", func(ctx context.Context, m *sandbox.Manager) (sandbox.Info, error) {
+				return m.Extend(ctx, args[0], ttl)
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "time from now until the sandbox is removed (e.g. 30m, 2h)")
+	return cmd
+}
+
+// runSandboxChange runs one change of a sandbox and prints the sandbox.
+func runSandboxChange(ctx context.Context, c *cli.CLI, verb string, do func(context.Context, *sandbox.Manager) (sandbox.Info, error)) error {
+	m, err := newSandboxManager(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	in, err := do(ctx, m)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", verb, err)
+	}
+	if c.JSON {
+		return cli.WriteJSON(c.Out, in)
+	}
+	expires := ""
+	if !in.ExpiresAt.IsZero() {
+		expires = ", expires " + in.ExpiresAt.Format(time.RFC3339)
+	}
+	_, err = fmt.Fprintf(c.Out, "%s (%s): %s%s\n", in.Name, short12(in.ID), in.State, expires)
+	return err
 }
 
 func newSandboxPruneCommand(c *cli.CLI) *cobra.Command {
@@ -142,6 +228,9 @@ func newSandboxManager(ctx context.Context, c *cli.CLI) (*sandbox.Manager, error
 	if err != nil {
 		return nil, err
 	}
+	if err := c.CheckDaemonConfig(state); err != nil {
+		return nil, err
+	}
 	m, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -149,27 +238,80 @@ func newSandboxManager(ctx context.Context, c *cli.CLI) (*sandbox.Manager, error
 	return m, nil
 }
 
-// RunSandboxList prints the managed sandboxes.
-func RunSandboxList(ctx context.Context, c *cli.CLI) error {
+// RunSandboxList prints the managed sandboxes that pass the filters.
+func RunSandboxList(ctx context.Context, c *cli.CLI, opts SandboxListOptions) error {
+	f, err := sandbox.ParseListFilter(opts.Filters)
+	if err != nil {
+		return cli.UsageErrorf("sandbox ls: %v", err)
+	}
+	var tmpl *template.Template
+	switch opts.Format {
+	case "", "table", "json":
+	default:
+		if tmpl, err = template.New("format").Option("missingkey=error").Parse(opts.Format); err != nil {
+			return cli.UsageErrorf("sandbox ls: --format: %v", err)
+		}
+	}
 	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	list, err := m.List(ctx)
+	list, err := m.ListFiltered(ctx, f)
 	if err != nil {
 		return err
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	if c.JSON {
-		return cli.WriteJSON(c.Out, list)
+	switch {
+	case c.JSON || opts.Format == "json":
+		return cli.WriteJSON(c.Out, orEmpty(list))
+	case tmpl != nil:
+		for _, in := range list {
+			if err := tmpl.Execute(c.Out, newSandboxRow(in)); err != nil {
+				return fmt.Errorf("sandbox ls: --format: %w", err)
+			}
+			if _, err := fmt.Fprintln(c.Out); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return printSandboxes(c.Out, list, time.Now())
 }
 
+// sandboxRow is what a `sandbox ls --format` template sees of a sandbox.
+type sandboxRow struct {
+	ID, FullID, Name, State, Template, Labels string
+	Agent, Session, Scope, Image              string
+	CreatedAt, ExpiresAt                      string
+}
+
+func newSandboxRow(in sandbox.Info) sandboxRow {
+	r := sandboxRow{ID: short12(in.ID), FullID: in.ID, Name: in.Name, State: in.State, Template: in.Template,
+		Labels: formatLabels(in.Labels), Agent: in.AgentID, Session: in.SessionKey, Scope: in.ScopeKey, Image: in.Image,
+		CreatedAt: in.CreatedAt.Format(time.RFC3339)}
+	if !in.ExpiresAt.IsZero() {
+		r.ExpiresAt = in.ExpiresAt.Format(time.RFC3339)
+	}
+	return r
+}
+
+// formatLabels is k=v,k2=v2 in key order.
+func formatLabels(l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + l[k]
+	}
+	return strings.Join(keys, ",")
+}
+
 func printSandboxes(w io.Writer, list []sandbox.Info, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tENGINE\tSTATE\tSCOPE\tCREATED\tLAST USED\tCONFIG")
+	fmt.Fprintln(tw, "ID\tNAME\tTEMPLATE\tENGINE\tSTATE\tSCOPE\tLABELS\tCREATED\tEXPIRES\tLAST USED\tCONFIG")
 	for _, s := range list {
 		cfgState := "current"
 		if !s.Current {
@@ -182,7 +324,12 @@ func printSandboxes(w io.Writer, list []sandbox.Info, now time.Time) error {
 		case sandbox.PoolTaken:
 			scope += " (from the pool)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Engine, s.State, scope, ago(now, s.CreatedAt), ago(now, s.LastUsedAt), cfgState)
+		expires := "-"
+		if !s.ExpiresAt.IsZero() {
+			expires = "in " + s.ExpiresAt.Sub(now).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short12(s.ID), s.Name, s.Template, s.Engine, s.State, scope,
+			orDash(formatLabels(s.Labels)), ago(now, s.CreatedAt), expires, ago(now, s.LastUsedAt), cfgState)
 	}
 	return tw.Flush()
 }
@@ -194,13 +341,44 @@ func ago(now, t time.Time) string {
 	return now.Sub(t).Round(time.Second).String() + " ago"
 }
 
-// RunSandboxCreate ensures the sandbox of a scope exists and runs.
-func RunSandboxCreate(ctx context.Context, c *cli.CLI, opts SandboxOptions) error {
+// RunSandboxCreate creates the sandbox of a scope: from a template, with
+// labels and a TTL when given (a scope that has one is an error), else
+// it ensures the scope's sandbox exists and runs (sandbox.explicit: it
+// creates it, a scope that has one is an error).
+func RunSandboxCreate(ctx context.Context, c *cli.CLI, opts SandboxCreateOptions) error {
+	labels := map[string]string{}
+	for _, kv := range opts.Labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return cli.UsageErrorf("sandbox create: --label %q: want KEY=VALUE", kv)
+		}
+		if err := sandbox.CheckLabel(k, v); err != nil {
+			return cli.UsageErrorf("sandbox create: --label: %v", err)
+		}
+		labels[k] = v
+	}
+	if opts.TTL < 0 || opts.TTL > sandbox.MaxTTL {
+		return cli.UsageErrorf("sandbox create: --ttl %s: want at most %s", opts.TTL, sandbox.MaxTTL)
+	}
+	if opts.TTL%time.Second != 0 {
+		return cli.UsageErrorf("sandbox create: --ttl %s: want whole seconds", opts.TTL)
+	}
 	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	if opts.object() || m.Config().Explicit {
+		in, err := m.Create(ctx, opts.scope(), sandbox.CreateOptions{Template: opts.Template, Labels: labels, TTL: opts.TTL})
+		if err != nil {
+			return fmt.Errorf("sandbox create: %w", err)
+		}
+		if c.JSON {
+			return cli.WriteJSON(c.Out, in)
+		}
+		_, err = fmt.Fprintf(c.Out, "created %s (%s) id %s template %s\n", in.Name, in.ScopeKey, in.ID, in.Template)
+		return err
+	}
 	res, err := m.Ensure(ctx, opts.scope())
 	if err != nil {
 		return err
@@ -219,35 +397,75 @@ func RunSandboxCreate(ctx context.Context, c *cli.CLI, opts SandboxOptions) erro
 	return err
 }
 
-// RunSandboxRemove removes a sandbox by name, or the one of a scope.
+// RunSandboxRemove removes sandboxes by id or name, or the one of a scope,
+// with their workspaces when asked. It goes on past a sandbox it cannot
+// remove and returns the errors.
 func RunSandboxRemove(ctx context.Context, c *cli.CLI, opts SandboxRemoveOptions) error {
 	byScope := opts.AgentID != "" || opts.SessionKey != ""
 	switch {
-	case opts.Name != "" && byScope:
-		return cli.UsageErrorf("sandbox rm: give a NAME or --agent/--session, not both")
-	case opts.Name == "" && !byScope:
-		return cli.UsageErrorf("sandbox rm: missing NAME (or --agent ID / --session KEY)")
+	case len(opts.Names) > 0 && byScope:
+		return cli.UsageErrorf("sandbox rm: give IDs or --agent/--session, not both")
+	case len(opts.Names) == 0 && !byScope:
+		return cli.UsageErrorf("sandbox rm: missing ID (or --agent ID / --session KEY)")
 	}
 	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	name := opts.Name
+	refs := opts.Names
 	if byScope {
-		err = m.Remove(ctx, opts.scope())
-		name = "sandbox of " + sandbox.ScopeKey(m.Config().Scope, opts.scope())
-	} else {
-		err = m.RemoveByName(ctx, opts.Name)
+		_, name, _, _ := m.Layout(opts.scope())
+		refs = []string{name}
 	}
-	if err != nil {
-		return err
+	var errs []error
+	var removed []string
+	for _, ref := range refs {
+		name, err := removeOne(ctx, m, ref, opts.Workspace)
+		if err != nil {
+			if byScope {
+				err = fmt.Errorf("sandbox of %s: %w", sandbox.ScopeKey(m.Config().Scope, opts.scope()), err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, name)
+		if !c.JSON {
+			fmt.Fprintf(c.Out, "removed %s\n", name)
+		}
 	}
 	if c.JSON {
-		return cli.WriteJSON(c.Out, map[string]any{"removed": name})
+		out := map[string]any{"removed": removed, "workspaceRemoved": opts.Workspace}
+		if len(refs) == 1 && len(removed) == 1 {
+			out["removed"] = removed[0]
+		}
+		if len(removed) > 0 {
+			if err := cli.WriteJSON(c.Out, out); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
-	_, err = fmt.Fprintf(c.Out, "removed %s\n", name)
-	return err
+	return errors.Join(errs...)
+}
+
+// removeOne removes the sandbox ref (id, id prefix or name) and returns its
+// name; a managed container this daemon does not list (another
+// configuration's) is removed by name as before, without a workspace.
+func removeOne(ctx context.Context, m *sandbox.Manager, ref string, workspace bool) (string, error) {
+	in, err := m.Delete(ctx, ref, workspace)
+	if err == nil {
+		if workspace {
+			return in.Name + " and its workspace", nil
+		}
+		return in.Name, nil
+	}
+	if !errors.Is(err, sandbox.ErrNotFound) || workspace {
+		return "", err
+	}
+	if err := m.RemoveByName(ctx, ref); err != nil {
+		return "", err
+	}
+	return ref, nil
 }
 
 // RunSandboxPrune removes (or with dryRun lists) idle and old sandboxes.
@@ -343,6 +561,13 @@ func formatExplanation(ex sandbox.Explanation) string {
 		fmt.Fprintf(&b, "config:\n  %s\n", cfg.String())
 	}
 	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // orNone shows an unset limit as "none".

@@ -8,16 +8,19 @@ import (
 	"net/http"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
 )
 
-// SandboxDetail is the body of GET /v1/sandboxes/{name}: what `sandboxctl
-// sandbox explain` shows for the sandbox (its config, limits and the
-// hardening read back from the Engine) and its resource use now.
+// SandboxDetail is the body of GET /v1/sandboxes/{name}: the sandbox (its
+// id, template, labels, state, expiry...), what `sandboxctl sandbox
+// explain` shows for it (its config, limits and the hardening read back
+// from the Engine) and its resource use now.
 type SandboxDetail struct {
+	sandbox.Info
 	Explain sandbox.Explanation `json:"explain"`
 	Usage   *SandboxUsage       `json:"usage,omitempty"`
 	// UsageError says why there is no Usage (e.g. the container is stopped).
@@ -33,24 +36,21 @@ type SandboxUsage struct {
 	PidsLimit        uint64  `json:"pidsLimit,omitempty"`
 }
 
-// sandboxDetailHandler serves GET /v1/sandboxes/{name} for a sandbox the
-// manager lists (by name or id); any other name is 404.
-func sandboxDetailHandler(m *sandbox.Manager) http.Handler {
+// sandboxDetailHandler serves GET /v1/sandboxes/{name} for a sandbox
+// visible finds (by id, id prefix or name); any other is 404.
+func sandboxDetailHandler(m *sandbox.Manager, visible func(context.Context, string) (sandbox.Info, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		list, err := m.List(r.Context())
-		if err != nil {
-			replyJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		info, err := visible(r.Context(), name)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			replyJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 			return
-		}
-		var info *sandbox.Info
-		for i := range list {
-			if list[i].Name == name || list[i].ID == name {
-				info = &list[i]
-			}
-		}
-		if info == nil {
-			replyJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no sandbox named %q (sandboxctl sandbox list shows them)", name)})
+		case cerrdefs.IsInvalidArgument(err):
+			replyJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		case err != nil:
+			replyJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 			return
 		}
 		ex, err := m.Explain(r.Context(), sandbox.Scope{AgentID: info.AgentID, SessionKey: info.SessionKey})
@@ -58,7 +58,7 @@ func sandboxDetailHandler(m *sandbox.Manager) http.Handler {
 			replyJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 			return
 		}
-		d := SandboxDetail{Explain: ex}
+		d := SandboxDetail{Info: info, Explain: ex}
 		if info.State != string(container.StateRunning) {
 			d.UsageError = "the sandbox is " + info.State
 		} else if u, err := sandboxUsage(r.Context(), m.Client(), info.ID); err != nil {

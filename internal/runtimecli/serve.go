@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -59,6 +60,10 @@ const SupervisorOff = "off"
 
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
+
+// expiryInterval is how often sandboxes whose TTL passed are looked for
+// (cheap: the Engine is asked only when one is due).
+const expiryInterval = time.Second
 
 // ServeOptions are the flags of `sandboxctl serve`.
 type ServeOptions struct {
@@ -299,14 +304,21 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
 		go hook.run(ctx, mgr.Subscribe(ctx))
 	}
+	var lifecycle *sandboxAPI // the sandbox lifecycle (nil: no sandboxes)
 	if sbx != nil {
-		dopts.Sandboxes = func(ctx context.Context) (any, error) { return sbx.List(ctx) }
-		dopts.Routes["GET /v1/sandboxes/{name}"] = sandboxDetailHandler(sbx)
+		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable, audit: auditLog.rec}
+		for pattern, h := range lifecycle.routes() {
+			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
+		}
 		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf, Audit: auditLog.files()}) {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
+	var mcpSandboxes mcpserver.Sandboxes
+	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
+		mcpSandboxes = lifecycle
+	}
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
 	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
@@ -327,6 +339,16 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		_ = mgr.Close(closeCtx)
 		return err
 	}
+	// The commands that follow find this daemon's configuration without
+	// repeating --config (cli.CLI.LoadConfig).
+	content, err := c.ConfigContent()
+	if err != nil {
+		return err
+	}
+	if err := apiclient.WriteDaemonConfig(state, apiclient.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
+		logf("warning: commands without --config will not find this daemon's configuration: %v", err)
+	}
+	defer apiclient.RemoveDaemonConfig(state, os.Getpid())
 	// Sessions that outlived a previous daemon (supervised sandboxes, the
 	// host supervisor and nodes keep them) are listed, polled and logged
 	// again as before the restart. Requests wait in the listen backlog
@@ -342,6 +364,10 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	defer stopPruner()
 	if sbx != nil && (cfg.Sandbox.Prune.IdleHours > 0 || cfg.Sandbox.Prune.MaxAgeDays > 0) {
 		go sbx.RunPruner(runCtx, pruneInterval)
+	}
+	if sbx != nil {
+		expired := &sandboxAPI{publish: mgr.Publish, audit: auditLog.rec}
+		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event(runCtx, "expired", in) })
 	}
 	return srv.Serve(ctx)
 }
@@ -677,17 +703,21 @@ func buildGate(cfg config.File, state string) (*guard.Gate, error) {
 }
 
 // sandboxWritableDirs are the host directories a sandbox can write: the
-// workspace root, the sandbox-owned workspaces under the state dir, and the
+// workspace root (sandbox.WorkspaceRoot), the sandbox-owned workspaces under the state dir, and the
 // sources of binds not mounted read-only. No executable there ever
 // satisfies the gateway's allowlist (issue 12 item 4).
 func sandboxWritableDirs(cfg config.File, state string) ([]string, error) {
-	root, err := config.ExpandHome(cfg.Sandbox.WorkspaceRoot)
+	home, err := config.ExpandHome("~")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox.workspaceRoot: %w", err)
 	}
-	dirs := []string{filepath.Join(state, "sandboxes")}
-	if root != "" {
-		dirs = append(dirs, root)
+	root, err := sandbox.WorkspaceRoot(cfg.Sandbox, state, home)
+	if err != nil {
+		return nil, err
+	}
+	dirs := []string{filepath.Join(state, "sandboxes"), root}
+	if real, err := filepath.EvalSymlinks(root); err == nil && real != root {
+		dirs = append(dirs, real) // a state directory that kept its old workspaces
 	}
 	for i, d := range dirs {
 		abs, err := filepath.Abs(d)

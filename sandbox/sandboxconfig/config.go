@@ -37,6 +37,13 @@ type Config struct {
 	WorkspaceQuota string `yaml:"workspaceQuota" json:"workspaceQuota,omitempty"`
 	// Identity is where sandbox identities come from (IdentityConfig).
 	Identity IdentityConfig `yaml:"identity" json:"identity,omitzero"`
+	// Templates are the named variants of the top-level container
+	// settings a sandbox can be created from (POST /v1/sandboxes); the
+	// top-level settings are the template DefaultTemplate.
+	Templates map[string]Template `yaml:"templates" json:"templates,omitempty"`
+	// Explicit: an agent's command never creates its sandbox; one must be
+	// created first (sandboxctl sandbox create, POST /v1/sandboxes).
+	Explicit bool `yaml:"explicit" json:"explicit"`
 }
 
 // DefaultMaxPerAgent is sandbox.maxPerAgent's default.
@@ -99,9 +106,10 @@ func DefaultConfig() Config {
 	return Config{
 		Scope:           "agent",
 		WorkspaceAccess: "rw",
-		WorkspaceRoot:   "~/.sandboxctl/workspaces",
+		WorkspaceRoot:   "",
 		Prune:           PruneConfig{IdleHours: 24, MaxAgeDays: 7},
 		MaxPerAgent:     DefaultMaxPerAgent,
+		Templates:       map[string]Template{},
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",

@@ -222,7 +222,10 @@ func (c Config) Validate() error {
 	if _, err := ParseEngines(c.Engines); err != nil {
 		return err
 	}
-	return c.checkUnsafe()
+	if err := c.checkUnsafe(); err != nil {
+		return err
+	}
+	return c.validateTemplates()
 }
 
 // Resources is the parsed form of the resource settings.

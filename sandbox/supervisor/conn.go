@@ -258,7 +258,7 @@ func (s *Server) serveConn(c *serverConn) {
 		s.sockMu.Unlock()
 	}()
 	for {
-		f, err := ReadFrame(c.r)
+		f, err := s.readFrame(c.r)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
 				s.logf("supervisor: %s: %v", c.name, err)

@@ -147,7 +147,9 @@
 // /dev/shm/.sandboxctl, then memory): meta.json (argv, dir, tty, meta
 // such as agentId and sessionKey, pid, start time, byte counts), output.0
 // and output.1 (the output log: records [stream u8][len u32][data], two
-// segments used in turn, keeping the last 0.5–1 MiB), and exit ({code,
+// segments used in turn, keeping all output up to the cap, 512 KiB by
+// default, then the last 512 KiB–1 MiB; List says how much is gone:
+// SessionInfo.Dropped and DroppedNote), and exit ({code,
 // signal, endedAtMs}) once it ended. List returns every session, running or
 // finished (the newest 256 finished ones are kept until Forget); Read
 // returns a session's kept output (after two big-endian int64: the stdout

@@ -516,7 +516,9 @@ func writeAtomic(target string, mode fs.FileMode, r io.Reader, want int64, tmps 
 		return err
 	}
 	tmp := f.Name()
-	n, err := io.Copy(f, r)
+	// Large reads of the stdin pipe (1 MiB, see setPipeSize) and large
+	// writes: os.File.ReadFrom would take 32 KiB at a time.
+	n, err := io.CopyBuffer(writerOnly{f}, r, make([]byte, 1<<20))
 	if err == nil && want >= 0 && n != want {
 		err = filesErr(FilesExitInvalid, "%s: the stream ended after %d of %d bytes", target, n, want)
 	}
@@ -570,3 +572,7 @@ func (a *ackReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// writerOnly hides its Writer's ReadFrom, so that io.CopyBuffer uses the
+// buffer it is given.
+type writerOnly struct{ io.Writer }

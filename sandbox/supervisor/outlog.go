@@ -13,18 +13,24 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 )
 
-// DefaultLogCap is how many bytes of output each session keeps (the tail).
-const DefaultLogCap = 1 << 20
+// DefaultLogCap is how many bytes of output each session keeps at least:
+// all of its output up to that many bytes, then always the last that many
+// (and up to twice as many).
+const DefaultLogCap = 512 << 10
 
 const recHeader = 5 // stream u8 + length u32
 
 // outlog is a session's capped output log: records [stream u8][len u32][data]
 // in order, so the interleaving of stdout and stderr survives and either
-// stream can be replayed from a byte offset. It keeps two segments of at
-// most cap/2 bytes each, files "output.0" and "output.1" used in turn:
-// when the current one is full, the other (older) one is emptied and
-// becomes current, so the kept tail is between cap/2 and cap bytes and
-// rotation never copies or renames. Without a directory it lives in memory.
+// stream can be replayed from a byte offset. It keeps two segments of cap
+// bytes of output each, files "output.0" and "output.1" used in turn (a
+// write that does not fit is split between them): when the current one is
+// full, the other (older) one is emptied and becomes current. So all
+// output up to cap bytes is kept, then always the last cap to 2*cap bytes,
+// and rotation never copies or renames. What the log stops keeping is
+// counted (dropped, and per stream base), so every reader is told how much
+// is gone: SessionInfo.Dropped, Attach's Skipped counts, the offsets of
+// Read. Without a directory it lives in memory.
 //
 // The files reserve their space when the log is made (fallocate of both
 // segments, which rotation reuses without truncating), so a filesystem
@@ -37,10 +43,10 @@ type outlog struct {
 	dir   string
 	f     [2]*os.File
 	mem   [2][]byte
-	sizes [2]int64 // bytes used in each segment
+	sizes [2]int64 // bytes used in each segment (records and their headers)
 	cur   int      // index of the current segment
 	size  int64    // bytes in the current segment
-	seg   int64    // segment size
+	seg   int64    // output bytes a segment holds
 	// counts are the per-stream data bytes of each segment; base is, per
 	// stream (0 stdout, 1 stderr), how many bytes were dropped from the
 	// front.
@@ -55,7 +61,7 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 	if capBytes <= 0 {
 		capBytes = DefaultLogCap
 	}
-	l := &outlog{dir: dir, seg: max(capBytes/2, 64)}
+	l := &outlog{dir: dir, seg: max(capBytes, 64)}
 	if dir == "" {
 		return l, nil
 	}
@@ -66,10 +72,10 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 			return nil, fmt.Errorf("output log: %w", err)
 		}
 		l.f[i] = f
-		if err := reserve(f, l.seg); err != nil {
+		if err := reserve(f, l.reserved()); err != nil {
 			if !errors.Is(err, unix.ENOSPC) {
 				l.close()
-				return nil, fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.seg, dir, err)
+				return nil, fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.reserved(), dir, err)
 			}
 			// The state filesystem is full (many kept sessions, or
 			// something else filled it): the command still runs, its log
@@ -80,6 +86,11 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 	}
 	return l, nil
 }
+
+// reserved is the space reserved for each segment file: its output and
+// the record headers of writes of 80 bytes on average (smaller ones may
+// need more, which a full filesystem refuses; that loss is reported).
+func (l *outlog) reserved() int64 { return l.seg + l.seg/16 }
 
 // reserve allocates n bytes of f's storage: fallocate, or zeros written
 // where the filesystem has no fallocate.
@@ -97,12 +108,27 @@ func reserve(f *os.File, n int64) error {
 	return nil
 }
 
+// append adds p of stream, split between the current segment and the
+// next when it does not fit.
 func (l *outlog) append(stream byte, p []byte) error {
-	if l.size > 0 && l.size+int64(recHeader+len(p)) > l.seg {
-		if err := l.rotate(); err != nil {
+	for len(p) > 0 {
+		room := l.seg - l.counts[l.cur][0] - l.counts[l.cur][1]
+		if room <= 0 {
+			l.rotate()
+			continue
+		}
+		n := min(int64(len(p)), room)
+		if err := l.appendRecord(stream, p[:n], int64(len(p))); err != nil {
 			return err
 		}
+		p = p[n:]
 	}
+	return nil
+}
+
+// appendRecord writes one record of p into the current segment; rest is
+// how much of the write p begins, all of it lost should the write fail.
+func (l *outlog) appendRecord(stream byte, p []byte, rest int64) error {
 	var h [recHeader]byte
 	h[0] = stream
 	binary.BigEndian.PutUint32(h[1:], uint32(len(p)))
@@ -115,8 +141,8 @@ func (l *outlog) append(stream byte, p []byte) error {
 		rec := make([]byte, 0, recHeader+len(p))
 		rec = append(append(rec, h[:]...), p...)
 		if _, err := l.f[l.cur].WriteAt(rec, l.size); err != nil {
-			l.lose(stream, int64(len(p)))
-			return fmt.Errorf("output log: %d bytes dropped with all older output: %w", len(p), err)
+			l.lose(stream, rest)
+			return fmt.Errorf("output log: %d bytes dropped with all older output: %w", rest, err)
 		}
 	}
 	l.size += int64(recHeader + len(p))
@@ -139,7 +165,7 @@ func (l *outlog) lose(stream byte, n int64) {
 }
 
 // rotate drops the older segment and makes it the current one.
-func (l *outlog) rotate() error {
+func (l *outlog) rotate() {
 	next := 1 - l.cur
 	if l.old {
 		l.base[0] += l.counts[next][0]
@@ -152,7 +178,6 @@ func (l *outlog) rotate() error {
 	}
 	// A file segment is overwritten in place: its reserved space stays.
 	l.cur, l.old, l.size = next, true, 0
-	return nil
 }
 
 // contents is the older segment followed by the current one.

@@ -227,6 +227,10 @@ func (p *Proc) exited() bool {
 	}
 }
 
+// stdinFrame is the most stdin one frame carries: bulk input (an upload)
+// goes in few frames and few writes.
+const stdinFrame = 256 << 10
+
 // Write sends data to the command's stdin.
 func (p *Proc) Write(b []byte) (int, error) {
 	if !p.hasStdin {
@@ -239,7 +243,7 @@ func (p *Proc) Write(b []byte) (int, error) {
 	defer cancel()
 	n := 0
 	for len(b) > 0 {
-		k := min(len(b), 64<<10)
+		k := min(len(b), stdinFrame)
 		if err := p.c.send(ctx, FrameStdin, p.stream, b[:k]); err != nil {
 			return n, err
 		}

@@ -78,6 +78,11 @@ var ErrBadFrame = errors.New("supervisor protocol: bad frame header")
 // ReadFrame reads one frame from a buffered reader. The payload is a fresh
 // slice.
 func ReadFrame(r io.Reader) (Frame, error) {
+	return readFrame(r, func(_ byte, n uint32) []byte { return make([]byte, n) })
+}
+
+// readFrame is ReadFrame with the payload read into alloc(type, length).
+func readFrame(r io.Reader, alloc func(typ byte, n uint32) []byte) (Frame, error) {
 	var h [HeaderSize]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, err
@@ -91,7 +96,7 @@ func ReadFrame(r io.Reader) (Frame, error) {
 	}
 	f := Frame{Type: h[1], Stream: binary.BigEndian.Uint32(h[2:6])}
 	if n > 0 {
-		f.Payload = make([]byte, n)
+		f.Payload = alloc(f.Type, n)
 		if _, err := io.ReadFull(r, f.Payload); err != nil {
 			return Frame{}, fmt.Errorf("supervisor protocol: short payload: %w", err)
 		}
@@ -223,10 +228,22 @@ type SessionInfo struct {
 	Exit      *ExitStatus       `json:"exit,omitempty"`
 	InputWait bool              `json:"inputWait,omitempty"`
 	// Stdout and Stderr are the byte counts produced so far on each stream;
-	// Dropped is how many of the oldest bytes the capped log no longer has.
+	// Dropped is how many of the oldest bytes the capped log no longer has
+	// (it keeps all output up to LogCap bytes, then the last LogCap to
+	// 2*LogCap).
 	Stdout  int64 `json:"stdout"`
 	Stderr  int64 `json:"stderr"`
 	Dropped int64 `json:"dropped,omitempty"`
+	LogCap  int64 `json:"logCap,omitempty"`
+}
+
+// DroppedNote says what a session's log no longer keeps: "" while it keeps
+// everything.
+func (in SessionInfo) DroppedNote() string {
+	if in.Dropped <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("output beyond the last %d bytes was not kept: the first %d of %d bytes are gone", in.LogCap, in.Dropped, in.Stdout+in.Stderr)
 }
 
 // DefaultWindow is the default output credit per stream.

@@ -95,6 +95,9 @@ type Server struct {
 	sockMu sync.Mutex
 	socks  map[*serverConn]bool
 	pool   sync.Pool // *[]byte output frame buffers of poolFrameSize
+	// stdinBufs are *[]byte Stdin payload buffers of stdinBufSize: an
+	// upload's frames are not garbage for the small heap to collect.
+	stdinBufs sync.Pool
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -219,7 +222,7 @@ func (s *Server) Serve(ctx context.Context) error {
 func (s *Server) readLoop() error {
 	in := s.stdio.r
 	for {
-		f, err := ReadFrame(in)
+		f, err := s.readFrame(in)
 		if errors.Is(err, ErrBadFrame) {
 			s.logf("supervisor: %v; resynchronising on the next hello", err)
 			if err := resync(in); err != nil {
@@ -614,4 +617,30 @@ func newID() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// stdinBufSize is the size of a pooled Stdin payload buffer: the client's
+// largest Stdin frame (Proc.Write).
+const stdinBufSize = stdinFrame
+
+// readFrame is ReadFrame with a Stdin payload in a pooled buffer (the
+// session's stdin writer gives it back, putStdinBuf).
+func (s *Server) readFrame(r io.Reader) (Frame, error) {
+	return readFrame(r, func(typ byte, n uint32) []byte {
+		if typ != FrameStdin || n > stdinBufSize {
+			return make([]byte, n)
+		}
+		if v := s.stdinBufs.Get(); v != nil {
+			return (*v.(*[]byte))[:n]
+		}
+		return make([]byte, n, stdinBufSize)
+	})
+}
+
+// putStdinBuf returns a Stdin payload written to its command to the pool.
+func (s *Server) putStdinBuf(p []byte) {
+	if cap(p) == stdinBufSize {
+		p = p[:0]
+		s.stdinBufs.Put(&p)
+	}
 }

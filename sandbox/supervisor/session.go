@@ -224,6 +224,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 			}
 			in, sess.stdin = r, w
 			sess.stdinID = fileIdentity(r)
+			setPipeSize(w, 1<<20) // room for bulk input (an upload) between reads
 		} else {
 			in, err = os.Open(os.DevNull)
 			if err != nil {
@@ -529,7 +530,7 @@ func (sess *session) info() SessionInfo {
 		InputWait: sess.inputWait, Stdout: sess.total[0], Stderr: sess.total[1],
 	}
 	if sess.log != nil {
-		in.Dropped = sess.log.dropped()
+		in.Dropped, in.LogCap = sess.log.dropped(), sess.log.seg
 	}
 	if sess.exited {
 		st := sess.exit

@@ -51,6 +51,7 @@ func (sess *session) stdinWriter() {
 		_, err := sess.stdin.Write(p)
 		sess.queued.Add(-int64(len(p)))
 		sess.inFlight.Store(false)
+		sess.srv.putStdinBuf(p)
 		if err != nil {
 			// The command closed its stdin: drop the rest.
 			for p := range sess.stdinC {

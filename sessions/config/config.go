@@ -20,9 +20,19 @@ type File struct {
 	Limits Limits `yaml:"limits" json:"limits"`
 	// Audit is the audit trail (docs/audit.md).
 	Audit Audit `yaml:"audit" json:"audit"`
+	// MCP is what the MCP server offers beyond the tools.
+	MCP MCP `yaml:"mcp" json:"mcp"`
 	// State is the state directory: approvals.json, sandbox registry, session
 	// logs, the daemon socket and pid file.
 	State string `yaml:"state" json:"state"`
+}
+
+// MCP is the `mcp:` section.
+type MCP struct {
+	// SandboxLifecycle adds sandbox_create, sandbox_info and
+	// sandbox_delete to the daemon's MCP server (/mcp): an agent may then
+	// create and remove its own sandbox.
+	SandboxLifecycle bool `yaml:"sandboxLifecycle" json:"sandboxLifecycle"`
 }
 
 // Exec is the `exec:` section.

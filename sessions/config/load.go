@@ -60,37 +60,124 @@ func Load(path string) (File, error) {
 	return Parse(path, data)
 }
 
-// Parse is Load for bytes already read; name is used in errors.
+// Parse is Load for bytes already read; name is used in errors. It
+// returns the first problem of Check.
 func Parse(name string, data []byte) (File, error) {
-	f := Default()
+	f, problems := Check(name, data)
+	if len(problems) > 0 {
+		return File{}, problems[0]
+	}
+	return f, nil
+}
+
+// Check parses data (the file name) once and returns the configuration
+// and every problem of the file, not only the first, in the order they
+// were found: malformed YAML; unknown or duplicate keys and values of the
+// wrong type, each with its line; then the bad values Validate finds, one
+// per key. f is meaningful only without problems.
+func Check(name string, data []byte) (f File, problems []*Error) {
+	f = Default()
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return f, f.Validate() // empty file: defaults
+			return f, validateAll(name, f, nil, nil) // empty file: defaults
 		}
-		return File{}, &Error{File: name, Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		return File{}, []*Error{{File: name, Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
 	if len(doc.Content) == 0 {
-		return f, f.Validate()
+		return f, validateAll(name, f, nil, nil)
 	}
 	root := doc.Content[0]
 	lines := map[string]int{}
-	if err := check(name, "", root, reflect.TypeOf(f), lines); err != nil {
-		return File{}, err
+	// check reports what cannot be decoded and cuts it out of the tree,
+	// so the rest still decodes and is validated.
+	if !check(name, "", root, reflect.TypeOf(f), lines, &problems) {
+		return File{}, problems
 	}
 	if err := root.Decode(&f); err != nil {
-		return File{}, &Error{File: name, Msg: err.Error()}
+		return File{}, append(problems, &Error{File: name, Msg: err.Error()})
 	}
-	if err := f.Validate(); err != nil {
-		var ce *Error
-		if errors.As(err, &ce) {
-			ce.File = name
-			ce.Line = lineOf(lines, ce.Key)
+	return f, append(problems, validateAll(name, f, root, lines)...)
+}
+
+// validateAll runs Validate until it finds nothing more: each problem is
+// recorded, its key cut out of root (so it takes its default) and the rest
+// validated again. Without a tree (defaults) there is one pass.
+func validateAll(name string, f File, root *yaml.Node, lines map[string]int) []*Error {
+	var problems []*Error
+	seen := map[string]bool{}
+	for {
+		err := f.Validate()
+		if err == nil {
+			return problems
 		}
-		return File{}, err
+		var ce *Error
+		if !errors.As(err, &ce) {
+			return append(problems, &Error{File: name, Msg: err.Error()})
+		}
+		ce.File, ce.Line = name, lineOf(lines, ce.Key)
+		if seen[ce.Key] {
+			return problems
+		}
+		seen[ce.Key] = true
+		problems = append(problems, ce)
+		if root == nil || !removeKey(root, ce.Key) {
+			return problems
+		}
+		f = Default()
+		if err := root.Decode(&f); err != nil {
+			return append(problems, &Error{File: name, Msg: err.Error()})
+		}
 	}
-	return f, nil
+}
+
+// removeKey cuts the node of the dotted key (or of its closest parent
+// that is in the tree) out of root; false when no part of it is there.
+func removeKey(root *yaml.Node, key string) bool {
+	var parent, node *yaml.Node
+	idx := -1
+	cur := root
+	for _, seg := range strings.Split(key, ".") {
+		name, rest, _ := strings.Cut(seg, "[")
+		next, at := mappingValue(cur, name)
+		if next == nil {
+			break
+		}
+		parent, node, idx, cur = cur, next, at, next
+		for rest != "" {
+			var n int
+			if _, err := fmt.Sscanf(rest, "%d]", &n); err != nil || cur.Kind != yaml.SequenceNode || n >= len(cur.Content) {
+				rest = ""
+				break
+			}
+			parent, node, idx, cur = cur, cur.Content[n], n, cur.Content[n]
+			_, rest, _ = strings.Cut(rest, "[")
+		}
+	}
+	if node == nil {
+		return false
+	}
+	if parent.Kind == yaml.SequenceNode {
+		parent.Content = append(parent.Content[:idx], parent.Content[idx+1:]...)
+	} else {
+		parent.Content = append(parent.Content[:idx], parent.Content[idx+2:]...)
+	}
+	return true
+}
+
+// mappingValue finds key in mapping n: its value and the index of its key
+// node.
+func mappingValue(n *yaml.Node, key string) (*yaml.Node, int) {
+	if n.Kind != yaml.MappingNode {
+		return nil, -1
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1], i
+		}
+	}
+	return nil, -1
 }
 
 // lineOf finds the line of key or of its closest parent.
@@ -109,21 +196,27 @@ func lineOf(lines map[string]int, key string) int {
 }
 
 // check walks the YAML tree beside the Go type: unknown keys and values
-// that do not decode into their field are reported with key and line.
-func check(file, path string, n *yaml.Node, t reflect.Type, lines map[string]int) error {
+// that do not decode into their field are added to problems with key and
+// line, and cut out of the tree. It returns false when n itself cannot be
+// decoded (its parent cuts it out).
+func check(file, path string, n *yaml.Node, t reflect.Type, lines map[string]int, problems *[]*Error) bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
+	bad := func(line int, msg string) bool {
+		*problems = append(*problems, &Error{File: file, Key: path, Line: line, Msg: msg})
+		return false
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			if n.Tag == "!!null" {
-				return nil
+				return true
 			}
-			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a mapping, got %s", describe(n))}
+			return bad(n.Line, fmt.Sprintf("want a mapping, got %s", describe(n)))
 		}
 		fields := map[string]reflect.StructField{}
 		for i := 0; i < t.NumField(); i++ {
@@ -134,63 +227,71 @@ func check(file, path string, n *yaml.Node, t reflect.Type, lines map[string]int
 			}
 		}
 		seen := map[string]bool{}
+		kept := n.Content[:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			key := join(path, k.Value)
 			sf, ok := fields[k.Value]
-			if !ok {
-				return &Error{File: file, Key: key, Line: k.Line, Msg: "unknown key" + suggest(k.Value, fields)}
-			}
-			if seen[k.Value] {
-				return &Error{File: file, Key: key, Line: k.Line, Msg: "duplicate key"}
+			switch {
+			case !ok:
+				*problems = append(*problems, &Error{File: file, Key: key, Line: k.Line, Msg: "unknown key" + suggest(k.Value, fields)})
+				continue
+			case seen[k.Value]:
+				*problems = append(*problems, &Error{File: file, Key: key, Line: k.Line, Msg: "duplicate key"})
+				continue
 			}
 			seen[k.Value] = true
 			lines[key] = k.Line
-			if err := check(file, key, v, sf.Type, lines); err != nil {
-				return err
+			if check(file, key, v, sf.Type, lines, problems) {
+				kept = append(kept, k, v)
 			}
 		}
-		return nil
+		n.Content = kept
+		return true
 	case reflect.Slice:
 		if n.Tag == "!!null" {
-			return nil
+			return true
 		}
 		if n.Kind != yaml.SequenceNode {
-			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a list, got %s", describe(n))}
+			return bad(n.Line, fmt.Sprintf("want a list, got %s", describe(n)))
 		}
+		kept := n.Content[:0]
 		for i, item := range n.Content {
 			key := fmt.Sprintf("%s[%d]", path, i)
 			lines[key] = item.Line
-			if err := check(file, key, item, t.Elem(), lines); err != nil {
-				return err
+			if check(file, key, item, t.Elem(), lines, problems) {
+				kept = append(kept, item)
 			}
 		}
-		return nil
+		n.Content = kept
+		return true
 	case reflect.Map:
 		if n.Tag == "!!null" {
-			return nil
+			return true
 		}
 		if n.Kind != yaml.MappingNode {
-			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a mapping, got %s", describe(n))}
+			return bad(n.Line, fmt.Sprintf("want a mapping, got %s", describe(n)))
 		}
+		kept := n.Content[:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			key := join(path, k.Value)
 			lines[key] = k.Line
-			if err := check(file, key, v, t.Elem(), lines); err != nil {
-				return err
+			if check(file, key, v, t.Elem(), lines, problems) {
+				kept = append(kept, k, v)
 			}
 		}
-		return nil
+		n.Content = kept
+		return true
 	default:
 		if n.Kind != yaml.ScalarNode {
-			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a %s, got %s", kindName(t), describe(n))}
+			return bad(n.Line, fmt.Sprintf("want a %s, got %s", kindName(t), describe(n)))
 		}
 		v := reflect.New(t)
 		if err := n.Decode(v.Interface()); err != nil {
-			return &Error{File: file, Key: path, Line: n.Line, Msg: fmt.Sprintf("want a %s, got %q", kindName(t), n.Value)}
+			return bad(n.Line, fmt.Sprintf("want a %s, got %q", kindName(t), n.Value))
 		}
-		return nil
+		return true
 	}
 }
 

@@ -85,6 +85,19 @@ func skipRunes[S string | []byte](s S, k int) int {
 	return i
 }
 
+// Gap records n bytes of output that were never decoded into text (a
+// raw session makes text only of its latest output): what is held is
+// dropped, and the n bytes count as dropped characters, one a byte, and
+// move the offset past them.
+func (t *Tail) Gap(n int64) {
+	if n <= 0 {
+		return
+	}
+	t.dropped += int64(t.chars) + n
+	t.base += int64(len(t.buf)-t.start) + n
+	t.buf, t.start, t.chars = t.buf[:0], 0, 0
+}
+
 // AddDropped counts n characters as dropped before anything held (e.g.
 // output a host discarded before handing the rest over).
 func (t *Tail) AddDropped(n int64) {

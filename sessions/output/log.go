@@ -46,6 +46,13 @@ func (l *Log) WriteStream(st Stream, s string, n int) {
 	l.prune()
 }
 
+// Gap is Tail.Gap: a reader at an offset before it is told of what
+// it lost.
+func (l *Log) Gap(n int64) {
+	l.Tail.Gap(n)
+	l.prune()
+}
+
 // prune forgets switches wholly before the first byte held, keeping the one
 // that covers it.
 func (l *Log) prune() {

@@ -98,3 +98,21 @@ func TestLogStateRoundTrip(t *testing.T) {
 		t.Fatalf("after a write: %q vs %q", back.WithNote(), l.WithNote())
 	}
 }
+
+// TestLogGap: a gap drops what is held, counts the held characters and
+// the gap's bytes as dropped, and a reader at an offset before it is told
+// what it lost and goes on after it.
+func TestLogGap(t *testing.T) {
+	l := NewLog(100)
+	l.WriteStream(StreamStdout, "héllo", 5)
+	before := l.End()
+	l.Gap(1000)
+	if l.Len() != 0 || l.Dropped() != 5+1000 || l.End() != before+1000 {
+		t.Fatalf("after the gap: %d chars held, %d dropped, end %d (want 0, 1005, %d)", l.Len(), l.Dropped(), l.End(), before+1000)
+	}
+	l.WriteStream(StreamStderr, "after", 5)
+	c, ok := l.Next(0, 64)
+	if !ok || c.Lost != before+1000 || c.Offset != before+1000 || c.Text != "after" || c.Stream != StreamStderr {
+		t.Fatalf("read from 0: %+v %v", c, ok)
+	}
+}

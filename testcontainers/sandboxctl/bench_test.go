@@ -25,17 +25,16 @@ func BenchmarkRunExecTerminate(b *testing.B) {
 	modes := []struct {
 		name string
 		run  func(context.Context, ...sandboxctl.Option) (*sandboxctl.Sandbox, error)
-		opts []sandboxctl.Option
 	}{
-		{"inprocess", inprocess.Run, nil},
-		{"container", sandboxctl.Run, []sandboxctl.Option{sandboxctl.WithDaemonImage(img)}},
+		{"inprocess", inprocess.Run},
+		{"container", inContainer(img)},
 	}
 	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			for b.Loop() {
-				sb, err := m.run(ctx, append(m.opts, sandboxctl.WithImage(testImage))...)
+				sb, err := m.run(ctx, sandboxctl.WithImage(testImage))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -74,11 +73,12 @@ func (ContainerMode) Launch(ctx context.Context, s Settings) (Backend, error) {
 }
 
 type daemonBackend struct {
-	dc    *testcontainers.DockerClient
-	runID string
-	ws    string // workspaces, same path here and in the daemon container
-	ctr   *testcontainers.DockerContainer
-	api   *apiClient
+	dc       *testcontainers.DockerClient
+	runID    string
+	ws       string // workspaces, same path here and in the daemon container
+	ctr      *testcontainers.DockerContainer
+	api      *apiClient
+	endpoint Endpoint
 }
 
 func (b *daemonBackend) start(ctx context.Context, s Settings) error {
@@ -92,7 +92,10 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 	}
 	b.ws = ws
 	doc, err := s.ConfigYAML(map[string]any{
-		"state":                          daemonState,
+		"state": daemonState,
+		// Named: the default, <state>/workspaces, lies inside the daemon
+		// container, where the Engine (which binds the sources on its
+		// host) cannot find it.
 		"sandbox.workspaceRoot":          ws,
 		"sandbox.docker.containerPrefix": "sbxtc-" + b.runID + "-",
 		// Sandbox identities bind account files from the daemon's state
@@ -103,7 +106,18 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 	if err != nil {
 		return err
 	}
-	cert, key, tlsConf, err := selfSigned()
+	if strings.TrimSpace(s.DaemonImage) == "" {
+		return fmt.Errorf("%w: daemon image: empty reference (the one `make images` builds is %s)", ErrInvalidOption, DefaultDaemonImage)
+	}
+	// The image must be here: never a pull from a registry (that would
+	// run an image this tree did not build, or wait on a registry).
+	if _, err := b.dc.ImageInspect(ctx, s.DaemonImage); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("sandboxctl: the daemon image %s is not on this Engine: build it with images/build.sh daemon (make images); it is never pulled from a registry: %w", s.DaemonImage, err)
+		}
+		return fmt.Errorf("sandboxctl: inspect the daemon image %s: %w", s.DaemonImage, err)
+	}
+	cert, key, err := selfSigned()
 	if err != nil {
 		return err
 	}
@@ -127,7 +141,7 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 		return err
 	}
 	listen := net.JoinHostPort("127.0.0.1", port)
-	b.ctr, err = testcontainers.Run(ctx, s.DaemonImage,
+	customizers := []testcontainers.ContainerCustomizer{
 		testcontainers.WithCmd(daemonBinary, "--config", daemonConfig, "serve",
 			"--listen", listen, "--tls-cert", daemonCert, "--tls-key", daemonKey),
 		testcontainers.WithEnv(env),
@@ -151,11 +165,21 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 		// host-network container can join none.
 		testcontainers.WithEndpointSettingsModifier(func(eps map[string]*network.EndpointSettings) { clear(eps) }),
 		testcontainers.WithWaitStrategy(wait.ForLog("also listening on tcp").WithStartupTimeout(time.Minute)),
-	)
+		// A pull would only fail (the image was inspected above) or
+		// fetch another image of the same name.
+		testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
+			req.AlwaysPullImage = false
+			return nil
+		}),
+	}
+	// The caller's testcontainers options come last: they may change
+	// what ours set (env, mounts, …) for the daemon container.
+	b.ctr, err = testcontainers.Run(ctx, s.DaemonImage, append(customizers, s.Customizers...)...)
 	if err != nil {
 		return fmt.Errorf("sandboxctl: start the daemon container (%s; build it with images/build.sh daemon): %w", s.DaemonImage, err)
 	}
-	b.api = newAPIClient("https://"+listen, token, tlsConf)
+	b.endpoint = Endpoint{URL: "https://" + listen, Token: token, CertPEM: cert}
+	b.api = newAPIClient(b.endpoint)
 	var health struct {
 		OK bool `json:"ok"`
 	}
@@ -286,11 +310,14 @@ type apiClient struct {
 	hc          *http.Client
 }
 
-func newAPIClient(base, token string, tlsConf *tls.Config) *apiClient {
+func newAPIClient(e Endpoint) *apiClient {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsConf
-	return &apiClient{base: base, token: token, hc: &http.Client{Transport: tr}}
+	tr.TLSClientConfig = e.TLSConfig()
+	return &apiClient{base: e.URL, token: e.Token, hc: &http.Client{Transport: tr}}
 }
+
+// Endpoint implements Backend.
+func (b *daemonBackend) Endpoint() (Endpoint, error) { return b.endpoint, nil }
 
 // APIError is a non-2xx answer of the daemon.
 type APIError struct {

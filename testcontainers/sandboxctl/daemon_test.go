@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
@@ -66,6 +68,18 @@ func buildDaemonImage() (string, error) {
 	return tag, nil
 }
 
+// inContainer is sandboxctl.Run of img with the module's options only, the
+// shape of inprocess.Run, for tests that run both modes.
+func inContainer(img string) func(context.Context, ...sandboxctl.Option) (*sandboxctl.Sandbox, error) {
+	return func(ctx context.Context, opts ...sandboxctl.Option) (*sandboxctl.Sandbox, error) {
+		all := make([]testcontainers.ContainerCustomizer, len(opts))
+		for i, o := range opts {
+			all[i] = o
+		}
+		return sandboxctl.Run(ctx, img, all...)
+	}
+}
+
 // TestContainerModeSandboxLifecycle: the daemon in a container, reached
 // over TLS with a token; see lifecycle.Check (the daemon container is the
 // run's second container).
@@ -74,7 +88,7 @@ func TestContainerModeSandboxLifecycle(t *testing.T) {
 	img := requireDaemonImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := sandboxctl.Run(ctx, append(lifecycle.Options(testImage), sandboxctl.WithDaemonImage(img))...)
+	sb, err := inContainer(img)(ctx, lifecycle.Options(testImage)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +103,7 @@ func TestContainerModeRefusesBadInput(t *testing.T) {
 	img := requireDaemonImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := sandboxctl.Run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithDaemonImage(img), sandboxctl.WithTB(t))
+	sb, err := sandboxctl.Run(ctx, img, sandboxctl.WithImage(testImage), sandboxctl.WithTB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +113,11 @@ func TestContainerModeRefusesBadInput(t *testing.T) {
 		t.Fatalf("exec on host moon: %v, want a 400 naming host", err)
 	}
 
-	_, err = sandboxctl.Run(ctx, sandboxctl.WithDaemonImage("sandboxctl/no-such-daemon:0"))
-	if err == nil || !strings.Contains(err.Error(), "sandboxctl/no-such-daemon:0") {
+	// A daemon image that is not built is named, with how to build it,
+	// and never pulled from a registry (no pull is attempted: none is
+	// reachable here, and the error is the Engine's not-found).
+	_, err = sandboxctl.Run(ctx, "sandboxctl/no-such-daemon:0")
+	if err == nil || !strings.Contains(err.Error(), "sandboxctl/no-such-daemon:0") || !strings.Contains(err.Error(), "images/build.sh daemon") || !cerrdefs.IsNotFound(err) {
 		t.Fatalf("missing daemon image: %v", err)
 	}
 }
@@ -114,7 +131,7 @@ func TestContainerModeGateway(t *testing.T) {
 	img := requireDaemonImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := sandboxctl.Run(ctx, sandboxctl.WithDaemonImage(img), sandboxctl.WithHost("gateway"), sandboxctl.WithTB(t),
+	sb, err := sandboxctl.Run(ctx, img, sandboxctl.WithHost("gateway"), sandboxctl.WithTB(t),
 		sandboxctl.WithConfigYAML([]byte("exec:\n  security: full\n  ask: \"off\"\n  envelope:\n    enabled: false\n")))
 	if err != nil {
 		t.Fatal(err)
@@ -143,12 +160,12 @@ func TestSupervisorOff(t *testing.T) {
 	cli := dockertest.Require(t, testImage)
 	img := requireDaemonImage(t)
 	for name, run := range map[string]func(context.Context, ...sandboxctl.Option) (*sandboxctl.Sandbox, error){
-		"inprocess": inprocess.Run, "container": sandboxctl.Run,
+		"inprocess": inprocess.Run, "container": inContainer(img),
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			sb, err := run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithDaemonImage(img), sandboxctl.WithSupervisor(false), sandboxctl.WithTB(t))
+			sb, err := run(ctx, sandboxctl.WithImage(testImage), sandboxctl.WithSupervisor(false), sandboxctl.WithTB(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,5 +185,63 @@ func TestSupervisorOff(t *testing.T) {
 				t.Fatalf("supervisor off, but the sandbox has sandboxctl.supervisor=%s", v)
 			}
 		})
+	}
+}
+
+// TestContainerModeEndpoint: a test points its own clients at the daemon
+// of container mode (its URL, token and certificate): sandboxctl's HTTP
+// API and the MCP endpoint answer them; without the token they refuse.
+// testcontainers-go's own options given to Run reach the daemon
+// container.
+func TestContainerModeEndpoint(t *testing.T) {
+	cli := dockertest.Require(t, testImage)
+	img := requireDaemonImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandboxctl.Run(ctx, img, sandboxctl.WithImage(testImage), sandboxctl.WithTB(t),
+		testcontainers.WithLabels(map[string]string{"sandboxctl.test.generic": "daemon-only"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := sb.Endpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := ep.HTTPClient()
+	post := func(c *http.Client, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(hc, "/v1/tools/exec", `{"command":"echo own-client","agentId":"test"}`); code != 200 || !strings.Contains(body, "own-client") {
+		t.Fatalf("exec through the endpoint: %d %s", code, body)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	if code, body := post(hc, "/mcp", initialize); code != 200 || !strings.Contains(body, `"serverInfo"`) || !strings.Contains(body, "sandboxctl") {
+		t.Fatalf("MCP initialize through the endpoint: %d %s", code, body)
+	}
+	noToken := &http.Client{Transport: &http.Transport{TLSClientConfig: ep.TLSConfig()}}
+	if code, _ := post(noToken, "/v1/tools/exec", `{"command":"true"}`); code != http.StatusUnauthorized {
+		t.Fatalf("exec without the token: %d", code)
+	}
+
+	// The generic option labelled the daemon container, and only it.
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", "sandboxctl.test.generic=daemon-only", sandboxctl.LabelRun+"="+sb.Settings().RunID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || !strings.Contains(list.Items[0].Image, "sandboxctld") {
+		t.Fatalf("containers with the generic label: %+v", list.Items)
 	}
 }

@@ -1,15 +1,19 @@
 // Package sandboxctl is a testcontainers-go style module for sandboxctl: a
 // hardened sandbox for a test, gone when the test ends.
 //
-//	sb, err := sandboxctl.Run(ctx, sandboxctl.WithTB(t))        // container mode
+//	sb, err := sandboxctl.Run(ctx, sandboxctl.DefaultDaemonImage, sandboxctl.WithTB(t)) // container mode
 //	sb, err := inprocess.Run(ctx, sandboxctl.WithTB(t))         // in-process mode
 //	res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "echo hi > /workspace/out"})
 //	rc, err := sb.CopyFileFromContainer(ctx, "/workspace/out")
 //
 // Run starts what the test needs and returns a *Sandbox with the two tools
 // (Exec; Process to poll, log, write to and kill background sessions),
-// file copy in and out, Explain and Terminate. With WithTB, Terminate is
-// registered with t.Cleanup.
+// file copy in and out, Explain, Endpoint (the daemon's URL, token and
+// certificate, for the test's own clients) and Terminate. With WithTB,
+// Terminate is registered with t.Cleanup. As in testcontainers-go's
+// modules, Run takes the daemon image and testcontainers.ContainerCustomizer
+// options: this package's Option values and testcontainers-go's generic
+// ones, which customise the daemon container. The image is never pulled.
 //
 // Two modes:
 //

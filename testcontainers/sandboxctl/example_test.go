@@ -18,7 +18,7 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	sb, err := sandboxctl.Run(ctx, sandboxctl.WithDaemonImage(img), sandboxctl.WithImage("sandboxctl/testbb:1"))
+	sb, err := sandboxctl.Run(ctx, img, sandboxctl.WithImage("sandboxctl/testbb:1"))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/testcontainers/testcontainers-go"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -25,8 +26,16 @@ const (
 // ErrInvalidOption is wrapped by every error about a bad option.
 var ErrInvalidOption = errors.New("sandboxctl: invalid option")
 
-// Option configures Run.
+// Option is one of this module's options. It is a
+// testcontainers.ContainerCustomizer, so that, as with testcontainers-go's
+// own modules, Run takes this module's options and testcontainers-go's
+// generic ones (testcontainers.WithEnv, WithHostConfigModifier, …) in one
+// list; the generic ones apply to the daemon container.
 type Option func(*Settings) error
+
+// Customize implements testcontainers.ContainerCustomizer: an Option
+// changes the Settings, not the container request.
+func (Option) Customize(*testcontainers.GenericContainerRequest) error { return nil }
 
 // Settings are the options after Run applied them; a Launcher reads them.
 type Settings struct {
@@ -50,8 +59,11 @@ type Settings struct {
 	// Labels go on every container the run creates, beside the
 	// testcontainers labels (see Labels).
 	Labels map[string]string
-	// DaemonImage is the daemon image of container mode.
+	// DaemonImage is the daemon image of container mode (Run's img).
 	DaemonImage string
+	// Customizers are the testcontainers-go options given to Run, for
+	// the daemon container (container mode only).
+	Customizers []testcontainers.ContainerCustomizer
 	// Launcher starts what the test talks to (default: container mode).
 	Launcher Launcher
 	// TB, when set, gets a t.Cleanup that terminates the handle.
@@ -167,17 +179,6 @@ func WithLabels(labels map[string]string) Option {
 			}
 			s.Labels[k] = v
 		}
-		return nil
-	}
-}
-
-// WithDaemonImage sets the daemon image of container mode.
-func WithDaemonImage(ref string) Option {
-	return func(s *Settings) error {
-		if strings.TrimSpace(ref) == "" {
-			return fmt.Errorf("%w: daemon image: empty reference", ErrInvalidOption)
-		}
-		s.DaemonImage = ref
 		return nil
 	}
 }

@@ -50,6 +50,10 @@ type Backend interface {
 	// Files returns where files of host live for the scope, creating
 	// the sandbox when it does not exist yet.
 	Files(ctx context.Context, host vocab.Host, agentID, sessionKey string) (FileTarget, error)
+	// Endpoint is where the daemon listens, for the test's own clients;
+	// an error of class cerrdefs.ErrNotImplemented when there is no
+	// daemon (the in-process mode).
+	Endpoint() (Endpoint, error)
 	// Terminate ends every session and removes every container the run
 	// created.
 	Terminate(ctx context.Context) error
@@ -72,16 +76,25 @@ type Sandbox struct {
 	termErr error
 }
 
-// Run starts what the test needs (container mode unless WithLauncher says
-// otherwise), creates the sandbox of the handle's scope when the host is
-// "sandbox", and returns the handle. With WithTB the handle is terminated
-// when the test ends; otherwise call Terminate.
-func Run(ctx context.Context, opts ...Option) (*Sandbox, error) {
-	s := Settings{AgentID: DefaultAgentID, DaemonImage: DefaultDaemonImage}
+// Run starts what the test needs and returns the handle, in the idiom of
+// testcontainers-go's modules: img is the daemon image of container mode
+// (DefaultDaemonImage is the one `make images` builds; it must exist on
+// the Engine: Run never pulls it from a registry), and opts mixes this
+// module's options with testcontainers-go's, which apply to the daemon
+// container. WithLauncher(inprocess.Mode{}) runs in the test process
+// instead (img is then unused; see package inprocess). Run creates the
+// sandbox of the handle's scope when the host is "sandbox". With WithTB
+// the handle is terminated when the test ends; otherwise call Terminate.
+func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Sandbox, error) {
+	s := Settings{AgentID: DefaultAgentID, DaemonImage: img}
 	for _, o := range opts {
-		if err := o(&s); err != nil {
-			return nil, err
+		if opt, ok := o.(Option); ok {
+			if err := opt(&s); err != nil {
+				return nil, err
+			}
+			continue
 		}
+		s.Customizers = append(s.Customizers, o)
 	}
 	if s.Launcher == nil {
 		s.Launcher = ContainerMode{}
@@ -201,6 +214,13 @@ func (sb *Sandbox) CopyFileFromContainer(ctx context.Context, path string) (io.R
 	}
 	return ft.copyFrom(ctx, path)
 }
+
+// Endpoint says where the daemon of container mode listens and how to
+// authenticate, so a test can point its own client at it: sandboxctl's
+// HTTP API, an MCP client (Endpoint.MCPURL), any HTTP client
+// (Endpoint.HTTPClient). The in-process mode has no daemon: its error is
+// of class cerrdefs.ErrNotImplemented.
+func (sb *Sandbox) Endpoint() (Endpoint, error) { return sb.b.Endpoint() }
 
 // Terminate ends every session, removes every container of the run and
 // stops what Run started. It is safe to call more than once.

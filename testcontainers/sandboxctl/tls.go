@@ -4,7 +4,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -15,16 +14,16 @@ import (
 )
 
 // selfSigned makes a certificate for 127.0.0.1 and localhost, valid for a
-// day, and a client TLS config that trusts exactly it: the daemon's TCP
-// listener of one run.
-func selfSigned() (certPEM, keyPEM []byte, client *tls.Config, err error) {
+// day: the daemon's TCP listener of one run (Endpoint.TLSConfig trusts
+// exactly it).
+func selfSigned() (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("sandboxctl: TLS key: %w", err)
+		return nil, nil, fmt.Errorf("sandboxctl: TLS key: %w", err)
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("sandboxctl: TLS serial: %w", err)
+		return nil, nil, fmt.Errorf("sandboxctl: TLS serial: %w", err)
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
@@ -40,19 +39,12 @@ func selfSigned() (certPEM, keyPEM []byte, client *tls.Config, err error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("sandboxctl: TLS certificate: %w", err)
+		return nil, nil, fmt.Errorf("sandboxctl: TLS certificate: %w", err)
 	}
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("sandboxctl: TLS key: %w", err)
+		return nil, nil, fmt.Errorf("sandboxctl: TLS key: %w", err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-		&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
 }

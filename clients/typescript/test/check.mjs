@@ -137,6 +137,34 @@ const [url, token, agent] = process.argv.slice(2);
 const c = new Client(url, token);
 assert.equal((await c.health()).ok, true);
 
+// The sandbox lifecycle, as an agent token: it creates for its own agent
+// whatever agentId says, sees only its own, and the rest as for the tool
+// token (conflict, bad input, filters, pause, resume, extend, delete).
+{
+  const rejects = async (p, status) => {
+    await assert.rejects(p, (e) => e instanceof SandboxctlError && e.status === status);
+  };
+  const sb = await c.createSandbox({ agentId: "someone-else", labels: { client: "ts" }, ttlSeconds: 600 });
+  assert.equal(sb.agentId, agent);
+  assert.equal(sb.template, "default");
+  assert.deepEqual(sb.labels, { client: "ts" });
+  assert.ok(sb.id && sb.expiresAt, JSON.stringify(sb));
+  await rejects(c.createSandbox({}), 409);
+  await rejects(c.createSandbox({ agentId: agent, template: "nope" }), 400);
+  await rejects(c.createSandbox({ agentId: agent, labels: { "bad key": "x" } }), 400);
+  const listed = await c.sandboxes({ labels: { client: "ts" }, state: "running" });
+  assert.deepEqual(listed.map((s) => s.id), [sb.id]);
+  assert.deepEqual(await c.sandboxes({ labels: { client: "nobody" } }), []);
+  assert.equal((await c.sandbox(sb.id.slice(0, 12))).id, sb.id);
+  assert.equal((await c.pauseSandbox(sb.id)).state, "paused");
+  await rejects(c.exec({ command: "echo ran", agentId: agent }), 409);
+  assert.equal((await c.resumeSandbox(sb.id)).state, "running");
+  const ext = await c.extendSandbox(sb.id, 7200);
+  assert.ok(Date.parse(ext.expiresAt) > Date.parse(sb.expiresAt) + 3600e3, JSON.stringify(ext));
+  assert.equal((await c.deleteSandbox(sb.id, { workspace: true })).workspaceRemoved, true);
+  await rejects(c.sandbox(sb.id), 404);
+}
+
 const abort = new AbortController();
 const exits = [];
 const following = (async () => {

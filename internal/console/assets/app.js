@@ -248,15 +248,35 @@
       list = await call('GET', '/ui/api/sandboxes');
     } catch (e) {
       if (e instanceof AuthError) throw e;
-      $('sandboxes-table').tBodies[0].replaceChildren(el('tr', {}, el('td', { colspan: 6 }, e.message)));
+      $('sandboxes-table').tBodies[0].replaceChildren(el('tr', {}, el('td', { colspan: 9 }, e.message)));
       return;
     }
     learnScopes(list);
-    const rows = (list || []).map((s) => el('tr', { 'data-name': s.name },
-      el('td', {}, s.name), el('td', {}, s.agentId || ''), el('td', {}, s.state), el('td', {}, s.image),
-      el('td', {}, s.current ? 'yes' : 'no (recreated)'),
-      el('td', {}, el('button', { onclick: () => { state.openSandbox = s.name; renderSandbox(); } }, 'Explain'))));
-    if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 6 }, 'No sandboxes.')));
+    const change = async (s, method, action) => {
+      if (method === 'DELETE' && !window.confirm('Remove sandbox ' + s.name + '?')) return;
+      try {
+        await call(method, '/ui/api/sandboxes/' + encodeURIComponent(s.name) + (action ? '/' + action : ''));
+        status('');
+      } catch (e) {
+        if (e instanceof AuthError) throw e;
+        status(s.name + ': ' + e.message);
+      }
+      await renderSandboxes();
+    };
+    const rows = (list || []).map((s) => {
+      const labels = Object.entries(s.labels || {}).map(([k, v]) => k + '=' + v).join(', ');
+      const actions = [el('button', { onclick: () => { state.openSandbox = s.name; renderSandbox(); } }, 'Explain')];
+      if (state.canDecide) {
+        if (s.state === 'running') actions.push(el('button', { 'data-action': 'pause', onclick: () => change(s, 'POST', 'pause') }, 'Pause'));
+        if (s.state === 'paused') actions.push(el('button', { 'data-action': 'resume', onclick: () => change(s, 'POST', 'resume') }, 'Resume'));
+        actions.push(el('button', { 'data-action': 'remove', onclick: () => change(s, 'DELETE') }, 'Remove'));
+      }
+      return el('tr', { 'data-name': s.name },
+        el('td', {}, s.name), el('td', {}, s.agentId || ''), el('td', {}, s.template || 'default'), el('td', {}, labels),
+        el('td', {}, s.state), el('td', {}, s.expiresAt ? new Date(s.expiresAt).toLocaleString() : ''), el('td', {}, s.image),
+        el('td', {}, s.current ? 'yes' : 'no (recreated)'), el('td', {}, ...actions));
+    });
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 9 }, 'No sandboxes.')));
     $('sandboxes-table').tBodies[0].replaceChildren(...rows);
     if (state.openSandbox) await renderSandbox();
   }

@@ -26,6 +26,9 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/testcontainers/testcontainers-go"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -40,13 +43,26 @@ const SupervisorPackage = "github.com/sandboxctl/sandboxctl/cmd/sandboxctl-super
 // Mode is the in-process Launcher.
 type Mode struct{}
 
-// Run is sandboxctl.Run in this mode.
+// Run is sandboxctl.Run in this mode. There is no daemon image and no
+// daemon container, so it takes only the module's own options.
 func Run(ctx context.Context, opts ...sandboxctl.Option) (*sandboxctl.Sandbox, error) {
-	return sandboxctl.Run(ctx, append([]sandboxctl.Option{sandboxctl.WithLauncher(Mode{})}, opts...)...)
+	all := []testcontainers.ContainerCustomizer{sandboxctl.WithLauncher(Mode{})}
+	for _, o := range opts {
+		all = append(all, o)
+	}
+	return sandboxctl.Run(ctx, "", all...)
+}
+
+// Endpoint implements sandboxctl.Backend: this mode has no daemon.
+func (*backend) Endpoint() (sandboxctl.Endpoint, error) {
+	return sandboxctl.Endpoint{}, fmt.Errorf("%w: the in-process mode has no daemon to point a client at; use container mode (sandboxctl.Run)", cerrdefs.ErrNotImplemented)
 }
 
 // Launch implements sandboxctl.Launcher.
 func (Mode) Launch(ctx context.Context, s sandboxctl.Settings) (sandboxctl.Backend, error) {
+	if len(s.Customizers) > 0 {
+		return nil, fmt.Errorf("%w: %d testcontainers option(s) given, but the in-process mode starts no container for them to customise", sandboxctl.ErrInvalidOption, len(s.Customizers))
+	}
 	dir, err := os.MkdirTemp("", "sandboxctl-tc-")
 	if err != nil {
 		return nil, fmt.Errorf("sandboxctl: %w", err)

@@ -2,11 +2,15 @@ package inprocess_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -47,6 +51,12 @@ func TestInProcessBadOptions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exec.hots") {
 		t.Fatalf("unknown key: %v", err)
 	}
+	// A testcontainers option has no container to customise here: refused,
+	// not ignored.
+	_, err = sandboxctl.Run(ctx, "", sandboxctl.WithLauncher(inprocess.Mode{}), testcontainers.WithEnv(map[string]string{"X": "1"}))
+	if !errors.Is(err, sandboxctl.ErrInvalidOption) || !strings.Contains(err.Error(), "testcontainers option") {
+		t.Fatalf("generic option in-process: %v", err)
+	}
 }
 
 // TestInProcessGateway runs on the gateway host (this machine) with
@@ -58,6 +68,10 @@ func TestInProcessGateway(t *testing.T) {
 		sandboxctl.WithConfigYAML([]byte("exec:\n  security: full\n  ask: \"off\"\n")))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// No daemon in this mode: no endpoint to point a client at.
+	if _, err := sb.Endpoint(); !cerrdefs.IsNotImplemented(err) {
+		t.Fatalf("in-process Endpoint: %v, want not implemented", err)
 	}
 	dir := t.TempDir()
 	if err := sb.CopyToContainer(ctx, []byte("x"), dir+"/in", 0o600); err != nil {
