@@ -240,6 +240,26 @@ func TestAuditTrailFilesAndAPI(t *testing.T) {
 	if sb := byKind(recs, audit.KindSandbox, ""); len(sb) == 0 || sb[0].Sandbox.Action != "create" || sb[0].Sandbox.Error != "" {
 		t.Fatalf("sandbox create record: %+v", sb)
 	}
+	// The lifecycle API: alice's own token pauses and resumes her sandbox;
+	// each is a sandbox record naming her token.
+	code, body = filesCall(t, base, filesAliceToken, "GET", "/v1/sandboxes", "", nil)
+	var sbxs []struct {
+		Name string `json:"name"`
+	}
+	if code != 200 || json.Unmarshal(body, &sbxs) != nil || len(sbxs) == 0 {
+		t.Fatalf("list sandboxes: %d %s", code, body)
+	}
+	for _, action := range []string{"pause", "resume"} {
+		if code, body := filesCall(t, base, filesAliceToken, "POST", "/v1/sandboxes/"+sbxs[0].Name+"/"+action, "", nil); code != 200 {
+			t.Fatalf("%s: %d %s", action, code, body)
+		}
+	}
+	code, body = filesCall(t, base, filesToolToken, "GET", "/v1/audit?kind=sandbox&agent="+alice, "", nil)
+	if code != 200 || !strings.Contains(string(body), `"action":"paused"`) || !strings.Contains(string(body), `"action":"resumed"`) ||
+		!strings.Contains(string(body), `"actor":{"via":"agent-token","token":"`+alice+`"}`) {
+		t.Fatalf("sandbox lifecycle records: %d %s", code, body)
+	}
+
 	// ?last=2: the newest two, oldest first.
 	code, body = filesCall(t, base, filesToolToken, "GET", "/v1/audit?last=2&kind=file.transfer", "", nil)
 	if code != 200 || strings.Count(string(body), "\n") != 2 || !strings.Contains(strings.SplitN(string(body), "\n", 2)[0], `"direction":"out"`) ||
