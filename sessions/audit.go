@@ -3,7 +3,9 @@ package sessions
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 
 	"github.com/sandboxctl/sandboxctl/internal/audit"
@@ -108,4 +110,23 @@ func (m *Manager) nodeOf(plan execPlan) string {
 		return plan.p.Node
 	}
 	return m.cfg.Exec.Node
+}
+
+// recordInput records a process action that acts on session s (input
+// written to it, a signal, its removal) before it is done: the size and
+// SHA-256 of the input, never its content (it may be a password).
+func (m *Manager) recordInput(ctx context.Context, s *session, action string, data []byte, signal string) error {
+	pr := &audit.Process{Action: action, Signal: signal}
+	if data != nil {
+		sum := sha256.Sum256(data)
+		pr.Bytes, pr.SHA256 = int64(len(data)), hex.EncodeToString(sum[:])
+	}
+	s.mu.Lock()
+	r := audit.Record{Kind: audit.KindProcessAction, RequestID: s.reqID, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
+		Host: string(s.host), Node: s.node, Process: pr}
+	s.mu.Unlock()
+	if err := m.record(ctx, r); err != nil {
+		return fmt.Errorf("process %s: %w", action, err)
+	}
+	return nil
 }

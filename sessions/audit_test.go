@@ -89,3 +89,35 @@ func TestAuditRecordsOneRun(t *testing.T) {
 		t.Fatalf("exit %+v %+v", exit, exit.Session)
 	}
 }
+
+// TestAuditRefusedInputNeverWritten: under refuse, input to a session
+// that cannot be recorded is not written (and the record, when it can be,
+// has the input's size only).
+func TestAuditRefusedInputNeverWritten(t *testing.T) {
+	spy := &auditSpy{}
+	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.Host = "sandbox" }, func(o *Options) { o.Audit = spy })
+	proc := newFakeProc(false)
+	hosts["sandbox"].startFunc = func(context.Context, StartSpec) (Process, error) { return proc, nil }
+	res, err := m.Exec(t.Context(), ExecParams{Command: "cat", Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := res.Details["sessionId"].(string)
+	if _, err := m.Process(t.Context(), ProcessParams{Action: "write", SessionID: id, Data: "pw\n"}); err != nil {
+		t.Fatal(err)
+	}
+	spy.mu.Lock()
+	last := spy.recs[len(spy.recs)-1]
+	spy.fail = true
+	spy.mu.Unlock()
+	if last.Kind != audit.KindProcessAction || last.Process.Action != "write" || last.Process.Bytes != 3 || last.SessionID != id {
+		t.Fatalf("process.action %+v %+v", last, last.Process)
+	}
+	if _, err := m.Process(t.Context(), ProcessParams{Action: "write", SessionID: id, Data: "second\n"}); !errors.Is(err, audit.ErrUnavailable) {
+		t.Fatalf("write under a failing log: %v", err)
+	}
+	if got := proc.stdinString(); got != "pw\n" {
+		t.Fatalf("stdin %q: the refused input was written", got)
+	}
+	proc.exit(0, "")
+}

@@ -260,8 +260,32 @@ func TestAuditTrailFilesAndAPI(t *testing.T) {
 		t.Fatalf("sandbox lifecycle records: %d %s", code, body)
 	}
 
+	// Input written to a session and its kill are process.action records
+	// with the input's size and digest, not its content.
+	code, body = filesCall(t, base, filesToolToken, "POST", "/v1/tools/exec", "",
+		[]byte(`{"command":"cat","background":true,"agentId":"`+alice+`"}`))
+	var bg struct {
+		Details struct {
+			SessionID string `json:"sessionId"`
+		} `json:"details"`
+	}
+	if code != 200 || json.Unmarshal(body, &bg) != nil || bg.Details.SessionID == "" {
+		t.Fatalf("background cat: %d %s", code, body)
+	}
+	for _, p := range []string{`{"action":"write","data":"typed-secret\n"`, `{"action":"kill"`} {
+		if code, body := filesCall(t, base, filesAliceToken, "POST", "/v1/tools/process", "", []byte(p+`,"sessionId":"`+bg.Details.SessionID+`"}`)); code != 200 {
+			t.Fatalf("process %s: %d %s", p, code, body)
+		}
+	}
+	code, body = filesCall(t, base, filesToolToken, "GET", "/v1/audit?kind=process.action", "", nil)
+	typed := sha256.Sum256([]byte("typed-secret\n"))
+	if code != 200 || !strings.Contains(string(body), `"action":"write","bytes":13,"sha256":"`+hex.EncodeToString(typed[:])+`"`) ||
+		!strings.Contains(string(body), `"action":"kill","signal":"SIGKILL"`) || strings.Contains(string(body), "typed-secret") {
+		t.Fatalf("process.action records: %d %s", code, body)
+	}
+
 	// ?last=2: the newest two, oldest first.
-	code, body = filesCall(t, base, filesToolToken, "GET", "/v1/audit?last=2&kind=file.transfer", "", nil)
+	code, body = filesCall(t, base, filesToolToken, "GET", "/v1/audit?last=2&kind=file.transfer&agent="+alice, "", nil)
 	if code != 200 || strings.Count(string(body), "\n") != 2 || !strings.Contains(strings.SplitN(string(body), "\n", 2)[0], `"direction":"out"`) ||
 		!strings.Contains(strings.SplitN(string(body), "\n", 2)[1], `"direction":"remove"`) {
 		t.Fatalf("last=2: %d %s", code, body)

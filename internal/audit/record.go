@@ -33,6 +33,7 @@ const (
 	KindApprovalOutcome Kind = "approval.outcome"  // what the waiting command did with it (run, deny, expired)
 	KindSessionStart    Kind = "session.start"     // the command started on its host
 	KindSessionExit     Kind = "session.exit"      // the command ended
+	KindProcessAction   Kind = "process.action"    // input written to a session, a signal sent, a session removed
 	KindFileTransfer    Kind = "file.transfer"     // a file moved in or out of a sandbox, or was removed
 	KindSandbox         Kind = "sandbox"           // a sandbox was created, removed, paused, resumed...
 	KindNodeRefused     Kind = "node.refused"      // a node was refused at its hello
@@ -42,7 +43,7 @@ const (
 
 // Kinds lists every kind, for flag help and checks.
 var Kinds = []Kind{KindExecRequest, KindExecRefused, KindGuardDecision, KindApprovalRequest, KindApprovalDecide,
-	KindApprovalOutcome, KindSessionStart, KindSessionExit, KindFileTransfer, KindSandbox, KindNodeRefused,
+	KindApprovalOutcome, KindSessionStart, KindSessionExit, KindProcessAction, KindFileTransfer, KindSandbox, KindNodeRefused,
 	KindDaemonStart, KindDaemonStop}
 
 // Record is one fact. Seq, Time, Prev and Hash are set by Log.Append; the
@@ -71,6 +72,7 @@ type Record struct {
 	Guard    *Guard    `json:"guard,omitempty"`
 	Approval *Approval `json:"approval,omitempty"`
 	Session  *Session  `json:"session,omitempty"`
+	Process  *Process  `json:"process,omitempty"`
 	File     *File     `json:"file,omitempty"`
 	Sandbox  *Sandbox  `json:"sandbox,omitempty"`
 	Daemon   *Daemon   `json:"daemon,omitempty"`
@@ -150,6 +152,16 @@ type Session struct {
 	Reason      string `json:"reason,omitempty"`
 	DurationMs  int64  `json:"durationMs,omitempty"`
 	OutputBytes int64  `json:"outputBytes,omitempty"`
+}
+
+// Process is a process tool action on a session (process.action).
+type Process struct {
+	Action string `json:"action"` // write | send-keys | paste | submit | kill | remove
+	Signal string `json:"signal,omitempty"`
+	// Bytes and SHA256 describe the input written; its content is never
+	// recorded.
+	Bytes  int64  `json:"bytes,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Direction of a file transfer.

@@ -147,6 +147,8 @@ func summary(r audit.Record) string {
 			code = fmt.Sprint(*s.ExitCode)
 		}
 		add("%s code %s %s %s %dms %dB", s.Status, code, s.Signal, s.Reason, s.DurationMs, s.OutputBytes)
+	case r.Process != nil:
+		add("%s %s %d bytes sha256 %.16s", r.Process.Action, r.Process.Signal, r.Process.Bytes, r.Process.SHA256)
 	case r.File != nil:
 		add("%s %s %d bytes sha256 %.16s", r.File.Direction, r.File.Path, r.File.Bytes, r.File.SHA256)
 		if r.File.Error != "" {
