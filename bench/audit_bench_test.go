@@ -10,6 +10,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -75,8 +76,8 @@ func BenchmarkAudit(b *testing.B) {
 	}()
 	warmTrue := func(sm *sessions.Manager) func() error {
 		return func() error {
-			r, err := sm.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: "agent-1", Security: "full", Ask: "off"})
-			if err == nil && r.Details["status"] != sessions.StatusCompleted {
+			r, err := sm.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox", AgentID: "agent-1", Security: "full", Ask: "off"})
+			if err == nil && r.Details.Status != api.StatusCompleted {
 				err = fmt.Errorf("result %+v", r)
 			}
 			return err

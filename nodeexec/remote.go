@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // Errors of the gateway side; test with errors.Is.
@@ -88,16 +90,16 @@ func (e *ApprovalPendingError) Is(target error) bool { return target == ErrAppro
 
 // Details are the approval-pending result fields of docs/tools.md: approvalId,
 // approvalSlug, expiresAtMs, host, command, cwd, nodeId (plus node).
-func (e *ApprovalPendingError) Details() map[string]any {
-	return map[string]any{
-		"approvalId":   e.Approval.ID,
-		"approvalSlug": e.Approval.Slug,
-		"expiresAtMs":  e.Approval.ExpiresAtMs,
-		"host":         "node",
-		"command":      e.Approval.Command,
-		"cwd":          e.Approval.Cwd,
-		"nodeId":       e.Approval.NodeID,
-		"node":         e.Node,
+func (e *ApprovalPendingError) Details() api.Details {
+	return api.Details{
+		ApprovalID:   e.Approval.ID,
+		ApprovalSlug: e.Approval.Slug,
+		ExpiresAtMs:  e.Approval.ExpiresAtMs,
+		Host:         "node",
+		Command:      e.Approval.Command,
+		Cwd:          e.Approval.Cwd,
+		NodeID:       new(e.Approval.NodeID),
+		Node:         e.Node,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -27,7 +28,7 @@ func newRequestID() string {
 
 // execRecord is the exec.request (or exec.refused) record of p: the
 // environment's names only, never its values.
-func execRecord(kind audit.Kind, reqID string, p ExecParams) audit.Record {
+func execRecord(kind audit.Kind, reqID string, p api.ExecParams) audit.Record {
 	names := make([]string, 0, len(p.Env))
 	for k := range p.Env {
 		names = append(names, k)
@@ -40,7 +41,7 @@ func execRecord(kind audit.Kind, reqID string, p ExecParams) audit.Record {
 }
 
 // refused records why exec request p did not run.
-func (m *Manager) refused(ctx context.Context, reqID string, p ExecParams, host vocab.Host, why error) {
+func (m *Manager) refused(ctx context.Context, reqID string, p api.ExecParams, host vocab.Host, why error) {
 	r := execRecord(audit.KindExecRefused, reqID, p)
 	if host != "" {
 		r.Host = string(host)
@@ -58,9 +59,8 @@ func guardRecord(reqID string, plan execPlan, v GuardVerdict) audit.Record {
 }
 
 // approvalRecord is the approval.request record of a pending approval.
-func approvalRecord(reqID string, plan execPlan, approval map[string]any, command string) audit.Record {
-	id, _ := approval["approvalId"].(string)
-	slug, _ := approval["approvalSlug"].(string)
+func approvalRecord(reqID string, plan execPlan, approval api.Details, command string) audit.Record {
+	id, slug := approval.ApprovalID, approval.ApprovalSlug
 	return audit.Record{Kind: audit.KindApprovalRequest, RequestID: reqID, AgentID: plan.p.AgentID, SessionKey: plan.p.SessionKey,
 		Host: string(plan.host), Node: plan.p.Node, Approval: &audit.Approval{ID: id, Slug: slug, Command: command}}
 }
@@ -79,7 +79,7 @@ func (m *Manager) recordStart(ctx context.Context, s *session, command string) {
 func exitRecordLocked(s *session) audit.Record {
 	sr := &audit.Session{Status: s.status, Signal: s.signal, Reason: s.reason, PID: s.pid,
 		DurationMs: s.endedAt.Sub(s.startedAt).Milliseconds(), OutputBytes: s.readRaw}
-	if s.status == StatusCompleted {
+	if s.status == api.StatusCompleted {
 		code := s.exitCode
 		sr.ExitCode = &code
 	}
@@ -89,8 +89,7 @@ func exitRecordLocked(s *session) audit.Record {
 
 // outcomeRecord is the approval.outcome record of s's approval.
 func outcomeRecord(s *session, v, final GuardVerdict) audit.Record {
-	id, _ := v.Approval["approvalId"].(string)
-	slug, _ := v.Approval["approvalSlug"].(string)
+	id, slug := v.Approval.ApprovalID, v.Approval.ApprovalSlug
 	decision := "deny"
 	if final.Decision == vocab.DecisionRun {
 		decision = "run"

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
@@ -50,7 +51,7 @@ func (a *auditSpy) kinds() []audit.Kind {
 func TestAuditRefusedRequestNeverStarts(t *testing.T) {
 	spy := &auditSpy{fail: true}
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.Host = "sandbox" }, func(o *Options) { o.Audit = spy })
-	_, err := m.Exec(t.Context(), ExecParams{Command: "touch /x"})
+	_, err := m.Exec(t.Context(), api.ExecParams{Command: "touch /x"})
 	if !errors.Is(err, audit.ErrUnavailable) || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("got %v", err)
 	}
@@ -66,8 +67,8 @@ func TestAuditRecordsOneRun(t *testing.T) {
 	m, _ := newTestManager(t, func(c *config.File) { c.Exec.Host = "sandbox" }, func(o *Options) { o.Audit = spy })
 	uid := 1000
 	ctx := audit.WithActor(t.Context(), audit.Actor{Via: "socket", UID: &uid, PID: 42})
-	res, err := m.Exec(ctx, ExecParams{Command: "echo hi", AgentID: "a", Env: map[string]string{"B_TOKEN": "v1", "A": "v2"}})
-	if err != nil || res.Details["status"] != StatusCompleted {
+	res, err := m.Exec(ctx, api.ExecParams{Command: "echo hi", AgentID: "a", Env: map[string]string{"B_TOKEN": "v1", "A": "v2"}})
+	if err != nil || res.Details.Status != api.StatusCompleted {
 		t.Fatalf("exec: %v %v", res.Details, err)
 	}
 	if got := spy.kinds(); !slices.Equal(got, []audit.Kind{audit.KindExecRequest, audit.KindSessionStart, audit.KindSessionExit}) {
@@ -85,7 +86,7 @@ func TestAuditRecordsOneRun(t *testing.T) {
 			t.Fatalf("%s: actor %+v agent %q", r.Kind, r.Actor, r.AgentID)
 		}
 	}
-	if exit.SessionID == "" || exit.SessionID != start.SessionID || exit.Session.ExitCode == nil || *exit.Session.ExitCode != 0 || exit.Session.Status != StatusCompleted {
+	if exit.SessionID == "" || exit.SessionID != start.SessionID || exit.Session.ExitCode == nil || *exit.Session.ExitCode != 0 || exit.Session.Status != api.StatusCompleted {
 		t.Fatalf("exit %+v %+v", exit, exit.Session)
 	}
 }
@@ -98,12 +99,12 @@ func TestAuditRefusedInputNeverWritten(t *testing.T) {
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.Host = "sandbox" }, func(o *Options) { o.Audit = spy })
 	proc := newFakeProc(false)
 	hosts["sandbox"].startFunc = func(context.Context, StartSpec) (Process, error) { return proc, nil }
-	res, err := m.Exec(t.Context(), ExecParams{Command: "cat", Background: true})
+	res, err := m.Exec(t.Context(), api.ExecParams{Command: "cat", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
-	if _, err := m.Process(t.Context(), ProcessParams{Action: "write", SessionID: id, Data: "pw\n"}); err != nil {
+	id := res.Details.SessionID
+	if _, err := m.Process(t.Context(), api.ProcessParams{Action: "write", SessionID: id, Data: "pw\n"}); err != nil {
 		t.Fatal(err)
 	}
 	spy.mu.Lock()
@@ -113,7 +114,7 @@ func TestAuditRefusedInputNeverWritten(t *testing.T) {
 	if last.Kind != audit.KindProcessAction || last.Process.Action != "write" || last.Process.Bytes != 3 || last.SessionID != id {
 		t.Fatalf("process.action %+v %+v", last, last.Process)
 	}
-	if _, err := m.Process(t.Context(), ProcessParams{Action: "write", SessionID: id, Data: "second\n"}); !errors.Is(err, audit.ErrUnavailable) {
+	if _, err := m.Process(t.Context(), api.ProcessParams{Action: "write", SessionID: id, Data: "second\n"}); !errors.Is(err, audit.ErrUnavailable) {
 		t.Fatalf("write under a failing log: %v", err)
 	}
 	if got := proc.stdinString(); got != "pw\n" {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
@@ -23,7 +25,7 @@ const (
 
 // execPlan is a validated exec request.
 type execPlan struct {
-	p               ExecParams
+	p               api.ExecParams
 	command         string
 	host            vocab.Host
 	security        vocab.Security
@@ -74,25 +76,25 @@ type execPlan struct {
 // exec.backgroundTimeoutSec is configured (measured from the start). On
 // expiry the whole tree is killed and the session fails with signal SIGKILL
 // and reason "timeout after Ns".
-func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
+func (m *Manager) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	return m.exec(ctx, p, nil)
 }
 
 // exec is Exec, calling started (when not nil) once the session exists.
-func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.Follower)) (Result, error) {
+func (m *Manager) exec(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
 	if m.isClosed() {
-		return Result{}, ErrClosed
+		return api.Result{}, ErrClosed
 	}
 	// Recorded before anything else: under audit.onFailure refuse a
 	// request that cannot be recorded does not run.
 	reqID := newRequestID()
 	if err := m.record(ctx, execRecord(audit.KindExecRequest, reqID, p)); err != nil {
-		return Result{}, fmt.Errorf("exec: %w", err)
+		return api.Result{}, fmt.Errorf("exec: %w", err)
 	}
 	plan, err := m.plan(p)
 	if err != nil {
 		m.refused(ctx, reqID, p, "", err)
-		return Result{}, err
+		return api.Result{}, err
 	}
 	plan.started = started
 	plan.reqID, plan.actor = reqID, audit.ActorFrom(ctx)
@@ -103,12 +105,12 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 	// Before anything is made for it (a sandbox, an approval request).
 	if err := m.checkRunning(p.AgentID); err != nil {
 		m.refused(ctx, reqID, p, plan.host, err)
-		return Result{}, err
+		return api.Result{}, err
 	}
 	host, spec, warnings, err := m.prepare(ctx, plan)
 	if err != nil {
 		m.refused(ctx, reqID, p, plan.host, err)
-		return Result{}, err
+		return api.Result{}, err
 	}
 	if m.needsGuard(plan) {
 		v, err := m.guard.Check(ctx, GuardRequest{
@@ -118,7 +120,7 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 		})
 		if err != nil {
 			m.refused(ctx, reqID, p, plan.host, fmt.Errorf("guard: %w", err))
-			return Result{}, fmt.Errorf("exec: guard: %w", err)
+			return api.Result{}, fmt.Errorf("exec: guard: %w", err)
 		}
 		_ = m.record(ctx, guardRecord(reqID, plan, v))
 		switch v.Decision {
@@ -135,14 +137,14 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			return deniedResult(reason, warnings), nil
 		case vocab.DecisionApprovalPending:
 			_ = m.record(ctx, approvalRecord(reqID, plan, v.Approval, spec.Command))
-			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
-				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], spec.Command)})
+			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
+				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval.ApprovalSlug, spec.Command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
 				return m.startAfterApproval(w, v, plan, host, spec, warnings)
 			}
 			return approvalResult(v.Approval, plan, spec.Command, spec.Dir, warnings), nil
 		default:
-			return Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
+			return api.Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
 		}
 	}
 	return m.start(ctx, plan, host, spec, warnings)
@@ -160,7 +162,7 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	// the check is pure, and resolving a sandbox workdir may create the
 	// container — bad input must change nothing (docs/tools.md, "Bad input").
 	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
-		return nil, StartSpec{}, nil, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+		return nil, StartSpec{}, nil, &toolapi.InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
 	}
 	var warnings []string
 	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
@@ -190,11 +192,11 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 
 // start starts spec on host as a new session and waits for it up to the
 // yield window.
-func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
+func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (api.Result, error) {
 	p := plan.p
 	id, err := m.reserveID(p.AgentID)
 	if err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	// A foreground run on a host that detects input waits keeps stdin open
 	// and returns early if the command blocks on it (see InputWaitHost).
@@ -218,8 +220,8 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 			}
 			approval := pe.Details()
 			_ = m.record(ctx, approvalRecord(plan.reqID, plan, approval, spec.Command))
-			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
-				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], spec.Command)})
+			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
+				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval.ApprovalSlug, spec.Command)})
 			if w, ok := host.(ApprovalWaiter); ok {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.
@@ -231,9 +233,9 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		if errors.As(err, new(interface{ InvalidParameter() })) {
 			// The host looked at the command and could not start it (its
 			// workdir, its program, its environment): the caller's input.
-			return Result{}, &InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
+			return api.Result{}, &toolapi.InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
 		}
-		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
+		return api.Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
 	warnings = append(warnings, st.Warnings...)
 	iw := st.InputWait
@@ -251,7 +253,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		_ = st.Kill(kctx)
 		_, _, _ = st.Wait(kctx)
 		cancel()
-		return Result{}, err
+		return api.Result{}, err
 	}
 	s.mu.Lock()
 	timeout := plan.timeout
@@ -319,7 +321,7 @@ func (m *Manager) yield(ctx context.Context, s *session, window time.Duration, i
 // settle turns the state of s after the yield window into the exec result:
 // the final result if it finished (and it is forgotten unless backgrounded),
 // otherwise it becomes a background session.
-func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
+func (m *Manager) settle(s *session, plan execPlan, warnings []string) api.Result {
 	s.mu.Lock()
 	if s.finished && !s.visible {
 		release := m.inflateLocked(s)
@@ -353,7 +355,7 @@ func (m *Manager) needsGuard(plan execPlan) bool {
 }
 
 // plan validates p and resolves yield, elevated, host, security and ask.
-func (m *Manager) plan(p ExecParams) (execPlan, error) {
+func (m *Manager) plan(p api.ExecParams) (execPlan, error) {
 	pl := execPlan{p: p, command: p.Command}
 	if strings.TrimSpace(p.Command) == "" {
 		return pl, inputErr("command", "Provide a command to start.")
@@ -462,7 +464,7 @@ func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, e
 	}
 	t, err := parse(v)
 	if err != nil {
-		return "", &InputError{Field: field, Msg: err.Error(), Err: err}
+		return "", &toolapi.InputError{Field: field, Msg: err.Error(), Err: err}
 	}
 	return t, nil
 }

@@ -8,7 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -85,7 +89,7 @@ type Manager struct {
 	spillDir string
 
 	subMu   sync.Mutex
-	subs    map[chan Event]struct{}
+	subs    map[chan api.Event]struct{}
 	journal EventJournal
 	audit   audit.Recorder
 
@@ -97,7 +101,7 @@ type Manager struct {
 // EventJournal numbers and keeps events: Append returns ev with its
 // cursor; an error means it is kept but may not survive a restart.
 type EventJournal interface {
-	Append(ev Event) (Event, error)
+	Append(ev api.Event) (api.Event, error)
 }
 
 // New validates opts, applies defaults and overrides, and starts the TTL
@@ -113,7 +117,7 @@ func New(opts Options) (*Manager, error) {
 		reserved: map[string]string{},
 		spillDir: opts.SpillDir,
 		live:     map[*session]struct{}{},
-		subs:     map[chan Event]struct{}{},
+		subs:     map[chan api.Event]struct{}{},
 		cursors:  openCursors(opts.CursorFile),
 		journal:  opts.Journal,
 		audit:    opts.Audit,
@@ -153,7 +157,7 @@ func New(opts Options) (*Manager, error) {
 		err error
 	}{{"exec.host", hostErr}, {"exec.security", secErr}, {"exec.ask", askErr}} {
 		if c.err != nil {
-			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, ErrInvalidInput)
+			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, toolapi.ErrInvalidInput)
 		}
 	}
 	m.lim = m.limits()
@@ -203,8 +207,8 @@ func clampInt(v, lo, hi int) int { return min(max(v, lo), hi) }
 // Subscribe returns a channel of events. It is closed when ctx ends or the
 // Manager is closed. A subscriber that does not keep up loses events (the
 // buffer holds 256) rather than stalling sessions.
-func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
-	ch := make(chan Event, 256)
+func (m *Manager) Subscribe(ctx context.Context) <-chan api.Event {
+	ch := make(chan api.Event, 256)
 	m.subMu.Lock()
 	if m.subs == nil { // closed
 		m.subMu.Unlock()
@@ -230,14 +234,14 @@ func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
 
 // Publish sends ev to every subscriber, like the Manager's own exit events;
 // the approvals code uses it for approval events. Time defaults to now.
-func (m *Manager) Publish(ev Event) {
+func (m *Manager) Publish(ev api.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = m.now()
 	}
 	m.emit(ev)
 }
 
-func (m *Manager) emit(ev Event) {
+func (m *Manager) emit(ev api.Event) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.journal != nil {
@@ -272,7 +276,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		close(m.sweepStop)
 	}
 	for _, s := range live {
-		m.kill(s, "manager closed")
+		m.kill(s, api.KillReasonClosed)
 	}
 	var err error
 	for _, s := range live {

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -247,12 +249,12 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 			s.endedAt = m.now()
 		}
 		if rs.Lost != "" {
-			s.status, s.exitCode, s.reason = StatusFailed, -1, rs.Lost
+			s.status, s.exitCode, s.reason = api.StatusFailed, -1, rs.Lost
 		} else if rs.Signal != "" {
-			s.status, s.exitCode, s.signal = StatusFailed, -1, rs.Signal
-			s.reason = "terminated by signal " + rs.Signal
+			s.status, s.exitCode, s.signal = api.StatusFailed, -1, rs.Signal
+			s.reason = api.SignalReason(rs.Signal)
 		} else {
-			s.status, s.exitCode = StatusCompleted, rs.ExitCode
+			s.status, s.exitCode = api.StatusCompleted, rs.ExitCode
 		}
 		close(s.done)
 	}

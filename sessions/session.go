@@ -10,7 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
+
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -85,7 +87,7 @@ type session struct {
 	spillEnd  int64
 }
 
-func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
+func (m *Manager) newSession(p api.ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
 	s := &session{
 		scope:       scopeKey(p.AgentID, p.SessionKey),
 		agentID:     p.AgentID,
@@ -256,23 +258,23 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	}
 	switch {
 	case s.timedOut > 0:
-		s.status, s.exitCode, s.signal = StatusFailed, -1, "SIGKILL"
-		s.reason = fmt.Sprintf("timeout after %s", formatSeconds(s.timedOut))
+		s.status, s.exitCode, s.signal = api.StatusFailed, -1, "SIGKILL"
+		s.reason = api.TimeoutReason(formatSeconds(s.timedOut))
 	case s.killReason != "":
-		s.status, s.exitCode = StatusFailed, -1
+		s.status, s.exitCode = api.StatusFailed, -1
 		s.signal = sig
 		if s.signal == "" {
 			s.signal = "SIGKILL"
 		}
 		s.reason = s.killReason
 	case err != nil:
-		s.status, s.exitCode, s.signal = StatusFailed, -1, sig
+		s.status, s.exitCode, s.signal = api.StatusFailed, -1, sig
 		s.reason = err.Error()
 	case sig != "":
-		s.status, s.exitCode, s.signal = StatusFailed, -1, sig
-		s.reason = "terminated by signal " + sig
+		s.status, s.exitCode, s.signal = api.StatusFailed, -1, sig
+		s.reason = api.SignalReason(sig)
 	default:
-		s.status, s.exitCode = StatusCompleted, code
+		s.status, s.exitCode = api.StatusCompleted, code
 	}
 	s.stdinOpen = false
 	if s.raw != nil {
@@ -308,11 +310,11 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 // client following the event stream learns of each end; details.notify is
 // false when the config says the agent is not to be told (docs/tools.md:
 // notifyOnExit, empty successes only with notifyOnExitEmptySuccess).
-func (m *Manager) exitEventLocked(s *session) *Event {
+func (m *Manager) exitEventLocked(s *session) *api.Event {
 	out := strings.TrimSpace(s.agg.String())
 	notify := m.cfg.Exec.NotifyOnExit
 	var head string
-	if s.status == StatusCompleted {
+	if s.status == api.StatusCompleted {
 		if out == "" && s.exitCode == 0 && !m.cfg.Exec.NotifyOnExitEmptySuccess {
 			notify = false
 		}
@@ -329,8 +331,8 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 		text += " :: " + lastChars(out, eventChars)
 	}
 	details := s.stateDetailsLocked()
-	details["notify"] = notify
-	return &Event{
+	details.Notify = new(notify)
+	return &api.Event{
 		Type: vocab.EventExit, Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Time:    s.endedAt,
 		Details: details,
@@ -400,23 +402,16 @@ func (m *Manager) armTimeoutLocked(s *session, d time.Duration) {
 }
 
 // stateDetailsLocked is the state part shared by poll, kill and events.
-func (s *session) stateDetailsLocked() map[string]any {
-	d := map[string]any{
-		"status":    s.statusLocked(),
-		"sessionId": s.id,
-		"name":      s.name,
-		"pid":       s.pid,
-	}
+func (s *session) stateDetailsLocked() api.Details {
+	d := api.Details{Status: s.statusLocked(), SessionID: s.id, Name: new(s.name), PID: new(s.pid)}
 	if s.waitingForInputLocked() {
-		d["waitingForInput"] = true
+		d.WaitingForInput = true
 	}
 	if s.finished {
-		if s.status == StatusCompleted {
-			d["exitCode"] = s.exitCode
+		if s.status == api.StatusCompleted {
+			d.ExitCode = api.Code(s.exitCode)
 		} else {
-			d["exitCode"] = nil
-			d["signal"] = s.signal
-			d["reason"] = s.reason
+			d.ExitCode, d.Signal, d.Reason = api.NoExitCode(), new(s.signal), s.reason
 		}
 	}
 	return d
@@ -425,9 +420,9 @@ func (s *session) stateDetailsLocked() map[string]any {
 func (s *session) statusLocked() string {
 	if !s.finished {
 		if s.awaitingApproval {
-			return StatusApprovalPending
+			return api.StatusApprovalPending
 		}
-		return StatusRunning
+		return api.StatusRunning
 	}
 	return s.status
 }

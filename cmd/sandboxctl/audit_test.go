@@ -66,11 +66,11 @@ func TestAuditTrailGateway(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "RAN")
 	d := execJSON(t, e, "--workdir", dir, "--agent", "aud", "--env", "AUDIT_SECRET=hunter2-value", "--", "touch", marker)
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ := d["approvalId"].(string)
-	sid, _ := d["sessionId"].(string)
+	id := d.ApprovalID
+	sid := d.SessionID
 	if r := e.run(t, "approvals", "resolve", id, "allow-once"); r.code != 0 {
 		t.Fatalf("resolve: %+v", r)
 	}

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
 // openAPIDoc is api/openapi.yaml, decoded.
@@ -231,12 +231,12 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			t.Errorf("%s %s%s: status %d, want %d: %.300s", c.method, c.path, c.query, resp.StatusCode, c.want, got)
 			continue
 		}
-		if ct := resp.Header.Get("Content-Type"); ct == apiclient.ContentTypeFrames {
+		if ct := resp.Header.Get("Content-Type"); ct == api.ContentTypeFrames {
 			// A raw stream: binary frames, the first a JSON start frame.
 			if sch, documented := doc.responseSchema(t, c.method, c.path, resp.StatusCode, ct); !documented || sch == nil {
 				t.Errorf("%s %s %d: answered %s, not documented", c.method, c.path, resp.StatusCode, ct)
 			}
-			if len(got) < 5 || got[0] != apiclient.FrameKindJSON {
+			if len(got) < 5 || got[0] != api.FrameKindJSON {
 				t.Errorf("%s %s: raw frames start with %.20q, want a JSON start frame", c.method, c.path, got)
 			}
 			continue

@@ -2,9 +2,9 @@ package audit
 
 import (
 	"context"
-	"fmt"
+	"strings"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -13,24 +13,24 @@ import (
 // of step sandbox-create, phase end), a refused node. ok is false for
 // every other event: exec, approval, exit and sandbox lifecycle events
 // have records of their own, made where the actor is known.
-func FromEvent(ev toolapi.Event) (r Record, ok bool) {
-	str := func(k string) string {
-		if v, ok := ev.Details[k]; ok && v != nil {
-			return fmt.Sprint(v)
+func FromEvent(ev api.Event) (r Record, ok bool) {
+	d := ev.Details
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
 		}
-		return ""
+		return *p
 	}
-	base := Record{Kind: KindSandbox, Actor: Actor{Via: "daemon"}, AgentID: ev.AgentID, SessionKey: ev.SessionKey, SessionID: ev.SessionID}
 	switch ev.Type {
 	case vocab.EventStep:
-		if str("step") != "sandbox-create" || str("phase") != "end" {
+		if d.Step != "sandbox-create" || d.Phase != "end" {
 			return Record{}, false
 		}
-		base.Sandbox = &Sandbox{Action: "create", Name: str("name"), Error: str("error")}
-		return base, true
+		return Record{Kind: KindSandbox, Actor: Actor{Via: "daemon"}, AgentID: ev.AgentID, SessionKey: ev.SessionKey, SessionID: ev.SessionID,
+			Host: "sandbox", Sandbox: &Sandbox{Action: "create", Error: d.Error}}, true
 	case vocab.EventNodeRefused:
 		return Record{Kind: KindNodeRefused, Actor: Actor{Via: "node-link"},
-			Daemon: &Daemon{Node: str("nodeId") + " " + str("name"), Remote: str("remote"), Error: str("error")}}, true
+			Daemon: &Daemon{Node: strings.TrimSpace(deref(d.NodeID) + " " + deref(d.Name)), Remote: d.Remote, Error: d.Error}}, true
 	}
 	return Record{}, false
 }
@@ -38,7 +38,7 @@ func FromEvent(ev toolapi.Event) (r Record, ok bool) {
 // EventJournal is the events journal (eventjournal.Journal) as the
 // session manager appends to it.
 type EventJournal interface {
-	Append(ev toolapi.Event) (toolapi.Event, error)
+	Append(ev api.Event) (api.Event, error)
 }
 
 // Tap is an EventJournal that also records the events FromEvent maps,
@@ -51,7 +51,7 @@ type Tap struct {
 }
 
 // Append implements EventJournal.
-func (t Tap) Append(ev toolapi.Event) (toolapi.Event, error) {
+func (t Tap) Append(ev api.Event) (api.Event, error) {
 	if r, ok := FromEvent(ev); ok {
 		_ = t.Log.Record(context.Background(), r)
 	}

@@ -11,7 +11,7 @@
 // chain runs across them. docs/audit.md has the schema of every kind and
 // its mapping to OCSF.
 //
-// The package imports the standard library and sessions/toolapi only, so
+// The package imports the standard library, vocab and api only, so
 // every layer (sessions, the daemon, the CLI) can write or read it.
 package audit
 

@@ -2,16 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/api"
 
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 func TestExecExitCode(t *testing.T) {
@@ -34,7 +36,16 @@ func TestExecExitCode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ExecExitCode(sessions.Result{Details: tc.details}); got != tc.want {
+			// As the CLI gets them: decoded from the daemon's JSON.
+			raw, err := json.Marshal(map[string]any{"details": tc.details})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res api.Result
+			if err := json.Unmarshal(raw, &res); err != nil {
+				t.Fatal(err)
+			}
+			if got := ExecExitCode(res); got != tc.want {
 				t.Errorf("ExecExitCode = %d, want %d", got, tc.want)
 			}
 		})

@@ -14,8 +14,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/term"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Exit codes of a waiting exec beyond the command's own (as docker exec and
@@ -44,7 +44,7 @@ const killWait = 15 * time.Second
 type waiter struct {
 	c      *CLI
 	client *apiclient.Client
-	p      toolapi.ExecParams
+	p      api.ExecParams
 	stdin  bool // -i
 	tty    bool // -t
 	id     string
@@ -56,7 +56,7 @@ type waiter struct {
 // resize and Ctrl-C (kill) reach it through the process tool; it is removed
 // once it ended. Ctrl-C kills the remote tree and exits 130; a second
 // Ctrl-C leaves at once.
-func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi.ExecParams, stdin, tty bool) error {
+func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p api.ExecParams, stdin, tty bool) error {
 	w := &waiter{c: c, client: client, p: p, stdin: stdin, tty: tty}
 	p.Background = true
 	// The whole output, byte for byte: a slow stdout holds the command
@@ -82,17 +82,17 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi
 		return startError(ctx, err)
 	}
 	printWarnings(c.Err, res)
-	w.id, _ = res.Details["sessionId"].(string)
+	w.id = res.Details.SessionID
 	switch status(res) {
-	case toolapi.StatusDenied:
+	case api.StatusDenied:
 		_ = printText(c.Err, res)
 		return &ExitError{Code: 1}
-	case toolapi.StatusApprovalPending:
+	case api.StatusApprovalPending:
 		_ = printText(c.Err, res)
 		if w.id == "" {
 			return nil // nothing will run it by itself
 		}
-	case toolapi.StatusRunning:
+	case api.StatusRunning:
 	default:
 		_ = printText(c.Err, res)
 		return &ExitError{Code: ExecExitCode(res)}
@@ -122,7 +122,7 @@ func (w *waiter) follow(ctx context.Context) error {
 	}
 	var (
 		off      int64
-		exit     *toolapi.StreamFrame
+		exit     *api.StreamFrame
 		killedAt time.Time
 	)
 	for exit == nil {
@@ -168,13 +168,13 @@ func (w *waiter) follow(ctx context.Context) error {
 			}
 			f := fe.f
 			switch f.Type {
-			case toolapi.FrameStdout:
+			case api.FrameStdout:
 				_, _ = w.c.Out.Write(f.Bytes)
-			case toolapi.FrameStderr:
+			case api.FrameStderr:
 				_, _ = w.c.Err.Write(f.Bytes)
-			case toolapi.FrameDropped:
+			case api.FrameDropped:
 				fmt.Fprintf(w.c.Err, "sandboxctl: [... %d bytes of output dropped: more than the session keeps ...]\n", f.Lost)
-			case toolapi.FrameExit:
+			case api.FrameExit:
 				exit = &f
 				break read
 			}
@@ -193,7 +193,7 @@ func (w *waiter) follow(ctx context.Context) error {
 }
 
 type frameOrErr struct {
-	f   toolapi.StreamFrame
+	f   api.StreamFrame
 	err error
 }
 
@@ -226,7 +226,7 @@ func startError(ctx context.Context, err error) error {
 	switch {
 	case !errors.As(err, &apiErr) || !cerrdefs.IsInvalidArgument(err):
 		return &ExitError{Code: ExitOwnFailure, Err: err}
-	case apiErr.Field == "start" && strings.Contains(apiErr.Message, "command not found"):
+	case apiErr.Field == "start" && strings.Contains(apiErr.Message, api.CommandNotFound):
 		return &ExitError{Code: ExitNotFound, Err: err}
 	case apiErr.Field == "start" || apiErr.Field == "workdir":
 		return &ExitError{Code: ExitCannotRun, Err: err}
@@ -238,8 +238,8 @@ func startError(ctx context.Context, err error) error {
 // exitFrameError maps the exit frame to the CLI's exit: the command's code,
 // 124 for a timeout, 128+N for signal N, 125 for another failure (its
 // reason on stderr).
-func exitFrameError(stderr io.Writer, f toolapi.StreamFrame) error {
-	if f.Status == toolapi.StatusCompleted && f.ExitCode != nil {
+func exitFrameError(stderr io.Writer, f api.StreamFrame) error {
+	if f.Status == api.StatusCompleted && f.ExitCode != nil {
 		if *f.ExitCode == 0 {
 			return nil
 		}
@@ -258,7 +258,7 @@ func exitFrameError(stderr io.Writer, f toolapi.StreamFrame) error {
 	return &ExitError{Code: code}
 }
 
-func (w *waiter) process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
+func (w *waiter) process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	p.SessionID, p.AgentID, p.SessionKey = w.id, w.p.AgentID, w.p.SessionKey
 	res, err := w.client.Process(ctx, p)
 	if err == nil {
@@ -284,13 +284,13 @@ func forwardsStdin(in io.Reader, interactive, tty bool) bool {
 
 // closeStdin gives the command EOF on stdin (a terminal stdin without -i).
 func (w *waiter) closeStdin(ctx context.Context) error {
-	_, err := w.process(ctx, toolapi.ProcessParams{Action: "write", EOF: true})
+	_, err := w.process(ctx, api.ProcessParams{Action: "write", EOF: true})
 	if err == nil || cerrdefs.IsInvalidArgument(err) {
 		return nil // a command that already ended has no stdin to close
 	}
 	// It may have ended while stdin was being closed: only a command that
 	// still runs with its stdin open is a failure.
-	if res, perr := w.process(ctx, toolapi.ProcessParams{Action: "poll"}); perr == nil && status(res) != toolapi.StatusRunning {
+	if res, perr := w.process(ctx, api.ProcessParams{Action: "poll"}); perr == nil && status(res) != api.StatusRunning {
 		return nil
 	}
 	return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: close stdin of session %s: %w", w.id, err)}
@@ -344,14 +344,14 @@ func (w *waiter) pumpStdin(ctx context.Context) {
 
 // kill ends the command's whole tree (Ctrl-C).
 func (w *waiter) kill(ctx context.Context) {
-	if _, err := w.process(ctx, toolapi.ProcessParams{Action: "kill"}); err != nil {
+	if _, err := w.process(ctx, api.ProcessParams{Action: "kill"}); err != nil {
 		fmt.Fprintf(w.c.Err, "sandboxctl: kill session %s: %v\n", w.id, err)
 	}
 }
 
 // remove forgets the ended session: a waiting exec leaves nothing listed.
 func (w *waiter) remove(ctx context.Context) {
-	_, _ = w.process(ctx, toolapi.ProcessParams{Action: "remove"})
+	_, _ = w.process(ctx, api.ProcessParams{Action: "remove"})
 }
 
 // startTerminal puts a terminal stdin in raw mode (with -i) and makes the
@@ -376,7 +376,7 @@ func (w *waiter) startTerminal(ctx context.Context) (func(), error) {
 			return
 		}
 		cols, rows := int(ws.Width), int(ws.Height)
-		_, _ = w.process(ctx, toolapi.ProcessParams{Action: "resize", Cols: &cols, Rows: &rows})
+		_, _ = w.process(ctx, api.ProcessParams{Action: "resize", Cols: &cols, Rows: &rows})
 	}
 	resize()
 	winch := make(chan os.Signal, 1)
@@ -398,9 +398,8 @@ func (w *waiter) startTerminal(ctx context.Context) (func(), error) {
 }
 
 // printWarnings writes a result's warnings to stderr.
-func printWarnings(stderr io.Writer, res toolapi.Result) {
-	ws, _ := res.Details["warnings"].([]any)
-	for _, w := range ws {
+func printWarnings(stderr io.Writer, res api.Result) {
+	for _, w := range res.Details.Warnings {
 		fmt.Fprintf(stderr, "sandboxctl: warning: %v\n", w)
 	}
 }

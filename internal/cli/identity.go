@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // DockerHostEnv names the Engine a daemon talks to (the Docker client's own
@@ -16,8 +16,8 @@ const DockerHostEnv = "DOCKER_HOST"
 // the file's content and the Engine. The CLI sends its own with every
 // request; a daemon with another answers 409 instead of silently running
 // the command under another configuration.
-func (c *CLI) Identity() (apiclient.Identity, error) {
-	id := apiclient.Identity{Engine: c.Getenv(DockerHostEnv)}
+func (c *CLI) Identity() (api.Identity, error) {
+	id := api.Identity{Engine: c.Getenv(DockerHostEnv)}
 	if _, err := c.LoadConfig(); err != nil {
 		return id, err
 	}

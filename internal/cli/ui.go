@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/console"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
@@ -93,7 +93,7 @@ func RunUI(ctx context.Context, c *CLI, opts UIOptions) error {
 	if !opts.NoOpen {
 		openBrowser(c, link)
 	}
-	return forwardConsole(ctx, ln, apiclient.SocketPath(state))
+	return forwardConsole(ctx, ln, api.SocketPath(state))
 }
 
 // openBrowser runs xdg-open on link when it is installed; without it the
@@ -113,7 +113,7 @@ func openBrowser(c *CLI, link string) {
 
 // forwardConsole serves ln with a reverse proxy to the daemon's socket
 // until ctx is done. Every request it forwards names, in
-// apiclient.ConsoleClientPIDsHeader, the processes that hold the other end
+// api.ConsoleClientPIDsHeader, the processes that hold the other end
 // of its connection: the daemon refuses a login or a decision when one of
 // them is a process sandboxctl started, as if it had asked itself.
 func forwardConsole(ctx context.Context, ln net.Listener, sock string) error {
@@ -124,7 +124,7 @@ func forwardConsole(ctx context.Context, ln net.Listener, sock string) error {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the console compares Origin with it
 			pids, _ := pr.In.Context().Value(clientPIDsKey{}).(string)
-			pr.Out.Header.Set(apiclient.ConsoleClientPIDsHeader, pids)
+			pr.Out.Header.Set(api.ConsoleClientPIDsHeader, pids)
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

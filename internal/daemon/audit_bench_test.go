@@ -6,10 +6,12 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -46,17 +48,17 @@ func BenchmarkAuditExecTrue(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			r := startServer(b, Options{Tools: mgr, Streams: mgr, IsInvalidInput: sessions.IsInvalidInput})
+			r := startServer(b, Options{Tools: mgr, Streams: mgr, IsInvalidInput: toolapi.IsInvalidInput})
 			b.SetParallelism(max(1, 8/max(1, runtimeProcs())))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					res, err := r.client.Exec(b.Context(), sessions.ExecParams{Command: "true"})
+					res, err := r.client.Exec(b.Context(), api.ExecParams{Command: "true"})
 					if err != nil {
 						b.Error(err)
 						return
 					}
-					if res.Details["status"] != sessions.StatusCompleted {
+					if res.Details.Status != api.StatusCompleted {
 						b.Errorf("details %v", res.Details)
 						return
 					}

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec"
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
 // TestConsoleVet checks the console's vet on the socket against real
@@ -48,7 +48,7 @@ func TestConsoleVet(t *testing.T) {
 				r = r.WithContext(context.WithValue(r.Context(), peerKey{}, *tc.peer))
 			}
 			if tc.header != nil {
-				r.Header.Set(apiclient.ConsoleClientPIDsHeader, *tc.header)
+				r.Header.Set(api.ConsoleClientPIDsHeader, *tc.header)
 			}
 			err := vet(r)
 			if tc.ok && err != nil {
@@ -88,7 +88,7 @@ func TestSecurityForwardedRequestsReachOnlyTheConsole(t *testing.T) {
 		r := httptest.NewRequest(tc.method, "http://sandboxctl/", nil)
 		r.URL.Path = tc.path
 		if tc.forwarded {
-			r.Header.Set(apiclient.ConsoleClientPIDsHeader, "1")
+			r.Header.Set(api.ConsoleClientPIDsHeader, "1")
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

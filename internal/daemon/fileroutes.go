@@ -18,24 +18,21 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 )
-
-// FileRef names a path in an agent's sandbox.
-type FileRef = apiclient.FileRef
 
 // FileStore is what the files API serves from (the sandbox manager). limit
 // bounds the bytes of file content one call moves.
 type FileStore interface {
-	Stat(ctx context.Context, f FileRef) (apiclient.FileInfo, error)
-	List(ctx context.Context, f FileRef) (apiclient.FileList, error)
+	Stat(ctx context.Context, f api.FileRef) (api.FileInfo, error)
+	List(ctx context.Context, f api.FileRef) (api.FileList, error)
 	// Read writes f.Path as a tar stream named from its base name.
-	Read(ctx context.Context, f FileRef, limit int64, w io.Writer) error
+	Read(ctx context.Context, f api.FileRef, limit int64, w io.Writer) error
 	// WriteTar extracts a tar stream into the existing directory f.Path.
-	WriteTar(ctx context.Context, f FileRef, limit int64, r io.Reader) error
-	WriteFile(ctx context.Context, f FileRef, mode fs.FileMode, limit int64, r io.Reader) error
-	Remove(ctx context.Context, f FileRef) error
+	WriteTar(ctx context.Context, f api.FileRef, limit int64, r io.Reader) error
+	WriteFile(ctx context.Context, f api.FileRef, mode fs.FileMode, limit int64, r io.Reader) error
+	Remove(ctx context.Context, f api.FileRef) error
 }
 
 // FileRoutesOptions configure FileRoutes.
@@ -106,9 +103,9 @@ type fileHandler struct {
 var ErrOtherAgent = fmt.Errorf("%w: an agent token reaches only its own agent's sandbox", cerrdefs.ErrPermissionDenied)
 
 // ref parses the query once: path required, agent checked against a pin.
-func (h *fileHandler) ref(r *http.Request) (FileRef, error) {
+func (h *fileHandler) ref(r *http.Request) (api.FileRef, error) {
 	q := r.URL.Query()
-	f := FileRef{AgentID: q.Get("agent"), SessionKey: q.Get("session"), Path: q.Get("path")}
+	f := api.FileRef{AgentID: q.Get("agent"), SessionKey: q.Get("session"), Path: q.Get("path")}
 	if f.Path == "" {
 		return f, fmt.Errorf("%w: query parameter path is required (an absolute path inside the sandbox)", cerrdefs.ErrInvalidArgument)
 	}
@@ -121,22 +118,13 @@ func (h *fileHandler) ref(r *http.Request) (FileRef, error) {
 	return f, nil
 }
 
+// status is err's status code (httpStatus), but content over the files
+// API's byte limit (resource exhausted) is 413.
 func (h *fileHandler) status(err error) int {
-	switch {
-	case cerrdefs.IsResourceExhausted(err):
+	if cerrdefs.IsResourceExhausted(err) {
 		return http.StatusRequestEntityTooLarge
-	case cerrdefs.IsInvalidArgument(err):
-		return http.StatusBadRequest
-	case cerrdefs.IsNotFound(err):
-		return http.StatusNotFound
-	case cerrdefs.IsPermissionDenied(err):
-		return http.StatusForbidden
-	case cerrdefs.IsConflict(err):
-		return http.StatusConflict
-	case h.opts.IsUnavailable != nil && h.opts.IsUnavailable(err), cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	return httpStatus(err, h.opts.IsUnavailable)
 }
 
 func (h *fileHandler) fail(w http.ResponseWriter, err error) {
@@ -146,7 +134,7 @@ func (h *fileHandler) fail(w http.ResponseWriter, err error) {
 func (h *fileHandler) stat(w http.ResponseWriter, r *http.Request) {
 	f, err := h.ref(r)
 	if err == nil {
-		var fi apiclient.FileInfo
+		var fi api.FileInfo
 		if fi, err = h.store.Stat(r.Context(), f); err == nil {
 			writeJSON(w, http.StatusOK, fi)
 			return
@@ -158,7 +146,7 @@ func (h *fileHandler) stat(w http.ResponseWriter, r *http.Request) {
 func (h *fileHandler) list(w http.ResponseWriter, r *http.Request) {
 	f, err := h.ref(r)
 	if err == nil {
-		var l apiclient.FileList
+		var l api.FileList
 		if l, err = h.store.List(r.Context(), f); err == nil {
 			writeJSON(w, http.StatusOK, l)
 			return
@@ -232,7 +220,7 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 	}
 	if format == "tar" {
 		rec.Format = "tar"
-		w.Header().Set("Content-Type", apiclient.ContentTypeTar)
+		w.Header().Set("Content-Type", api.ContentTypeTar)
 		answered = true
 		w.WriteHeader(http.StatusOK)
 		if _, err := io.Copy(out, br); err != nil {
@@ -254,7 +242,7 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 		}
 		// No format asked: a directory comes as tar.
 		rec.Format = "tar"
-		w.Header().Set("Content-Type", apiclient.ContentTypeTar)
+		w.Header().Set("Content-Type", api.ContentTypeTar)
 		answered = true
 		w.WriteHeader(http.StatusOK)
 		tw := tar.NewWriter(out)
@@ -278,7 +266,7 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	w.Header().Set("Content-Type", apiclient.ContentTypeBinary)
+	w.Header().Set("Content-Type", api.ContentTypeBinary)
 	w.Header().Set("Content-Length", strconv.FormatInt(hdr.Size, 10))
 	answered = true
 	w.WriteHeader(http.StatusOK)
@@ -302,7 +290,7 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	isTar := strings.HasPrefix(r.Header.Get("Content-Type"), apiclient.ContentTypeTar)
+	isTar := strings.HasPrefix(r.Header.Get("Content-Type"), api.ContentTypeTar)
 	max := h.opts.MaxBytes
 	if isTar {
 		max += tarOverhead
@@ -363,7 +351,7 @@ type digest interface {
 
 // record writes the file.transfer record of a transfer that ended with
 // err (nil: it succeeded).
-func (h *fileHandler) record(ctx context.Context, f FileRef, rec audit.File, d digest, err error) {
+func (h *fileHandler) record(ctx context.Context, f api.FileRef, rec audit.File, d digest, err error) {
 	if h.opts.Audit == nil {
 		return
 	}

@@ -19,6 +19,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,8 +42,8 @@ const (
 )
 
 // execStatuses are the status label values of sandboxctl_exec_total.
-var execStatuses = []string{toolapi.StatusCompleted, toolapi.StatusFailed, toolapi.StatusRunning,
-	toolapi.StatusApprovalPending, toolapi.StatusDenied, valueInvalid, valueError, valueOther}
+var execStatuses = []string{api.StatusCompleted, api.StatusFailed, api.StatusRunning,
+	api.StatusApprovalPending, api.StatusDenied, valueInvalid, valueError, valueOther}
 
 // processOutcomes are the outcome label values of sandboxctl_process_total.
 var processOutcomes = []string{"ok", "not_found", valueInvalid, valueError}
@@ -144,7 +146,7 @@ func NewSet() *Set {
 			in.execs.WithLabelValues(h, s)
 		}
 	}
-	for _, a := range append(slices.Clone(toolapi.ProcessActions), valueInvalid) {
+	for _, a := range append(slices.Clone(api.ProcessActions), valueInvalid) {
 		for _, o := range processOutcomes {
 			in.procs.WithLabelValues(a, o)
 		}
@@ -172,7 +174,7 @@ func oneOf(v string, set []string, other string) string {
 }
 
 // Exec forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result, error) {
+func (in *Instrumented) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	start := time.Now()
 	res, err := in.next.Exec(ctx, p)
 	in.recordExec(start, res, err)
@@ -190,7 +192,7 @@ type instrumentedStreamer struct {
 	next toolapi.Streamer
 }
 
-func (s *instrumentedStreamer) ExecStream(ctx context.Context, p toolapi.ExecParams, started func(toolapi.Follower)) (toolapi.Result, error) {
+func (s *instrumentedStreamer) ExecStream(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
 	start := time.Now()
 	res, err := s.next.ExecStream(ctx, p, started)
 	s.set.recordExec(start, res, err)
@@ -206,15 +208,13 @@ func (s *instrumentedStreamer) FollowRaw(agentID, sessionKey, id string) (toolap
 }
 
 // recordExec counts one exec call that began at start and answered res, err.
-func (in *Set) recordExec(start time.Time, res toolapi.Result, err error) {
+func (in *Set) recordExec(start time.Time, res api.Result, err error) {
 	host := hostNone
 	status := valueError
 	if err == nil {
 		// The host that ran it, as the result reports it.
-		h, _ := res.Details["host"].(string)
-		host = oneOf(h, vocab.HostNames(), hostNone)
-		s, _ := res.Details["status"].(string)
-		status = oneOf(s, execStatuses, valueOther)
+		host = oneOf(res.Details.Host, vocab.HostNames(), hostNone)
+		status = oneOf(res.Details.Status, execStatuses, valueOther)
 		in.outputBytes.WithLabelValues("exec").Add(float64(textBytes(res)))
 	} else if errors.Is(err, toolapi.ErrInvalidInput) {
 		status = valueInvalid
@@ -224,7 +224,7 @@ func (in *Set) recordExec(start time.Time, res toolapi.Result, err error) {
 }
 
 // Process forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
+func (in *Instrumented) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	res, err := in.next.Process(ctx, p)
 	outcome := "ok"
 	switch {
@@ -232,13 +232,13 @@ func (in *Instrumented) Process(ctx context.Context, p toolapi.ProcessParams) (t
 		outcome = valueInvalid
 	case err != nil:
 		outcome = valueError
-	case res.Details["error"] == "not_found":
+	case res.Details.Error == api.ErrorNotFound:
 		outcome = "not_found"
 	}
 	if err == nil && (p.Action == "poll" || p.Action == "log") {
 		in.outputBytes.WithLabelValues("process").Add(float64(textBytes(res)))
 	}
-	in.procs.WithLabelValues(oneOf(p.Action, toolapi.ProcessActions, valueInvalid), outcome).Inc()
+	in.procs.WithLabelValues(oneOf(p.Action, api.ProcessActions, valueInvalid), outcome).Inc()
 	return res, err
 }
 
@@ -253,7 +253,7 @@ func (in *Instrumented) Register(cs ...prometheus.Collector) error {
 	return nil
 }
 
-func textBytes(res toolapi.Result) int {
+func textBytes(res api.Result) int {
 	n := 0
 	for _, c := range res.Content {
 		n += len(c.Text)

@@ -10,9 +10,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
-	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -39,15 +39,15 @@ func (a *approvalsAPI) decisionRoutes() map[string]http.Handler {
 	return map[string]http.Handler{"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve)}
 }
 
-func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) {
+func (a *approvalsAPI) collect(ctx context.Context) ([]api.Approval, error) {
 	list, err := a.store.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := a.now()
-	out := make([]cli.ApprovalView, 0, len(list))
+	out := make([]api.Approval, 0, len(list))
 	for _, p := range list {
-		out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: string(p.Host), Command: p.Command, Argv: p.Argv,
+		out = append(out, api.Approval{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: string(p.Host), Command: p.Command, Argv: p.Argv,
 			Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 			CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now)})
 	}
@@ -61,7 +61,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 			if where == "" {
 				where = p.NodeID
 			}
-			out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
+			out = append(out, api.Approval{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
 				Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 				CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status})
 		}
@@ -79,14 +79,14 @@ func (a *approvalsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pin, ok := daemon.PinFrom(r.Context()); ok {
-		list = slices.DeleteFunc(list, func(v cli.ApprovalView) bool { return v.AgentID != pin.AgentID })
+		list = slices.DeleteFunc(list, func(v api.Approval) bool { return v.AgentID != pin.AgentID })
 	}
 	replyJSON(w, http.StatusOK, list)
 }
 
 func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var body cli.ResolveRequest
+	var body api.ResolveRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
@@ -218,9 +219,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// and node events it maps are recorded whoever publishes them.
 	journal := audit.Tap{Next: journalFile, Log: auditLog.rec}
 	nodes, err := buildNodeRegistry(c, opts, state, logf, func(n nodeexec.Refusal) {
-		if _, err := journal.Append(toolapi.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
+		if _, err := journal.Append(api.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
 			Text:    fmt.Sprintf("Refused node %q (id %s) from %s: %v", n.Name, n.NodeID, n.Remote, n.Err),
-			Details: map[string]any{"nodeId": n.NodeID, "name": n.Name, "remote": n.Remote, "error": n.Err.Error()}}); err != nil {
+			Details: api.Details{NodeID: new(n.NodeID), Name: new(n.Name), Remote: n.Remote, Error: n.Err.Error()}}); err != nil {
 			logf("warning: %v", err)
 		}
 	})
@@ -268,7 +269,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Journal:        journalFile,
 		AuditDir:       auditLog.dir(),
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
-		IsInvalidInput: sessions.IsInvalidInput,
+		IsInvalidInput: toolapi.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
 				errors.Is(err, sessions.ErrHostUnavailable)
@@ -345,7 +346,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := apiclient.WriteDaemonConfig(state, apiclient.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
+	if err := apiclient.WriteDaemonConfig(state, api.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
 		logf("warning: commands without --config will not find this daemon's configuration: %v", err)
 	}
 	defer apiclient.RemoveDaemonConfig(state, os.Getpid())
@@ -590,7 +591,7 @@ func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeO
 	if c.JSON {
 		return cli.WriteJSON(c.Out, h)
 	}
-	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, daemon.SocketPath(state))
+	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, api.SocketPath(state))
 	return err
 }
 

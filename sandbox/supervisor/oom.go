@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -40,7 +42,7 @@ func Launch(args []string) error {
 		// identity's command uid may read what the supervisor may not).
 		p, err := exec.LookPath(path)
 		if err != nil {
-			return fmt.Errorf("%s: command not found", path)
+			return fmt.Errorf("%s: %s", path, api.CommandNotFound)
 		}
 		path = p
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
@@ -155,7 +157,7 @@ func lookPath(argv0 string, env []string) (string, error) {
 	if denied {
 		return "", fmt.Errorf("%s: %w", argv0, errNotVisible)
 	}
-	return "", fmt.Errorf("%s: command not found", argv0)
+	return "", fmt.Errorf("%s: %s", argv0, api.CommandNotFound)
 }
 
 func (sess *session) start(c *serverConn, stream uint32) error {

@@ -257,7 +257,7 @@ func (b *daemonBackend) Files(ctx context.Context, host vocab.Host, agentID, ses
 		if err != nil {
 			return FileTarget{}, err
 		}
-		if st, _ := res.Details["status"].(string); st != "completed" {
+		if st := res.Details.Status; st != "completed" {
 			return FileTarget{}, fmt.Errorf("sandboxctl: create the sandbox of %s: %s", agentID, resultText(res))
 		}
 	}
