@@ -151,3 +151,11 @@ func (r Result) Err() error {
 	//lint:ignore ST1005 the tool's exact text
 	return fmt.Errorf("No session found for %s: %w", r.Details.SessionID, ErrNoSession)
 }
+
+// The bounds of the exec tool's yieldMs (docs/tools.md): the tool clamps a
+// default window into them and refuses a larger yieldMs; the CLI refuses
+// what the tool would clamp, so a typo is not silently changed.
+const (
+	MinYieldMs = 10
+	MaxYieldMs = 120000
+)

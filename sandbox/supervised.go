@@ -350,7 +350,18 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 				m.clients.localFailed(id, time.Now())
 			}
 		},
-		Logf: func(format string, args ...any) { m.logf("sandbox %s: "+format, append([]any{short(id)}, args...)...) },
+		Logf: func(format string, args ...any) {
+			// The level prefix (debug:, warning:, error:; see the daemon's
+			// log) stays in front of the sandbox's name.
+			level := ""
+			for _, p := range []string{"debug: ", "warning: ", "error: "} {
+				if rest, ok := strings.CutPrefix(format, p); ok {
+					level, format = p, rest
+					break
+				}
+			}
+			m.logf(level+"sandbox %s: "+format, append([]any{short(id)}, args...)...)
+		},
 	}
 	c, err := supervisor.NewClient(ctx, opts)
 	if err != nil && m.clients.localFailedRecently(id, time.Now()) {

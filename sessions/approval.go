@@ -340,6 +340,16 @@ func (m *Manager) publishApprovalOutcome(s *session, v, final GuardVerdict) {
 	if final.Decision == vocab.DecisionRun {
 		decision = "run"
 	}
+	if m.obs != nil {
+		s.mu.Lock()
+		waited := time.Since(s.startedReal)
+		s.mu.Unlock()
+		verdict := vocab.DecisionDeny
+		if final.Decision == vocab.DecisionRun {
+			verdict = vocab.DecisionRun
+		}
+		m.obs.ApprovalDecided(verdict, final.Expired, waited)
+	}
 	details := api.Details{
 		ApprovalID: v.Approval.ApprovalID, ApprovalSlug: v.Approval.ApprovalSlug,
 		Decision: decision, Reason: final.Reason, SessionID: s.id,

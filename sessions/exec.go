@@ -13,14 +13,9 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/internal/termsize"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
-)
-
-// Terminal size of a PTY run (docs/tools.md).
-const (
-	ptyCols = 120
-	ptyRows = 30
 )
 
 // execPlan is a validated exec request.
@@ -182,7 +177,7 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	}
 	spec := StartSpec{
 		Command: plan.command, Env: p.Env, Dir: dir,
-		PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
+		PTY: p.PTY, Cols: sizeOr(p.Cols, termsize.DefaultCols), Rows: sizeOr(p.Rows, termsize.DefaultRows),
 		KeepStdin: plan.keepStdin,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
 		Node: p.Node, Security: plan.security, Ask: plan.ask,
@@ -248,6 +243,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	s.id = id
 	s.reqID, s.actor, s.node = plan.reqID, plan.actor, m.nodeOf(plan)
 	s.visible = plan.background
+	s.attached = plan.started != nil
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
 		_ = st.Kill(kctx)
@@ -376,7 +372,7 @@ func (m *Manager) plan(p api.ExecParams) (execPlan, error) {
 		return pl, err
 	}
 	if p.YieldMs != nil {
-		if err := checkWhole("yieldMs", *p.YieldMs, MaxYieldMs, "ms (2 minutes)"); err != nil {
+		if err := checkWhole("yieldMs", *p.YieldMs, api.MaxYieldMs, "ms (2 minutes)"); err != nil {
 			return pl, err
 		}
 	}
@@ -393,7 +389,7 @@ func (m *Manager) plan(p api.ExecParams) (execPlan, error) {
 	case p.Background:
 		pl.window = 0
 	case p.YieldMs != nil:
-		pl.window = time.Duration(clampFloat(*p.YieldMs, 10, MaxYieldMs)) * time.Millisecond
+		pl.window = time.Duration(clampFloat(*p.YieldMs, api.MinYieldMs, api.MaxYieldMs)) * time.Millisecond
 	default:
 		pl.window = time.Duration(m.lim.YieldMs) * time.Millisecond
 	}
@@ -491,13 +487,10 @@ func secondsDuration(v float64) time.Duration {
 	return math.MaxInt64
 }
 
-// The largest yieldMs and timeout an exec accepts; larger values are bad
+// The largest timeout an exec accepts (api.MaxYieldMs: yieldMs); larger values are bad
 // input (400), not clamped, so that a typo or an overflow never runs a
 // command under a window or timeout nobody asked for.
-const (
-	MaxYieldMs    = 120000
-	MaxTimeoutSec = 7 * 24 * 3600
-)
+const MaxTimeoutSec = 7 * 24 * 3600
 
 // checkWhole checks a whole-number field of the exec tool: finite, whole,
 // 0..limit (unit names limit in the message).

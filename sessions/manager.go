@@ -8,12 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
-
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
-
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -50,6 +48,21 @@ type Options struct {
 	// approval and session start and exit (audit.Log). An error from it
 	// refuses the request before anything runs (audit.onFailure refuse).
 	Audit audit.Recorder
+	// Observer, when set, is told when commands end and approvals are
+	// decided (the daemon's metrics).
+	Observer Observer
+}
+
+// Observer is told about commands and approvals as they end. Its methods
+// must be quick and safe for concurrent use.
+type Observer interface {
+	// CommandFinished reports a command that ended on host with status
+	// (completed or failed) after running for ran.
+	CommandFinished(host vocab.Host, status string, ran time.Duration)
+	// ApprovalDecided reports the verdict on a session's pending approval
+	// (run or deny), whether askFallback gave it when the request expired,
+	// and how long the session waited for it.
+	ApprovalDecided(decision vocab.Decision, expired bool, waited time.Duration)
 }
 
 // Limits are the effective numeric settings after defaults, environment
@@ -77,6 +90,7 @@ type Manager struct {
 	guard   Guard
 	now     func() time.Time
 	logf    func(string, ...any)
+	obs     Observer
 	ctx     context.Context // lifetime of sessions; cancelled by Close
 	cancel  context.CancelFunc
 
@@ -113,6 +127,7 @@ func New(opts Options) (*Manager, error) {
 		guard:    opts.Guard,
 		now:      opts.Now,
 		logf:     opts.Logf,
+		obs:      opts.Observer,
 		sessions: map[string]*session{},
 		reserved: map[string]string{},
 		spillDir: opts.SpillDir,
@@ -178,7 +193,7 @@ func (m *Manager) Limits() Limits { return m.lim }
 func (m *Manager) limits() Limits {
 	ex := m.cfg.Exec
 	l := Limits{
-		YieldMs:               clampInt(orDefault(ex.BackgroundMs, 10000), 10, 120000),
+		YieldMs:               clampInt(orDefault(ex.BackgroundMs, 10000), api.MinYieldMs, api.MaxYieldMs),
 		TimeoutSec:            orDefault(ex.TimeoutSec, 1800),
 		BackgroundTimeoutSec:  max(ex.BackgroundTimeoutSec, 0),
 		MaxOutputChars:        clampInt(orDefault(ex.MaxOutputChars, 200000), 1000, 200000),
@@ -415,7 +430,8 @@ func (m *Manager) forget(s *session) {
 	}
 }
 
-// lookup returns the session id of scope, if visible to the process tool.
+// lookup returns the session id of scope, if visible to the process tool
+// (backgrounded, or attached to a streamed exec).
 func (m *Manager) lookup(id, scope string) *session {
 	m.mu.Lock()
 	s := m.sessions[id]
@@ -424,7 +440,7 @@ func (m *Manager) lookup(id, scope string) *session {
 		return nil
 	}
 	s.mu.Lock()
-	visible := s.visible
+	visible := s.visible || s.attached
 	s.mu.Unlock()
 	if !visible {
 		return nil

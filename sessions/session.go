@@ -63,6 +63,7 @@ type session struct {
 	// not started (status approval-pending).
 	awaitingApproval bool
 	visible          bool // backgrounded: the process tool sees it
+	attached         bool // a streamed exec's: the process tool finds it by id while the stream follows it (not listed)
 	finished         bool
 	status           string
 	exitCode         int
@@ -286,6 +287,8 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	visible := s.visible
 	ev := m.exitEventLocked(s)
 	rec := exitRecordLocked(s)
+	host, status, ran := s.host, s.status, time.Since(s.startedReal)
+	started := !s.awaitingApproval // one that never started has no run time
 	if visible {
 		// Kept for polling: its output goes to disk. A foreground run's
 		// result is read from memory at once and the session forgotten.
@@ -299,6 +302,9 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	_ = m.record(context.Background(), rec)
 	if visible && ev != nil {
 		m.emit(*ev)
+	}
+	if m.obs != nil && started {
+		m.obs.CommandFinished(host, status, ran)
 	}
 	m.enforceRetention()
 	// Last: a waiter on done sees the session settled, retention included.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/sandboxctl/sandboxctl/api"
 )
@@ -12,7 +11,7 @@ import (
 // ConsoleLogin returns the path of a one-time login link to the console
 // ("/ui/login?code=..."), valid once for a minute.
 func (c *Client) ConsoleLogin(ctx context.Context) (string, error) {
-	raw, err := c.do(ctx, http.MethodPost, api.ConsoleLoginPath, struct{}{})
+	raw, err := c.do(ctx, "POST", api.ConsoleLoginPath, struct{}{})
 	if err != nil {
 		return "", err
 	}

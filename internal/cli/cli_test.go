@@ -11,9 +11,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
 func TestExecExitCode(t *testing.T) {
@@ -138,7 +137,7 @@ func TestStateDirPrecedence(t *testing.T) {
 		}
 	}
 	check("/from/config")
-	env[StateEnv] = "/from/env"
+	env[string(envknob.State)] = "/from/env"
 	check("/from/env")
 	c.StateFlag = "/from/flag"
 	check("/from/flag")
@@ -171,7 +170,7 @@ func TestCommandTree(t *testing.T) {
 func TestForwardWithoutDaemonBinary(t *testing.T) {
 	c := &CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{},
 		Getenv: func(k string) string {
-			if k == DaemonBinaryEnv {
+			if k == string(envknob.DaemonBinary) {
 				return "/nonexistent/sandboxctld"
 			}
 			return ""
@@ -181,13 +180,5 @@ func TestForwardWithoutDaemonBinary(t *testing.T) {
 	err := root.Execute()
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/sandboxctld") {
 		t.Fatalf("forwarding to a missing sandboxctld: %v", err)
-	}
-}
-
-func TestRunTagEnvIsHostexecs(t *testing.T) {
-	for _, other := range []string{hostexec.TagEnv, supervisor.RunTagEnv} {
-		if other != RunTagEnv {
-			t.Fatalf("RunTagEnv %q, but %q elsewhere", RunTagEnv, other)
-		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
-	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 )
 
 // ExecOptions are the flags of `sandboxctl exec`.
@@ -101,7 +102,7 @@ directory (unless the config sets exec.cwd).`,
 	f.StringVar(&opts.Host, "host", "", "where to run: sandbox|gateway|node (default: the config's exec.host)")
 	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "extra environment variable KEY=VALUE (repeatable)")
-	f.IntVar(&yieldMs, "yield-ms", 0, "wait this many ms, then background the run (10..120000); answers as the exec tool")
+	f.IntVar(&yieldMs, "yield-ms", 0, fmt.Sprintf("wait this many ms, then background the run (%d..%d); answers as the exec tool", api.MinYieldMs, api.MaxYieldMs))
 	f.BoolVarP(&opts.Background, "detach", "d", false, "background the run at once and print its session id")
 	f.BoolVar(&opts.Background, "background", false, "same as --detach")
 	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command (then EOF); the default when stdin is not a terminal")
@@ -148,8 +149,8 @@ func (o ExecOptions) Params() (api.ExecParams, error) {
 	if strings.TrimSpace(p.Command) == "" {
 		return p, UsageErrorf("exec: Provide a command to start.")
 	}
-	if o.YieldMs != nil && (*o.YieldMs < MinYieldMs || *o.YieldMs > MaxYieldMs) {
-		return p, UsageErrorf("exec: --yield-ms %v is out of range: allowed %d..%d", *o.YieldMs, MinYieldMs, MaxYieldMs)
+	if o.YieldMs != nil && (*o.YieldMs < api.MinYieldMs || *o.YieldMs > api.MaxYieldMs) {
+		return p, UsageErrorf("exec: --yield-ms %v is out of range: allowed %d..%d", *o.YieldMs, api.MinYieldMs, api.MaxYieldMs)
 	}
 	if o.Timeout != nil && *o.Timeout <= 0 {
 		return p, UsageErrorf("exec: --timeout %v is out of range: it must be more than 0 seconds", *o.Timeout)
@@ -173,23 +174,22 @@ func (o ExecOptions) Params() (api.ExecParams, error) {
 	return p, nil
 }
 
-// The exec tool's yieldMs range (docs/tools.md); the CLI refuses what the tool
-// would clamp, so a typo is not silently changed.
-const (
-	MinYieldMs = 10
-	MaxYieldMs = 120000
-)
-
 // commandLine turns exec's arguments into the tool's command line: one
 // argument is a shell command line as it is; several are an argv, each
-// word quoted for a POSIX shell (mvdan.cc/sh/v3/syntax.Quote).
+// word quoted for a POSIX shell (shellword.Quote, the one quoting of argv
+// words every front door and the guard use).
 func commandLine(args []string) (string, error) {
 	if len(args) <= 1 {
 		return strings.Join(args, ""), nil
 	}
 	words := make([]string, len(args))
 	for i, a := range args {
-		q, err := syntax.Quote(a, syntax.LangPOSIX)
+		q, err := shellword.Quote(a)
+		if err == nil && strings.ContainsAny(a, "\n\t") {
+			// shellword writes them in double quotes; the CLI keeps to
+			// words a single-quoted POSIX word carries, as it always did.
+			err = fmt.Errorf("%q: a newline or tab", a)
+		}
 		if err != nil {
 			return "", UsageErrorf("exec: argument %d (%q) cannot be passed as a word of its own (%v); pass the whole command as one shell command line instead", i+1, a, err)
 		}

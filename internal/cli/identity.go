@@ -5,11 +5,8 @@ import (
 	"encoding/hex"
 
 	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/envknob"
 )
-
-// DockerHostEnv names the Engine a daemon talks to (the Docker client's own
-// variable).
-const DockerHostEnv = "DOCKER_HOST"
 
 // Identity is what a daemon serves: its configuration file (absolute; ""
 // for the built-in defaults), the Engine it talks to, and a hash of both
@@ -17,7 +14,7 @@ const DockerHostEnv = "DOCKER_HOST"
 // request; a daemon with another answers 409 instead of silently running
 // the command under another configuration.
 func (c *CLI) Identity() (api.Identity, error) {
-	id := api.Identity{Engine: c.Getenv(DockerHostEnv)}
+	id := api.Identity{Engine: envknob.DockerHost.Get(c.Getenv)}
 	if _, err := c.LoadConfig(); err != nil {
 		return id, err
 	}

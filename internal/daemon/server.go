@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/console"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"log/slog"
 )
 
 // MaxBodyBytes is the largest request body the daemon reads (1 MiB); larger
@@ -131,6 +132,9 @@ type Options struct {
 	// before the tools are closed (default 2 s).
 	ShutdownGrace time.Duration
 	Logf          func(format string, args ...any)
+	// Logger, when set, gets one access-log line per request (see
+	// accessLog).
+	Logger *slog.Logger
 }
 
 // Server is a listening daemon. Create it with Listen, run it with Serve.
@@ -267,7 +271,7 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
-	s.unixSrv = s.newHTTPServer(consoleForwardOnly(s.checkIdentity(s.routes(true))))
+	s.unixSrv = s.newHTTPServer(s.accessLog("unix", consoleForwardOnly(s.checkIdentity(s.routes(true)))))
 	s.unixSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		return withBoundedConn(socketActor(withPeer(ctx, c)), c)
 	}
@@ -280,8 +284,8 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		for pattern, h := range opts.SelfAuthRoutes {
 			tcp.Handle(pattern, h)
 		}
-		tcp.Handle(console.Prefix, withActor(audit.Actor{Via: "console"}, s.console)) // its own login (see console)
-		s.tcpSrv = s.newHTTPServer(tcp)
+		tcp.Handle(console.Prefix, withActor(audit.Actor{Via: "console"}, noting(callerConsole, s.console))) // its own login (see console)
+		s.tcpSrv = s.newHTTPServer(s.accessLog("tcp", tcp))
 		s.tcpSrv.ConnContext = withBoundedConn
 		if opts.TLSCertFile != "" {
 			s.tcpSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{s.tlsCert}, MinVersion: tls.VersionTLS12}
@@ -640,7 +644,15 @@ func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, fmt.Errorf("%w over TCP: this daemon has no approver token (decide on its unix socket, or start it with an approver token)", ErrNotApprover))
 		})
 	}
-	return bearer(s.opts.ApproverToken, next)
+	return bearer(s.opts.ApproverToken, noting(callerApproverToken, next))
+}
+
+// noting notes caller for the access log, then serves next.
+func noting(caller string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noteCaller(r, caller)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // authTCP guards the TCP listener: the tool token gets every route, an
@@ -648,9 +660,10 @@ func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 // anything else 401.
 func (s *Server) authTCP(all, pinned http.Handler) http.Handler {
 	agents := newAgentTokens(s.opts.AgentTokens)
-	return bearer(s.token, all, func(w http.ResponseWriter, r *http.Request, token string) bool {
+	return bearer(s.token, noting(callerToolToken, all), func(w http.ResponseWriter, r *http.Request, token string) bool {
 		agent, ok := agents.match(token)
 		if ok {
+			noteCaller(r, agentCaller(agent))
 			ctx := audit.WithActor(context.WithValue(r.Context(), pinKey{}, Pin{AgentID: agent}), audit.Actor{Via: "agent-token", Token: agent})
 			pinned.ServeHTTP(w, r.WithContext(ctx))
 		}

@@ -245,7 +245,7 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p api.E
 	}
 	if f == nil {
 		if execErr != nil {
-			writeError(w, s.statusFor(execErr), execErr)
+			s.writeResult(w, api.Result{}, execErr) // as without "stream": the field too
 			return
 		}
 	}

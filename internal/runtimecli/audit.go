@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/internal/audit/auditkey"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
@@ -39,7 +40,7 @@ func openAudit(cfg config.File, state, version string, logf func(string, ...any)
 		if err != nil {
 			return nil, fmt.Errorf("serve: audit.signingKey: %w", err)
 		}
-		if opts.SigningKey, err = audit.LoadPrivateKey(path); err != nil {
+		if opts.SigningKey, err = auditkey.LoadPrivateKey(path); err != nil {
 			return nil, fmt.Errorf("serve: audit.signingKey: %w", err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
@@ -38,27 +38,6 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// TokenEnv holds the TCP listener's bearer token when --token is not given.
-const TokenEnv = "SANDBOXCTL_TOKEN"
-
-// NodeTokenEnv holds the node token when --node-token is not given.
-const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
-
-// ApproverTokenEnv holds the token that decides approvals over TCP.
-const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
-
-// SandboxLabelsEnv adds labels to every sandbox the daemon creates
-// (KEY=VALUE,KEY=VALUE), e.g. the testcontainers labels of a test that runs
-// the daemon in a container, so that its reaper recognises the sandboxes.
-// The sandboxctl.* keys (a sandbox's owner and config) are refused, but for
-// sandboxctl.test*.
-const SandboxLabelsEnv = "SANDBOXCTL_SANDBOX_LABELS"
-
-// SupervisorOff, as the value of $SANDBOXCTL_SUPERVISOR, keeps the daemon's
-// sandboxes on the plain Engine exec path on purpose (no warning in the
-// results, unlike a supervisor binary that is not found).
-const SupervisorOff = "off"
-
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -71,10 +50,12 @@ type ServeOptions struct {
 	// Foreground runs the daemon in this process (the default); false
 	// starts it detached, as exec's auto-start does, and returns.
 	Foreground bool
-	Listen     string
-	Token      string
-	TLSCert    string
-	TLSKey     string
+	// LogFormat is the log's format: LogFormatText or LogFormatJSON.
+	LogFormat string
+	Listen    string
+	Token     string
+	TLSCert   string
+	TLSKey    string
 	// NodeToken is what node agents present; default $SANDBOXCTL_NODE_TOKEN,
 	// then <state>/node-token (generated, mode 0600).
 	NodeToken string
@@ -120,12 +101,13 @@ are removed.`,
 	f := cmd.Flags()
 	f.BoolVar(&opts.Foreground, "foreground", true, "run in the foreground (--foreground=false starts a detached daemon and returns)")
 	f.StringVar(&opts.Listen, "listen", "", "also serve on this TCP address, e.g. 127.0.0.1:7766")
-	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+TokenEnv+", then <state>/token)")
+	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+string(envknob.Token)+", then <state>/token)")
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
-	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
+	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+string(envknob.ApproverToken)+"; none: decide on the unix socket only)")
 	f.Int64Var(&opts.FilesMaxBytes, "files-max-bytes", daemon.DefaultFileMaxBytes, "largest file content one files API transfer (upload or download) may move")
-	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
+	f.StringVar(&opts.LogFormat, "log-format", LogFormatText, "format of the daemon's log on stderr: text (key=value) or json (one object a line)")
+	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+string(envknob.NodeToken)+", then <state>/node-token)")
 	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(newServeStatusCommand(c))
 	cmd.AddCommand(&cobra.Command{
@@ -154,16 +136,19 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	if opts.Token == "" {
 		// The environment keeps the token out of ps, unlike --token.
-		opts.Token = c.Getenv(TokenEnv)
+		opts.Token = envknob.Token.Get(c.Getenv)
 	}
 	if opts.ApproverToken == "" {
-		opts.ApproverToken = c.Getenv(ApproverTokenEnv)
+		opts.ApproverToken = envknob.ApproverToken.Get(c.Getenv)
 	}
 	if opts.NodeToken == "" {
-		opts.NodeToken = c.Getenv(NodeTokenEnv)
+		opts.NodeToken = envknob.NodeToken.Get(c.Getenv)
 	}
-	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
-	logf := logger.Printf
+	logger, err := newLogger(c.Err, opts.LogFormat)
+	if err != nil {
+		return cli.UsageErrorf("serve: %v", err)
+	}
+	logf := logfTo(logger)
 	hardenDaemonProcess(ctx, logf)
 
 	// The lock comes first: a second daemon must not touch the state
@@ -175,14 +160,14 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer lock.Release()
 
-	labels, err := parseSandboxLabels(c.Getenv(SandboxLabelsEnv))
+	labels, err := parseSandboxLabels(envknob.SandboxLabels.Get(c.Getenv))
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", SandboxLabelsEnv, err)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", envknob.SandboxLabels, err)}
 	}
 	// The metrics come first: the sandbox manager reports to them.
 	metricSet := metrics.NewSet()
 	steps := &stepEvents{}
-	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff, Observer: metricSet, Steps: steps}
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps}
 	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
@@ -235,7 +220,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Audit: auditLog.rec})
+		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Observer: metricSet, Audit: auditLog.rec})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -245,6 +230,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	src := metrics.Sources{
+		Version:          c.Version,
 		RunningSessions:  mgr.Running,
 		PendingApprovals: func(ctx context.Context) (int, error) { return pendingApprovals(ctx, gate.Store) },
 	}
@@ -283,6 +269,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		TLSKeyFile:  opts.TLSKey,
 		Version:     c.Version,
 		Logf:        logf,
+		Logger:      logger,
 		Lock:        lock,
 	}
 	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now, audit: auditLog.rec}
@@ -393,8 +380,8 @@ func pendingApprovals(ctx context.Context, store *guard.Store) (int, error) {
 // is the child subreaper of its commands, so none leaves its process tree
 // (see daemon.AdoptOrphans).
 func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
-	for _, k := range []string{TokenEnv, NodeTokenEnv, ApproverTokenEnv} {
-		_ = os.Unsetenv(k)
+	for _, k := range []envknob.Knob{envknob.Token, envknob.NodeToken, envknob.ApproverToken} {
+		_ = os.Unsetenv(string(k))
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		logf("warning: cannot make the daemon undumpable: %v", err)
@@ -580,6 +567,9 @@ func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeO
 	if err != nil {
 		return err
 	}
+	if opts.LogFormat != "" && opts.LogFormat != LogFormatText {
+		argv = append(argv, "--log-format", opts.LogFormat)
+	}
 	client, err := apiclient.EnsureRunning(ctx, apiclient.StartOptions{StateDir: state, Command: argv})
 	if err != nil {
 		return err
@@ -619,7 +609,7 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 	}
 	token := opts.NodeToken
 	if token == "" {
-		token = c.Getenv(NodeTokenEnv)
+		token = envknob.NodeToken.Get(c.Getenv)
 	}
 	if token == "" {
 		var err error

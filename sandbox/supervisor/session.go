@@ -18,12 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
 )
-
-// RunTagEnv tags every process of a session (inherited across setsid and
-// daemonizing), so a kill finds the whole tree through /proc/PID/environ.
-const RunTagEnv = "SANDBOXCTL_RUN"
 
 // maxStdinQueue bounds stdin bytes queued for a command that does not read.
 const maxStdinQueue = 8 << 20
@@ -34,7 +31,7 @@ type session struct {
 	id        string
 	spec      OpenSpec
 	dir       string // session state dir ("" in memory)
-	tag       string // the environment entry RunTagEnv=ID
+	tag       string // the environment entry SANDBOXCTL_RUN=ID
 	pid       int
 	pgid      int
 	startedAt int64
@@ -98,13 +95,13 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	}
 	if spec.TTY {
 		if spec.Cols <= 0 {
-			spec.Cols = 120
+			spec.Cols = termsize.DefaultCols
 		}
 		if spec.Rows <= 0 {
-			spec.Rows = 30
+			spec.Rows = termsize.DefaultRows
 		}
 	}
-	sess := &session{srv: s, id: spec.ID, spec: spec, tag: RunTagEnv + "=" + spec.ID, leaderDone: make(chan struct{})}
+	sess := &session{srv: s, id: spec.ID, spec: spec, tag: string(envknob.RunTag) + "=" + spec.ID, leaderDone: make(chan struct{})}
 	sess.cond = sync.NewCond(&sess.mu)
 	if s.dir != "" {
 		sess.dir = filepath.Join(s.dir, spec.ID)
@@ -690,7 +687,7 @@ func mergeEnv(base, over []string) []string {
 	for _, list := range [][]string{base, over} {
 		for _, e := range list {
 			k, _, _ := strings.Cut(e, "=")
-			if k == "" || k == RunTagEnv {
+			if k == "" || k == string(envknob.RunTag) {
 				continue
 			}
 			if i, ok := idx[k]; ok {

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -447,40 +448,29 @@ func ExpandHome(p string) (string, error) {
 	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
 }
 
-// Overrides are the environment variables that override config values
-// (README, "Configuration"), each with its PI_BASH_* alias. The SANDBOXCTL_ name wins.
-var overrideNames = [][3]string{
-	{"SANDBOXCTL_YIELD_MS", "PI_BASH_YIELD_MS", "backgroundMs"},
-	{"SANDBOXCTL_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS", "maxOutputChars"},
-	{"SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS", "PI_BASH_PENDING_MAX_OUTPUT_CHARS", "pendingMaxOutputChars"},
-	{"SANDBOXCTL_JOB_TTL_MS", "PI_BASH_JOB_TTL_MS", "cleanupMs"},
-}
-
-// ApplyEnv applies the environment overrides read through getenv. A value
-// that is not a non-negative whole number is an error naming the variable.
+// ApplyEnv applies the environment variables that override config values
+// (docs/configuration.md, "Environment variables"), read through getenv;
+// each has its PI_BASH_* alias, and the SANDBOXCTL_ name wins. A value that
+// is not a non-negative whole number is an error naming the variable.
 func (f *File) ApplyEnv(getenv func(string) string) error {
-	for _, o := range overrideNames {
-		name, raw := o[0], getenv(o[0])
-		if raw == "" {
-			name, raw = o[1], getenv(o[1])
-		}
+	for _, o := range []struct {
+		knob envknob.Knob
+		dst  *int
+	}{
+		{envknob.YieldMs, &f.Exec.BackgroundMs},
+		{envknob.MaxOutputChars, &f.Exec.MaxOutputChars},
+		{envknob.PendingMaxOutputChars, &f.Exec.PendingMaxOutputChars},
+		{envknob.JobTTLMs, &f.Exec.CleanupMs},
+	} {
+		raw, name := o.knob.GetFrom(getenv)
 		if raw == "" {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(raw))
 		if err != nil || n < 0 {
-			return &Error{File: "environment", Key: name, Msg: fmt.Sprintf("want a non-negative whole number, got %q", raw)}
+			return &Error{File: "environment", Key: string(name), Msg: fmt.Sprintf("want a non-negative whole number, got %q", raw)}
 		}
-		switch o[2] {
-		case "backgroundMs":
-			f.Exec.BackgroundMs = n
-		case "maxOutputChars":
-			f.Exec.MaxOutputChars = n
-		case "pendingMaxOutputChars":
-			f.Exec.PendingMaxOutputChars = n
-		case "cleanupMs":
-			f.Exec.CleanupMs = n
-		}
+		*o.dst = n
 	}
 	return nil
 }

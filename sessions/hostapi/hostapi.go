@@ -109,3 +109,7 @@ type InputWaiter interface {
 	// InputWaitChanged is closed at the next change of InputWait.
 	InputWaitChanged() <-chan struct{}
 }
+
+// KillGrace is how long every host gives a killed command's tree between
+// SIGTERM and SIGKILL (Process.Kill, a timeout, a removed session).
+const KillGrace = 3 * time.Second

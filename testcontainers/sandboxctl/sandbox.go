@@ -24,7 +24,7 @@ import (
 // Terminate removes exactly those.
 const LabelRun = "sandboxctl.testcontainers.run"
 
-// The tools' wire types (package toolapi, standard library only).
+// The tools' wire types (package api: the standard library and vocab only).
 type (
 	// ExecParams is the input of the exec tool.
 	ExecParams = api.ExecParams

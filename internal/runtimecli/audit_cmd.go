@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"crypto/ed25519"
@@ -13,34 +13,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/internal/audit/auditkey"
+	"github.com/sandboxctl/sandboxctl/internal/cli"
 )
 
 // auditDir is the audit log's directory in the state directory.
-func (c *CLI) auditDir() (string, error) {
+func auditDirOf(c *cli.CLI) (string, error) {
 	state, err := c.StateDirNoConfig()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(state, "audit"), nil
+	return filepath.Join(state, AuditDirName), nil
 }
 
-func newAuditCommand(c *CLI) *cobra.Command {
+func newAuditCommand(c *cli.CLI) *cobra.Command {
 	var agent, since, until string
 	var kinds []string
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Show the audit log (who ran what, who allowed it, what it touched), or verify it",
+		Short: cli.RuntimeShort("audit"),
 		Long: `audit reads the state directory's audit log (docs/audit.md) directly: every record
 that passes the filters, oldest first (--json: one JSON object per line, as stored).
 --since and --until take an RFC 3339 time or a duration back from now (2h).`,
-		Args: ExactArgs(0),
+		Args: cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{"agent": {agent}, "since": {since}, "until": {until}, "kind": kinds}
 			f, err := audit.ParseFilter(q, time.Now())
 			if err != nil {
-				return UsageErrorf("audit: %v", err)
+				return cli.UsageErrorf("audit: %v", err)
 			}
-			dir, err := c.auditDir()
+			dir, err := auditDirOf(c)
 			if err != nil {
 				return err
 			}
@@ -58,18 +60,18 @@ that passes the filters, oldest first (--json: one JSON object per line, as stor
 	verify := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the audit log's hash chain; names the first edited, removed, reordered or cut line",
-		Args:  ExactArgs(0),
+		Args:  cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var pub ed25519.PublicKey
 			if pubPath != "" {
 				var err error
-				if pub, err = audit.LoadPublicKey(pubPath); err != nil {
-					return &ExitError{Code: 2, Err: err}
+				if pub, err = auditkey.LoadPublicKey(pubPath); err != nil {
+					return &cli.ExitError{Code: 2, Err: err}
 				}
 			} else if requireSigned {
-				return UsageErrorf("audit verify: --require-signed needs --public-key")
+				return cli.UsageErrorf("audit verify: --require-signed needs --public-key")
 			}
-			dir, err := c.auditDir()
+			dir, err := auditDirOf(c)
 			if err != nil {
 				return err
 			}
@@ -82,7 +84,7 @@ that passes the filters, oldest first (--json: one JSON object per line, as stor
 	return cmd
 }
 
-func runAuditQuery(c *CLI, dir string, f audit.Filter) error {
+func runAuditQuery(c *cli.CLI, dir string, f audit.Filter) error {
 	if c.JSON {
 		enc := json.NewEncoder(c.Out)
 		var werr error
@@ -162,7 +164,7 @@ func summary(r audit.Record) string {
 	return strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
 }
 
-func runAuditVerify(c *CLI, dir string, pub ed25519.PublicKey, requireSigned bool) error {
+func runAuditVerify(c *cli.CLI, dir string, pub ed25519.PublicKey, requireSigned bool) error {
 	rep, err := audit.Verify(dir, pub, requireSigned)
 	if err != nil {
 		return err
@@ -178,7 +180,7 @@ func runAuditVerify(c *CLI, dir string, pub ed25519.PublicKey, requireSigned boo
 		}
 	}
 	if rep.Problem != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("audit verify: %s: %w", dir, rep.Problem)}
+		return &cli.ExitError{Code: 1, Err: fmt.Errorf("audit verify: %s: %w", dir, rep.Problem)}
 	}
 	if !c.JSON {
 		fmt.Fprintf(c.Out, "audit log intact: %d record(s) in %d segment(s), seq %d..%d, last hash %s\n",
