@@ -439,6 +439,9 @@ func (a *agent) hello(ctx context.Context) *Hello {
 		Approvals:    a.guard.Summary(ctx),
 		Workdir:      a.workdir,
 	}
+	if a.sup != nil {
+		h.Capabilities = append(h.Capabilities, CapDurableRuns)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.runs {

@@ -543,6 +543,16 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 		// Fail with the reason now rather than wait on a stalled Engine.
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	// A call already waiting on the Engine when it stalls ends as soon as
+	// the health check finds it not answering, naming it.
+	bctx, release := m.whileEngineAnswers(ctx)
+	defer release()
+	st, err := m.start(bctx, s, opts)
+	return st, engineErr(bctx, err)
+}
+
+// start is Start once the Engine is known to answer.
+func (m *Manager) start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	res, err := m.ensureForStart(ctx, s)
 	if err != nil {
 		return nil, err

@@ -167,7 +167,10 @@ const (
 type Manager struct {
 	cfg Config
 	// health is the single Engine's health check (nil in a fleet and its members).
-	health     *engineHealth
+	health *engineHealth
+	// stall ends the calls waiting on the Engine when its health check
+	// (health, or the fleet's for a member) finds it not answering.
+	stall      engineWatch
 	stateDir   string
 	stateID    string
 	wsRoot     string

@@ -396,12 +396,13 @@ func (m *Manager) checkSupervisor(ctx context.Context, id string) error {
 type SupervisedExec struct {
 	*supervisor.Proc
 	m           *Manager
+	client      *supervisor.Client // the connection that follows it
 	containerID string
 	noInputWait bool
 }
 
 func (m *Manager) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
-	return &SupervisedExec{Proc: p, m: m, containerID: containerID, noInputWait: c.NoInputWait()}
+	return &SupervisedExec{Proc: p, m: m, client: c, containerID: containerID, noInputWait: c.NoInputWait()}
 }
 
 // InputWaitChanged is the supervisor's, or nil (never ready) when its

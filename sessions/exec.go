@@ -333,10 +333,12 @@ func (m *Manager) settle(s *session, plan execPlan, warnings []string) api.Resul
 			m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
 		}
 	}
+	rec := m.awaitRecordLocked(s)
 	release := m.inflateLocked(s)
 	r := runningResultLocked(s, warnings)
 	release()
 	s.mu.Unlock()
+	m.await(s, rec)
 	return r
 }
 

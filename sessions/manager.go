@@ -36,6 +36,11 @@ type Options struct {
 	// outlive the daemon, so that a restarted daemon does not deliver it
 	// again (e.g. <state>/cursors.json); "" keeps none.
 	CursorFile string
+	// AwaitedFile keeps the running background sessions of hosts whose
+	// sessions come back late after a restart (an Engine, a node), so that
+	// a restarted daemon shows them, in doubt, until they come back (e.g.
+	// <state>/awaited.json); "" keeps none.
+	AwaitedFile string
 	// SpillDir, when set, holds the output of finished sessions kept for
 	// polling (one file each, removed when the session is forgotten), so
 	// that it is not held in memory (e.g. <state>/output). Emptied at New.
@@ -84,6 +89,7 @@ type Limits struct {
 // Manager runs the exec and process tools. It is safe for concurrent use.
 type Manager struct {
 	cursors *cursorStore
+	awaited *awaitedStore
 	cfg     config.File
 	lim     Limits
 	hosts   map[vocab.Host]Host
@@ -134,6 +140,7 @@ func New(opts Options) (*Manager, error) {
 		live:     map[*session]struct{}{},
 		subs:     map[chan api.Event]struct{}{},
 		cursors:  openCursors(opts.CursorFile),
+		awaited:  openAwaited(opts.AwaitedFile),
 		journal:  opts.Journal,
 		audit:    opts.Audit,
 	}

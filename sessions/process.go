@@ -257,6 +257,8 @@ func (m *Manager) poll(ctx context.Context, s *session, p api.ProcessParams) (ap
 	switch {
 	case s.waitingForInputLocked():
 		state = "Process still running, waiting for input."
+	case !s.finished && s.doubtLocked() != "":
+		state = fmt.Sprintf("Process state %s.", s.doubtLocked())
 	case !s.finished:
 		state = "Process still running."
 	case s.status == api.StatusCompleted:
@@ -408,6 +410,9 @@ func encodeSendKeys(p api.ProcessParams) ([]byte, error) {
 }
 
 func (m *Manager) killAction(ctx context.Context, s *session) (api.Result, error) {
+	if err := s.unreachable("kill"); err != nil {
+		return api.Result{}, err
+	}
 	s.mu.Lock()
 	finished := s.finished
 	s.mu.Unlock()
@@ -457,6 +462,9 @@ var errSignalUnsupported = errors.New("this host cannot deliver a chosen signal"
 // signalAction delivers one signal to the session's process tree and
 // reports whether it ended within killWait.
 func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Signal, name string) (api.Result, error) {
+	if err := s.unreachable("signal"); err != nil {
+		return api.Result{}, err
+	}
 	s.mu.Lock()
 	finished, status := s.finished, s.status
 	s.mu.Unlock()
@@ -512,6 +520,9 @@ func (m *Manager) clear(s *session) (api.Result, error) {
 }
 
 func (m *Manager) remove(s *session) (api.Result, error) {
+	if err := s.unreachable("remove"); err != nil {
+		return api.Result{}, err
+	}
 	s.mu.Lock()
 	running := !s.finished
 	s.mu.Unlock()

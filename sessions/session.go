@@ -12,7 +12,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
-
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -42,11 +42,17 @@ type session struct {
 	host                vocab.Host
 	pty                 bool
 	proc                Process
-	inputWait           InputWaiter                     // nil: the host cannot tell
-	forget              func(ctx context.Context) error // nil: the host keeps nothing
-	pid                 int
-	startedAt           time.Time // by the injected clock (results, list, TTL)
-	startedReal         time.Time // by the real clock (timeouts run on real timers)
+	// place is where the command runs, in words (`Engine "e1"`, `node
+	// "n1"`; hostapi.Started.Place); awaited says it has an awaitedRecord;
+	// placeholder says proc is an awaitedProc: the session awaits its host
+	// after a restart (placeAwaited).
+	place                string
+	awaited, placeholder bool
+	inputWait            InputWaiter                     // nil: the host cannot tell
+	forget               func(ctx context.Context) error // nil: the host keeps nothing
+	pid                  int
+	startedAt            time.Time // by the injected clock (results, list, TTL)
+	startedReal          time.Time // by the real clock (timeouts run on real timers)
 	// reqID, actor and node (host node) are the exec request's, for its
 	// audit records.
 	reqID, node string
@@ -100,6 +106,7 @@ func (m *Manager) newSession(p api.ExecParams, host vocab.Host, cwd, command str
 		pty:         p.PTY,
 		proc:        st.Process,
 		inputWait:   st.InputWait,
+		place:       st.Place,
 		forget:      st.Forget,
 		pid:         st.PID(),
 		startedAt:   m.now(),
@@ -300,6 +307,12 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	delete(m.live, s)
 	m.mu.Unlock()
 	_ = m.record(context.Background(), rec)
+	if s.awaited && m.ctx.Err() == nil {
+		// Ended while the daemon serves (not cut off by its stop).
+		if err := m.awaited.remove(s.id); err != nil {
+			m.logf("sessions: %s: %v", s.id, err)
+		}
+	}
 	if visible && ev != nil {
 		m.emit(*ev)
 	}
@@ -413,6 +426,9 @@ func (s *session) stateDetailsLocked() api.Details {
 	if s.waitingForInputLocked() {
 		d.WaitingForInput = true
 	}
+	if doubt := s.doubtLocked(); doubt != "" {
+		d.Reason = doubt
+	}
 	if s.finished {
 		if s.status == api.StatusCompleted {
 			d.ExitCode = api.Code(s.exitCode)
@@ -421,6 +437,18 @@ func (s *session) stateDetailsLocked() api.Details {
 		}
 	}
 	return d
+}
+
+// doubtLocked is why the state of a running session is unknown right now
+// (hostapi.Doubter: its host lost sight of it), "" when it is known.
+func (s *session) doubtLocked() string {
+	if s.finished {
+		return ""
+	}
+	if d, ok := s.proc.(hostapi.Doubter); ok {
+		return d.Doubt()
+	}
+	return ""
 }
 
 func (s *session) statusLocked() string {

@@ -260,13 +260,37 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		return errors.New("open: the connection was superseded by a newer client")
 	}
 	exe, argv := path, spec.Argv
+	var startR, startW *os.File
 	if s.launcher != "" {
 		exe, argv = s.launcher, append([]string{spec.Argv[0], LaunchArg, path}, spec.Argv...)
+		// The start pipe (launchStartFD) tells a launcher that died
+		// before its code ran from one that runs.
+		if startR, startW, err = os.Pipe(); err != nil {
+			s.mu.Unlock()
+			sess.closeFds()
+			return fmt.Errorf("open: %w", err)
+		}
+		defer startR.Close()
+		files = append(files, startW.Fd())
 	}
 	pid, err := syscall.ForkExec(exe, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
+	if startW != nil {
+		_ = startW.Close()
+	}
+	if err == nil && startR != nil && !launcherStarted(startR) {
+		// Died before it ran (nothing ran: the reaper collects it, as
+		// no session claims its pid).
+		s.mu.Unlock()
+		why := sess.launcherDied()
+		sess.closeFds()
+		return fmt.Errorf("open: start %s: %w", spec.Argv[0], why)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		sess.closeFds()
+		if errors.Is(err, syscall.EAGAIN) {
+			return fmt.Errorf("open: start %s: %w (%w)", spec.Argv[0], pidsLimitErr(), err)
+		}
 		if s.cred != nil && dir != "" && s.launcher != "" &&
 			(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EACCES)) {
 			// The launcher exists: what failed is the working directory.
