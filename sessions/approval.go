@@ -255,6 +255,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	proc := newApprovalProcess(spec.PTY, "waiting for approval "+slug, cancel)
 	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, Started{Process: proc}, plan.keepStdin)
 	s.id = id
+	s.reqID, s.actor, s.node = plan.reqID, plan.actor, m.nodeOf(plan)
 	s.visible = true
 	s.awaitingApproval = true
 	if err := m.register(s); err != nil {
@@ -286,6 +287,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		s.awaitingApproval = false
 		s.mu.Unlock()
 		if err == nil {
+			_ = m.record(m.ctx, outcomeRecord(s, v, final))
 			m.publishApprovalOutcome(s, v, final)
 		}
 		switch {
@@ -318,6 +320,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		s.pid = real.PID()
 		s.forget = real.Forget
 		s.mu.Unlock()
+		m.recordStart(m.ctx, s, spec.Command)
 	}()
 	r := approvalResult(v.Approval, plan, plan.command, spec.Dir, warnings)
 	r.Details.SessionID = id

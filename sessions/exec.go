@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -30,7 +31,9 @@ type execPlan struct {
 	timeout         time.Duration // foreground timeout; 0 = none
 	explicitTimeout bool
 	keepStdin       bool
-	denied          string // set when the request is refused before anything runs
+	denied          string      // set when the request is refused before anything runs
+	reqID           string      // ties the request's audit records together
+	actor           audit.Actor // who asked (audit.ActorFrom)
 	// started, when set, is called with a Follower once the session exists
 	// (ExecStream).
 	started func(toolapi.Follower)
@@ -77,20 +80,31 @@ func (m *Manager) exec(ctx context.Context, p api.ExecParams, started func(toola
 	if m.isClosed() {
 		return api.Result{}, ErrClosed
 	}
+	// Recorded before anything else: under audit.onFailure refuse a
+	// request that cannot be recorded does not run.
+	reqID := newRequestID()
+	if err := m.record(ctx, execRecord(audit.KindExecRequest, reqID, p)); err != nil {
+		return api.Result{}, fmt.Errorf("exec: %w", err)
+	}
 	plan, err := m.plan(p)
 	if err != nil {
+		m.refused(ctx, reqID, p, "", err)
 		return api.Result{}, err
 	}
 	plan.started = started
+	plan.reqID, plan.actor = reqID, audit.ActorFrom(ctx)
 	if plan.denied != "" {
+		m.refused(ctx, reqID, p, plan.host, errors.New(plan.denied))
 		return deniedResult(plan.denied, nil), nil
 	}
 	// Before anything is made for it (a sandbox, an approval request).
 	if err := m.checkRunning(p.AgentID); err != nil {
+		m.refused(ctx, reqID, p, plan.host, err)
 		return api.Result{}, err
 	}
 	host, spec, warnings, err := m.prepare(ctx, plan)
 	if err != nil {
+		m.refused(ctx, reqID, p, plan.host, err)
 		return api.Result{}, err
 	}
 	if m.needsGuard(plan) {
@@ -100,8 +114,10 @@ func (m *Manager) exec(ctx context.Context, p api.ExecParams, started func(toola
 			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node, PTY: p.PTY,
 		})
 		if err != nil {
+			m.refused(ctx, reqID, p, plan.host, fmt.Errorf("guard: %w", err))
 			return api.Result{}, fmt.Errorf("exec: guard: %w", err)
 		}
+		_ = m.record(ctx, guardRecord(reqID, plan, v))
 		switch v.Decision {
 		case vocab.DecisionRun:
 			if v.Command != "" {
@@ -115,6 +131,7 @@ func (m *Manager) exec(ctx context.Context, p api.ExecParams, started func(toola
 			}
 			return deniedResult(reason, warnings), nil
 		case vocab.DecisionApprovalPending:
+			_ = m.record(ctx, approvalRecord(reqID, plan, v.Approval, spec.Command))
 			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
 				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval.ApprovalSlug, spec.Command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
@@ -193,9 +210,11 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		// is a result, not a failure.
 		if reason, pe, ok := nodeRefusal(err); ok {
 			if pe == nil {
+				_ = m.record(ctx, guardRecord(plan.reqID, plan, GuardVerdict{Decision: vocab.DecisionDeny, Reason: "node: " + reason}))
 				return deniedResult(reason, warnings), nil
 			}
 			approval := pe.Details()
+			_ = m.record(ctx, approvalRecord(plan.reqID, plan, approval, spec.Command))
 			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
 				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval.ApprovalSlug, spec.Command)})
 			if w, ok := host.(ApprovalWaiter); ok {
@@ -205,6 +224,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 			}
 			return approvalResult(approval, plan, spec.Command, spec.Dir, warnings), nil
 		}
+		m.refused(ctx, plan.reqID, p, plan.host, err)
 		if errors.As(err, new(interface{ InvalidParameter() })) {
 			// The host looked at the command and could not start it (its
 			// workdir, its program, its environment): the caller's input.
@@ -221,6 +241,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	}
 	s := m.newSession(p, plan.host, spec.Dir, p.Command, st, plan.keepStdin || watchInput)
 	s.id = id
+	s.reqID, s.actor, s.node = plan.reqID, plan.actor, m.nodeOf(plan)
 	s.visible = plan.background
 	s.attached = plan.started != nil
 	if err := m.register(s); err != nil {
@@ -237,6 +258,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	}
 	m.armTimeoutLocked(s, timeout)
 	s.mu.Unlock()
+	m.recordStart(ctx, s, spec.Command)
 	m.run(s)
 	if plan.started != nil {
 		plan.started(newStartedFollower(m, s))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -48,6 +49,10 @@ type Options struct {
 	// Journal, when set, numbers and keeps every event before subscribers
 	// get it (eventjournal.Journal), so clients can replay what they missed.
 	Journal EventJournal
+	// Audit, when set, records every exec request, guard verdict,
+	// approval and session start and exit (audit.Log). An error from it
+	// refuses the request before anything runs (audit.onFailure refuse).
+	Audit audit.Recorder
 	// Observer, when set, is told when commands end and approvals are
 	// decided (the daemon's metrics).
 	Observer Observer
@@ -106,6 +111,7 @@ type Manager struct {
 	subMu   sync.Mutex
 	subs    map[chan api.Event]struct{}
 	journal EventJournal
+	audit   audit.Recorder
 
 	sweepStop chan struct{}
 	sweepDone chan struct{}
@@ -136,6 +142,10 @@ func New(opts Options) (*Manager, error) {
 		cursors:  openCursors(opts.CursorFile),
 		awaited:  openAwaited(opts.AwaitedFile),
 		journal:  opts.Journal,
+		audit:    opts.Audit,
+	}
+	if m.audit == nil {
+		m.audit = audit.Nop{}
 	}
 	if m.now == nil {
 		m.now = time.Now

@@ -75,10 +75,16 @@ func (m *Manager) Process(ctx context.Context, p api.ProcessParams) (api.Result,
 		if p.Data == "" && !p.EOF {
 			return api.Result{}, inputErr("data", "write needs data (or eof:true to close stdin)")
 		}
+		if err := m.recordInput(ctx, s, "write", []byte(p.Data), ""); err != nil {
+			return api.Result{}, err
+		}
 		return m.write(s, []byte(p.Data), p.EOF, "write")
 	case "send-keys":
 		data, err := encodeSendKeys(p)
 		if err != nil {
+			return api.Result{}, err
+		}
+		if err := m.recordInput(ctx, s, "send-keys", data, ""); err != nil {
 			return api.Result{}, err
 		}
 		return m.write(s, data, false, "send-keys")
@@ -87,8 +93,15 @@ func (m *Manager) Process(ctx context.Context, p api.ProcessParams) (api.Result,
 			return api.Result{}, inputErr("text", "paste needs text")
 		}
 		bracketed := p.Bracketed == nil || *p.Bracketed
-		return m.write(s, keys.Paste(p.Text, bracketed), false, "paste")
+		data := keys.Paste(p.Text, bracketed)
+		if err := m.recordInput(ctx, s, "paste", data, ""); err != nil {
+			return api.Result{}, err
+		}
+		return m.write(s, data, false, "paste")
 	case "submit":
+		if err := m.recordInput(ctx, s, "submit", []byte("\r"), ""); err != nil {
+			return api.Result{}, err
+		}
 		return m.write(s, []byte("\r"), false, "submit")
 	case "kill":
 		if strings.TrimSpace(p.Signal) != "" {
@@ -96,12 +109,21 @@ func (m *Manager) Process(ctx context.Context, p api.ProcessParams) (api.Result,
 			if err != nil {
 				return api.Result{}, err
 			}
+			if err := m.recordInput(ctx, s, "kill", nil, name); err != nil {
+				return api.Result{}, err
+			}
 			return m.signalAction(ctx, s, sig, name)
+		}
+		if err := m.recordInput(ctx, s, "kill", nil, "SIGKILL"); err != nil {
+			return api.Result{}, err
 		}
 		return m.killAction(ctx, s)
 	case "clear":
 		return m.clear(s)
 	case "remove":
+		if err := m.recordInput(ctx, s, "remove", nil, ""); err != nil {
+			return api.Result{}, err
+		}
 		return m.remove(s)
 	case "resize":
 		return m.resize(ctx, s, p)

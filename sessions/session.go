@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -52,6 +53,10 @@ type session struct {
 	pid                  int
 	startedAt            time.Time // by the injected clock (results, list, TTL)
 	startedReal          time.Time // by the real clock (timeouts run on real timers)
+	// reqID, actor and node (host node) are the exec request's, for its
+	// audit records.
+	reqID, node string
+	actor       audit.Actor
 
 	mu        sync.Mutex
 	agg       *output.Log // all output, by stream; streams follow it by offset
@@ -288,6 +293,7 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	s.wakeLocked()
 	visible := s.visible
 	ev := m.exitEventLocked(s)
+	rec := exitRecordLocked(s)
 	host, status, ran := s.host, s.status, time.Since(s.startedReal)
 	started := !s.awaitingApproval // one that never started has no run time
 	if visible {
@@ -300,6 +306,7 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	m.mu.Lock()
 	delete(m.live, s)
 	m.mu.Unlock()
+	_ = m.record(context.Background(), rec)
 	if s.awaited && m.ctx.Err() == nil {
 		// Ended while the daemon serves (not cut off by its stop).
 		if err := m.awaited.remove(s.id); err != nil {

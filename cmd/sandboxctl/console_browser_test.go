@@ -291,6 +291,10 @@ func TestConsoleBrowser(t *testing.T) {
 	within(t, ctx, 10*time.Second, "open the nodes page", chromedp.Navigate(base+"/ui/#nodes"), chromedp.WaitVisible(chromedp.CSS("#nodes")))
 	waitJS(t, ctx, 10*time.Second, "nodes table filled", `document.querySelector('#nodes-table tbody').children.length > 0`)
 	screenshot(t, ctx, "nodes")
+	// The audit page lists the records of what the test did, as text.
+	within(t, ctx, 10*time.Second, "open the audit page", chromedp.Navigate(base+"/ui/#audit"), chromedp.WaitVisible(chromedp.CSS("#audit")))
+	waitJS(t, ctx, 10*time.Second, "audit table filled", `document.querySelector('#audit-table tbody').textContent.includes('exec.request')`)
+	screenshot(t, ctx, "audit")
 
 	// The link worked once: a second use is refused.
 	within(t, ctx, 10*time.Second, "reuse the link", chromedp.Navigate(link))

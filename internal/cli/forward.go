@@ -26,6 +26,7 @@ func RuntimeCommands() []RuntimeCommand {
 		{"mcp", "Serve the exec and process tools as an MCP server over stdio"},
 		{"node", "Run this machine as a node host, or list the gateway's nodes"},
 		{"ui", "Open the web console (approvals, sessions, sandboxes, nodes) in a browser"},
+		{"audit", "Show the audit log (who ran what, who allowed it, what it touched), or verify it"},
 	}
 }
 

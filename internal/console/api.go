@@ -22,6 +22,18 @@ func (c *Console) sandbox(w http.ResponseWriter, r *http.Request) {
 	forward(w, r, c.opts.API, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(r.PathValue("name")), nil)
 }
 
+// audit is the newest records of the audit log (?agent=&kind=, at most
+// 200), as GET /v1/audit answers them (one JSON object per line).
+func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
+	q := url.Values{"last": {"200"}}
+	for _, k := range []string{"agent", "kind"} {
+		if v := r.URL.Query().Get(k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	forward(w, r, c.opts.API, http.MethodGet, "/v1/audit?"+q.Encode(), nil)
+}
+
 // sandboxChange pauses, resumes or removes a sandbox (docs/sandboxes.md):
 // for sessions that may decide (the operators) only.
 func (c *Console) sandboxChange(w http.ResponseWriter, r *http.Request) {

@@ -3,9 +3,13 @@ package daemon
 import (
 	"archive/tar"
 	"bufio"
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"net/http"
@@ -13,7 +17,9 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 )
 
 // FileStore is what the files API serves from (the sandbox manager). limit
@@ -42,6 +48,17 @@ type FileRoutesOptions struct {
 	SpoolDir string
 	// Logf receives panics recovered on the routes' helper goroutines.
 	Logf func(format string, args ...any)
+	// Audit, when set, records every upload, download and removal with
+	// its bytes and SHA-256 (computed while streaming) once it ended;
+	// while Audit.Check fails (audit.onFailure refuse and a record could
+	// not be written) transfers are refused with 503.
+	Audit FileAudit
+}
+
+// FileAudit is the audit log as the files API uses it (audit.Log).
+type FileAudit interface {
+	audit.Recorder
+	Check() error
 }
 
 // DefaultFileMaxBytes is the default size limit of one file transfer.
@@ -141,7 +158,12 @@ func (h *fileHandler) list(w http.ResponseWriter, r *http.Request) {
 func (h *fileHandler) remove(w http.ResponseWriter, r *http.Request) {
 	f, err := h.ref(r)
 	if err == nil {
-		if err = h.store.Remove(r.Context(), f); err == nil {
+		err = h.auditCheck()
+	}
+	if err == nil {
+		err = h.store.Remove(r.Context(), f)
+		h.record(r.Context(), f, audit.File{Direction: audit.DirectionRemove}, nil, err)
+		if err == nil {
 			writeJSON(w, http.StatusOK, map[string]any{"removed": f.Path})
 			return
 		}
@@ -163,6 +185,20 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, fmt.Errorf("%w: format %q: want raw or tar", cerrdefs.ErrInvalidArgument, format))
 		return
 	}
+	if err := h.auditCheck(); err != nil {
+		h.fail(w, err)
+		return
+	}
+	// What the client gets is hashed and counted as it goes.
+	out := &digestWriter{w: w, h: sha256.New()}
+	rec := audit.File{Direction: audit.DirectionOut, Format: "raw"}
+	var sent error
+	answered := false // a 200 went out: the transfer began
+	defer func() {
+		if answered {
+			h.record(r.Context(), f, rec, out, sent)
+		}
+	}()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -183,9 +219,12 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if format == "tar" {
+		rec.Format = "tar"
 		w.Header().Set("Content-Type", api.ContentTypeTar)
+		answered = true
 		w.WriteHeader(http.StatusOK)
-		if _, err := io.Copy(w, br); err != nil {
+		if _, err := io.Copy(out, br); err != nil {
+			sent = err
 			panic(http.ErrAbortHandler) // the client must not take a cut stream for the whole
 		}
 		return
@@ -202,26 +241,37 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// No format asked: a directory comes as tar.
+		rec.Format = "tar"
 		w.Header().Set("Content-Type", api.ContentTypeTar)
+		answered = true
 		w.WriteHeader(http.StatusOK)
-		tw := tar.NewWriter(w)
+		tw := tar.NewWriter(out)
 		for ; err == nil; hdr, err = tr.Next() {
 			if werr := tw.WriteHeader(hdr); werr != nil {
+				sent = werr
 				panic(http.ErrAbortHandler)
 			}
 			if _, werr := io.Copy(tw, tr); werr != nil {
+				sent = werr
 				panic(http.ErrAbortHandler)
 			}
 		}
-		if !errors.Is(err, io.EOF) || tw.Close() != nil {
+		if !errors.Is(err, io.EOF) {
+			sent = err
+			panic(http.ErrAbortHandler)
+		}
+		if werr := tw.Close(); werr != nil {
+			sent = werr
 			panic(http.ErrAbortHandler)
 		}
 		return
 	}
 	w.Header().Set("Content-Type", api.ContentTypeBinary)
 	w.Header().Set("Content-Length", strconv.FormatInt(hdr.Size, 10))
+	answered = true
 	w.WriteHeader(http.StatusOK)
-	if n, err := io.Copy(w, tr); err != nil || n != hdr.Size {
+	if n, err := io.Copy(out, tr); err != nil || n != hdr.Size {
+		sent = cmp.Or(err, io.ErrUnexpectedEOF)
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -258,20 +308,94 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		}
 		mode = fs.FileMode(v)
 	}
-	body, err := spoolUpload(w, r.Body, h.opts.SpoolDir, h.opts.MaxBytes, isTar)
+	if err := h.auditCheck(); err != nil {
+		h.fail(w, err)
+		return
+	}
+	// The upload is hashed and counted as it is spooled.
+	in := &digestReader{r: r.Body, h: sha256.New()}
+	body, err := spoolUpload(w, in, h.opts.SpoolDir, h.opts.MaxBytes, isTar)
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	defer body.Close()
+	rec := audit.File{Direction: audit.DirectionIn, Format: "raw"}
 	if isTar {
+		rec.Format = "tar"
 		err = h.store.WriteTar(r.Context(), f, h.opts.MaxBytes, body)
 	} else {
 		err = h.store.WriteFile(r.Context(), f, mode, h.opts.MaxBytes, body)
 	}
+	h.record(r.Context(), f, rec, in, err)
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"written": f.Path})
 }
+
+// auditCheck refuses a transfer while the audit log cannot be written
+// (audit.onFailure refuse).
+func (h *fileHandler) auditCheck() error {
+	if h.opts.Audit == nil {
+		return nil
+	}
+	return h.opts.Audit.Check()
+}
+
+// digest is the count and SHA-256 of the bytes a transfer moved.
+type digest interface {
+	sum() (int64, string)
+}
+
+// record writes the file.transfer record of a transfer that ended with
+// err (nil: it succeeded).
+func (h *fileHandler) record(ctx context.Context, f api.FileRef, rec audit.File, d digest, err error) {
+	if h.opts.Audit == nil {
+		return
+	}
+	rec.Path = f.Path
+	if d != nil {
+		rec.Bytes, rec.SHA256 = d.sum()
+	}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	_ = h.opts.Audit.Record(ctx, audit.Record{Kind: audit.KindFileTransfer, AgentID: f.AgentID, SessionKey: f.SessionKey,
+		Host: "sandbox", File: &rec})
+}
+
+// digestWriter hashes and counts what passes through it.
+type digestWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (d *digestWriter) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p)
+	d.h.Write(p[:n])
+	d.n += int64(n)
+	return n, err
+}
+
+func (d *digestWriter) sum() (int64, string) { return d.n, hex.EncodeToString(d.h.Sum(nil)) }
+
+// digestReader hashes and counts what is read through it.
+type digestReader struct {
+	r io.ReadCloser
+	h hash.Hash
+	n int64
+}
+
+func (d *digestReader) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	d.h.Write(p[:n])
+	d.n += int64(n)
+	return n, err
+}
+
+func (d *digestReader) Close() error { return d.r.Close() }
+
+func (d *digestReader) sum() (int64, string) { return d.n, hex.EncodeToString(d.h.Sum(nil)) }

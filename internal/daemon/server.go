@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/console"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"log/slog"
@@ -112,6 +113,9 @@ type Options struct {
 	// Lock is the state directory's lock, taken with LockStateDir before
 	// anything else; nil makes Listen take it. The Server releases it.
 	Lock *StateLock
+	// AuditDir is the audit log's directory, served (read-only) by GET
+	// /v1/audit to operators; "" answers 503.
+	AuditDir string
 	// Version is reported by /healthz.
 	Version string
 	// Identity is the configuration and Engine the daemon serves, reported
@@ -269,18 +273,18 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
 	s.unixSrv = s.newHTTPServer(s.accessLog("unix", consoleForwardOnly(s.checkIdentity(s.routes(true)))))
 	s.unixSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		return withBoundedConn(withPeer(ctx, c), c)
+		return withBoundedConn(socketActor(withPeer(ctx, c)), c)
 	}
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
-		tcp.Handle("/", s.authTCP(s.checkIdentity(s.routes(false)), s.pinnedRoutes()))
+		tcp.Handle("/", s.authTCP(s.checkIdentity(withActor(audit.Actor{Via: "tcp", Token: "tool"}, s.routes(false))), s.pinnedRoutes()))
 		for pattern, h := range opts.ApprovalRoutes {
-			tcp.Handle(pattern, s.requireApproverToken(h))
+			tcp.Handle(pattern, s.requireApproverToken(withActor(audit.Actor{Via: "tcp", Token: "approver"}, h)))
 		}
 		for pattern, h := range opts.SelfAuthRoutes {
 			tcp.Handle(pattern, h)
 		}
-		tcp.Handle(console.Prefix, noting(callerConsole, s.console)) // its own login (see console)
+		tcp.Handle(console.Prefix, withActor(audit.Actor{Via: "console"}, noting(callerConsole, s.console))) // its own login (see console)
 		s.tcpSrv = s.newHTTPServer(s.accessLog("tcp", tcp))
 		s.tcpSrv.ConnContext = withBoundedConn
 		if opts.TLSCertFile != "" {
@@ -593,6 +597,11 @@ func (s *Server) routes(unix bool) http.Handler {
 	for pattern, h := range s.opts.Routes {
 		mux.Handle(pattern, h)
 	}
+	if !unix {
+		// Behind the daemon's token; an agent token is refused (it reaches
+		// pinnedRoutes only).
+		mux.HandleFunc("GET /v1/audit", s.handleAudit)
+	}
 	if unix {
 		// Only over the socket: whoever can reach it is the daemon's
 		// owner, while a TCP token is meant to grant tool use only.
@@ -604,7 +613,10 @@ func (s *Server) routes(unix bool) http.Handler {
 		// The console logs a browser in with a code only an approver
 		// mints (`sandboxctl ui`), and vets the processes behind every
 		// login and session request (see consoleVet).
-		mux.Handle(console.Prefix, s.console.WithVet(consoleVet(check)))
+		mux.Handle(console.Prefix, viaConsole(s.console.WithVet(consoleVet(check))))
+		// The audit log is the operator's: no process sandboxctl started
+		// reads it.
+		mux.Handle("GET /v1/audit", s.requireApproverPeer(check, http.HandlerFunc(s.handleAudit)))
 		mux.Handle("POST "+api.ConsoleLoginPath, s.requireApproverPeer(check, s.console.LoginCodeHandler()))
 	}
 	return mux
@@ -652,7 +664,8 @@ func (s *Server) authTCP(all, pinned http.Handler) http.Handler {
 		agent, ok := agents.match(token)
 		if ok {
 			noteCaller(r, agentCaller(agent))
-			pinned.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), pinKey{}, Pin{AgentID: agent})))
+			ctx := audit.WithActor(context.WithValue(r.Context(), pinKey{}, Pin{AgentID: agent}), audit.Actor{Via: "agent-token", Token: agent})
+			pinned.ServeHTTP(w, r.WithContext(ctx))
 		}
 		return ok
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -25,6 +26,7 @@ type approvalsAPI struct {
 	store *guard.Store
 	nodes *nodeexec.Registry // nil without node connections
 	now   func() time.Time
+	audit audit.Recorder // approval.decision records (who decided)
 }
 
 // routes are the tool routes: the list.
@@ -111,8 +113,17 @@ func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 
 // decide records a decision on the gateway's store, or on the node that
 // holds the request.
-func (a *approvalsAPI) decide(ctx context.Context, id string, d vocab.ApprovalDecision) error {
-	err := a.store.Resolve(ctx, id, d)
+func (a *approvalsAPI) decide(ctx context.Context, id string, d vocab.ApprovalDecision) (err error) {
+	if a.audit != nil {
+		defer func() {
+			rec := audit.Record{Kind: audit.KindApprovalDecide, Approval: &audit.Approval{ID: id, Decision: string(d)}}
+			if err != nil {
+				rec.Approval.Reason = err.Error()
+			}
+			_ = a.audit.Record(ctx, rec)
+		}()
+	}
+	err = a.store.Resolve(ctx, id, d)
 	if errors.Is(err, guard.ErrUnknownApproval) && a.nodes != nil {
 		err = a.nodes.ResolveApproval(ctx, "", id, d)
 		if errors.Is(err, nodeexec.ErrApprovalUnknown) {

@@ -16,5 +16,5 @@ import (
 // Commands are the runtime commands bound to c, in the order of
 // cli.RuntimeCommands.
 func Commands(c *cli.CLI) []*cobra.Command {
-	return []*cobra.Command{newServeCommand(c), newSandboxCommand(c), newMCPCommand(c), newNodeCommand(c), newUICommand(c)}
+	return []*cobra.Command{newServeCommand(c), newSandboxCommand(c), newMCPCommand(c), newNodeCommand(c), newUICommand(c), newAuditCommand(c)}
 }

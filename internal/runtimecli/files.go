@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -53,11 +56,18 @@ func (s sandboxFiles) Remove(ctx context.Context, f api.FileRef) error {
 type storeFiles struct {
 	store daemon.FileStore
 	limit int64
+	audit daemon.FileAudit // nil: no audit log
 }
 
 var _ mcpserver.Files = storeFiles{}
 
-func (s storeFiles) ReadFile(ctx context.Context, f api.FileRef, limit int64) ([]byte, error) {
+func (s storeFiles) ReadFile(ctx context.Context, f api.FileRef, limit int64) (data []byte, err error) {
+	if s.audit != nil {
+		if err := s.audit.Check(); err != nil {
+			return nil, err
+		}
+		defer func() { s.record(ctx, f, audit.DirectionOut, data, err) }()
+	}
 	var buf bytes.Buffer
 	if err := s.store.Read(ctx, f, limit, &buf); err != nil {
 		return nil, err
@@ -74,7 +84,26 @@ func (s storeFiles) ReadFile(ctx context.Context, f api.FileRef, limit int64) ([
 }
 
 func (s storeFiles) WriteFile(ctx context.Context, f api.FileRef, data []byte) error {
-	return s.store.WriteFile(ctx, f, 0o644, s.limit, bytes.NewReader(data))
+	if s.audit == nil {
+		return s.store.WriteFile(ctx, f, 0o644, s.limit, bytes.NewReader(data))
+	}
+	if err := s.audit.Check(); err != nil {
+		return err
+	}
+	err := s.store.WriteFile(ctx, f, 0o644, s.limit, bytes.NewReader(data))
+	s.record(ctx, f, audit.DirectionIn, data, err)
+	return err
+}
+
+// record writes the file.transfer record of an MCP read_file or
+// write_file (the files API records its own).
+func (s storeFiles) record(ctx context.Context, f api.FileRef, direction string, data []byte, err error) {
+	sum := sha256.Sum256(data)
+	rec := &audit.File{Path: f.Path, Direction: direction, Format: "raw", Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	_ = s.audit.Record(ctx, audit.Record{Kind: audit.KindFileTransfer, AgentID: f.AgentID, SessionKey: f.SessionKey, Host: "sandbox", File: rec})
 }
 
 func (s storeFiles) ListFiles(ctx context.Context, f api.FileRef) (api.FileList, error) {

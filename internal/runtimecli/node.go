@@ -93,7 +93,15 @@ func RunNode(ctx context.Context, c *cli.CLI, opts NodeRunOptions) error {
 		logger.Printf("warning: %v; commands run unsupervised and end with this agent", err)
 		sup = nil
 	}
+	// The node keeps its own audit chain of what it ran and decided.
+	auditLog, err := openAudit(cfg, nodeState, c.Version, logger.Printf)
+	if err != nil {
+		return fmt.Errorf("node run: %w", err)
+	}
+	defer auditLog.close()
+	auditLog.started(ctx, cfg)
 	err = nodeexec.RunAgent(ctx, nodeexec.AgentOptions{
+		Audit:      auditLog.rec,
 		GatewayURL: opts.GatewayURL, Token: opts.Token, Name: opts.Name, Supervisor: sup,
 		TLSFingerprint: opts.TLSFingerprint, StateDir: nodeState, Workdir: opts.Workdir,
 		Config: nodeexec.GuardConfig{

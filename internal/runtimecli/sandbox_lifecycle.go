@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -29,6 +30,7 @@ type sandboxAPI struct {
 	m       *sandbox.Manager
 	publish func(api.Event)
 	isDown  func(error) bool
+	audit   audit.Recorder // sandbox records (who did what); nil: none
 }
 
 // maxLifecycleBody bounds a lifecycle request body.
@@ -78,7 +80,7 @@ func (a *sandboxAPI) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("created", in)
+	a.event(r.Context(), "created", in)
 	replyJSON(w, http.StatusCreated, in)
 }
 
@@ -132,7 +134,7 @@ func (a *sandboxAPI) remove(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("removed", in, workspace)
+	a.event(r.Context(), "removed", in, workspace)
 	replyJSON(w, http.StatusOK, map[string]any{"removed": in.ID, "name": in.Name, "workspaceRemoved": workspace})
 }
 
@@ -147,7 +149,7 @@ func (a *sandboxAPI) change(action string, do func(context.Context, string) (san
 			a.fail(w, err)
 			return
 		}
-		a.event(action, in)
+		a.event(r.Context(), action, in)
 		replyJSON(w, http.StatusOK, in)
 	})
 }
@@ -172,13 +174,17 @@ func (a *sandboxAPI) extend(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("extended", in)
+	a.event(r.Context(), "extended", in)
 	replyJSON(w, http.StatusOK, in)
 }
 
-// event publishes a lifecycle event for in; workspaceRemoved is set for a
-// removal only.
-func (a *sandboxAPI) event(action string, in sandbox.Info, workspaceRemoved ...bool) {
+// event records (with the actor of ctx) and publishes a lifecycle event
+// for in; workspaceRemoved is set for a removal only.
+func (a *sandboxAPI) event(ctx context.Context, action string, in sandbox.Info, workspaceRemoved ...bool) {
+	if a.audit != nil {
+		_ = a.audit.Record(ctx, audit.Record{Kind: audit.KindSandbox, AgentID: in.AgentID, SessionKey: in.SessionKey, Host: "sandbox",
+			Sandbox: &audit.Sandbox{Action: action, ID: in.ID, Name: in.Name}})
+	}
 	if a.publish == nil {
 		return
 	}
@@ -252,7 +258,7 @@ func (a *sandboxAPI) CreateSandbox(ctx context.Context, req apiclient.CreateSand
 	if err != nil {
 		return apiclient.Sandbox{}, err
 	}
-	a.event("created", in)
+	a.event(ctx, "created", in)
 	return clientSandbox(in), nil
 }
 
@@ -285,7 +291,7 @@ func (a *sandboxAPI) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey
 	if in, err = a.m.Delete(ctx, in.ID, workspace); err != nil {
 		return apiclient.Sandbox{}, err
 	}
-	a.event("removed", in, workspace)
+	a.event(ctx, "removed", in, workspace)
 	return clientSandbox(in), nil
 }
 

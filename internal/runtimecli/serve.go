@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
@@ -195,11 +196,19 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		defer sbx.Close()
 	}
-	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	journalFile, err := eventjournal.Open(filepath.Join(state, "events"), 0)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer journal.Close()
+	defer journalFile.Close()
+	auditLog, err := openAudit(cfg, state, c.Version, logf)
+	if err != nil {
+		return err
+	}
+	defer auditLog.close()
+	// Every event is journalled through the audit log's tap: the sandbox
+	// and node events it maps are recorded whoever publishes them.
+	journal := audit.Tap{Next: journalFile, Log: auditLog.rec}
 	nodes, err := buildNodeRegistry(c, opts, state, logf, func(n nodeexec.Refusal) {
 		if _, err := journal.Append(api.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
 			Text:    fmt.Sprintf("Refused node %q (id %s) from %s: %v", n.Name, n.NodeID, n.Remote, n.Err),
@@ -217,7 +226,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json"), AwaitedFile: filepath.Join(state, "awaited.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Observer: metricSet})
+		CursorFile: filepath.Join(state, "cursors.json"), AwaitedFile: filepath.Join(state, "awaited.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Observer: metricSet, Audit: auditLog.rec})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -235,6 +244,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		src.Sandboxes = sbx.List
 	}
 	tools := metricSet.Wrap(mgr, src)
+	if err := tools.Register(auditLog.gauges()...); err != nil {
+		return fmt.Errorf("serve: metrics: %w", err)
+	}
 	if sbx != nil {
 		if err := tools.Register(engineGauges(sbx)...); err != nil {
 			return fmt.Errorf("serve: metrics: %w", err)
@@ -246,7 +258,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Tools:          tools,
 		Streams:        metricSet.Streams(mgr),
 		Sessions:       mgr.Sessions,
-		Journal:        journal,
+		Journal:        journalFile,
+		AuditDir:       auditLog.dir(),
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
 		IsInvalidInput: toolapi.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
@@ -265,7 +278,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Logger:      logger,
 		Lock:        lock,
 	}
-	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}
+	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now, audit: auditLog.rec}
 	for pattern, h := range approvals.routes() {
 		dopts.Routes[pattern] = h
 	}
@@ -278,17 +291,20 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		}
 	}
 	if cfg.Exec.ApprovalHook != "" {
-		hook := &approvalHook{path: cfg.Exec.ApprovalHook, resolve: approvals.decide, logf: logf,
+		hook := &approvalHook{path: cfg.Exec.ApprovalHook, logf: logf,
+			resolve: func(ctx context.Context, id string, d vocab.ApprovalDecision) error {
+				return approvals.decide(audit.WithActor(ctx, audit.Actor{Via: "hook"}), id, d)
+			},
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
 		go hook.run(ctx, mgr.Subscribe(ctx))
 	}
 	var lifecycle *sandboxAPI // the sandbox lifecycle (nil: no sandboxes)
 	if sbx != nil {
-		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable}
+		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable, audit: auditLog.rec}
 		for pattern, h := range lifecycle.routes() {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
-		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf}) {
+		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf, Audit: auditLog.files()}) {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
@@ -296,7 +312,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
 		mcpSandboxes = lifecycle
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, c.Version, logf)
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
 	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
@@ -342,6 +358,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// again as before the restart. Requests wait in the listen backlog
 	// until Serve below.
 	recoverStart := time.Now()
+	auditLog.started(ctx, cfg)
 	if n, err := mgr.Recover(ctx); err != nil {
 		logf("warning: recovering sessions: %v", err)
 	} else if n > 0 {
@@ -353,8 +370,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		go sbx.RunPruner(runCtx, pruneInterval)
 	}
 	if sbx != nil {
-		expired := &sandboxAPI{publish: mgr.Publish}
-		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event("expired", in) })
+		expired := &sandboxAPI{publish: mgr.Publish, audit: auditLog.rec}
+		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event(runCtx, "expired", in) })
 	}
 	if e2bAPI != nil {
 		go e2bAPI.serve(runCtx, logf)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandboxctl/sandboxctl/envknob"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -425,6 +427,9 @@ func (f File) Validate() error {
 	if err := f.Limits.validate(); err != nil {
 		return err
 	}
+	if err := f.Audit.validate(); err != nil {
+		return err
+	}
 	if strings.TrimSpace(f.State) == "" {
 		return &Error{Key: "state", Msg: "must not be empty"}
 	}
@@ -499,6 +504,27 @@ func (l Limits) validate() error {
 		if c.agent > c.total {
 			return &Error{Key: c.key, Msg: fmt.Sprintf("%d is over %s (%d)", c.agent, c.totalKey, c.total)}
 		}
+	}
+	return nil
+}
+
+// validate checks the audit section; zero values (a configuration built in
+// code) take the defaults.
+func (a Audit) validate() error {
+	if a.OnFailure != "" {
+		if _, err := audit.ParseFailureMode(string(a.OnFailure)); err != nil {
+			return &Error{Key: "audit.onFailure", Msg: err.Error()}
+		}
+	}
+	seg := cmp.Or(a.MaxSegmentBytes, audit.DefaultMaxSegmentBytes)
+	if seg < 4096 {
+		return &Error{Key: "audit.maxSegmentBytes", Msg: fmt.Sprintf("must be at least 4096, got %d", a.MaxSegmentBytes)}
+	}
+	if a.MaxBytes != 0 && a.MaxBytes < 2*seg {
+		return &Error{Key: "audit.maxBytes", Msg: fmt.Sprintf("must be at least twice audit.maxSegmentBytes (%d), got %d", 2*seg, a.MaxBytes)}
+	}
+	if a.SigningKey != "" && !filepath.IsAbs(a.SigningKey) && !strings.HasPrefix(a.SigningKey, "~/") {
+		return &Error{Key: "audit.signingKey", Msg: fmt.Sprintf("%q is not an absolute path", a.SigningKey)}
 	}
 	return nil
 }
