@@ -280,3 +280,23 @@ func TestFaultCpLargeFilesByteExact(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultExecStdinSlowReaderLosesNothing: a command that starts reading
+// its stdin late (sleep, then cat) gets every byte of a 40 MB stdin; the
+// CLI is held back meanwhile, as under docker exec -i, instead of the
+// input beyond the supervisor's stdin queue being dropped.
+func TestFaultExecStdinSlowReaderLosesNothing(t *testing.T) {
+	e := newEnv(t)
+	src, sum := randomFile(t, 40<<20)
+	dst := filepath.Join(t.TempDir(), "stdin-copy")
+	_, errf, code := e.runToFiles(t, src, "exec", "--", "sleep 3; cat > "+dst)
+	if got := fileSHA(t, dst); code != 0 || got != sum {
+		b, _ := os.ReadFile(errf)
+		fi, _ := os.Stat(dst)
+		size := int64(-1)
+		if fi != nil {
+			size = fi.Size()
+		}
+		t.Fatalf("stdin: exit %d, %d of %d bytes, sha256 %s, want %s; stderr %.300s", code, size, 40<<20, got, sum, b)
+	}
+}

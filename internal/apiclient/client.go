@@ -130,6 +130,8 @@ func statusClass(status int) error {
 		return cerrdefs.ErrNotImplemented
 	case 503:
 		return cerrdefs.ErrUnavailable
+	case 504:
+		return context.DeadlineExceeded // errdefs has no value of its own: IsDeadlineExceeded matches this
 	}
 	return cerrdefs.ErrUnknown
 }

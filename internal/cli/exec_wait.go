@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,9 @@ type waiter struct {
 	// (a foreground run without a PTY); nothing of the CLI's stdin goes.
 	eofAtOnce bool
 	begun     bool // stdin and the terminal are being forwarded
+	// stdinErr is why the CLI's stdin did not reach the command whole
+	// (an error of *error): the exec then never exits 0.
+	stdinErr atomic.Pointer[error]
 	// listed: the session outlived the exec's yield window (or waits for
 	// approval) and so is listed until it is removed.
 	listed bool
@@ -108,7 +112,11 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p api.Exe
 	if err != nil {
 		return startError(ctx, err)
 	}
-	return w.follow(ctx, life, cancel, fs)
+	err = w.follow(ctx, life, cancel, fs)
+	if se := w.stdinErr.Load(); se != nil && err == nil {
+		return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: the command did not get all of its stdin: %w", *se)}
+	}
+	return err
 }
 
 // startStream sends the streamed exec on life; a Ctrl-C before the daemon
@@ -477,14 +485,43 @@ func (w *waiter) pumpStdin(ctx context.Context) {
 		}
 		eof := !open && !w.tty
 		if len(data) > 0 || eof {
-			if _, err := w.client.WriteStdin(ctx, w.p.AgentID, w.p.SessionKey, w.id, data, eof); err != nil {
-				return // the command ended or closed stdin
+			if err := w.writeStdin(ctx, data, eof); err != nil {
+				w.stdinFailed(ctx, err)
+				return
 			}
 		}
 		if !open {
 			return
 		}
 	}
+}
+
+// writeStdin sends data (and EOF) to the command. The daemon holds a
+// write back while the command has not taken its earlier input; after a
+// while it answers 504 with nothing of data written, and the same data is
+// sent again: a command that reads late waits for its input, as under
+// docker exec -i.
+func (w *waiter) writeStdin(ctx context.Context, data []byte, eof bool) error {
+	for {
+		_, err := w.client.WriteStdin(ctx, w.p.AgentID, w.p.SessionKey, w.id, data, eof)
+		if err == nil || !cerrdefs.IsDeadlineExceeded(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// stdinFailed handles input that could not be written. A command that
+// ended or closed its stdin (400, 404: the session's answer) takes no more,
+// as a pipe whose reader is gone. Any other failure is said on stderr, the
+// command's stdin is closed so that it can end, and the exec will not exit
+// 0: input was lost.
+func (w *waiter) stdinFailed(ctx context.Context, err error) {
+	if cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotFound(err) || ctx.Err() != nil {
+		return
+	}
+	w.stdinErr.Store(&err)
+	fmt.Fprintf(w.c.Err, "sandboxctl: stdin: %v; closing the command's stdin\n", err)
+	_, _ = w.client.WriteStdin(ctx, w.p.AgentID, w.p.SessionKey, w.id, nil, true)
 }
 
 // kill ends the command's whole tree (Ctrl-C).

@@ -856,7 +856,8 @@ func (s *Server) statusFor(err error) int {
 // httpStatus is the status code of err's containerd errdefs class
 // (errhttp.ToHTTP), with what errhttp leaves to 500: an existing thing is
 // a conflict (409); a backend that is down (unavailable reports the
-// backend's own errors) or a caller gone is 503.
+// backend's own errors) or a caller gone is 503; another deadline that
+// passed (e.g. a command that took none of its stdin) is 504.
 func httpStatus(err error, unavailable func(error) bool) int {
 	if code := errhttp.ToHTTP(err); code != http.StatusInternalServerError {
 		return code
@@ -866,6 +867,8 @@ func httpStatus(err error, unavailable func(error) bool) int {
 		return http.StatusConflict
 	case unavailable != nil && unavailable(err), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
+	case cerrdefs.IsDeadlineExceeded(err):
+		return http.StatusGatewayTimeout
 	}
 	return http.StatusInternalServerError
 }

@@ -132,8 +132,10 @@ type Client struct {
 	serverDir   string
 	limits      []string
 	noInputWait bool
-	done        chan struct{}
-	zr          io.ReadCloser // DEFLATE reader, used by the read loop only
+	// stdinAcks: the server returns stdin credit (HelloAck.StdinAcks).
+	stdinAcks bool
+	done      chan struct{}
+	zr        io.ReadCloser // DEFLATE reader, used by the read loop only
 }
 
 // NewClient connects (handshake included) and returns a Client.
@@ -218,6 +220,7 @@ func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
 		}
 		c.mu.Lock()
 		c.serverPID, c.serverDir, c.limits, c.noInputWait = ack.PID, ack.Dir, ack.Limits, ack.NoInputWait
+		c.stdinAcks = ack.StdinAcks
 		c.mu.Unlock()
 		return conn, br, nil
 	}
@@ -408,6 +411,10 @@ func (c *Client) dispatch(f Frame) error {
 		var st Status
 		_ = json.Unmarshal(f.Payload, &st)
 		p.setInputWait(st.InputWait)
+	case FrameStdinAck:
+		if len(f.Payload) == 4 {
+			p.onStdinAck(int64(binary.BigEndian.Uint32(f.Payload)))
+		}
 	}
 	return nil
 }
@@ -753,7 +760,7 @@ func (c *Client) Attach(ctx context.Context, info SessionInfo, stdoutOff, stderr
 
 func (c *Client) newProc(id string, tty, stdin bool, recv [2]int64) *Proc {
 	p := &Proc{c: c, id: id, tty: tty, hasStdin: stdin, started: make(chan struct{}), done: make(chan struct{}),
-		iwCh: make(chan struct{})}
+		iwCh: make(chan struct{}), stdinCh: make(chan struct{})}
 	p.recv = recv
 	p.stdout = newStreamBuf(p)
 	if !tty {

@@ -96,11 +96,13 @@
 //
 // Server → client:
 //
-//	HelloAck    {version, client nonce, pid, dir, socket}   stream 0, to the new client and the one it supersedes
+//	HelloAck    {version, client nonce, pid, dir, socket,   stream 0, to the new client and the one it supersedes
+//	            stdinAcks}
 //	Started     {id, pid, startedAtMs}                      answers Open and Attach
 //	Output      [1 stdout | 2 stderr] + data                stream
 //	OutputZ     [stream] + u32 raw length + DEFLATE data     stream (bulk output, only after Hello.deflate)
 //	Status      {inputWait}                                 stream, on every change
+//	StdinAck    u32 stdin bytes the command took            stream (when HelloAck.stdinAcks)
 //	Exit        {code, signal, endedAtMs}                   stream; nothing follows
 //	Error       UTF-8 message                               stream or request id
 //	Result      request-specific payload                    request id
@@ -122,8 +124,20 @@
 // buffers more than the window, whatever the output size. Bulk chunks
 // (≥ 16 KiB) are sent DEFLATE-compressed when that shrinks them below 90%
 // (the Engine's attach copy, not the supervisor, bounds throughput; after
-// a chunk that does not shrink, 16 chunks go raw). Stdin queued for a
-// command that does not read is capped at 8 MiB.
+// a chunk that does not shrink, 16 chunks go raw).
+//
+// Stdin flows the other way under the same rule. Stdin queued for a
+// command is capped at 8 MiB; beyond that the server drops a Stdin frame
+// with an Error. A server that says stdinAcks in its HelloAck returns
+// each Stdin frame's bytes in a StdinAck once the command took them (or
+// once they were dropped because it closed its stdin), and the client
+// keeps at most 4 MiB (StdinWindow, half the queue) unacked per stream: a
+// Write waits for credit, up to 30 s, so a command that reads late holds
+// its writer back instead of losing input. A Write that fits the window
+// waits for all of its credit before it sends anything, so that one that
+// times out sent nothing and may be retried whole (ErrStdinNotTaken). On
+// reconnect the credit starts anew (the old connection's acks may never
+// come; the queue's other half absorbs them).
 //
 // # Connections, takeover and reconnect
 //

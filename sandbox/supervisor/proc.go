@@ -45,6 +45,10 @@ type Proc struct {
 	lastErr   string
 	inputWait atomic.Bool
 	iwCh      chan struct{} // closed and replaced on every input-wait change
+	// stdinInFlight is the stdin sent and not yet acked (StdinAck);
+	// stdinCh is closed and replaced on every ack.
+	stdinInFlight int64
+	stdinCh       chan struct{}
 }
 
 func (p *Proc) onStarted(st Started) {
@@ -170,6 +174,12 @@ func (p *Proc) reattach(conn Conn) {
 	p.mu.Lock()
 	off := p.recv
 	p.unacked = 0
+	// Stdin acks of the old connection may never come: start the credit
+	// anew. The server's queue holds at most one window of old input
+	// besides one of new (StdinWindow is half of it).
+	p.stdinInFlight = 0
+	close(p.stdinCh)
+	p.stdinCh = make(chan struct{})
 	p.mu.Unlock()
 	// Bytes the reader has not taken yet still count against the window.
 	win := p.c.window - int64(p.stdout.buffered())
@@ -240,18 +250,87 @@ func (p *Proc) Write(b []byte) (int, error) {
 	if p.exited() {
 		return 0, errors.New("supervisor: process has exited")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), stdinWait)
 	defer cancel()
+	// A write that fits the window waits for all its credit first, so that
+	// a command that does not take its input fails it whole (nothing
+	// sent: ErrStdinNotTaken, safe to retry); a larger one goes a window
+	// at a time.
 	n := 0
 	for len(b) > 0 {
-		k := min(len(b), stdinFrame)
-		if err := p.c.send(ctx, FrameStdin, p.stream, b[:k]); err != nil {
+		part := b[:min(len(b), StdinWindow)]
+		if err := p.awaitStdinCredit(ctx, int64(len(part))); err != nil {
 			return n, err
 		}
-		n += k
-		b = b[k:]
+		for len(part) > 0 {
+			k := min(len(part), stdinFrame)
+			if err := p.c.send(ctx, FrameStdin, p.stream, part[:k]); err != nil {
+				p.onStdinAck(int64(len(part)))
+				return n, err
+			}
+			n += k
+			part, b = part[k:], b[k:]
+		}
 	}
 	return n, nil
+}
+
+// stdinWait bounds how long one Write waits for the command to take its
+// input (stdin credit) or for the connection.
+const stdinWait = 30 * time.Second
+
+// ErrStdinNotTaken is a Write of which nothing was sent because the
+// command took none of its earlier input for stdinWait: the caller may
+// write the same bytes again. It is of containerd's errdefs class
+// "deadline exceeded" (its DeadlineExceeded method), which crosses HTTP as
+// 504, without this package importing errdefs.
+var ErrStdinNotTaken error = stdinNotTaken{}
+
+type stdinNotTaken struct{}
+
+func (stdinNotTaken) Error() string {
+	return fmt.Sprintf("stdin: the command took none of its pending input within %s; nothing of this write was sent", stdinWait)
+}
+
+// DeadlineExceeded marks the errdefs class.
+func (stdinNotTaken) DeadlineExceeded() {}
+
+// awaitStdinCredit takes k bytes of stdin credit, waiting while
+// StdinWindow bytes are in flight (a command that reads slowly holds its
+// writer back); against a server that does not ack stdin it takes none.
+func (p *Proc) awaitStdinCredit(ctx context.Context, k int64) error {
+	p.c.mu.Lock()
+	acks := p.c.stdinAcks
+	p.c.mu.Unlock()
+	if !acks {
+		return nil
+	}
+	for {
+		p.mu.Lock()
+		if p.stdinInFlight == 0 || p.stdinInFlight+k <= StdinWindow {
+			p.stdinInFlight += k
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.stdinCh
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-p.done:
+			return errors.New("supervisor: process has exited")
+		case <-ctx.Done():
+			return ErrStdinNotTaken
+		}
+	}
+}
+
+// onStdinAck returns n bytes of stdin credit.
+func (p *Proc) onStdinAck(n int64) {
+	p.mu.Lock()
+	p.stdinInFlight = max(0, p.stdinInFlight-n)
+	close(p.stdinCh)
+	p.stdinCh = make(chan struct{})
+	p.mu.Unlock()
 }
 
 // CloseStdin sends EOF (^D on a TTY).

@@ -41,6 +41,7 @@ const (
 	FrameStarted  byte = 65 // server: stream, JSON Started
 	FrameOutput   byte = 66 // server: stream, payload[0] = 1 stdout | 2 stderr, rest = data
 	FrameOutputZ  byte = 71 // server: as Output, then u32 raw length, then the data as a DEFLATE stream (only after Hello asked for it)
+	FrameStdinAck byte = 72 // server: stream, u32 big endian: stdin bytes the command took (stdin credit back; only when HelloAck.StdinAcks)
 	FrameExit     byte = 67 // server: stream, JSON ExitStatus; no Output follows
 	FrameStatus   byte = 68 // server: stream, JSON Status (input wait changes)
 	FrameError    byte = 69 // server: stream or request id, UTF-8 message
@@ -128,6 +129,10 @@ type HelloAck struct {
 	Limits []string `json:"limits,omitempty"`
 	// NoInputWait: input-wait detection is off (one of Limits says why).
 	NoInputWait bool `json:"noInputWait,omitempty"`
+	// StdinAcks: the server returns stdin credit in StdinAck frames, so a
+	// client keeps at most StdinWindow bytes of a stream's stdin in flight
+	// (a server without it drops stdin beyond its queue with an Error).
+	StdinAcks bool `json:"stdinAcks,omitempty"`
 }
 
 // OpenSpec starts a command.
@@ -248,3 +253,9 @@ func (in SessionInfo) DroppedNote() string {
 
 // DefaultWindow is the default output credit per stream.
 const DefaultWindow = 4 << 20
+
+// StdinWindow is the stdin a client keeps in flight per stream at most,
+// against a server that acks stdin: half the server's queue
+// (maxStdinQueue), so a command that reads slowly holds its writer back
+// instead of overflowing the queue.
+const StdinWindow = maxStdinQueue / 2

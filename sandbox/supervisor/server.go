@@ -286,7 +286,7 @@ func (s *Server) hello(c *serverConn, h Hello) {
 	s.deflate.Store(h.Deflate)
 	s.detachAllLocked()
 	s.mu.Unlock()
-	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath(), Limits: s.limits, NoInputWait: s.noInputWait})
+	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath(), Limits: s.limits, NoInputWait: s.noInputWait, StdinAcks: true})
 	frame := AppendFrame(nil, FrameHelloAck, 0, ack)
 	s.enqueue(outFrame{b: frame, to: c})
 	if old != nil && old != c {

@@ -1,6 +1,9 @@
 package supervisor
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 func (sess *session) queueStdin(p []byte) error {
 	sess.mu.Lock()
@@ -51,11 +54,14 @@ func (sess *session) stdinWriter() {
 		_, err := sess.stdin.Write(p)
 		sess.queued.Add(-int64(len(p)))
 		sess.inFlight.Store(false)
+		sess.ackStdin(len(p))
 		sess.srv.putStdinBuf(p)
 		if err != nil {
-			// The command closed its stdin: drop the rest.
+			// The command closed its stdin: drop the rest (as a pipe
+			// whose reader is gone), returning its credit.
 			for p := range sess.stdinC {
 				sess.queued.Add(-int64(len(p)))
+				sess.ackStdin(len(p))
 			}
 			break
 		}
@@ -63,6 +69,21 @@ func (sess *session) stdinWriter() {
 	if sess.ptmx == nil {
 		_ = sess.stdin.Close()
 	}
+}
+
+// ackStdin returns n bytes of stdin credit to the client attached to the
+// session (HelloAck.StdinAcks): the command took them, or they were
+// dropped because it closed its stdin.
+func (sess *session) ackStdin(n int) {
+	sess.mu.Lock()
+	stream, conn := sess.stream, sess.conn
+	sess.mu.Unlock()
+	if stream == 0 || conn == nil || n <= 0 {
+		return
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(n))
+	sess.srv.send(conn, FrameStdinAck, stream, b[:])
 }
 
 // stdinWatch returns the identity of the command's stdin when input wait is
