@@ -105,11 +105,17 @@ func (m *Manager) SnapshotMethod() string {
 	return SnapshotCopy
 }
 
+// snapshotsExplained is Explanation.Snapshots.
+func (m *Manager) snapshotsExplained() string {
+	if m.SnapshotMethod() == SnapshotReflink {
+		return fmt.Sprintf("%s: the workspace is cloned (FICLONE) into %s; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
+	}
+	return fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
+}
+
 // reflinkWorks probes FICLONE from a file under srcDir to one under dstDir.
 func reflinkWorks(srcDir, dstDir string) bool {
-	if os.MkdirAll(srcDir, 0o700) != nil || os.MkdirAll(dstDir, 0o700) != nil {
-		return false
-	}
+	srcDir, dstDir = existingDir(srcDir), existingDir(dstDir)
 	src, err := os.CreateTemp(srcDir, ".reflink-probe-*")
 	if err != nil {
 		return false
@@ -126,6 +132,21 @@ func reflinkWorks(srcDir, dstDir string) bool {
 	defer os.Remove(dst.Name())
 	defer dst.Close()
 	return unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())) == nil
+}
+
+// existingDir is p or its nearest existing parent (a probe creates no
+// directory).
+func existingDir(p string) string {
+	for {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
 }
 
 // sandboxOf returns the sandbox serving scope s.

@@ -533,6 +533,9 @@ func formatExplanation(ex sandbox.Explanation) string {
 	}
 	fmt.Fprintf(&b, "recreate:     %s\n", ex.Recreate)
 	fmt.Fprintf(&b, "runtime:      %s\n", ex.Runtime)
+	if ex.Snapshots != "" {
+		fmt.Fprintf(&b, "snapshots:    %s\n", ex.Snapshots)
+	}
 	if ex.RuntimeNote != "" {
 		fmt.Fprintf(&b, "              %s\n", ex.RuntimeNote)
 	}

@@ -35,6 +35,14 @@ type sandboxAPI struct {
 const maxLifecycleBody = 64 << 10
 
 func (a *sandboxAPI) routes() map[string]http.Handler {
+	r := a.lifecycleRoutes()
+	for pattern, h := range a.snapshotRoutes() {
+		r[pattern] = h
+	}
+	return r
+}
+
+func (a *sandboxAPI) lifecycleRoutes() map[string]http.Handler {
 	return map[string]http.Handler{
 		"POST /v1/sandboxes":                http.HandlerFunc(a.create),
 		"GET /v1/sandboxes":                 http.HandlerFunc(a.list),
