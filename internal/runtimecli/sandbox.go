@@ -40,7 +40,7 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 		Short: cli.RuntimeShort("sandbox"),
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|pause|resume|extend|prune|explain|shell)")
+			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|pause|resume|extend|prune|explain|shell|snapshot|snapshots|rollback|fork)")
 		},
 	}
 	cmd.AddCommand(
@@ -54,6 +54,7 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 		newSandboxExplainCommand(c),
 		newSandboxShellCommand(c),
 	)
+	cmd.AddCommand(snapshotCommands(c)...)
 	return cmd
 }
 
