@@ -213,6 +213,8 @@ func (m *Manager) Snapshot(ctx context.Context, s Scope, name string) (SnapshotI
 	lock := m.scopeLock(in.ScopeKey)
 	lock.Lock()
 	defer lock.Unlock()
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
 
 	dir := m.snapshotScopeDir(in.ScopeKey)
 	final := filepath.Join(dir, name)

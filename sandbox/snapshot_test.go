@@ -253,3 +253,93 @@ func TestSnapshotLimits(t *testing.T) {
 	}
 	noSnapshotTemps(t, m)
 }
+
+// TestSecuritySnapshotSymlinksStayInside plants symlinks in the workspace
+// and /tmp that point at the host's files (absolute and through ..): the
+// snapshot, read from the host, keeps them as links and never copies what
+// they point at, and a fork restores them as links inside the new sandbox.
+func TestSecuritySnapshotSymlinksStayInside(t *testing.T) {
+	m := newTestManager(t, nil)
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-sec"}
+	secret := filepath.Join(t.TempDir(), "host-secret")
+	if err := os.WriteFile(secret, []byte("HOST-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, m, s, "ln -s "+secret+" /workspace/abs; ln -s ../../../../../../.."+secret+" /workspace/rel; ln -s "+secret+" /tmp/abs; ln -s / /tmp/root")
+	snap, err := m.Snapshot(ctx, s, "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), "sec")
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(string(data), "HOST-SECRET") {
+				t.Errorf("%s holds the host's file", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"workspace/abs", "workspace/rel", "tmpfs/tmp/abs", "tmpfs/tmp/root"} {
+		if fi, err := os.Lstat(filepath.Join(dir, l)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s: not kept as a symlink (%v)", l, err)
+		}
+	}
+	f := Scope{AgentID: "snap-sec-f"}
+	if _, err := m.Fork(ctx, s, "sec", f); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := run(t, m, f, "for l in /workspace/abs /tmp/abs /tmp/root; do readlink $l; done; cat /workspace/abs /tmp/abs 2>&1 || true")
+	if strings.Contains(out, "HOST-SECRET") || !strings.HasPrefix(out, secret+"\n"+secret+"\n/\n") {
+		t.Fatalf("fork: %q", out)
+	}
+	_, name, _, _ := m.Layout(f)
+	if _, err := m.Delete(ctx, name, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotAcrossRestart takes a snapshot with one Manager and rolls
+// back and forks with another on the same state directory (a restarted
+// daemon).
+func TestSnapshotAcrossRestart(t *testing.T) {
+	m := newTestManager(t, nil)
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-rs"}
+	run(t, m, s, "echo before > /workspace/f; echo tmp > /tmp/f")
+	if _, err := m.Snapshot(ctx, s, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	m2 := sibling(t, m, func(*Config) {}, nil)
+	if list, err := m2.Snapshots(s); err != nil || len(list) != 1 || list[0].Name != "r1" {
+		t.Fatalf("after a restart: %+v %v", list, err)
+	}
+	run(t, m2, s, "echo after > /workspace/f; rm /tmp/f")
+	if _, err := m2.Rollback(ctx, s, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(t, m2, s, "cat /workspace/f /tmp/f"); out != "before\ntmp\n" {
+		t.Fatalf("rollback after a restart: %q", out)
+	}
+	f := Scope{AgentID: "snap-rs-f"}
+	if _, err := m2.Fork(ctx, s, "r1", f); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(t, m2, f, "cat /workspace/f /tmp/f"); out != "before\ntmp\n" {
+		t.Fatalf("fork after a restart: %q", out)
+	}
+	_, name, _, _ := m2.Layout(f)
+	if _, err := m2.Delete(ctx, name, true); err != nil {
+		t.Fatal(err)
+	}
+}
