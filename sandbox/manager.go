@@ -176,10 +176,11 @@ type Manager struct {
 
 	mu         sync.Mutex
 	scopeLocks map[string]*sync.Mutex
+	reg        *registry
+
 	// snapMu serialises snapshots, so two never both fit in the room
 	// sandbox.snapshots.maxBytes leaves for one.
 	snapMu sync.Mutex
-	reg        *registry
 
 	// sup is the supervisor binary (nil: plain path), supWarn why not.
 	sup     *supervisorBin
