@@ -549,14 +549,9 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 		}
 	}
 	toName := ContainerName(m.cfg.Docker.ContainerPrefix, toKey)
-	if _, err := m.cli.ContainerInspect(ctx, toName, client.ContainerInspectOptions{}); err == nil {
-		return Info{}, fmt.Errorf("%w: scope %s has a sandbox already (%s): remove it first (sandboxctl sandbox rm %s)", cerrdefs.ErrConflict, toKey, toName, toName)
-	} else if !isNotFound(err) {
-		return Info{}, m.classify("inspect sandbox "+toName, err)
-	}
 	ws := m.layoutFor(toKey, toName).WorkspaceHost
-	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
-		return Info{}, fmt.Errorf("%w: scope %s has a workspace with files already (%s): a fork starts from the snapshot's; remove it first (sandboxctl sandbox rm --workspace)", cerrdefs.ErrConflict, toKey, ws)
+	if err := m.forkTargetFree(ctx, toKey, toName, ws); err != nil {
+		return Info{}, err
 	}
 	if name == "" {
 		snap, err := m.Snapshot(ctx, from, "fork-"+randomHex(6))
@@ -576,6 +571,10 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 	lock := m.scopeLock(toKey)
 	lock.Lock()
 	defer lock.Unlock()
+	// Again under the lock: no command made the target's sandbox meanwhile.
+	if err := m.forkTargetFree(ctx, toKey, toName, ws); err != nil {
+		return Info{}, err
+	}
 	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
 	staged, err := stageWorkspace(snapDir, ws)
 	if err != nil {
@@ -599,6 +598,20 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 	}
 	m.logf("sandbox %s: forked from %s's snapshot %s", out.Name, snap.Origin, name)
 	return out, nil
+}
+
+// forkTargetFree refuses a fork onto scope toKey when it has a sandbox
+// or a workspace with files.
+func (m *Manager) forkTargetFree(ctx context.Context, toKey, toName, ws string) error {
+	if _, err := m.cli.ContainerInspect(ctx, toName, client.ContainerInspectOptions{}); err == nil {
+		return fmt.Errorf("%w: scope %s has a sandbox already (%s): remove it first (sandboxctl sandbox rm %s)", cerrdefs.ErrConflict, toKey, toName, toName)
+	} else if !isNotFound(err) {
+		return m.classify("inspect sandbox "+toName, err)
+	}
+	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
+		return fmt.Errorf("%w: scope %s has a workspace with files already (%s): a fork starts from the snapshot's; remove it first (sandboxctl sandbox rm --workspace)", cerrdefs.ErrConflict, toKey, ws)
+	}
+	return nil
 }
 
 // restoreCheck refuses a restore this Manager cannot finish, before it

@@ -134,6 +134,24 @@ echo var > /var/tmp/v.txt`)
 	if _, err := m.Fork(ctx, s, "s1", s); !cerrdefs.IsInvalidArgument(err) {
 		t.Fatalf("fork onto its own scope: %v", err)
 	}
+	// A fork onto a scope whose workspace has files: refused, untouched.
+	f4 := Scope{AgentID: "snap-f4"}
+	_, _, ws4, _ := m.Layout(f4)
+	if err := os.MkdirAll(ws4, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws4, "mine"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Fork(ctx, s, "s1", f4); !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "workspace with files") {
+		t.Fatalf("fork onto a workspace with files: %v", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(ws4, "mine")); err != nil || string(data) != "mine" {
+		t.Fatalf("the refused fork changed the workspace: %q %v", data, err)
+	}
+	if ents, _ := os.ReadDir(ws4); len(ents) != 1 {
+		t.Fatalf("the refused fork left files: %v", ents)
+	}
 
 	// Remove and prune.
 	if _, err := m.Snapshot(ctx, s, "s2"); err != nil {
