@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestSandboxSnapshotsHTTPAndCLI drives snapshots, rollback and fork
@@ -19,7 +21,7 @@ import (
 // another agent's sandbox out of reach, removal, and the events.
 func TestSandboxSnapshotsHTTPAndCLI(t *testing.T) {
 	e, alice, bob := filesEnv(t)
-	cfg := fmt.Sprintf("sandbox:\n  scope: session\n  workspaceRoot: %s\n  docker:\n    containerPrefix: sbxs-%d-\n", filepath.Join(e.state, "ws"), time.Now().UnixNano()%1e6)
+	cfg := fmt.Sprintf("mcp:\n  sandboxLifecycle: true\nsandbox:\n  scope: session\n  workspaceRoot: %s\n  docker:\n    containerPrefix: sbxs-%d-\n", filepath.Join(e.state, "ws"), time.Now().UnixNano()%1e6)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +31,8 @@ func TestSandboxSnapshotsHTTPAndCLI(t *testing.T) {
 			e.run(t, "sandbox", "rm", "--agent", alice, "--session", s)
 		}
 		e.run(t, "sandbox", "rm", "--agent", bob)
+		e.run(t, "sandbox", "rm", "--agent", alice)
+		e.run(t, "sandbox", "rm", "--agent", alice, "--session", "m2")
 	})
 	call := func(token, method, path string, body any) (int, []byte) {
 		t.Helper()
@@ -130,6 +134,39 @@ func TestSandboxSnapshotsHTTPAndCLI(t *testing.T) {
 	}
 	if code, _ := call(filesToolToken, "DELETE", "/v1/sandboxes/"+a.ID+"/snapshots/cli", nil); code != http.StatusNotFound {
 		t.Fatalf("delete twice: %d", code)
+	}
+
+	// MCP, an agent's session (agent token): snapshot, fork into its own
+	// agent only, rollback.
+	if code, body := call(filesToolToken, "POST", "/v1/sandboxes", map[string]any{"agentId": alice}); code != http.StatusCreated {
+		t.Fatalf("create alice's agent sandbox: %d %s", code, body)
+	}
+	cs := mcpSession(t, base, filesAliceToken)
+	if names := mcpToolNames(t, cs); !names["snapshot"] || !names["rollback"] || !names["fork"] {
+		t.Fatalf("MCP tools: %v", names)
+	}
+	mcall := func(name string, args map[string]any) (bool, string) {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res.IsError, mcpText(res)
+	}
+	if isErr, text := mcall("snapshot", map[string]any{"name": "m1"}); isErr || !strings.Contains(text, "Snapshot m1") {
+		t.Fatalf("MCP snapshot: %s", text)
+	}
+	if isErr, text := mcall("fork", map[string]any{"snapshot": "m1", "newAgentId": bob}); !isErr || !strings.Contains(text, "only into its own agent") {
+		t.Fatalf("MCP fork into bob: %v %s", isErr, text)
+	}
+	if isErr, text := mcall("fork", map[string]any{"snapshot": "m1", "newSessionKey": "m2"}); isErr || !strings.Contains(text, "Forked into") {
+		t.Fatalf("MCP fork: %s", text)
+	}
+	if isErr, text := mcall("rollback", map[string]any{"snapshot": "m1"}); isErr || !strings.Contains(text, "Rolled back") {
+		t.Fatalf("MCP rollback: %s", text)
+	}
+	if isErr, text := mcall("rollback", map[string]any{"snapshot": "nope"}); !isErr || !strings.Contains(text, "no snapshot") {
+		t.Fatalf("MCP rollback to a missing snapshot: %v %s", isErr, text)
 	}
 
 	want2 := map[string]bool{"snapshotted": false, "rolled-back": false, "forked": false, "snapshot-removed": false}

@@ -1,10 +1,12 @@
 package runtimecli
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 )
 
@@ -148,4 +150,82 @@ func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
 	}
 	a.event("forked", out, "origin", in.Name, "originId", in.ID, "snapshot", req.Snapshot)
 	replyJSON(w, http.StatusCreated, out)
+}
+
+var _ mcpserver.SandboxSnapshots = (*sandboxAPI)(nil)
+
+// SnapshotScope implements mcpserver.SandboxSnapshots.
+func (a *sandboxAPI) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (apiclient.Snapshot, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Snapshot{}, err
+	}
+	snap, err := a.m.Snapshot(ctx, infoScope(in), name)
+	if err != nil {
+		return apiclient.Snapshot{}, err
+	}
+	a.event("snapshotted", in, "snapshot", snap.Name, "bytes", snap.Bytes, "method", snap.Method)
+	return clientSnapshot(snap), nil
+}
+
+// RollbackScope implements mcpserver.SandboxSnapshots.
+func (a *sandboxAPI) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (apiclient.Sandbox, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	out, err := a.m.Rollback(ctx, infoScope(in), snapshot)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	a.event("rolled-back", out, "snapshot", snapshot, "previousId", in.ID)
+	return clientSandbox(out), nil
+}
+
+// ForkScope implements mcpserver.SandboxSnapshots.
+func (a *sandboxAPI) ForkScope(ctx context.Context, agentID, sessionKey string, req apiclient.ForkRequest) (apiclient.Sandbox, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	out, err := a.m.Fork(ctx, infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	a.event("forked", out, "origin", in.Name, "originId", in.ID, "snapshot", req.Snapshot)
+	return clientSandbox(out), nil
+}
+
+// clientSnapshot is snap as the API answers it.
+func clientSnapshot(snap sandbox.SnapshotInfo) apiclient.Snapshot {
+	return apiclient.Snapshot{Name: snap.Name, ScopeKey: snap.ScopeKey, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
+		CreatedAt: snap.CreatedAt, Origin: snap.Origin, OriginID: snap.OriginID, Template: snap.Template, Labels: snap.Labels,
+		Bytes: snap.Bytes, Files: snap.Files, Method: snap.Method, Tmpfs: snap.Tmpfs, Skipped: snap.Skipped}
+}
+
+// SnapshotScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
+func (s clientSandboxes) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (apiclient.Snapshot, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Snapshot{}, err
+	}
+	return s.c.SnapshotSandbox(ctx, sb.ID, name)
+}
+
+// RollbackScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
+func (s clientSandboxes) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (apiclient.Sandbox, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return sb, err
+	}
+	return s.c.RollbackSandbox(ctx, sb.ID, snapshot)
+}
+
+// ForkScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
+func (s clientSandboxes) ForkScope(ctx context.Context, agentID, sessionKey string, req apiclient.ForkRequest) (apiclient.Sandbox, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return sb, err
+	}
+	return s.c.ForkSandbox(ctx, sb.ID, req)
 }
