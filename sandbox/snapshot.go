@@ -245,6 +245,9 @@ func (m *Manager) Snapshot(ctx context.Context, s Scope, name string) (SnapshotI
 	if st == nil || (st.Status != container.StateRunning && st.Status != container.StatePaused) || st.Pid <= 0 {
 		return SnapshotInfo{}, fmt.Errorf("%w: sandbox %s is not running", cerrdefs.ErrConflict, in.Name)
 	}
+	if hc := insp.Container.HostConfig; hc != nil && !localRuntime(hc.Runtime) {
+		return SnapshotInfo{}, fmt.Errorf("%w: sandbox %s runs under %s, whose tmpfs contents this host cannot read: snapshots need runc", errBadInput, in.Name, hc.Runtime)
+	}
 
 	tmp, err := m.snapshotTemp()
 	if err != nil {
@@ -326,6 +329,13 @@ func (m *Manager) snapshotCopy(in Info, d DockerConfig, pid int, tmpfsList []san
 		return info, fmt.Errorf("snapshot of sandbox %s: open its root: %w", in.Name, err)
 	}
 	defer unix.Close(rootFD)
+	// The root opened is the container's only if pid is in its cgroup (a
+	// daemon in another pid namespace, or a pid reused, would see another
+	// process's).
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil || !strings.Contains(string(cg), in.ID) {
+		return info, fmt.Errorf("%w: snapshot of sandbox %s: pid %d on this host is not its container's (the daemon must share the Engine's pid namespace)", errBadInput, in.Name, pid)
+	}
 	c.reflink = false // tmpfs: nothing to share
 	for _, t := range tmpfsList {
 		rel := strings.TrimPrefix(t.Path, "/")
