@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
@@ -129,11 +131,11 @@ func BenchmarkRuntimes(b *testing.B) {
 		n := 0
 		firstCmd := func(sm *sessions.Manager) error {
 			n++
-			r, err := sm.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: fmt.Sprintf("agent-%d", n), Security: "full", Ask: "off"})
+			r, err := sm.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox", AgentID: fmt.Sprintf("agent-%d", n), Security: "full", Ask: "off"})
 			if err != nil {
 				return err
 			}
-			if r.Details["status"] != sessions.StatusCompleted {
+			if r.Details.Status != api.StatusCompleted {
 				return fmt.Errorf("result %+v", r)
 			}
 			return nil
@@ -149,8 +151,8 @@ func BenchmarkRuntimes(b *testing.B) {
 
 		// Warm exec in one sandbox, and 8-way throughput.
 		warmTrue := func() error {
-			r, err := smc.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: "agent-1", Security: "full", Ask: "off"})
-			if err == nil && r.Details["status"] != sessions.StatusCompleted {
+			r, err := smc.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox", AgentID: "agent-1", Security: "full", Ask: "off"})
+			if err == nil && r.Details.Status != api.StatusCompleted {
 				err = fmt.Errorf("result %+v", r)
 			}
 			return err
@@ -216,8 +218,8 @@ func BenchmarkRuntimes(b *testing.B) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			rs = append(rs, sample(b, 1, func() error {
-				r, err := smz.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: pausedAgent, Security: "full", Ask: "off"})
-				if err == nil && r.Details["status"] != sessions.StatusCompleted {
+				r, err := smz.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox", AgentID: pausedAgent, Security: "full", Ask: "off"})
+				if err == nil && r.Details.Status != api.StatusCompleted {
 					err = fmt.Errorf("result %+v", r)
 				}
 				return err

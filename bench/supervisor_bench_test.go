@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
@@ -279,14 +281,14 @@ func BenchmarkSupervisor(b *testing.B) {
 		_ = smgr.Close(c2)
 	}()
 	sessTrue := func() error {
-		r, err := smgr.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: "bench", Security: "full", Ask: "off"})
+		r, err := smgr.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox", AgentID: "bench", Security: "full", Ask: "off"})
 		if err != nil {
 			return err
 		}
-		if r.Details["status"] != sessions.StatusCompleted {
+		if r.Details.Status != api.StatusCompleted {
 			return fmt.Errorf("result %+v", r)
 		}
-		if w, ok := r.Details["warnings"]; ok {
+		if w := r.Details.Warnings; len(w) > 0 {
 			return fmt.Errorf("warnings: %v", w)
 		}
 		return nil
@@ -422,20 +424,20 @@ func daemonFigures(ctx context.Context, b *testing.B, tab *table, cliBin, dir, s
 		return d.DialContext(ctx, "unix", sock)
 	}}}
 	call := func() error {
-		body, _ := json.Marshal(sessions.ExecParams{Command: "true", AgentID: "bench", Security: "full", Ask: "off"})
+		body, _ := json.Marshal(api.ExecParams{Command: "true", AgentID: "bench", Security: "full", Ask: "off"})
 		resp, err := hc.Post("http://sandboxctl/v1/tools/exec", "application/json", bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		var r sessions.Result
+		var r api.Result
 		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 			return fmt.Errorf("status %s: %w", resp.Status, err)
 		}
-		if r.Details["status"] != sessions.StatusCompleted {
+		if r.Details.Status != api.StatusCompleted {
 			return fmt.Errorf("result %+v", r)
 		}
-		if w, ok := r.Details["warnings"]; ok {
+		if w := r.Details.Warnings; len(w) > 0 {
 			return fmt.Errorf("warnings: %v", w)
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
 
@@ -139,7 +140,7 @@ func sweepTag(tag string) (int, error) {
 	if !ValidTag(tag) {
 		return 0, fmt.Errorf("sweep: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
-	entry := TagEnv + "=" + tag
+	entry := string(envknob.RunTag) + "=" + tag
 	self := os.Getpid()
 	total := 0
 	for range sweepRounds {
@@ -171,7 +172,7 @@ func TaggedPIDs(tag string) ([]int, error) {
 	if !ValidTag(tag) {
 		return nil, fmt.Errorf("hostexec: tagged pids: invalid run tag %q: %w", tag, os.ErrInvalid)
 	}
-	pids, err := taggedPIDs(TagEnv+"="+tag, os.Getpid())
+	pids, err := taggedPIDs(string(envknob.RunTag)+"="+tag, os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("hostexec: tagged pids: %w", err)
 	}

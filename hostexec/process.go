@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
@@ -104,10 +105,10 @@ func (r *Runner) Prepare(spec hostapi.StartSpec) (Prepared, error) {
 	}
 	cols, rows := spec.Cols, spec.Rows
 	if cols <= 0 {
-		cols = DefaultCols
+		cols = termsize.DefaultCols
 	}
 	if rows <= 0 {
-		rows = DefaultRows
+		rows = termsize.DefaultRows
 	}
 	if cols > 0xffff || rows > 0xffff {
 		return Prepared{}, fmt.Errorf("hostexec: start: terminal size %dx%d out of range: %w", cols, rows, os.ErrInvalid)
@@ -163,7 +164,7 @@ func (r *Runner) Start(ctx context.Context, spec hostapi.StartSpec) (_ *Process,
 	cmd.Dir = pr.Dir
 	_, base := r.env()
 	env := envguard.Merge(base, spec.Env) // TERM only where a PTY is had
-	own := map[string]string{TagEnv: tag}
+	own := map[string]string{string(envknob.RunTag): tag}
 
 	p := &Process{r: r, cmd: cmd, tag: tag, done: make(chan struct{}), confineWarning: pr.Warning}
 	if spec.PTY {

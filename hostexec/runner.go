@@ -16,19 +16,14 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // Defaults of Options and of the output handling.
 const (
-	// DefaultKillGrace is how long Kill waits after SIGTERM before SIGKILL.
-	DefaultKillGrace = 3 * time.Second
 	// DefaultOutputDrain is how long output readers keep waiting for more
 	// output after the command itself exited (see Process.Stdout).
 	DefaultOutputDrain = 250 * time.Millisecond
-	// DefaultCols and DefaultRows are the PTY size when a Spec gives none.
-	DefaultCols, DefaultRows = 120, 30
-	// TagEnv is the variable that carries a run's tag into every descendant.
-	TagEnv = "SANDBOXCTL_RUN"
 	// fallbackShell is used when $SHELL is unset or not a POSIX shell.
 	fallbackShell = "/bin/sh"
 	// loginPathTimeout bounds the one-off login-shell probe in NewRunner.
@@ -145,7 +140,7 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 		openPTY:     pty.Open,
 	}
 	if r.killGrace <= 0 {
-		r.killGrace = DefaultKillGrace
+		r.killGrace = hostapi.KillGrace
 	}
 	if r.outputDrain <= 0 {
 		r.outputDrain = DefaultOutputDrain

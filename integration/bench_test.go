@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
@@ -64,8 +66,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}{{"sessions-sandbox-plain", mgr}, {"sessions-sandbox-supervisor", supMgr}} {
 		b.Run(c.name, func(b *testing.B) {
 			timed(b, func() error {
-				r, err := c.mgr.Exec(ctx, sessions.ExecParams{Command: "true", AgentID: "bench"})
-				if err == nil && (r.Details["status"] != "completed" || r.Details["warnings"] != nil) {
+				r, err := c.mgr.Exec(ctx, api.ExecParams{Command: "true", AgentID: "bench"})
+				if err == nil && (r.Details.Status != "completed" || r.Details.Warnings != nil) {
 					b.Fatalf("result %v", r.Details)
 				}
 				return err
@@ -102,14 +104,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("sessions-gateway", func(b *testing.B) {
 		gm := newGatewayManagerB(b)
 		timed(b, func() error {
-			_, err := gm.Exec(ctx, sessions.ExecParams{Command: "true"})
+			_, err := gm.Exec(ctx, api.ExecParams{Command: "true"})
 			return err
 		})
 	})
 	b.Run("sessions-gateway-host-supervisor", func(b *testing.B) {
 		gm := newSupervisedGatewayManagerB(b)
 		timed(b, func() error {
-			_, err := gm.Exec(ctx, sessions.ExecParams{Command: "true"})
+			_, err := gm.Exec(ctx, api.ExecParams{Command: "true"})
 			return err
 		})
 	})

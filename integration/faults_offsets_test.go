@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // numberedLines is a command printing lines "<0000001>\n" .. "<N>\n" (10
@@ -37,25 +37,25 @@ func checkNumberedStream(t *testing.T, d *daemonUnderTest, agent, id string, tot
 	var next int64 // the offset the next frame must start at
 	var data, lost int64
 	for sc.Scan() {
-		var fr toolapi.StreamFrame
+		var fr api.StreamFrame
 		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
 			t.Fatalf("frame %q: %v", sc.Bytes(), err)
 		}
 		switch fr.Type {
-		case toolapi.FrameDropped:
+		case api.FrameDropped:
 			if fr.Offset == nil || *fr.Offset != next {
 				t.Fatalf("dropped frame at %v, want at %d", fr.Offset, next)
 			}
 			next += fr.Lost
 			lost += fr.Lost
-		case toolapi.FrameStdout:
+		case api.FrameStdout:
 			if fr.Offset == nil || *fr.Offset != next {
 				t.Fatalf("data frame at %v, want at %d", fr.Offset, next)
 			}
 			checkNumberedChunk(t, *fr.Offset, fr.Data)
 			next += int64(len(fr.Data))
 			data += int64(len(fr.Data))
-		case toolapi.FrameExit:
+		case api.FrameExit:
 			if next != total {
 				t.Fatalf("stream ended at offset %d, want %d (%d data bytes, %d reported dropped)", next, total, data, lost)
 			}

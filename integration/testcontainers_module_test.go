@@ -43,7 +43,7 @@ func check(t *testing.T, run func(context.Context, ...sandboxctl.Option) (*sandb
 		t.Fatal(err)
 	}
 	res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "echo made in the sandbox > /workspace/report.txt"})
-	if err != nil || res.Details["status"] != "completed" {
+	if err != nil || res.Details.Status != "completed" {
 		t.Fatalf("exec: %v %v", err, res)
 	}
 	rc, err := sb.CopyFileFromContainer(ctx, "/workspace/report.txt")

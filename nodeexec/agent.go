@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -99,6 +100,12 @@ type AgentOptions struct {
 	Logf func(format string, args ...any)
 	// OnConnect, when set, is called each time the link is up.
 	OnConnect func(nodeID, name string)
+	// Audit, when set, is the node's own audit log (audit.Log): each run
+	// the gateway asks for is recorded with its runId as the requestId and
+	// the gateway's sessionId, so the gateway's records of the session
+	// name the node's. A run whose request cannot be recorded (audit
+	// onFailure refuse) is refused.
+	Audit audit.Recorder
 }
 
 // RunAgent runs a node agent until ctx ends (then it kills every process it
@@ -431,6 +438,9 @@ func (a *agent) hello(ctx context.Context) *Hello {
 		Capabilities: []string{CapSystemRun, CapSystemWhich, CapApprovals},
 		Approvals:    a.guard.Summary(ctx),
 		Workdir:      a.workdir,
+	}
+	if a.sup != nil {
+		h.Capabilities = append(h.Capabilities, CapDurableRuns)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -122,11 +124,16 @@ func denied(runID, reason string) *frame {
 // admit applies the node's checks in order — envguard, rawCommand ↔ argv,
 // workdir, the node's guard — and starts the process if they all pass.
 func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
+	if err := a.record(p, audit.KindExecRequest, nil); err != nil {
+		return denied(p.RunID, err.Error()), nil
+	}
 	if err := envguard.CheckRequest(vocab.HostNode, p.Env); err != nil {
+		a.refused(p, "env: "+err.Error())
 		return denied(p.RunID, "env: "+err.Error()), nil
 	}
 	line, err := CheckRawCommand(p.Argv, p.RawCommand)
 	if err != nil {
+		a.refused(p, err.Error())
 		return denied(p.RunID, err.Error()), nil
 	}
 	cwd, warnings := a.resolveCwd(p.Cwd)
@@ -137,8 +144,12 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask, NodeID: a.nodeID, PTY: p.TTY,
 	})
 	if err != nil {
+		a.refused(p, "the node's guard failed: "+err.Error())
 		return denied(p.RunID, "the node's guard failed, so nothing runs: "+err.Error()), nil
 	}
+	_ = a.record(p, audit.KindGuardDecision, func(r *audit.Record) {
+		r.Guard = &audit.Guard{Decision: string(v.Decision), Rule: v.Reason, Security: string(p.Security), Ask: string(p.Ask), Command: v.Command}
+	})
 	switch v.Decision {
 	case vocab.DecisionRun:
 	case vocab.DecisionApprovalPending:
@@ -186,8 +197,12 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 		}
 	}
 	if err != nil {
+		a.refused(p, err.Error())
 		return &frame{Type: frameError, RunID: p.RunID, Reason: err.Error()}, nil
 	}
+	_ = a.record(p, audit.KindSessionStart, func(r *audit.Record) {
+		r.Session = &audit.Session{Command: command, Cwd: cwd, PID: proc.PID()}
+	})
 	r := newNodeRun(a, p.RunID, p.IdempotencyKey, spec.Tag, st)
 	r.proc = proc
 	if !deadline.IsZero() {
@@ -226,4 +241,39 @@ func (a *agent) resolveCwd(req string) (string, []string) {
 		return p, nil
 	}
 	return a.workdir, []string{fmt.Sprintf("workdir %q is not a directory on node %s; using %s", req, a.name, a.workdir)}
+}
+
+// record appends a record of run p to the node's audit log (nothing
+// without one); fill sets its kind-specific part (default: the request).
+func (a *agent) record(p *RunParams, kind audit.Kind, fill func(*audit.Record)) error {
+	if a.opts.Audit == nil {
+		return nil
+	}
+	r := audit.Record{Kind: kind, Actor: audit.Actor{Via: "gateway"}, RequestID: p.RunID, SessionID: p.SessionID,
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Host: string(vocab.HostNode), Node: a.nodeID}
+	if fill != nil {
+		fill(&r)
+	} else {
+		r.Exec = requestOf(p)
+	}
+	return a.opts.Audit.Record(context.Background(), r)
+}
+
+// requestOf is the audited part of run request p: env names, no values.
+func requestOf(p *RunParams) *audit.Exec {
+	names := make([]string, 0, len(p.Env))
+	for k := range p.Env {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return &audit.Exec{Command: p.RawCommand, Argv: p.Argv, EnvNames: names, Cwd: p.Cwd,
+		Security: string(p.Security), Ask: string(p.Ask), PTY: p.TTY}
+}
+
+// refused records why run p did not start.
+func (a *agent) refused(p *RunParams, why string) {
+	_ = a.record(p, audit.KindExecRefused, func(r *audit.Record) {
+		r.Exec = requestOf(p)
+		r.Exec.Error = why
+	})
 }

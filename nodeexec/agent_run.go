@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 type stdinOp struct {
@@ -55,9 +58,10 @@ type nodeRun struct {
 	backlogBytes int
 	dropped      int
 	exit         *exitInfo
-	abandoned    bool   // nothing of it is sent any more (ended, or the agent stops)
-	lostReason   string // why the node ended it, reported with its exit
-	forgotten    bool   // delivered: the agent and the supervisor dropped it
+	abandoned    bool         // nothing of it is sent any more (ended, or the agent stops)
+	lostReason   string       // why the node ended it, reported with its exit
+	forgotten    bool         // delivered: the agent and the supervisor dropped it
+	outBytes     atomic.Int64 // output bytes read (for the audit record of its exit)
 }
 
 func newNodeRun(a *agent, id, key, tag string, st RunState) *nodeRun {
@@ -248,6 +252,7 @@ func (r *nodeRun) begin() {
 		for {
 			n, err := rd.Read(buf)
 			if n > 0 {
+				r.outBytes.Add(int64(n))
 				r.emit(&frame{Type: frameOutput, RunID: r.id, Stream: stream, Data: append([]byte(nil), buf[:n]...)})
 			}
 			if err != nil {
@@ -301,6 +306,7 @@ func (r *nodeRun) begin() {
 		if err != nil {
 			x.Error = err.Error()
 		}
+		r.recordExit(x, proc.PID())
 		r.emit(&frame{Type: frameExit, RunID: r.id, Exit: x})
 	})
 }
@@ -315,4 +321,23 @@ func (r *nodeRun) armTimeout(deadline time.Time, timeoutMs int64) {
 			_ = p.Kill(kctx)
 		}
 	})
+}
+
+// recordExit writes the session.exit record of the run to the node's
+// audit log.
+func (r *nodeRun) recordExit(x *exitInfo, pid int) {
+	if r.a.opts.Audit == nil {
+		return
+	}
+	s := &audit.Session{Signal: x.Signal, Reason: x.Error, OutputBytes: r.outBytes.Load(),
+		DurationMs: time.Now().UnixMilli() - r.state.StartedAtMs, PID: pid}
+	if x.Signal == "" && x.Error == "" {
+		code := x.Code
+		s.Status, s.ExitCode = "completed", &code
+	} else {
+		s.Status = "failed"
+	}
+	_ = r.a.opts.Audit.Record(context.Background(), audit.Record{Kind: audit.KindSessionExit, Actor: audit.Actor{Via: "gateway"},
+		RequestID: r.id, SessionID: r.state.SessionID, AgentID: r.state.AgentID, SessionKey: r.state.SessionKey,
+		Host: string(vocab.HostNode), Node: r.a.nodeID, Session: s})
 }

@@ -261,7 +261,7 @@ func TestNodeRefusals(t *testing.T) {
 		spec := hostapi.StartSpec{Command: "touch " + m, AgentID: "agent-1", Security: "full"}
 		_, err := g.reg.Start(ctx, "asker", spec)
 		var pe *ApprovalPendingError
-		if !errors.As(err, &pe) || pe.Approval.ID == "" || pe.Details()["host"] != "node" {
+		if !errors.As(err, &pe) || pe.Approval.ID == "" || pe.Details().Host != "node" {
 			t.Fatalf("err = %v", err)
 		}
 		// A repeat while pending reuses the request.

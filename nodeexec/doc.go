@@ -118,11 +118,14 @@
 // carries its stream offset, and the gateway drops bytes it already has: no
 // byte is shown twice; a supervised run sends again, from the gateway's
 // offsets, what the dying link swallowed (up to 256 KiB per stream).
-// Otherwise the gateway fails
-// each run (Wait returns an error wrapping ErrLinkLost: "the link to node X
-// was lost (...) and not restored within 10s; the node kills what it
-// started") and the node kills every process it started (the whole tree,
-// through hostexec's process group and run tag). A node that comes back
+// Otherwise the node kills every process it started (the whole tree,
+// through hostexec's process group and run tag) and the gateway fails each
+// run (Wait returns an error wrapping ErrLinkLost: "the link to node X was
+// lost (...) and not restored within 10s; the node kills what it
+// started") — unless the node's runs outlive its agent (CapDurableRuns: a
+// host supervisor keeps them): an agent that died kills nothing, so such a
+// run is not failed but stays unfinished with its state unknown
+// (RemoteProcess.Doubt) until the node reconnects. A node that comes back
 // without a run the gateway still tracks fails that run at once.
 //
 // # Durable runs: agent and gateway restarts

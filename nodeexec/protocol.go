@@ -25,6 +25,10 @@ const (
 	CapSystemRun   = "system.run"
 	CapSystemWhich = "system.which"
 	CapApprovals   = "system.execApprovals"
+	// CapDurableRuns: the node's runs outlive its agent (a host supervisor
+	// keeps them), so a run whose link is lost may go on although the
+	// agent that started it is gone.
+	CapDurableRuns = "system.durableRuns"
 )
 
 // Size limits of the link. Every frame is one WebSocket text message holding

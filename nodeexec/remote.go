@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // Errors of the gateway side; test with errors.Is.
@@ -88,16 +91,16 @@ func (e *ApprovalPendingError) Is(target error) bool { return target == ErrAppro
 
 // Details are the approval-pending result fields of docs/tools.md: approvalId,
 // approvalSlug, expiresAtMs, host, command, cwd, nodeId (plus node).
-func (e *ApprovalPendingError) Details() map[string]any {
-	return map[string]any{
-		"approvalId":   e.Approval.ID,
-		"approvalSlug": e.Approval.Slug,
-		"expiresAtMs":  e.Approval.ExpiresAtMs,
-		"host":         "node",
-		"command":      e.Approval.Command,
-		"cwd":          e.Approval.Cwd,
-		"nodeId":       e.Approval.NodeID,
-		"node":         e.Node,
+func (e *ApprovalPendingError) Details() api.Details {
+	return api.Details{
+		ApprovalID:   e.Approval.ID,
+		ApprovalSlug: e.Approval.Slug,
+		ExpiresAtMs:  e.Approval.ExpiresAtMs,
+		Host:         "node",
+		Command:      e.Approval.Command,
+		Cwd:          e.Approval.Cwd,
+		NodeID:       new(e.Approval.NodeID),
+		Node:         e.Node,
 	}
 }
 
@@ -195,6 +198,11 @@ type RemoteProcess struct {
 	signal    string
 	err       error
 	lostTimer *time.Timer
+	// durable: the node's runs outlive its agent (CapDurableRuns); doubt,
+	// set when the link of a durable run was not restored within the
+	// grace, says why its state is unknown (Doubt).
+	durable bool
+	doubt   string
 }
 
 func newRemoteProcess(reg *Registry, node *nodeEntry, p RunParams) *RemoteProcess {
@@ -202,6 +210,7 @@ func newRemoteProcess(reg *Registry, node *nodeEntry, p RunParams) *RemoteProces
 		reg: reg, runID: p.RunID, key: p.IdempotencyKey,
 		nodeID: node.hello.NodeID, nodeName: node.hello.Name, params: p,
 		stdout: newStream(), answer: make(chan *frame, 4), done: make(chan struct{}),
+		durable: slices.Contains(node.hello.Capabilities, CapDurableRuns),
 	}
 	if !p.TTY {
 		rp.stderr = newStream()
@@ -419,9 +428,16 @@ func (p *RemoteProcess) Done() <-chan struct{} { return p.done }
 // gateway's grace ends; Kill waits for that.
 func (p *RemoteProcess) Kill(ctx context.Context) error {
 	p.mu.Lock()
-	finished, l := p.finished, p.link
+	finished, l, doubt := p.finished, p.link, p.doubt
 	p.mu.Unlock()
 	if finished {
+		return nil
+	}
+	if l == nil && doubt != "" {
+		// Its node is gone past the grace: the kill cannot reach it, and
+		// waiting would not either. The run ends here, saying so.
+		p.finish(-1, "", &LinkLostError{Node: p.nodeName, RunID: p.runID,
+			Detail: "killed while its node was unreachable past the grace: the kill was not delivered, and the command may still be running on the node"})
 		return nil
 	}
 	if l != nil {
@@ -472,11 +488,37 @@ func (p *RemoteProcess) linkDown(cause error, grace time.Duration) {
 	if p.lostTimer != nil {
 		return
 	}
-	node := p.nodeName
+	node, durable := p.nodeName, p.durable
 	p.lostTimer = time.AfterFunc(grace, func() {
+		if durable {
+			// Its agent ends the run when its own grace ends, if it
+			// lives; if it died, the run goes on under its host
+			// supervisor until an agent on the same state directory
+			// takes it back. Not failed while it may run: in doubt
+			// until the node reconnects (relink, or attach fails it).
+			p.mu.Lock()
+			if !p.finished {
+				p.doubt = fmt.Sprintf("unknown: the link to node %q was lost (%v) and not restored within %s; the command may still be running (under the node's host supervisor if its agent died)", node, cause, grace)
+				p.lostTimer = nil
+			}
+			p.mu.Unlock()
+			p.reg.logf("nodeexec: run %s on %s: link not restored within %s; its state is unknown until the node reconnects", p.runID, node, grace)
+			return
+		}
 		p.finish(-1, "", &LinkLostError{Node: node, RunID: p.runID,
 			Detail: fmt.Sprintf("%v; it was not restored within %s, so the run is failed and the node kills what it started", cause, grace)})
 	})
+}
+
+// Doubt implements hostapi.Doubter: why the run's state is unknown (its
+// node's link was not restored within the grace), "" when it is known.
+func (p *RemoteProcess) Doubt() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished {
+		return ""
+	}
+	return p.doubt
 }
 
 // relink attaches the run to a new link of its node.
@@ -486,7 +528,7 @@ func (p *RemoteProcess) relink(l *gwLink) bool {
 	if p.finished {
 		return false
 	}
-	p.link = l
+	p.link, p.doubt = l, ""
 	if p.lostTimer != nil {
 		p.lostTimer.Stop()
 		p.lostTimer = nil

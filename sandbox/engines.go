@@ -34,6 +34,9 @@ type engineDownError struct {
 }
 
 func (e *engineDownError) Error() string {
+	if errors.Is(e.err, context.DeadlineExceeded) {
+		return fmt.Sprintf("sandbox Engine %q at %s is not answering (%v)", e.name, e.host, e.err)
+	}
 	return fmt.Sprintf("sandbox Engine %q at %s is down (%v)", e.name, e.host, e.err)
 }
 func (e *engineDownError) Is(target error) bool {
@@ -244,14 +247,25 @@ func (f *fleet) check(ctx context.Context, mb *member) {
 			mb.since = time.Now()
 		}
 		mb.mu.Unlock()
+		reason := mb.downErr()
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Stalled: the calls waiting on it end now; its commands may
+			// go on (their supervisor connections are left alone), so
+			// their sessions say their state is unknown until it answers.
+			mb.m.stall.markDown(reason)
+			if wasHealthy {
+				f.logf("sandbox: %v; its sessions are unknown and it takes no new sandboxes until it answers", reason)
+			}
+			return
+		}
 		if wasHealthy {
-			reason := mb.downErr()
 			f.logf("sandbox: %v; its sessions fail and it takes no new sandboxes until it answers", reason)
 			n := mb.m.failAll(reason)
 			f.logf("sandbox: Engine %q: failed %d supervisor connections", mb.eng.Name, n)
 		}
 		return
 	}
+	mb.m.stall.markUp()
 	if wasHealthy {
 		mb.mu.Lock()
 		imageOK, noRuntime := mb.imageOK, mb.noRuntime

@@ -146,18 +146,18 @@ func (m *Manager) onEvent(ctx context.Context, ev events.Message, at time.Time) 
 		switch {
 		case isNotFound(err):
 			// docker rm -f: the destroy event follows.
-			m.containerDied(id, at, fmt.Errorf("%w: sandbox container %s was removed (exit code %s)", ErrContainerGone, name, code))
+			m.containerDied(id, at, fmt.Errorf("%w: sandbox container %s was removed (exit code %s)", ErrContainerGone, name, code), false)
 			return
 		case err == nil && insp.Container.State != nil:
 			oom = oom || insp.Container.State.OOMKilled
 		}
-		m.containerDied(id, at, dieReason(name, code, oom))
+		m.containerDied(id, at, dieReason(name, code, oom), oom)
 	case events.ActionPause:
 		// Paused by another process (sandboxctl sandbox pause): the next
 		// command goes through Ensure, which sees it.
 		m.warm.forgetID(id)
 	case events.ActionDestroy:
-		m.containerDied(id, at, fmt.Errorf("%w: sandbox container %s was removed", ErrContainerGone, name))
+		m.containerDied(id, at, fmt.Errorf("%w: sandbox container %s was removed", ErrContainerGone, name), false)
 		m.forgetContainer(id)
 	}
 }
@@ -178,11 +178,17 @@ func dieReason(name, code string, oom bool) error {
 
 // containerDied ends the supervisor connection of container id that was
 // made before the event (a connection made after it, to the container
-// started again, is left alone).
-func (m *Manager) containerDied(id string, at time.Time, reason error) {
+// started again, is left alone). A container that stops or is removed is
+// the usual end of a sandbox (a debug line); one the kernel killed for
+// memory (oom) is a warning.
+func (m *Manager) containerDied(id string, at time.Time, reason error, oom bool) {
 	m.warm.forgetID(id)
 	if m.clients.fail(id, at, reason) {
-		m.logf("sandbox %s: %v", short(id), reason)
+		if oom {
+			m.logf("warning: sandbox %s: %v", short(id), reason)
+			return
+		}
+		m.logf("debug: sandbox %s: container stopped; its supervisor connection is closed (%v)", short(id), reason)
 	}
 }
 
@@ -208,7 +214,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 		cancel()
 		switch {
 		case isNotFound(err):
-			m.containerDied(id, time.Now(), fmt.Errorf("%w: sandbox container %s was removed", ErrContainerGone, short(id)))
+			m.containerDied(id, time.Now(), fmt.Errorf("%w: sandbox container %s was removed", ErrContainerGone, short(id)), false)
 			m.forgetContainer(id)
 		case err != nil:
 			// The Engine does not answer: the stream re-opens later and
@@ -225,7 +231,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 					at = fin
 				}
 			}
-			m.containerDied(id, at, dieReason(trimSlash(insp.Container.Name), code, oom))
+			m.containerDied(id, at, dieReason(trimSlash(insp.Container.Name), code, oom), oom)
 		}
 	}
 }

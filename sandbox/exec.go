@@ -20,17 +20,11 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
+	"github.com/sandboxctl/sandboxctl/internal/termsize"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
-
-// RunTagEnv is the environment variable that tags every process of one
-// command inside a sandbox. Children inherit it even when they call setsid or
-// daemonize, so a kill can find the whole tree through /proc/PID/environ.
-const RunTagEnv = "SANDBOXCTL_RUN"
-
-// KillGrace is how long a killed tree gets between SIGTERM and SIGKILL.
-const KillGrace = 3 * time.Second
 
 // ExecOptions describe one command run through the Engine's exec API (the
 // plain path).
@@ -106,13 +100,13 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 	}
 	cols, rows := opts.Cols, opts.Rows
 	if cols <= 0 {
-		cols = 120
+		cols = termsize.DefaultCols
 	}
 	if rows <= 0 {
-		rows = 30
+		rows = termsize.DefaultRows
 	}
 	cmd := opts.Cmd
-	env := append(append([]string{}, opts.Env...), RunTagEnv+"="+tag)
+	env := append(append([]string{}, opts.Env...), string(envknob.RunTag)+"="+tag)
 	if opts.TTY {
 		// API 1.41 starts exec TTYs at 0x0; set the size before the command runs.
 		cmd = append([]string{"sh", "-c", `stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`, "sh",
@@ -383,7 +377,7 @@ func (e *Exec) Kill(ctx context.Context) error {
 		e.killed = "SIGKILL"
 	}
 	e.killMu.Unlock()
-	return e.m.KillTagged(ctx, e.containerID, e.tag, KillGrace)
+	return e.m.KillTagged(ctx, e.containerID, e.tag, hostapi.KillGrace)
 }
 
 // Signal delivers sig to every process of the command's tree (tagged
@@ -411,7 +405,7 @@ func (e *Exec) Signal(ctx context.Context, sig syscall.Signal) error {
 
 // signalScript sends signal number $2 to the processes tagged $1 (see
 // killScript).
-const signalScript = `t="` + RunTagEnv + `=$1"
+const signalScript = `t="` + string(envknob.RunTag) + `=$1"
 p=$(for d in /proc/[0-9]*; do tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$t" && echo "${d#/proc/}"; done)
 [ -z "$p" ] && exit 0
 kill -"$2" $p 2>/dev/null; exit 0`
@@ -420,7 +414,7 @@ kill -"$2" $p 2>/dev/null; exit 0`
 // coreutils alike), sends TERM, waits up to the grace, then KILLs what is
 // left, twice to catch processes forked meanwhile. The tag is an argument,
 // not an environment variable, so the script never matches itself.
-const killScript = `t="` + RunTagEnv + `=$1"; n=$2
+const killScript = `t="` + string(envknob.RunTag) + `=$1"; n=$2
 pids() { for d in /proc/[0-9]*; do tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$t" && echo "${d#/proc/}"; done; }
 p=$(pids); [ -z "$p" ] && exit 0
 kill -TERM $p 2>/dev/null
@@ -446,10 +440,15 @@ func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace
 		}
 		return fmt.Errorf("sandbox kill %s: %w", tag, err)
 	}
-	if code != 0 {
-		return fmt.Errorf("sandbox kill %s: exit %d: %s", tag, code, lastN(out, 300))
+	switch code {
+	case 0:
+		return nil
+	case 128 + int(syscall.SIGKILL):
+		// The script itself was killed: only the container stopping (or
+		// being removed) does that, and the tree ends with it.
+		return nil
 	}
-	return nil
+	return fmt.Errorf("sandbox kill %s: exit %d: %s", tag, code, lastN(out, 300))
 }
 
 // run executes cmd in the container without stdin and returns its combined
@@ -544,6 +543,16 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 		// Fail with the reason now rather than wait on a stalled Engine.
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	// A call already waiting on the Engine when it stalls ends as soon as
+	// the health check finds it not answering, naming it.
+	bctx, release := m.whileEngineAnswers(ctx)
+	defer release()
+	st, err := m.start(bctx, s, opts)
+	return st, engineErr(bctx, err)
+}
+
+// start is Start once the Engine is known to answer.
+func (m *Manager) start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	res, err := m.ensureForStart(ctx, s)
 	if err != nil {
 		return nil, err
@@ -573,8 +582,8 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 		<-e.Done()
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := m.KillTagged(kctx, res.ID, e.Tag(), KillGrace); err != nil {
-			m.logf("sandbox %s: end what %s left behind: %v", res.Name, e.Tag(), err)
+		if err := m.KillTagged(kctx, res.ID, e.Tag(), hostapi.KillGrace); err != nil {
+			m.logf("warning: sandbox %s: end what %s left behind: %v", res.Name, e.Tag(), err)
 		}
 	}()
 	st.Process = e

@@ -18,16 +18,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
-)
-
-// FileInfo and FileList describe paths inside a sandbox (the files API).
-type (
-	FileInfo = supervisor.FileInfo
-	FileList = supervisor.FileList
 )
 
 // MetaFiles marks, in a supervisor session's meta, a run of the file tool;
@@ -116,36 +112,36 @@ func (m *Manager) ensureExisting(ctx context.Context, s Scope) (EnsureResult, er
 }
 
 // StatFile describes path p (a symlink as itself) in scope s's sandbox.
-func (m *Manager) StatFile(ctx context.Context, s Scope, p string) (FileInfo, error) {
+func (m *Manager) StatFile(ctx context.Context, s Scope, p string) (api.FileInfo, error) {
 	res, c, err := m.fileTarget(ctx, s, p)
 	if err != nil {
-		return FileInfo{}, err
+		return api.FileInfo{}, err
 	}
 	if c == nil {
 		return m.engineStat(ctx, res.ID, p)
 	}
 	var out bytes.Buffer
 	if err := m.fileTool(ctx, c, []string{"stat", p}, nil, &out); err != nil {
-		return FileInfo{}, err
+		return api.FileInfo{}, err
 	}
-	var fi FileInfo
+	var fi api.FileInfo
 	return fi, decodeToolJSON(out.Bytes(), &fi)
 }
 
 // ListFiles lists directory p in scope s's sandbox (at most 10000 entries).
-func (m *Manager) ListFiles(ctx context.Context, s Scope, p string) (FileList, error) {
+func (m *Manager) ListFiles(ctx context.Context, s Scope, p string) (api.FileList, error) {
 	res, c, err := m.fileTarget(ctx, s, p)
 	if err != nil {
-		return FileList{}, err
+		return api.FileList{}, err
 	}
 	if c == nil {
 		return m.engineList(ctx, res.ID, p)
 	}
 	var out bytes.Buffer
 	if err := m.fileTool(ctx, c, []string{"list", strconv.Itoa(maxListEntries), p}, nil, &out); err != nil {
-		return FileList{}, err
+		return api.FileList{}, err
 	}
-	var l FileList
+	var l api.FileList
 	return l, decodeToolJSON(out.Bytes(), &l)
 }
 
@@ -407,12 +403,12 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // The Engine resolves paths inside the container's root; it does not see
 // the container's tmpfs mounts (a documented limit of that path).
 
-func (m *Manager) engineStat(ctx context.Context, id, p string) (FileInfo, error) {
+func (m *Manager) engineStat(ctx context.Context, id, p string) (api.FileInfo, error) {
 	st, err := m.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: p})
 	if err != nil {
-		return FileInfo{}, m.fileEngineErr("stat "+p, err)
+		return api.FileInfo{}, m.fileEngineErr("stat "+p, err)
 	}
-	fi := FileInfo{Name: st.Stat.Name, Path: p, Size: st.Stat.Size, Mode: uint32(st.Stat.Mode.Perm()), ModTime: st.Stat.Mtime.UTC(), LinkTarget: st.Stat.LinkTarget}
+	fi := api.FileInfo{Name: st.Stat.Name, Path: p, Size: st.Stat.Size, Mode: uint32(st.Stat.Mode.Perm()), ModTime: st.Stat.Mtime.UTC(), LinkTarget: st.Stat.LinkTarget}
 	switch {
 	case st.Stat.Mode.IsRegular():
 		fi.Type = "file"
@@ -486,20 +482,20 @@ func (m *Manager) engineRead(ctx context.Context, id, p string, limit int64, w i
 	}
 }
 
-func (m *Manager) engineList(ctx context.Context, id, p string) (FileList, error) {
+func (m *Manager) engineList(ctx context.Context, id, p string) (api.FileList, error) {
 	st, err := m.engineStat(ctx, id, p)
 	if err != nil {
-		return FileList{}, err
+		return api.FileList{}, err
 	}
 	if st.Type != "dir" {
-		return FileList{}, fmt.Errorf("%w: %s is not a directory", cerrdefs.ErrInvalidArgument, p)
+		return api.FileList{}, fmt.Errorf("%w: %s is not a directory", cerrdefs.ErrInvalidArgument, p)
 	}
 	res, err := m.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: p})
 	if err != nil {
-		return FileList{}, m.fileEngineErr("list "+p, err)
+		return api.FileList{}, m.fileEngineErr("list "+p, err)
 	}
 	defer res.Content.Close()
-	out := FileList{Path: p, Entries: []FileInfo{}}
+	out := api.FileList{Path: p, Entries: []api.FileInfo{}}
 	tr := tar.NewReader(res.Content)
 	for {
 		hdr, err := tr.Next()
@@ -507,7 +503,7 @@ func (m *Manager) engineList(ctx context.Context, id, p string) (FileList, error
 			return out, nil
 		}
 		if err != nil {
-			return FileList{}, fmt.Errorf("files: list %s: %w", p, err)
+			return api.FileList{}, fmt.Errorf("files: list %s: %w", p, err)
 		}
 		parts := strings.Split(strings.Trim(hdr.Name, "/"), "/")
 		if len(parts) != 2 {
@@ -518,7 +514,7 @@ func (m *Manager) engineList(ctx context.Context, id, p string) (FileList, error
 			return out, nil
 		}
 		fi := hdr.FileInfo()
-		e := FileInfo{Name: parts[1], Path: path.Join(p, parts[1]), Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), ModTime: hdr.ModTime.UTC(), LinkTarget: hdr.Linkname}
+		e := api.FileInfo{Name: parts[1], Path: path.Join(p, parts[1]), Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), ModTime: hdr.ModTime.UTC(), LinkTarget: hdr.Linkname}
 		switch hdr.Typeflag {
 		case tar.TypeReg:
 			e.Type = "file"

@@ -92,6 +92,13 @@ func (m *Manager) checkHealth(ctx context.Context) {
 		h.since = time.Now()
 	}
 	h.mu.Unlock()
+	if err == nil {
+		m.stall.markUp()
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		// Stalled: what waits on it ends now (refused connections end by
+		// themselves).
+		m.stall.markDown(m.engineDownErr(err))
+	}
 	switch {
 	case was && err != nil:
 		m.logf("sandbox: %v; commands that need it fail at once until it answers", m.engineDownErr(err))

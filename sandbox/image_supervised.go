@@ -19,11 +19,8 @@ import (
 
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
+	"github.com/sandboxctl/sandboxctl/envknob"
 )
-
-// SupervisorEnv names the supervisor binary when Options.SupervisorBinary
-// is empty.
-const SupervisorEnv = "SANDBOXCTL_SUPERVISOR"
 
 // SupervisorBinaryName is looked up next to the running executable.
 const SupervisorBinaryName = "sandboxctl-supervisor"
@@ -56,7 +53,7 @@ type supervisorBin struct {
 func resolveSupervisor(explicit string) (*supervisorBin, string) {
 	path, from := explicit, "Options.SupervisorBinary"
 	if path == "" {
-		path, from = os.Getenv(SupervisorEnv), "$"+SupervisorEnv
+		path, from = os.Getenv(string(envknob.Supervisor)), "$"+string(envknob.Supervisor)
 	}
 	if path == "" {
 		exe, err := os.Executable()
@@ -68,7 +65,7 @@ func resolveSupervisor(explicit string) (*supervisorBin, string) {
 		}
 	}
 	if path == "" {
-		return nil, "sandbox supervisor binary not found (set " + SupervisorEnv + " or install " + SupervisorBinaryName +
+		return nil, "sandbox supervisor binary not found (set " + string(envknob.Supervisor) + " or install " + SupervisorBinaryName +
 			" next to sandboxctl); using the plain Engine exec path"
 	}
 	data, err := os.ReadFile(path)

@@ -145,6 +145,9 @@ type Observer interface {
 	// EngineError reports an Engine call that failed, by class (one of
 	// EngineErrorClasses).
 	EngineError(class string)
+	// WarmPool reports, when a warm pool is configured, whether a new
+	// sandbox was taken from it (hit) or had to be created (miss).
+	WarmPool(hit bool)
 }
 
 // EngineErrorClasses are the classes of EngineError.
@@ -164,7 +167,10 @@ const (
 type Manager struct {
 	cfg Config
 	// health is the single Engine's health check (nil in a fleet and its members).
-	health     *engineHealth
+	health *engineHealth
+	// stall ends the calls waiting on the Engine when its health check
+	// (health, or the fleet's for a member) finds it not answering.
+	stall      engineWatch
 	stateDir   string
 	stateID    string
 	wsRoot     string
@@ -576,6 +582,9 @@ func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, s
 		if mem, ok, err = m.takePooled(ctx, s, scopeKey, name, sh); err != nil {
 			return res, err
 		}
+	}
+	if m.obs != nil && m.poolSize() > 0 {
+		m.obs.WarmPool(ok)
 	}
 	if ok {
 		res.ID, res.Created, res.Started, res.Pooled = mem.id, true, true, true

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
@@ -159,7 +160,7 @@ func hostUserCannotReach(t *testing.T, m *Manager, s Scope, rt string) {
 	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
 	for _, f := range procs {
 		b, err := os.ReadFile(f)
-		if err == nil && bytes.Contains(b, []byte("DB_PASSWORD="+secret+"\x00")) && bytes.Contains(b, []byte(RunTagEnv+"="+p.Tag())) {
+		if err == nil && bytes.Contains(b, []byte("DB_PASSWORD="+secret+"\x00")) && bytes.Contains(b, []byte(string(envknob.RunTag)+"="+p.Tag())) {
 			hostPID, _ = strconv.Atoi(strings.Split(f, "/")[2])
 			break
 		}

@@ -350,7 +350,18 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 				m.clients.localFailed(id, time.Now())
 			}
 		},
-		Logf: func(format string, args ...any) { m.logf("sandbox %s: "+format, append([]any{short(id)}, args...)...) },
+		Logf: func(format string, args ...any) {
+			// The level prefix (debug:, warning:, error:; see the daemon's
+			// log) stays in front of the sandbox's name.
+			level := ""
+			for _, p := range []string{"debug: ", "warning: ", "error: "} {
+				if rest, ok := strings.CutPrefix(format, p); ok {
+					level, format = p, rest
+					break
+				}
+			}
+			m.logf(level+"sandbox %s: "+format, append([]any{short(id)}, args...)...)
+		},
 	}
 	c, err := supervisor.NewClient(ctx, opts)
 	if err != nil && m.clients.localFailedRecently(id, time.Now()) {
@@ -385,12 +396,13 @@ func (m *Manager) checkSupervisor(ctx context.Context, id string) error {
 type SupervisedExec struct {
 	*supervisor.Proc
 	m           *Manager
+	client      *supervisor.Client // the connection that follows it
 	containerID string
 	noInputWait bool
 }
 
 func (m *Manager) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
-	return &SupervisedExec{Proc: p, m: m, containerID: containerID, noInputWait: c.NoInputWait()}
+	return &SupervisedExec{Proc: p, m: m, client: c, containerID: containerID, noInputWait: c.NoInputWait()}
 }
 
 // InputWaitChanged is the supervisor's, or nil (never ready) when its

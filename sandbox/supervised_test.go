@@ -17,6 +17,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 )
 
@@ -28,7 +29,7 @@ var supervisorBinPath string
 // on the supervisor path unless it says otherwise.
 func setupSupervisor() func() {
 	if os.Getenv("SANDBOXCTL_HELPER_DAEMON") != "" {
-		supervisorBinPath = os.Getenv(SupervisorEnv) // the parent's build
+		supervisorBinPath = os.Getenv(string(envknob.Supervisor)) // the parent's build
 		return func() {}
 	}
 	dir, err := os.MkdirTemp("", "sandboxctl-supervisor-")
@@ -43,7 +44,7 @@ func setupSupervisor() func() {
 	}
 	bin := bins[0]
 	supervisorBinPath = bin
-	os.Setenv(SupervisorEnv, bin)
+	os.Setenv(string(envknob.Supervisor), bin)
 	return func() {
 		pruneStaleImages()
 		_ = os.RemoveAll(dir)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -242,22 +244,23 @@ func (a *approvalProcess) fail(err error) {
 
 // startAfterApproval keeps an approval-pending exec as a background session
 // and starts its command once the guard's approval is decided.
-func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
+func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (api.Result, error) {
 	id, err := m.reserveID(plan.p.AgentID)
 	if err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	spec.SessionID = id
 	waitCtx, cancel := context.WithCancel(m.ctx)
-	slug, _ := v.Approval["approvalSlug"].(string)
+	slug := v.Approval.ApprovalSlug
 	proc := newApprovalProcess(spec.PTY, "waiting for approval "+slug, cancel)
 	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, Started{Process: proc}, plan.keepStdin)
 	s.id = id
+	s.reqID, s.actor, s.node = plan.reqID, plan.actor, m.nodeOf(plan)
 	s.visible = true
 	s.awaitingApproval = true
 	if err := m.register(s); err != nil {
 		cancel()
-		return Result{}, err
+		return api.Result{}, err
 	}
 	if k, ok := m.guard.(ApprovalKeeper); ok {
 		// Without the record, a restart still cancels the request; only
@@ -284,6 +287,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		s.awaitingApproval = false
 		s.mu.Unlock()
 		if err == nil {
+			_ = m.record(m.ctx, outcomeRecord(s, v, final))
 			m.publishApprovalOutcome(s, v, final)
 		}
 		switch {
@@ -316,9 +320,10 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		s.pid = real.PID()
 		s.forget = real.Forget
 		s.mu.Unlock()
+		m.recordStart(m.ctx, s, spec.Command)
 	}()
 	r := approvalResult(v.Approval, plan, plan.command, spec.Dir, warnings)
-	r.Details["sessionId"] = id
+	r.Details.SessionID = id
 	r.Content[0].Text += fmt.Sprintf("\n\nOnce approved, the command runs as session %s: follow it with process poll %s.", id, id)
 	return r, nil
 }
@@ -335,10 +340,20 @@ func (m *Manager) publishApprovalOutcome(s *session, v, final GuardVerdict) {
 	if final.Decision == vocab.DecisionRun {
 		decision = "run"
 	}
-	details := map[string]any{
-		"approvalId": v.Approval["approvalId"], "approvalSlug": v.Approval["approvalSlug"],
-		"decision": decision, "reason": final.Reason, "sessionId": s.id,
+	if m.obs != nil {
+		s.mu.Lock()
+		waited := time.Since(s.startedReal)
+		s.mu.Unlock()
+		verdict := vocab.DecisionDeny
+		if final.Decision == vocab.DecisionRun {
+			verdict = vocab.DecisionRun
+		}
+		m.obs.ApprovalDecided(verdict, final.Expired, waited)
 	}
-	m.Publish(Event{Type: typ, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey, Time: m.now(), Details: details,
-		Text: fmt.Sprintf("Approval %v %s for session %s: %s", v.Approval["approvalSlug"], what, s.id, decision)})
+	details := api.Details{
+		ApprovalID: v.Approval.ApprovalID, ApprovalSlug: v.Approval.ApprovalSlug,
+		Decision: decision, Reason: final.Reason, SessionID: s.id,
+	}
+	m.Publish(api.Event{Type: typ, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey, Time: m.now(), Details: details,
+		Text: fmt.Sprintf("Approval %v %s for session %s: %s", v.Approval.ApprovalSlug, what, s.id, decision)})
 }

@@ -15,7 +15,9 @@
 //   - Scope. scopeKey = the pair (agentId, sessionKey): two agents using the
 //     same sessionKey never share sessions; a sessionKey and an agentId with
 //     the same value are different scopes.
-//     Only backgrounded sessions are visible to the process tool.
+//     Only backgrounded sessions are visible to the process tool, and a
+//     streamed exec's session by its id while the stream follows it
+//     (write, resize, kill; it is not listed).
 //   - Elevated. Needs elevated.enabled and the agentId listed in
 //     elevated.allowFrom; an empty allowFrom allows nobody, "*" allows every
 //     agent.

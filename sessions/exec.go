@@ -9,20 +9,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/internal/termsize"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// Terminal size of a PTY run (docs/tools.md).
-const (
-	ptyCols = 120
-	ptyRows = 30
-)
-
 // execPlan is a validated exec request.
 type execPlan struct {
-	p               ExecParams
+	p               api.ExecParams
 	command         string
 	host            vocab.Host
 	security        vocab.Security
@@ -33,7 +31,9 @@ type execPlan struct {
 	timeout         time.Duration // foreground timeout; 0 = none
 	explicitTimeout bool
 	keepStdin       bool
-	denied          string // set when the request is refused before anything runs
+	denied          string      // set when the request is refused before anything runs
+	reqID           string      // ties the request's audit records together
+	actor           audit.Actor // who asked (audit.ActorFrom)
 	// started, when set, is called with a Follower once the session exists
 	// (ExecStream).
 	started func(toolapi.Follower)
@@ -71,30 +71,41 @@ type execPlan struct {
 // exec.backgroundTimeoutSec is configured (measured from the start). On
 // expiry the whole tree is killed and the session fails with signal SIGKILL
 // and reason "timeout after Ns".
-func (m *Manager) Exec(ctx context.Context, p ExecParams) (Result, error) {
+func (m *Manager) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	return m.exec(ctx, p, nil)
 }
 
 // exec is Exec, calling started (when not nil) once the session exists.
-func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.Follower)) (Result, error) {
+func (m *Manager) exec(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
 	if m.isClosed() {
-		return Result{}, ErrClosed
+		return api.Result{}, ErrClosed
+	}
+	// Recorded before anything else: under audit.onFailure refuse a
+	// request that cannot be recorded does not run.
+	reqID := newRequestID()
+	if err := m.record(ctx, execRecord(audit.KindExecRequest, reqID, p)); err != nil {
+		return api.Result{}, fmt.Errorf("exec: %w", err)
 	}
 	plan, err := m.plan(p)
 	if err != nil {
-		return Result{}, err
+		m.refused(ctx, reqID, p, "", err)
+		return api.Result{}, err
 	}
 	plan.started = started
+	plan.reqID, plan.actor = reqID, audit.ActorFrom(ctx)
 	if plan.denied != "" {
+		m.refused(ctx, reqID, p, plan.host, errors.New(plan.denied))
 		return deniedResult(plan.denied, nil), nil
 	}
 	// Before anything is made for it (a sandbox, an approval request).
 	if err := m.checkRunning(p.AgentID); err != nil {
-		return Result{}, err
+		m.refused(ctx, reqID, p, plan.host, err)
+		return api.Result{}, err
 	}
 	host, spec, warnings, err := m.prepare(ctx, plan)
 	if err != nil {
-		return Result{}, err
+		m.refused(ctx, reqID, p, plan.host, err)
+		return api.Result{}, err
 	}
 	if m.needsGuard(plan) {
 		v, err := m.guard.Check(ctx, GuardRequest{
@@ -103,8 +114,10 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			AgentID: p.AgentID, SessionKey: p.SessionKey, Node: p.Node, PTY: p.PTY,
 		})
 		if err != nil {
-			return Result{}, fmt.Errorf("exec: guard: %w", err)
+			m.refused(ctx, reqID, p, plan.host, fmt.Errorf("guard: %w", err))
+			return api.Result{}, fmt.Errorf("exec: guard: %w", err)
 		}
+		_ = m.record(ctx, guardRecord(reqID, plan, v))
 		switch v.Decision {
 		case vocab.DecisionRun:
 			if v.Command != "" {
@@ -118,14 +131,15 @@ func (m *Manager) exec(ctx context.Context, p ExecParams, started func(toolapi.F
 			}
 			return deniedResult(reason, warnings), nil
 		case vocab.DecisionApprovalPending:
-			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
-				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval["approvalSlug"], spec.Command)})
+			_ = m.record(ctx, approvalRecord(reqID, plan, v.Approval, spec.Command))
+			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
+				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval.ApprovalSlug, spec.Command)})
 			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
 				return m.startAfterApproval(w, v, plan, host, spec, warnings)
 			}
 			return approvalResult(v.Approval, plan, spec.Command, spec.Dir, warnings), nil
 		default:
-			return Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
+			return api.Result{}, fmt.Errorf("exec: guard returned unknown decision %q", v.Decision)
 		}
 	}
 	return m.start(ctx, plan, host, spec, warnings)
@@ -143,7 +157,7 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	// the check is pure, and resolving a sandbox workdir may create the
 	// container — bad input must change nothing (docs/tools.md, "Bad input").
 	if err := envguard.CheckRequest(plan.host, p.Env); err != nil {
-		return nil, StartSpec{}, nil, &InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
+		return nil, StartSpec{}, nil, &toolapi.InputError{Field: "env", Msg: "env: " + err.Error(), Err: err}
 	}
 	var warnings []string
 	dir, warn, err := host.ResolveWorkdir(ctx, p.AgentID, p.SessionKey, p.Workdir)
@@ -163,7 +177,7 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 	}
 	spec := StartSpec{
 		Command: plan.command, Env: p.Env, Dir: dir,
-		PTY: p.PTY, Cols: sizeOr(p.Cols, ptyCols), Rows: sizeOr(p.Rows, ptyRows),
+		PTY: p.PTY, Cols: sizeOr(p.Cols, termsize.DefaultCols), Rows: sizeOr(p.Rows, termsize.DefaultRows),
 		KeepStdin: plan.keepStdin,
 		AgentID:   p.AgentID, SessionKey: p.SessionKey,
 		Node: p.Node, Security: plan.security, Ask: plan.ask,
@@ -173,11 +187,11 @@ func (m *Manager) prepare(ctx context.Context, plan execPlan) (Host, StartSpec, 
 
 // start starts spec on host as a new session and waits for it up to the
 // yield window.
-func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (Result, error) {
+func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec StartSpec, warnings []string) (api.Result, error) {
 	p := plan.p
 	id, err := m.reserveID(p.AgentID)
 	if err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	// A foreground run on a host that detects input waits keeps stdin open
 	// and returns early if the command blocks on it (see InputWaitHost).
@@ -196,11 +210,13 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		// is a result, not a failure.
 		if reason, pe, ok := nodeRefusal(err); ok {
 			if pe == nil {
+				_ = m.record(ctx, guardRecord(plan.reqID, plan, GuardVerdict{Decision: vocab.DecisionDeny, Reason: "node: " + reason}))
 				return deniedResult(reason, warnings), nil
 			}
 			approval := pe.Details()
-			m.Publish(Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
-				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval["approvalSlug"], spec.Command)})
+			_ = m.record(ctx, approvalRecord(plan.reqID, plan, approval, spec.Command))
+			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
+				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval.ApprovalSlug, spec.Command)})
 			if w, ok := host.(ApprovalWaiter); ok {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.
@@ -208,12 +224,13 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 			}
 			return approvalResult(approval, plan, spec.Command, spec.Dir, warnings), nil
 		}
+		m.refused(ctx, plan.reqID, p, plan.host, err)
 		if errors.As(err, new(interface{ InvalidParameter() })) {
 			// The host looked at the command and could not start it (its
 			// workdir, its program, its environment): the caller's input.
-			return Result{}, &InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
+			return api.Result{}, &toolapi.InputError{Field: "start", Msg: fmt.Sprintf("exec: start on %s host: %v", plan.host, err), Err: err}
 		}
-		return Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
+		return api.Result{}, fmt.Errorf("exec: start on %s host: %w", plan.host, err)
 	}
 	warnings = append(warnings, st.Warnings...)
 	iw := st.InputWait
@@ -224,13 +241,15 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	}
 	s := m.newSession(p, plan.host, spec.Dir, p.Command, st, plan.keepStdin || watchInput)
 	s.id = id
+	s.reqID, s.actor, s.node = plan.reqID, plan.actor, m.nodeOf(plan)
 	s.visible = plan.background
+	s.attached = plan.started != nil
 	if err := m.register(s); err != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), killCallTimeout)
 		_ = st.Kill(kctx)
 		_, _, _ = st.Wait(kctx)
 		cancel()
-		return Result{}, err
+		return api.Result{}, err
 	}
 	s.mu.Lock()
 	timeout := plan.timeout
@@ -239,6 +258,7 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 	}
 	m.armTimeoutLocked(s, timeout)
 	s.mu.Unlock()
+	m.recordStart(ctx, s, spec.Command)
 	m.run(s)
 	if plan.started != nil {
 		plan.started(newStartedFollower(m, s))
@@ -297,7 +317,7 @@ func (m *Manager) yield(ctx context.Context, s *session, window time.Duration, i
 // settle turns the state of s after the yield window into the exec result:
 // the final result if it finished (and it is forgotten unless backgrounded),
 // otherwise it becomes a background session.
-func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
+func (m *Manager) settle(s *session, plan execPlan, warnings []string) api.Result {
 	s.mu.Lock()
 	if s.finished && !s.visible {
 		release := m.inflateLocked(s)
@@ -313,10 +333,12 @@ func (m *Manager) settle(s *session, plan execPlan, warnings []string) Result {
 			m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
 		}
 	}
+	rec := m.awaitRecordLocked(s)
 	release := m.inflateLocked(s)
 	r := runningResultLocked(s, warnings)
 	release()
 	s.mu.Unlock()
+	m.await(s, rec)
 	return r
 }
 
@@ -331,7 +353,7 @@ func (m *Manager) needsGuard(plan execPlan) bool {
 }
 
 // plan validates p and resolves yield, elevated, host, security and ask.
-func (m *Manager) plan(p ExecParams) (execPlan, error) {
+func (m *Manager) plan(p api.ExecParams) (execPlan, error) {
 	pl := execPlan{p: p, command: p.Command}
 	if strings.TrimSpace(p.Command) == "" {
 		return pl, inputErr("command", "Provide a command to start.")
@@ -352,7 +374,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 		return pl, err
 	}
 	if p.YieldMs != nil {
-		if err := checkWhole("yieldMs", *p.YieldMs, MaxYieldMs, "ms (2 minutes)"); err != nil {
+		if err := checkWhole("yieldMs", *p.YieldMs, api.MaxYieldMs, "ms (2 minutes)"); err != nil {
 			return pl, err
 		}
 	}
@@ -369,7 +391,7 @@ func (m *Manager) plan(p ExecParams) (execPlan, error) {
 	case p.Background:
 		pl.window = 0
 	case p.YieldMs != nil:
-		pl.window = time.Duration(clampFloat(*p.YieldMs, 10, MaxYieldMs)) * time.Millisecond
+		pl.window = time.Duration(clampFloat(*p.YieldMs, api.MinYieldMs, api.MaxYieldMs)) * time.Millisecond
 	default:
 		pl.window = time.Duration(m.lim.YieldMs) * time.Millisecond
 	}
@@ -440,7 +462,7 @@ func parseParam[T ~string](field, v string, parse func(string) (T, error)) (T, e
 	}
 	t, err := parse(v)
 	if err != nil {
-		return "", &InputError{Field: field, Msg: err.Error(), Err: err}
+		return "", &toolapi.InputError{Field: field, Msg: err.Error(), Err: err}
 	}
 	return t, nil
 }
@@ -467,13 +489,10 @@ func secondsDuration(v float64) time.Duration {
 	return math.MaxInt64
 }
 
-// The largest yieldMs and timeout an exec accepts; larger values are bad
+// The largest timeout an exec accepts (api.MaxYieldMs: yieldMs); larger values are bad
 // input (400), not clamped, so that a typo or an overflow never runs a
 // command under a window or timeout nobody asked for.
-const (
-	MaxYieldMs    = 120000
-	MaxTimeoutSec = 7 * 24 * 3600
-)
+const MaxTimeoutSec = 7 * 24 * 3600
 
 // checkWhole checks a whole-number field of the exec tool: finite, whole,
 // 0..limit (unit names limit in the message).

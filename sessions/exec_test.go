@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -19,30 +23,30 @@ func TestExecBadInput(t *testing.T) {
 	m, _ := newTestManager(t, func(c *config.File) { c.Exec.Host = "gateway"; c.Exec.Security = "full" })
 	tests := []struct {
 		name  string
-		p     ExecParams
+		p     api.ExecParams
 		field string
 		msg   string
 	}{
-		{"missing command", ExecParams{}, "command", "Provide a command to start."},
-		{"whitespace command", ExecParams{Command: " \t\n"}, "command", "Provide a command to start."},
-		{"unknown host", ExecParams{Command: "true", Host: "mars"}, "host", `unknown host "mars"`},
-		{"unknown security", ExecParams{Command: "true", Security: "yolo"}, "security", `unknown security "yolo"`},
-		{"unknown ask", ExecParams{Command: "true", Ask: "sometimes"}, "ask", `unknown ask "sometimes"`},
-		{"negative yield", ExecParams{Command: "true", YieldMs: ptr(-1.0)}, "yieldMs", "must not be negative"},
-		{"NaN yield", ExecParams{Command: "true", YieldMs: ptr(math.NaN())}, "yieldMs", "finite number"},
-		{"Inf timeout", ExecParams{Command: "true", Timeout: ptr(math.Inf(1))}, "timeout", "finite number"},
-		{"negative timeout", ExecParams{Command: "true", Timeout: ptr(-5.0)}, "timeout", "must not be negative"},
-		{"huge timeout", ExecParams{Command: "true", Timeout: ptr(1e12)}, "timeout", "at most 604800 seconds"},
-		{"overflowing timeout", ExecParams{Command: "true", Timeout: ptr(1e300)}, "timeout", "at most 604800 seconds"},
-		{"huge yield", ExecParams{Command: "true", YieldMs: ptr(1e15)}, "yieldMs", "at most 120000 ms"},
-		{"yield above the window", ExecParams{Command: "true", YieldMs: ptr(120001.0)}, "yieldMs", "at most 120000 ms"},
-		{"fractional yield", ExecParams{Command: "true", YieldMs: ptr(2.5)}, "yieldMs", "whole number"},
-		{"other host", ExecParams{Command: "true", Host: "sandbox"}, "host", "configured exec host is \"gateway\""},
-		{"invalid env key", ExecParams{Command: "true", Env: map[string]string{"1BAD": "x"}}, "env", "1BAD"},
-		{"blocked env key", ExecParams{Command: "true", Env: map[string]string{"LD_PRELOAD": "/tmp/m.so"}}, "env", "LD_PRELOAD"},
-		{"PATH override", ExecParams{Command: "true", Env: map[string]string{"PATH": "/tmp"}}, "env", "PATH"},
-		{"override-only key", ExecParams{Command: "true", Env: map[string]string{"GIT_SSH_COMMAND": "evil.sh"}}, "env", "GIT_SSH_COMMAND"},
-		{"NUL in command", ExecParams{Command: "echo \x00"}, "command", "NUL"},
+		{"missing command", api.ExecParams{}, "command", "Provide a command to start."},
+		{"whitespace command", api.ExecParams{Command: " \t\n"}, "command", "Provide a command to start."},
+		{"unknown host", api.ExecParams{Command: "true", Host: "mars"}, "host", `unknown host "mars"`},
+		{"unknown security", api.ExecParams{Command: "true", Security: "yolo"}, "security", `unknown security "yolo"`},
+		{"unknown ask", api.ExecParams{Command: "true", Ask: "sometimes"}, "ask", `unknown ask "sometimes"`},
+		{"negative yield", api.ExecParams{Command: "true", YieldMs: ptr(-1.0)}, "yieldMs", "must not be negative"},
+		{"NaN yield", api.ExecParams{Command: "true", YieldMs: ptr(math.NaN())}, "yieldMs", "finite number"},
+		{"Inf timeout", api.ExecParams{Command: "true", Timeout: ptr(math.Inf(1))}, "timeout", "finite number"},
+		{"negative timeout", api.ExecParams{Command: "true", Timeout: ptr(-5.0)}, "timeout", "must not be negative"},
+		{"huge timeout", api.ExecParams{Command: "true", Timeout: ptr(1e12)}, "timeout", "at most 604800 seconds"},
+		{"overflowing timeout", api.ExecParams{Command: "true", Timeout: ptr(1e300)}, "timeout", "at most 604800 seconds"},
+		{"huge yield", api.ExecParams{Command: "true", YieldMs: ptr(1e15)}, "yieldMs", "at most 120000 ms"},
+		{"yield above the window", api.ExecParams{Command: "true", YieldMs: ptr(120001.0)}, "yieldMs", "at most 120000 ms"},
+		{"fractional yield", api.ExecParams{Command: "true", YieldMs: ptr(2.5)}, "yieldMs", "whole number"},
+		{"other host", api.ExecParams{Command: "true", Host: "sandbox"}, "host", "configured exec host is \"gateway\""},
+		{"invalid env key", api.ExecParams{Command: "true", Env: map[string]string{"1BAD": "x"}}, "env", "1BAD"},
+		{"blocked env key", api.ExecParams{Command: "true", Env: map[string]string{"LD_PRELOAD": "/tmp/m.so"}}, "env", "LD_PRELOAD"},
+		{"PATH override", api.ExecParams{Command: "true", Env: map[string]string{"PATH": "/tmp"}}, "env", "PATH"},
+		{"override-only key", api.ExecParams{Command: "true", Env: map[string]string{"GIT_SSH_COMMAND": "evil.sh"}}, "env", "GIT_SSH_COMMAND"},
+		{"NUL in command", api.ExecParams{Command: "echo \x00"}, "command", "NUL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,12 +54,12 @@ func TestExecBadInput(t *testing.T) {
 			if err == nil {
 				t.Fatalf("want error, got result %q", text(r))
 			}
-			if !errors.Is(err, ErrInvalidInput) || !IsInvalidInput(err) {
-				t.Fatalf("error %v does not match ErrInvalidInput", err)
+			if !errors.Is(err, toolapi.ErrInvalidInput) || !toolapi.IsInvalidInput(err) {
+				t.Fatalf("error %v does not match toolapi.ErrInvalidInput", err)
 			}
-			var ie *InputError
+			var ie *toolapi.InputError
 			if !errors.As(err, &ie) || ie.Field != tt.field {
-				t.Fatalf("want InputError on field %q, got %#v", tt.field, err)
+				t.Fatalf("want toolapi.InputError on field %q, got %#v", tt.field, err)
 			}
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("error %q does not contain %q", err, tt.msg)
@@ -67,7 +71,7 @@ func TestExecBadInput(t *testing.T) {
 		t.Fatalf("%d sessions started by bad input", n)
 	}
 	// envguard's typed refusal is reachable through the InputError.
-	_, err := m.Exec(context.Background(), ExecParams{Command: "true", Env: map[string]string{"LD_PRELOAD": "x"}})
+	_, err := m.Exec(context.Background(), api.ExecParams{Command: "true", Env: map[string]string{"LD_PRELOAD": "x"}})
 	var re *envguard.RefusedError
 	if !errors.As(err, &re) || re.Key != "LD_PRELOAD" {
 		t.Fatalf("want *envguard.RefusedError for LD_PRELOAD, got %v", err)
@@ -76,11 +80,11 @@ func TestExecBadInput(t *testing.T) {
 
 func TestExecSandboxEnvNotBlocklisted(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	r, err := m.Exec(context.Background(), ExecParams{Command: "true", Env: map[string]string{"NODE_OPTIONS": "--x"}})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "true", Env: map[string]string{"NODE_OPTIONS": "--x"}})
 	if err != nil {
 		t.Fatalf("sandbox env should pass: %v", err)
 	}
-	if r.Details["status"] != StatusCompleted || hosts["sandbox"].lastSpec().Env["NODE_OPTIONS"] != "--x" {
+	if r.Details.Status != api.StatusCompleted || hosts["sandbox"].lastSpec().Env["NODE_OPTIONS"] != "--x" {
 		t.Fatalf("unexpected: %v %v", r.Details, hosts["sandbox"].lastSpec())
 	}
 }
@@ -92,7 +96,7 @@ func TestExecMissingHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close(context.Background())
-	_, err = m.Exec(context.Background(), ExecParams{Command: "true"})
+	_, err = m.Exec(context.Background(), api.ExecParams{Command: "true"})
 	if !errors.Is(err, ErrHostUnavailable) || !strings.Contains(err.Error(), `"sandbox"`) {
 		t.Fatalf("want ErrHostUnavailable naming sandbox, got %v", err)
 	}
@@ -112,14 +116,14 @@ func TestExecForegroundResults(t *testing.T) {
 		run      func(p *fakeProc)
 		status   string
 		text     string
-		exitCode any
+		exitCode api.ExitCode
 		signal   string
 	}{
-		{"output", func(p *fakeProc) { p.say("hello\n"); p.exit(0, "") }, StatusCompleted, "hello\n", 0, ""},
-		{"no output", func(p *fakeProc) { p.exit(0, "") }, StatusCompleted, "(no output)", 0, ""},
-		{"non-zero", func(p *fakeProc) { p.say("oops\n"); p.exit(3, "") }, StatusCompleted, "oops\n\n(Command exited with code 3)", 3, ""},
-		{"stderr", func(p *fakeProc) { p.sayErr("warn\n"); p.exit(1, "") }, StatusCompleted, "warn\n\n(Command exited with code 1)", 1, ""},
-		{"signal", func(p *fakeProc) { p.say("x"); p.exit(-1, "SIGSEGV") }, StatusFailed, "x\n\n(Command failed: terminated by signal SIGSEGV)", nil, "SIGSEGV"},
+		{"output", func(p *fakeProc) { p.say("hello\n"); p.exit(0, "") }, api.StatusCompleted, "hello\n", api.Code(0), ""},
+		{"no output", func(p *fakeProc) { p.exit(0, "") }, api.StatusCompleted, "(no output)", api.Code(0), ""},
+		{"non-zero", func(p *fakeProc) { p.say("oops\n"); p.exit(3, "") }, api.StatusCompleted, "oops\n\n(Command exited with code 3)", api.Code(3), ""},
+		{"stderr", func(p *fakeProc) { p.sayErr("warn\n"); p.exit(1, "") }, api.StatusCompleted, "warn\n\n(Command exited with code 1)", api.Code(1), ""},
+		{"signal", func(p *fakeProc) { p.say("x"); p.exit(-1, "SIGSEGV") }, api.StatusFailed, "x\n\n(Command failed: terminated by signal SIGSEGV)", api.NoExitCode(), "SIGSEGV"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,7 +131,7 @@ func TestExecForegroundResults(t *testing.T) {
 			p := newFakeProc(false)
 			startWith(hosts["sandbox"], p)
 			go tt.run(p)
-			r, err := m.Exec(context.Background(), ExecParams{Command: "echo hi", Workdir: "/w"})
+			r, err := m.Exec(context.Background(), api.ExecParams{Command: "echo hi", Workdir: "/w"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,17 +139,17 @@ func TestExecForegroundResults(t *testing.T) {
 				t.Errorf("text = %q, want %q", got, tt.text)
 			}
 			d := r.Details
-			if d["status"] != tt.status || d["exitCode"] != tt.exitCode || d["cwd"] != "/w" {
+			if d.Status != tt.status || d.ExitCode != tt.exitCode || d.Cwd != "/w" {
 				t.Errorf("details = %v", d)
 			}
-			if _, ok := d["durationMs"].(int64); !ok {
+			if d.DurationMs == nil {
 				t.Errorf("durationMs missing: %v", d)
 			}
-			if tt.status == StatusFailed && (d["signal"] != tt.signal || d["reason"] == "") {
+			if tt.status == api.StatusFailed && (*d.Signal != tt.signal || d.Reason == "") {
 				t.Errorf("failed details = %v", d)
 			}
 			// A foreground run that finished is not kept.
-			if l := m.list(""); len(l.Details["sessions"].([]map[string]any)) != 0 {
+			if l := m.list(""); len(l.Details.Sessions) != 0 {
 				t.Errorf("foreground session listed: %s", text(l))
 			}
 		})
@@ -155,13 +159,13 @@ func TestExecForegroundResults(t *testing.T) {
 func TestExecStdinRule(t *testing.T) {
 	tests := []struct {
 		name string
-		p    ExecParams
+		p    api.ExecParams
 		keep bool
 	}{
-		{"foreground closes stdin", ExecParams{Command: "cat"}, false},
-		{"background keeps", ExecParams{Command: "cat", Background: true}, true},
-		{"explicit yield keeps", ExecParams{Command: "cat", YieldMs: ptr(10.0)}, true},
-		{"pty keeps", ExecParams{Command: "cat", PTY: true}, true},
+		{"foreground closes stdin", api.ExecParams{Command: "cat"}, false},
+		{"background keeps", api.ExecParams{Command: "cat", Background: true}, true},
+		{"explicit yield keeps", api.ExecParams{Command: "cat", YieldMs: ptr(10.0)}, true},
+		{"pty keeps", api.ExecParams{Command: "cat", PTY: true}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,24 +190,24 @@ func TestExecYieldThenBackground(t *testing.T) {
 	p := newFakeProc(false)
 	startWith(hosts["sandbox"], p)
 	p.say("first\n")
-	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100", YieldMs: ptr(20.0), AgentID: "a1"})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "sleep 100", YieldMs: ptr(20.0), AgentID: "a1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := r.Details
-	id, _ := d["sessionId"].(string)
-	if d["status"] != StatusRunning || id == "" || d["pid"] != p.pid || d["tail"] != "first\n" {
+	id := d.SessionID
+	if d.Status != api.StatusRunning || id == "" || *d.PID != p.pid || *d.Tail != "first\n" {
 		t.Fatalf("running details = %v", d)
 	}
 	want := "Command still running (session " + id + ", pid "
 	if !strings.HasPrefix(text(r), want) || !strings.HasSuffix(text(r), "Use process (list/poll/log/write/kill/clear/remove) for follow-up.") {
 		t.Fatalf("text = %q", text(r))
 	}
-	if _, ok := d["startedAt"].(int64); !ok {
-		t.Fatalf("startedAt = %T", d["startedAt"])
+	if ok := d.StartedAt != 0; !ok {
+		t.Fatalf("startedAt = %T", d.StartedAt)
 	}
 	// The run continues; poll sees the rest.
-	pr, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(2000.0)})
+	pr, err := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(2000.0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,13 +215,13 @@ func TestExecYieldThenBackground(t *testing.T) {
 		t.Fatalf("poll = %q", text(pr))
 	}
 	go func() { time.Sleep(30 * time.Millisecond); p.say("second\n") }()
-	pr, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(5000.0)})
+	pr, _ = m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(5000.0)})
 	if text(pr) != "second\n\nProcess still running." {
 		t.Fatalf("second poll = %q", text(pr))
 	}
 	p.exit(2, "")
-	pr, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(5000.0)})
-	if text(pr) != "(no new output)\n\nProcess exited with code 2." || pr.Details["exitCode"] != 2 {
+	pr, _ = m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "a1", TimeoutMs: ptr(5000.0)})
+	if text(pr) != "(no new output)\n\nProcess exited with code 2." || pr.Details.ExitCode != api.Code(2) {
 		t.Fatalf("final poll = %q %v", text(pr), pr.Details)
 	}
 }
@@ -227,11 +231,11 @@ func TestExecBackgroundAtOnce(t *testing.T) {
 	p := newFakeProc(false)
 	startWith(hosts["sandbox"], p)
 	start := time.Now()
-	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100", Background: true})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "sleep 100", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Details["status"] != StatusRunning || time.Since(start) > 8*time.Second { // below the 10 s yield window
+	if r.Details.Status != api.StatusRunning || time.Since(start) > 8*time.Second { // below the 10 s yield window
 		t.Fatalf("background: %v after %s", r.Details, time.Since(start))
 	}
 }
@@ -240,12 +244,12 @@ func TestExecTimeout(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
 	p := newFakeProc(false)
 	startWith(hosts["sandbox"], p)
-	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 5 && touch PROOF", Timeout: ptr(0.05)})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "sleep 5 && touch PROOF", Timeout: ptr(0.05)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := r.Details
-	if d["status"] != StatusFailed || d["signal"] != "SIGKILL" || d["reason"] != "timeout after 0.05s" || d["exitCode"] != nil {
+	if d.Status != api.StatusFailed || *d.Signal != "SIGKILL" || d.Reason != "timeout after 0.05s" || d.ExitCode != api.NoExitCode() {
 		t.Fatalf("details = %v", d)
 	}
 	if p.kills.Load() == 0 {
@@ -261,11 +265,11 @@ func TestExecTimeoutKillHangs(t *testing.T) {
 	p := newFakeProc(false)
 	p.killFunc = func(p *fakeProc) { go p.exit(0, "") }
 	startWith(hosts["sandbox"], p)
-	r, err := m.Exec(context.Background(), ExecParams{Command: "trap '' TERM; sleep 9", Timeout: ptr(0.02)})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "trap '' TERM; sleep 9", Timeout: ptr(0.02)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGKILL" {
+	if r.Details.Status != api.StatusFailed || *r.Details.Signal != "SIGKILL" {
 		t.Fatalf("details = %v", r.Details)
 	}
 }
@@ -274,11 +278,11 @@ func TestExecBackgroundHasNoDefaultTimeout(t *testing.T) {
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.TimeoutSec = 1 })
 	p := newFakeProc(false)
 	startWith(hosts["sandbox"], p)
-	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100", Background: true})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "sleep 100", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := m.lookup(r.Details["sessionId"].(string), scopeKey("", ""))
+	s := m.lookup(r.Details.SessionID, scopeKey("", ""))
 	s.mu.Lock()
 	armed := s.timer != nil
 	s.mu.Unlock()
@@ -289,8 +293,8 @@ func TestExecBackgroundHasNoDefaultTimeout(t *testing.T) {
 	// With backgroundTimeoutSec configured it has one.
 	m2, hosts2 := newTestManager(t, func(c *config.File) { c.Exec.BackgroundTimeoutSec = 3600 })
 	startWith(hosts2["sandbox"], newFakeProc(false))
-	r, _ = m2.Exec(context.Background(), ExecParams{Command: "sleep 100", YieldMs: ptr(10.0)})
-	s = m2.lookup(r.Details["sessionId"].(string), scopeKey("", ""))
+	r, _ = m2.Exec(context.Background(), api.ExecParams{Command: "sleep 100", YieldMs: ptr(10.0)})
+	s = m2.lookup(r.Details.SessionID, scopeKey("", ""))
 	s.mu.Lock()
 	armed = s.timer != nil
 	s.mu.Unlock()
@@ -305,11 +309,11 @@ func TestExecClientGoneDuringYield(t *testing.T) {
 	startWith(hosts["sandbox"], p)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	r, err := m.Exec(ctx, ExecParams{Command: "make"})
+	r, err := m.Exec(ctx, api.ExecParams{Command: "make"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Details["status"] != StatusRunning || len(r.Details["warnings"].([]string)) != 1 {
+	if r.Details.Status != api.StatusRunning || len(r.Details.Warnings) != 1 {
 		t.Fatalf("details = %v", r.Details)
 	}
 	if p.kills.Load() != 0 {
@@ -325,8 +329,8 @@ func TestFaultExecWorkdirRefused(t *testing.T) {
 	hosts["sandbox"].resolveFunc = func(context.Context, string, string, string) (string, string, error) {
 		return "/workspace", "workdir /nope does not exist; using /workspace", nil
 	}
-	r, err := m.Exec(context.Background(), ExecParams{Command: "pwd", Workdir: "/nope"})
-	var ie *InputError
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "pwd", Workdir: "/nope"})
+	var ie *toolapi.InputError
 	if !errors.As(err, &ie) || ie.Field != "workdir" || ie.Msg != "workdir /nope does not exist" {
 		t.Fatalf("Exec with an unusable workdir: %v, %v; want the workdir error", r, err)
 	}
@@ -342,7 +346,7 @@ func TestExecWorkdirError(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
 	boom := errors.New("docker unreachable")
 	hosts["sandbox"].resolveFunc = func(context.Context, string, string, string) (string, string, error) { return "", "", boom }
-	if _, err := m.Exec(context.Background(), ExecParams{Command: "true"}); !errors.Is(err, boom) {
+	if _, err := m.Exec(context.Background(), api.ExecParams{Command: "true"}); !errors.Is(err, boom) {
 		t.Fatalf("want wrapped host error, got %v", err)
 	}
 }
@@ -351,7 +355,7 @@ func TestExecStartError(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
 	boom := errors.New("no such image")
 	hosts["sandbox"].startFunc = func(context.Context, StartSpec) (Process, error) { return nil, boom }
-	if _, err := m.Exec(context.Background(), ExecParams{Command: "true"}); !errors.Is(err, boom) {
+	if _, err := m.Exec(context.Background(), api.ExecParams{Command: "true"}); !errors.Is(err, boom) {
 		t.Fatalf("want wrapped start error, got %v", err)
 	}
 }
@@ -365,7 +369,7 @@ func TestExecProcessWarnings(t *testing.T) {
 	p := newFakeProc(false)
 	p.exit(0, "")
 	hosts["sandbox"].startFunc = func(context.Context, StartSpec) (Process, error) { return warnProc{p}, nil }
-	r, _ := m.Exec(context.Background(), ExecParams{Command: "true", PTY: true})
+	r, _ := m.Exec(context.Background(), api.ExecParams{Command: "true", PTY: true})
 	if !strings.Contains(text(r), "Warning: PTY unavailable") {
 		t.Fatalf("text = %q", text(r))
 	}
@@ -384,21 +388,21 @@ func TestExecSecurityWithoutGuard(t *testing.T) {
 		host     string
 		security string
 		ask      string
-		p        ExecParams
+		p        api.ExecParams
 		denied   string // "" = runs
 	}{
-		{"sandbox deny", "sandbox", "deny", "off", ExecParams{}, "security mode is deny"},
-		{"sandbox allowlist runs", "sandbox", "allowlist", "on-miss", ExecParams{}, ""},
-		{"sandbox full runs", "sandbox", "full", "off", ExecParams{}, ""},
-		{"sandbox ask always", "sandbox", "full", "always", ExecParams{}, "no approver is configured"},
-		{"sandbox request ask always", "sandbox", "full", "off", ExecParams{Ask: "always"}, "no approver is configured"},
-		{"request lowers to deny", "sandbox", "full", "off", ExecParams{Security: "deny"}, "security mode is deny"},
-		{"request cannot raise", "gateway", "allowlist", "off", ExecParams{Security: "full"}, "allowlist not available: the command guard is not configured"},
-		{"gateway full runs", "gateway", "full", "off", ExecParams{}, ""},
-		{"gateway allowlist", "gateway", "allowlist", "on-miss", ExecParams{}, "allowlist not available: the command guard is not configured"},
-		{"gateway deny", "gateway", "deny", "off", ExecParams{}, "security mode is deny"},
-		{"node allowlist", "node", "allowlist", "off", ExecParams{}, "allowlist not available"},
-		{"node full ask always", "node", "full", "always", ExecParams{}, "no approver"},
+		{"sandbox deny", "sandbox", "deny", "off", api.ExecParams{}, "security mode is deny"},
+		{"sandbox allowlist runs", "sandbox", "allowlist", "on-miss", api.ExecParams{}, ""},
+		{"sandbox full runs", "sandbox", "full", "off", api.ExecParams{}, ""},
+		{"sandbox ask always", "sandbox", "full", "always", api.ExecParams{}, "no approver is configured"},
+		{"sandbox request ask always", "sandbox", "full", "off", api.ExecParams{Ask: "always"}, "no approver is configured"},
+		{"request lowers to deny", "sandbox", "full", "off", api.ExecParams{Security: "deny"}, "security mode is deny"},
+		{"request cannot raise", "gateway", "allowlist", "off", api.ExecParams{Security: "full"}, "allowlist not available: the command guard is not configured"},
+		{"gateway full runs", "gateway", "full", "off", api.ExecParams{}, ""},
+		{"gateway allowlist", "gateway", "allowlist", "on-miss", api.ExecParams{}, "allowlist not available: the command guard is not configured"},
+		{"gateway deny", "gateway", "deny", "off", api.ExecParams{}, "security mode is deny"},
+		{"node allowlist", "node", "allowlist", "off", api.ExecParams{}, "allowlist not available"},
+		{"node full ask always", "node", "full", "always", api.ExecParams{}, "no approver"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,13 +416,13 @@ func TestExecSecurityWithoutGuard(t *testing.T) {
 			}
 			started := len(hosts[tt.host].specs) > 0
 			if tt.denied == "" {
-				if r.Details["status"] != StatusCompleted || !started {
+				if r.Details.Status != api.StatusCompleted || !started {
 					t.Fatalf("want run, got %v", r.Details)
 				}
 				return
 			}
-			reason, _ := r.Details["reason"].(string)
-			if r.Details["status"] != StatusDenied || !strings.Contains(reason, tt.denied) || started {
+			reason := r.Details.Reason
+			if r.Details.Status != api.StatusDenied || !strings.Contains(reason, tt.denied) || started {
 				t.Fatalf("want denied %q (nothing started), got %v started=%v", tt.denied, r.Details, started)
 			}
 			if !strings.Contains(text(r), tt.denied) {
@@ -439,8 +443,8 @@ func TestExecGuard(t *testing.T) {
 
 	// run, with a rewritten command
 	verdict = GuardVerdict{Decision: vocab.DecisionRun, Command: "'head' '-n' '1'"}
-	r, err := m.Exec(context.Background(), ExecParams{Command: "head -n 1", Env: map[string]string{"FOO": "1"}, AgentID: "ag", SessionKey: "sk", Ask: "always"})
-	if err != nil || r.Details["status"] != StatusCompleted {
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "head -n 1", Env: map[string]string{"FOO": "1"}, AgentID: "ag", SessionKey: "sk", Ask: "always"})
+	if err != nil || r.Details.Status != api.StatusCompleted {
 		t.Fatalf("run: %v %v", r.Details, err)
 	}
 	if hosts["gateway"].lastSpec().Command != "'head' '-n' '1'" {
@@ -455,20 +459,20 @@ func TestExecGuard(t *testing.T) {
 
 	// deny
 	verdict = GuardVerdict{Decision: vocab.DecisionDeny, Reason: "allowlist miss: /usr/bin/rm"}
-	r, _ = m.Exec(context.Background(), ExecParams{Command: "rm -rf /"})
-	if r.Details["status"] != StatusDenied || r.Details["reason"] != "allowlist miss: /usr/bin/rm" {
+	r, _ = m.Exec(context.Background(), api.ExecParams{Command: "rm -rf /"})
+	if r.Details.Status != api.StatusDenied || r.Details.Reason != "allowlist miss: /usr/bin/rm" {
 		t.Fatalf("deny: %v", r.Details)
 	}
 
 	// approval pending
-	verdict = GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: map[string]any{
-		"approvalId": "0b7a6c1e-1111-2222-3333-444455556666", "approvalSlug": "0b7a6c1e", "expiresAtMs": int64(1700000000000),
+	verdict = GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: api.Details{
+		ApprovalID: "0b7a6c1e-1111-2222-3333-444455556666", ApprovalSlug: "0b7a6c1e", ExpiresAtMs: 1700000000000,
 	}}
 	n := len(hosts["gateway"].specs)
-	r, _ = m.Exec(context.Background(), ExecParams{Command: "curl x"})
+	r, _ = m.Exec(context.Background(), api.ExecParams{Command: "curl x"})
 	d := r.Details
-	if d["status"] != StatusApprovalPending || d["approvalId"] != "0b7a6c1e-1111-2222-3333-444455556666" || d["host"] != "gateway" ||
-		d["command"] != "curl x" || d["cwd"] != "/work" {
+	if d.Status != api.StatusApprovalPending || d.ApprovalID != "0b7a6c1e-1111-2222-3333-444455556666" || d.Host != "gateway" ||
+		d.Command != "curl x" || d.Cwd != "/work" {
 		t.Fatalf("pending: %v", d)
 	}
 	if !strings.Contains(text(r), "sandboxctl approvals resolve 0b7a6c1e-1111-2222-3333-444455556666 allow-once|allow-always|deny") {
@@ -480,7 +484,7 @@ func TestExecGuard(t *testing.T) {
 
 	// guard error
 	verdict = GuardVerdict{Decision: "maybe"}
-	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls"}); err == nil {
+	if _, err := m.Exec(context.Background(), api.ExecParams{Command: "ls"}); err == nil {
 		t.Fatal("unknown decision accepted")
 	}
 }
@@ -492,10 +496,10 @@ func TestExecGuardSandboxOnlyForAskAlways(t *testing.T) {
 		return GuardVerdict{Decision: vocab.DecisionRun}, nil
 	})
 	m, _ := newTestManager(t, nil, func(o *Options) { o.Guard = g })
-	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls"}); err != nil || calls != 0 {
+	if _, err := m.Exec(context.Background(), api.ExecParams{Command: "ls"}); err != nil || calls != 0 {
 		t.Fatalf("guard called for sandbox on-miss: calls=%d err=%v", calls, err)
 	}
-	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls", Ask: "always"}); err != nil || calls != 1 {
+	if _, err := m.Exec(context.Background(), api.ExecParams{Command: "ls", Ask: "always"}); err != nil || calls != 1 {
 		t.Fatalf("guard not called for sandbox ask=always: calls=%d err=%v", calls, err)
 	}
 }
@@ -509,20 +513,20 @@ func TestExecElevated(t *testing.T) {
 	tests := []struct {
 		name    string
 		el      config.Elevated
-		p       ExecParams
+		p       api.ExecParams
 		denied  string
 		errFld  string
 		sec     string
 		ask     string
 		noGuard bool
 	}{
-		{"disabled", config.Elevated{}, ExecParams{AgentID: "a"}, "elevated.enabled is false", "", "", "", false},
-		{"empty allowFrom is nobody", config.Elevated{Enabled: true}, ExecParams{AgentID: "a"}, "not listed in elevated.allowFrom", "", "", "", false},
-		{"not listed", config.Elevated{Enabled: true, AllowFrom: []string{"b"}}, ExecParams{AgentID: "a"}, "agent a", "", "", "", false},
-		{"listed, ask level", config.Elevated{Enabled: true, AllowFrom: []string{"a"}, DefaultLevel: "ask"}, ExecParams{AgentID: "a"}, "", "", "allowlist", "on-miss", false},
-		{"star, full", config.Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "full"}, ExecParams{AgentID: "z", Ask: "always"}, "", "", "full", "off", false},
-		{"full without guard runs", config.Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "full"}, ExecParams{AgentID: "z"}, "", "", "", "", true},
-		{"with other host", config.Elevated{Enabled: true, AllowFrom: []string{"a"}}, ExecParams{AgentID: "a", Host: "node"}, "", "host", "", "", false},
+		{"disabled", config.Elevated{}, api.ExecParams{AgentID: "a"}, "elevated.enabled is false", "", "", "", false},
+		{"empty allowFrom is nobody", config.Elevated{Enabled: true}, api.ExecParams{AgentID: "a"}, "not listed in elevated.allowFrom", "", "", "", false},
+		{"not listed", config.Elevated{Enabled: true, AllowFrom: []string{"b"}}, api.ExecParams{AgentID: "a"}, "agent a", "", "", "", false},
+		{"listed, ask level", config.Elevated{Enabled: true, AllowFrom: []string{"a"}, DefaultLevel: "ask"}, api.ExecParams{AgentID: "a"}, "", "", "allowlist", "on-miss", false},
+		{"star, full", config.Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "full"}, api.ExecParams{AgentID: "z", Ask: "always"}, "", "", "full", "off", false},
+		{"full without guard runs", config.Elevated{Enabled: true, AllowFrom: []string{"*"}, DefaultLevel: "full"}, api.ExecParams{AgentID: "z"}, "", "", "", "", true},
+		{"with other host", config.Elevated{Enabled: true, AllowFrom: []string{"a"}}, api.ExecParams{AgentID: "a", Host: "node"}, "", "host", "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -535,9 +539,9 @@ func TestExecElevated(t *testing.T) {
 			tt.p.Command, tt.p.Elevated = "apt update", true
 			r, err := m.Exec(context.Background(), tt.p)
 			if tt.errFld != "" {
-				var ie *InputError
+				var ie *toolapi.InputError
 				if !errors.As(err, &ie) || ie.Field != tt.errFld {
-					t.Fatalf("want InputError %s, got %v", tt.errFld, err)
+					t.Fatalf("want toolapi.InputError %s, got %v", tt.errFld, err)
 				}
 				return
 			}
@@ -545,12 +549,12 @@ func TestExecElevated(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.denied != "" {
-				if r.Details["status"] != StatusDenied || !strings.Contains(r.Details["reason"].(string), tt.denied) {
+				if r.Details.Status != api.StatusDenied || !strings.Contains(r.Details.Reason, tt.denied) {
 					t.Fatalf("want denied %q, got %v", tt.denied, r.Details)
 				}
 				return
 			}
-			if r.Details["status"] != StatusCompleted || len(hosts["gateway"].specs) != 1 || len(hosts["sandbox"].specs) != 0 {
+			if r.Details.Status != api.StatusCompleted || len(hosts["gateway"].specs) != 1 || len(hosts["sandbox"].specs) != 0 {
 				t.Fatalf("elevated did not run on gateway: %v", r.Details)
 			}
 			if !tt.noGuard && (string(seen.Security) != tt.sec || string(seen.Ask) != tt.ask || seen.Host != "gateway") {
@@ -617,10 +621,10 @@ func TestExecAfterClose(t *testing.T) {
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Exec(context.Background(), ExecParams{Command: "true"}); !errors.Is(err, ErrClosed) {
+	if _, err := m.Exec(context.Background(), api.ExecParams{Command: "true"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("want ErrClosed, got %v", err)
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "list"}); !errors.Is(err, ErrClosed) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "list"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("want ErrClosed, got %v", err)
 	}
 }
@@ -633,12 +637,12 @@ func TestExecNodeRefusalIsAResult(t *testing.T) {
 		}
 		return nil, fmt.Errorf("wrapped: %w", &nodeexec.DeniedError{Node: "build-box", Reason: "SYSTEM_RUN_DENIED: allowlist miss"})
 	}
-	r, err := m.Exec(context.Background(), ExecParams{Command: "rm -rf /", Node: "build-box"})
-	if err != nil || r.Details["status"] != StatusDenied || !strings.Contains(r.Details["reason"].(string), "allowlist miss") {
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "rm -rf /", Node: "build-box"})
+	if err != nil || r.Details.Status != api.StatusDenied || !strings.Contains(r.Details.Reason, "allowlist miss") {
 		t.Fatalf("node denial: %v %v", r.Details, err)
 	}
 	hosts["node"].startFunc = func(context.Context, StartSpec) (Process, error) { return nil, errors.New("node build-box is offline") }
-	if _, err := m.Exec(context.Background(), ExecParams{Command: "ls", Node: "build-box"}); err == nil || !strings.Contains(err.Error(), "offline") {
+	if _, err := m.Exec(context.Background(), api.ExecParams{Command: "ls", Node: "build-box"}); err == nil || !strings.Contains(err.Error(), "offline") {
 		t.Fatalf("offline node: %v", err)
 	}
 }
@@ -647,7 +651,7 @@ func TestPublish(t *testing.T) {
 	clk := newClock()
 	m, _ := newTestManager(t, nil, func(o *Options) { o.Now = clk.Now })
 	ch := m.Subscribe(context.Background())
-	m.Publish(Event{Type: "approval", Text: "Approval requested"})
+	m.Publish(api.Event{Type: "approval", Text: "Approval requested"})
 	ev := <-ch
 	if ev.Type != "approval" || !ev.Time.Equal(clk.Now()) {
 		t.Fatalf("event %+v", ev)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -245,7 +247,7 @@ func newTestManager(t *testing.T, edit func(*config.File), opts ...func(*Options
 	return m, hosts
 }
 
-func text(r Result) string {
+func text(r api.Result) string {
 	if len(r.Content) == 0 {
 		return ""
 	}

@@ -3,6 +3,8 @@ package sessions
 import (
 	"context"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -44,7 +46,7 @@ type GuardVerdict struct {
 	Confine string
 	// Approval holds the approval-pending details: approvalId, approvalSlug,
 	// expiresAtMs, host, command, cwd, nodeId.
-	Approval map[string]any
+	Approval api.Details
 	// Ticket is the guard's own handle on a pending approval, passed back to
 	// ApprovalWaiter.AwaitApproval; nil when the guard cannot be awaited.
 	Ticket any

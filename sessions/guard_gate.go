@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -75,11 +77,11 @@ func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 		return GuardVerdict{Decision: vocab.DecisionRun, Reason: v.Reason, Command: v.Command, Confine: v.Confine}
 	case vocab.DecisionApprovalPending:
 		p := v.Pending
-		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: map[string]any{
-			"approvalId": p.ID, "approvalSlug": p.Slug, "expiresAtMs": p.ExpiresAtMs,
-			"host": string(p.Host), "command": p.Command, "cwd": p.Cwd, "nodeId": p.NodeID,
-			"argv": p.Argv, "env": p.Env, "agentId": p.AgentID, "sessionKey": p.SessionKey,
-			"reason": v.Reason, "explain": p.Explain,
+		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: api.Details{
+			ApprovalID: p.ID, ApprovalSlug: p.Slug, ExpiresAtMs: p.ExpiresAtMs,
+			Host: string(p.Host), Command: p.Command, Cwd: p.Cwd, NodeID: new(p.NodeID),
+			Argv: p.Argv, Env: api.EnvOf(p.Env), AgentID: new(p.AgentID), SessionKey: new(p.SessionKey),
+			Reason: v.Reason, Explain: new(p.Explain),
 		}}
 	default:
 		return GuardVerdict{Decision: vocab.DecisionDeny, Reason: fmt.Sprintf("guard: %s", v.Reason)}

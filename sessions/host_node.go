@@ -56,7 +56,7 @@ func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	if err != nil {
 		return Started{}, fmt.Errorf("node: %w", err)
 	}
-	return Started{Process: p, Warnings: p.Warnings()}, nil
+	return Started{Process: p, Warnings: p.Warnings(), Place: fmt.Sprintf("node %q", p.Node())}, nil
 }
 
 // Recover implements Recoverer: nothing comes back at the daemon's start

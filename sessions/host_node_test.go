@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
@@ -343,9 +345,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				start := time.Now()
-				r, err := m.Exec(ctx, sessions.ExecParams{Command: "true", Host: tc.name})
+				r, err := m.Exec(ctx, api.ExecParams{Command: "true", Host: tc.name})
 				durs = append(durs, time.Since(start))
-				if err != nil || r.Details["status"] != sessions.StatusCompleted {
+				if err != nil || r.Details.Status != api.StatusCompleted {
 					b.Fatalf("exec: %v %+v", err, r.Details)
 				}
 			}
@@ -412,6 +414,13 @@ func newTCPProxy(t testing.TB, target string) *tcpProxy {
 	return p
 }
 
+// unblock takes new connections again.
+func (p *tcpProxy) unblock() {
+	p.mu.Lock()
+	p.blocked = false
+	p.mu.Unlock()
+}
+
 // cut drops every proxied connection and refuses new ones.
 func (p *tcpProxy) cut() {
 	p.mu.Lock()
@@ -424,8 +433,11 @@ func (p *tcpProxy) cut() {
 }
 
 // TestNodeLinkLostFailsSession cuts a node's link while a background session
-// runs on it: the session ends failed with the link-loss reason, and the
-// node (a separate process) kills the whole tree when its grace ends.
+// runs on it: the node (a separate process) kills the whole tree when its
+// grace ends; the gateway, which cannot tell an agent that killed its runs
+// from one that died and left them running in its host supervisor, says
+// the session's state is unknown (never failed while it may run) until the
+// node is back, and then fails it with the reason.
 func TestNodeLinkLostFailsSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a node agent and waits out the link grace")
@@ -436,15 +448,15 @@ func TestNodeLinkLostFailsSession(t *testing.T) {
 	proof, pidFile := filepath.Join(dir, "PROOF"), filepath.Join(dir, "pid")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := m.Exec(ctx, sessions.ExecParams{
+	r, err := m.Exec(ctx, api.ExecParams{
 		Command: "sh -c 'echo $$ > " + pidFile + "; sleep 6; touch " + proof + "' & echo started; wait",
 		Host:    "node", Background: true, AgentID: "a", SessionKey: "s",
 	})
-	if err != nil || r.Details["status"] != sessions.StatusRunning {
+	if err != nil || r.Details.Status != api.StatusRunning {
 		t.Fatalf("exec: %v %+v", err, r.Details)
 	}
-	id, _ := r.Details["sessionId"].(string)
-	shell, _ := r.Details["pid"].(int)
+	id := r.Details.SessionID
+	shell := *r.Details.PID
 	var child int
 	for deadline := time.Now().Add(10 * time.Second); child == 0; {
 		b, _ := os.ReadFile(pidFile)
@@ -456,21 +468,21 @@ func TestNodeLinkLostFailsSession(t *testing.T) {
 	}
 	cutAt := time.Now()
 	gw.proxy.cut()
-	var last sessions.Result
+	var last api.Result
 	for {
-		last, err = m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptrFloat(2000), AgentID: "a", SessionKey: "s"})
+		last, err = m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptrFloat(2000), AgentID: "a", SessionKey: "s"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last.Details["status"] != sessions.StatusRunning || time.Since(cutAt) > 20*time.Second {
+		if last.Details.Status != api.StatusRunning || last.Details.Reason != "" || time.Since(cutAt) > 20*time.Second {
 			break
 		}
 	}
-	reason, _ := last.Details["reason"].(string)
-	if last.Details["status"] != sessions.StatusFailed || !strings.Contains(reason, "the link to node cut-node was lost") {
+	reason := last.Details.Reason
+	if last.Details.Status != api.StatusRunning || !strings.Contains(reason, `unknown: the link to node "cut-node" was lost`) {
 		t.Fatalf("after the cut: %+v\n%s", last.Details, last.Content)
 	}
-	t.Logf("session failed %v after the cut: %s", time.Since(cutAt).Round(time.Millisecond), reason)
+	t.Logf("session unknown %v after the cut: %s", time.Since(cutAt).Round(time.Millisecond), reason)
 	for _, pid := range []int{shell, child} {
 		for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil && !isZombie(pid); {
 			if time.Now().After(deadline) {
@@ -483,6 +495,23 @@ func TestNodeLinkLostFailsSession(t *testing.T) {
 	if _, err := os.Stat(proof); err == nil {
 		t.Error("PROOF exists: the tree survived the lost link")
 	}
+	// The node comes back and reports how the run ended: now it is known.
+	backAt := time.Now()
+	gw.proxy.unblock()
+	for {
+		last, err = m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptrFloat(2000), AgentID: "a", SessionKey: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last.Details.Status != api.StatusRunning || time.Since(backAt) > 20*time.Second {
+			break
+		}
+	}
+	reason = last.Details.Reason
+	if last.Details.Status != api.StatusFailed || !strings.Contains(reason, "the node ended it: its link to the gateway was not back") {
+		t.Fatalf("after the node came back: %+v\n%s", last.Details, last.Content)
+	}
+	t.Logf("session failed %v after the node could reconnect: %s", time.Since(backAt).Round(time.Millisecond), reason)
 }
 
 func ptrFloat(f float64) *float64 { return &f }
@@ -509,9 +538,9 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "MARKER")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	exec := func(node string) sessions.Result {
+	exec := func(node string) api.Result {
 		t.Helper()
-		r, err := m.Exec(ctx, sessions.ExecParams{Command: "touch " + marker, Host: "node", Node: node, AgentID: "a", SessionKey: "s"})
+		r, err := m.Exec(ctx, api.ExecParams{Command: "touch " + marker, Host: "node", Node: node, AgentID: "a", SessionKey: "s"})
 		if err != nil {
 			t.Fatalf("exec on %s: %v", node, err)
 		}
@@ -519,19 +548,19 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 	}
 	for _, node := range []string{"deny-node", "strict-node"} {
 		r := exec(node)
-		if r.Details["status"] != sessions.StatusDenied || !strings.Contains(r.Details["reason"].(string), node) {
+		if r.Details.Status != api.StatusDenied || !strings.Contains(r.Details.Reason, node) {
 			t.Errorf("%s: %+v", node, r.Details)
 		}
 	}
 	r := exec("asking-node")
-	if r.Details["status"] != sessions.StatusApprovalPending || r.Details["host"] != "node" || r.Details["nodeId"] == "" {
+	if r.Details.Status != api.StatusApprovalPending || r.Details.Host != "node" || *r.Details.NodeID == "" {
 		t.Fatalf("asking-node: %+v", r.Details)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("marker exists before approval")
 	}
-	id, _ := r.Details["approvalId"].(string)
-	sid, _ := r.Details["sessionId"].(string)
+	id := r.Details.ApprovalID
+	sid := r.Details.SessionID
 	if sid == "" {
 		t.Fatalf("the approval-pending node exec is not a session: %+v", r.Details)
 	}
@@ -540,24 +569,24 @@ func TestNodeManagerRefusalsAndApproval(t *testing.T) {
 	}
 	// The approved command starts by itself, as that session.
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		p, err := m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: sid, TimeoutMs: ptrFloat(1000), AgentID: "a", SessionKey: "s"})
+		p, err := m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: sid, TimeoutMs: ptrFloat(1000), AgentID: "a", SessionKey: "s"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Details["status"] == sessions.StatusCompleted {
+		if p.Details.Status == api.StatusCompleted {
 			break
 		}
-		if p.Details["status"] != sessions.StatusRunning || time.Now().After(deadline) {
+		if p.Details.Status != api.StatusRunning || time.Now().After(deadline) {
 			t.Fatalf("the approved session: %+v", p.Details)
 		}
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("approved command did not run: %v", err)
 	}
-	if r := exec("asking-node"); r.Details["status"] != sessions.StatusApprovalPending {
+	if r := exec("asking-node"); r.Details.Status != api.StatusApprovalPending {
 		t.Errorf("allow-once reused: %+v", r.Details)
 	}
-	if _, err := m.Exec(ctx, sessions.ExecParams{Command: "true", Host: "node", Node: "ghost-node"}); !errors.Is(err, nodeexec.ErrNodeUnknown) {
+	if _, err := m.Exec(ctx, api.ExecParams{Command: "true", Host: "node", Node: "ghost-node"}); !errors.Is(err, nodeexec.ErrNodeUnknown) {
 		t.Errorf("unknown node: %v", err)
 	}
 }

@@ -65,6 +65,9 @@ func (h *SandboxHost) retryRecover(ctx context.Context) {
 				return
 			}
 		}
+		if err == nil {
+			close(h.late) // all it holds is back
+		}
 		return
 	}
 }
@@ -112,6 +115,9 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 	}
 	out := sandboxStarted(st.Process)
 	out.Warnings = st.Warnings
+	if st.Ensure.Engine != "" {
+		out.Place = fmt.Sprintf("Engine %q", st.Ensure.Engine)
+	}
 	return out, nil
 }
 
@@ -141,6 +147,9 @@ func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
 	if err != nil && engineDown(err) && len(out) == 0 && h.lateCtx != nil {
 		go h.retryRecover(h.lateCtx)
 		return nil, fmt.Errorf("%w; its sessions are re-adopted when it answers", err)
+	}
+	if err == nil && h.lateCtx != nil {
+		close(h.late) // nothing comes later
 	}
 	return out, err
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // inputWaitHost is a fake host whose processes report input waits as the
@@ -44,26 +46,26 @@ func TestForegroundReturnsEarlyWhenWaitingForInput(t *testing.T) {
 	}
 	m.hosts["sandbox"] = h
 	start := time.Now()
-	r, err := m.Exec(context.Background(), ExecParams{Command: "read x; echo got $x", AgentID: "a"})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "read x; echo got $x", AgentID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) > 5*time.Second || r.Details["status"] != StatusRunning || r.Details["waitingForInput"] != true {
+	if time.Since(start) > 5*time.Second || r.Details.Status != api.StatusRunning || !r.Details.WaitingForInput {
 		t.Fatalf("after %s: %v", time.Since(start), r.Details)
 	}
 	if !strings.Contains(text(r), "waiting for input") {
 		t.Fatalf("text %q", text(r))
 	}
-	id := r.Details["sessionId"].(string)
-	list, _ := m.Process(context.Background(), ProcessParams{Action: "list", AgentID: "a"})
+	id := r.Details.SessionID
+	list, _ := m.Process(context.Background(), api.ProcessParams{Action: "list", AgentID: "a"})
 	if !strings.Contains(text(list), id+" waiting-for-input") {
 		t.Fatalf("list %q", text(list))
 	}
-	poll, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a", TimeoutMs: ptr(10000.0)})
+	poll, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "a", TimeoutMs: ptr(10000.0)})
 	if !strings.Contains(text(poll), "waiting for input") {
 		t.Fatalf("poll %q", text(poll))
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, AgentID: "a", Data: "hi\n", EOF: true}); err != nil {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, AgentID: "a", Data: "hi\n", EOF: true}); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 	proc.waiting.Store(false)
@@ -71,7 +73,7 @@ func TestForegroundReturnsEarlyWhenWaitingForInput(t *testing.T) {
 	proc.exit(0, "")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		poll, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a", TimeoutMs: ptr(1000.0)})
+		poll, _ = m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "a", TimeoutMs: ptr(1000.0)})
 		if strings.Contains(text(poll), "exited with code 0") {
 			break
 		}
@@ -107,8 +109,8 @@ func TestForegroundStdinClosedWithoutInputWait(t *testing.T) {
 				return fp, nil
 			}
 			m.hosts["sandbox"] = h
-			r, err := m.Exec(context.Background(), ExecParams{Command: "cat", AgentID: "b"})
-			if err != nil || r.Details["status"] != StatusCompleted {
+			r, err := m.Exec(context.Background(), api.ExecParams{Command: "cat", AgentID: "b"})
+			if err != nil || r.Details.Status != api.StatusCompleted {
 				t.Fatalf("%v %v", r.Details, err)
 			}
 		})

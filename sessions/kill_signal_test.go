@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestKillSignalRealGateway replays issue 13 item 7 (signals) on real
@@ -17,14 +19,14 @@ func TestKillSignalRealGateway(t *testing.T) {
 	m := realGatewayManager(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := m.Exec(ctx, sessions.ExecParams{Command: `trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done`, Background: true})
+	res, err := m.Exec(ctx, api.ExecParams{Command: `trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done`, Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	poll := func() string {
 		ms := 2000.0
-		r, err := m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &ms})
+		r, err := m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &ms})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,11 +34,11 @@ func TestKillSignalRealGateway(t *testing.T) {
 	}
 	for !strings.Contains(poll(), "ready") {
 	}
-	_, err = m.Process(ctx, sessions.ProcessParams{Action: "kill", SessionID: id, Signal: "SIGFOO"})
-	if !errors.Is(err, sessions.ErrInvalidInput) || !strings.Contains(err.Error(), "SIGFOO") {
+	_, err = m.Process(ctx, api.ProcessParams{Action: "kill", SessionID: id, Signal: "SIGFOO"})
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "SIGFOO") {
 		t.Fatalf("kill SIGFOO: %v, want an invalid-input error naming it", err)
 	}
-	r, err := m.Process(ctx, sessions.ProcessParams{Action: "kill", SessionID: id, Signal: "SIGUSR1"})
+	r, err := m.Process(ctx, api.ProcessParams{Action: "kill", SessionID: id, Signal: "SIGUSR1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +48,11 @@ func TestKillSignalRealGateway(t *testing.T) {
 	if out := poll(); !strings.Contains(out, "got-usr1") || !strings.Contains(out, "Process still running.") {
 		t.Fatalf("after SIGUSR1: %q", out)
 	}
-	r, err = m.Process(ctx, sessions.ProcessParams{Action: "kill", SessionID: id, Signal: "int"})
+	r, err = m.Process(ctx, api.ProcessParams{Action: "kill", SessionID: id, Signal: "int"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if txt := r.Content[0].Text; !strings.Contains(txt, "signal SIGINT") || r.Details["status"] != sessions.StatusFailed {
+	if txt := r.Content[0].Text; !strings.Contains(txt, "signal SIGINT") || r.Details.Status != api.StatusFailed {
 		t.Fatalf("kill SIGINT: %q %v", txt, r.Details)
 	}
 }
@@ -61,14 +63,14 @@ func TestPollHugeTimeoutIsClamped(t *testing.T) {
 	m := realGatewayManager(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := m.Exec(ctx, sessions.ExecParams{Command: `sleep 1.5; echo late`, Background: true})
+	res, err := m.Exec(ctx, api.ExecParams{Command: `sleep 1.5; echo late`, Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	ms := 1e16
 	start := time.Now()
-	r, err := m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &ms})
+	r, err := m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &ms})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -33,6 +36,11 @@ type Options struct {
 	// outlive the daemon, so that a restarted daemon does not deliver it
 	// again (e.g. <state>/cursors.json); "" keeps none.
 	CursorFile string
+	// AwaitedFile keeps the running background sessions of hosts whose
+	// sessions come back late after a restart (an Engine, a node), so that
+	// a restarted daemon shows them, in doubt, until they come back (e.g.
+	// <state>/awaited.json); "" keeps none.
+	AwaitedFile string
 	// SpillDir, when set, holds the output of finished sessions kept for
 	// polling (one file each, removed when the session is forgotten), so
 	// that it is not held in memory (e.g. <state>/output). Emptied at New.
@@ -41,6 +49,25 @@ type Options struct {
 	// Journal, when set, numbers and keeps every event before subscribers
 	// get it (eventjournal.Journal), so clients can replay what they missed.
 	Journal EventJournal
+	// Audit, when set, records every exec request, guard verdict,
+	// approval and session start and exit (audit.Log). An error from it
+	// refuses the request before anything runs (audit.onFailure refuse).
+	Audit audit.Recorder
+	// Observer, when set, is told when commands end and approvals are
+	// decided (the daemon's metrics).
+	Observer Observer
+}
+
+// Observer is told about commands and approvals as they end. Its methods
+// must be quick and safe for concurrent use.
+type Observer interface {
+	// CommandFinished reports a command that ended on host with status
+	// (completed or failed) after running for ran.
+	CommandFinished(host vocab.Host, status string, ran time.Duration)
+	// ApprovalDecided reports the verdict on a session's pending approval
+	// (run or deny), whether askFallback gave it when the request expired,
+	// and how long the session waited for it.
+	ApprovalDecided(decision vocab.Decision, expired bool, waited time.Duration)
 }
 
 // Limits are the effective numeric settings after defaults, environment
@@ -62,12 +89,14 @@ type Limits struct {
 // Manager runs the exec and process tools. It is safe for concurrent use.
 type Manager struct {
 	cursors *cursorStore
+	awaited *awaitedStore
 	cfg     config.File
 	lim     Limits
 	hosts   map[vocab.Host]Host
 	guard   Guard
 	now     func() time.Time
 	logf    func(string, ...any)
+	obs     Observer
 	ctx     context.Context // lifetime of sessions; cancelled by Close
 	cancel  context.CancelFunc
 
@@ -80,8 +109,9 @@ type Manager struct {
 	spillDir string
 
 	subMu   sync.Mutex
-	subs    map[chan Event]struct{}
+	subs    map[chan api.Event]struct{}
 	journal EventJournal
+	audit   audit.Recorder
 
 	sweepStop chan struct{}
 	sweepDone chan struct{}
@@ -91,7 +121,7 @@ type Manager struct {
 // EventJournal numbers and keeps events: Append returns ev with its
 // cursor; an error means it is kept but may not survive a restart.
 type EventJournal interface {
-	Append(ev Event) (Event, error)
+	Append(ev api.Event) (api.Event, error)
 }
 
 // New validates opts, applies defaults and overrides, and starts the TTL
@@ -103,13 +133,19 @@ func New(opts Options) (*Manager, error) {
 		guard:    opts.Guard,
 		now:      opts.Now,
 		logf:     opts.Logf,
+		obs:      opts.Observer,
 		sessions: map[string]*session{},
 		reserved: map[string]string{},
 		spillDir: opts.SpillDir,
 		live:     map[*session]struct{}{},
-		subs:     map[chan Event]struct{}{},
+		subs:     map[chan api.Event]struct{}{},
 		cursors:  openCursors(opts.CursorFile),
+		awaited:  openAwaited(opts.AwaitedFile),
 		journal:  opts.Journal,
+		audit:    opts.Audit,
+	}
+	if m.audit == nil {
+		m.audit = audit.Nop{}
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -143,7 +179,7 @@ func New(opts Options) (*Manager, error) {
 		err error
 	}{{"exec.host", hostErr}, {"exec.security", secErr}, {"exec.ask", askErr}} {
 		if c.err != nil {
-			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, ErrInvalidInput)
+			return nil, fmt.Errorf("sessions: config %s: %w: %w", c.key, c.err, toolapi.ErrInvalidInput)
 		}
 	}
 	m.lim = m.limits()
@@ -164,7 +200,7 @@ func (m *Manager) Limits() Limits { return m.lim }
 func (m *Manager) limits() Limits {
 	ex := m.cfg.Exec
 	l := Limits{
-		YieldMs:               clampInt(orDefault(ex.BackgroundMs, 10000), 10, 120000),
+		YieldMs:               clampInt(orDefault(ex.BackgroundMs, 10000), api.MinYieldMs, api.MaxYieldMs),
 		TimeoutSec:            orDefault(ex.TimeoutSec, 1800),
 		BackgroundTimeoutSec:  max(ex.BackgroundTimeoutSec, 0),
 		MaxOutputChars:        clampInt(orDefault(ex.MaxOutputChars, 200000), 1000, 200000),
@@ -193,8 +229,8 @@ func clampInt(v, lo, hi int) int { return min(max(v, lo), hi) }
 // Subscribe returns a channel of events. It is closed when ctx ends or the
 // Manager is closed. A subscriber that does not keep up loses events (the
 // buffer holds 256) rather than stalling sessions.
-func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
-	ch := make(chan Event, 256)
+func (m *Manager) Subscribe(ctx context.Context) <-chan api.Event {
+	ch := make(chan api.Event, 256)
 	m.subMu.Lock()
 	if m.subs == nil { // closed
 		m.subMu.Unlock()
@@ -220,14 +256,14 @@ func (m *Manager) Subscribe(ctx context.Context) <-chan Event {
 
 // Publish sends ev to every subscriber, like the Manager's own exit events;
 // the approvals code uses it for approval events. Time defaults to now.
-func (m *Manager) Publish(ev Event) {
+func (m *Manager) Publish(ev api.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = m.now()
 	}
 	m.emit(ev)
 }
 
-func (m *Manager) emit(ev Event) {
+func (m *Manager) emit(ev api.Event) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
 	if m.journal != nil {
@@ -262,7 +298,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		close(m.sweepStop)
 	}
 	for _, s := range live {
-		m.kill(s, "manager closed")
+		m.kill(s, api.KillReasonClosed)
 	}
 	var err error
 	for _, s := range live {
@@ -401,7 +437,8 @@ func (m *Manager) forget(s *session) {
 	}
 }
 
-// lookup returns the session id of scope, if visible to the process tool.
+// lookup returns the session id of scope, if visible to the process tool
+// (backgrounded, or attached to a streamed exec).
 func (m *Manager) lookup(id, scope string) *session {
 	m.mu.Lock()
 	s := m.sessions[id]
@@ -410,7 +447,7 @@ func (m *Manager) lookup(id, scope string) *session {
 		return nil
 	}
 	s.mu.Lock()
-	visible := s.visible
+	visible := s.visible || s.attached
 	s.mu.Unlock()
 	if !visible {
 		return nil

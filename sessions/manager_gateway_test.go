@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -60,11 +62,11 @@ func TestRealGatewayBackgroundChildDoesNotHang(t *testing.T) {
 	m := realGatewayManager(t, nil)
 	for _, cmd := range []string{"echo hi; sleep 600 &", "echo hi; nohup sleep 600 | cat &"} {
 		start := time.Now()
-		r, err := m.Exec(context.Background(), sessions.ExecParams{Command: cmd, YieldMs: new(float64(60000))})
+		r, err := m.Exec(context.Background(), api.ExecParams{Command: cmd, YieldMs: new(float64(60000))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Details["status"] != sessions.StatusCompleted || !strings.Contains(r.Content[0].Text, "hi") {
+		if r.Details.Status != api.StatusCompleted || !strings.Contains(r.Content[0].Text, "hi") {
 			t.Fatalf("%q: %v", cmd, r.Details)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -79,15 +81,15 @@ func TestRealGatewayFloodCapped(t *testing.T) {
 		t.Skip("runs real processes")
 	}
 	m := realGatewayManager(t, nil)
-	r, err := m.Exec(context.Background(), sessions.ExecParams{
+	r, err := m.Exec(context.Background(), api.ExecParams{
 		Command: "head -c 30000000 /dev/zero | tr '\\0' a; echo; echo END", YieldMs: new(float64(60000)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg := r.Details["aggregated"].(string)
-	if r.Details["status"] != sessions.StatusCompleted || !strings.HasPrefix(agg, "[... 29800") || !strings.HasSuffix(agg, "a\nEND\n") {
-		t.Fatalf("status %v, aggregated %.60q...%q", r.Details["status"], agg, agg[max(0, len(agg)-10):])
+	agg := *r.Details.Aggregated
+	if r.Details.Status != api.StatusCompleted || !strings.HasPrefix(agg, "[... 29800") || !strings.HasSuffix(agg, "a\nEND\n") {
+		t.Fatalf("status %v, aggregated %.60q...%q", r.Details.Status, agg, agg[max(0, len(agg)-10):])
 	}
 }
 
@@ -99,11 +101,11 @@ func TestRealGatewayCloseKills(t *testing.T) {
 	m := realGatewayManager(t, nil)
 	var pids []int
 	for range 3 {
-		r, err := m.Exec(context.Background(), sessions.ExecParams{Command: "sleep 600", Background: true})
+		r, err := m.Exec(context.Background(), api.ExecParams{Command: "sleep 600", Background: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pids = append(pids, r.Details["pid"].(int))
+		pids = append(pids, *r.Details.PID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -124,7 +126,7 @@ func TestRealGatewayPTYAndScope(t *testing.T) {
 	}
 	m := realGatewayManager(t, nil)
 	// The shell asks for the cursor position and reads the answer.
-	r, err := m.Exec(context.Background(), sessions.ExecParams{
+	r, err := m.Exec(context.Background(), api.ExecParams{
 		Command:    `printf 'ask\033[6n'; stty -echo raw; ans=$(dd bs=1 count=6 2>/dev/null | od -An -c | tr -d ' \n'); stty sane; printf '\ngot:%s\n' "$ans"`,
 		PTY:        true,
 		YieldMs:    new(float64(20000)),
@@ -134,20 +136,20 @@ func TestRealGatewayPTYAndScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := r.Content[0].Text
-	if r.Details["status"] != sessions.StatusCompleted || strings.Contains(out, "[6n") || !strings.Contains(out, `got:033[1;1R`) {
+	if r.Details.Status != api.StatusCompleted || strings.Contains(out, "[6n") || !strings.Contains(out, `got:033[1;1R`) {
 		t.Fatalf("pty DSR: %q %v", out, r.Details)
 	}
-	r, err = m.Exec(context.Background(), sessions.ExecParams{Command: "sleep 600", Background: true, SessionKey: "mine"})
+	r, err = m.Exec(context.Background(), api.ExecParams{Command: "sleep 600", Background: true, SessionKey: "mine"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := r.Details["sessionId"].(string)
-	got, _ := m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id, SessionKey: "theirs"})
+	id := r.Details.SessionID
+	got, _ := m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id, SessionKey: "theirs"})
 	if got.Content[0].Text != "No session found for "+id {
 		t.Fatalf("foreign kill: %q", got.Content[0].Text)
 	}
-	got, _ = m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id, SessionKey: "mine"})
-	if got.Details["status"] != sessions.StatusFailed || alive(r.Details["pid"].(int)) {
+	got, _ = m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id, SessionKey: "mine"})
+	if got.Details.Status != api.StatusFailed || alive(*r.Details.PID) {
 		t.Fatalf("kill: %v", got.Details)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -71,11 +73,11 @@ func TestOutputMemoryBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 
-	r, err := m.Exec(context.Background(), ExecParams{Command: "yes", Background: true})
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "yes", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	s := m.lookup(id, scopeKey("", ""))
 	lim := m.Limits()
 	// Sample the buffers while the flood runs, then let it finish.
@@ -110,11 +112,11 @@ func TestOutputMemoryBounded(t *testing.T) {
 	if aggLen != lim.MaxOutputChars || pendLen != lim.PendingMaxOutputChars || dropped <= 0 {
 		t.Fatalf("agg %d chars (dropped %d), pending %d", aggLen, dropped, pendLen)
 	}
-	lr, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Limit: ptr(1)})
-	if lr.Details["truncated"] != true || lr.Details["totalChars"] != lim.MaxOutputChars {
+	lr, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, Limit: ptr(1)})
+	if !*lr.Details.Truncated || *lr.Details.TotalChars != lim.MaxOutputChars {
 		t.Fatalf("log details %v", lr.Details)
 	}
-	pr, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id})
+	pr, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id})
 	if !strings.HasPrefix(text(pr), "[... ") || !strings.Contains(text(pr), " chars dropped ...]") {
 		t.Fatalf("poll lacks the dropped marker: %.80q", text(pr))
 	}
@@ -150,7 +152,7 @@ func BenchmarkExecFlood(b *testing.B) {
 			}
 			fp.exit(0, "")
 		}()
-		if _, err := m.Exec(context.Background(), ExecParams{Command: "yes", YieldMs: ptr(120000.0)}); err != nil {
+		if _, err := m.Exec(context.Background(), api.ExecParams{Command: "yes", YieldMs: ptr(120000.0)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,13 +10,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Process actions (docs/tools.md).
-var processActions = toolapi.ProcessActions
+var processActions = api.ProcessActions
 
 const (
 	maxPollWait     = 30 * time.Second
@@ -37,13 +40,13 @@ const (
 // finished session or to one without stdin, an unknown key name, clear of a
 // running session, resize of a non-PTY session — returns an *InputError
 // (errors.Is(err, ErrInvalidInput)).
-func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) {
+func (m *Manager) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	if m.isClosed() {
-		return Result{}, ErrClosed
+		return api.Result{}, ErrClosed
 	}
 	action := strings.ToLower(strings.TrimSpace(p.Action))
 	if !slices.Contains(processActions, action) {
-		return Result{}, inputErr("action", "unknown action %q (valid: %s)", p.Action, strings.Join(processActions, ", "))
+		return api.Result{}, inputErr("action", "unknown action %q (valid: %s)", p.Action, strings.Join(processActions, ", "))
 	}
 	scope := scopeKey(p.AgentID, p.SessionKey)
 	if action == "list" {
@@ -51,14 +54,14 @@ func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) 
 	}
 	id := strings.TrimSpace(p.SessionID)
 	if id == "" {
-		return Result{}, inputErr("sessionId", "sessionId is required for action %s", action)
+		return api.Result{}, inputErr("sessionId", "sessionId is required for action %s", action)
 	}
 	s := m.lookup(id, scope)
 	if s == nil {
 		if reason := m.evictedReason(id, scope); reason != "" {
 			r := notFoundResult(id)
 			r.Content[0].Text += " (" + reason + ")"
-			r.Details["reason"] = reason
+			r.Details.Reason = reason
 			return r, nil
 		}
 		return notFoundResult(id), nil
@@ -70,46 +73,68 @@ func (m *Manager) Process(ctx context.Context, p ProcessParams) (Result, error) 
 		return m.log(s, p)
 	case "write":
 		if p.Data == "" && !p.EOF {
-			return Result{}, inputErr("data", "write needs data (or eof:true to close stdin)")
+			return api.Result{}, inputErr("data", "write needs data (or eof:true to close stdin)")
+		}
+		if err := m.recordInput(ctx, s, "write", []byte(p.Data), ""); err != nil {
+			return api.Result{}, err
 		}
 		return m.write(s, []byte(p.Data), p.EOF, "write")
 	case "send-keys":
 		data, err := encodeSendKeys(p)
 		if err != nil {
-			return Result{}, err
+			return api.Result{}, err
+		}
+		if err := m.recordInput(ctx, s, "send-keys", data, ""); err != nil {
+			return api.Result{}, err
 		}
 		return m.write(s, data, false, "send-keys")
 	case "paste":
 		if p.Text == "" {
-			return Result{}, inputErr("text", "paste needs text")
+			return api.Result{}, inputErr("text", "paste needs text")
 		}
 		bracketed := p.Bracketed == nil || *p.Bracketed
-		return m.write(s, keys.Paste(p.Text, bracketed), false, "paste")
+		data := keys.Paste(p.Text, bracketed)
+		if err := m.recordInput(ctx, s, "paste", data, ""); err != nil {
+			return api.Result{}, err
+		}
+		return m.write(s, data, false, "paste")
 	case "submit":
+		if err := m.recordInput(ctx, s, "submit", []byte("\r"), ""); err != nil {
+			return api.Result{}, err
+		}
 		return m.write(s, []byte("\r"), false, "submit")
 	case "kill":
 		if strings.TrimSpace(p.Signal) != "" {
 			sig, name, err := parseKillSignal(p.Signal)
 			if err != nil {
-				return Result{}, err
+				return api.Result{}, err
+			}
+			if err := m.recordInput(ctx, s, "kill", nil, name); err != nil {
+				return api.Result{}, err
 			}
 			return m.signalAction(ctx, s, sig, name)
+		}
+		if err := m.recordInput(ctx, s, "kill", nil, "SIGKILL"); err != nil {
+			return api.Result{}, err
 		}
 		return m.killAction(ctx, s)
 	case "clear":
 		return m.clear(s)
 	case "remove":
+		if err := m.recordInput(ctx, s, "remove", nil, ""); err != nil {
+			return api.Result{}, err
+		}
 		return m.remove(s)
 	case "resize":
 		return m.resize(ctx, s, p)
 	}
-	return Result{}, fmt.Errorf("process: action %q not implemented", action)
+	return api.Result{}, fmt.Errorf("process: action %q not implemented", action)
 }
 
-func (m *Manager) list(scope string) Result {
+func (m *Manager) list(scope string) api.Result {
 	rows := m.listRows(func(s *session) bool { return s.scope == scope })
 	lines := make([]string, 0, len(rows))
-	infos := make([]map[string]any, 0, len(rows))
+	infos := make([]api.Details, 0, len(rows))
 	for _, r := range rows {
 		lines = append(lines, r.line)
 		infos = append(infos, r.info)
@@ -118,19 +143,19 @@ func (m *Manager) list(scope string) Result {
 	if text == "" {
 		text = "No running or recent sessions."
 	}
-	return textResult(text, map[string]any{"status": StatusCompleted, "sessions": infos})
+	return textResult(text, api.Details{Status: api.StatusCompleted, Sessions: infos})
 }
 
 // Sessions lists the visible sessions of every scope, newest first, for
 // operators (GET /v1/sessions): each entry is what the process tool's list
 // action shows, plus its agentId and sessionKey. A non-empty agentID keeps
 // that agent's sessions only.
-func (m *Manager) Sessions(agentID string) []map[string]any {
+func (m *Manager) Sessions(agentID string) []api.Details {
 	rows := m.listRows(func(s *session) bool { return agentID == "" || s.agentID == agentID })
-	out := make([]map[string]any, 0, len(rows))
+	out := make([]api.Details, 0, len(rows))
 	for _, r := range rows {
-		r.info["agentId"] = r.agentID
-		r.info["sessionKey"] = r.sessionKey
+		r.info.AgentID = new(r.agentID)
+		r.info.SessionKey = new(r.sessionKey)
 		out = append(out, r.info)
 	}
 	return out
@@ -141,7 +166,7 @@ type listRow struct {
 	started             time.Time
 	id                  string
 	line                string
-	info                map[string]any
+	info                api.Details
 	agentID, sessionKey string
 }
 
@@ -173,14 +198,14 @@ func (m *Manager) listRows(match func(*session) bool) []listRow {
 			status = "waiting-for-input"
 		}
 		info := s.stateDetailsLocked()
-		info["startedAt"] = s.startedAt.UnixMilli()
-		info["runtimeMs"] = dur.Milliseconds()
-		info["cwd"] = s.cwd
-		info["command"] = s.command
-		info["host"] = string(s.host)
-		info["pty"] = s.pty
+		info.StartedAt = s.startedAt.UnixMilli()
+		info.RuntimeMs = new(dur.Milliseconds())
+		info.Cwd = s.cwd
+		info.Command = s.command
+		info.Host = string(s.host)
+		info.PTY = new(s.pty)
 		release := m.inflateLocked(s)
-		info["tail"] = s.agg.Last(tailChars)
+		info.Tail = new(s.agg.Last(tailChars))
 		release()
 		rows = append(rows, listRow{s.startedAt, s.id,
 			fmt.Sprintf("%s %s %s :: %s", s.id, status, formatDuration(dur), s.name), info, s.agentID, s.sessionKey})
@@ -195,11 +220,11 @@ func (m *Manager) listRows(match func(*session) bool) []listRow {
 	return rows
 }
 
-func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result, error) {
+func (m *Manager) poll(ctx context.Context, s *session, p api.ProcessParams) (api.Result, error) {
 	var wait time.Duration
 	if p.TimeoutMs != nil {
 		if err := checkNumber("timeoutMs", *p.TimeoutMs); err != nil {
-			return Result{}, err
+			return api.Result{}, err
 		}
 		wait = pollWait(*p.TimeoutMs)
 	}
@@ -232,9 +257,11 @@ func (m *Manager) poll(ctx context.Context, s *session, p ProcessParams) (Result
 	switch {
 	case s.waitingForInputLocked():
 		state = "Process still running, waiting for input."
+	case !s.finished && s.doubtLocked() != "":
+		state = fmt.Sprintf("Process state %s.", s.doubtLocked())
 	case !s.finished:
 		state = "Process still running."
-	case s.status == StatusCompleted:
+	case s.status == api.StatusCompleted:
 		state = fmt.Sprintf("Process exited with code %d.", s.exitCode)
 	case s.signal != "":
 		state = fmt.Sprintf("Process exited with signal %s.", s.signal)
@@ -272,12 +299,12 @@ func logLines(s string) []string {
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
-func (m *Manager) log(s *session, p ProcessParams) (Result, error) {
+func (m *Manager) log(s *session, p api.ProcessParams) (api.Result, error) {
 	if p.Offset != nil && *p.Offset < 0 {
-		return Result{}, inputErr("offset", "offset must not be negative (got %d)", *p.Offset)
+		return api.Result{}, inputErr("offset", "offset must not be negative (got %d)", *p.Offset)
 	}
 	if p.Limit != nil && *p.Limit <= 0 {
-		return Result{}, inputErr("limit", "limit must be positive (got %d)", *p.Limit)
+		return api.Result{}, inputErr("limit", "limit must be positive (got %d)", *p.Limit)
 	}
 	s.mu.Lock()
 	release := m.inflateLocked(s)
@@ -320,25 +347,25 @@ func (m *Manager) log(s *session, p ProcessParams) (Result, error) {
 			text = "(no output)"
 		}
 	}
-	d["totalLines"] = total
-	d["totalChars"] = chars
-	d["truncated"] = dropped > 0
-	d["droppedChars"] = dropped
-	d["offset"] = start
-	d["limit"] = end - start
+	d.TotalLines = new(total)
+	d.TotalChars = new(chars)
+	d.Truncated = new(dropped > 0)
+	d.DroppedChars = new(dropped)
+	d.Offset = new(start)
+	d.Limit = new(end - start)
 	return textResult(text+hint, d), nil
 }
 
-func (m *Manager) write(s *session, data []byte, eof bool, action string) (Result, error) {
+func (m *Manager) write(s *session, data []byte, eof bool, action string) (api.Result, error) {
 	s.mu.Lock()
 	if s.finished {
 		st := s.status
 		s.mu.Unlock()
-		return Result{}, inputErr("sessionId", "session %s has exited (%s); cannot %s to it", s.id, st, action)
+		return api.Result{}, inputErr("sessionId", "session %s has exited (%s); cannot %s to it", s.id, st, action)
 	}
 	if !s.stdinOpen {
 		s.mu.Unlock()
-		return Result{}, inputErr("sessionId", "session %s has no open stdin (started in the foreground without pty, or stdin was closed); cannot %s to it", s.id, action)
+		return api.Result{}, inputErr("sessionId", "session %s has no open stdin (started in the foreground without pty, or stdin was closed); cannot %s to it", s.id, action)
 	}
 	if eof {
 		s.stdinOpen = false
@@ -349,7 +376,7 @@ func (m *Manager) write(s *session, data []byte, eof bool, action string) (Resul
 		var err error
 		n, err = s.proc.Write(data)
 		if err != nil {
-			return Result{}, fmt.Errorf("process %s: session %s: %w", action, s.id, err)
+			return api.Result{}, fmt.Errorf("process %s: session %s: %w", action, s.id, err)
 		}
 	}
 	text := fmt.Sprintf("Wrote %d bytes to session %s.", n, s.id)
@@ -358,36 +385,39 @@ func (m *Manager) write(s *session, data []byte, eof bool, action string) (Resul
 	}
 	if eof {
 		if err := s.proc.CloseStdin(); err != nil {
-			return Result{}, fmt.Errorf("process write: session %s: closing stdin: %w", s.id, err)
+			return api.Result{}, fmt.Errorf("process write: session %s: closing stdin: %w", s.id, err)
 		}
 		text += " Stdin closed."
 	}
-	return textResult(text, map[string]any{"status": StatusRunning, "sessionId": s.id, "bytes": n, "eof": eof}), nil
+	return textResult(text, api.Details{Status: api.StatusRunning, SessionID: s.id, Bytes: new(n), EOF: new(eof)}), nil
 }
 
-func encodeSendKeys(p ProcessParams) ([]byte, error) {
+func encodeSendKeys(p api.ProcessParams) ([]byte, error) {
 	if len(p.Keys) == 0 && len(p.Hex) == 0 && p.Literal == "" {
 		return nil, inputErr("keys", "send-keys needs keys, hex or literal")
 	}
 	data := []byte(p.Literal)
 	h, err := keys.Hex(p.Hex)
 	if err != nil {
-		return nil, &InputError{Field: "hex", Msg: err.Error(), Err: err}
+		return nil, &toolapi.InputError{Field: "hex", Msg: err.Error(), Err: err}
 	}
 	data = append(data, h...)
 	k, err := keys.Encode(p.Keys)
 	if err != nil {
-		return nil, &InputError{Field: "keys", Msg: err.Error(), Err: err}
+		return nil, &toolapi.InputError{Field: "keys", Msg: err.Error(), Err: err}
 	}
 	return append(data, k...), nil
 }
 
-func (m *Manager) killAction(ctx context.Context, s *session) (Result, error) {
+func (m *Manager) killAction(ctx context.Context, s *session) (api.Result, error) {
+	if err := s.unreachable("kill"); err != nil {
+		return api.Result{}, err
+	}
 	s.mu.Lock()
 	finished := s.finished
 	s.mu.Unlock()
 	if !finished {
-		m.kill(s, "killed")
+		m.kill(s, api.KillReasonKilled)
 		waitEnded(ctx, s)
 	}
 	s.mu.Lock()
@@ -431,7 +461,10 @@ var errSignalUnsupported = errors.New("this host cannot deliver a chosen signal"
 
 // signalAction delivers one signal to the session's process tree and
 // reports whether it ended within killWait.
-func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Signal, name string) (Result, error) {
+func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Signal, name string) (api.Result, error) {
+	if err := s.unreachable("signal"); err != nil {
+		return api.Result{}, err
+	}
 	s.mu.Lock()
 	finished, status := s.finished, s.status
 	s.mu.Unlock()
@@ -443,13 +476,13 @@ func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Sign
 	}
 	sg, ok := s.proc.(Signaler)
 	if !ok {
-		return Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
+		return api.Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
 	}
 	if err := sg.Signal(ctx, sig); err != nil {
 		if errors.Is(err, errSignalUnsupported) {
-			return Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
+			return api.Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
 		}
-		return Result{}, fmt.Errorf("process kill: send %s to session %s: %w", name, s.id, err)
+		return api.Result{}, fmt.Errorf("process kill: send %s to session %s: %w", name, s.id, err)
 	}
 	waitEnded(ctx, s)
 	s.mu.Lock()
@@ -460,7 +493,7 @@ func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Sign
 		return textResult(fmt.Sprintf("Sent %s to session %s; it is still running.", name, s.id), d), nil
 	case s.signal != "":
 		return textResult(fmt.Sprintf("Killed session %s (signal %s).", s.id, s.signal), d), nil
-	case s.status == StatusCompleted:
+	case s.status == api.StatusCompleted:
 		return textResult(fmt.Sprintf("Sent %s to session %s; it exited with code %d.", name, s.id, s.exitCode), d), nil
 	}
 	return textResult(fmt.Sprintf("Sent %s to session %s; it failed: %s.", name, s.id, s.reason), d), nil
@@ -475,52 +508,55 @@ func pollWait(ms float64) time.Duration {
 	return time.Duration(ms * float64(time.Millisecond))
 }
 
-func (m *Manager) clear(s *session) (Result, error) {
+func (m *Manager) clear(s *session) (api.Result, error) {
 	s.mu.Lock()
 	finished := s.finished
 	s.mu.Unlock()
 	if !finished {
-		return Result{}, inputErr("sessionId", "session %s is still running; kill it first or use remove", s.id)
+		return api.Result{}, inputErr("sessionId", "session %s is still running; kill it first or use remove", s.id)
 	}
 	m.forget(s)
-	return textResult(fmt.Sprintf("Cleared session %s.", s.id), map[string]any{"status": StatusCompleted, "sessionId": s.id}), nil
+	return textResult(fmt.Sprintf("Cleared session %s.", s.id), api.Details{Status: api.StatusCompleted, SessionID: s.id}), nil
 }
 
-func (m *Manager) remove(s *session) (Result, error) {
+func (m *Manager) remove(s *session) (api.Result, error) {
+	if err := s.unreachable("remove"); err != nil {
+		return api.Result{}, err
+	}
 	s.mu.Lock()
 	running := !s.finished
 	s.mu.Unlock()
 	m.forget(s)
 	text := fmt.Sprintf("Removed session %s.", s.id)
 	if running {
-		m.kill(s, "removed")
+		m.kill(s, api.KillReasonRemoved)
 		text = fmt.Sprintf("Killed and removed session %s.", s.id)
 	}
-	return textResult(text, map[string]any{"status": StatusCompleted, "sessionId": s.id, "killed": running}), nil
+	return textResult(text, api.Details{Status: api.StatusCompleted, SessionID: s.id, Killed: new(running)}), nil
 }
 
-func (m *Manager) resize(ctx context.Context, s *session, p ProcessParams) (Result, error) {
+func (m *Manager) resize(ctx context.Context, s *session, p api.ProcessParams) (api.Result, error) {
 	if p.Cols == nil || p.Rows == nil {
-		return Result{}, inputErr("cols", "resize needs cols and rows")
+		return api.Result{}, inputErr("cols", "resize needs cols and rows")
 	}
 	cols, rows := *p.Cols, *p.Rows
 	if cols < 1 || rows < 1 || cols > math.MaxUint16 || rows > math.MaxUint16 {
-		return Result{}, inputErr("cols", "resize: cols and rows must be between 1 and 65535 (got %dx%d)", cols, rows)
+		return api.Result{}, inputErr("cols", "resize: cols and rows must be between 1 and 65535 (got %dx%d)", cols, rows)
 	}
 	s.mu.Lock()
 	pty, finished := s.pty, s.finished
 	s.mu.Unlock()
 	if !pty {
-		return Result{}, inputErr("sessionId", "session %s has no terminal (started without pty); cannot resize", s.id)
+		return api.Result{}, inputErr("sessionId", "session %s has no terminal (started without pty); cannot resize", s.id)
 	}
 	if finished {
-		return Result{}, inputErr("sessionId", "session %s has exited; cannot resize", s.id)
+		return api.Result{}, inputErr("sessionId", "session %s has exited; cannot resize", s.id)
 	}
 	if err := s.proc.Resize(ctx, cols, rows); err != nil {
-		return Result{}, fmt.Errorf("process resize: session %s: %w", s.id, err)
+		return api.Result{}, fmt.Errorf("process resize: session %s: %w", s.id, err)
 	}
 	return textResult(fmt.Sprintf("Resized session %s to %dx%d.", s.id, cols, rows),
-		map[string]any{"status": StatusRunning, "sessionId": s.id, "cols": cols, "rows": rows}), nil
+		api.Details{Status: api.StatusRunning, SessionID: s.id, Cols: cols, Rows: rows}), nil
 }
 
 // waitEnded waits up to killWait (or ctx) for a signalled session to end,

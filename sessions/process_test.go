@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/keys"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -18,7 +22,7 @@ import (
 
 // bg starts a background session on the sandbox fake host and returns its id
 // and process.
-func bg(t *testing.T, m *Manager, h *fakeHost, p ExecParams, pty bool) (string, *fakeProc) {
+func bg(t *testing.T, m *Manager, h *fakeHost, p api.ExecParams, pty bool) (string, *fakeProc) {
 	t.Helper()
 	proc := newFakeProc(pty)
 	startWith(h, proc)
@@ -31,7 +35,7 @@ func bg(t *testing.T, m *Manager, h *fakeHost, p ExecParams, pty bool) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	if id == "" {
 		t.Fatalf("no session id: %v", r.Details)
 	}
@@ -53,12 +57,12 @@ func waitDone(t *testing.T, m *Manager, id string) {
 
 func TestProcessUnknownAction(t *testing.T) {
 	m, _ := newTestManager(t, nil)
-	_, err := m.Process(context.Background(), ProcessParams{Action: "explode"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "list, poll, log, write, send-keys, paste, submit, kill, clear, remove, resize") {
+	_, err := m.Process(context.Background(), api.ProcessParams{Action: "explode"})
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "list, poll, log, write, send-keys, paste, submit, kill, clear, remove, resize") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = m.Process(context.Background(), ProcessParams{Action: "poll"})
-	var ie *InputError
+	_, err = m.Process(context.Background(), api.ProcessParams{Action: "poll"})
+	var ie *toolapi.InputError
 	if !errors.As(err, &ie) || ie.Field != "sessionId" {
 		t.Fatalf("missing sessionId: %v", err)
 	}
@@ -66,34 +70,34 @@ func TestProcessUnknownAction(t *testing.T) {
 
 func TestProcessScoping(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	idA, procA := bg(t, m, hosts["sandbox"], ExecParams{SessionKey: "A", AgentID: "shared-agent"}, false)
-	idB, _ := bg(t, m, hosts["sandbox"], ExecParams{SessionKey: "B", AgentID: "shared-agent"}, false)
-	idAgent, _ := bg(t, m, hosts["sandbox"], ExecParams{AgentID: "A"}, false) // agentId "A" is not sessionKey "A"
-	idDefault, _ := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	idA, procA := bg(t, m, hosts["sandbox"], api.ExecParams{SessionKey: "A", AgentID: "shared-agent"}, false)
+	idB, _ := bg(t, m, hosts["sandbox"], api.ExecParams{SessionKey: "B", AgentID: "shared-agent"}, false)
+	idAgent, _ := bg(t, m, hosts["sandbox"], api.ExecParams{AgentID: "A"}, false) // agentId "A" is not sessionKey "A"
+	idDefault, _ := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 
-	listIDs := func(p ProcessParams) string {
+	listIDs := func(p api.ProcessParams) string {
 		p.Action = "list"
 		r, err := m.Process(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
-		for _, s := range r.Details["sessions"].([]map[string]any) {
-			ids = append(ids, s["sessionId"].(string))
+		for _, s := range r.Details.Sessions {
+			ids = append(ids, s.SessionID)
 		}
 		return strings.Join(ids, ",")
 	}
 	for _, tt := range []struct {
-		p    ProcessParams
+		p    api.ProcessParams
 		want string
 	}{
-		{ProcessParams{SessionKey: "A", AgentID: "shared-agent"}, idA},
-		{ProcessParams{SessionKey: "A"}, ""},
-		{ProcessParams{SessionKey: "A", AgentID: "other"}, ""}, // same key, another agent
-		{ProcessParams{SessionKey: "B", AgentID: "shared-agent"}, idB},
-		{ProcessParams{AgentID: "A"}, idAgent},
-		{ProcessParams{AgentID: "shared-agent"}, ""},
-		{ProcessParams{}, idDefault},
+		{api.ProcessParams{SessionKey: "A", AgentID: "shared-agent"}, idA},
+		{api.ProcessParams{SessionKey: "A"}, ""},
+		{api.ProcessParams{SessionKey: "A", AgentID: "other"}, ""}, // same key, another agent
+		{api.ProcessParams{SessionKey: "B", AgentID: "shared-agent"}, idB},
+		{api.ProcessParams{AgentID: "A"}, idAgent},
+		{api.ProcessParams{AgentID: "shared-agent"}, ""},
+		{api.ProcessParams{}, idDefault},
 	} {
 		if got := listIDs(tt.p); got != tt.want {
 			t.Errorf("list %+v = %q, want %q", tt.p, got, tt.want)
@@ -102,7 +106,7 @@ func TestProcessScoping(t *testing.T) {
 
 	// Session B (and everyone else) cannot touch A's session, whatever the action.
 	for _, action := range []string{"poll", "log", "write", "send-keys", "paste", "submit", "kill", "clear", "remove", "resize"} {
-		for _, caller := range []ProcessParams{{SessionKey: "B", AgentID: "shared-agent"}, {AgentID: "A"}, {}, {AgentID: "shared-agent"},
+		for _, caller := range []api.ProcessParams{{SessionKey: "B", AgentID: "shared-agent"}, {AgentID: "A"}, {}, {AgentID: "shared-agent"},
 			{SessionKey: "A"}, {SessionKey: "A", AgentID: "other"}} {
 			p := caller
 			p.Action, p.SessionID, p.Data, p.Keys, p.Text = action, idA, "x", []string{"enter"}, "t"
@@ -113,7 +117,7 @@ func TestProcessScoping(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s by %+v: %v", action, caller, err)
 			}
-			if text(r) != "No session found for "+idA || r.Details["error"] != "not_found" || !errors.Is(r.Err(), ErrNoSession) {
+			if text(r) != "No session found for "+idA || r.Details.Error != "not_found" || !errors.Is(r.Err(), api.ErrNoSession) {
 				t.Fatalf("%s by %+v = %q %v", action, caller, text(r), r.Details)
 			}
 			if time.Since(start) > 10*time.Second { // a poll would wait its 30 s
@@ -125,11 +129,11 @@ func TestProcessScoping(t *testing.T) {
 		t.Fatal("a foreign caller reached session A")
 	}
 	// And unknown ids answer at once too.
-	r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: "no-such-id", TimeoutMs: ptr(30000.0)})
+	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: "no-such-id", TimeoutMs: ptr(30000.0)})
 	if text(r) != "No session found for no-such-id" {
 		t.Fatalf("unknown id: %q", text(r))
 	}
-	if (Result{Details: map[string]any{"status": "completed"}}).Err() != nil {
+	if (api.Result{Details: api.Details{Status: "completed"}}).Err() != nil {
 		t.Fatal("ordinary result has an Err")
 	}
 }
@@ -137,19 +141,19 @@ func TestProcessScoping(t *testing.T) {
 func TestProcessListFormat(t *testing.T) {
 	clk := newClock()
 	m, hosts := newTestManager(t, nil, func(o *Options) { o.Now = clk.Now })
-	id1, p1 := bg(t, m, hosts["sandbox"], ExecParams{Command: "npm run build --watch"}, false)
+	id1, p1 := bg(t, m, hosts["sandbox"], api.ExecParams{Command: "npm run build --watch"}, false)
 	clk.Advance(time.Second)
-	id2, _ := bg(t, m, hosts["sandbox"], ExecParams{Command: "FOO=1 /usr/bin/python3 -u server.py"}, false)
+	id2, _ := bg(t, m, hosts["sandbox"], api.ExecParams{Command: "FOO=1 /usr/bin/python3 -u server.py"}, false)
 	p1.exit(0, "")
 	waitDone(t, m, id1)
 	clk.Advance(65 * time.Second)
-	r, _ := m.Process(context.Background(), ProcessParams{Action: "list"})
+	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "list"})
 	want := fmt.Sprintf("%s running 1m05s :: python3 server.py\n%s completed 1s :: npm run", id2, id1)
 	if text(r) != want {
 		t.Fatalf("list =\n%s\nwant\n%s", text(r), want)
 	}
 	// empty scope
-	r, _ = m.Process(context.Background(), ProcessParams{Action: "list", AgentID: "nobody"})
+	r, _ = m.Process(context.Background(), api.ProcessParams{Action: "list", AgentID: "nobody"})
 	if text(r) != "No running or recent sessions." {
 		t.Fatalf("empty list = %q", text(r))
 	}
@@ -160,14 +164,14 @@ func TestProcessListFormat(t *testing.T) {
 func TestSessionsAcrossScopes(t *testing.T) {
 	clk := newClock()
 	m, hosts := newTestManager(t, nil, func(o *Options) { o.Now = clk.Now })
-	idA, _ := bg(t, m, hosts["sandbox"], ExecParams{Command: "sleep 1", AgentID: "a", SessionKey: "k1"}, false)
+	idA, _ := bg(t, m, hosts["sandbox"], api.ExecParams{Command: "sleep 1", AgentID: "a", SessionKey: "k1"}, false)
 	clk.Advance(time.Second)
-	idB, _ := bg(t, m, hosts["sandbox"], ExecParams{Command: "sleep 2", AgentID: "b"}, false)
+	idB, _ := bg(t, m, hosts["sandbox"], api.ExecParams{Command: "sleep 2", AgentID: "b"}, false)
 	type row struct{ id, agent, key, command string }
 	rows := func(agent string) []row {
 		var out []row
 		for _, s := range m.Sessions(agent) {
-			out = append(out, row{s["sessionId"].(string), s["agentId"].(string), s["sessionKey"].(string), s["command"].(string)})
+			out = append(out, row{s.SessionID, *s.AgentID, *s.SessionKey, s.Command})
 		}
 		return out
 	}
@@ -184,9 +188,9 @@ func TestSessionsAcrossScopes(t *testing.T) {
 
 func TestProcessPoll(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	poll := func(timeout float64) string {
-		r, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(timeout)})
+		r, err := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(timeout)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,32 +218,32 @@ func TestProcessPoll(t *testing.T) {
 		t.Fatalf("exit poll = %q", got)
 	}
 	// negative timeout is bad input
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(-1.0)}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(-1.0)}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("negative timeoutMs: %v", err)
 	}
 }
 
 func TestProcessPollPendingCap(t *testing.T) {
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.PendingMaxOutputChars = 1000 })
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	p.say(strings.Repeat("a", 1500) + strings.Repeat("b", 500))
 	p.exit(0, "")
 	waitDone(t, m, id)
-	r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id})
+	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id})
 	want := "[... 1000 chars dropped ...]\n" + strings.Repeat("a", 500) + strings.Repeat("b", 500) + "\n\nProcess exited with code 0."
 	if text(r) != want {
 		t.Fatalf("poll = %q...", text(r)[:60])
 	}
 	// the log still has everything (aggregated cap is 200000)
-	lr, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id})
-	if lr.Details["totalChars"] != 2000 || lr.Details["truncated"] != false {
+	lr, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id})
+	if *lr.Details.TotalChars != 2000 || *lr.Details.Truncated {
 		t.Fatalf("log details = %v", lr.Details)
 	}
 }
 
 func TestProcessLog(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	var b strings.Builder
 	for i := range 250 {
 		fmt.Fprintf(&b, "line %d\n", i)
@@ -270,9 +274,9 @@ func TestProcessLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Offset: tt.offset, Limit: tt.limit})
+			r, err := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, Offset: tt.offset, Limit: tt.limit})
 			if tt.err {
-				if !errors.Is(err, ErrInvalidInput) {
+				if !errors.Is(err, toolapi.ErrInvalidInput) {
 					t.Fatalf("want invalid input, got %v", err)
 				}
 				return
@@ -283,7 +287,7 @@ func TestProcessLog(t *testing.T) {
 			if text(r) != tt.want {
 				t.Fatalf("log = %q\nwant %q", text(r), tt.want)
 			}
-			if r.Details["totalLines"] != 250 || r.Details["truncated"] != false || r.Details["totalChars"] != len(b.String()) {
+			if *r.Details.TotalLines != 250 || *r.Details.Truncated || *r.Details.TotalChars != len(b.String()) {
 				t.Fatalf("details = %v", r.Details)
 			}
 		})
@@ -296,7 +300,7 @@ func TestProcessLog(t *testing.T) {
 // the log without adding the two.
 func TestSecurityProcessLogHugeWindow(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	p.say("a\nb\nc\n")
 	p.exit(0, "")
 	waitDone(t, m, id)
@@ -313,11 +317,11 @@ func TestSecurityProcessLogHugeWindow(t *testing.T) {
 		{"MaxInt offset alone", ptr(math.MaxInt), nil, "(no output)", 3, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Offset: tt.offset, Limit: tt.limit})
+			r, err := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, Offset: tt.offset, Limit: tt.limit})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if text(r) != tt.want || r.Details["offset"] != tt.start || r.Details["limit"] != tt.n {
+			if text(r) != tt.want || *r.Details.Offset != tt.start || *r.Details.Limit != tt.n {
 				t.Fatalf("log = %q, details %v; want %q from line %d, %d lines", text(r), r.Details, tt.want, tt.start, tt.n)
 			}
 		})
@@ -326,41 +330,41 @@ func TestSecurityProcessLogHugeWindow(t *testing.T) {
 
 func TestProcessLogTruncated(t *testing.T) {
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.MaxOutputChars = 1000 })
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	p.say(strings.Repeat("x\n", 1000))
 	p.exit(0, "")
 	waitDone(t, m, id)
-	r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, Offset: ptr(0), Limit: ptr(2)})
-	if text(r) != "[... 1000 chars dropped ...]\nx\nx" || r.Details["truncated"] != true || r.Details["totalLines"] != 500 {
+	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, Offset: ptr(0), Limit: ptr(2)})
+	if text(r) != "[... 1000 chars dropped ...]\nx\nx" || !*r.Details.Truncated || *r.Details.TotalLines != 500 {
 		t.Fatalf("log = %q %v", text(r), r.Details)
 	}
 }
 
 func TestProcessWrite(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{Command: "cat"}, false)
-	r, err := m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "hello\n"})
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{Command: "cat"}, false)
+	r, err := m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "hello\n"})
 	if err != nil || text(r) != "Wrote 6 bytes to session "+id+"." {
 		t.Fatalf("write: %q %v", text(r), err)
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("empty write: %v", err)
 	}
-	r, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "bye", EOF: true})
+	r, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "bye", EOF: true})
 	if err != nil || !strings.HasSuffix(text(r), "Stdin closed.") {
 		t.Fatalf("eof write: %q %v", text(r), err)
 	}
 	if p.stdinString() != "hello\nbye" || !p.stdinClosed {
 		t.Fatalf("stdin = %q closed=%v", p.stdinString(), p.stdinClosed)
 	}
-	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "more"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
+	_, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "more"})
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
 		t.Fatalf("write after eof: %v", err)
 	}
 	p.exit(0, "")
 	waitDone(t, m, id)
-	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: id, Data: "late"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "has exited") {
+	_, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "late"})
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "has exited") {
 		t.Fatalf("write to finished: %v", err)
 	}
 }
@@ -371,20 +375,20 @@ func TestProcessWriteNoStdin(t *testing.T) {
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.BackgroundMs = 10 })
 	p := newFakeProc(false)
 	startWith(hosts["sandbox"], p)
-	r, err := m.Exec(context.Background(), ExecParams{Command: "sleep 100"})
-	if err != nil || r.Details["status"] != StatusRunning {
+	r, err := m.Exec(context.Background(), api.ExecParams{Command: "sleep 100"})
+	if err != nil || r.Details.Status != api.StatusRunning {
 		t.Fatalf("%v %v", r.Details, err)
 	}
-	_, err = m.Process(context.Background(), ProcessParams{Action: "write", SessionID: r.Details["sessionId"].(string), Data: "x"})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
+	_, err = m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: r.Details.SessionID, Data: "x"})
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "no open stdin") {
 		t.Fatalf("write without stdin: %v", err)
 	}
 }
 
 func TestProcessKeysPasteSubmit(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{Command: "vim"}, true)
-	steps := []ProcessParams{
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{Command: "vim"}, true)
+	steps := []api.ProcessParams{
 		{Action: "send-keys", Literal: "ls", Keys: []string{"enter", "C-c", "up", "M-x", "^D", "f5"}, Hex: []string{"1b", "0x41"}},
 		{Action: "paste", Text: "a\nb"},
 		{Action: "paste", Text: "raw", Bracketed: ptr(false)},
@@ -400,76 +404,76 @@ func TestProcessKeysPasteSubmit(t *testing.T) {
 	if got := p.stdinString(); got != want {
 		t.Fatalf("stdin = %q\nwant    %q", got, want)
 	}
-	_, err := m.Process(context.Background(), ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter", "hyperjump"}})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), `"hyperjump"`) || !errors.Is(err, keys.ErrUnknownKey) {
+	_, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter", "hyperjump"}})
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), `"hyperjump"`) || !errors.Is(err, keys.ErrUnknownKey) {
 		t.Fatalf("unknown key: %v", err)
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "send-keys", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("empty send-keys: %v", err)
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "send-keys", SessionID: id, Hex: []string{"zz"}}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "send-keys", SessionID: id, Hex: []string{"zz"}}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("bad hex: %v", err)
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "paste", SessionID: id}); !errors.Is(err, ErrInvalidInput) {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "paste", SessionID: id}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("empty paste: %v", err)
 	}
 }
 
 func TestProcessResize(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, true)
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "resize", SessionID: id, Cols: ptr(200), Rows: ptr(50)}); err != nil {
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, true)
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "resize", SessionID: id, Cols: ptr(200), Rows: ptr(50)}); err != nil {
 		t.Fatal(err)
 	}
 	if p.size != [2]int{200, 50} {
 		t.Fatalf("size = %v", p.size)
 	}
-	for _, pp := range []ProcessParams{{}, {Cols: ptr(0), Rows: ptr(10)}, {Cols: ptr(10)}} {
+	for _, pp := range []api.ProcessParams{{}, {Cols: ptr(0), Rows: ptr(10)}, {Cols: ptr(10)}} {
 		pp.Action, pp.SessionID = "resize", id
-		if _, err := m.Process(context.Background(), pp); !errors.Is(err, ErrInvalidInput) {
+		if _, err := m.Process(context.Background(), pp); !errors.Is(err, toolapi.ErrInvalidInput) {
 			t.Fatalf("resize %+v: %v", pp, err)
 		}
 	}
-	id2, _ := bg(t, m, hosts["sandbox"], ExecParams{}, false)
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "resize", SessionID: id2, Cols: ptr(80), Rows: ptr(24)}); !errors.Is(err, ErrInvalidInput) {
+	id2, _ := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "resize", SessionID: id2, Cols: ptr(80), Rows: ptr(24)}); !errors.Is(err, toolapi.ErrInvalidInput) {
 		t.Fatalf("resize non-pty: %v", err)
 	}
 }
 
 func TestProcessKillClearRemove(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 
-	_, err := m.Process(context.Background(), ProcessParams{Action: "clear", SessionID: id})
-	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "still running") {
+	_, err := m.Process(context.Background(), api.ProcessParams{Action: "clear", SessionID: id})
+	if !errors.Is(err, toolapi.ErrInvalidInput) || !strings.Contains(err.Error(), "still running") {
 		t.Fatalf("clear running: %v", err)
 	}
-	r, err := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
-	if err != nil || r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGTERM" || p.kills.Load() != 1 {
+	r, err := m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})
+	if err != nil || r.Details.Status != api.StatusFailed || *r.Details.Signal != "SIGTERM" || p.kills.Load() != 1 {
 		t.Fatalf("kill: %q %v %v", text(r), r.Details, err)
 	}
-	r, _ = m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
+	r, _ = m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})
 	if !strings.Contains(text(r), "is not running") || p.kills.Load() != 1 {
 		t.Fatalf("second kill: %q", text(r))
 	}
-	pr, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id})
+	pr, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id})
 	if !strings.HasSuffix(text(pr), "Process exited with signal SIGTERM.") {
 		t.Fatalf("poll after kill = %q", text(pr))
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "clear", SessionID: id}); err != nil {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "clear", SessionID: id}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id}); r.Details.Error != "not_found" {
 		t.Fatalf("cleared session still there: %q", text(r))
 	}
 
 	// remove kills a running session and forgets it at once
-	id2, p2 := bg(t, m, hosts["sandbox"], ExecParams{}, false)
-	r, err = m.Process(context.Background(), ProcessParams{Action: "remove", SessionID: id2})
-	if err != nil || r.Details["killed"] != true {
+	id2, p2 := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
+	r, err = m.Process(context.Background(), api.ProcessParams{Action: "remove", SessionID: id2})
+	if err != nil || !*r.Details.Killed {
 		t.Fatalf("remove: %v %v", r.Details, err)
 	}
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id2}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id2}); r.Details.Error != "not_found" {
 		t.Fatal("removed session still visible")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -485,10 +489,10 @@ func TestProcessKillNoSignalReported(t *testing.T) {
 	// The host reports a plain exit after the kill: the session is still
 	// "failed" and records SIGKILL.
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	p.killFunc = func(p *fakeProc) { p.exit(143, "") }
-	r, _ := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: id})
-	if r.Details["status"] != StatusFailed || r.Details["signal"] != "SIGKILL" || r.Details["reason"] != "killed" {
+	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})
+	if r.Details.Status != api.StatusFailed || *r.Details.Signal != "SIGKILL" || r.Details.Reason != "killed" {
 		t.Fatalf("kill: %v", r.Details)
 	}
 }
@@ -496,8 +500,8 @@ func TestProcessKillNoSignalReported(t *testing.T) {
 func TestSweepTTL(t *testing.T) {
 	clk := newClock()
 	m, hosts := newTestManager(t, func(c *config.File) { c.Exec.CleanupMs = 60000 }, func(o *Options) { o.Now = clk.Now })
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, false)
-	idRunning, _ := bg(t, m, hosts["sandbox"], ExecParams{}, false)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
+	idRunning, _ := bg(t, m, hosts["sandbox"], api.ExecParams{}, false)
 	p.exit(0, "")
 	waitDone(t, m, id)
 	clk.Advance(59 * time.Second)
@@ -508,12 +512,12 @@ func TestSweepTTL(t *testing.T) {
 	if n := m.sweep(); n != 1 {
 		t.Fatalf("swept %d at the TTL, want 1", n)
 	}
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id}); r.Details.Error != "not_found" {
 		t.Fatal("expired session still visible")
 	}
 	clk.Advance(10 * time.Hour)
 	m.sweep()
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: idRunning}); r.Details["error"] == "not_found" {
+	if r, _ := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: idRunning}); r.Details.Error == "not_found" {
 		t.Fatal("running session swept")
 	}
 	if m.Limits().SweepEvery != 30*time.Second {
@@ -558,15 +562,15 @@ func TestExitEvents(t *testing.T) {
 			var id string
 			if tt.foreground {
 				go tt.run(p)
-				if _, err := m.Exec(context.Background(), ExecParams{Command: "x", AgentID: "ag", SessionKey: "sk"}); err != nil {
+				if _, err := m.Exec(context.Background(), api.ExecParams{Command: "x", AgentID: "ag", SessionKey: "sk"}); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				r, err := m.Exec(context.Background(), ExecParams{Command: "x", Background: true, AgentID: "ag", SessionKey: "sk"})
+				r, err := m.Exec(context.Background(), api.ExecParams{Command: "x", Background: true, AgentID: "ag", SessionKey: "sk"})
 				if err != nil {
 					t.Fatal(err)
 				}
-				id = r.Details["sessionId"].(string)
+				id = r.Details.SessionID
 				tt.run(p)
 				waitDone(t, m, id)
 			}
@@ -579,8 +583,8 @@ func TestExitEvents(t *testing.T) {
 				if !re.MatchString(ev.Text) || ev.Type != "exit" || ev.SessionID != id || ev.AgentID != "ag" || ev.SessionKey != "sk" {
 					t.Fatalf("event = %+v, want %s", ev, tt.want)
 				}
-				if ev.Details["notify"] != !tt.silent {
-					t.Fatalf("event details.notify = %v, want %v", ev.Details["notify"], !tt.silent)
+				if *ev.Details.Notify != !tt.silent {
+					t.Fatalf("event details.notify = %v, want %v", *ev.Details.Notify, !tt.silent)
 				}
 			case <-time.After(200 * time.Millisecond):
 				if tt.want != "" {
@@ -625,7 +629,7 @@ func TestCloseKillsEverything(t *testing.T) {
 		p := newFakeProc(false)
 		procs = append(procs, p)
 		startWith(h, p)
-		if _, err := m.Exec(context.Background(), ExecParams{Command: "sleep 1000", Background: true}); err != nil {
+		if _, err := m.Exec(context.Background(), api.ExecParams{Command: "sleep 1000", Background: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -633,8 +637,8 @@ func TestCloseKillsEverything(t *testing.T) {
 	fg := newFakeProc(false)
 	procs = append(procs, fg)
 	startWith(h, fg)
-	res := make(chan Result, 1)
-	go func() { r, _ := m.Exec(context.Background(), ExecParams{Command: "sleep 1000"}); res <- r }()
+	res := make(chan api.Result, 1)
+	go func() { r, _ := m.Exec(context.Background(), api.ExecParams{Command: "sleep 1000"}); res <- r }()
 	for m.liveCount() < 6 {
 		time.Sleep(time.Millisecond)
 	}
@@ -648,7 +652,7 @@ func TestCloseKillsEverything(t *testing.T) {
 			t.Fatalf("process %d not killed by Close", i)
 		}
 	}
-	if r := <-res; r.Details["status"] != StatusFailed || r.Details["reason"] != "manager closed" {
+	if r := <-res; r.Details.Status != api.StatusFailed || r.Details.Reason != "manager closed" {
 		t.Fatalf("foreground result after Close: %v", r.Details)
 	}
 	if err := m.Close(ctx); err != nil {
@@ -658,7 +662,7 @@ func TestCloseKillsEverything(t *testing.T) {
 
 func TestPTYDSRAnsweredAcrossChunks(t *testing.T) {
 	m, hosts := newTestManager(t, nil)
-	id, p := bg(t, m, hosts["sandbox"], ExecParams{}, true)
+	id, p := bg(t, m, hosts["sandbox"], api.ExecParams{}, true)
 	p.say("\x1b[31mred\x1b[0m \x1b[")
 	time.Sleep(20 * time.Millisecond) // let the reader see the split query
 	p.say("?6n done\u200b\n")
@@ -672,7 +676,7 @@ func TestPTYDSRAnsweredAcrossChunks(t *testing.T) {
 	}
 	p.exit(0, "")
 	waitDone(t, m, id)
-	r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id})
+	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id})
 	if text(r) != "\x1b[31mred\x1b[0m  done" {
 		t.Fatalf("log = %q", text(r))
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
@@ -152,7 +154,7 @@ func (f *Follower) Close() {
 
 // nextRawLocked is Next for a raw follower: ok is false when there is
 // nothing to tell yet. Asking for offset from releases what is before it.
-func (f *Follower) nextRawLocked(from int64, maxBytes int) (frame toolapi.StreamFrame, next int64, done, ok bool) {
+func (f *Follower) nextRawLocked(from int64, maxBytes int) (frame api.StreamFrame, next int64, done, ok bool) {
 	s := f.s
 	r := s.raw
 	if from > r.acked {
@@ -163,17 +165,17 @@ func (f *Follower) nextRawLocked(from int64, maxBytes int) (frame toolapi.Stream
 	c, held := r.log.Next(from, maxBytes)
 	switch {
 	case c.Lost > 0:
-		return toolapi.StreamFrame{Type: toolapi.FrameDropped, Offset: ptr(from), Lost: c.Lost}, from + c.Lost, false, true
+		return api.StreamFrame{Type: api.FrameDropped, Offset: ptr(from), Lost: c.Lost}, from + c.Lost, false, true
 	case held:
-		typ := toolapi.FrameStdout
+		typ := api.FrameStdout
 		if c.Stream == output.StreamStderr {
-			typ = toolapi.FrameStderr
+			typ = api.FrameStderr
 		}
-		return toolapi.StreamFrame{Type: typ, Offset: ptr(c.Offset), Bytes: c.Data}, c.Offset + int64(len(c.Data)), false, true
+		return api.StreamFrame{Type: typ, Offset: ptr(c.Offset), Bytes: c.Data}, c.Offset + int64(len(c.Data)), false, true
 	case s.finished:
 		return exitFrameLocked(s), from, true, true
 	}
-	return toolapi.StreamFrame{}, from, false, false
+	return api.StreamFrame{}, from, false, false
 }
 
 // IsNoRawOutput reports whether err says a session has no raw output.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestRawPTYLeavesDSRToTheTerminal: in raw mode the caller's own terminal
@@ -19,7 +19,7 @@ func TestRawPTYLeavesDSRToTheTerminal(t *testing.T) {
 	m := newGatewayManager(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r, err := m.Exec(ctx, sessions.ExecParams{
+	r, err := m.Exec(ctx, api.ExecParams{
 		Command:    `stty -icanon -echo; printf 'asking\033[6n'; r=$(dd bs=6 count=1 2>/dev/null | od -An -tx1); stty icanon echo; echo "reply:$r"`,
 		PTY:        true,
 		Raw:        true,
@@ -29,7 +29,7 @@ func TestRawPTYLeavesDSRToTheTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("exec: %v", err)
 	}
-	id, _ := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	if id == "" {
 		t.Fatalf("no session id: %+v", r)
 	}
@@ -41,7 +41,7 @@ func TestRawPTYLeavesDSRToTheTerminal(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("output %q never contained %q", all.String(), want)
 			}
-			p, err := m.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, AgentID: "dsr", TimeoutMs: ptrFloat(2000)})
+			p, err := m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, AgentID: "dsr", TimeoutMs: ptrFloat(2000)})
 			if err != nil {
 				t.Fatalf("poll: %v", err)
 			}
@@ -51,7 +51,7 @@ func TestRawPTYLeavesDSRToTheTerminal(t *testing.T) {
 	}
 	poll("asking")
 	// The user's terminal answers: the cursor is at row 5, column 7.
-	if _, err := m.Process(ctx, sessions.ProcessParams{Action: "write", SessionID: id, AgentID: "dsr", Data: "\x1b[5;7R"}); err != nil {
+	if _, err := m.Process(ctx, api.ProcessParams{Action: "write", SessionID: id, AgentID: "dsr", Data: "\x1b[5;7R"}); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 	out := poll("Process exited")

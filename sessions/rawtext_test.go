@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestRawSessionTextIsItsLatestOutput: a raw session makes its sanitised
@@ -17,15 +19,15 @@ func TestRawSessionTextIsItsLatestOutput(t *testing.T) {
 	p := newFakeProc(false)
 	hosts["sandbox"].startFunc = func(context.Context, StartSpec) (Process, error) { return p, nil }
 	ctx := context.Background()
-	r, err := m.Exec(ctx, ExecParams{Command: "flood", Background: true, Raw: true})
+	r, err := m.Exec(ctx, api.ExecParams{Command: "flood", Background: true, Raw: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	p.say("hello\n")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		pr, err := m.Process(ctx, ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(1000.0)})
+		pr, err := m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(1000.0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +56,7 @@ func TestRawSessionTextIsItsLatestOutput(t *testing.T) {
 	if aggLen > m.Limits().MaxOutputChars || dropped <= 0 {
 		t.Errorf("text: %d chars held, %d dropped", aggLen, dropped)
 	}
-	lr, err := m.Process(ctx, ProcessParams{Action: "poll", SessionID: id})
+	lr, err := m.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

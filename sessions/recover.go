@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -86,8 +88,12 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		if !ok {
 			continue
 		}
+		var late <-chan RecoveredSession
 		if lr, ok := rec.(LateRecoverer); ok {
-			m.adoptLater(name, lr.Later(m.ctx))
+			// Its running sessions show, in doubt, until it brings
+			// them back.
+			m.placeAwaited(name)
+			late = lr.Later(m.ctx)
 		}
 		list, err := rec.Recover(ctx)
 		if err != nil {
@@ -99,6 +105,11 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 				continue
 			}
 			n++
+		}
+		if late != nil {
+			// After the sessions above: its end fails the placeholders
+			// still waiting.
+			m.adoptLater(name, late)
 		}
 	}
 	m.retainCursors()
@@ -159,6 +170,8 @@ func (m *Manager) adoptLater(host vocab.Host, ch <-chan RecoveredSession) {
 				return
 			case rs, ok := <-ch:
 				if !ok {
+					// The host brought back all it holds.
+					m.failAwaited(host, fmt.Sprintf("lost: its %s host no longer holds it after the daemon restarted (its sandbox or node was removed or restarted)", host))
 					return
 				}
 				if err := m.adopt(host, rs); err != nil {
@@ -247,12 +260,12 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 			s.endedAt = m.now()
 		}
 		if rs.Lost != "" {
-			s.status, s.exitCode, s.reason = StatusFailed, -1, rs.Lost
+			s.status, s.exitCode, s.reason = api.StatusFailed, -1, rs.Lost
 		} else if rs.Signal != "" {
-			s.status, s.exitCode, s.signal = StatusFailed, -1, rs.Signal
-			s.reason = "terminated by signal " + rs.Signal
+			s.status, s.exitCode, s.signal = api.StatusFailed, -1, rs.Signal
+			s.reason = api.SignalReason(rs.Signal)
 		} else {
-			s.status, s.exitCode = StatusCompleted, rs.ExitCode
+			s.status, s.exitCode = api.StatusCompleted, rs.ExitCode
 		}
 		close(s.done)
 	}
@@ -261,6 +274,19 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 	if m.closed {
 		m.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if old := m.sessions[rs.ID]; old != nil && old.placeholder && old.host == host {
+		// The session awaited since the restart is back: it takes its
+		// place under its id.
+		delete(m.sessions, rs.ID)
+		s.awaited = true
+		if rs.Finished {
+			defer func() {
+				if err := m.awaited.remove(rs.ID); err != nil {
+					m.logf("sessions: %s: %v", rs.ID, err)
+				}
+			}()
+		}
 	}
 	if rs.ID != "" && !m.idTakenLocked(rs.ID) {
 		s.id = rs.ID
@@ -276,7 +302,9 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 	if !rs.Finished {
 		s.mu.Lock()
 		m.armTimeoutLocked(s, time.Duration(m.lim.BackgroundTimeoutSec)*time.Second)
+		rec := m.awaitRecordLocked(s) // shown after the next restart too
 		s.mu.Unlock()
+		m.await(s, rec)
 		m.run(s)
 	}
 	return s, nil

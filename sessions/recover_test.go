@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
@@ -42,29 +44,29 @@ func TestRecover(t *testing.T) {
 	if n != 2 || !errors.Is(err, boom) || !strings.Contains(err.Error(), "bad-one") {
 		t.Fatalf("Recover = %d, %v", n, err)
 	}
-	r, _ := m.Process(context.Background(), ProcessParams{Action: "list", SessionKey: "s1"})
+	r, _ := m.Process(context.Background(), api.ProcessParams{Action: "list", SessionKey: "s1"})
 	if text(r) != "brisk-otter completed 59s :: make test\ncalm-heron running 2m00s :: npm run" {
 		t.Fatalf("list = %q", text(r))
 	}
-	r, _ = m.Process(context.Background(), ProcessParams{Action: "log", SessionID: "brisk-otter", SessionKey: "s1"})
-	if text(r) != "[... 100 chars dropped ...]\nok 1\nok 2" || r.Details["exitCode"] != 0 {
+	r, _ = m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: "brisk-otter", SessionKey: "s1"})
+	if text(r) != "[... 100 chars dropped ...]\nok 1\nok 2" || r.Details.ExitCode != api.Code(0) {
 		t.Fatalf("log = %q %v", text(r), r.Details)
 	}
 	// Other scopes still see nothing.
-	if r, _ := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: "brisk-otter"}); r.Details["error"] != "not_found" {
+	if r, _ := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: "brisk-otter"}); r.Details.Error != "not_found" {
 		t.Fatal("recovered session visible to another scope")
 	}
 	// The running one streams on, accepts input and can be killed.
 	live.say("request 1\n")
-	r, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: "calm-heron", SessionKey: "s1", TimeoutMs: ptr(2000.0)})
+	r, _ = m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: "calm-heron", SessionKey: "s1", TimeoutMs: ptr(2000.0)})
 	if !strings.HasPrefix(text(r), "listening") || !strings.HasSuffix(text(r), "Process still running.") {
 		t.Fatalf("poll = %q", text(r))
 	}
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "write", SessionID: "calm-heron", SessionKey: "s1", Data: "q"}); err != nil {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: "calm-heron", SessionKey: "s1", Data: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	r, _ = m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: "calm-heron", SessionKey: "s1"})
-	if r.Details["status"] != StatusFailed || live.stdinString() != "q" {
+	r, _ = m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: "calm-heron", SessionKey: "s1"})
+	if r.Details.Status != api.StatusFailed || live.stdinString() != "q" {
 		t.Fatalf("kill = %v", r.Details)
 	}
 }

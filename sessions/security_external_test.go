@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
@@ -96,7 +98,7 @@ func TestSecurityExternalDirectorySymlinkFlipDirectPath(t *testing.T) {
 	leaked, printed, denied, refused := 0, 0, 0, 0
 	var firstLeak, other string
 	for range tries {
-		res, err := m.Exec(context.Background(), sessions.ExecParams{Command: "cat link", YieldMs: new(float64(20000))})
+		res, err := m.Exec(context.Background(), api.ExecParams{Command: "cat link", YieldMs: new(float64(20000))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +109,7 @@ func TestSecurityExternalDirectorySymlinkFlipDirectPath(t *testing.T) {
 			if firstLeak == "" {
 				firstLeak = fmt.Sprintf("%v %q", res.Details, text)
 			}
-		case res.Details["status"] == sessions.StatusDenied:
+		case res.Details.Status == api.StatusDenied:
 			denied++
 		case strings.Contains(text, insideText):
 			printed++

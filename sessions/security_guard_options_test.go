@@ -2,7 +2,6 @@ package sessions_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -119,8 +120,8 @@ func runOK(t *testing.T, dir string, argv ...string) {
 // mustComplete runs cmd and fails unless it completed with exit 0.
 func (g *guardedGateway) mustComplete(t *testing.T, cmd string) {
 	t.Helper()
-	r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: g.workdir})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted || fmt.Sprint(r.Details["exitCode"]) != "0" {
+	r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: g.workdir})
+	if err != nil || r.Details.Status != api.StatusCompleted || r.Details.ExitCode != api.Code(0) {
 		t.Fatalf("%s: should run: %v %v (%s)", cmd, r.Details, err, firstText(r))
 	}
 }
@@ -160,7 +161,7 @@ func TestSecurityTarWritesOutsideWorkspace(t *testing.T) {
 	} {
 		out := t.TempDir()
 		cmd := strings.ReplaceAll(tmpl, "{o}", out)
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: ws})
 		settledRefused(t, cmd, r, err, filepath.Join(out, "pwned"))
 	}
 }
@@ -182,7 +183,7 @@ func TestSecurityZipUnzipCommandInCluster(t *testing.T) {
 	} {
 		marker := filepath.Join(t.TempDir(), "pwned")
 		cmd := strings.ReplaceAll(tmpl, "{m}", marker)
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: ws})
 		settledRefused(t, cmd, r, err, marker)
 	}
 }
@@ -206,7 +207,7 @@ func TestSecurityWgetExecuteRunsAskpass(t *testing.T) {
 		evil := filepath.Join(mdir, "evil")
 		writeExecutable(t, evil, "#!/bin/sh\ntouch "+marker+"\necho x\n")
 		cmd := strings.NewReplacer("{m}", marker, "{x}", evil).Replace(tmpl)
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: ws})
 		settledRefused(t, cmd, r, err, marker)
 	}
 }
@@ -232,7 +233,7 @@ func TestSecurityGitArchiveShortOutput(t *testing.T) {
 	} {
 		marker := filepath.Join(t.TempDir(), "pwned")
 		cmd := strings.ReplaceAll(tmpl, "{m}", marker)
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: ws})
 		settledRefused(t, cmd, r, err, marker)
 	}
 }
@@ -257,7 +258,7 @@ func TestSecurityRipgrepPreprocessor(t *testing.T) {
 		evil := filepath.Join(mdir, "evil")
 		writeExecutable(t, evil, "#!/bin/sh\ntouch "+marker+"\ncat \"$1\"\n")
 		cmd := strings.ReplaceAll(tmpl, "{x}", evil)
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: ws})
 		settledRefused(t, cmd, r, err, marker)
 	}
 }
@@ -276,9 +277,9 @@ func TestSecurityEnvGitTestFsmonitor(t *testing.T) {
 	hook := filepath.Join(mdir, "fsmonitor")
 	writeExecutable(t, hook, "#!/bin/sh\ntouch "+marker+"\n")
 	for _, k := range []string{"GIT_TEST_FSMONITOR", "git_test_fsmonitor"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: "git status", Workdir: ws, Env: map[string]string{k: hook}})
+		r, err := g.exec(t, api.ExecParams{Command: "git status", Workdir: ws, Env: map[string]string{k: hook}})
 		settledRefused(t, k, r, err, marker)
-		r, err = g.exec(t, sessions.ExecParams{Command: "env " + k + "=" + hook + " git status", Workdir: ws})
+		r, err = g.exec(t, api.ExecParams{Command: "env " + k + "=" + hook + " git status", Workdir: ws})
 		settledRefused(t, "env "+k, r, err, marker)
 	}
 }
@@ -300,9 +301,9 @@ func TestSecurityEnvRipgrepConfigPath(t *testing.T) {
 	}
 	g := newWorkspaceGateway(t, ws)
 	g.allow(t, "/usr/bin/rg")
-	r, err := g.exec(t, sessions.ExecParams{Command: "rg hello f", Workdir: ws, Env: map[string]string{"RIPGREP_CONFIG_PATH": rc}})
+	r, err := g.exec(t, api.ExecParams{Command: "rg hello f", Workdir: ws, Env: map[string]string{"RIPGREP_CONFIG_PATH": rc}})
 	settledRefused(t, "RIPGREP_CONFIG_PATH", r, err, marker)
-	r, err = g.exec(t, sessions.ExecParams{Command: "env RIPGREP_CONFIG_PATH=" + rc + " rg hello f", Workdir: ws})
+	r, err = g.exec(t, api.ExecParams{Command: "env RIPGREP_CONFIG_PATH=" + rc + " rg hello f", Workdir: ws})
 	settledRefused(t, "env RIPGREP_CONFIG_PATH", r, err, marker)
 }
 
@@ -324,13 +325,13 @@ func TestSecurityEnvUnzipOptions(t *testing.T) {
 	for _, k := range []string{"UNZIP", "UNZIPOPT", "ZIPINFO", "ZIPINFOOPT"} {
 		out := t.TempDir()
 		marker := filepath.Join(out, "pwned")
-		r, err := g.exec(t, sessions.ExecParams{Command: "unzip -q z.zip", Workdir: ws, Env: map[string]string{k: "-o -d " + out}})
+		r, err := g.exec(t, api.ExecParams{Command: "unzip -q z.zip", Workdir: ws, Env: map[string]string{k: "-o -d " + out}})
 		settledRefused(t, k, r, err, marker)
 	}
 	// unzip's own -d outside the workspace, and -: (keep ../ in names).
 	out := t.TempDir()
 	for _, cmd := range []string{"unzip -q z.zip -d " + out, "unzip -qd" + out + " z.zip", "unzip -q -: z.zip"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: ws})
 		settledRefused(t, cmd, r, err, filepath.Join(out, "pwned"))
 	}
 }
@@ -345,13 +346,13 @@ func TestSecurityEnvProgramFamiliesRefused(t *testing.T) {
 	for _, k := range []string{"GIT_TEST_FSMONITOR", "GIT_TEST_ANYTHING", "GIT_SEQUENCE_EDITOR", "RIPGREP_CONFIG_PATH", "UNZIP", "UNZIPOPT",
 		"ZIPOPT", "ZIP", "TAR_OPTIONS", "WGETRC", "SYSTEM_WGETRC", "CURL_HOME", "GREP_OPTIONS", "LESSOPEN", "RSYNC_CONNECT_PROG",
 		"SYSTEMD_PAGERSECURE", "FIND_OPTIONS", "SOMETHING_OPTIONS", "X_CONFIG_PATH"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: "true", Env: map[string]string{k: "/tmp/x"}})
+		r, err := g.exec(t, api.ExecParams{Command: "true", Env: map[string]string{k: "/tmp/x"}})
 		settledRefused(t, k, r, err, marker)
 	}
 	// Ordinary variables still pass.
 	for _, k := range []string{"FOO", "GIT_AUTHOR_NAME", "LANG", "NO_COLOR"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: "true", Env: map[string]string{k: "x"}})
-		if err != nil || r.Details["status"] != sessions.StatusCompleted {
+		r, err := g.exec(t, api.ExecParams{Command: "true", Env: map[string]string{k: "x"}})
+		if err != nil || r.Details.Status != api.StatusCompleted {
 			t.Fatalf("%s: should run: %v %v", k, r.Details, err)
 		}
 	}
@@ -370,7 +371,7 @@ func TestSecurityShortestLongAbbreviation(t *testing.T) {
 	g.mustComplete(t, "sort f")
 	marker := filepath.Join(t.TempDir(), "pwned")
 	for _, cmd := range []string{"sort --o=" + marker + " f", "sort --o " + marker + " f"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: ws})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: ws})
 		settledRefused(t, cmd, r, err, marker)
 	}
 }

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
@@ -104,7 +108,7 @@ func (g *guardedGateway) allow(t *testing.T, patterns ...string) {
 	}
 }
 
-func (g *guardedGateway) exec(t *testing.T, p sessions.ExecParams) (sessions.Result, error) {
+func (g *guardedGateway) exec(t *testing.T, p api.ExecParams) (api.Result, error) {
 	t.Helper()
 	if p.YieldMs == nil {
 		p.YieldMs = new(float64(20000))
@@ -136,27 +140,27 @@ func writeExecutable(t *testing.T, path, script string) {
 // settledRefused fails the test unless the exec was refused before anything
 // ran (an error matching ErrInvalidInput, or a denied result) and the marker
 // is absent. Returns a description for logs.
-func settledRefused(t *testing.T, what string, r sessions.Result, err error, marker string) {
+func settledRefused(t *testing.T, what string, r api.Result, err error, marker string) {
 	t.Helper()
 	if _, serr := os.Stat(marker); serr == nil {
 		t.Fatalf("%s: ATTACK WORKED: marker %s exists (result %v, err %v)", what, marker, r.Details, err)
 	}
 	switch {
-	case err != nil && errors.Is(err, sessions.ErrInvalidInput):
+	case err != nil && errors.Is(err, toolapi.ErrInvalidInput):
 		t.Logf("%s: refused: %v", what, err)
 	case err != nil:
 		t.Fatalf("%s: unexpected error: %v", what, err)
-	case r.Details["status"] == sessions.StatusDenied:
-		t.Logf("%s: denied: %v", what, r.Details["reason"])
+	case r.Details.Status == api.StatusDenied:
+		t.Logf("%s: denied: %v", what, r.Details.Reason)
 	default:
 		if markerAppears(marker, 5*time.Second) {
 			t.Fatalf("%s: ATTACK WORKED: marker %s appeared (result %v)", what, marker, r.Details)
 		}
-		t.Fatalf("%s: not refused: status %v (%s)", what, r.Details["status"], firstText(r))
+		t.Fatalf("%s: not refused: status %v (%s)", what, r.Details.Status, firstText(r))
 	}
 }
 
-func firstText(r sessions.Result) string {
+func firstText(r api.Result) string {
 	if len(r.Content) == 0 {
 		return ""
 	}
@@ -169,7 +173,7 @@ func (g *guardedGateway) waitOutput(t *testing.T, id, want string) {
 	deadline := time.Now().Add(20 * time.Second)
 	var all strings.Builder
 	for {
-		r, err := g.m.Process(context.Background(), sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: new(float64(500))})
+		r, err := g.m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: new(float64(500))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,15 +188,15 @@ func (g *guardedGateway) waitOutput(t *testing.T, id, want string) {
 }
 
 // waitDone polls a session until it is no longer running (deadline 20 s).
-func (g *guardedGateway) waitDone(t *testing.T, id string) sessions.Result {
+func (g *guardedGateway) waitDone(t *testing.T, id string) api.Result {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r, err := g.m.Process(context.Background(), sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: new(float64(1000))})
+		r, err := g.m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: new(float64(1000))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Details["status"] != sessions.StatusRunning {
+		if r.Details.Status != api.StatusRunning {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -216,28 +220,28 @@ func TestSecurityBareNameMatchesOnlyTrustedPathHits(t *testing.T) {
 	g.allow(t, "ls")
 
 	// The real ls still runs.
-	r, err := g.exec(t, sessions.ExecParams{Command: "ls", Workdir: agentWs})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	r, err := g.exec(t, api.ExecParams{Command: "ls", Workdir: agentWs})
+	if err != nil || r.Details.Status != api.StatusCompleted {
 		t.Fatalf("plain ls: %v %v", r.Details, err)
 	}
 	for _, cmd := range []string{"./ls", agentWs + "/ls", "env ./ls", "nice ./ls"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: agentWs})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: agentWs})
 		settledRefused(t, cmd, r, err, marker)
 	}
 	// A path pattern that reaches into the workspace does not match either.
 	g.allow(t, ws+"/**")
-	r, err = g.exec(t, sessions.ExecParams{Command: agentWs + "/ls", Workdir: agentWs})
+	r, err = g.exec(t, api.ExecParams{Command: agentWs + "/ls", Workdir: agentWs})
 	settledRefused(t, "path pattern into the workspace", r, err, marker)
 	// Without the workspace configured as untrusted, the bare name still
 	// matches only a PATH hit in the trusted dirs.
 	g3 := newGuardedGateway(t, nil, nil)
 	g3.allow(t, "ls")
-	r, err = g3.exec(t, sessions.ExecParams{Command: "./ls", Workdir: agentWs})
+	r, err = g3.exec(t, api.ExecParams{Command: "./ls", Workdir: agentWs})
 	settledRefused(t, "./ls, workspace not configured", r, err, marker)
 	// Nor a PATH that puts the workspace first (exec.pathPrepend).
 	g2 := newGuardedGatewayPrepend(t, nil, []string{ws}, []string{agentWs})
 	g2.allow(t, "ls")
-	r, err = g2.exec(t, sessions.ExecParams{Command: "ls", Workdir: agentWs})
+	r, err = g2.exec(t, api.ExecParams{Command: "ls", Workdir: agentWs})
 	settledRefused(t, "workspace first on PATH", r, err, marker)
 }
 
@@ -250,10 +254,10 @@ func TestSecurityEnvLessRunsCommandInPTY(t *testing.T) {
 	g := newGuardedGateway(t, nil, nil)
 	g.allow(t, "/usr/bin/man")
 	marker := filepath.Join(t.TempDir(), "pwned")
-	r, err := g.exec(t, sessions.ExecParams{Command: "man ls", PTY: true, Background: true,
+	r, err := g.exec(t, api.ExecParams{Command: "man ls", PTY: true, Background: true,
 		Env: map[string]string{"LESS": "+!touch " + marker + "\n"}})
-	if err == nil && r.Details["status"] == sessions.StatusRunning {
-		defer g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: r.Details["sessionId"].(string)})
+	if err == nil && r.Details.Status == api.StatusRunning {
+		defer g.m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: r.Details.SessionID})
 		if markerAppears(marker, 10*time.Second) {
 			t.Fatalf("ATTACK WORKED: LESS=+!touch in the request env ran a command (marker %s)", marker)
 		}
@@ -283,14 +287,14 @@ func TestSecurityEnvPerllibLoadsCode(t *testing.T) {
 
 	g := newGuardedGateway(t, nil, nil)
 	g.allow(t, "/usr/bin/shasum")
-	r, err := g.exec(t, sessions.ExecParams{Command: "shasum --version", Env: map[string]string{"PERLLIB": lib}})
+	r, err := g.exec(t, api.ExecParams{Command: "shasum --version", Env: map[string]string{"PERLLIB": lib}})
 	settledRefused(t, "PERLLIB in the request env", r, err, marker)
 
 	// Inherited by the daemon: dropped before any command starts.
 	g2 := newGuardedGateway(t, []string{"PERLLIB=" + lib, "LESS=+!touch " + marker + "\n", "GIT_CONFIG=" + lib + "/gitconfig"}, nil)
 	g2.allow(t, "/usr/bin/shasum")
-	r, err = g2.exec(t, sessions.ExecParams{Command: "shasum --version"})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	r, err = g2.exec(t, api.ExecParams{Command: "shasum --version"})
+	if err != nil || r.Details.Status != api.StatusCompleted {
 		t.Fatalf("shasum --version: %v %v", r.Details, err)
 	}
 	if _, serr := os.Stat(marker); serr == nil {
@@ -306,7 +310,7 @@ func TestSecurityEnvReportedVariablesRefused(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "never")
 	for _, k := range []string{"LESS", "PERLLIB", "GIT_CONFIG", "GIT_TRACE", "GIT_TRACE2_EVENT", "TAR_OPTIONS", "MANOPT",
 		"LESSKEYIN", "LOCPATH", "NLSPATH", "TERMINFO", "LESSSECURE", "MANPAGER", "GIT_PAGER", "PYTHONWARNINGS"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: "true", Env: map[string]string{k: "/tmp/x"}})
+		r, err := g.exec(t, api.ExecParams{Command: "true", Env: map[string]string{k: "/tmp/x"}})
 		settledRefused(t, k, r, err, marker)
 	}
 }
@@ -330,8 +334,8 @@ func TestSecurityGitApprovalDoesNotAllowConfigGadgets(t *testing.T) {
 	if err := g.store.Resolve(context.Background(), v.Pending.ID, vocab.AllowAlways); err != nil {
 		t.Fatal(err)
 	}
-	r, err := g.exec(t, sessions.ExecParams{Command: "git status", Workdir: repo})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	r, err := g.exec(t, api.ExecParams{Command: "git status", Workdir: repo})
+	if err != nil || r.Details.Status != api.StatusCompleted {
 		t.Fatalf("approved git status does not run: %v %v", r.Details, err)
 	}
 	marker := filepath.Join(t.TempDir(), "pwned")
@@ -341,7 +345,7 @@ func TestSecurityGitApprovalDoesNotAllowConfigGadgets(t *testing.T) {
 		"git --config-env=core.fsmonitor=HOME status",
 		"git status --short",
 	} {
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: repo})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: repo})
 		settledRefused(t, cmd, r, err, marker)
 	}
 }
@@ -357,8 +361,8 @@ func TestSecurityAllowlistedBinaryGadgets(t *testing.T) {
 	}
 	// Plain uses still run.
 	for _, cmd := range []string{"find . -name f", "sort f", "tar -cf a.tar f"} {
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: dir})
-		if err != nil || r.Details["status"] != sessions.StatusCompleted {
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: dir})
+		if err != nil || r.Details.Status != api.StatusCompleted {
 			t.Fatalf("%s: %v %v", cmd, r.Details, err)
 		}
 	}
@@ -392,7 +396,7 @@ func TestSecurityAllowlistedBinaryGadgets(t *testing.T) {
 		evil := filepath.Join(mdir, "evil")
 		writeExecutable(t, evil, "#!/bin/sh\ntouch "+marker+"\ncat\n")
 		cmd := strings.NewReplacer("{m}", marker, "{x}", evil).Replace(tmpl)
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, Workdir: dir})
+		r, err := g.exec(t, api.ExecParams{Command: cmd, Workdir: dir})
 		settledRefused(t, cmd, r, err, marker)
 	}
 }
@@ -409,19 +413,19 @@ func TestSecurityPagerShellEscapeInPTY(t *testing.T) {
 	}
 	want := map[string]string{"man ls": "ls", "less " + hostname: "just-a-file"}
 	for _, cmd := range []string{"man ls", "less " + hostname} {
-		r, err := g.exec(t, sessions.ExecParams{Command: cmd, PTY: true, Background: true})
-		if err == nil && r.Details["status"] == sessions.StatusRunning {
-			id := r.Details["sessionId"].(string)
+		r, err := g.exec(t, api.ExecParams{Command: cmd, PTY: true, Background: true})
+		if err == nil && r.Details.Status == api.StatusRunning {
+			id := r.Details.SessionID
 			// Wait for the pager to draw, then type the escape.
 			g.waitOutput(t, id, want[cmd])
-			if _, err := g.m.Process(context.Background(), sessions.ProcessParams{Action: "write", SessionID: id, Data: "!touch " + marker + "\n"}); err != nil {
+			if _, err := g.m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "!touch " + marker + "\n"}); err != nil {
 				t.Fatal(err)
 			}
 			if markerAppears(marker, 10*time.Second) {
-				g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id})
+				g.m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})
 				t.Fatalf("ATTACK WORKED: %s in a PTY ran a typed shell escape (marker %s)", cmd, marker)
 			}
-			g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id})
+			g.m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})
 		}
 		settledRefused(t, cmd+" in a PTY", r, err, marker)
 	}
@@ -445,16 +449,16 @@ func TestSecurityPagerOfAllowlistedProgramInPTY(t *testing.T) {
 	g := newGuardedGateway(t, nil, nil)
 	g.allow(t, "/usr/bin/git log")
 	marker := filepath.Join(t.TempDir(), "pwned")
-	r, err := g.exec(t, sessions.ExecParams{Command: "git log", Workdir: repo, PTY: true, Background: true})
-	if err != nil || r.Details["status"] != sessions.StatusRunning {
+	r, err := g.exec(t, api.ExecParams{Command: "git log", Workdir: repo, PTY: true, Background: true})
+	if err != nil || r.Details.Status != api.StatusRunning {
 		t.Fatalf("git log in a PTY: %v %v", r.Details, err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	g.waitOutput(t, id, "a long body line")
 	// The typed text is read as less commands too (h opens help), so
 	// several q leave help and then less.
 	for _, keys := range []string{"!touch " + marker + "\n", "qqqqqq"} {
-		if _, err := g.m.Process(context.Background(), sessions.ProcessParams{Action: "write", SessionID: id, Data: keys}); err != nil {
+		if _, err := g.m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: keys}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -463,7 +467,7 @@ func TestSecurityPagerOfAllowlistedProgramInPTY(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatalf("ATTACK WORKED: a shell escape typed into git's pager ran (marker %s)", marker)
 	}
-	t.Logf("session ended %v; marker absent", end.Details["status"])
+	t.Logf("session ended %v; marker absent", end.Details.Status)
 }
 
 // Item 4/5 chained: a sandbox writes .git/config (core.fsmonitor) into its
@@ -484,15 +488,15 @@ func TestSecurityGitRepoConfigInWorkspace(t *testing.T) {
 	f.Close()
 	g := newGuardedGateway(t, nil, []string{ws})
 	g.allow(t, "/usr/bin/git status")
-	r, err := g.exec(t, sessions.ExecParams{Command: "git status", Workdir: repo})
+	r, err := g.exec(t, api.ExecParams{Command: "git status", Workdir: repo})
 	settledRefused(t, "git status in a sandbox-written repository", r, err, marker)
 	// The same approved command still runs in a repository the operator owns.
 	own := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", own).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	r, err = g.exec(t, sessions.ExecParams{Command: "git status", Workdir: own})
-	if err != nil || r.Details["status"] != sessions.StatusCompleted {
+	r, err = g.exec(t, api.ExecParams{Command: "git status", Workdir: own})
+	if err != nil || r.Details.Status != api.StatusCompleted {
 		t.Fatalf("git status in the operator's repository: %v %v", r.Details, err)
 	}
 }
@@ -514,30 +518,30 @@ func TestSecurityEditorOfAllowlistedProgramInPTY(t *testing.T) {
 	}
 	g.allow(t, "/usr/bin/git commit --allow-empty")
 	marker := filepath.Join(t.TempDir(), "pwned")
-	r, err := g.exec(t, sessions.ExecParams{Command: "git commit --allow-empty", Workdir: repo, PTY: true, Background: true})
-	if err != nil || r.Details["status"] != sessions.StatusRunning {
+	r, err := g.exec(t, api.ExecParams{Command: "git commit --allow-empty", Workdir: repo, PTY: true, Background: true})
+	if err != nil || r.Details.Status != api.StatusRunning {
 		t.Fatalf("git commit in a PTY: %v %v", r.Details, err)
 	}
-	id := r.Details["sessionId"].(string)
+	id := r.Details.SessionID
 	// Either an editor draws its screen (vi shows ~ lines) or git ends.
 	deadline := time.Now().Add(20 * time.Second)
 	var out strings.Builder
 	for {
-		p, err := g.m.Process(context.Background(), sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: new(float64(500))})
+		p, err := g.m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: new(float64(500))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		out.WriteString(firstText(p))
-		if p.Details["status"] != sessions.StatusRunning {
+		if p.Details.Status != api.StatusRunning {
 			break
 		}
 		if strings.Contains(out.String(), "~") {
-			g.m.Process(context.Background(), sessions.ProcessParams{Action: "write", SessionID: id, Data: "\x1b:!touch " + marker + "\n"})
+			g.m.Process(context.Background(), api.ProcessParams{Action: "write", SessionID: id, Data: "\x1b:!touch " + marker + "\n"})
 			if markerAppears(marker, 10*time.Second) {
-				g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id})
+				g.m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})
 				t.Fatalf("ATTACK WORKED: :!touch typed into the editor git commit opened ran (marker %s)", marker)
 			}
-			g.m.Process(context.Background(), sessions.ProcessParams{Action: "kill", SessionID: id})
+			g.m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: id})
 			t.Fatalf("an editor opened in the PTY: %q", out.String())
 		}
 		if time.Now().After(deadline) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -57,17 +59,17 @@ func TestSecurityApprovalFloodIsRefusedAndNeighbourRuns(t *testing.T) {
 	marker := filepath.Join(wd, "RAN")
 
 	big := "touch " + marker + " # " + strings.Repeat("A", 512<<10)
-	_, err = m.Exec(ctx, sessions.ExecParams{Command: big, AgentID: "agent-a", YieldMs: yield})
+	_, err = m.Exec(ctx, api.ExecParams{Command: big, AgentID: "agent-a", YieldMs: yield})
 	if !errors.Is(err, guard.ErrApprovalTooLarge) || !cerrdefs.IsResourceExhausted(err) {
 		t.Fatalf("0.5 MB command: err %v, want a resource-exhausted ErrApprovalTooLarge", err)
 	}
 	for i := range 3 {
-		res, err := m.Exec(ctx, sessions.ExecParams{Command: "touch " + marker + strings.Repeat("x", i), AgentID: "agent-a", YieldMs: yield})
-		if err != nil || res.Details["status"] != sessions.StatusApprovalPending && res.Details["status"] != sessions.StatusRunning {
-			t.Fatalf("request %d of agent-a: status %v err %v, want approval pending", i, res.Details["status"], err)
+		res, err := m.Exec(ctx, api.ExecParams{Command: "touch " + marker + strings.Repeat("x", i), AgentID: "agent-a", YieldMs: yield})
+		if err != nil || res.Details.Status != api.StatusApprovalPending && res.Details.Status != api.StatusRunning {
+			t.Fatalf("request %d of agent-a: status %v err %v, want approval pending", i, res.Details.Status, err)
 		}
 	}
-	_, err = m.Exec(ctx, sessions.ExecParams{Command: "touch " + marker + "4", AgentID: "agent-a", YieldMs: yield})
+	_, err = m.Exec(ctx, api.ExecParams{Command: "touch " + marker + "4", AgentID: "agent-a", YieldMs: yield})
 	if !errors.Is(err, guard.ErrApprovalQuota) || !strings.Contains(err.Error(), "pendingPerAgent") {
 		t.Fatalf("4th request of agent-a: err %v, want ErrApprovalQuota naming pendingPerAgent", err)
 	}
@@ -78,9 +80,9 @@ func TestSecurityApprovalFloodIsRefusedAndNeighbourRuns(t *testing.T) {
 	if fi.Size() > 64<<10 {
 		t.Errorf("approvals.json is %d bytes after the flood, want it bounded by the limits (< 64 KiB)", fi.Size())
 	}
-	res, err := m.Exec(ctx, sessions.ExecParams{Command: "true", AgentID: "agent-b", YieldMs: new(float64(20000))})
-	if err != nil || res.Details["status"] != sessions.StatusCompleted || res.Details["exitCode"] != 0 {
-		t.Fatalf("agent-b's allowlisted true: status %v exit %v err %v, want completed 0", res.Details["status"], res.Details["exitCode"], err)
+	res, err := m.Exec(ctx, api.ExecParams{Command: "true", AgentID: "agent-b", YieldMs: new(float64(20000))})
+	if err != nil || res.Details.Status != api.StatusCompleted || res.Details.ExitCode != api.Code(0) {
+		t.Fatalf("agent-b's allowlisted true: status %v exit %v err %v, want completed 0", res.Details.Status, res.Details.ExitCode, err)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("an unapproved command ran")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/hostexec"
@@ -46,9 +48,9 @@ func newQuotaGateway(t *testing.T, spillDir string, lim config.SessionLimits) *M
 	return m
 }
 
-func bgExec(t *testing.T, m *Manager, agent, cmd string) (Result, error) {
+func bgExec(t *testing.T, m *Manager, agent, cmd string) (api.Result, error) {
 	t.Helper()
-	return m.Exec(context.Background(), ExecParams{Command: cmd, AgentID: agent, Background: true})
+	return m.Exec(context.Background(), api.ExecParams{Command: cmd, AgentID: agent, Background: true})
 }
 
 func waitFinished(t *testing.T, m *Manager, agent, id string) {
@@ -81,7 +83,7 @@ func TestSecuritySessionOutputSpilledToDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, _ := r.Details["sessionId"].(string)
+		id := r.Details.SessionID
 		waitFinished(t, m, "a", id)
 		return m, id
 	}
@@ -101,7 +103,7 @@ func TestSecuritySessionOutputSpilledToDisk(t *testing.T) {
 		t.Fatalf("spill file: %v, size %d, mode %v; want >100 KiB, 0600", err, fileSize(fi), fileMode(fi))
 	}
 	// log: every line, in order.
-	r, err := m.Process(context.Background(), ProcessParams{Action: "log", SessionID: id, AgentID: "a", Offset: new(0), Limit: new(lines + 10)})
+	r, err := m.Process(context.Background(), api.ProcessParams{Action: "log", SessionID: id, AgentID: "a", Offset: new(0), Limit: new(lines + 10)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,11 +112,11 @@ func TestSecuritySessionOutputSpilledToDisk(t *testing.T) {
 		t.Fatalf("log after the spill: %d lines, first %q, last %q", len(got), got[0], got[len(got)-1])
 	}
 	// poll drains the unpolled tail once; the drain is kept on disk.
-	r, err = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a"})
+	r, err = m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "a"})
 	if err != nil || !strings.Contains(firstText(r), "😀 19999") || !strings.Contains(firstText(r), "chars dropped") {
 		t.Fatalf("first poll: %v %q", err, lastN(firstText(r), 200))
 	}
-	r, err = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "a"})
+	r, err = m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "a"})
 	if err != nil || !strings.Contains(firstText(r), "(no new output)") {
 		t.Fatalf("second poll: %v %q", err, lastN(firstText(r), 200))
 	}
@@ -122,7 +124,7 @@ func TestSecuritySessionOutputSpilledToDisk(t *testing.T) {
 		t.Fatalf("after reads, %d bytes held in memory", held)
 	}
 	// remove forgets the session and its file.
-	if _, err := m.Process(context.Background(), ProcessParams{Action: "remove", SessionID: id, AgentID: "a"}); err != nil {
+	if _, err := m.Process(context.Background(), api.ProcessParams{Action: "remove", SessionID: id, AgentID: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, id+".json")); !os.IsNotExist(err) {
@@ -144,7 +146,7 @@ func fileMode(fi os.FileInfo) os.FileMode {
 	return fi.Mode().Perm()
 }
 
-func firstText(r Result) string {
+func firstText(r api.Result) string {
 	if len(r.Content) == 0 {
 		return ""
 	}
@@ -183,8 +185,8 @@ func TestSecuritySessionQuotas(t *testing.T) {
 	}
 	// Free the slots: kill every running session.
 	for _, agent := range []string{"a", "b"} {
-		for _, row := range m.list(scopeKey(agent, "")).Details["sessions"].([]map[string]any) {
-			if _, err := m.Process(context.Background(), ProcessParams{Action: "kill", SessionID: row["sessionId"].(string), AgentID: agent}); err != nil {
+		for _, row := range m.list(scopeKey(agent, "")).Details.Sessions {
+			if _, err := m.Process(context.Background(), api.ProcessParams{Action: "kill", SessionID: row.SessionID, AgentID: agent}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -203,22 +205,22 @@ func TestSecuritySessionQuotas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := r.Details["sessionId"].(string)
+		id := r.Details.SessionID
 		waitFinished(t, m, "d", id)
 		ids = append(ids, id)
 	}
-	r, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: ids[0], AgentID: "d"})
-	if err != nil || r.Details["error"] != "not_found" || !strings.Contains(firstText(r), "limits.sessions.retainedPerAgent") {
+	r, err := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: ids[0], AgentID: "d"})
+	if err != nil || r.Details.Error != "not_found" || !strings.Contains(firstText(r), "limits.sessions.retainedPerAgent") {
 		t.Fatalf("poll of the oldest: %v %q %v, want not found naming retainedPerAgent", err, firstText(r), r.Details)
 	}
 	for _, id := range ids[1:] {
-		r, err := m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: id, AgentID: "d"})
-		if err != nil || r.Details["status"] != StatusCompleted {
+		r, err := m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: "d"})
+		if err != nil || r.Details.Status != api.StatusCompleted {
 			t.Fatalf("poll of %s: %v %v, want it kept", id, err, r.Details)
 		}
 	}
 	// Another agent sees no eviction reason for d's session.
-	r, _ = m.Process(context.Background(), ProcessParams{Action: "poll", SessionID: ids[0], AgentID: "e"})
+	r, _ = m.Process(context.Background(), api.ProcessParams{Action: "poll", SessionID: ids[0], AgentID: "e"})
 	if strings.Contains(firstText(r), "evicted") {
 		t.Fatalf("agent e learns of d's session: %q", firstText(r))
 	}

@@ -10,6 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -39,11 +42,21 @@ type session struct {
 	host                vocab.Host
 	pty                 bool
 	proc                Process
-	inputWait           InputWaiter                     // nil: the host cannot tell
-	forget              func(ctx context.Context) error // nil: the host keeps nothing
-	pid                 int
-	startedAt           time.Time // by the injected clock (results, list, TTL)
-	startedReal         time.Time // by the real clock (timeouts run on real timers)
+	// place is where the command runs, in words (`Engine "e1"`, `node
+	// "n1"`; hostapi.Started.Place); awaited says it has an awaitedRecord;
+	// placeholder says proc is an awaitedProc: the session awaits its host
+	// after a restart (placeAwaited).
+	place                string
+	awaited, placeholder bool
+	inputWait            InputWaiter                     // nil: the host cannot tell
+	forget               func(ctx context.Context) error // nil: the host keeps nothing
+	pid                  int
+	startedAt            time.Time // by the injected clock (results, list, TTL)
+	startedReal          time.Time // by the real clock (timeouts run on real timers)
+	// reqID, actor and node (host node) are the exec request's, for its
+	// audit records.
+	reqID, node string
+	actor       audit.Actor
 
 	mu        sync.Mutex
 	agg       *output.Log // all output, by stream; streams follow it by offset
@@ -56,6 +69,7 @@ type session struct {
 	// not started (status approval-pending).
 	awaitingApproval bool
 	visible          bool // backgrounded: the process tool sees it
+	attached         bool // a streamed exec's: the process tool finds it by id while the stream follows it (not listed)
 	finished         bool
 	status           string
 	exitCode         int
@@ -80,7 +94,7 @@ type session struct {
 	spillEnd  int64
 }
 
-func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
+func (m *Manager) newSession(p api.ExecParams, host vocab.Host, cwd, command string, st Started, keepStdin bool) *session {
 	s := &session{
 		scope:       scopeKey(p.AgentID, p.SessionKey),
 		agentID:     p.AgentID,
@@ -92,6 +106,7 @@ func (m *Manager) newSession(p ExecParams, host vocab.Host, cwd, command string,
 		pty:         p.PTY,
 		proc:        st.Process,
 		inputWait:   st.InputWait,
+		place:       st.Place,
 		forget:      st.Forget,
 		pid:         st.PID(),
 		startedAt:   m.now(),
@@ -251,23 +266,23 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	}
 	switch {
 	case s.timedOut > 0:
-		s.status, s.exitCode, s.signal = StatusFailed, -1, "SIGKILL"
-		s.reason = fmt.Sprintf("timeout after %s", formatSeconds(s.timedOut))
+		s.status, s.exitCode, s.signal = api.StatusFailed, -1, "SIGKILL"
+		s.reason = api.TimeoutReason(formatSeconds(s.timedOut))
 	case s.killReason != "":
-		s.status, s.exitCode = StatusFailed, -1
+		s.status, s.exitCode = api.StatusFailed, -1
 		s.signal = sig
 		if s.signal == "" {
 			s.signal = "SIGKILL"
 		}
 		s.reason = s.killReason
 	case err != nil:
-		s.status, s.exitCode, s.signal = StatusFailed, -1, sig
+		s.status, s.exitCode, s.signal = api.StatusFailed, -1, sig
 		s.reason = err.Error()
 	case sig != "":
-		s.status, s.exitCode, s.signal = StatusFailed, -1, sig
-		s.reason = "terminated by signal " + sig
+		s.status, s.exitCode, s.signal = api.StatusFailed, -1, sig
+		s.reason = api.SignalReason(sig)
 	default:
-		s.status, s.exitCode = StatusCompleted, code
+		s.status, s.exitCode = api.StatusCompleted, code
 	}
 	s.stdinOpen = false
 	if s.raw != nil {
@@ -278,6 +293,9 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	s.wakeLocked()
 	visible := s.visible
 	ev := m.exitEventLocked(s)
+	rec := exitRecordLocked(s)
+	host, status, ran := s.host, s.status, time.Since(s.startedReal)
+	started := !s.awaitingApproval // one that never started has no run time
 	if visible {
 		// Kept for polling: its output goes to disk. A foreground run's
 		// result is read from memory at once and the session forgotten.
@@ -288,8 +306,18 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 	m.mu.Lock()
 	delete(m.live, s)
 	m.mu.Unlock()
+	_ = m.record(context.Background(), rec)
+	if s.awaited && m.ctx.Err() == nil {
+		// Ended while the daemon serves (not cut off by its stop).
+		if err := m.awaited.remove(s.id); err != nil {
+			m.logf("sessions: %s: %v", s.id, err)
+		}
+	}
 	if visible && ev != nil {
 		m.emit(*ev)
+	}
+	if m.obs != nil && started {
+		m.obs.CommandFinished(host, status, ran)
 	}
 	m.enforceRetention()
 	// Last: a waiter on done sees the session settled, retention included.
@@ -301,11 +329,11 @@ func (m *Manager) finalize(s *session, code int, sig string, err error) {
 // client following the event stream learns of each end; details.notify is
 // false when the config says the agent is not to be told (docs/tools.md:
 // notifyOnExit, empty successes only with notifyOnExitEmptySuccess).
-func (m *Manager) exitEventLocked(s *session) *Event {
+func (m *Manager) exitEventLocked(s *session) *api.Event {
 	out := strings.TrimSpace(s.agg.String())
 	notify := m.cfg.Exec.NotifyOnExit
 	var head string
-	if s.status == StatusCompleted {
+	if s.status == api.StatusCompleted {
 		if out == "" && s.exitCode == 0 && !m.cfg.Exec.NotifyOnExitEmptySuccess {
 			notify = false
 		}
@@ -322,8 +350,8 @@ func (m *Manager) exitEventLocked(s *session) *Event {
 		text += " :: " + lastChars(out, eventChars)
 	}
 	details := s.stateDetailsLocked()
-	details["notify"] = notify
-	return &Event{
+	details.Notify = new(notify)
+	return &api.Event{
 		Type: vocab.EventExit, Text: text, SessionID: s.id, AgentID: s.agentID, SessionKey: s.sessionKey,
 		Time:    s.endedAt,
 		Details: details,
@@ -393,34 +421,42 @@ func (m *Manager) armTimeoutLocked(s *session, d time.Duration) {
 }
 
 // stateDetailsLocked is the state part shared by poll, kill and events.
-func (s *session) stateDetailsLocked() map[string]any {
-	d := map[string]any{
-		"status":    s.statusLocked(),
-		"sessionId": s.id,
-		"name":      s.name,
-		"pid":       s.pid,
-	}
+func (s *session) stateDetailsLocked() api.Details {
+	d := api.Details{Status: s.statusLocked(), SessionID: s.id, Name: new(s.name), PID: new(s.pid)}
 	if s.waitingForInputLocked() {
-		d["waitingForInput"] = true
+		d.WaitingForInput = true
+	}
+	if doubt := s.doubtLocked(); doubt != "" {
+		d.Reason = doubt
 	}
 	if s.finished {
-		if s.status == StatusCompleted {
-			d["exitCode"] = s.exitCode
+		if s.status == api.StatusCompleted {
+			d.ExitCode = api.Code(s.exitCode)
 		} else {
-			d["exitCode"] = nil
-			d["signal"] = s.signal
-			d["reason"] = s.reason
+			d.ExitCode, d.Signal, d.Reason = api.NoExitCode(), new(s.signal), s.reason
 		}
 	}
 	return d
 }
 
+// doubtLocked is why the state of a running session is unknown right now
+// (hostapi.Doubter: its host lost sight of it), "" when it is known.
+func (s *session) doubtLocked() string {
+	if s.finished {
+		return ""
+	}
+	if d, ok := s.proc.(hostapi.Doubter); ok {
+		return d.Doubt()
+	}
+	return ""
+}
+
 func (s *session) statusLocked() string {
 	if !s.finished {
 		if s.awaitingApproval {
-			return StatusApprovalPending
+			return api.StatusApprovalPending
 		}
-		return StatusRunning
+		return api.StatusRunning
 	}
 	return s.status
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
@@ -35,7 +37,7 @@ func (m *Manager) Follow(agentID, sessionKey, id string) (toolapi.Follower, erro
 	s := m.lookup(id, scopeKey(agentID, sessionKey))
 	if s == nil {
 		//lint:ignore ST1005 the tool's exact text
-		return nil, fmt.Errorf("No session found for %s: %w", id, ErrNoSession)
+		return nil, fmt.Errorf("No session found for %s: %w", id, api.ErrNoSession)
 	}
 	return &Follower{m: m, s: s}, nil
 }
@@ -44,7 +46,7 @@ func (m *Manager) Follow(agentID, sessionKey, id string) (toolapi.Follower, erro
 // soon as it exists (before the yield window), so that the caller can
 // stream its output while Exec waits. started is not called when nothing
 // starts (bad input, a refusal); it must not block.
-func (m *Manager) ExecStream(ctx context.Context, p ExecParams, started func(toolapi.Follower)) (Result, error) {
+func (m *Manager) ExecStream(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
 	return m.exec(ctx, p, started)
 }
 
@@ -52,10 +54,10 @@ func (m *Manager) ExecStream(ctx context.Context, p ExecParams, started func(too
 func (f *Follower) SessionID() string { return f.s.id }
 
 // Start is the stream's first frame: the session id and pid.
-func (f *Follower) Start() toolapi.StreamFrame {
+func (f *Follower) Start() api.StreamFrame {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
-	return toolapi.StreamFrame{Type: toolapi.FrameStart, SessionID: f.s.id, PID: f.s.pid}
+	return api.StreamFrame{Type: api.FrameStart, SessionID: f.s.id, PID: f.s.pid}
 }
 
 // Next waits until there is something to tell at or after offset from and
@@ -64,7 +66,7 @@ func (f *Follower) Start() toolapi.StreamFrame {
 // session's cap, a "status" frame when the session starts or stops waiting
 // for input, or — once all output was read and the session ended — the
 // "exit" frame with done true. It returns ctx's error when ctx ends first.
-func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame toolapi.StreamFrame, next int64, done bool, err error) {
+func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame api.StreamFrame, next int64, done bool, err error) {
 	s := f.s
 	for {
 		s.mu.Lock()
@@ -77,7 +79,7 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 			s.mu.Unlock()
 			select {
 			case <-ctx.Done():
-				return toolapi.StreamFrame{}, from, false, ctx.Err()
+				return api.StreamFrame{}, from, false, ctx.Err()
 			case <-watch:
 			}
 			continue
@@ -88,14 +90,14 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 		switch {
 		case c.Lost > 0:
 			s.mu.Unlock()
-			return toolapi.StreamFrame{Type: toolapi.FrameDropped, Offset: ptr(from), Lost: c.Lost}, from + c.Lost, false, nil
+			return api.StreamFrame{Type: api.FrameDropped, Offset: ptr(from), Lost: c.Lost}, from + c.Lost, false, nil
 		case ok:
 			s.mu.Unlock()
-			typ := toolapi.FrameStdout
+			typ := api.FrameStdout
 			if c.Stream == output.StreamStderr {
-				typ = toolapi.FrameStderr
+				typ = api.FrameStderr
 			}
-			return toolapi.StreamFrame{Type: typ, Offset: ptr(c.Offset), Data: c.Text}, c.Offset + int64(len(c.Text)), false, nil
+			return api.StreamFrame{Type: typ, Offset: ptr(c.Offset), Data: c.Text}, c.Offset + int64(len(c.Text)), false, nil
 		case s.finished:
 			fr := exitFrameLocked(s)
 			s.mu.Unlock()
@@ -104,11 +106,11 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 		if w := s.waitingForInputLocked(); w != f.waiting {
 			f.waiting = w
 			s.mu.Unlock()
-			st := StatusRunning
+			st := api.StatusRunning
 			if w {
 				st = "waiting-for-input"
 			}
-			return toolapi.StreamFrame{Type: toolapi.FrameStatus, Status: st}, from, false, nil
+			return api.StreamFrame{Type: api.FrameStatus, Status: st}, from, false, nil
 		}
 		watch := s.watchLocked()
 		s.mu.Unlock()
@@ -118,7 +120,7 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 		}
 		select {
 		case <-ctx.Done():
-			return toolapi.StreamFrame{}, from, false, ctx.Err()
+			return api.StreamFrame{}, from, false, ctx.Err()
 		case <-watch:
 		case <-inputChanged:
 		}
@@ -126,9 +128,9 @@ func (f *Follower) Next(ctx context.Context, from int64, maxBytes int) (frame to
 }
 
 // exitFrameLocked is the "exit" frame of a finished session.
-func exitFrameLocked(s *session) toolapi.StreamFrame {
-	fr := toolapi.StreamFrame{Type: toolapi.FrameExit, SessionID: s.id, Status: s.status}
-	if s.status == StatusCompleted {
+func exitFrameLocked(s *session) api.StreamFrame {
+	fr := api.StreamFrame{Type: api.FrameExit, SessionID: s.id, Status: s.status}
+	if s.status == api.StatusCompleted {
 		fr.ExitCode = ptr(s.exitCode)
 	} else {
 		fr.Signal, fr.Reason = s.signal, s.reason

@@ -40,6 +40,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
@@ -184,14 +186,14 @@ func measureImage(ctx context.Context, cli *client.Client, o options, image, sup
 	tab := &table{}
 	agent := func(i int) string { return fmt.Sprintf("d%03d", i) }
 	execTrue := func(i int) error {
-		r, err := smgr.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox", AgentID: agent(i), Security: "full", Ask: "off"})
+		r, err := smgr.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox", AgentID: agent(i), Security: "full", Ask: "off"})
 		if err != nil {
 			return err
 		}
-		if r.Details["status"] != sessions.StatusCompleted {
+		if r.Details.Status != api.StatusCompleted {
 			return fmt.Errorf("exec in %s: %v", agent(i), r.Details)
 		}
-		if w, ok := r.Details["warnings"]; ok {
+		if w := r.Details.Warnings; len(w) > 0 {
 			return fmt.Errorf("exec in %s: warnings %v", agent(i), w)
 		}
 		return nil

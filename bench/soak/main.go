@@ -35,6 +35,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/client"
 )
 
@@ -196,15 +198,15 @@ func worker(ctx context.Context, hc *http.Client, agent string, st *stats) {
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		var res struct {
-			Details map[string]any `json:"details"`
-			Error   string         `json:"error"`
+			Details api.Details `json:"details"`
+			Error   string      `json:"error"`
 		}
 		_ = json.Unmarshal(raw, &res)
 		switch {
 		case resp.StatusCode != http.StatusOK:
 			st.add(0, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, res.Error))
-		case res.Details["status"] != "completed":
-			st.add(0, fmt.Sprintf("%v: %v", res.Details["status"], res.Details["reason"]))
+		case res.Details.Status != "completed":
+			st.add(0, fmt.Sprintf("%v: %v", res.Details.Status, res.Details.Reason))
 		default:
 			st.add(time.Since(began), "")
 		}

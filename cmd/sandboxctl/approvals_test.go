@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // guardEnv is an isolated daemon on the gateway host behind the guard:
@@ -22,11 +24,11 @@ func guardEnv(t *testing.T, extra string) *env {
 	return e
 }
 
-func execJSON(t *testing.T, e *env, args ...string) map[string]any {
+func execJSON(t *testing.T, e *env, args ...string) api.Details {
 	t.Helper()
 	r := e.run(t, append([]string{"--json", "exec"}, args...)...)
 	var res struct {
-		Details map[string]any `json:"details"`
+		Details api.Details `json:"details"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("exec %v: not JSON: %+v", args, r)
@@ -63,12 +65,12 @@ func TestApprovalFlowThroughDaemon(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "RAN")
 	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ := d["approvalId"].(string)
-	sid, _ := d["sessionId"].(string)
-	if id == "" || sid == "" || d["approvalSlug"] != id[:8] {
+	id := d.ApprovalID
+	sid := d.SessionID
+	if id == "" || sid == "" || d.ApprovalSlug != id[:8] {
 		t.Fatalf("details %v", d)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -101,11 +103,11 @@ func TestApprovalFlowThroughDaemon(t *testing.T) {
 	os.Remove(marker)
 	other := t.TempDir()
 	d = execJSON(t, e, "--workdir", other, "--", "touch", marker)
-	if d["status"] != "approval-pending" || d["approvalId"] == id {
+	if d.Status != "approval-pending" || d.ApprovalID == id {
 		t.Fatalf("other cwd: %v", d)
 	}
 	d = execJSON(t, e, "--workdir", dir, "--env", "FOO=bar", "--", "touch", marker)
-	if d["status"] != "approval-pending" || d["approvalId"] == id {
+	if d.Status != "approval-pending" || d.ApprovalID == id {
 		t.Fatalf("other env: %v", d)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -119,23 +121,23 @@ func TestApprovalFlowThroughDaemon(t *testing.T) {
 func TestAllowAlwaysNeverAllowlistsTheShell(t *testing.T) {
 	e := guardEnv(t, "")
 	d := execJSON(t, e, "--", "/bin/bash -lc 'id -u'")
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("%v", d)
 	}
-	if r := e.run(t, "approvals", "resolve", d["approvalId"].(string), "allow-always"); r.code != 0 {
+	if r := e.run(t, "approvals", "resolve", d.ApprovalID, "allow-always"); r.code != 0 {
 		t.Fatalf("resolve: %+v", r)
 	}
-	out, _ := pollUntilDone(t, e, d["sessionId"].(string))
+	out, _ := pollUntilDone(t, e, d.SessionID)
 	if !strings.Contains(out, fmt.Sprint(os.Getuid())) {
 		t.Fatalf("approved bash -lc id did not print the uid: %q", out)
 	}
 	// id itself is now allowlisted: it runs at once.
-	if d := execJSON(t, e, "--", "id -u"); d["status"] != "completed" {
+	if d := execJSON(t, e, "--", "id -u"); d.Status != "completed" {
 		t.Fatalf("id after allow-always: %v", d)
 	}
 	// bash is not: another bash line still needs approval.
 	marker := filepath.Join(t.TempDir(), "BASH")
-	if d := execJSON(t, e, "--", "/bin/bash -lc 'touch "+marker+"'"); d["status"] != "approval-pending" {
+	if d := execJSON(t, e, "--", "/bin/bash -lc 'touch "+marker+"'"); d.Status != "approval-pending" {
 		t.Fatalf("bash got allowlisted: %v", d)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -165,10 +167,10 @@ func TestApprovalExpiryAppliesAskFallback(t *testing.T) {
 			e := guardEnv(t, fmt.Sprintf("  askFallback: %s\n  approvalTimeoutSec: 1\n", tt.fallback))
 			marker := filepath.Join(t.TempDir(), "M")
 			d := execJSON(t, e, "--ask", tt.ask, "--", tt.command(marker))
-			if d["status"] != "approval-pending" {
+			if d.Status != "approval-pending" {
 				t.Fatalf("%v", d)
 			}
-			out, last := pollUntilDone(t, e, d["sessionId"].(string))
+			out, last := pollUntilDone(t, e, d.SessionID)
 			ran := strings.Contains(last, "exited with code 0")
 			if ran != tt.wantRun {
 				t.Fatalf("askFallback %s: ran=%v, want %v; output %q", tt.fallback, ran, tt.wantRun, out)
@@ -208,7 +210,7 @@ func TestApprovalHookDecides(t *testing.T) {
 			e := guardEnv(t, "  approvalHook: "+hook+"\n")
 			marker := filepath.Join(dir, "RAN")
 			d := execJSON(t, e, "--", "touch", marker)
-			if d["status"] != "approval-pending" {
+			if d.Status != "approval-pending" {
 				t.Fatalf("%v", d)
 			}
 			if tt.pending {
@@ -219,12 +221,12 @@ func TestApprovalHookDecides(t *testing.T) {
 				}
 				return
 			}
-			_, last := pollUntilDone(t, e, d["sessionId"].(string))
+			_, last := pollUntilDone(t, e, d.SessionID)
 			if exists(marker) != tt.wantRun {
 				t.Fatalf("hook %q: ran=%v, last poll %q", tt.answer, exists(marker), last)
 			}
 			req, err := os.ReadFile(seen)
-			if err != nil || !strings.Contains(string(req), d["approvalId"].(string)) {
+			if err != nil || !strings.Contains(string(req), d.ApprovalID) {
 				t.Fatalf("hook did not get the request: %s %v", req, err)
 			}
 		})

@@ -222,11 +222,11 @@ func TestConsoleBrowser(t *testing.T) {
 	dir := t.TempDir()
 	command := "printf '%s\\n' " + quote(t, hostile) + "; echo console-output-arrived"
 	d := execJSON(t, e, "--agent", "agent-7", "--workdir", dir, "--env", "CONSOLE_NOTE="+hostile, "--env", "CONSOLE_BIDI=gpj.\u202eexe", "--", command)
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ := d["approvalId"].(string)
-	sid, _ := d["sessionId"].(string)
+	id := d.ApprovalID
+	sid := d.SessionID
 	card := `.approval[data-id="` + id + `"]`
 	waitJS(t, ctx, 15*time.Second, "the pending approval appears", `!!document.querySelector('`+card+`')`)
 	shown := evalJS[string](t, ctx, `document.querySelector('`+card+`').textContent`)
@@ -261,10 +261,10 @@ func TestConsoleBrowser(t *testing.T) {
 	// A background session of another agent and session key, which no
 	// approval or sandbox names, is listed too.
 	u := execJSON(t, e, "--agent", "agent-unnamed", "--session", "k9", "--background", "--", "echo console-unnamed-scope")
-	if u["status"] != "running" {
+	if u.Status != "running" {
 		t.Fatalf("the allowlisted background echo: %v", u)
 	}
-	other := `.session[data-session="` + u["sessionId"].(string) + `"] pre.output`
+	other := `.session[data-session="` + u.SessionID + `"] pre.output`
 	waitJS(t, ctx, 30*time.Second, "a session of a scope nothing else names appears",
 		`(() => { const e = document.querySelector('`+other+`'); return !!e && e.textContent.includes('console-unnamed-scope'); })()`)
 	if got := evalJS[string](t, ctx, `document.querySelector('#sessions-list').textContent`); !strings.Contains(got, "Agent agent-unnamed") {
@@ -291,6 +291,10 @@ func TestConsoleBrowser(t *testing.T) {
 	within(t, ctx, 10*time.Second, "open the nodes page", chromedp.Navigate(base+"/ui/#nodes"), chromedp.WaitVisible(chromedp.CSS("#nodes")))
 	waitJS(t, ctx, 10*time.Second, "nodes table filled", `document.querySelector('#nodes-table tbody').children.length > 0`)
 	screenshot(t, ctx, "nodes")
+	// The audit page lists the records of what the test did, as text.
+	within(t, ctx, 10*time.Second, "open the audit page", chromedp.Navigate(base+"/ui/#audit"), chromedp.WaitVisible(chromedp.CSS("#audit")))
+	waitJS(t, ctx, 10*time.Second, "audit table filled", `document.querySelector('#audit-table tbody').textContent.includes('exec.request')`)
+	screenshot(t, ctx, "audit")
 
 	// The link worked once: a second use is refused.
 	within(t, ctx, 10*time.Second, "reuse the link", chromedp.Navigate(link))
@@ -309,10 +313,10 @@ func TestSecurityConsoleCrossSiteForm(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "FORGED")
 	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ := d["approvalId"].(string)
+	id := d.ApprovalID
 	link := startUI(t, e)
 	base := link[:strings.Index(link, "/ui/")]
 	ctx := browser(t)
@@ -355,10 +359,10 @@ func TestConsoleBrowserTCP(t *testing.T) {
 	const tool, approver = "console-tool-token-0123456789", "console-approver-token-0123456789"
 	base := serveTCP(t, e, "SANDBOXCTL_TOKEN="+tool, "SANDBOXCTL_APPROVER_TOKEN="+approver)
 	d := execJSON(t, e, "--", "touch", filepath.Join(t.TempDir(), "denied"))
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ := d["approvalId"].(string)
+	id := d.ApprovalID
 	card := `.approval[data-id="` + id + `"]`
 	ctx := browser(t)
 

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -92,26 +93,26 @@ func TestExecStepEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	since := int64(0)
-	es, err := apiclient.NewUnixClient(apiclient.SocketPath(e.state)).EventsSince(ctx, apiclient.EventsQuery{Since: &since, Agent: agent})
+	es, err := apiclient.NewUnixClient(api.SocketPath(e.state)).EventsSince(ctx, apiclient.EventsQuery{Since: &since, Agent: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer es.Close()
 	var phases []string
 	for len(phases) < 2 {
-		var ev toolapi.Event
+		var ev api.Event
 		if err := es.Next(&ev); err != nil {
 			t.Fatalf("events: %v; step phases so far %v", err, phases)
 		}
-		if ev.Type != vocab.EventStep || ev.Details["step"] != string(sandbox.StepSandboxCreate) {
+		if ev.Type != vocab.EventStep || ev.Details.Step != string(sandbox.StepSandboxCreate) {
 			continue
 		}
 		if ev.AgentID != agent {
 			t.Errorf("step event of agent %q, want %q", ev.AgentID, agent)
 		}
-		phases = append(phases, fmt.Sprint(ev.Details["phase"]))
-		if ev.Details["phase"] == "end" && ev.Details["error"] != nil {
-			t.Errorf("sandbox-create ended with error %v", ev.Details["error"])
+		phases = append(phases, fmt.Sprint(ev.Details.Phase))
+		if ev.Details.Phase == "end" && ev.Details.Error != "" {
+			t.Errorf("sandbox-create ended with error %v", ev.Details.Error)
 		}
 	}
 	if phases[0] != "start" || phases[1] != "end" {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
@@ -165,10 +167,8 @@ func TestExecDetach(t *testing.T) {
 		t.Fatalf("exec -d: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	r = e.run(t, "--json", "process", "poll", id)
-	var res struct {
-		Details map[string]any `json:"details"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Details["status"] != "running" {
+	var res api.Result
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Details.Status != "running" {
 		t.Errorf("poll %s: %q %v", id, r.stdout, err)
 	}
 	e.run(t, "process", "kill", id)

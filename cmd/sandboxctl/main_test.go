@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
@@ -268,13 +270,13 @@ func TestExecJSON(t *testing.T) {
 	}
 	var res struct {
 		Content []struct{ Type, Text string }
-		Details map[string]any
+		Details api.Details
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Content) != 1 || res.Content[0].Type != "text" || res.Content[0].Text != "hi\n" ||
-		res.Details["status"] != "completed" || res.Details["exitCode"] != float64(0) {
+		res.Details.Status != "completed" || res.Details.ExitCode != api.Code(0) {
 		t.Errorf("result = %+v", res)
 	}
 }
@@ -282,11 +284,11 @@ func TestExecJSON(t *testing.T) {
 func TestProcessFlow(t *testing.T) {
 	e := newEnv(t)
 	r := e.run(t, "exec", "--json", "--background", "--", "echo started; sleep 0.3; echo finished")
-	var res struct{ Details map[string]any }
+	var res struct{ Details api.Details }
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 {
 		t.Fatalf("background exec: %v %+v", err, r)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	if id == "" {
 		t.Fatalf("no sessionId in %v", res.Details)
 	}

@@ -15,10 +15,11 @@ import (
 // nodeClientDir holds the TypeScript SDK client (package.json, lockfile).
 var nodeClientDir = filepath.Join("..", "..", "internal", "mcpserver", "testdata", "node")
 
-// npmCI installs the locked SDK into nodeClientDir/node_modules unless the
-// locked version is already there. Node and npm come from
-// scripts/toolchain.sh; their absence fails the test.
-func npmCI(t *testing.T) {
+// npmCI installs the locked version of pkg (an npm package name) into
+// dir/node_modules with `npm ci`, unless that version is already there.
+// Node and npm come from scripts/toolchain.sh; their absence fails the
+// test.
+func npmCI(t *testing.T, dir, pkg string) {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -30,22 +31,22 @@ func npmCI(t *testing.T) {
 			Version string `json:"version"`
 		} `json:"packages"`
 	}
-	raw, err := os.ReadFile(filepath.Join(nodeClientDir, "package-lock.json"))
+	raw, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil || json.Unmarshal(raw, &lock) != nil {
 		t.Fatalf("package-lock.json: %v", err)
 	}
-	want := lock.Packages["node_modules/@modelcontextprotocol/sdk"].Version
+	want := lock.Packages["node_modules/"+pkg].Version
 	var have struct {
 		Version string `json:"version"`
 	}
-	if raw, err := os.ReadFile(filepath.Join(nodeClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
+	if raw, err := os.ReadFile(filepath.Join(dir, "node_modules", pkg, "package.json")); err == nil {
 		_ = json.Unmarshal(raw, &have)
 	}
 	if want != "" && have.Version == want {
 		return
 	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = nodeClientDir
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
@@ -154,7 +155,7 @@ func checkTS(t *testing.T, res tsResult, pinned bool, file string) {
 // endpoint /mcp, with the tool token (unpinned) and an agent token
 // (pinned: its files land in that agent's sandbox).
 func TestMCPTypeScriptClient(t *testing.T) {
-	npmCI(t)
+	npmCI(t, nodeClientDir, "@modelcontextprotocol/sdk")
 	e, alice, bob := filesEnv(t)
 	base := serveFiles(t, e)
 	t.Cleanup(func() {

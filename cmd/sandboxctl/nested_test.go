@@ -21,7 +21,7 @@ func TestCommandDoesNotStartADaemon(t *testing.T) {
 	script := "while [ ! -e " + gate + " ]; do sleep 0.05; done; " +
 		binary + " --state " + e.state + " --config " + e.config + " exec -- true > " + out + " 2>&1; echo \"exit=$?\" >> " + out
 	d := execJSON(t, e, "--background", "--", script)
-	sid, _ := d["sessionId"].(string)
+	sid := d.SessionID
 	if sid == "" {
 		t.Fatalf("background exec: %v", d)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // freePort asks the kernel for a loopback port that is free right now.
@@ -100,11 +102,11 @@ func TestNodeRunThroughCLI(t *testing.T) {
 	// approved command starts by itself, once.
 	asked := filepath.Join(t.TempDir(), "ASKED")
 	r = gw.run(t, "--json", "exec", "--node", "asks", "--", "touch "+asked+"; echo ran-after-approval")
-	var pending struct{ Details map[string]any }
-	if err := json.Unmarshal([]byte(r.stdout), &pending); err != nil || pending.Details["status"] != "approval-pending" {
+	var pending struct{ Details api.Details }
+	if err := json.Unmarshal([]byte(r.stdout), &pending); err != nil || pending.Details.Status != "approval-pending" {
 		t.Fatalf("exec on an asking node: %+v", r)
 	}
-	sid, _ := pending.Details["sessionId"].(string)
+	sid := pending.Details.SessionID
 	if sid == "" {
 		t.Fatalf("an approval-pending node exec is not kept as a session: %v", pending.Details)
 	}

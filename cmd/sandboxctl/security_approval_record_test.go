@@ -30,10 +30,10 @@ func TestSecurityApprovalShowsWhatRuns(t *testing.T) {
 	// `; true` keeps the shell from exec'ing tr, so $$ is the shell itself.
 	command := "tr '\\0' '\\n' < /proc/$$/cmdline > " + quote(t, out) + "; true"
 	d := execJSON(t, e, "--agent", "alice", "--workdir", dir, "--env", "MY_PAGER_SETTING="+payload, "--", command)
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id := d["approvalId"].(string)
+	id := d.ApprovalID
 
 	r := e.run(t, "--json", "approvals", "list")
 	var list []struct {
@@ -68,7 +68,7 @@ func TestSecurityApprovalShowsWhatRuns(t *testing.T) {
 	if r := e.run(t, "approvals", "resolve", id, "allow-once"); r.code != 0 {
 		t.Fatalf("resolve: %+v", r)
 	}
-	if _, last := pollUntilDone(t, e, d["sessionId"].(string), "--agent", "alice"); !strings.Contains(last, "exited with code 0") {
+	if _, last := pollUntilDone(t, e, d.SessionID, "--agent", "alice"); !strings.Contains(last, "exited with code 0") {
 		t.Fatalf("approved command: %q", last)
 	}
 	real := strings.Split(strings.TrimSuffix(readFile(t, out), "\n"), "\n")

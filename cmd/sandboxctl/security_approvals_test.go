@@ -103,11 +103,11 @@ func TestSecurityCommandCannotResolveApproval(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "APPROVED-BY-ATTACKER")
 	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ := d["approvalId"].(string)
-	sid, _ := d["sessionId"].(string)
+	id := d.ApprovalID
+	sid := d.SessionID
 	sock := filepath.Join(e.state, "sandboxctl.sock")
 	cli := quote(t, binary) + " --state " + quote(t, e.state) + " --config " + quote(t, e.config)
 	body := `{"decision":"allow-always"}`
@@ -125,10 +125,10 @@ func TestSecurityCommandCannotResolveApproval(t *testing.T) {
 		// The analyser refuses `&`, so a human approves this one line; an
 		// approved command still may not decide other requests.
 		d := execJSON(t, e, "--", cmd)
-		if d["status"] != "approval-pending" {
+		if d.Status != "approval-pending" {
 			t.Fatalf("want approval-pending for the detaching line, got %v", d)
 		}
-		if r := e.run(t, "approvals", "resolve", d["approvalId"].(string), "allow-once"); r.code != 0 {
+		if r := e.run(t, "approvals", "resolve", d.ApprovalID, "allow-once"); r.code != 0 {
 			t.Fatalf("human resolve: %+v", r)
 		}
 		answer := waitFile(t, out, 20*time.Second)

@@ -57,13 +57,13 @@ echo "decide: $(c -X POST -H "X-Sandboxctl-Csrf: $csrf" -H 'Content-Type: applic
 			// A human approves the script once (it looks harmless); an
 			// approved command still may not decide other requests.
 			a := execJSON(t, e, "--", tc.command)
-			if a["status"] != "approval-pending" {
+			if a.Status != "approval-pending" {
 				t.Fatalf("want approval-pending for the script, got %v", a)
 			}
-			if r := e.run(t, "approvals", "resolve", a["approvalId"].(string), "allow-once"); r.code != 0 {
+			if r := e.run(t, "approvals", "resolve", a.ApprovalID, "allow-once"); r.code != 0 {
 				t.Fatalf("human resolve: %+v", r)
 			}
-			out, _ := pollUntilDone(t, e, a["sessionId"].(string))
+			out, _ := pollUntilDone(t, e, a.SessionID)
 			if st := approvalStatus(t, e, id); st != "pending" {
 				t.Fatalf("the script decided the approval through the console: status %q; it printed:\n%s", st, out)
 			}
@@ -117,17 +117,19 @@ func TestUIRefusesNonLoopbackListen(t *testing.T) {
 func runApproved(t *testing.T, e *env, command string) string {
 	t.Helper()
 	a := execJSON(t, e, "--", command)
-	if a["status"] == "completed" {
-		out, _ := a["aggregated"].(string)
-		return out
+	if a.Status == "completed" {
+		if a.Aggregated == nil {
+			return ""
+		}
+		return *a.Aggregated
 	}
-	if a["status"] != "approval-pending" {
+	if a.Status != "approval-pending" {
 		t.Fatalf("want completed or approval-pending for %q, got %v", command, a)
 	}
-	if r := e.run(t, "approvals", "resolve", a["approvalId"].(string), "allow-once"); r.code != 0 {
+	if r := e.run(t, "approvals", "resolve", a.ApprovalID, "allow-once"); r.code != 0 {
 		t.Fatalf("human resolve: %+v", r)
 	}
-	out, _ := pollUntilDone(t, e, a["sessionId"].(string))
+	out, _ := pollUntilDone(t, e, a.SessionID)
 	return out
 }
 
@@ -408,11 +410,11 @@ func pendingTouch(t *testing.T, e *env, dir, name string) (id, sid, marker strin
 	t.Helper()
 	marker = filepath.Join(dir, name)
 	d := execJSON(t, e, "--workdir", dir, "--", "touch", marker)
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ = d["approvalId"].(string)
-	sid, _ = d["sessionId"].(string)
+	id = d.ApprovalID
+	sid = d.SessionID
 	return id, sid, marker
 }
 

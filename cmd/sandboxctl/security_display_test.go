@@ -26,10 +26,10 @@ func TestSecurityApprovalBlankCodePointsEscaped(t *testing.T) {
 
 	blanks := "\u3164\u2800\u115f\u1160\uffa0\u00a0\u200b\U000e0041"
 	d := execJSON(t, e, "--agent", "agent-blank", "--env", "BLANK_NOTE=x"+blanks+"y", "--", "echo ok"+blanks+"done")
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("want approval-pending, got %v", d)
 	}
-	id, _ := d["approvalId"].(string)
+	id := d.ApprovalID
 	escaped := `\u{3164}\u{2800}\u{115f}\u{1160}\u{ffa0}\u{00a0}\u{200b}\u{e0041}`
 
 	r := e.run(t, "approvals", "list")

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestSecurityFilesOverLimitUploadLeavesNothing replays issue 25 finding
@@ -93,8 +93,8 @@ func TestSecurityFilesOverLimitUploadLeavesNothing(t *testing.T) {
 		body                    []byte
 		chunked                 bool
 	}{
-		{"tar with length", apiclient.ContentTypeTar, "/workspace/in", archive.Bytes(), false},
-		{"tar chunked", apiclient.ContentTypeTar, "/workspace/in", archive.Bytes(), true},
+		{"tar with length", api.ContentTypeTar, "/workspace/in", archive.Bytes(), false},
+		{"tar chunked", api.ContentTypeTar, "/workspace/in", archive.Bytes(), true},
 		{"raw with length", "", "/workspace/in/raw", raw, false},
 		{"raw chunked", "", "/workspace/in/raw", raw, true},
 		{"raw chunked over an existing file", "", "/workspace/in/old", raw, true},

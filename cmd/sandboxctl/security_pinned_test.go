@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestSecurityAgentPinnedClientSeesOnlyItsAgent replays the default of
@@ -53,7 +55,7 @@ func TestSecurityAgentPinnedClientSeesOnlyItsAgent(t *testing.T) {
 	// secret in its env; then alice does.
 	dir := t.TempDir()
 	d := execJSON(t, e, "--agent", "bob", "--workdir", dir, "--env", "BOB_SECRET=hunter2", "--", "touch", filepath.Join(dir, "bob"))
-	if d["status"] != "approval-pending" {
+	if d.Status != "approval-pending" {
 		t.Fatalf("bob: %v", d)
 	}
 	code, raw := call("POST", "/v1/tools/exec", map[string]any{"command": "touch " + filepath.Join(dir, "alice"), "agentId": "bob", "workdir": dir})
@@ -97,7 +99,7 @@ func TestSecurityAgentPinnedClientSeesOnlyItsAgent(t *testing.T) {
 		t.Fatalf("the operator's list of bob's sessions: %d %s", code, raw)
 	}
 	// Nor can the agent token decide, or reach other endpoints.
-	if code, raw := call("POST", "/v1/approvals/"+d["approvalId"].(string), map[string]string{"decision": "allow-once"}); code == http.StatusOK {
+	if code, raw := call("POST", "/v1/approvals/"+d.ApprovalID, map[string]string{"decision": "allow-once"}); code == http.StatusOK {
 		t.Fatalf("alice decided bob's approval: %s", raw)
 	}
 	// (Its own agent's sandboxes it may list and change: TestSandboxLifecycleCLIAndHTTP.)
@@ -186,11 +188,11 @@ func TestSecurityTCPApprovalsNeedTheApproverToken(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "M")
 	code, raw := callTCP(t, base, tool, "POST", "/v1/tools/exec", map[string]any{"command": "touch " + marker, "workdir": dir})
-	var res struct{ Details map[string]any }
-	if err := json.Unmarshal(raw, &res); code != http.StatusOK || err != nil || res.Details["status"] != "approval-pending" {
+	var res struct{ Details api.Details }
+	if err := json.Unmarshal(raw, &res); code != http.StatusOK || err != nil || res.Details.Status != "approval-pending" {
 		t.Fatalf("exec: %d %s", code, raw)
 	}
-	id := res.Details["approvalId"].(string)
+	id := res.Details.ApprovalID
 	if code, raw := callTCP(t, base, tool, "POST", "/v1/approvals/"+id, map[string]string{"decision": "allow-always"}); code != http.StatusUnauthorized {
 		t.Fatalf("the tool token decided: %d %s", code, raw)
 	}
@@ -200,20 +202,20 @@ func TestSecurityTCPApprovalsNeedTheApproverToken(t *testing.T) {
 	if code, raw := callTCP(t, base, approver, "POST", "/v1/approvals/"+id, map[string]string{"decision": "allow-once"}); code != http.StatusOK {
 		t.Fatalf("the approver token: %d %s", code, raw)
 	}
-	if _, last := pollUntilDone(t, e, res.Details["sessionId"].(string)); !strings.Contains(last, "exited with code 0") || !exists(marker) {
+	if _, last := pollUntilDone(t, e, res.Details.SessionID); !strings.Contains(last, "exited with code 0") || !exists(marker) {
 		t.Fatalf("approved command: %q", last)
 	}
 
 	// What a command sees of the daemon's environment.
 	d := execJSON(t, e, "--ask", "off", "--security", "full", "--", "env")
-	if d["status"] == "approval-pending" {
-		if r := e.run(t, "approvals", "resolve", d["approvalId"].(string), "allow-once"); r.code != 0 {
+	if d.Status == "approval-pending" {
+		if r := e.run(t, "approvals", "resolve", d.ApprovalID, "allow-once"); r.code != 0 {
 			t.Fatalf("resolve env: %+v", r)
 		}
-		out, _ := pollUntilDone(t, e, d["sessionId"].(string))
-		d = map[string]any{"aggregated": out}
+		out, _ := pollUntilDone(t, e, d.SessionID)
+		d = api.Details{Aggregated: new(out)}
 	}
-	out := fmt.Sprint(d["aggregated"])
+	out := fmt.Sprint(*d.Aggregated)
 	if strings.Contains(out, tool) || strings.Contains(out, approver) || !strings.Contains(out, "PATH=") {
 		t.Fatalf("a command sees the daemon's tokens (or ran no env): %s", out)
 	}

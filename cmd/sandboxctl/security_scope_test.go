@@ -20,8 +20,8 @@ func TestSecuritySessionsScopedByAgentAndKey(t *testing.T) {
 	mallory := []string{"--agent", "mallory", "--session", "main"}
 
 	d := execJSON(t, e, append(append([]string{"--background"}, alice...), "--", "cat > "+quote(t, got))...)
-	sid, _ := d["sessionId"].(string)
-	if d["status"] != "running" || sid == "" {
+	sid := d.SessionID
+	if d.Status != "running" || sid == "" {
 		t.Fatalf("alice's background session: %v", d)
 	}
 

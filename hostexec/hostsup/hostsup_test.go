@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
@@ -22,7 +23,7 @@ func TestSweepWithoutRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("sleep", "30")
-	cmd.Env = []string{hostexec.TagEnv + "=" + tag, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{string(envknob.RunTag) + "=" + tag, "PATH=/usr/bin:/bin"}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestLiveWithoutSocketIsNotSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("sleep", "30")
-	cmd.Env = []string{hostexec.TagEnv + "=" + tag, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{string(envknob.RunTag) + "=" + tag, "PATH=/usr/bin:/bin"}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,84 +15,21 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
-)
-
-// Names of the daemon's files inside the state directory.
-const (
-	SocketName   = "sandboxctl.sock"
-	PIDFileName  = "daemon.pid"
-	LockFileName = "daemon.lock"
-	LogFileName  = "daemon.log"
-)
-
-// SocketPath is the daemon's unix socket inside stateDir.
-func SocketPath(stateDir string) string { return filepath.Join(stateDir, SocketName) }
-
-// Health is the body of GET /healthz.
-type Health struct {
-	OK      bool   `json:"ok"`
-	PID     int    `json:"pid"`
-	Version string `json:"version"`
-	Identity
-	// Socket is the daemon's unix socket; StartedAt when it started.
-	Socket    string    `json:"socket,omitempty"`
-	StartedAt time.Time `json:"startedAt,omitzero"`
-}
-
-// Identity is the configuration a daemon serves (see cli.CLI.Identity).
-type Identity struct {
-	ConfigFile string `json:"configFile,omitempty"` // absolute; "" = built-in defaults
-	ConfigHash string `json:"configHash,omitempty"` // of the file's content and Engine
-	Engine     string `json:"engine,omitempty"`     // DOCKER_HOST; "" = the Docker default
-}
-
-// Headers that carry a client's Identity; a daemon serving another answers
-// 409 (see daemon.Options.Identity).
-const (
-	HeaderConfigHash = "Sandboxctl-Config-Hash"
-	HeaderConfigFile = "Sandboxctl-Config-File" // query-escaped
-	HeaderEngine     = "Sandboxctl-Engine"      // query-escaped
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // SetIdentity makes every request carry id, so that a daemon serving
 // another configuration or Engine refuses it (409) instead of serving it.
-func (c *Client) SetIdentity(id Identity) {
+func (c *Client) SetIdentity(id api.Identity) {
 	c.headers = map[string]string{
-		HeaderConfigHash: id.ConfigHash,
-		HeaderConfigFile: url.QueryEscape(id.ConfigFile),
-		HeaderEngine:     url.QueryEscape(id.Engine),
+		api.HeaderConfigHash: id.ConfigHash,
+		api.HeaderConfigFile: url.QueryEscape(id.ConfigFile),
+		api.HeaderEngine:     url.QueryEscape(id.Engine),
 	}
-}
-
-// ErrorBody is the body of every non-2xx answer of the daemon.
-type ErrorBody struct {
-	Error string `json:"error"`
-	// Field names the request field a 400 is about (toolapi.InputError):
-	// "workdir", "env", ...; "start" when the command itself could not
-	// start (its program, its environment).
-	Field string `json:"field,omitempty"`
-}
-
-// ReadPIDFile returns the pid recorded in <stateDir>/daemon.pid.
-func ReadPIDFile(stateDir string) (int, error) {
-	data, err := os.ReadFile(filepath.Join(stateDir, PIDFileName))
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("daemon: pid file holds %q, not a pid", strings.TrimSpace(string(data)))
-	}
-	return pid, nil
 }
 
 // Client talks to a daemon. It has no overall timeout: bound each call
@@ -156,33 +93,50 @@ func (c *Client) CloseIdleConnections() {
 type APIError struct {
 	StatusCode int
 	Message    string
-	Field      string // see ErrorBody.Field
+	Field      string // see api.ErrorBody.Field
 }
 
 func (e *APIError) Error() string { return e.Message }
 
-// Is maps the status code to its errdefs class.
-func (e *APIError) Is(target error) bool {
-	switch e.StatusCode {
+// Unwrap returns the errdefs class of the status code, so that callers
+// branch with cerrdefs.IsNotFound(err) and the like.
+func (e *APIError) Unwrap() error { return statusClass(e.StatusCode) }
+
+// statusClass is the errdefs class the daemon answers with status (the
+// inverse of the server's errhttp.ToHTTP; errhttp.ToNative itself is not
+// used because it links net/http, which the socket path does without). A
+// body too large (413) is the caller's invalid argument.
+func statusClass(status int) error {
+	switch status {
+	case 304:
+		return cerrdefs.ErrNotModified
 	case 400, 413:
-		return target == cerrdefs.ErrInvalidArgument
+		return cerrdefs.ErrInvalidArgument
 	case 401:
-		return target == cerrdefs.ErrUnauthenticated
+		return cerrdefs.ErrUnauthenticated
 	case 403:
-		return target == cerrdefs.ErrPermissionDenied
+		return cerrdefs.ErrPermissionDenied
 	case 404:
-		return target == cerrdefs.ErrNotFound
+		return cerrdefs.ErrNotFound
 	case 409:
-		return target == cerrdefs.ErrConflict
+		return cerrdefs.ErrConflict
+	case 412:
+		return cerrdefs.ErrFailedPrecondition
+	case 429:
+		return cerrdefs.ErrResourceExhausted
+	case 500:
+		return cerrdefs.ErrInternal
+	case 501:
+		return cerrdefs.ErrNotImplemented
 	case 503:
-		return target == cerrdefs.ErrUnavailable
+		return cerrdefs.ErrUnavailable
 	}
-	return false
+	return cerrdefs.ErrUnknown
 }
 
 // Health calls GET /healthz.
-func (c *Client) Health(ctx context.Context) (Health, error) {
-	var h Health
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
 	raw, err := c.do(ctx, "GET", "/healthz", nil)
 	if err != nil {
 		return h, err
@@ -198,23 +152,23 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 
 // ExecRaw calls the exec tool and returns the result exactly as the daemon
 // sent it.
-func (c *Client) ExecRaw(ctx context.Context, p toolapi.ExecParams) (json.RawMessage, error) {
-	return c.do(ctx, "POST", "/v1/tools/exec", newExecBody(p, false))
+func (c *Client) ExecRaw(ctx context.Context, p api.ExecParams) (json.RawMessage, error) {
+	return c.do(ctx, "POST", "/v1/tools/exec", api.NewExecRequest(p, false))
 }
 
 // Exec calls the exec tool.
-func (c *Client) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result, error) {
+func (c *Client) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	return decodeResult(c.ExecRaw(ctx, p))
 }
 
 // ProcessRaw calls the process tool and returns the result exactly as the
 // daemon sent it.
-func (c *Client) ProcessRaw(ctx context.Context, p toolapi.ProcessParams) (json.RawMessage, error) {
+func (c *Client) ProcessRaw(ctx context.Context, p api.ProcessParams) (json.RawMessage, error) {
 	return c.do(ctx, "POST", "/v1/tools/process", p)
 }
 
 // Process calls the process tool.
-func (c *Client) Process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
+func (c *Client) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	return decodeResult(c.ProcessRaw(ctx, p))
 }
 
@@ -253,7 +207,7 @@ type EventsQuery struct {
 
 // EventsSince streams events as q selects: a client that reconnects with
 // the cursor of the last event it saw misses nothing, or gets a "gap"
-// event (toolapi.EventGap) first.
+// event (api.EventGap) first.
 func (c *Client) EventsSince(ctx context.Context, q EventsQuery) (*EventStream, error) {
 	v := url.Values{}
 	if q.Since != nil {
@@ -273,15 +227,15 @@ func (c *Client) EventsSince(ctx context.Context, q EventsQuery) (*EventStream, 
 	return &EventStream{body: body, dec: json.NewDecoder(bufio.NewReader(body))}, nil
 }
 
-// Next decodes the next event into v (e.g. a *toolapi.Event or a
+// Next decodes the next event into v (e.g. a *api.Event or a
 // *map[string]any).
 func (s *EventStream) Next(v any) error { return s.dec.Decode(v) }
 
 // Close ends the stream.
 func (s *EventStream) Close() error { return s.body.Close() }
 
-func decodeResult(raw json.RawMessage, err error) (toolapi.Result, error) {
-	var res toolapi.Result
+func decodeResult(raw json.RawMessage, err error) (api.Result, error) {
+	var res api.Result
 	if err != nil {
 		return res, err
 	}
@@ -354,7 +308,7 @@ func (c *Client) roundTrip(ctx context.Context, req Request) (io.ReadCloser, err
 	}
 	defer rc.Close()
 	data, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
-	var eb ErrorBody
+	var eb api.ErrorBody
 	msg := strings.TrimSpace(string(data))
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
 		msg = eb.Error

@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-)
 
-// ConsoleLoginPath mints a one-time login link to the web console (POST,
-// on the unix socket only, for a peer that may decide approvals).
-const ConsoleLoginPath = "/v1/ui/login"
+	"github.com/sandboxctl/sandboxctl/api"
+)
 
 // ConsoleLogin returns the path of a one-time login link to the console
 // ("/ui/login?code=..."), valid once for a minute.
 func (c *Client) ConsoleLogin(ctx context.Context) (string, error) {
-	raw, err := c.do(ctx, http.MethodPost, ConsoleLoginPath, struct{}{})
+	raw, err := c.do(ctx, "POST", api.ConsoleLoginPath, struct{}{})
 	if err != nil {
 		return "", err
 	}
@@ -26,10 +23,3 @@ func (c *Client) ConsoleLogin(ctx context.Context) (string, error) {
 	}
 	return body.Path, nil
 }
-
-// ConsoleClientPIDsHeader is set by `sandboxctl ui` on every request it
-// forwards to the console: the pids of the processes holding the browser's
-// end of the connection (comma-separated; empty when it could not tell).
-// The daemon holds them to the same rule as the forwarder itself before a
-// login or a decision (see daemon's console vet).
-const ConsoleClientPIDsHeader = "X-Sandboxctl-Console-Client-Pids"

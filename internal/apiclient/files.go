@@ -8,31 +8,10 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
-// FileInfo and FileList are the files API's answers (GET /v1/files/stat and
-// /v1/files/list): the wire types of the supervisor's file tool, which the
-// daemon passes on.
-type (
-	FileInfo = supervisor.FileInfo
-	FileList = supervisor.FileList
-)
-
-// FileRef names a path in an agent's sandbox.
-type FileRef struct {
-	AgentID    string
-	SessionKey string
-	Path       string
-}
-
-// Content types of the files API.
-const (
-	ContentTypeTar    = "application/x-tar"
-	ContentTypeBinary = "application/octet-stream"
-)
-
-func (f FileRef) query(extra ...string) string {
+func fileQuery(f api.FileRef, extra ...string) string {
 	q := url.Values{"path": {f.Path}}
 	if f.AgentID != "" {
 		q.Set("agent", f.AgentID)
@@ -47,9 +26,9 @@ func (f FileRef) query(extra ...string) string {
 }
 
 // StatFile describes f.Path (a symlink as itself).
-func (c *Client) StatFile(ctx context.Context, f FileRef) (FileInfo, error) {
-	var fi FileInfo
-	raw, err := c.do(ctx, "GET", "/v1/files/stat?"+f.query(), nil)
+func (c *Client) StatFile(ctx context.Context, f api.FileRef) (api.FileInfo, error) {
+	var fi api.FileInfo
+	raw, err := c.do(ctx, "GET", "/v1/files/stat?"+fileQuery(f), nil)
 	if err != nil {
 		return fi, err
 	}
@@ -57,9 +36,9 @@ func (c *Client) StatFile(ctx context.Context, f FileRef) (FileInfo, error) {
 }
 
 // ListFiles lists directory f.Path.
-func (c *Client) ListFiles(ctx context.Context, f FileRef) (FileList, error) {
-	var l FileList
-	raw, err := c.do(ctx, "GET", "/v1/files/list?"+f.query(), nil)
+func (c *Client) ListFiles(ctx context.Context, f api.FileRef) (api.FileList, error) {
+	var l api.FileList
+	raw, err := c.do(ctx, "GET", "/v1/files/list?"+fileQuery(f), nil)
 	if err != nil {
 		return l, err
 	}
@@ -68,33 +47,33 @@ func (c *Client) ListFiles(ctx context.Context, f FileRef) (FileList, error) {
 
 // DownloadTar returns f.Path (a file or a tree) as a tar stream named from
 // its base name, as `docker cp` writes it. Close it.
-func (c *Client) DownloadTar(ctx context.Context, f FileRef) (io.ReadCloser, error) {
-	return c.send(ctx, "GET", "/v1/files?"+f.query("format", "tar"), nil)
+func (c *Client) DownloadTar(ctx context.Context, f api.FileRef) (io.ReadCloser, error) {
+	return c.send(ctx, "GET", "/v1/files?"+fileQuery(f, "format", "tar"), nil)
 }
 
 // Download returns the content of the regular file f.Path. Close it.
-func (c *Client) Download(ctx context.Context, f FileRef) (io.ReadCloser, error) {
-	return c.send(ctx, "GET", "/v1/files?"+f.query("format", "raw"), nil)
+func (c *Client) Download(ctx context.Context, f api.FileRef) (io.ReadCloser, error) {
+	return c.send(ctx, "GET", "/v1/files?"+fileQuery(f, "format", "raw"), nil)
 }
 
 // UploadTar extracts a tar stream of n bytes into the existing directory
 // f.Path.
-func (c *Client) UploadTar(ctx context.Context, f FileRef, r io.Reader, n int64) error {
-	return c.upload(ctx, "/v1/files?"+f.query(), ContentTypeTar, r, n)
+func (c *Client) UploadTar(ctx context.Context, f api.FileRef, r io.Reader, n int64) error {
+	return c.upload(ctx, "/v1/files?"+fileQuery(f), api.ContentTypeTar, r, n)
 }
 
 // Upload writes n bytes from r to the file f.Path (mode 0 = 0644).
-func (c *Client) Upload(ctx context.Context, f FileRef, mode uint32, r io.Reader, n int64) error {
+func (c *Client) Upload(ctx context.Context, f api.FileRef, mode uint32, r io.Reader, n int64) error {
 	var extra []string
 	if mode != 0 {
 		extra = []string{"mode", "0" + strconv.FormatUint(uint64(mode), 8)}
 	}
-	return c.upload(ctx, "/v1/files?"+f.query(extra...), ContentTypeBinary, r, n)
+	return c.upload(ctx, "/v1/files?"+fileQuery(f, extra...), api.ContentTypeBinary, r, n)
 }
 
 // RemoveFile removes f.Path (recursively).
-func (c *Client) RemoveFile(ctx context.Context, f FileRef) error {
-	_, err := c.do(ctx, "DELETE", "/v1/files?"+f.query(), nil)
+func (c *Client) RemoveFile(ctx context.Context, f api.FileRef) error {
+	_, err := c.do(ctx, "DELETE", "/v1/files?"+fileQuery(f), nil)
 	return err
 }
 

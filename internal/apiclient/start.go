@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // StartOptions say how to start a daemon in the background.
@@ -38,7 +40,7 @@ type StartOptions struct {
 // <StateDir>/daemon.log. Two callers racing here both end up with the same
 // daemon: the loser's daemon finds the state directory locked and exits.
 func EnsureRunning(ctx context.Context, opts StartOptions) (*Client, error) {
-	c := NewUnixClient(SocketPath(opts.StateDir))
+	c := NewUnixClient(api.SocketPath(opts.StateDir))
 	if healthy(ctx, c, 2*time.Second) {
 		return c, nil
 	}
@@ -63,7 +65,7 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return fmt.Errorf("daemon: create state directory: %w", err)
 	}
-	logPath := filepath.Join(opts.StateDir, LogFileName)
+	logPath := filepath.Join(opts.StateDir, api.LogFileName)
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon: open log: %w", err)
@@ -98,7 +100,7 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 		defer opts.Progress("starting the daemon")()
 	}
 
-	c := NewUnixClient(SocketPath(opts.StateDir))
+	c := NewUnixClient(api.SocketPath(opts.StateDir))
 	deadline := time.NewTimer(opts.Timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(25 * time.Millisecond)
@@ -123,7 +125,7 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 			}
 			return fmt.Errorf("daemon: the daemon exited during start-up (%v); last lines of %s:\n%s", werr, logPath, logTail(logPath, 2048))
 		case <-deadline.C:
-			return fmt.Errorf("daemon: no answer on %s within %s; see %s:\n%s", SocketPath(opts.StateDir), opts.Timeout, logPath, logTail(logPath, 2048))
+			return fmt.Errorf("daemon: no answer on %s within %s; see %s:\n%s", api.SocketPath(opts.StateDir), opts.Timeout, logPath, logTail(logPath, 2048))
 		case <-tick.C:
 		}
 	}
@@ -132,7 +134,7 @@ func StartDetached(ctx context.Context, opts StartOptions) error {
 // Stop asks the daemon of stateDir to shut down and waits until it has
 // released the state directory. It returns nil when no daemon was running.
 func Stop(ctx context.Context, stateDir string) error {
-	c := NewUnixClient(SocketPath(stateDir))
+	c := NewUnixClient(api.SocketPath(stateDir))
 	if !healthy(ctx, c, 2*time.Second) {
 		if !locked(stateDir) {
 			return nil
@@ -140,12 +142,12 @@ func Stop(ctx context.Context, stateDir string) error {
 		// A daemon that holds the lock but does not answer (its socket
 		// was deleted, say): SIGTERM, which shuts it down gracefully, once
 		// the kernel confirms that the pid in daemon.pid holds the lock.
-		pid, err := ReadPIDFile(stateDir)
+		pid, err := api.ReadPIDFile(stateDir)
 		if err != nil {
-			return fmt.Errorf("daemon: a process holds the state directory but does not answer on %s, and %w", SocketPath(stateDir), err)
+			return fmt.Errorf("daemon: a process holds the state directory but does not answer on %s, and %w", api.SocketPath(stateDir), err)
 		}
-		if err := holdsLock(pid, filepath.Join(stateDir, LockFileName)); err != nil {
-			return fmt.Errorf("daemon: pid %d (daemon.pid) does not answer on %s and is not signalled: %w", pid, SocketPath(stateDir), err)
+		if err := holdsLock(pid, filepath.Join(stateDir, api.LockFileName)); err != nil {
+			return fmt.Errorf("daemon: pid %d (daemon.pid) does not answer on %s and is not signalled: %w", pid, api.SocketPath(stateDir), err)
 		}
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			return fmt.Errorf("daemon: signal pid %d: %w", pid, err)
@@ -189,7 +191,7 @@ func holdsLock(pid int, path string) error {
 // locked reports whether a daemon holds the state directory's lock. The
 // probe takes a shared lock and drops it at once.
 func locked(stateDir string) bool {
-	f, err := os.Open(filepath.Join(stateDir, LockFileName))
+	f, err := os.Open(filepath.Join(stateDir, api.LockFileName))
 	if err != nil {
 		return false
 	}

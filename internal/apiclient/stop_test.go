@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestHoldsLock: the pid check of Stop's fallback sees this process's
 // flock and no one else's.
 func TestHoldsLock(t *testing.T) {
-	path := filepath.Join(t.TempDir(), LockFileName)
+	path := filepath.Join(t.TempDir(), api.LockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)

@@ -10,21 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
-)
-
-// ContentTypeFrames is the media type of a raw stream: binary frames, each
-// a kind byte (FrameKind...), a big-endian uint32 payload length and the
-// payload. A stdout or stderr frame's payload is the absolute offset of
-// its output (big-endian int64), then the command's exact bytes; a JSON
-// frame's is one StreamFrame (start, dropped, status, exit, result, error).
-const ContentTypeFrames = "application/vnd.sandboxctl.frames"
-
-// The frame kinds of a raw stream.
-const (
-	FrameKindStdout = 'o'
-	FrameKindStderr = 'e'
-	FrameKindJSON   = 'j'
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // maxRawFrame bounds one raw frame's payload as the client reads it.
@@ -41,11 +27,11 @@ type FrameStream struct {
 
 // Next decodes the next frame; io.EOF when the daemon ended the stream.
 // A raw stream's stdout and stderr frames carry Bytes, not Data.
-func (s *FrameStream) Next() (toolapi.StreamFrame, error) {
+func (s *FrameStream) Next() (api.StreamFrame, error) {
 	if s.br != nil {
 		return s.nextRaw()
 	}
-	var f toolapi.StreamFrame
+	var f api.StreamFrame
 	if err := s.dec.Decode(&f); err != nil {
 		if err == io.EOF {
 			return f, io.EOF
@@ -58,8 +44,8 @@ func (s *FrameStream) Next() (toolapi.StreamFrame, error) {
 // Close ends the stream (the session goes on).
 func (s *FrameStream) Close() error { return s.body.Close() }
 
-func (s *FrameStream) nextRaw() (toolapi.StreamFrame, error) {
-	var f toolapi.StreamFrame
+func (s *FrameStream) nextRaw() (api.StreamFrame, error) {
+	var f api.StreamFrame
 	if _, err := io.ReadFull(s.br, s.hdr[:]); err != nil {
 		if err == io.EOF {
 			return f, io.EOF
@@ -75,17 +61,17 @@ func (s *FrameStream) nextRaw() (toolapi.StreamFrame, error) {
 		return f, fmt.Errorf("daemon: read stream frame: %w", noEOF(err))
 	}
 	switch s.hdr[0] {
-	case FrameKindStdout, FrameKindStderr:
+	case api.FrameKindStdout, api.FrameKindStderr:
 		if n < 8 {
 			return f, fmt.Errorf("daemon: read stream frame: an output frame of %d bytes has no offset", n)
 		}
-		f.Type = toolapi.FrameStdout
-		if s.hdr[0] == FrameKindStderr {
-			f.Type = toolapi.FrameStderr
+		f.Type = api.FrameStdout
+		if s.hdr[0] == api.FrameKindStderr {
+			f.Type = api.FrameStderr
 		}
 		off := int64(binary.BigEndian.Uint64(payload[:8]))
 		f.Offset, f.Bytes = &off, payload[8:]
-	case FrameKindJSON:
+	case api.FrameKindJSON:
 		if err := json.Unmarshal(payload, &f); err != nil {
 			return f, fmt.Errorf("daemon: read stream frame: %w", err)
 		}
@@ -110,28 +96,13 @@ func newFrameStream(body io.ReadCloser, raw bool) *FrameStream {
 	return &FrameStream{body: body, dec: json.NewDecoder(bufio.NewReader(body))}
 }
 
-// execBody is the body of POST /v1/tools/exec: the tool's input and the
-// HTTP API's own fields.
-type execBody struct {
-	toolapi.ExecParams
-	StrictWorkdir bool `json:"strictWorkdir,omitempty"`
-	Cols          int  `json:"cols,omitempty"`
-	Rows          int  `json:"rows,omitempty"`
-	Stream        bool `json:"stream,omitempty"`
-	Raw           bool `json:"raw,omitempty"`
-}
-
-func newExecBody(p toolapi.ExecParams, stream bool) execBody {
-	return execBody{ExecParams: p, StrictWorkdir: p.StrictWorkdir, Cols: p.Cols, Rows: p.Rows, Stream: stream, Raw: p.Raw}
-}
-
 // ExecStream runs the exec tool with "stream": true: frames as they
 // happen — start, stdout/stderr, dropped, status, exit — and last a
 // "result" frame holding exactly what Exec would have returned. Bad input
 // is an error here, as with Exec. With p.Raw the frames carry the
 // command's exact bytes, and a slow reader holds the command back.
-func (c *Client) ExecStream(ctx context.Context, p toolapi.ExecParams) (*FrameStream, error) {
-	rc, err := c.send(ctx, "POST", "/v1/tools/exec", newExecBody(p, true))
+func (c *Client) ExecStream(ctx context.Context, p api.ExecParams) (*FrameStream, error) {
+	rc, err := c.send(ctx, "POST", "/v1/tools/exec", api.NewExecRequest(p, true))
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +141,7 @@ func (c *Client) SessionStream(ctx context.Context, agentID, sessionKey, id stri
 // WriteStdin writes data, byte for byte, to the stdin of the backgrounded
 // session id of the scope (agentID, sessionKey), then closes it when eof
 // (POST /v1/sessions/{id}/stdin); at most 8 MiB a call.
-func (c *Client) WriteStdin(ctx context.Context, agentID, sessionKey, id string, data []byte, eof bool) (toolapi.Result, error) {
+func (c *Client) WriteStdin(ctx context.Context, agentID, sessionKey, id string, data []byte, eof bool) (api.Result, error) {
 	q := url.Values{}
 	if eof {
 		q.Set("eof", "1")
@@ -197,10 +168,10 @@ func (c *Client) WriteStdin(ctx context.Context, agentID, sessionKey, id string,
 	}
 	rc, err := c.roundTrip(ctx, req)
 	if err != nil {
-		return toolapi.Result{}, err
+		return api.Result{}, err
 	}
 	defer rc.Close()
-	var res toolapi.Result
+	var res api.Result
 	if err := json.NewDecoder(rc).Decode(&res); err != nil {
 		return res, fmt.Errorf("daemon: POST %s: decode the answer: %w", path, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // ErrNoDaemon marks a request that found no daemon listening (no socket
@@ -24,7 +26,7 @@ var ErrNoDaemon = errors.New("no daemon is listening")
 // health check comes first: what a CLI process that makes a call or two
 // wants.
 func Connect(opts StartOptions) *Client {
-	c := NewUnixClient(SocketPath(opts.StateDir))
+	c := NewUnixClient(api.SocketPath(opts.StateDir))
 	c.autoStart = &opts
 	return c
 }

@@ -16,8 +16,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // serveUnix runs h (net/http's server, as the daemon does) on a unix socket
@@ -29,7 +28,7 @@ func serveUnix(t *testing.T, h http.Handler) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, SocketName)
+	path := filepath.Join(dir, api.SocketName)
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -44,31 +43,31 @@ func TestUnixTransportAgainstNetHTTP(t *testing.T) {
 	big := strings.Repeat("x", 300_000) // larger than any server buffer: close-delimited
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tools/exec", func(w http.ResponseWriter, r *http.Request) {
-		var p toolapi.ExecParams
+		var p api.ExecParams
 		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || r.Header.Get("Content-Type") != "application/json" {
 			w.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(w).Encode(ErrorBody{Error: fmt.Sprintf("bad body: %v", err)})
+			_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: fmt.Sprintf("bad body: %v", err)})
 			return
 		}
 		text := "ran " + p.Command
 		if p.Command == "big" {
 			text = big
 		}
-		_ = json.NewEncoder(w).Encode(toolapi.Result{Content: []toolapi.Content{{Type: "text", Text: text}}, Details: map[string]any{"status": "completed"}})
+		_ = json.NewEncoder(w).Encode(api.Result{Content: []api.Content{{Type: "text", Text: text}}, Details: api.Details{Status: "completed"}})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(Health{OK: true, PID: 42, Version: "t"})
+		_ = json.NewEncoder(w).Encode(api.Health{OK: true, PID: 42, Version: "t"})
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
 		for i := range 3 {
-			_ = json.NewEncoder(w).Encode(toolapi.Event{Type: "exit", Text: fmt.Sprint(i)})
+			_ = json.NewEncoder(w).Encode(api.Event{Type: "exit", Text: fmt.Sprint(i)})
 			w.(http.Flusher).Flush()
 		}
 		<-r.Context().Done() // an open stream, as the daemon's
 	})
 	mux.HandleFunc("POST /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(ErrorBody{Error: "unknown approval " + r.PathValue("id")})
+		_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: "unknown approval " + r.PathValue("id")})
 	})
 	c := NewUnixClient(serveUnix(t, mux))
 	ctx := t.Context()
@@ -77,7 +76,7 @@ func TestUnixTransportAgainstNetHTTP(t *testing.T) {
 		t.Fatalf("health: %+v %v", h, err)
 	}
 	for _, cmd := range []string{"echo hi", "big"} {
-		res, err := c.Exec(ctx, toolapi.ExecParams{Command: cmd})
+		res, err := c.Exec(ctx, api.ExecParams{Command: cmd})
 		want := "ran " + cmd
 		if cmd == "big" {
 			want = big
@@ -98,13 +97,13 @@ func TestUnixTransportAgainstNetHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		var ev toolapi.Event
+		var ev api.Event
 		if err := stream.Next(&ev); err != nil || ev.Text != fmt.Sprint(i) {
 			t.Fatalf("event %d: %+v %v", i, ev, err)
 		}
 	}
 	done := make(chan error, 1)
-	go func() { var ev toolapi.Event; done <- stream.Next(&ev) }()
+	go func() { var ev api.Event; done <- stream.Next(&ev) }()
 	cancel() // ends a blocked read
 	select {
 	case err := <-done:
@@ -132,18 +131,18 @@ func TestUnixTransportRefusesInjection(t *testing.T) {
 
 func TestNoDaemon(t *testing.T) {
 	dir := t.TempDir()
-	_, err := NewUnixClient(SocketPath(dir)).Health(t.Context())
+	_, err := NewUnixClient(api.SocketPath(dir)).Health(t.Context())
 	if !errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("no socket: %v", err)
 	}
 	// A stale socket file nobody accepts on counts as no daemon too.
-	l, err := net.Listen("unix", SocketPath(dir))
+	l, err := net.Listen("unix", api.SocketPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	_ = l.Close()
-	if _, err := NewUnixClient(SocketPath(dir)).Health(t.Context()); !errors.Is(err, ErrNoDaemon) {
+	if _, err := NewUnixClient(api.SocketPath(dir)).Health(t.Context()); !errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("stale socket: %v", err)
 	}
 	// Connect would start one, but cannot: the reason is reported.
@@ -162,7 +161,7 @@ func TestUnixTransportTruncatedAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	l, err := net.Listen("unix", filepath.Join(dir, SocketName))
+	l, err := net.Listen("unix", filepath.Join(dir, api.SocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +176,7 @@ func TestUnixTransportTruncatedAnswer(t *testing.T) {
 		_, _ = c.Write([]byte("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ok\":"))
 		_ = c.Close()
 	}()
-	_, err = NewUnixClient(filepath.Join(dir, SocketName)).Call(t.Context(), "GET", "/healthz", nil)
+	_, err = NewUnixClient(filepath.Join(dir, api.SocketName)).Call(t.Context(), "GET", "/healthz", nil)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated answer: %v", err)
 	}

@@ -13,38 +13,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxctl/sandboxctl/internal/display"
 )
-
-// ApprovalView is one approval request as GET /v1/approvals lists it: the
-// gateway's own (where "gateway") and those pending on nodes. It shows
-// everything that decides what runs: the command, the exact argv (its
-// first word is the shell), the cwd, the host, the env the request adds
-// (names and values) and who asked.
-type ApprovalView struct {
-	ID          string            `json:"id"`
-	Slug        string            `json:"slug"`
-	Where       string            `json:"where"` // "gateway" or the node's name
-	Host        string            `json:"host"`
-	Command     string            `json:"command"`
-	Argv        []string          `json:"argv,omitempty"`
-	Shell       string            `json:"shell,omitempty"` // argv[0]
-	Env         map[string]string `json:"env,omitempty"`
-	Cwd         string            `json:"cwd"`
-	AgentID     string            `json:"agentId,omitempty"`
-	SessionKey  string            `json:"sessionKey,omitempty"`
-	Explain     string            `json:"explain,omitempty"`
-	CreatedAtMs int64             `json:"createdAtMs,omitempty"`
-	ExpiresAtMs int64             `json:"expiresAtMs"`
-	Status      string            `json:"status"`
-}
-
-// ResolveRequest is the body of POST /v1/approvals/{id}.
-type ResolveRequest struct {
-	Decision string `json:"decision"`
-}
 
 func newApprovalsCommand(c *CLI) *cobra.Command {
 	cmd := &cobra.Command{
@@ -75,7 +49,7 @@ func RunApprovalsList(ctx context.Context, c *CLI) error {
 	if err != nil || done {
 		return err
 	}
-	var list []ApprovalView
+	var list []api.Approval
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return fmt.Errorf("approvals list: %w", err)
 	}
@@ -97,7 +71,7 @@ func RunApprovalsList(ctx context.Context, c *CLI) error {
 // writeApproval prints one request for a person: every value that decides
 // what runs, with control characters and escapes shown, never interpreted
 // by the terminal.
-func writeApproval(w io.Writer, a ApprovalView) error {
+func writeApproval(w io.Writer, a api.Approval) error {
 	who := orNone(a.AgentID)
 	if a.SessionKey != "" {
 		who += " (session " + visible(a.SessionKey) + ")"
@@ -151,7 +125,7 @@ func RunApprovalsResolve(ctx context.Context, c *CLI, id, decision string) error
 	default:
 		return UsageErrorf("approvals resolve: unknown decision %q (valid: allow-once, allow-always, deny)", decision)
 	}
-	_, done, err := c.CallDaemon(ctx, "POST", "/v1/approvals/"+url.PathEscape(id), ResolveRequest{Decision: decision})
+	_, done, err := c.CallDaemon(ctx, "POST", "/v1/approvals/"+url.PathEscape(id), api.ResolveRequest{Decision: decision})
 	if err != nil || done {
 		return err
 	}

@@ -28,12 +28,10 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
-
-// StateEnv selects the state directory when --state is not given.
-const StateEnv = "SANDBOXCTL_STATE"
 
 // CLI carries the streams, the global flags and the process environment
 // every command needs. Build one per invocation; it is not safe for
@@ -165,7 +163,7 @@ the state directory's socket and start one when none is running.`,
 		return UsageErrorf("%s%w", commandPrefix(cmd), err)
 	})
 	pf := root.PersistentFlags()
-	pf.StringVar(&c.StateFlag, "state", "", "state directory (default $"+StateEnv+", then the config's state, then ~/.sandboxctl)")
+	pf.StringVar(&c.StateFlag, "state", "", "state directory (default $"+string(envknob.State)+", then the config's state, then ~/.sandboxctl)")
 	pf.StringVar(&c.ConfigPath, "config", "", "configuration file (sandboxctl.yaml; default: built-in defaults)")
 	pf.BoolVar(&c.JSON, "json", false, "print machine-readable JSON")
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -176,7 +174,6 @@ the state directory's socket and start one when none is running.`,
 		newApprovalsCommand(c),
 		newCpCommand(c),
 		newVersionCommand(c),
-		newUICommand(c),
 		newConfigCommand(c),
 	)
 	root.AddCommand(extra...)
@@ -343,7 +340,7 @@ func describeEngine(e string) string {
 func (c *CLI) StateDir(cfg config.File) (string, error) {
 	dir := c.StateFlag
 	if dir == "" {
-		dir = c.Getenv(StateEnv)
+		dir = envknob.State.Get(c.Getenv)
 	}
 	if dir == "" {
 		dir = cfg.State
@@ -366,7 +363,7 @@ func (c *CLI) StateDir(cfg config.File) (string, error) {
 // when neither --state nor $SANDBOXCTL_STATE decides it, so that e.g. a
 // daemon can be stopped even after its config file was broken.
 func (c *CLI) StateDirNoConfig() (string, error) {
-	if c.StateFlag != "" || c.Getenv(StateEnv) != "" {
+	if c.StateFlag != "" || envknob.State.Get(c.Getenv) != "" {
 		return c.StateDir(config.File{})
 	}
 	cfg, err := c.LoadConfig()
@@ -401,9 +398,6 @@ func (c *CLI) DaemonCommand(stateDir string) ([]string, error) {
 // commands that talk to Docker or serve a protocol (sandbox, mcp, node).
 const DaemonBinaryName = "sandboxctld"
 
-// DaemonBinaryEnv names the sandboxctld binary explicitly.
-const DaemonBinaryEnv = "SANDBOXCTLD"
-
 // daemonBinary resolves CLI.DaemonBinary, else FindDaemonBinary.
 func (c *CLI) daemonBinary() (string, error) {
 	if c.DaemonBinary != "" {
@@ -415,7 +409,7 @@ func (c *CLI) daemonBinary() (string, error) {
 // FindDaemonBinary locates sandboxctld: $SANDBOXCTLD, else next to the
 // running executable (how bin/ and packages install them), else on PATH.
 func FindDaemonBinary(getenv func(string) string) (string, error) {
-	if p := getenv(DaemonBinaryEnv); p != "" {
+	if p := envknob.DaemonBinary.Get(getenv); p != "" {
 		return p, nil
 	}
 	if exe, err := os.Executable(); err == nil {
@@ -427,7 +421,7 @@ func FindDaemonBinary(getenv func(string) string) (string, error) {
 	if p, err := exec.LookPath(DaemonBinaryName); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("%s not found next to this executable, on PATH or in $%s: install it beside sandboxctl (make build puts both in bin/)", DaemonBinaryName, DaemonBinaryEnv)
+	return "", fmt.Errorf("%s not found next to this executable, on PATH or in $%s: install it beside sandboxctl (make build puts both in bin/)", DaemonBinaryName, envknob.DaemonBinary)
 }
 
 // DaemonClient loads the config and returns Client(cfg).
@@ -449,10 +443,10 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	}
 	// A missing sandboxctld matters only when no daemon runs yet.
 	argv, argvErr := c.DaemonCommand(state)
-	if c.Getenv(RunTagEnv) != "" {
+	if envknob.RunTag.Get(c.Getenv) != "" {
 		// A daemon started from a command would run under that command's
 		// supervisor, which serves no descendant of its own.
-		argv, argvErr = nil, fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", RunTagEnv)
+		argv, argvErr = nil, fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", envknob.RunTag)
 	}
 	// A daemon of another configuration refuses the requests (409),
 	// naming both.
@@ -464,7 +458,3 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	client.SetIdentity(id)
 	return client, nil
 }
-
-// RunTagEnv is the variable that marks every process sandboxctl runs
-// (hostexec.TagEnv; the light CLI does not link hostexec).
-const RunTagEnv = "SANDBOXCTL_RUN"

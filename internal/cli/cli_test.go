@@ -2,16 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 func TestExecExitCode(t *testing.T) {
@@ -34,7 +35,16 @@ func TestExecExitCode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ExecExitCode(sessions.Result{Details: tc.details}); got != tc.want {
+			// As the CLI gets them: decoded from the daemon's JSON.
+			raw, err := json.Marshal(map[string]any{"details": tc.details})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res api.Result
+			if err := json.Unmarshal(raw, &res); err != nil {
+				t.Fatal(err)
+			}
+			if got := ExecExitCode(res); got != tc.want {
 				t.Errorf("ExecExitCode = %d, want %d", got, tc.want)
 			}
 		})
@@ -127,7 +137,7 @@ func TestStateDirPrecedence(t *testing.T) {
 		}
 	}
 	check("/from/config")
-	env[StateEnv] = "/from/env"
+	env[string(envknob.State)] = "/from/env"
 	check("/from/env")
 	c.StateFlag = "/from/flag"
 	check("/from/flag")
@@ -160,7 +170,7 @@ func TestCommandTree(t *testing.T) {
 func TestForwardWithoutDaemonBinary(t *testing.T) {
 	c := &CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{},
 		Getenv: func(k string) string {
-			if k == DaemonBinaryEnv {
+			if k == string(envknob.DaemonBinary) {
 				return "/nonexistent/sandboxctld"
 			}
 			return ""
@@ -170,13 +180,5 @@ func TestForwardWithoutDaemonBinary(t *testing.T) {
 	err := root.Execute()
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/sandboxctld") {
 		t.Fatalf("forwarding to a missing sandboxctld: %v", err)
-	}
-}
-
-func TestRunTagEnvIsHostexecs(t *testing.T) {
-	for _, other := range []string{hostexec.TagEnv, supervisor.RunTagEnv} {
-		if other != RunTagEnv {
-			t.Fatalf("RunTagEnv %q, but %q elsewhere", RunTagEnv, other)
-		}
 	}
 }

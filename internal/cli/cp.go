@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
@@ -106,12 +107,12 @@ func RunCp(ctx context.Context, c *CLI, opts CpOptions, src, dst string) error {
 	}
 	prog := newProgress(c.Err, opts.Progress)
 	if d.Agent != "" {
-		return cpUpload(ctx, c, client, prog, s, apiclient.FileRef{AgentID: d.Agent, SessionKey: opts.SessionKey, Path: d.Path})
+		return cpUpload(ctx, c, client, prog, s, api.FileRef{AgentID: d.Agent, SessionKey: opts.SessionKey, Path: d.Path})
 	}
-	return cpDownload(ctx, c, client, prog, apiclient.FileRef{AgentID: s.Agent, SessionKey: opts.SessionKey, Path: s.Path}, d)
+	return cpDownload(ctx, c, client, prog, api.FileRef{AgentID: s.Agent, SessionKey: opts.SessionKey, Path: s.Path}, d)
 }
 
-func cpUpload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, src cpTarget, dst apiclient.FileRef) error {
+func cpUpload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, src cpTarget, dst api.FileRef) error {
 	if src.Stream {
 		// A tar stream from stdin goes into DEST, a directory. Its length
 		// is known only at its end: it is spooled first.
@@ -161,7 +162,7 @@ func cpUpload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progr
 }
 
 // cpUploadStdin uploads the tar stream on stdin into the directory dst.
-func cpUploadStdin(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, dst apiclient.FileRef) error {
+func cpUploadStdin(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, dst api.FileRef) error {
 	spool, err := os.CreateTemp("", "sandboxctl-cp-*.tar")
 	if err != nil {
 		return fmt.Errorf("cp: %w", err)
@@ -183,7 +184,7 @@ func cpUploadStdin(ctx context.Context, c *CLI, client *apiclient.Client, prog *
 	return nil
 }
 
-func cpDownload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, src apiclient.FileRef, dst cpTarget) error {
+func cpDownload(ctx context.Context, c *CLI, client *apiclient.Client, prog *progress, src api.FileRef, dst cpTarget) error {
 	rc, err := client.DownloadTar(ctx, src)
 	if err != nil {
 		return fmt.Errorf("cp: %w", err)

@@ -11,11 +11,11 @@ import (
 	"strings"
 
 	"github.com/moby/term"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
-	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 )
 
 // ExecOptions are the flags of `sandboxctl exec`.
@@ -102,7 +102,7 @@ directory (unless the config sets exec.cwd).`,
 	f.StringVar(&opts.Host, "host", "", "where to run: sandbox|gateway|node (default: the config's exec.host)")
 	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "extra environment variable KEY=VALUE (repeatable)")
-	f.IntVar(&yieldMs, "yield-ms", 0, "wait this many ms, then background the run (10..120000); answers as the exec tool")
+	f.IntVar(&yieldMs, "yield-ms", 0, fmt.Sprintf("wait this many ms, then background the run (%d..%d); answers as the exec tool", api.MinYieldMs, api.MaxYieldMs))
 	f.BoolVarP(&opts.Background, "detach", "d", false, "background the run at once and print its session id")
 	f.BoolVar(&opts.Background, "background", false, "same as --detach")
 	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command (then EOF); the default when stdin is not a terminal")
@@ -120,15 +120,15 @@ directory (unless the config sets exec.cwd).`,
 
 // Params validates the options that can be checked locally and builds the
 // exec tool's input.
-func (o ExecOptions) Params() (toolapi.ExecParams, error) {
+func (o ExecOptions) Params() (api.ExecParams, error) {
 	if len(o.Command) > 0 && strings.TrimSpace(strings.Join(o.Command, "")) == "" {
-		return toolapi.ExecParams{}, UsageErrorf("exec: Provide a command to start.")
+		return api.ExecParams{}, UsageErrorf("exec: Provide a command to start.")
 	}
 	command, err := commandLine(o.Command)
 	if err != nil {
-		return toolapi.ExecParams{}, err
+		return api.ExecParams{}, err
 	}
-	p := toolapi.ExecParams{
+	p := api.ExecParams{
 		Command:    command,
 		Workdir:    o.Workdir,
 		YieldMs:    o.YieldMs,
@@ -149,8 +149,8 @@ func (o ExecOptions) Params() (toolapi.ExecParams, error) {
 	if strings.TrimSpace(p.Command) == "" {
 		return p, UsageErrorf("exec: Provide a command to start.")
 	}
-	if o.YieldMs != nil && (*o.YieldMs < MinYieldMs || *o.YieldMs > MaxYieldMs) {
-		return p, UsageErrorf("exec: --yield-ms %v is out of range: allowed %d..%d", *o.YieldMs, MinYieldMs, MaxYieldMs)
+	if o.YieldMs != nil && (*o.YieldMs < api.MinYieldMs || *o.YieldMs > api.MaxYieldMs) {
+		return p, UsageErrorf("exec: --yield-ms %v is out of range: allowed %d..%d", *o.YieldMs, api.MinYieldMs, api.MaxYieldMs)
 	}
 	if o.Timeout != nil && *o.Timeout <= 0 {
 		return p, UsageErrorf("exec: --timeout %v is out of range: it must be more than 0 seconds", *o.Timeout)
@@ -174,23 +174,22 @@ func (o ExecOptions) Params() (toolapi.ExecParams, error) {
 	return p, nil
 }
 
-// The exec tool's yieldMs range (docs/tools.md); the CLI refuses what the tool
-// would clamp, so a typo is not silently changed.
-const (
-	MinYieldMs = 10
-	MaxYieldMs = 120000
-)
-
 // commandLine turns exec's arguments into the tool's command line: one
 // argument is a shell command line as it is; several are an argv, each
-// word quoted for a POSIX shell (mvdan.cc/sh/v3/syntax.Quote).
+// word quoted for a POSIX shell (shellword.Quote, the one quoting of argv
+// words every front door and the guard use).
 func commandLine(args []string) (string, error) {
 	if len(args) <= 1 {
 		return strings.Join(args, ""), nil
 	}
 	words := make([]string, len(args))
 	for i, a := range args {
-		q, err := syntax.Quote(a, syntax.LangPOSIX)
+		q, err := shellword.Quote(a)
+		if err == nil && strings.ContainsAny(a, "\n\t") {
+			// shellword writes them in double quotes; the CLI keeps to
+			// words a single-quoted POSIX word carries, as it always did.
+			err = fmt.Errorf("%q: a newline or tab", a)
+		}
 		if err != nil {
 			return "", UsageErrorf("exec: argument %d (%q) cannot be passed as a word of its own (%v); pass the whole command as one shell command line instead", i+1, a, err)
 		}
@@ -262,7 +261,7 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 		}
 		return interrupted(ctx, err)
 	}
-	var res toolapi.Result
+	var res api.Result
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("exec: decode the daemon's answer: %w", err)
 	}
@@ -272,14 +271,14 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 		}
 	} else {
 		switch {
-		case opts.Background && status(res) == toolapi.StatusRunning:
+		case opts.Background && status(res) == api.StatusRunning:
 			// -d: the session id alone, for scripts.
-			id, _ := res.Details["sessionId"].(string)
+			id := res.Details.SessionID
 			printWarnings(c.Err, res)
 			if _, err := fmt.Fprintln(c.Out, id); err != nil {
 				return err
 			}
-		case status(res) == toolapi.StatusDenied:
+		case status(res) == api.StatusDenied:
 			if err := printText(c.Err, res); err != nil {
 				return err
 			}
@@ -311,41 +310,41 @@ func interrupted(ctx context.Context, err error) error {
 	return &ExitError{Code: 130, Err: errors.New("interrupted; the command may go on in the background: see 'sandboxctl process list'")}
 }
 
-// ExecExitCode maps an exec result to a process exit code:
-//   - completed: details.exitCode;
-//   - running, approval-pending: 0 (the run goes on, or waits for a human);
+// ExecExitCode maps an exec result to a process exit code, from how its
+// command ended (api.Details.Exit):
+//   - exited: its exit code;
+//   - still running, approval-pending: 0 (the run goes on, or waits for a human);
 //   - denied: 1;
-//   - failed: 124 when the timeout killed it (as coreutils timeout), 128+N
-//     when signal N ended it (as a shell reports it), else 1.
-func ExecExitCode(res toolapi.Result) int {
-	switch status(res) {
-	case toolapi.StatusCompleted:
-		if n, ok := res.Details["exitCode"].(float64); ok {
-			return int(n)
+//   - timeout: 124 (as coreutils timeout); killed, signaled: 128+N for
+//     signal N (as a shell reports it); lost: 1.
+func ExecExitCode(res api.Result) int {
+	exit, ok := res.Details.Exit()
+	if !ok {
+		switch res.Details.Status {
+		case api.StatusRunning, api.StatusCompleted:
+			return 0
 		}
-		return 0
-	case toolapi.StatusRunning, toolapi.StatusApprovalPending:
-		return 0
-	case toolapi.StatusFailed:
-		if reason, _ := res.Details["reason"].(string); strings.HasPrefix(reason, "timeout") {
-			return 124
-		}
-		if sig, _ := res.Details["signal"].(string); SignalNumber(sig) > 0 {
-			return 128 + SignalNumber(sig)
-		}
-		return 1
-	default:
 		return 1
 	}
+	switch exit.Reason {
+	case api.ExitExited:
+		return exit.Code
+	case api.ExitApprovalPending:
+		return 0
+	case api.ExitTimeout:
+		return 124
+	case api.ExitKilled, api.ExitSignaled:
+		if n := SignalNumber(exit.Signal); n > 0 {
+			return 128 + n
+		}
+	}
+	return 1
 }
 
-func status(res toolapi.Result) string {
-	s, _ := res.Details["status"].(string)
-	return s
-}
+func status(res api.Result) string { return res.Details.Status }
 
 // printText writes the result's text, ending with a newline.
-func printText(w io.Writer, res toolapi.Result) error {
+func printText(w io.Writer, res api.Result) error {
 	var b strings.Builder
 	for i, ct := range res.Content {
 		if i > 0 {

@@ -3,8 +3,8 @@ package cli
 import (
 	"context"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -18,7 +18,7 @@ var stepLabels = map[string]string{
 // sandbox creation) as progress while the exec request runs; the returned
 // func stops. It does nothing when progress is not shown (stderr is not a
 // terminal) or the event stream cannot be opened.
-func followSteps(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi.ExecParams) (stop func()) {
+func followSteps(ctx context.Context, c *CLI, client *apiclient.Client, p api.ExecParams) (stop func()) {
 	prog := c.stepProgress()
 	if !prog.enabled() {
 		return func() {}
@@ -41,19 +41,19 @@ func followSteps(ctx context.Context, c *CLI, client *apiclient.Client, p toolap
 			}
 		}()
 		for {
-			var ev toolapi.Event
+			var ev api.Event
 			if es.Next(&ev) != nil {
 				return
 			}
 			if ev.Type != vocab.EventStep || ev.AgentID != p.AgentID || ev.SessionKey != p.SessionKey {
 				continue
 			}
-			step, _ := ev.Details["step"].(string)
+			step := ev.Details.Step
 			label, ok := stepLabels[step]
 			if !ok {
 				continue
 			}
-			switch ev.Details["phase"] {
+			switch ev.Details.Phase {
 			case "start":
 				if ends[step] == nil {
 					ends[step] = prog.step(label)

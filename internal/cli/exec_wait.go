@@ -14,8 +14,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/term"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // Exit codes of a waiting exec beyond the command's own (as docker exec and
@@ -44,21 +44,31 @@ const killWait = 15 * time.Second
 type waiter struct {
 	c      *CLI
 	client *apiclient.Client
-	p      toolapi.ExecParams
+	p      api.ExecParams
 	stdin  bool // -i
 	tty    bool // -t
 	id     string
+	// eofAtOnce: the daemon gives the command EOF on stdin at its start
+	// (a foreground run without a PTY); nothing of the CLI's stdin goes.
+	eofAtOnce bool
+	begun     bool // stdin and the terminal are being forwarded
+	// listed: the session outlived the exec's yield window (or waits for
+	// approval) and so is listed until it is removed.
+	listed bool
+	// restore puts the terminal back (startTerminal).
+	restore func()
 }
 
-// runWaiting runs p as a session and follows its output stream to the end:
-// stdout to the CLI's stdout, stderr to its stderr, exit with the
-// command's code. The session is started in the background so that stdin,
-// resize and Ctrl-C (kill) reach it through the process tool; it is removed
-// once it ended. Ctrl-C kills the remote tree and exits 130; a second
-// Ctrl-C leaves at once.
-func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi.ExecParams, stdin, tty bool) error {
-	w := &waiter{c: c, client: client, p: p, stdin: stdin, tty: tty}
-	p.Background = true
+// runWaiting runs p and follows its output to the end: stdout to the
+// CLI's stdout, stderr to its stderr, exit with the command's code. It is
+// one streamed exec (POST /v1/tools/exec with "stream" and "raw"): the
+// frames of the command's exact bytes and its exit, then the tool's
+// result. A command that outlives the stream's yield window (or waits for
+// approval) is followed on as its session, and removed once it ended.
+// Stdin, resize and Ctrl-C (kill) reach the session through the process
+// tool. Ctrl-C kills the remote tree and exits 130; a second Ctrl-C leaves
+// at once.
+func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p api.ExecParams, stdin, tty bool) error {
 	// The whole output, byte for byte: a slow stdout holds the command
 	// back instead of losing output.
 	p.Raw = true
@@ -71,67 +81,100 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p toolapi
 			}
 		}
 	}
+	if stdin && !p.PTY && isDevNull(c.In) {
+		stdin = false // nothing to forward but its EOF, which the daemon gives
+	}
+	w := &waiter{c: c, client: client, stdin: stdin, tty: tty, eofAtOnce: !stdin && !p.PTY, restore: func() {}}
+	if !w.eofAtOnce && p.YieldMs == nil {
+		// An explicit window keeps the command's stdin open for the CLI
+		// to forward (or close) and waits as long as the tool lets one
+		// call wait.
+		y := float64(api.MaxYieldMs)
+		p.YieldMs = &y
+	}
+	w.p = p
+	// The stream and the helpers outlive a Ctrl-C: after it, the kill's
+	// exit frame is still read.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer func() { w.restore() }()
 	// The first exec of a sandbox may build its image and create its
 	// container before it answers.
 	end := c.stepProgress().step("starting the command")
 	stopSteps := followSteps(ctx, c, client, p)
-	res, err := client.Exec(ctx, p)
+	fs, err := w.startStream(ctx, life, cancel)
 	stopSteps()
 	end()
 	if err != nil {
 		return startError(ctx, err)
 	}
-	printWarnings(c.Err, res)
-	w.id, _ = res.Details["sessionId"].(string)
-	switch status(res) {
-	case toolapi.StatusDenied:
-		_ = printText(c.Err, res)
-		return &ExitError{Code: 1}
-	case toolapi.StatusApprovalPending:
-		_ = printText(c.Err, res)
-		if w.id == "" {
-			return nil // nothing will run it by itself
-		}
-	case toolapi.StatusRunning:
-	default:
-		_ = printText(c.Err, res)
-		return &ExitError{Code: ExecExitCode(res)}
-	}
-	if w.id == "" {
-		return &ExitError{Code: ExitOwnFailure, Err: errors.New("exec: the daemon answered without a session id")}
-	}
-	return w.follow(ctx)
+	return w.follow(ctx, life, cancel, fs)
 }
 
-func (w *waiter) follow(ctx context.Context) error {
-	// The stream and the helpers outlive a Ctrl-C: after it, the kill's
-	// exit frame is still read.
-	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
+// startStream sends the streamed exec on life; a Ctrl-C before the daemon
+// answered ends the request (the command, if it started, goes on in the
+// background, as the daemon keeps the run of a caller that went away).
+func (w *waiter) startStream(ctx, life context.Context, cancel context.CancelFunc) (*apiclient.FrameStream, error) {
+	type answer struct {
+		fs  *apiclient.FrameStream
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		fs, err := w.client.ExecStream(life, w.p)
+		ch <- answer{fs, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.fs, a.err
+	case <-ctx.Done():
+		cancel()
+		if a := <-ch; a.fs != nil {
+			_ = a.fs.Close()
+		}
+		return nil, fmt.Errorf("exec: %w", ctx.Err())
+	}
+}
+
+// begin starts forwarding, once the session id is known: the terminal
+// (raw mode, its size), and stdin (-i) or its EOF.
+func (w *waiter) begin(life context.Context) error {
+	if w.begun {
+		return nil
+	}
+	w.begun = true
 	if w.tty {
 		restore, err := w.startTerminal(life)
 		if err != nil {
 			return err
 		}
-		defer restore()
+		w.restore = restore
 	}
-	if w.stdin {
+	switch {
+	case w.stdin:
 		go w.pumpStdin(life)
-	} else if err := w.closeStdin(life); err != nil {
-		return err
+	case !w.eofAtOnce:
+		return w.closeStdin(life)
 	}
+	return nil
+}
+
+func (w *waiter) follow(ctx, life context.Context, cancel context.CancelFunc, fs *apiclient.FrameStream) error {
 	var (
 		off      int64
-		exit     *toolapi.StreamFrame
+		exit     *api.StreamFrame
+		res      *api.Result
 		killedAt time.Time
+		killing  bool
 	)
-	for exit == nil {
-		streamCtx, endStream := context.WithCancel(life)
-		fs, err := w.client.SessionStream(streamCtx, w.p.AgentID, w.p.SessionKey, w.id, off, true)
-		if err != nil {
-			endStream()
-			return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: follow session %s: %w", w.id, err)}
+	kill := func() {
+		if !killing && w.id != "" {
+			killing = true
+			go w.kill(life)
 		}
+	}
+	for {
+		streamCtx, endStream := context.WithCancel(life)
 		frames := make(chan frameOrErr)
 		go readFrames(streamCtx, fs, frames)
 	read:
@@ -146,7 +189,7 @@ func (w *waiter) follow(ctx context.Context) error {
 				if killedAt.IsZero() {
 					killedAt = time.Now()
 					fmt.Fprintf(w.c.Err, "sandboxctl: interrupted; killing session %s (Ctrl-C again to leave it)\n", w.id)
-					go w.kill(life)
+					kill()
 					go func() {
 						time.Sleep(killWait)
 						cancel()
@@ -156,27 +199,50 @@ func (w *waiter) follow(ctx context.Context) error {
 				continue
 			}
 			if !ok || fe.err != nil {
-				endStream()
-				_ = fs.Close()
 				if life.Err() != nil {
+					endStream()
+					_ = fs.Close()
 					return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("the command did not end within %s of the kill; it may still run as session %s", killWait, w.id)}
 				}
 				if fe.err != nil && !errors.Is(fe.err, io.EOF) {
+					endStream()
+					_ = fs.Close()
 					return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: session %s: %w", w.id, fe.err)}
 				}
 				break read // the daemon ended the stream early: resume from off
 			}
 			f := fe.f
 			switch f.Type {
-			case toolapi.FrameStdout:
+			case api.FrameStart:
+				if w.id == "" {
+					w.id = f.SessionID
+					if !killedAt.IsZero() {
+						kill()
+					}
+					if err := w.begin(life); err != nil {
+						endStream()
+						_ = fs.Close()
+						return err
+					}
+				}
+			case api.FrameStdout:
 				_, _ = w.c.Out.Write(f.Bytes)
-			case toolapi.FrameStderr:
+			case api.FrameStderr:
 				_, _ = w.c.Err.Write(f.Bytes)
-			case toolapi.FrameDropped:
+			case api.FrameDropped:
 				fmt.Fprintf(w.c.Err, "sandboxctl: [... %d bytes of output dropped: more than the session keeps ...]\n", f.Lost)
-			case toolapi.FrameExit:
+			case api.FrameExit:
 				exit = &f
+				if w.listed {
+					break read // a session stream ends with the exit
+				}
+			case api.FrameResult:
+				res = f.Result
 				break read
+			case api.FrameError:
+				endStream()
+				_ = fs.Close()
+				return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: %s", f.Error)}
 			}
 			if f.Offset != nil {
 				off = *f.Offset + int64(len(f.Bytes)) + f.Lost
@@ -184,16 +250,95 @@ func (w *waiter) follow(ctx context.Context) error {
 		}
 		endStream()
 		_ = fs.Close()
+		if res != nil {
+			printWarnings(w.c.Err, *res)
+			if done, err := w.settle(life, *res, exit); done {
+				return err
+			}
+			res = nil
+		}
+		if exit != nil {
+			break
+		}
+		if w.id == "" {
+			return &ExitError{Code: ExitOwnFailure, Err: errors.New("exec: the daemon answered without a session id")}
+		}
+		if !killedAt.IsZero() {
+			kill()
+		}
+		w.listed = true // the daemon keeps a run it no longer streams
+		var err error
+		fs, err = w.client.SessionStream(life, w.p.AgentID, w.p.SessionKey, w.id, off, true)
+		if err != nil {
+			return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: follow session %s: %w", w.id, err)}
+		}
 	}
-	w.remove(life)
+	if w.listed {
+		w.remove(life)
+	}
 	if !killedAt.IsZero() {
 		return &ExitError{Code: ExitInterrupted}
 	}
 	return exitFrameError(w.c.Err, *exit)
 }
 
+// settle takes the streamed exec's result: done with the CLI's answer when
+// the command will not run on (denied, or ended without an exit frame), else
+// the session to follow on (it outlived the yield window, or waits for
+// approval).
+func (w *waiter) settle(life context.Context, res api.Result, exit *api.StreamFrame) (done bool, err error) {
+	id := res.Details.SessionID
+	switch status(res) {
+	case api.StatusDenied:
+		_ = printText(w.c.Err, res)
+		return true, &ExitError{Code: 1}
+	case api.StatusApprovalPending:
+		_ = printText(w.c.Err, res)
+		if id == "" {
+			return true, nil // nothing will run it by itself
+		}
+	case api.StatusRunning:
+	default:
+		if exit != nil {
+			return false, nil
+		}
+		_ = printText(w.c.Err, res)
+		return true, &ExitError{Code: ExecExitCode(res)}
+	}
+	if id == "" {
+		return true, &ExitError{Code: ExitOwnFailure, Err: errors.New("exec: the daemon answered without a session id")}
+	}
+	w.id, w.listed = id, true
+	if w.eofAtOnce {
+		// A host that watches for input waits kept stdin open: close it,
+		// as a foreground run's.
+		if err := w.closeStdin(life); err != nil {
+			return true, err
+		}
+	}
+	if err := w.begin(life); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// isDevNull reports whether in is /dev/null (`</dev/null`, or the stdin
+// of a process started without one).
+func isDevNull(in io.Reader) bool {
+	f, ok := in.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err == nil && os.SameFile(fi, null)
+}
+
 type frameOrErr struct {
-	f   toolapi.StreamFrame
+	f   api.StreamFrame
 	err error
 }
 
@@ -238,8 +383,8 @@ func startError(ctx context.Context, err error) error {
 // exitFrameError maps the exit frame to the CLI's exit: the command's code,
 // 124 for a timeout, 128+N for signal N, 125 for another failure (its
 // reason on stderr).
-func exitFrameError(stderr io.Writer, f toolapi.StreamFrame) error {
-	if f.Status == toolapi.StatusCompleted && f.ExitCode != nil {
+func exitFrameError(stderr io.Writer, f api.StreamFrame) error {
+	if f.Status == api.StatusCompleted && f.ExitCode != nil {
 		if *f.ExitCode == 0 {
 			return nil
 		}
@@ -258,7 +403,7 @@ func exitFrameError(stderr io.Writer, f toolapi.StreamFrame) error {
 	return &ExitError{Code: code}
 }
 
-func (w *waiter) process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
+func (w *waiter) process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	p.SessionID, p.AgentID, p.SessionKey = w.id, w.p.AgentID, w.p.SessionKey
 	res, err := w.client.Process(ctx, p)
 	if err == nil {
@@ -284,13 +429,13 @@ func forwardsStdin(in io.Reader, interactive, tty bool) bool {
 
 // closeStdin gives the command EOF on stdin (a terminal stdin without -i).
 func (w *waiter) closeStdin(ctx context.Context) error {
-	_, err := w.process(ctx, toolapi.ProcessParams{Action: "write", EOF: true})
+	_, err := w.process(ctx, api.ProcessParams{Action: "write", EOF: true})
 	if err == nil || cerrdefs.IsInvalidArgument(err) {
 		return nil // a command that already ended has no stdin to close
 	}
 	// It may have ended while stdin was being closed: only a command that
 	// still runs with its stdin open is a failure.
-	if res, perr := w.process(ctx, toolapi.ProcessParams{Action: "poll"}); perr == nil && status(res) != toolapi.StatusRunning {
+	if res, perr := w.process(ctx, api.ProcessParams{Action: "poll"}); perr == nil && status(res) != api.StatusRunning {
 		return nil
 	}
 	return &ExitError{Code: ExitOwnFailure, Err: fmt.Errorf("exec: close stdin of session %s: %w", w.id, err)}
@@ -344,14 +489,14 @@ func (w *waiter) pumpStdin(ctx context.Context) {
 
 // kill ends the command's whole tree (Ctrl-C).
 func (w *waiter) kill(ctx context.Context) {
-	if _, err := w.process(ctx, toolapi.ProcessParams{Action: "kill"}); err != nil {
+	if _, err := w.process(ctx, api.ProcessParams{Action: "kill"}); err != nil {
 		fmt.Fprintf(w.c.Err, "sandboxctl: kill session %s: %v\n", w.id, err)
 	}
 }
 
 // remove forgets the ended session: a waiting exec leaves nothing listed.
 func (w *waiter) remove(ctx context.Context) {
-	_, _ = w.process(ctx, toolapi.ProcessParams{Action: "remove"})
+	_, _ = w.process(ctx, api.ProcessParams{Action: "remove"})
 }
 
 // startTerminal puts a terminal stdin in raw mode (with -i) and makes the
@@ -376,7 +521,7 @@ func (w *waiter) startTerminal(ctx context.Context) (func(), error) {
 			return
 		}
 		cols, rows := int(ws.Width), int(ws.Height)
-		_, _ = w.process(ctx, toolapi.ProcessParams{Action: "resize", Cols: &cols, Rows: &rows})
+		_, _ = w.process(ctx, api.ProcessParams{Action: "resize", Cols: &cols, Rows: &rows})
 	}
 	resize()
 	winch := make(chan os.Signal, 1)
@@ -398,9 +543,8 @@ func (w *waiter) startTerminal(ctx context.Context) (func(), error) {
 }
 
 // printWarnings writes a result's warnings to stderr.
-func printWarnings(stderr io.Writer, res toolapi.Result) {
-	ws, _ := res.Details["warnings"].([]any)
-	for _, w := range ws {
+func printWarnings(stderr io.Writer, res api.Result) {
+	for _, w := range res.Details.Warnings {
 		fmt.Fprintf(stderr, "sandboxctl: warning: %v\n", w)
 	}
 }

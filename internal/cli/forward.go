@@ -25,6 +25,8 @@ func RuntimeCommands() []RuntimeCommand {
 		{"sandbox", "Manage the per-agent sandbox containers (talks to Docker directly)"},
 		{"mcp", "Serve the exec and process tools as an MCP server over stdio"},
 		{"node", "Run this machine as a node host, or list the gateway's nodes"},
+		{"ui", "Open the web console (approvals, sessions, sandboxes, nodes) in a browser"},
+		{"audit", "Show the audit log (who ran what, who allowed it, what it touched), or verify it"},
 	}
 }
 

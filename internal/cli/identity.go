@@ -4,20 +4,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/envknob"
 )
-
-// DockerHostEnv names the Engine a daemon talks to (the Docker client's own
-// variable).
-const DockerHostEnv = "DOCKER_HOST"
 
 // Identity is what a daemon serves: its configuration file (absolute; ""
 // for the built-in defaults), the Engine it talks to, and a hash of both
 // the file's content and the Engine. The CLI sends its own with every
 // request; a daemon with another answers 409 instead of silently running
 // the command under another configuration.
-func (c *CLI) Identity() (apiclient.Identity, error) {
-	id := apiclient.Identity{Engine: c.Getenv(DockerHostEnv)}
+func (c *CLI) Identity() (api.Identity, error) {
+	id := api.Identity{Engine: envknob.DockerHost.Get(c.Getenv)}
 	if _, err := c.LoadConfig(); err != nil {
 		return id, err
 	}

@@ -6,9 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/spf13/cobra"
-
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // ProcessOptions are the flags of `sandboxctl process ACTION [ID]`.
@@ -32,8 +31,8 @@ type ProcessOptions struct {
 }
 
 // Params builds the process tool's input.
-func (o ProcessOptions) Params() toolapi.ProcessParams {
-	p := toolapi.ProcessParams{
+func (o ProcessOptions) Params() api.ProcessParams {
+	p := api.ProcessParams{
 		Action: o.Action, SessionID: o.SessionID,
 		Data: o.Data, EOF: o.EOF, Keys: o.Keys, Hex: o.Hex, Literal: o.Literal, Text: o.Text,
 		Offset: o.Offset, Limit: o.Limit, Signal: o.Signal, TimeoutMs: o.TimeoutMs,
@@ -177,11 +176,11 @@ func RunProcess(ctx context.Context, c *CLI, opts ProcessOptions) error {
 		}
 		return err
 	}
-	var res toolapi.Result
+	var res api.Result
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("process: decode the daemon's answer: %w", err)
 	}
-	notFound := errors.Is(res.Err(), toolapi.ErrNoSession)
+	notFound := errors.Is(res.Err(), api.ErrNoSession)
 	switch {
 	case c.JSON:
 		err = writeRaw(c.Out, raw)

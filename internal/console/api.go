@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // forwardGet answers with the daemon's own GET route.
@@ -20,6 +20,18 @@ func (c *Console) forwardGet(path string) http.HandlerFunc {
 
 func (c *Console) sandbox(w http.ResponseWriter, r *http.Request) {
 	forward(w, r, c.opts.API, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(r.PathValue("name")), nil)
+}
+
+// audit is the newest records of the audit log (?agent=&kind=, at most
+// 200), as GET /v1/audit answers them (one JSON object per line).
+func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
+	q := url.Values{"last": {"200"}}
+	for _, k := range []string{"agent", "kind"} {
+		if v := r.URL.Query().Get(k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	forward(w, r, c.opts.API, http.MethodGet, "/v1/audit?"+q.Encode(), nil)
 }
 
 // sandboxChange pauses, resumes or removes a sandbox (docs/sandboxes.md):
@@ -47,14 +59,14 @@ func (c *Console) sandboxChange(w http.ResponseWriter, r *http.Request) {
 // sessionList lists the sessions of one scope (?agentId=&sessionKey=).
 func (c *Console) sessionList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	c.process(w, r, toolapi.ProcessParams{Action: "list", AgentID: q.Get("agentId"), SessionKey: q.Get("sessionKey")})
+	c.process(w, r, api.ProcessParams{Action: "list", AgentID: q.Get("agentId"), SessionKey: q.Get("sessionKey")})
 }
 
 // sessionLog is a session's output (?agentId=&sessionKey=&offset=&limit=,
 // as the process tool's log action takes them).
 func (c *Console) sessionLog(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := toolapi.ProcessParams{Action: "log", SessionID: r.PathValue("id"), AgentID: q.Get("agentId"), SessionKey: q.Get("sessionKey")}
+	p := api.ProcessParams{Action: "log", SessionID: r.PathValue("id"), AgentID: q.Get("agentId"), SessionKey: q.Get("sessionKey")}
 	for name, dst := range map[string]**int{"offset": &p.Offset, "limit": &p.Limit} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -68,7 +80,7 @@ func (c *Console) sessionLog(w http.ResponseWriter, r *http.Request) {
 	c.process(w, r, p)
 }
 
-func (c *Console) process(w http.ResponseWriter, r *http.Request, p toolapi.ProcessParams) {
+func (c *Console) process(w http.ResponseWriter, r *http.Request, p api.ProcessParams) {
 	body, err := json.Marshal(p)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)

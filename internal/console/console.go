@@ -135,6 +135,7 @@ func New(opts Options) *Console {
 	m.HandleFunc("GET /ui/api/me", c.withSession(false, c.me))
 	m.HandleFunc("GET /ui/api/approvals", c.withSession(false, c.forwardGet("/v1/approvals")))
 	m.HandleFunc("GET /ui/api/nodes", c.withSession(false, c.forwardGet("/v1/nodes")))
+	m.HandleFunc("GET /ui/api/audit", c.withSession(false, c.audit))
 	m.HandleFunc("GET /ui/api/sandboxes", c.withSession(false, c.forwardGet("/v1/sandboxes")))
 	m.HandleFunc("GET /ui/api/sandboxes/{name}", c.withSession(false, c.sandbox))
 	m.HandleFunc("POST /ui/api/sandboxes/{name}/{action}", c.withSession(true, c.sandboxChange))

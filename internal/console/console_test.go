@@ -455,6 +455,38 @@ func TestSecurityLoginStaysOnItsListener(t *testing.T) {
 	}
 }
 
+// TestAuditForwardsTheNewest: the audit page asks the daemon for the
+// newest records with the page's filters only, and needs a session.
+func TestAuditForwardsTheNewest(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"seq":1,"kind":"exec.request"}`+"\n")
+	})
+	c := New(Options{API: api, Decide: &recorder{}, ToolToken: toolToken, ApproverToken: approverToken})
+	srv := httptest.NewServer(c.WithVet(func(*http.Request) error { return nil }))
+	t.Cleanup(srv.Close)
+	f := &fixture{c: c, srv: srv}
+	b := f.browser(t)
+	if st, _, _ := do(t, b, "GET", srv.URL+"/ui/api/audit", "", nil); st != http.StatusUnauthorized {
+		t.Fatalf("without a session: %d", st)
+	}
+	f.loginWithCode(t, b)
+	st, body, _ := do(t, b, "GET", srv.URL+"/ui/api/audit?agent=a1&kind=exec.request&last=99999&since=1h", "", nil)
+	if st != http.StatusOK || !strings.Contains(body, `"seq":1`) {
+		t.Fatalf("audit: %d %s", st, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "GET /v1/audit?agent=a1&kind=exec.request&last=200" {
+		t.Fatalf("API calls: %q", got)
+	}
+}
+
 // TestSandboxChangesForOperatorsOnly: pause, resume and remove reach the
 // daemon's lifecycle routes for a session that may decide only, with its
 // CSRF token; a view-only session, a forged request or an unknown action

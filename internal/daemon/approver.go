@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/envknob"
 )
 
 // ErrNotApprover is the refusal of an approval decision from a caller that
@@ -116,7 +116,7 @@ func (c approverCheck) rules(p Peer) error {
 	if own != theirs {
 		return refuse("pid %d runs in another pid namespace (a container or sandbox)", p.PID)
 	}
-	needle := []byte("\x00" + hostexec.TagEnv + "=")
+	needle := []byte("\x00" + string(envknob.RunTag) + "=")
 	pid := p.PID
 	for range maxAncestry {
 		if pid == c.self {
@@ -133,7 +133,7 @@ func (c approverCheck) rules(p Peer) error {
 		switch {
 		case err == nil:
 			if bytes.Contains(append([]byte{0}, env...), needle) {
-				return refuse("pid %d carries %s: it was started by a sandboxctl command", pid, hostexec.TagEnv)
+				return refuse("pid %d carries %s: it was started by a sandboxctl command", pid, envknob.RunTag)
 			}
 		case !errors.Is(err, os.ErrPermission):
 			return refuse("reading the environment of pid %d: %v", pid, err)

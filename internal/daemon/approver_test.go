@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/envknob"
 )
 
 // startChild starts a real process that lives until the test ends.
@@ -45,11 +45,11 @@ func TestApproverCheckRefusesDescendants(t *testing.T) {
 }
 
 func TestApproverCheckRefusesTaggedProcesses(t *testing.T) {
-	child := startChild(t, []string{"PATH=/usr/bin:/bin", hostexec.TagEnv + "=left-by-an-old-daemon"})
+	child := startChild(t, []string{"PATH=/usr/bin:/bin", string(envknob.RunTag) + "=left-by-an-old-daemon"})
 	c := approverCheck{self: notADaemon, uid: os.Geteuid(), proc: "/proc"}
 	err := c.check(Peer{PID: child.Process.Pid, UID: os.Geteuid()})
-	if !errors.Is(err, ErrNotApprover) || !strings.Contains(err.Error(), hostexec.TagEnv) {
-		t.Fatalf("a tagged process: %v, want a refusal naming %s", err, hostexec.TagEnv)
+	if !errors.Is(err, ErrNotApprover) || !strings.Contains(err.Error(), string(envknob.RunTag)) {
+		t.Fatalf("a tagged process: %v, want a refusal naming %s", err, envknob.RunTag)
 	}
 }
 
@@ -59,7 +59,7 @@ func TestApproverCheckAcceptsAPersonsProcess(t *testing.T) {
 	// runs under a sandboxctl command, where the refusal is right.
 	c := approverCheck{self: notADaemon, uid: os.Geteuid(), proc: "/proc"}
 	err := c.check(Peer{PID: os.Getpid(), UID: os.Geteuid()})
-	if _, tagged := os.LookupEnv(hostexec.TagEnv); tagged {
+	if _, tagged := os.LookupEnv(string(envknob.RunTag)); tagged {
 		if !errors.Is(err, ErrNotApprover) {
 			t.Fatalf("running under a sandboxctl command, the check passed: %v", err)
 		}

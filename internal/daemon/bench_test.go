@@ -3,7 +3,7 @@ package daemon
 import (
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // BenchmarkSocketHealth measures the bare HTTP round trip over the unix
@@ -24,11 +24,11 @@ func BenchmarkSocketHealth(b *testing.B) {
 func BenchmarkSocketExecTrue(b *testing.B) {
 	r, _ := startGatewayDaemon(b)
 	for b.Loop() {
-		res, err := r.client.Exec(b.Context(), sessions.ExecParams{Command: "true"})
+		res, err := r.client.Exec(b.Context(), api.ExecParams{Command: "true"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res.Details["status"] != sessions.StatusCompleted {
+		if res.Details.Status != api.StatusCompleted {
 			b.Fatalf("details %v", res.Details)
 		}
 	}

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestFaultClientsThatNeverRead replays issue 32 item 10: connections that
@@ -26,9 +25,9 @@ func TestFaultClientsThatNeverRead(t *testing.T) {
 		answer   = 512 << 10
 		stall    = 500 * time.Millisecond
 	)
-	tools := &fakeTools{execFunc: func(context.Context, sessions.ExecParams) (sessions.Result, error) {
+	tools := &fakeTools{execFunc: func(context.Context, api.ExecParams) (api.Result, error) {
 		// A fresh answer per call, as a real session's output is.
-		return sessions.Result{Content: []toolapi.Content{{Type: "text", Text: strings.Repeat("x", answer)}}}, nil
+		return api.Result{Content: []api.Content{{Type: "text", Text: strings.Repeat("x", answer)}}}, nil
 	}}
 	r := startServer(t, Options{Tools: tools, MaxConns: maxConns, WriteStall: stall})
 

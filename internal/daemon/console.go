@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/console"
 )
 
@@ -15,7 +15,7 @@ import (
 // rule before a login with a one-time code and before every decision: the
 // peer (`sandboxctl ui`, or a client of the socket itself) must be allowed
 // to decide approvals, and so must every process the forwarder names as
-// the browser's (apiclient.ConsoleClientPIDsHeader). A command sandboxctl
+// the browser's (api.ConsoleClientPIDsHeader). A command sandboxctl
 // started that got hold of a login link or a session cookie and uses it
 // through `sandboxctl ui` is refused like on the approval API.
 func consoleVet(check approverCheck) func(*http.Request) error {
@@ -24,7 +24,7 @@ func consoleVet(check approverCheck) func(*http.Request) error {
 		if err := check.check(p); err != nil {
 			return err
 		}
-		vals, forwarded := r.Header[http.CanonicalHeaderKey(apiclient.ConsoleClientPIDsHeader)]
+		vals, forwarded := r.Header[http.CanonicalHeaderKey(api.ConsoleClientPIDsHeader)]
 		if !forwarded {
 			return nil // the peer is the client
 		}
@@ -55,7 +55,7 @@ func consoleVet(check approverCheck) func(*http.Request) error {
 // not.
 func consoleForwardOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, forwarded := r.Header[http.CanonicalHeaderKey(apiclient.ConsoleClientPIDsHeader)]
+		_, forwarded := r.Header[http.CanonicalHeaderKey(api.ConsoleClientPIDsHeader)]
 		if forwarded && !strings.HasPrefix(path.Clean(r.URL.Path)+"/", console.Prefix) {
 			writeError(w, http.StatusForbidden, refuse("%s %s came through sandboxctl ui, which forwards the web console only", r.Method, r.URL.Path))
 			return

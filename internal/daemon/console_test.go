@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/hostexec"
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/envknob"
 )
 
 // TestConsoleVet checks the console's vet on the socket against real
@@ -18,11 +18,11 @@ import (
 // must pass the approver check; a name that is missing, empty or not a pid
 // is refused.
 func TestConsoleVet(t *testing.T) {
-	if _, tagged := os.LookupEnv(hostexec.TagEnv); tagged {
+	if _, tagged := os.LookupEnv(string(envknob.RunTag)); tagged {
 		t.Skip("this test process runs under a sandboxctl command: it is no person")
 	}
 	person := startChild(t, []string{"PATH=/usr/bin:/bin"})
-	tagged := startChild(t, []string{"PATH=/usr/bin:/bin", hostexec.TagEnv + "=a-command"})
+	tagged := startChild(t, []string{"PATH=/usr/bin:/bin", string(envknob.RunTag) + "=a-command"})
 	vet := consoleVet(approverCheck{self: notADaemon, uid: os.Geteuid(), proc: "/proc"})
 	peer := Peer{PID: os.Getpid(), UID: os.Geteuid()}
 	p, tp := strconv.Itoa(person.Process.Pid), strconv.Itoa(tagged.Process.Pid)
@@ -48,7 +48,7 @@ func TestConsoleVet(t *testing.T) {
 				r = r.WithContext(context.WithValue(r.Context(), peerKey{}, *tc.peer))
 			}
 			if tc.header != nil {
-				r.Header.Set(apiclient.ConsoleClientPIDsHeader, *tc.header)
+				r.Header.Set(api.ConsoleClientPIDsHeader, *tc.header)
 			}
 			err := vet(r)
 			if tc.ok && err != nil {
@@ -88,7 +88,7 @@ func TestSecurityForwardedRequestsReachOnlyTheConsole(t *testing.T) {
 		r := httptest.NewRequest(tc.method, "http://sandboxctl/", nil)
 		r.URL.Path = tc.path
 		if tc.forwarded {
-			r.Header.Set(apiclient.ConsoleClientPIDsHeader, "1")
+			r.Header.Set(api.ConsoleClientPIDsHeader, "1")
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

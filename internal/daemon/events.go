@@ -5,14 +5,14 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // EventJournal is the daemon's numbered event history
 // (eventjournal.Journal).
 type EventJournal interface {
-	Read(since int64, max int) (evs []toolapi.Event, last int64, gap *eventjournal.Gap, changed <-chan struct{})
+	Read(since int64, max int) (evs []api.Event, last int64, gap *eventjournal.Gap, changed <-chan struct{})
 }
 
 // eventBatch is the most events read from the journal at once.
@@ -95,19 +95,19 @@ func (s *Server) serveJournal(w http.ResponseWriter, r *http.Request) {
 
 // gapEvent tells a reader what it missed. A pinned reader is not told how
 // many events there were: they may be other agents'.
-func gapEvent(g *eventjournal.Gap, pinned bool) toolapi.Event {
-	ev := toolapi.Event{Type: toolapi.EventGap, Details: map[string]any{"since": g.Since, "oldest": g.Oldest}}
+func gapEvent(g *eventjournal.Gap, pinned bool) api.Event {
+	ev := api.Event{Type: api.EventGap, Details: api.Details{Since: new(g.Since), Oldest: new(g.Oldest)}}
 	switch {
 	case g.Reset:
 		ev.Text = fmt.Sprintf("The event journal restarted after cursor %d: events before the ones that follow were lost, how many is unknown; cursors start again.", g.Since)
-		ev.Details["reset"] = true
+		ev.Details.Reset = true
 	case pinned:
 		ev.Cursor = g.Oldest - 1
 		ev.Text = fmt.Sprintf("Events after cursor %d and before %d are no longer in the journal (it keeps the most recent); some may have been yours.", g.Since, g.Oldest)
 	default:
 		ev.Cursor = g.Oldest - 1
 		ev.Text = fmt.Sprintf("%d event(s) after cursor %d are no longer in the journal (it keeps the most recent); the next is %d.", g.Missed, g.Since, g.Oldest)
-		ev.Details["missed"] = g.Missed
+		ev.Details.Missed = new(g.Missed)
 	}
 	return ev
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
@@ -44,12 +45,12 @@ func startJournalDaemon(t *testing.T, dir string, segBytes int64, opts Options) 
 		t.Fatal(err)
 	}
 	opts.Tools, opts.Streams, opts.Journal = mgr, mgr, j
-	opts.IsInvalidInput = sessions.IsInvalidInput
+	opts.IsInvalidInput = toolapi.IsInvalidInput
 	return startServer(t, opts), mgr
 }
 
 // collect reads events until n of them arrived (or fails at the deadline).
-func collect(t *testing.T, c *apiclient.Client, q apiclient.EventsQuery, n int) []toolapi.Event {
+func collect(t *testing.T, c *apiclient.Client, q apiclient.EventsQuery, n int) []api.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -58,9 +59,9 @@ func collect(t *testing.T, c *apiclient.Client, q apiclient.EventsQuery, n int) 
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var evs []toolapi.Event
+	var evs []api.Event
 	for len(evs) < n {
-		var ev toolapi.Event
+		var ev api.Event
 		if err := st.Next(&ev); err != nil {
 			t.Fatalf("after %d of %d events: %v (%+v)", len(evs), n, err, evs)
 		}
@@ -72,18 +73,18 @@ func collect(t *testing.T, c *apiclient.Client, q apiclient.EventsQuery, n int) 
 // runBackground runs command as a background session and waits for its end.
 func runBackground(t *testing.T, c *apiclient.Client, agent, command string) string {
 	t.Helper()
-	res, err := c.Exec(t.Context(), sessions.ExecParams{Command: command, Background: true, AgentID: agent})
+	res, err := c.Exec(t.Context(), api.ExecParams{Command: command, Background: true, AgentID: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	wait := 20000.0
 	for {
-		p, err := c.Process(t.Context(), sessions.ProcessParams{Action: "poll", SessionID: id, AgentID: agent, TimeoutMs: &wait})
+		p, err := c.Process(t.Context(), api.ProcessParams{Action: "poll", SessionID: id, AgentID: agent, TimeoutMs: &wait})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Details["status"] != sessions.StatusRunning {
+		if p.Details.Status != api.StatusRunning {
 			return id
 		}
 	}
@@ -106,7 +107,7 @@ func TestRealEventsReplayFromCursor(t *testing.T) {
 			t.Errorf("event %d: %+v, want the exit of %s with cursor %d", i, ev, ids[i], i+1)
 		}
 	}
-	if code := all[1].Details["exitCode"]; code != float64(7) {
+	if code := all[1].Details.ExitCode; code != api.Code(7) {
 		t.Errorf("exit event of exit 7: exitCode %v (%+v)", code, all[1])
 	}
 	// Reconnecting with the first cursor: the two after it, nothing else.
@@ -116,7 +117,7 @@ func TestRealEventsReplayFromCursor(t *testing.T) {
 	}
 	// Only a1's: the first and the third; then a live one of a1's arrives
 	// while a2's is skipped.
-	done := make(chan []toolapi.Event, 1)
+	done := make(chan []api.Event, 1)
 	go func() { done <- collect(t, r.client, apiclient.EventsQuery{Since: &zero, Agent: "a1"}, 3) }()
 	runBackground(t, r.client, "a2", "echo skipped")
 	live := runBackground(t, r.client, "a1", "echo live")
@@ -141,10 +142,10 @@ func TestRealEventsSlowReaderMissesNothing(t *testing.T) {
 	defer st.Close()
 	const n = 600
 	for i := 0; i < n; i++ {
-		mgr.Publish(sessions.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
+		mgr.Publish(api.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
 	}
 	for i := 0; i < n; i++ {
-		var ev toolapi.Event
+		var ev api.Event
 		if err := st.Next(&ev); err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
@@ -159,12 +160,12 @@ func TestRealEventsSlowReaderMissesNothing(t *testing.T) {
 func TestRealEventsFellOffTheEnd(t *testing.T) {
 	r, mgr := startJournalDaemon(t, t.TempDir(), 2000, Options{})
 	for i := 0; i < 200; i++ {
-		mgr.Publish(sessions.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
+		mgr.Publish(api.Event{Type: "approval", Text: fmt.Sprintf("event %d", i)})
 	}
 	since := int64(5)
 	evs := collect(t, r.client, apiclient.EventsQuery{Since: &since}, 2)
 	gap, first := evs[0], evs[1]
-	if gap.Type != toolapi.EventGap || gap.Details["missed"] != float64(first.Cursor-6) || gap.Cursor != first.Cursor-1 {
+	if gap.Type != api.EventGap || *gap.Details.Missed != first.Cursor-6 || gap.Cursor != first.Cursor-1 {
 		t.Fatalf("first events after cursor 5: %+v then %+v, want a gap counting the %d missed", gap, first, first.Cursor-6)
 	}
 	if first.Cursor <= 6 {
@@ -188,12 +189,12 @@ func TestRealEventsPinnedAgent(t *testing.T) {
 	alice := tcpclient.New(base, aliceTok, nil)
 	defer alice.CloseIdleConnections()
 	for i := 0; i < 100; i++ {
-		mgr.Publish(sessions.Event{Type: "approval", AgentID: "bob", Text: fmt.Sprintf("bob %d", i)})
+		mgr.Publish(api.Event{Type: "approval", AgentID: "bob", Text: fmt.Sprintf("bob %d", i)})
 	}
-	mgr.Publish(sessions.Event{Type: "approval", AgentID: "alice", Text: "alice's"})
+	mgr.Publish(api.Event{Type: "approval", AgentID: "alice", Text: "alice's"})
 	zero := int64(0)
 	evs := collect(t, alice, apiclient.EventsQuery{Since: &zero}, 2)
-	if evs[0].Type != toolapi.EventGap || evs[0].Details["missed"] != nil {
+	if evs[0].Type != api.EventGap || evs[0].Details.Missed != nil {
 		t.Errorf("pinned gap: %+v, want a gap without a count", evs[0])
 	}
 	if evs[1].AgentID != "alice" || evs[1].Text != "alice's" {
@@ -205,11 +206,11 @@ func TestRealEventsPinnedAgent(t *testing.T) {
 		t.Errorf("alice asking for bob's events: %v, want 403", err)
 	}
 	// Bob's session is not alice's to follow, whatever agent she names.
-	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "echo secret", Background: true, AgentID: "bob"})
+	res, err := r.client.Exec(t.Context(), api.ExecParams{Command: "echo secret", Background: true, AgentID: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	if _, err := alice.SessionStream(t.Context(), "bob", "", id, 0, false); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("alice following bob's session: %v, want 404", err)
 	}

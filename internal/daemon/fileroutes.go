@@ -3,9 +3,13 @@ package daemon
 import (
 	"archive/tar"
 	"bufio"
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"net/http"
@@ -14,23 +18,21 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 )
-
-// FileRef names a path in an agent's sandbox.
-type FileRef = apiclient.FileRef
 
 // FileStore is what the files API serves from (the sandbox manager). limit
 // bounds the bytes of file content one call moves.
 type FileStore interface {
-	Stat(ctx context.Context, f FileRef) (apiclient.FileInfo, error)
-	List(ctx context.Context, f FileRef) (apiclient.FileList, error)
+	Stat(ctx context.Context, f api.FileRef) (api.FileInfo, error)
+	List(ctx context.Context, f api.FileRef) (api.FileList, error)
 	// Read writes f.Path as a tar stream named from its base name.
-	Read(ctx context.Context, f FileRef, limit int64, w io.Writer) error
+	Read(ctx context.Context, f api.FileRef, limit int64, w io.Writer) error
 	// WriteTar extracts a tar stream into the existing directory f.Path.
-	WriteTar(ctx context.Context, f FileRef, limit int64, r io.Reader) error
-	WriteFile(ctx context.Context, f FileRef, mode fs.FileMode, limit int64, r io.Reader) error
-	Remove(ctx context.Context, f FileRef) error
+	WriteTar(ctx context.Context, f api.FileRef, limit int64, r io.Reader) error
+	WriteFile(ctx context.Context, f api.FileRef, mode fs.FileMode, limit int64, r io.Reader) error
+	Remove(ctx context.Context, f api.FileRef) error
 }
 
 // FileRoutesOptions configure FileRoutes.
@@ -46,6 +48,17 @@ type FileRoutesOptions struct {
 	SpoolDir string
 	// Logf receives panics recovered on the routes' helper goroutines.
 	Logf func(format string, args ...any)
+	// Audit, when set, records every upload, download and removal with
+	// its bytes and SHA-256 (computed while streaming) once it ended;
+	// while Audit.Check fails (audit.onFailure refuse and a record could
+	// not be written) transfers are refused with 503.
+	Audit FileAudit
+}
+
+// FileAudit is the audit log as the files API uses it (audit.Log).
+type FileAudit interface {
+	audit.Recorder
+	Check() error
 }
 
 // DefaultFileMaxBytes is the default size limit of one file transfer.
@@ -90,9 +103,9 @@ type fileHandler struct {
 var ErrOtherAgent = fmt.Errorf("%w: an agent token reaches only its own agent's sandbox", cerrdefs.ErrPermissionDenied)
 
 // ref parses the query once: path required, agent checked against a pin.
-func (h *fileHandler) ref(r *http.Request) (FileRef, error) {
+func (h *fileHandler) ref(r *http.Request) (api.FileRef, error) {
 	q := r.URL.Query()
-	f := FileRef{AgentID: q.Get("agent"), SessionKey: q.Get("session"), Path: q.Get("path")}
+	f := api.FileRef{AgentID: q.Get("agent"), SessionKey: q.Get("session"), Path: q.Get("path")}
 	if f.Path == "" {
 		return f, fmt.Errorf("%w: query parameter path is required (an absolute path inside the sandbox)", cerrdefs.ErrInvalidArgument)
 	}
@@ -105,22 +118,13 @@ func (h *fileHandler) ref(r *http.Request) (FileRef, error) {
 	return f, nil
 }
 
+// status is err's status code (httpStatus), but content over the files
+// API's byte limit (resource exhausted) is 413.
 func (h *fileHandler) status(err error) int {
-	switch {
-	case cerrdefs.IsResourceExhausted(err):
+	if cerrdefs.IsResourceExhausted(err) {
 		return http.StatusRequestEntityTooLarge
-	case cerrdefs.IsInvalidArgument(err):
-		return http.StatusBadRequest
-	case cerrdefs.IsNotFound(err):
-		return http.StatusNotFound
-	case cerrdefs.IsPermissionDenied(err):
-		return http.StatusForbidden
-	case cerrdefs.IsConflict(err):
-		return http.StatusConflict
-	case h.opts.IsUnavailable != nil && h.opts.IsUnavailable(err), cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	return httpStatus(err, h.opts.IsUnavailable)
 }
 
 func (h *fileHandler) fail(w http.ResponseWriter, err error) {
@@ -130,7 +134,7 @@ func (h *fileHandler) fail(w http.ResponseWriter, err error) {
 func (h *fileHandler) stat(w http.ResponseWriter, r *http.Request) {
 	f, err := h.ref(r)
 	if err == nil {
-		var fi apiclient.FileInfo
+		var fi api.FileInfo
 		if fi, err = h.store.Stat(r.Context(), f); err == nil {
 			writeJSON(w, http.StatusOK, fi)
 			return
@@ -142,7 +146,7 @@ func (h *fileHandler) stat(w http.ResponseWriter, r *http.Request) {
 func (h *fileHandler) list(w http.ResponseWriter, r *http.Request) {
 	f, err := h.ref(r)
 	if err == nil {
-		var l apiclient.FileList
+		var l api.FileList
 		if l, err = h.store.List(r.Context(), f); err == nil {
 			writeJSON(w, http.StatusOK, l)
 			return
@@ -154,7 +158,12 @@ func (h *fileHandler) list(w http.ResponseWriter, r *http.Request) {
 func (h *fileHandler) remove(w http.ResponseWriter, r *http.Request) {
 	f, err := h.ref(r)
 	if err == nil {
-		if err = h.store.Remove(r.Context(), f); err == nil {
+		err = h.auditCheck()
+	}
+	if err == nil {
+		err = h.store.Remove(r.Context(), f)
+		h.record(r.Context(), f, audit.File{Direction: audit.DirectionRemove}, nil, err)
+		if err == nil {
 			writeJSON(w, http.StatusOK, map[string]any{"removed": f.Path})
 			return
 		}
@@ -176,6 +185,20 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, fmt.Errorf("%w: format %q: want raw or tar", cerrdefs.ErrInvalidArgument, format))
 		return
 	}
+	if err := h.auditCheck(); err != nil {
+		h.fail(w, err)
+		return
+	}
+	// What the client gets is hashed and counted as it goes.
+	out := &digestWriter{w: w, h: sha256.New()}
+	rec := audit.File{Direction: audit.DirectionOut, Format: "raw"}
+	var sent error
+	answered := false // a 200 went out: the transfer began
+	defer func() {
+		if answered {
+			h.record(r.Context(), f, rec, out, sent)
+		}
+	}()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -196,9 +219,12 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if format == "tar" {
-		w.Header().Set("Content-Type", apiclient.ContentTypeTar)
+		rec.Format = "tar"
+		w.Header().Set("Content-Type", api.ContentTypeTar)
+		answered = true
 		w.WriteHeader(http.StatusOK)
-		if _, err := io.Copy(w, br); err != nil {
+		if _, err := io.Copy(out, br); err != nil {
+			sent = err
 			panic(http.ErrAbortHandler) // the client must not take a cut stream for the whole
 		}
 		return
@@ -215,26 +241,37 @@ func (h *fileHandler) get(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// No format asked: a directory comes as tar.
-		w.Header().Set("Content-Type", apiclient.ContentTypeTar)
+		rec.Format = "tar"
+		w.Header().Set("Content-Type", api.ContentTypeTar)
+		answered = true
 		w.WriteHeader(http.StatusOK)
-		tw := tar.NewWriter(w)
+		tw := tar.NewWriter(out)
 		for ; err == nil; hdr, err = tr.Next() {
 			if werr := tw.WriteHeader(hdr); werr != nil {
+				sent = werr
 				panic(http.ErrAbortHandler)
 			}
 			if _, werr := io.Copy(tw, tr); werr != nil {
+				sent = werr
 				panic(http.ErrAbortHandler)
 			}
 		}
-		if !errors.Is(err, io.EOF) || tw.Close() != nil {
+		if !errors.Is(err, io.EOF) {
+			sent = err
+			panic(http.ErrAbortHandler)
+		}
+		if werr := tw.Close(); werr != nil {
+			sent = werr
 			panic(http.ErrAbortHandler)
 		}
 		return
 	}
-	w.Header().Set("Content-Type", apiclient.ContentTypeBinary)
+	w.Header().Set("Content-Type", api.ContentTypeBinary)
 	w.Header().Set("Content-Length", strconv.FormatInt(hdr.Size, 10))
+	answered = true
 	w.WriteHeader(http.StatusOK)
-	if n, err := io.Copy(w, tr); err != nil || n != hdr.Size {
+	if n, err := io.Copy(out, tr); err != nil || n != hdr.Size {
+		sent = cmp.Or(err, io.ErrUnexpectedEOF)
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -253,7 +290,7 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	isTar := strings.HasPrefix(r.Header.Get("Content-Type"), apiclient.ContentTypeTar)
+	isTar := strings.HasPrefix(r.Header.Get("Content-Type"), api.ContentTypeTar)
 	max := h.opts.MaxBytes
 	if isTar {
 		max += tarOverhead
@@ -271,20 +308,94 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		}
 		mode = fs.FileMode(v)
 	}
-	body, err := spoolUpload(w, r.Body, h.opts.SpoolDir, h.opts.MaxBytes, isTar)
+	if err := h.auditCheck(); err != nil {
+		h.fail(w, err)
+		return
+	}
+	// The upload is hashed and counted as it is spooled.
+	in := &digestReader{r: r.Body, h: sha256.New()}
+	body, err := spoolUpload(w, in, h.opts.SpoolDir, h.opts.MaxBytes, isTar)
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	defer body.Close()
+	rec := audit.File{Direction: audit.DirectionIn, Format: "raw"}
 	if isTar {
+		rec.Format = "tar"
 		err = h.store.WriteTar(r.Context(), f, h.opts.MaxBytes, body)
 	} else {
 		err = h.store.WriteFile(r.Context(), f, mode, h.opts.MaxBytes, body)
 	}
+	h.record(r.Context(), f, rec, in, err)
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"written": f.Path})
 }
+
+// auditCheck refuses a transfer while the audit log cannot be written
+// (audit.onFailure refuse).
+func (h *fileHandler) auditCheck() error {
+	if h.opts.Audit == nil {
+		return nil
+	}
+	return h.opts.Audit.Check()
+}
+
+// digest is the count and SHA-256 of the bytes a transfer moved.
+type digest interface {
+	sum() (int64, string)
+}
+
+// record writes the file.transfer record of a transfer that ended with
+// err (nil: it succeeded).
+func (h *fileHandler) record(ctx context.Context, f api.FileRef, rec audit.File, d digest, err error) {
+	if h.opts.Audit == nil {
+		return
+	}
+	rec.Path = f.Path
+	if d != nil {
+		rec.Bytes, rec.SHA256 = d.sum()
+	}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	_ = h.opts.Audit.Record(ctx, audit.Record{Kind: audit.KindFileTransfer, AgentID: f.AgentID, SessionKey: f.SessionKey,
+		Host: "sandbox", File: &rec})
+}
+
+// digestWriter hashes and counts what passes through it.
+type digestWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (d *digestWriter) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p)
+	d.h.Write(p[:n])
+	d.n += int64(n)
+	return n, err
+}
+
+func (d *digestWriter) sum() (int64, string) { return d.n, hex.EncodeToString(d.h.Sum(nil)) }
+
+// digestReader hashes and counts what is read through it.
+type digestReader struct {
+	r io.ReadCloser
+	h hash.Hash
+	n int64
+}
+
+func (d *digestReader) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	d.h.Write(p[:n])
+	d.n += int64(n)
+	return n, err
+}
+
+func (d *digestReader) Close() error { return d.r.Close() }
+
+func (d *digestReader) sum() (int64, string) { return d.n, hex.EncodeToString(d.h.Sum(nil)) }

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // recordingStore records which agent each call reached. A fake is fine
@@ -21,40 +21,40 @@ type recordingStore struct {
 	agents []string
 }
 
-func (s *recordingStore) saw(f FileRef) {
+func (s *recordingStore) saw(f api.FileRef) {
 	s.mu.Lock()
 	s.agents = append(s.agents, f.AgentID)
 	s.mu.Unlock()
 }
 
-func (s *recordingStore) Stat(_ context.Context, f FileRef) (apiclient.FileInfo, error) {
+func (s *recordingStore) Stat(_ context.Context, f api.FileRef) (api.FileInfo, error) {
 	s.saw(f)
-	return apiclient.FileInfo{Name: "x", Path: f.Path, Type: "file"}, nil
+	return api.FileInfo{Name: "x", Path: f.Path, Type: "file"}, nil
 }
 
-func (s *recordingStore) List(_ context.Context, f FileRef) (apiclient.FileList, error) {
+func (s *recordingStore) List(_ context.Context, f api.FileRef) (api.FileList, error) {
 	s.saw(f)
-	return apiclient.FileList{Path: f.Path}, nil
+	return api.FileList{Path: f.Path}, nil
 }
 
-func (s *recordingStore) Read(_ context.Context, f FileRef, _ int64, w io.Writer) error {
+func (s *recordingStore) Read(_ context.Context, f api.FileRef, _ int64, w io.Writer) error {
 	s.saw(f)
 	return nil
 }
 
-func (s *recordingStore) WriteTar(_ context.Context, f FileRef, _ int64, r io.Reader) error {
+func (s *recordingStore) WriteTar(_ context.Context, f api.FileRef, _ int64, r io.Reader) error {
 	s.saw(f)
 	_, err := io.Copy(io.Discard, r)
 	return err
 }
 
-func (s *recordingStore) WriteFile(_ context.Context, f FileRef, _ fs.FileMode, _ int64, r io.Reader) error {
+func (s *recordingStore) WriteFile(_ context.Context, f api.FileRef, _ fs.FileMode, _ int64, r io.Reader) error {
 	s.saw(f)
 	_, err := io.Copy(io.Discard, r)
 	return err
 }
 
-func (s *recordingStore) Remove(_ context.Context, f FileRef) error {
+func (s *recordingStore) Remove(_ context.Context, f api.FileRef) error {
 	s.saw(f)
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // StateLock is the held lock of a state directory (see LockStateDir).
@@ -43,7 +43,7 @@ func (l *StateLock) Release() {
 // The kernel drops it when the process dies, so unlike the pid file it can
 // never go stale.
 func lockStateDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, LockFileName)
+	path := filepath.Join(dir, api.LockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: open lock file: %w", err)
@@ -51,7 +51,7 @@ func lockStateDir(dir string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			if pid, perr := ReadPIDFile(dir); perr == nil {
+			if pid, perr := api.ReadPIDFile(dir); perr == nil {
 				return nil, fmt.Errorf("daemon: %w (pid %d holds %s)", ErrAlreadyRunning, pid, path)
 			}
 			return nil, fmt.Errorf("daemon: %w (%s is locked)", ErrAlreadyRunning, path)
@@ -61,14 +61,11 @@ func lockStateDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// ReadPIDFile returns the pid recorded in <stateDir>/daemon.pid.
-func ReadPIDFile(stateDir string) (int, error) { return apiclient.ReadPIDFile(stateDir) }
-
 // LoadOrCreateToken returns the TCP bearer token in <stateDir>/token,
 // generating 32 random bytes (hex) with mode 0600 when the file is missing. A
 // token file that others can read is refused rather than used.
 func LoadOrCreateToken(stateDir string) (string, error) {
-	return LoadOrCreateSecret(filepath.Join(stateDir, TokenFileName))
+	return LoadOrCreateSecret(filepath.Join(stateDir, api.TokenFileName))
 }
 
 // NodeTokenFileName holds the token node agents present to the gateway; it

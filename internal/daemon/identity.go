@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // checkIdentity refuses (409) a request whose client asks for another
@@ -20,13 +20,13 @@ func (s *Server) checkIdentity(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hash := r.Header.Get(apiclient.HeaderConfigHash)
+		hash := r.Header.Get(api.HeaderConfigHash)
 		if hash == "" || hash == own.ConfigHash || r.URL.Path == "/healthz" || r.URL.Path == "/v1/shutdown" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		file, _ := url.QueryUnescape(r.Header.Get(apiclient.HeaderConfigFile))
-		engine, _ := url.QueryUnescape(r.Header.Get(apiclient.HeaderEngine))
+		file, _ := url.QueryUnescape(r.Header.Get(api.HeaderConfigFile))
+		engine, _ := url.QueryUnescape(r.Header.Get(api.HeaderEngine))
 		writeError(w, http.StatusConflict, fmt.Errorf(
 			"the daemon for %s (pid %d) serves config %s with engine %s, but this command asks for config %s with engine %s: stop it with 'sandboxctl serve stop' (the next command starts one with its own config), or use another --state",
 			s.opts.StateDir, s.pid, describeConfig(own.ConfigFile, own.ConfigHash), describeEngine(own.Engine),

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // TestInvalidUTF8Refused replays issue 13 item 7: a command with invalid
@@ -14,9 +14,9 @@ import (
 // and run with HTTP 200. It is refused with 400 and never reaches the tools.
 func TestInvalidUTF8Refused(t *testing.T) {
 	var calls atomic.Int32
-	tools := &fakeTools{execFunc: func(context.Context, sessions.ExecParams) (sessions.Result, error) {
+	tools := &fakeTools{execFunc: func(context.Context, api.ExecParams) (api.Result, error) {
 		calls.Add(1)
-		return sessions.Result{}, nil
+		return api.Result{}, nil
 	}}
 	r := startServer(t, Options{Tools: tools})
 	for _, body := range [][]byte{

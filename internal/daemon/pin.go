@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // Pin is the agent a TCP client is held to by its agent token: its exec and
@@ -108,9 +108,9 @@ func (a agentTokens) match(token string) (string, bool) {
 // visibleTo reports whether an event belongs to the pinned agent.
 func visibleTo(p Pin, ev any) bool {
 	switch e := ev.(type) {
-	case toolapi.Event:
+	case api.Event:
 		return e.AgentID == p.AgentID
-	case *toolapi.Event:
+	case *api.Event:
 		return e != nil && e.AgentID == p.AgentID
 	}
 	return false // an event of unknown shape is nobody's

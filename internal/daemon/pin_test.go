@@ -10,9 +10,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // TestAgentTokenPinsTheClient: a TCP client with alice's agent token acts
@@ -23,23 +24,23 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 	var mu sync.Mutex
 	var gotAgents []string
 	tools := &fakeTools{
-		execFunc: func(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
+		execFunc: func(_ context.Context, p api.ExecParams) (api.Result, error) {
 			mu.Lock()
 			gotAgents = append(gotAgents, p.AgentID)
 			mu.Unlock()
-			return sessions.Result{}, nil
+			return api.Result{}, nil
 		},
-		processFunc: func(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+		processFunc: func(_ context.Context, p api.ProcessParams) (api.Result, error) {
 			mu.Lock()
 			gotAgents = append(gotAgents, p.AgentID)
 			mu.Unlock()
-			return sessions.Result{}, nil
+			return api.Result{}, nil
 		},
 	}
 	feed := []any{
-		sessions.Event{Type: "exit", AgentID: "bob", SessionID: "bob-1"},
+		api.Event{Type: "exit", AgentID: "bob", SessionID: "bob-1"},
 		map[string]any{"type": "exit", "agentId": "alice"}, // unknown shape: nobody's
-		sessions.Event{Type: "approval", AgentID: "alice", SessionID: "alice-1"},
+		api.Event{Type: "approval", AgentID: "alice", SessionID: "alice-1"},
 	}
 	events := func(ctx context.Context) <-chan any {
 		ch := make(chan any, len(feed))
@@ -60,10 +61,10 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 	alice := tcpclient.New(base, aliceTok, nil)
 	defer alice.CloseIdleConnections()
 
-	if _, err := alice.Exec(t.Context(), sessions.ExecParams{Command: "id", AgentID: "bob"}); err != nil {
+	if _, err := alice.Exec(t.Context(), api.ExecParams{Command: "id", AgentID: "bob"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.Process(t.Context(), sessions.ProcessParams{Action: "list", AgentID: "bob"}); err != nil {
+	if _, err := alice.Process(t.Context(), api.ProcessParams{Action: "list", AgentID: "bob"}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -76,7 +77,7 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev sessions.Event
+	var ev api.Event
 	if err := stream.Next(&ev); err != nil || ev.AgentID != "alice" || ev.SessionID != "alice-1" {
 		t.Fatalf("alice's first event: %+v %v (bob's must be filtered out)", ev, err)
 	}

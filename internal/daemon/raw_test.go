@@ -13,16 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // rawOutput is what a raw stream delivered.
 type rawOutput struct {
 	stdout, stderr []byte
-	next           int64                // the offset to go on from
-	exit           *toolapi.StreamFrame // nil: the stream ended first
+	next           int64            // the offset to go on from
+	exit           *api.StreamFrame // nil: the stream ended first
 	sessionID      string
 }
 
@@ -35,23 +34,23 @@ func readRaw(t *testing.T, fs *apiclient.FrameStream, o *rawOutput) {
 	for {
 		f := nextFrame(t, fs)
 		switch f.Type {
-		case toolapi.FrameStart:
+		case api.FrameStart:
 			o.sessionID = f.SessionID
-		case toolapi.FrameStatus:
-		case toolapi.FrameStdout, toolapi.FrameStderr:
+		case api.FrameStatus:
+		case api.FrameStdout, api.FrameStderr:
 			if f.Offset == nil || *f.Offset != o.next || f.Data != "" {
 				t.Fatalf("frame at %v, want %d (data %q)", f.Offset, o.next, f.Data)
 			}
 			o.next += int64(len(f.Bytes))
-			if f.Type == toolapi.FrameStdout {
+			if f.Type == api.FrameStdout {
 				o.stdout = append(o.stdout, f.Bytes...)
 			} else {
 				o.stderr = append(o.stderr, f.Bytes...)
 			}
-		case toolapi.FrameExit:
+		case api.FrameExit:
 			o.exit = &f
 			return
-		case toolapi.FrameResult:
+		case api.FrameResult:
 			return
 		default:
 			t.Fatalf("unexpected frame %+v", f)
@@ -73,7 +72,7 @@ func TestFaultRawStreamByteExact(t *testing.T) {
 		if err := os.WriteFile(src, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fs, err := r.client.ExecStream(ctx, sessions.ExecParams{Command: fmt.Sprintf("cat %s; cat %s >&2", src, src), Raw: true})
+		fs, err := r.client.ExecStream(ctx, api.ExecParams{Command: fmt.Sprintf("cat %s; cat %s >&2", src, src), Raw: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,11 +95,11 @@ func TestFaultRawStreamByteExact(t *testing.T) {
 		}
 		// A background session followed raw, its stdin written raw.
 		dst := filepath.Join(t.TempDir(), "dst")
-		res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "cat > " + dst + "; cat " + dst, Background: true, Raw: true})
+		res, err := r.client.Exec(ctx, api.ExecParams{Command: "cat > " + dst + "; cat " + dst, Background: true, Raw: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, _ := res.Details["sessionId"].(string)
+		id := res.Details.SessionID
 		for off := 0; off < n; off += 4 << 20 {
 			last := off+4<<20 >= n
 			if _, err := r.client.WriteStdin(ctx, "", "", id, data[off:min(n, off+4<<20)], last); err != nil {
@@ -119,16 +118,16 @@ func TestFaultRawStreamByteExact(t *testing.T) {
 		}
 	}
 	// A session started without raw has no raw stream.
-	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "true", Background: true})
+	res, err := r.client.Exec(ctx, api.ExecParams{Command: "true", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	var apiErr *apiclient.APIError
 	if _, err := r.client.SessionStream(ctx, "", "", id, 0, true); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
 		t.Errorf("raw stream of a session without raw output: %v, want 400", err)
 	}
-	if _, err := r.client.Exec(ctx, sessions.ExecParams{Command: "true", Raw: true}); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "raw" {
+	if _, err := r.client.Exec(ctx, api.ExecParams{Command: "true", Raw: true}); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "raw" {
 		t.Errorf("raw without stream or background: %v, want 400 on raw", err)
 	}
 }
@@ -143,13 +142,13 @@ func TestFaultRawStreamReaderHoldsCommand(t *testing.T) {
 	defer cancel()
 	const total = 64 << 20
 	done := filepath.Join(t.TempDir(), "done")
-	fs, err := r.client.ExecStream(ctx, sessions.ExecParams{Command: fmt.Sprintf("head -c %d /dev/zero; touch %s", total, done), Raw: true})
+	fs, err := r.client.ExecStream(ctx, api.ExecParams{Command: fmt.Sprintf("head -c %d /dev/zero; touch %s", total, done), Raw: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fs.Close()
 	var o rawOutput
-	if f := nextFrame(t, fs); f.Type != toolapi.FrameStart {
+	if f := nextFrame(t, fs); f.Type != api.FrameStart {
 		t.Fatalf("first frame %+v", f)
 	} else {
 		o.sessionID = f.SessionID

@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -49,7 +53,7 @@ func startGatewayDaemon(t testing.TB, tune ...func(*Options)) (*running, *sessio
 	opts := Options{
 		Tools:          mgr,
 		Streams:        mgr,
-		IsInvalidInput: sessions.IsInvalidInput,
+		IsInvalidInput: toolapi.IsInvalidInput,
 		Events: func(ctx context.Context) <-chan any {
 			in := mgr.Subscribe(ctx)
 			out := make(chan any)
@@ -71,25 +75,25 @@ func startGatewayDaemon(t testing.TB, tune ...func(*Options)) (*running, *sessio
 
 func TestRealExecRoundTrip(t *testing.T) {
 	r, _ := startGatewayDaemon(t)
-	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "echo hi; exit 3"})
+	res, err := r.client.Exec(t.Context(), api.ExecParams{Command: "echo hi; exit 3"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Details["status"] != sessions.StatusCompleted || res.Details["exitCode"] != float64(3) {
+	if res.Details.Status != api.StatusCompleted || res.Details.ExitCode != api.Code(3) {
 		t.Errorf("details = %v", res.Details)
 	}
 	if len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, "hi") {
 		t.Errorf("content = %+v", res.Content)
 	}
 	// Bad input is the caller's fault: 400 with the tool's message.
-	_, err = r.client.Exec(t.Context(), sessions.ExecParams{Command: "  "})
+	_, err = r.client.Exec(t.Context(), api.ExecParams{Command: "  "})
 	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "Provide a command to start.") {
 		t.Errorf("empty command: %v", err)
 	}
 	// An unknown session is an ordinary answer, at once.
-	pres, err := r.client.Process(t.Context(), sessions.ProcessParams{Action: "poll", SessionID: "nope"})
-	if err != nil || !errors.Is(pres.Err(), sessions.ErrNoSession) {
+	pres, err := r.client.Process(t.Context(), api.ProcessParams{Action: "poll", SessionID: "nope"})
+	if err != nil || !errors.Is(pres.Err(), api.ErrNoSession) {
 		t.Errorf("poll nope: %+v, %v", pres, err)
 	}
 }
@@ -103,16 +107,16 @@ func TestRealEventsExitOfBackgroundSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Close()
-	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "sleep 0.2; echo bye", Background: true})
+	res, err := r.client.Exec(ctx, api.ExecParams{Command: "sleep 0.2; echo bye", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
-	if res.Details["status"] != sessions.StatusRunning || id == "" {
+	id := res.Details.SessionID
+	if res.Details.Status != api.StatusRunning || id == "" {
 		t.Fatalf("background exec: %v", res.Details)
 	}
 	for {
-		var ev sessions.Event
+		var ev api.Event
 		if err := stream.Next(&ev); err != nil {
 			t.Fatalf("no exit event for %s: %v", id, err)
 		}
@@ -127,11 +131,14 @@ func TestRealEventsExitOfBackgroundSession(t *testing.T) {
 
 func TestRealShutdownKillsBackgroundProcesses(t *testing.T) {
 	r, _ := startGatewayDaemon(t)
-	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "sleep 300", Background: true})
+	res, err := r.client.Exec(t.Context(), api.ExecParams{Command: "sleep 300", Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := int(res.Details["pid"].(float64))
+	pid := 0
+	if res.Details.PID != nil {
+		pid = *res.Details.PID
+	}
 	if pid <= 0 {
 		t.Fatalf("no pid in %v", res.Details)
 	}
@@ -154,7 +161,7 @@ func TestRealShutdownEndsForegroundExec(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		yield := 60000.0
-		_, err := r.client.Exec(context.Background(), sessions.ExecParams{Command: "sleep 300", YieldMs: &yield})
+		_, err := r.client.Exec(context.Background(), api.ExecParams{Command: "sleep 300", YieldMs: &yield})
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond) // let it start

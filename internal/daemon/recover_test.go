@@ -10,8 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // TestSecurityHandlerPanicAnswers500: a deliberately panicking handler (an
@@ -25,10 +26,10 @@ func TestSecurityHandlerPanicAnswers500(t *testing.T) {
 		mu     sync.Mutex
 		logged strings.Builder
 	)
-	tools := &fakeTools{processFunc: func(context.Context, sessions.ProcessParams) (sessions.Result, error) {
+	tools := &fakeTools{processFunc: func(context.Context, api.ProcessParams) (api.Result, error) {
 		var offsets []int
 		_ = offsets[len(offsets)-1]
-		return sessions.Result{}, nil
+		return api.Result{}, nil
 	}}
 	opts := Options{Listen: "127.0.0.1:0", Token: "s3cret-token-for-tests", Tools: tools,
 		Routes:         map[string]http.Handler{"GET /v1/boom": boom},
@@ -41,7 +42,7 @@ func TestSecurityHandlerPanicAnswers500(t *testing.T) {
 	r := startServer(t, opts)
 
 	// A built-in route whose tools panic.
-	_, err := r.client.Process(t.Context(), sessions.ProcessParams{Action: "list"})
+	_, err := r.client.Process(t.Context(), api.ProcessParams{Action: "list"})
 	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusInternalServerError || !strings.Contains(apiErr.Error(), "internal error") {
 		t.Fatalf("a panicking process handler: %v, want a 500 answer", err)

@@ -20,20 +20,14 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errhttp"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/console"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
-)
-
-// Names of the daemon's files inside the state directory.
-const (
-	SocketName    = apiclient.SocketName
-	PIDFileName   = apiclient.PIDFileName
-	LockFileName  = apiclient.LockFileName
-	TokenFileName = "token"
-	LogFileName   = apiclient.LogFileName
+	"log/slog"
 )
 
 // MaxBodyBytes is the largest request body the daemon reads (1 MiB); larger
@@ -50,9 +44,6 @@ const maxSocketPath = 103
 // ErrAlreadyRunning is returned by Listen when another daemon serves the state
 // directory.
 var ErrAlreadyRunning = errors.New("a sandboxctl daemon is already running for this state directory")
-
-// SocketPath is the daemon's unix socket inside stateDir.
-func SocketPath(stateDir string) string { return apiclient.SocketPath(stateDir) }
 
 // Tools is the part of a *sessions.Manager that the daemon serves.
 type Tools interface {
@@ -81,7 +72,7 @@ type Options struct {
 	// Sessions lists the sessions of every scope (a non-empty agentID: that
 	// agent's only) for GET /v1/sessions (sessions.Manager.Sessions). Nil
 	// makes the endpoint answer 503.
-	Sessions func(agentID string) []map[string]any
+	Sessions func(agentID string) []api.Details
 	// IsInvalidInput reports errors that are the caller's fault (→ 400)
 	// beyond the containerd errdefs classes, e.g. toolapi.ErrInvalidInput.
 	IsInvalidInput func(error) bool
@@ -122,11 +113,14 @@ type Options struct {
 	// Lock is the state directory's lock, taken with LockStateDir before
 	// anything else; nil makes Listen take it. The Server releases it.
 	Lock *StateLock
+	// AuditDir is the audit log's directory, served (read-only) by GET
+	// /v1/audit to operators; "" answers 503.
+	AuditDir string
 	// Version is reported by /healthz.
 	Version string
 	// Identity is the configuration and Engine the daemon serves, reported
 	// by /healthz; a client sending another is refused (checkIdentity).
-	Identity apiclient.Identity
+	Identity api.Identity
 	// MaxConns bounds the open connections of each listener (default
 	// DefaultMaxConns); more wait in the kernel's backlog until one closes.
 	MaxConns int
@@ -138,10 +132,10 @@ type Options struct {
 	// before the tools are closed (default 2 s).
 	ShutdownGrace time.Duration
 	Logf          func(format string, args ...any)
+	// Logger, when set, gets one access-log line per request (see
+	// accessLog).
+	Logger *slog.Logger
 }
-
-// Health is the body of GET /healthz.
-type Health = apiclient.Health
 
 // Server is a listening daemon. Create it with Listen, run it with Serve.
 type Server struct {
@@ -198,8 +192,8 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s := &Server{
 		opts:     opts,
-		sockPath: SocketPath(stateDir),
-		pidPath:  filepath.Join(stateDir, PIDFileName),
+		sockPath: api.SocketPath(stateDir),
+		pidPath:  filepath.Join(stateDir, api.PIDFileName),
 		stopReq:  make(chan struct{}),
 		stopping: make(chan struct{}),
 		pid:      os.Getpid(),
@@ -277,21 +271,21 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
-	s.unixSrv = s.newHTTPServer(consoleForwardOnly(s.checkIdentity(s.routes(true))))
+	s.unixSrv = s.newHTTPServer(s.accessLog("unix", consoleForwardOnly(s.checkIdentity(s.routes(true)))))
 	s.unixSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		return withBoundedConn(withPeer(ctx, c), c)
+		return withBoundedConn(socketActor(withPeer(ctx, c)), c)
 	}
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
-		tcp.Handle("/", s.authTCP(s.checkIdentity(s.routes(false)), s.pinnedRoutes()))
+		tcp.Handle("/", s.authTCP(s.checkIdentity(withActor(audit.Actor{Via: "tcp", Token: "tool"}, s.routes(false))), s.pinnedRoutes()))
 		for pattern, h := range opts.ApprovalRoutes {
-			tcp.Handle(pattern, s.requireApproverToken(h))
+			tcp.Handle(pattern, s.requireApproverToken(withActor(audit.Actor{Via: "tcp", Token: "approver"}, h)))
 		}
 		for pattern, h := range opts.SelfAuthRoutes {
 			tcp.Handle(pattern, h)
 		}
-		tcp.Handle(console.Prefix, s.console) // its own login (see console)
-		s.tcpSrv = s.newHTTPServer(tcp)
+		tcp.Handle(console.Prefix, withActor(audit.Actor{Via: "console"}, noting(callerConsole, s.console))) // its own login (see console)
+		s.tcpSrv = s.newHTTPServer(s.accessLog("tcp", tcp))
 		s.tcpSrv.ConnContext = withBoundedConn
 		if opts.TLSCertFile != "" {
 			s.tcpSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{s.tlsCert}, MinVersion: tls.VersionTLS12}
@@ -513,7 +507,7 @@ func (s *Server) removeStaleSocket(ctx context.Context) error {
 	}
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if h, err := apiclient.NewUnixClient(s.sockPath).Health(hctx); err == nil {
+	if h, ok := probeHealth(hctx, s.sockPath); ok {
 		return fmt.Errorf("daemon: %w (pid %d answers on %s)", ErrAlreadyRunning, h.PID, s.sockPath)
 	}
 	d := net.Dialer{Timeout: time.Second}
@@ -526,6 +520,29 @@ func (s *Server) removeStaleSocket(ctx context.Context) error {
 	}
 	s.opts.Logf("removed stale socket %s", s.sockPath)
 	return nil
+}
+
+// probeHealth asks the daemon on the unix socket sockPath for its health.
+func probeHealth(ctx context.Context, sockPath string) (api.Health, bool) {
+	var h api.Health
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sockPath)
+	}}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandboxctl/healthz", nil)
+	if err != nil {
+		return h, false
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return h, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil {
+		return h, false
+	}
+	return h, h.OK
 }
 
 // listenUnixPrivate listens on path with mode 0600 and no window in which the
@@ -580,6 +597,11 @@ func (s *Server) routes(unix bool) http.Handler {
 	for pattern, h := range s.opts.Routes {
 		mux.Handle(pattern, h)
 	}
+	if !unix {
+		// Behind the daemon's token; an agent token is refused (it reaches
+		// pinnedRoutes only).
+		mux.HandleFunc("GET /v1/audit", s.handleAudit)
+	}
 	if unix {
 		// Only over the socket: whoever can reach it is the daemon's
 		// owner, while a TCP token is meant to grant tool use only.
@@ -591,8 +613,11 @@ func (s *Server) routes(unix bool) http.Handler {
 		// The console logs a browser in with a code only an approver
 		// mints (`sandboxctl ui`), and vets the processes behind every
 		// login and session request (see consoleVet).
-		mux.Handle(console.Prefix, s.console.WithVet(consoleVet(check)))
-		mux.Handle("POST "+apiclient.ConsoleLoginPath, s.requireApproverPeer(check, s.console.LoginCodeHandler()))
+		mux.Handle(console.Prefix, viaConsole(s.console.WithVet(consoleVet(check))))
+		// The audit log is the operator's: no process sandboxctl started
+		// reads it.
+		mux.Handle("GET /v1/audit", s.requireApproverPeer(check, http.HandlerFunc(s.handleAudit)))
+		mux.Handle("POST "+api.ConsoleLoginPath, s.requireApproverPeer(check, s.console.LoginCodeHandler()))
 	}
 	return mux
 }
@@ -619,7 +644,15 @@ func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, fmt.Errorf("%w over TCP: this daemon has no approver token (decide on its unix socket, or start it with an approver token)", ErrNotApprover))
 		})
 	}
-	return bearer(s.opts.ApproverToken, next)
+	return bearer(s.opts.ApproverToken, noting(callerApproverToken, next))
+}
+
+// noting notes caller for the access log, then serves next.
+func noting(caller string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noteCaller(r, caller)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // authTCP guards the TCP listener: the tool token gets every route, an
@@ -627,10 +660,12 @@ func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 // anything else 401.
 func (s *Server) authTCP(all, pinned http.Handler) http.Handler {
 	agents := newAgentTokens(s.opts.AgentTokens)
-	return bearer(s.token, all, func(w http.ResponseWriter, r *http.Request, token string) bool {
+	return bearer(s.token, noting(callerToolToken, all), func(w http.ResponseWriter, r *http.Request, token string) bool {
 		agent, ok := agents.match(token)
 		if ok {
-			pinned.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), pinKey{}, Pin{AgentID: agent})))
+			noteCaller(r, agentCaller(agent))
+			ctx := audit.WithActor(context.WithValue(r.Context(), pinKey{}, Pin{AgentID: agent}), audit.Actor{Via: "agent-token", Token: agent})
+			pinned.ServeHTTP(w, r.WithContext(ctx))
 		}
 		return ok
 	})
@@ -683,12 +718,12 @@ func bearer(token string, next http.Handler, others ...func(w http.ResponseWrite
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, Health{OK: true, PID: s.pid, Version: s.opts.Version,
+	writeJSON(w, http.StatusOK, api.Health{OK: true, PID: s.pid, Version: s.opts.Version,
 		Identity: s.opts.Identity, Socket: s.sockPath, StartedAt: s.started})
 }
 
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	var req execRequest
+	var req api.ExecRequest
 	if code, err := decodeBody(w, r, &req); err != nil {
 		writeError(w, code, err)
 		return
@@ -697,7 +732,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	p.StrictWorkdir = req.StrictWorkdir
 	p.Raw = req.Raw
 	if p.Raw && !req.Stream && !p.Background {
-		s.writeResult(w, toolapi.Result{}, &toolapi.InputError{Field: "raw", Msg: `raw: the whole output is followed by a stream: give "stream": true, or "background": true and follow GET /v1/sessions/{id}/stream?raw=1`})
+		s.writeResult(w, api.Result{}, &toolapi.InputError{Field: "raw", Msg: `raw: the whole output is followed by a stream: give "stream": true, or "background": true and follow GET /v1/sessions/{id}/stream?raw=1`})
 		return
 	}
 	if req.Cols < 0 || req.Rows < 0 || req.Cols > 1000 || req.Rows > 1000 {
@@ -717,7 +752,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
-	var p toolapi.ProcessParams
+	var p api.ProcessParams
 	if code, err := decodeBody(w, r, &p); err != nil {
 		writeError(w, code, err)
 		return
@@ -729,9 +764,9 @@ func (s *Server) handleProcess(w http.ResponseWriter, r *http.Request) {
 	s.writeResult(w, res, err)
 }
 
-func (s *Server) writeResult(w http.ResponseWriter, res toolapi.Result, err error) {
+func (s *Server) writeResult(w http.ResponseWriter, res api.Result, err error) {
 	if err != nil {
-		body := errorBody{Error: err.Error()}
+		body := api.ErrorBody{Error: err.Error()}
 		if ie := (*toolapi.InputError)(nil); errors.As(err, &ie) {
 			body.Field = ie.Field
 		}
@@ -812,24 +847,27 @@ func (s *Server) handleShutdown(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) statusFor(err error) int {
-	switch {
-	case s.opts.IsInvalidInput != nil && s.opts.IsInvalidInput(err),
-		cerrdefs.IsInvalidArgument(err):
+	if s.opts.IsInvalidInput != nil && s.opts.IsInvalidInput(err) {
 		return http.StatusBadRequest
-	case cerrdefs.IsNotFound(err):
-		return http.StatusNotFound
-	case cerrdefs.IsConflict(err), cerrdefs.IsAlreadyExists(err):
-		return http.StatusConflict
-	case cerrdefs.IsPermissionDenied(err):
-		return http.StatusForbidden
-	case cerrdefs.IsResourceExhausted(err):
-		return http.StatusTooManyRequests
-	case s.opts.IsUnavailable != nil && s.opts.IsUnavailable(err),
-		cerrdefs.IsUnavailable(err), errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
 	}
+	return httpStatus(err, s.opts.IsUnavailable)
+}
+
+// httpStatus is the status code of err's containerd errdefs class
+// (errhttp.ToHTTP), with what errhttp leaves to 500: an existing thing is
+// a conflict (409); a backend that is down (unavailable reports the
+// backend's own errors) or a caller gone is 503.
+func httpStatus(err error, unavailable func(error) bool) int {
+	if code := errhttp.ToHTTP(err); code != http.StatusInternalServerError {
+		return code
+	}
+	switch {
+	case cerrdefs.IsAlreadyExists(err):
+		return http.StatusConflict
+	case unavailable != nil && unavailable(err), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
 
 // decodeBody decodes one JSON object strictly into v and returns the status
@@ -887,7 +925,7 @@ func decodeStatus(err error) (int, error) {
 	}
 }
 
-// jsonFieldPath drops the Go names of embedded structs (execRequest embeds
+// jsonFieldPath drops the Go names of embedded structs (api.ExecRequest embeds
 // ExecParams) from a decode error's field path: JSON names are lowerCamel.
 func jsonFieldPath(path string) string {
 	for {
@@ -899,11 +937,8 @@ func jsonFieldPath(path string) string {
 	}
 }
 
-// errorBody is the body of every non-2xx answer.
-type errorBody = apiclient.ErrorBody
-
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, errorBody{Error: err.Error()})
+	writeJSON(w, code, api.ErrorBody{Error: err.Error()})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -15,30 +15,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient/tcpclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
 )
 
 // fakeTools is a func-field fake: a nil field answers with the zero value.
 type fakeTools struct {
-	execFunc    func(ctx context.Context, p sessions.ExecParams) (sessions.Result, error)
-	processFunc func(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error)
+	execFunc    func(ctx context.Context, p api.ExecParams) (api.Result, error)
+	processFunc func(ctx context.Context, p api.ProcessParams) (api.Result, error)
 	closed      atomic.Int32
 }
 
-func (f *fakeTools) Exec(ctx context.Context, p sessions.ExecParams) (sessions.Result, error) {
+func (f *fakeTools) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	if f.execFunc == nil {
-		return sessions.Result{}, nil
+		return api.Result{}, nil
 	}
 	return f.execFunc(ctx, p)
 }
 
-func (f *fakeTools) Process(ctx context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+func (f *fakeTools) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	if f.processFunc == nil {
-		return sessions.Result{}, nil
+		return api.Result{}, nil
 	}
 	return f.processFunc(ctx, p)
 }
@@ -110,7 +112,7 @@ func postRaw(t *testing.T, srv *Server, path string, body []byte) (int, string) 
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var eb errorBody
+	var eb api.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&eb)
 	return resp.StatusCode, eb.Error
 }
@@ -124,7 +126,7 @@ func TestSocketModeAndFiles(t *testing.T) {
 	if fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode = %v, want a socket with 0600", fi.Mode())
 	}
-	pid, err := ReadPIDFile(filepath.Dir(r.srv.SocketPath()))
+	pid, err := api.ReadPIDFile(filepath.Dir(r.srv.SocketPath()))
 	if err != nil || pid != os.Getpid() {
 		t.Errorf("pid file = %d, %v; want %d", pid, err, os.Getpid())
 	}
@@ -147,18 +149,18 @@ func TestHealth(t *testing.T) {
 }
 
 func TestExecRoundTripFake(t *testing.T) {
-	tools := &fakeTools{execFunc: func(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
-		return sessions.Result{
-			Content: []sessions.Content{{Type: "text", Text: "ran " + p.Command}},
-			Details: map[string]any{"status": "completed", "exitCode": 0, "agent": p.AgentID},
+	tools := &fakeTools{execFunc: func(_ context.Context, p api.ExecParams) (api.Result, error) {
+		return api.Result{
+			Content: []api.Content{{Type: "text", Text: "ran " + p.Command}},
+			Details: api.Details{Status: "completed", ExitCode: api.Code(0), AgentID: new(p.AgentID)},
 		}, nil
 	}}
 	r := startServer(t, Options{Tools: tools})
-	res, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "echo hi", AgentID: "a1"})
+	res, err := r.client.Exec(t.Context(), api.ExecParams{Command: "echo hi", AgentID: "a1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Content[0].Text != "ran echo hi" || res.Details["agent"] != "a1" {
+	if res.Content[0].Text != "ran echo hi" || res.Details.AgentID == nil || *res.Details.AgentID != "a1" {
 		t.Errorf("result = %+v", res)
 	}
 }
@@ -195,34 +197,34 @@ func TestBadRequests(t *testing.T) {
 
 func TestErrorClasses(t *testing.T) {
 	var next error
-	tools := &fakeTools{execFunc: func(context.Context, sessions.ExecParams) (sessions.Result, error) {
-		return sessions.Result{}, next
+	tools := &fakeTools{execFunc: func(context.Context, api.ExecParams) (api.Result, error) {
+		return api.Result{}, next
 	}}
 	errDown := errors.New("docker is not reachable")
 	r := startServer(t, Options{
 		Tools:          tools,
-		IsInvalidInput: func(err error) bool { return errors.Is(err, sessions.ErrInvalidInput) },
+		IsInvalidInput: func(err error) bool { return errors.Is(err, toolapi.ErrInvalidInput) },
 		IsUnavailable:  func(err error) bool { return errors.Is(err, errDown) },
 	})
 	tests := []struct {
 		err      error
 		wantCode int
 	}{
-		{&sessions.InputError{Field: "command", Msg: "Provide a command to start."}, 400},
+		{&toolapi.InputError{Field: "command", Msg: "Provide a command to start."}, 400},
 		{cerrdefs.ErrNotFound.WithMessage("gone"), 404},
 		{fmt.Errorf("exec: %w", errDown), 503},
 		{errors.New("boom"), 500},
 	}
 	for _, tc := range tests {
 		next = tc.err
-		_, err := r.client.Exec(t.Context(), sessions.ExecParams{Command: "x"})
+		_, err := r.client.Exec(t.Context(), api.ExecParams{Command: "x"})
 		var apiErr *apiclient.APIError
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != tc.wantCode || apiErr.Message != tc.err.Error() {
 			t.Errorf("%v: got %v (%#v), want %d", tc.err, err, apiErr, tc.wantCode)
 		}
 	}
-	next = &sessions.InputError{Msg: "bad"}
-	if _, err := r.client.Exec(t.Context(), sessions.ExecParams{}); !cerrdefs.IsInvalidArgument(err) {
+	next = &toolapi.InputError{Msg: "bad"}
+	if _, err := r.client.Exec(t.Context(), api.ExecParams{}); !cerrdefs.IsInvalidArgument(err) {
 		t.Errorf("400 is not ErrInvalidArgument on the client side: %v", err)
 	}
 }
@@ -278,7 +280,7 @@ func TestTCPTokenAuth(t *testing.T) {
 func TestTCPTokenFileGenerated(t *testing.T) {
 	dir := t.TempDir()
 	r := startServer(t, Options{StateDir: dir, Listen: "127.0.0.1:0"})
-	fi, err := os.Stat(filepath.Join(dir, TokenFileName))
+	fi, err := os.Stat(filepath.Join(dir, api.TokenFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +300,7 @@ func TestTCPTokenFileGenerated(t *testing.T) {
 
 func TestTokenFileTooOpenRefused(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, TokenFileName), []byte("abc\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, api.TokenFileName), []byte("abc\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadOrCreateToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
@@ -314,17 +316,17 @@ func TestSecondDaemonRefused(t *testing.T) {
 		t.Fatalf("second Listen: %v, want ErrAlreadyRunning", err)
 	}
 	// The refused daemon must not have touched the first one's files.
-	if _, err := os.Stat(SocketPath(dir)); err != nil {
+	if _, err := os.Stat(api.SocketPath(dir)); err != nil {
 		t.Errorf("socket gone after refused start: %v", err)
 	}
-	if pid, err := ReadPIDFile(dir); err != nil || pid != os.Getpid() {
+	if pid, err := api.ReadPIDFile(dir); err != nil || pid != os.Getpid() {
 		t.Errorf("pid file changed: %d %v", pid, err)
 	}
 }
 
 func TestStaleSocketRemoved(t *testing.T) {
 	dir := t.TempDir()
-	ln, err := net.Listen("unix", SocketPath(dir))
+	ln, err := net.Listen("unix", api.SocketPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +340,7 @@ func TestStaleSocketRemoved(t *testing.T) {
 
 func TestNonSocketInTheWay(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(SocketPath(dir), []byte("x"), 0o600); err != nil {
+	if err := os.WriteFile(api.SocketPath(dir), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Listen(t.Context(), Options{StateDir: dir, Tools: &fakeTools{}}); err == nil || !strings.Contains(err.Error(), "not a socket") {
@@ -362,7 +364,7 @@ func TestShutdownEndpoint(t *testing.T) {
 	if tools.closed.Load() != 1 {
 		t.Errorf("tools closed %d times, want 1", tools.closed.Load())
 	}
-	for _, name := range []string{SocketName, PIDFileName} {
+	for _, name := range []string{api.SocketName, api.PIDFileName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there after shutdown: %v", name, err)
 		}

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -18,21 +18,6 @@ import (
 // most one frame in the daemon: output waits in the session's bounded log,
 // not in a per-client buffer.
 const streamChunkBytes = 32 * 1024
-
-// execRequest is the body of POST /v1/tools/exec: the exec tool's input,
-// "stream" to get NDJSON frames as things happen instead of one result,
-// and "strictWorkdir" to refuse a workdir the tool would replace.
-type execRequest struct {
-	toolapi.ExecParams
-	Stream bool `json:"stream,omitempty"`
-	// StrictWorkdir, Cols and Rows: see toolapi.ExecParams.
-	StrictWorkdir bool `json:"strictWorkdir,omitempty"`
-	Cols          int  `json:"cols,omitempty"`
-	Rows          int  `json:"rows,omitempty"`
-	// Raw: see toolapi.ExecParams; the stream's frames are then binary
-	// (see rawFrames) and carry the command's exact bytes.
-	Raw bool `json:"raw,omitempty"`
-}
 
 // addStreamRoutes registers the session stream on mux (the exec stream is
 // part of POST /v1/tools/exec).
@@ -68,7 +53,7 @@ func (s *Server) handleSessionStdin(w http.ResponseWriter, r *http.Request) {
 	if pin, ok := PinFrom(r.Context()); ok {
 		agent = pin.AgentID
 	}
-	res, err := s.opts.Tools.Process(r.Context(), toolapi.ProcessParams{Action: "write", SessionID: r.PathValue("id"),
+	res, err := s.opts.Tools.Process(r.Context(), api.ProcessParams{Action: "write", SessionID: r.PathValue("id"),
 		Data: string(body), EOF: eof, AgentID: agent, SessionKey: q.Get("sessionKey")})
 	if err == nil && res.Err() != nil {
 		writeError(w, http.StatusNotFound, res.Err())
@@ -83,7 +68,7 @@ const rawChunkBytes = 256 * 1024
 // frameWriter writes the frames of a stream: NDJSON, or binary frames for
 // a raw stream.
 type frameWriter interface {
-	writeFrame(f toolapi.StreamFrame) error
+	writeFrame(f api.StreamFrame) error
 }
 
 // ndjson writes one frame a line and flushes it at once.
@@ -114,9 +99,9 @@ func (n *ndjson) write(v any) error {
 	return nil
 }
 
-func (n *ndjson) writeFrame(f toolapi.StreamFrame) error { return n.write(f) }
+func (n *ndjson) writeFrame(f api.StreamFrame) error { return n.write(f) }
 
-// rawFrames writes a raw stream (apiclient.ContentTypeFrames): each frame
+// rawFrames writes a raw stream (api.ContentTypeFrames): each frame
 // is a kind byte, a big-endian uint32 payload length and the payload. Kind
 // 'o' (stdout) and 'e' (stderr) carry the absolute offset of the output
 // (big-endian int64) and then the command's exact bytes; kind 'j' carries
@@ -132,24 +117,24 @@ func startRawFrames(ctx context.Context, w http.ResponseWriter) (*rawFrames, err
 		return nil, errors.New("streaming unsupported")
 	}
 	exemptFromWriteStall(ctx)
-	w.Header().Set("Content-Type", apiclient.ContentTypeFrames)
+	w.Header().Set("Content-Type", api.ContentTypeFrames)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	f.Flush()
 	return &rawFrames{w: w, f: f}, nil
 }
 
-func (r *rawFrames) writeFrame(f toolapi.StreamFrame) error {
+func (r *rawFrames) writeFrame(f api.StreamFrame) error {
 	var (
 		hdr  [13]byte
 		head []byte
 		body []byte
 	)
 	switch {
-	case (f.Type == toolapi.FrameStdout || f.Type == toolapi.FrameStderr) && f.Offset != nil:
-		hdr[0] = apiclient.FrameKindStdout
-		if f.Type == toolapi.FrameStderr {
-			hdr[0] = apiclient.FrameKindStderr
+	case (f.Type == api.FrameStdout || f.Type == api.FrameStderr) && f.Offset != nil:
+		hdr[0] = api.FrameKindStdout
+		if f.Type == api.FrameStderr {
+			hdr[0] = api.FrameKindStderr
 		}
 		binary.BigEndian.PutUint32(hdr[1:5], uint32(8+len(f.Bytes)))
 		binary.BigEndian.PutUint64(hdr[5:13], uint64(*f.Offset))
@@ -159,7 +144,7 @@ func (r *rawFrames) writeFrame(f toolapi.StreamFrame) error {
 		if err != nil {
 			return err
 		}
-		hdr[0] = apiclient.FrameKindJSON
+		hdr[0] = api.FrameKindJSON
 		binary.BigEndian.PutUint32(hdr[1:5], uint32(len(js)))
 		head, body = hdr[:5], js
 	}
@@ -226,7 +211,7 @@ func follow(ctx context.Context, out frameWriter, f toolapi.Follower, from int64
 // call without "stream" answers. Bad input and refusals that start nothing
 // get the same answers as without "stream" (an error status, or a result
 // frame alone).
-func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toolapi.ExecParams) {
+func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p api.ExecParams) {
 	raw := p.Raw
 	st := s.opts.Streams
 	if st == nil {
@@ -238,7 +223,7 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 	started := make(chan toolapi.Follower, 1)
 	execDone := make(chan struct{})
 	var (
-		res     toolapi.Result
+		res     api.Result
 		execErr error
 	)
 	go func() {
@@ -260,7 +245,7 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 	}
 	if f == nil {
 		if execErr != nil {
-			writeError(w, s.statusFor(execErr), execErr)
+			s.writeResult(w, api.Result{}, execErr) // as without "stream": the field too
 			return
 		}
 	}
@@ -303,10 +288,10 @@ func (s *Server) serveExecStream(w http.ResponseWriter, r *http.Request, p toola
 	}
 	<-execDone
 	if execErr != nil {
-		_ = out.writeFrame(toolapi.StreamFrame{Type: toolapi.FrameError, Error: execErr.Error()})
+		_ = out.writeFrame(api.StreamFrame{Type: api.FrameError, Error: execErr.Error()})
 		return
 	}
-	_ = out.writeFrame(toolapi.StreamFrame{Type: toolapi.FrameResult, Result: &res})
+	_ = out.writeFrame(api.StreamFrame{Type: api.FrameResult, Result: &res})
 }
 
 // handleSessionStream follows a backgrounded session from ?from=OFFSET
@@ -350,7 +335,7 @@ func (s *Server) handleSessionStream(w http.ResponseWriter, r *http.Request) {
 	f, err := follower(agent, q.Get("sessionKey"), r.PathValue("id"))
 	if err != nil {
 		code := s.statusFor(err)
-		if errors.Is(err, toolapi.ErrNoSession) {
+		if errors.Is(err, api.ErrNoSession) {
 			code = http.StatusNotFound
 		}
 		writeError(w, code, err)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,13 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // nextFrame reads one frame or fails the test.
-func nextFrame(t *testing.T, fs *apiclient.FrameStream) toolapi.StreamFrame {
+func nextFrame(t *testing.T, fs *apiclient.FrameStream) api.StreamFrame {
 	t.Helper()
 	f, err := fs.Next()
 	if err != nil {
@@ -40,13 +40,13 @@ func TestRealExecStreamLive(t *testing.T) {
 	m1, m2 := filepath.Join(dir, "1"), filepath.Join(dir, "2")
 	waitFor := func(m string) string { return fmt.Sprintf("while [ ! -e %s ]; do sleep 0.02; done", m) }
 	cmd := fmt.Sprintf("echo line 1; %s; echo line 2 >&2; %s; echo line 3; exit 9", waitFor(m1), waitFor(m2))
-	fs, err := r.client.ExecStream(ctx, sessions.ExecParams{Command: cmd})
+	fs, err := r.client.ExecStream(ctx, api.ExecParams{Command: cmd})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fs.Close()
 	start := nextFrame(t, fs)
-	if start.Type != toolapi.FrameStart || start.SessionID == "" || start.PID <= 0 {
+	if start.Type != api.FrameStart || start.SessionID == "" || start.PID <= 0 {
 		t.Fatalf("first frame %+v, want start with session id and pid", start)
 	}
 	// Each line arrives while the command is blocked until the test saw it.
@@ -64,15 +64,15 @@ func TestRealExecStreamLive(t *testing.T) {
 		}
 	}
 	var out string
-	var exit, result *toolapi.StreamFrame
+	var exit, result *api.StreamFrame
 	for result == nil {
 		f := nextFrame(t, fs)
 		switch f.Type {
-		case toolapi.FrameStdout:
+		case api.FrameStdout:
 			out += f.Data
-		case toolapi.FrameExit:
+		case api.FrameExit:
 			exit = &f
-		case toolapi.FrameResult:
+		case api.FrameResult:
 			result = &f
 		default:
 			t.Fatalf("unexpected frame %+v", f)
@@ -81,29 +81,44 @@ func TestRealExecStreamLive(t *testing.T) {
 	if out != "line 3\n" {
 		t.Errorf("last output %q, want \"line 3\\n\"", out)
 	}
-	if exit == nil || exit.Status != sessions.StatusCompleted || exit.ExitCode == nil || *exit.ExitCode != 9 {
+	if exit == nil || exit.Status != api.StatusCompleted || exit.ExitCode == nil || *exit.ExitCode != 9 {
 		t.Errorf("exit frame %+v, want completed with code 9", exit)
 	}
 	if _, err := fs.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the result: %v, want the end of the stream", err)
 	}
 	// The result is the plain call's: same fields, same text.
-	plain, err := r.client.Exec(ctx, sessions.ExecParams{Command: "echo line 1; echo line 2; echo line 3; exit 9"})
+	plain, err := r.client.Exec(ctx, api.ExecParams{Command: "echo line 1; echo line 2; echo line 3; exit 9"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := result.Result
-	if keys(res.Details) != keys(plain.Details) {
-		t.Errorf("result details keys %s, plain call %s", keys(res.Details), keys(plain.Details))
+	got, want := wireDetails(t, res.Details), wireDetails(t, plain.Details)
+	if keys(got) != keys(want) {
+		t.Errorf("result details keys %s, plain call %s", keys(got), keys(want))
 	}
 	for _, k := range []string{"status", "exitCode", "aggregated", "cwd"} {
-		if fmt.Sprint(res.Details[k]) != fmt.Sprint(plain.Details[k]) {
-			t.Errorf("result details[%s] = %v, plain call %v", k, res.Details[k], plain.Details[k])
+		if fmt.Sprint(got[k]) != fmt.Sprint(want[k]) {
+			t.Errorf("result details[%s] = %v, plain call %v", k, got[k], want[k])
 		}
 	}
 	if len(res.Content) != 1 || res.Content[0].Text != plain.Content[0].Text {
 		t.Errorf("result content %+v, plain call %+v", res.Content, plain.Content)
 	}
+}
+
+// wireDetails is details' JSON object, as a client sees it.
+func wireDetails(t *testing.T, d api.Details) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func keys(m map[string]any) string {
@@ -118,7 +133,7 @@ func keys(m map[string]any) string {
 // TestRealExecStreamBadInput: bad input is the same 400 as without stream.
 func TestRealExecStreamBadInput(t *testing.T) {
 	r, _ := startGatewayDaemon(t)
-	_, err := r.client.ExecStream(t.Context(), sessions.ExecParams{Command: " "})
+	_, err := r.client.ExecStream(t.Context(), api.ExecParams{Command: " "})
 	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "Provide a command to start.") {
 		t.Errorf("empty command: %v", err)
@@ -131,21 +146,21 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 	r, _ := startGatewayDaemon(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: "printf abc; printf def; exit 4", Background: true, AgentID: "a1", SessionKey: "k"})
+	res, err := r.client.Exec(ctx, api.ExecParams{Command: "printf abc; printf def; exit 4", Background: true, AgentID: "a1", SessionKey: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	// read follows the session from offset from: its output, checking
 	// that each frame starts where the previous one ended.
-	read := func(from int64) (string, toolapi.StreamFrame) {
+	read := func(from int64) (string, api.StreamFrame) {
 		t.Helper()
 		fs, err := r.client.SessionStream(ctx, "a1", "k", id, from, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer fs.Close()
-		if f := nextFrame(t, fs); f.Type != toolapi.FrameStart || f.SessionID != id {
+		if f := nextFrame(t, fs); f.Type != api.FrameStart || f.SessionID != id {
 			t.Fatalf("first frame %+v", f)
 		}
 		var b strings.Builder
@@ -153,13 +168,13 @@ func TestRealSessionStreamFromOffset(t *testing.T) {
 		for {
 			f := nextFrame(t, fs)
 			switch f.Type {
-			case toolapi.FrameStdout:
+			case api.FrameStdout:
 				if *f.Offset != next {
 					t.Errorf("frame at %d, want %d", *f.Offset, next)
 				}
 				next = *f.Offset + int64(len(f.Data))
 				b.WriteString(f.Data)
-			case toolapi.FrameExit:
+			case api.FrameExit:
 				return b.String(), f
 			default:
 				t.Errorf("unexpected frame %+v", f)
@@ -206,17 +221,17 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	const total = 64 << 20
-	res, err := r.client.Exec(ctx, sessions.ExecParams{Command: fmt.Sprintf("sleep 0.5; head -c %d /dev/zero | tr '\\0' x", total), Background: true})
+	res, err := r.client.Exec(ctx, api.ExecParams{Command: fmt.Sprintf("sleep 0.5; head -c %d /dev/zero | tr '\\0' x", total), Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
+	id := res.Details.SessionID
 	fs, err := r.client.SessionStream(ctx, "", "", id, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	if f := nextFrame(t, fs); f.Type != toolapi.FrameStart {
+	if f := nextFrame(t, fs); f.Type != api.FrameStart {
 		t.Fatalf("first frame %+v", f)
 	}
 	runtime.GC()
@@ -225,11 +240,11 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 	// Stall: read nothing until the command has ended.
 	wait := 30000.0
 	for {
-		p, err := r.client.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &wait})
+		p, err := r.client.Process(ctx, api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: &wait})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Details["status"] != sessions.StatusRunning {
+		if p.Details.Status != api.StatusRunning {
 			break
 		}
 	}
@@ -245,12 +260,12 @@ func TestRealSessionStreamSlowReader(t *testing.T) {
 	for {
 		f := nextFrame(t, fs)
 		switch f.Type {
-		case toolapi.FrameDropped:
+		case api.FrameDropped:
 			lost += f.Lost
-		case toolapi.FrameStdout:
+		case api.FrameStdout:
 			got += int64(len(f.Data))
 		}
-		if f.Type == toolapi.FrameExit {
+		if f.Type == api.FrameExit {
 			break
 		}
 	}

@@ -10,11 +10,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/sandboxctl/sandboxctl/envknob"
 )
-
-// SkipEnv, set to 1, turns a missing Engine into a skip, for a developer's
-// run of the unit tests on a machine without Docker. It is refused under CI.
-const SkipEnv = "SANDBOXCTL_SKIP_DOCKER"
 
 // Require returns a client of the Engine the environment names
 // (DOCKER_HOST, else the default socket), closed when the test ends, after
@@ -29,10 +26,10 @@ func Require(tb testing.TB, images ...string) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		if os.Getenv(SkipEnv) == "1" && os.Getenv("CI") == "" {
-			tb.Skipf("no Docker Engine answers (%v) and %s=1", err, SkipEnv)
+		if os.Getenv(string(envknob.SkipDocker)) == "1" && os.Getenv("CI") == "" {
+			tb.Skipf("no Docker Engine answers (%v) and %s=1", err, envknob.SkipDocker)
 		}
-		tb.Fatalf("no Docker Engine answers: %v (run `make docker-up`, or `make test`, which starts one; %s=1 skips Docker tests outside CI)", err, SkipEnv)
+		tb.Fatalf("no Docker Engine answers: %v (run `make docker-up`, or `make test`, which starts one; %s=1 skips Docker tests outside CI)", err, envknob.SkipDocker)
 	}
 	for _, img := range images {
 		if _, err := cli.ImageInspect(ctx, img); err != nil {

@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // File names of the two segments inside the journal's directory.
@@ -37,8 +37,8 @@ type Journal struct {
 	mu      sync.Mutex
 	f       *os.File // the current segment, appended to
 	size    int64    // bytes in the current segment
-	old     []toolapi.Event
-	cur     []toolapi.Event
+	old     []api.Event
+	cur     []api.Event
 	next    int64         // the cursor of the next event (cursors start at 1)
 	changed chan struct{} // closed on the next append
 	closed  bool
@@ -63,7 +63,7 @@ func Open(dir string, segBytes int64) (*Journal, error) {
 	if j.cur, j.size, err = load(filepath.Join(dir, CurrentName)); err != nil {
 		return nil, err
 	}
-	for _, seg := range [][]toolapi.Event{j.old, j.cur} {
+	for _, seg := range [][]api.Event{j.old, j.cur} {
 		if n := len(seg); n > 0 && seg[n-1].Cursor >= j.next {
 			j.next = seg[n-1].Cursor + 1
 		}
@@ -81,7 +81,7 @@ func Open(dir string, segBytes int64) (*Journal, error) {
 
 // load reads a segment: its events in order and the size of its complete
 // lines (a last line without its newline was cut by a crash).
-func load(path string) ([]toolapi.Event, int64, error) {
+func load(path string) ([]api.Event, int64, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, nil
@@ -89,11 +89,11 @@ func load(path string) ([]toolapi.Event, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("event journal: %w", err)
 	}
-	var evs []toolapi.Event
+	var evs []api.Event
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), len(data)+1)
 	for sc.Scan() {
-		var ev toolapi.Event
+		var ev api.Event
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Cursor <= 0 {
 			continue
 		}
@@ -108,7 +108,7 @@ func load(path string) ([]toolapi.Event, int64, error) {
 // Append gives ev the next cursor, writes it and returns it. The event is
 // kept (and readers are woken) even when the write fails; the error says
 // it will not survive a restart.
-func (j *Journal) Append(ev toolapi.Event) (toolapi.Event, error) {
+func (j *Journal) Append(ev api.Event) (api.Event, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	ev.Cursor = j.next
@@ -174,7 +174,7 @@ type Gap struct {
 // the cursor of the newest event (0 when none was ever written); a Gap when
 // events after since are no longer held; and a channel closed on the next
 // append.
-func (j *Journal) Read(since int64, max int) (evs []toolapi.Event, last int64, gap *Gap, changed <-chan struct{}) {
+func (j *Journal) Read(since int64, max int) (evs []api.Event, last int64, gap *Gap, changed <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	last = j.next - 1
@@ -193,7 +193,7 @@ func (j *Journal) Read(since int64, max int) (evs []toolapi.Event, last int64, g
 	case since+1 < oldest:
 		gap = &Gap{Since: since, Oldest: oldest, Missed: oldest - since - 1}
 	}
-	for _, seg := range [][]toolapi.Event{j.old, j.cur} {
+	for _, seg := range [][]api.Event{j.old, j.cur} {
 		for _, ev := range seg {
 			if len(evs) >= max {
 				return evs, last, gap, changed

@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 func appendN(t *testing.T, j *Journal, n int, agent string) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		if _, err := j.Append(toolapi.Event{Type: "exit", AgentID: agent, Text: fmt.Sprintf("event %d", i)}); err != nil {
+		if _, err := j.Append(api.Event{Type: "exit", AgentID: agent, Text: fmt.Sprintf("event %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,7 +38,7 @@ func TestCursorsReplayAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	ev, err := j.Append(toolapi.Event{Type: "exit"})
+	ev, err := j.Append(api.Event{Type: "exit"})
 	if err != nil || ev.Cursor != 6 {
 		t.Fatalf("after restart: cursor %d, %v; want 6", ev.Cursor, err)
 	}

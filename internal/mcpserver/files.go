@@ -14,8 +14,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // MaxReadBytes bounds what read_file returns and write_file takes: larger
@@ -27,9 +27,9 @@ const MaxReadBytes = 1 << 20
 type Files interface {
 	// ReadFile returns the content of a regular file, failing with
 	// cerrdefs.ErrResourceExhausted beyond limit bytes.
-	ReadFile(ctx context.Context, f apiclient.FileRef, limit int64) ([]byte, error)
-	WriteFile(ctx context.Context, f apiclient.FileRef, data []byte) error
-	ListFiles(ctx context.Context, f apiclient.FileRef) (apiclient.FileList, error)
+	ReadFile(ctx context.Context, f api.FileRef, limit int64) ([]byte, error)
+	WriteFile(ctx context.Context, f api.FileRef, data []byte) error
+	ListFiles(ctx context.Context, f api.FileRef) (api.FileList, error)
 }
 
 // ReadFileParams is the input of read_file.
@@ -60,11 +60,11 @@ var fileFields = map[string]string{
 }
 
 func addFileTools(s *mcp.Server, files Files, id Identity) {
-	ref := func(p, agent, session string) apiclient.FileRef {
+	ref := func(p, agent, session string) api.FileRef {
 		if id.pinned() {
 			agent, session = id.AgentID, id.SessionKey
 		}
-		return apiclient.FileRef{AgentID: agent, SessionKey: session, Path: p}
+		return api.FileRef{AgentID: agent, SessionKey: session, Path: p}
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Annotations: &mcp.ToolAnnotations{Title: "Read a file", ReadOnlyHint: true, OpenWorldHint: hint(false)},
 		Description: fmt.Sprintf("Read a file of the agent's sandbox (at most %d bytes). Text (UTF-8 without NUL bytes) comes as is; anything else as base64.", MaxReadBytes),
@@ -134,14 +134,14 @@ func addFileTools(s *mcp.Server, files Files, id Identity) {
 }
 
 func toolError(err error) (*mcp.CallToolResult, any, error) {
-	return toMCP(toolapi.Result{}, err)
+	return toMCP(api.Result{}, err)
 }
 
 // ClientFiles reaches the files API through a daemon client.
 type ClientFiles struct{ C *apiclient.Client }
 
 // ReadFile downloads f.Path's content.
-func (c ClientFiles) ReadFile(ctx context.Context, f apiclient.FileRef, limit int64) ([]byte, error) {
+func (c ClientFiles) ReadFile(ctx context.Context, f api.FileRef, limit int64) ([]byte, error) {
 	rc, err := c.C.Download(ctx, f)
 	if err != nil {
 		return nil, err
@@ -151,12 +151,12 @@ func (c ClientFiles) ReadFile(ctx context.Context, f apiclient.FileRef, limit in
 }
 
 // WriteFile uploads data to f.Path.
-func (c ClientFiles) WriteFile(ctx context.Context, f apiclient.FileRef, data []byte) error {
+func (c ClientFiles) WriteFile(ctx context.Context, f api.FileRef, data []byte) error {
 	return c.C.Upload(ctx, f, 0, bytes.NewReader(data), int64(len(data)))
 }
 
 // ListFiles lists f.Path.
-func (c ClientFiles) ListFiles(ctx context.Context, f apiclient.FileRef) (apiclient.FileList, error) {
+func (c ClientFiles) ListFiles(ctx context.Context, f api.FileRef) (api.FileList, error) {
 	return c.C.ListFiles(ctx, f)
 }
 

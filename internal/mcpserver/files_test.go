@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
@@ -19,7 +20,7 @@ import (
 // test is the MCP mapping and pinning, not file storage).
 type memFiles map[string][]byte
 
-func (m memFiles) ReadFile(_ context.Context, f apiclient.FileRef, limit int64) ([]byte, error) {
+func (m memFiles) ReadFile(_ context.Context, f api.FileRef, limit int64) ([]byte, error) {
 	b, ok := m[f.AgentID+":"+f.Path]
 	if !ok {
 		return nil, &apiclient.APIError{StatusCode: 404, Message: "no such file"}
@@ -27,16 +28,16 @@ func (m memFiles) ReadFile(_ context.Context, f apiclient.FileRef, limit int64) 
 	return readLimited(bytes.NewReader(b), f.Path, limit)
 }
 
-func (m memFiles) WriteFile(_ context.Context, f apiclient.FileRef, data []byte) error {
+func (m memFiles) WriteFile(_ context.Context, f api.FileRef, data []byte) error {
 	m[f.AgentID+":"+f.Path] = data
 	return nil
 }
 
-func (m memFiles) ListFiles(_ context.Context, f apiclient.FileRef) (apiclient.FileList, error) {
-	l := apiclient.FileList{Path: f.Path}
+func (m memFiles) ListFiles(_ context.Context, f api.FileRef) (api.FileList, error) {
+	l := api.FileList{Path: f.Path}
 	for k := range m {
 		if agent, p, _ := strings.Cut(k, ":"); agent == f.AgentID && strings.HasPrefix(p, f.Path+"/") {
-			l.Entries = append(l.Entries, apiclient.FileInfo{Name: strings.TrimPrefix(p, f.Path+"/"), Type: "file"})
+			l.Entries = append(l.Entries, api.FileInfo{Name: strings.TrimPrefix(p, f.Path+"/"), Type: "file"})
 		}
 	}
 	return l, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -87,7 +88,7 @@ var enums = map[string][]string{
 	"host":     vocab.HostNames(),
 	"security": vocab.SecurityNames(),
 	"ask":      vocab.AskNames(),
-	"action":   toolapi.ProcessActions,
+	"action":   api.ProcessActions,
 	"encoding": {"utf-8", "base64"},
 }
 
@@ -171,10 +172,10 @@ func New(tools Tools, id Identity, opts Options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "sandboxctl", Version: opts.Version}, nil)
 	s.AddReceivingMiddleware(recoverPanics(opts.Logf))
 	mcp.AddTool(s, &mcp.Tool{Name: "exec", Description: execDescription, Annotations: execAnnotations,
-		InputSchema: schemaFor[toolapi.ExecParams](execFields, id, opts.Policy.choicesFor(id))},
-		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ExecParams) (*mcp.CallToolResult, any, error) {
+		InputSchema: schemaFor[api.ExecParams](execFields, id, opts.Policy.choicesFor(id))},
+		func(ctx context.Context, req *mcp.CallToolRequest, in api.ExecParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, execFields); err != nil {
-				return toMCP(toolapi.Result{}, err)
+				return toMCP(api.Result{}, err)
 			}
 			if id.pinned() {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
@@ -183,10 +184,10 @@ func New(tools Tools, id Identity, opts Options) *mcp.Server {
 			return toMCP(res, err)
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "process", Description: processDescription, Annotations: processAnnotations,
-		InputSchema: schemaFor[toolapi.ProcessParams](processFields, id, allChoices)},
-		func(ctx context.Context, req *mcp.CallToolRequest, in toolapi.ProcessParams) (*mcp.CallToolResult, any, error) {
+		InputSchema: schemaFor[api.ProcessParams](processFields, id, allChoices)},
+		func(ctx context.Context, req *mcp.CallToolRequest, in api.ProcessParams) (*mcp.CallToolResult, any, error) {
 			if err := checkArgs(req, processFields); err != nil {
-				return toMCP(toolapi.Result{}, err)
+				return toMCP(api.Result{}, err)
 			}
 			if id.pinned() {
 				in.AgentID, in.SessionKey = id.AgentID, id.SessionKey
@@ -248,7 +249,7 @@ func checkArgs(req *mcp.CallToolRequest, fields map[string]string) error {
 // toMCP maps a tool result to MCP: the text content, and details as the
 // structured content. Bad input is a tool error the model can read and
 // correct, not a protocol error.
-func toMCP(res toolapi.Result, err error) (*mcp.CallToolResult, any, error) {
+func toMCP(res api.Result, err error) (*mcp.CallToolResult, any, error) {
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, nil, err
@@ -259,7 +260,7 @@ func toMCP(res toolapi.Result, err error) (*mcp.CallToolResult, any, error) {
 	for _, c := range res.Content {
 		out.Content = append(out.Content, &mcp.TextContent{Text: c.Text})
 	}
-	if status, _ := res.Details["status"].(string); status == toolapi.StatusDenied {
+	if res.Details.Status == api.StatusDenied {
 		out.IsError = true
 	}
 	return out, nil, nil

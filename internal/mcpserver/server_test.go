@@ -8,39 +8,41 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/vocab"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // recordingTools answers like a Manager and records what reached it. A fake
 // is fine here: the claim under test is the MCP mapping, not execution.
 type recordingTools struct {
 	mu    sync.Mutex
-	execs []sessions.ExecParams
-	procs []sessions.ProcessParams
+	execs []api.ExecParams
+	procs []api.ProcessParams
 }
 
-func (r *recordingTools) Exec(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
+func (r *recordingTools) Exec(_ context.Context, p api.ExecParams) (api.Result, error) {
 	r.mu.Lock()
 	r.execs = append(r.execs, p)
 	r.mu.Unlock()
 	if strings.TrimSpace(p.Command) == "" {
-		return sessions.Result{}, fmt.Errorf("%w: Provide a command to start.", sessions.ErrInvalidInput)
+		return api.Result{}, fmt.Errorf("%w: Provide a command to start.", toolapi.ErrInvalidInput)
 	}
-	return sessions.Result{
-		Content: []sessions.Content{{Type: "text", Text: "hi\n"}},
-		Details: map[string]any{"status": "completed", "exitCode": 0, "aggregated": "hi\n"},
+	return api.Result{
+		Content: []api.Content{{Type: "text", Text: "hi\n"}},
+		Details: api.Details{Status: "completed", ExitCode: api.Code(0), Aggregated: new("hi\n")},
 	}, nil
 }
 
-func (r *recordingTools) Process(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
+func (r *recordingTools) Process(_ context.Context, p api.ProcessParams) (api.Result, error) {
 	r.mu.Lock()
 	r.procs = append(r.procs, p)
 	r.mu.Unlock()
-	return sessions.Result{Content: []sessions.Content{{Type: "text", Text: "No session found for " + p.SessionID}},
-		Details: map[string]any{"status": "failed", "error": "not_found"}}, nil
+	return api.Result{Content: []api.Content{{Type: "text", Text: "No session found for " + p.SessionID}},
+		Details: api.Details{Status: "failed", Error: "not_found"}}, nil
 }
 
 func connect(t *testing.T, tools Tools, id Identity) *mcp.ClientSession {
@@ -229,10 +231,10 @@ func TestPinnedRefusesUnknownFields(t *testing.T) {
 // panickingTools panics in Process: the injected fault of a handler bug.
 type panickingTools struct{ recordingTools }
 
-func (*panickingTools) Process(context.Context, sessions.ProcessParams) (sessions.Result, error) {
+func (*panickingTools) Process(context.Context, api.ProcessParams) (api.Result, error) {
 	var s []string
 	_ = s[len(s)-1] // index out of range, like the log window overflow of issue 25
-	return sessions.Result{}, nil
+	return api.Result{}, nil
 }
 
 // TestSecurityMCPHandlerPanicRecovered: a panic in a tool handler runs on

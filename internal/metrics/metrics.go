@@ -19,13 +19,17 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
+	"runtime"
 )
 
 // Tools is the tool contract (toolapi.Tools).
@@ -40,8 +44,8 @@ const (
 )
 
 // execStatuses are the status label values of sandboxctl_exec_total.
-var execStatuses = []string{toolapi.StatusCompleted, toolapi.StatusFailed, toolapi.StatusRunning,
-	toolapi.StatusApprovalPending, toolapi.StatusDenied, valueInvalid, valueError, valueOther}
+var execStatuses = []string{api.StatusCompleted, api.StatusFailed, api.StatusRunning,
+	api.StatusApprovalPending, api.StatusDenied, valueInvalid, valueError, valueOther}
 
 // processOutcomes are the outcome label values of sandboxctl_process_total.
 var processOutcomes = []string{"ok", "not_found", valueInvalid, valueError}
@@ -51,6 +55,9 @@ var fallbackOps = []string{"exec", "files"}
 
 // Sources are read at scrape time; nil ones are not reported.
 type Sources struct {
+	// Version is the daemon's version, reported by sandboxctl_build_info
+	// with the Go version it was built with.
+	Version string
 	// Sandboxes lists the managed sandboxes.
 	Sandboxes func(ctx context.Context) ([]sandbox.Info, error)
 	// RunningSessions counts the sessions not yet finished.
@@ -73,9 +80,28 @@ type Set struct {
 	engineErrs  *prometheus.CounterVec
 	createDur   prometheus.Histogram
 	buildDur    prometheus.Histogram
+	commandDur  *prometheus.HistogramVec
+	approvals   *prometheus.CounterVec
+	approvalDur *prometheus.HistogramVec
+	warmPool    *prometheus.CounterVec
 }
 
-var _ sandbox.Observer = (*Set)(nil)
+var (
+	_ sandbox.Observer  = (*Set)(nil)
+	_ sessions.Observer = (*Set)(nil)
+)
+
+// commandStatuses are the status label values of
+// sandboxctl_command_run_seconds.
+var commandStatuses = []string{api.StatusCompleted, api.StatusFailed}
+
+// approvalDecisions and approvalDeciders are the label values of the
+// approval metrics: the verdict, and who gave it (a human, or askFallback
+// when the request expired).
+var (
+	approvalDecisions = []string{string(vocab.DecisionRun), string(vocab.DecisionDeny)}
+	approvalDeciders  = []string{"human", "fallback"}
+)
 
 // Instrumented wraps Tools and records calls, outcomes and latencies.
 type Instrumented struct {
@@ -90,6 +116,15 @@ func New(next Tools) *Instrumented { return NewSet().Wrap(next, Sources{}) }
 // src. Call it once.
 func (in *Set) Wrap(next Tools, src Sources) *Instrumented {
 	in.registry.MustRegister(&sourceCollector{src: src})
+	version := src.Version
+	if version == "" {
+		version = "dev"
+	}
+	in.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "sandboxctl_build_info",
+		Help:        "Always 1, labelled with the daemon's version and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	}, func() float64 { return 1 }))
 	return &Instrumented{Set: in, next: next}
 }
 
@@ -136,6 +171,24 @@ func NewSet() *Set {
 			Help:    "Time to build a supervised sandbox image.",
 			Buckets: []float64{.5, 1, 2, 5, 10, 30, 60, 120, 300},
 		}),
+		commandDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sandboxctl_command_run_seconds",
+			Help:    "Run time of commands, from the exec call to their end (an approved command's wait for approval included), by host and status (completed, failed).",
+			Buckets: []float64{.1, 1, 10, 60, 600, 3600},
+		}, []string{"host", "status"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandboxctl_approval_decisions_total",
+			Help: "Decided approval requests of sessions, by decision (run, deny) and by whom (human; fallback: askFallback when the request expired).",
+		}, []string{"decision", "by"}),
+		approvalDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sandboxctl_approval_decision_seconds",
+			Help:    "Time from an approval request to its decision, by decision and by whom.",
+			Buckets: []float64{5, 30, 120, 600, 3600},
+		}, []string{"decision", "by"}),
+		warmPool: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandboxctl_warm_pool_total",
+			Help: "New sandboxes with a warm pool configured, by result: hit (taken from the pool) or miss (created).",
+		}, []string{"result"}),
 	}
 	// Every series of the fixed sets exists from the start.
 	for _, h := range hosts {
@@ -144,7 +197,7 @@ func NewSet() *Set {
 			in.execs.WithLabelValues(h, s)
 		}
 	}
-	for _, a := range append(slices.Clone(toolapi.ProcessActions), valueInvalid) {
+	for _, a := range append(slices.Clone(api.ProcessActions), valueInvalid) {
 		for _, o := range processOutcomes {
 			in.procs.WithLabelValues(a, o)
 		}
@@ -158,7 +211,22 @@ func NewSet() *Set {
 	for _, c := range sandbox.EngineErrorClasses {
 		in.engineErrs.WithLabelValues(c)
 	}
+	for _, h := range vocab.HostNames() {
+		for _, s := range commandStatuses {
+			in.commandDur.WithLabelValues(h, s)
+		}
+	}
+	for _, d := range approvalDecisions {
+		for _, by := range approvalDeciders {
+			in.approvals.WithLabelValues(d, by)
+			in.approvalDur.WithLabelValues(d, by)
+		}
+	}
+	for _, r := range []string{"hit", "miss"} {
+		in.warmPool.WithLabelValues(r)
+	}
 	reg.MustRegister(in.execs, in.execDur, in.procs, in.outputBytes, in.fallbacks, in.engineErrs, in.createDur, in.buildDur,
+		in.commandDur, in.approvals, in.approvalDur, in.warmPool,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return in
 }
@@ -172,7 +240,7 @@ func oneOf(v string, set []string, other string) string {
 }
 
 // Exec forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Exec(ctx context.Context, p toolapi.ExecParams) (toolapi.Result, error) {
+func (in *Instrumented) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
 	start := time.Now()
 	res, err := in.next.Exec(ctx, p)
 	in.recordExec(start, res, err)
@@ -190,7 +258,7 @@ type instrumentedStreamer struct {
 	next toolapi.Streamer
 }
 
-func (s *instrumentedStreamer) ExecStream(ctx context.Context, p toolapi.ExecParams, started func(toolapi.Follower)) (toolapi.Result, error) {
+func (s *instrumentedStreamer) ExecStream(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
 	start := time.Now()
 	res, err := s.next.ExecStream(ctx, p, started)
 	s.set.recordExec(start, res, err)
@@ -206,15 +274,13 @@ func (s *instrumentedStreamer) FollowRaw(agentID, sessionKey, id string) (toolap
 }
 
 // recordExec counts one exec call that began at start and answered res, err.
-func (in *Set) recordExec(start time.Time, res toolapi.Result, err error) {
+func (in *Set) recordExec(start time.Time, res api.Result, err error) {
 	host := hostNone
 	status := valueError
 	if err == nil {
 		// The host that ran it, as the result reports it.
-		h, _ := res.Details["host"].(string)
-		host = oneOf(h, vocab.HostNames(), hostNone)
-		s, _ := res.Details["status"].(string)
-		status = oneOf(s, execStatuses, valueOther)
+		host = oneOf(res.Details.Host, vocab.HostNames(), hostNone)
+		status = oneOf(res.Details.Status, execStatuses, valueOther)
 		in.outputBytes.WithLabelValues("exec").Add(float64(textBytes(res)))
 	} else if errors.Is(err, toolapi.ErrInvalidInput) {
 		status = valueInvalid
@@ -224,7 +290,7 @@ func (in *Set) recordExec(start time.Time, res toolapi.Result, err error) {
 }
 
 // Process forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Process(ctx context.Context, p toolapi.ProcessParams) (toolapi.Result, error) {
+func (in *Instrumented) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	res, err := in.next.Process(ctx, p)
 	outcome := "ok"
 	switch {
@@ -232,13 +298,13 @@ func (in *Instrumented) Process(ctx context.Context, p toolapi.ProcessParams) (t
 		outcome = valueInvalid
 	case err != nil:
 		outcome = valueError
-	case res.Details["error"] == "not_found":
+	case res.Details.Error == api.ErrorNotFound:
 		outcome = "not_found"
 	}
 	if err == nil && (p.Action == "poll" || p.Action == "log") {
 		in.outputBytes.WithLabelValues("process").Add(float64(textBytes(res)))
 	}
-	in.procs.WithLabelValues(oneOf(p.Action, toolapi.ProcessActions, valueInvalid), outcome).Inc()
+	in.procs.WithLabelValues(oneOf(p.Action, api.ProcessActions, valueInvalid), outcome).Inc()
 	return res, err
 }
 
@@ -253,7 +319,7 @@ func (in *Instrumented) Register(cs ...prometheus.Collector) error {
 	return nil
 }
 
-func textBytes(res toolapi.Result) int {
+func textBytes(res api.Result) int {
 	n := 0
 	for _, c := range res.Content {
 		n += len(c.Text)
@@ -275,6 +341,31 @@ func (in *Set) SupervisorFallback(op string) {
 // EngineError implements sandbox.Observer.
 func (in *Set) EngineError(class string) {
 	in.engineErrs.WithLabelValues(oneOf(class, sandbox.EngineErrorClasses, "other")).Inc()
+}
+
+// WarmPool implements sandbox.Observer.
+func (in *Set) WarmPool(hit bool) {
+	r := "miss"
+	if hit {
+		r = "hit"
+	}
+	in.warmPool.WithLabelValues(r).Inc()
+}
+
+// CommandFinished implements sessions.Observer.
+func (in *Set) CommandFinished(host vocab.Host, status string, ran time.Duration) {
+	in.commandDur.WithLabelValues(oneOf(string(host), vocab.HostNames(), hostNone), oneOf(status, commandStatuses, api.StatusFailed)).Observe(ran.Seconds())
+}
+
+// ApprovalDecided implements sessions.Observer.
+func (in *Set) ApprovalDecided(decision vocab.Decision, expired bool, waited time.Duration) {
+	d := oneOf(string(decision), approvalDecisions, string(vocab.DecisionDeny))
+	by := approvalDeciders[0]
+	if expired {
+		by = approvalDeciders[1]
+	}
+	in.approvals.WithLabelValues(d, by).Inc()
+	in.approvalDur.WithLabelValues(d, by).Observe(waited.Seconds())
 }
 
 // Handler serves the registry in the Prometheus text format.

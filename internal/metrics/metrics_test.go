@@ -8,31 +8,32 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
 // stubTools returns canned results; the claim under test is the counting.
 type stubTools struct{}
 
-func (stubTools) Exec(_ context.Context, p sessions.ExecParams) (sessions.Result, error) {
+func (stubTools) Exec(_ context.Context, p api.ExecParams) (api.Result, error) {
 	if p.Command == "" {
-		return sessions.Result{}, fmt.Errorf("%w: empty", sessions.ErrInvalidInput)
+		return api.Result{}, fmt.Errorf("%w: empty", toolapi.ErrInvalidInput)
 	}
-	return sessions.Result{Details: map[string]any{"status": "completed", "host": p.Host}}, nil
+	return api.Result{Details: api.Details{Status: "completed", Host: p.Host}}, nil
 }
 
-func (stubTools) Process(_ context.Context, p sessions.ProcessParams) (sessions.Result, error) {
-	return sessions.Result{Details: map[string]any{"status": "failed", "error": "not_found"}}, nil
+func (stubTools) Process(_ context.Context, p api.ProcessParams) (api.Result, error) {
+	return api.Result{Details: api.Details{Status: "failed", Error: "not_found"}}, nil
 }
 
 func TestCountsAppearInExposition(t *testing.T) {
 	in := New(stubTools{})
 	ctx := context.Background()
-	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox"})
-	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "sandbox"})
-	_, _ = in.Exec(ctx, sessions.ExecParams{})
-	_, _ = in.Process(ctx, sessions.ProcessParams{Action: "poll", SessionID: "x"})
+	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox"})
+	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox"})
+	_, _ = in.Exec(ctx, api.ExecParams{})
+	_, _ = in.Process(ctx, api.ProcessParams{Action: "poll", SessionID: "x"})
 	rec := httptest.NewRecorder()
 	in.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -52,16 +53,16 @@ func TestCountsAppearInExposition(t *testing.T) {
 // stubStreamer answers a streamed exec like stubTools' Exec.
 type stubStreamer struct{ stubTools }
 
-func (s stubStreamer) ExecStream(ctx context.Context, p toolapi.ExecParams, _ func(toolapi.Follower)) (toolapi.Result, error) {
+func (s stubStreamer) ExecStream(ctx context.Context, p api.ExecParams, _ func(toolapi.Follower)) (api.Result, error) {
 	return s.Exec(ctx, p)
 }
 
 func (stubStreamer) Follow(_, _, id string) (toolapi.Follower, error) {
-	return nil, fmt.Errorf("%s: %w", id, toolapi.ErrNoSession)
+	return nil, fmt.Errorf("%s: %w", id, api.ErrNoSession)
 }
 
 func (stubStreamer) FollowRaw(_, _, id string) (toolapi.Follower, error) {
-	return nil, fmt.Errorf("%s: %w", id, toolapi.ErrNoSession)
+	return nil, fmt.Errorf("%s: %w", id, api.ErrNoSession)
 }
 
 // A streamed exec ("stream": true) is counted like any other exec call.
@@ -70,9 +71,9 @@ func TestStreamedExecIsCounted(t *testing.T) {
 	in := set.Wrap(stubTools{}, Sources{})
 	st := set.Streams(stubStreamer{})
 	ctx := context.Background()
-	_, _ = in.Exec(ctx, sessions.ExecParams{Command: "true", Host: "gateway"})
-	_, _ = st.ExecStream(ctx, sessions.ExecParams{Command: "true", Host: "gateway"}, nil)
-	_, _ = st.ExecStream(ctx, sessions.ExecParams{}, nil)
+	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "gateway"})
+	_, _ = st.ExecStream(ctx, api.ExecParams{Command: "true", Host: "gateway"}, nil)
+	_, _ = st.ExecStream(ctx, api.ExecParams{}, nil)
 	if _, err := st.Follow("a", "", "nope"); err == nil {
 		t.Error("Follow of an unknown session answered no error")
 	}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -27,12 +28,12 @@ type approvalHook struct {
 	logf    func(format string, args ...any)
 }
 
-func (h *approvalHook) run(ctx context.Context, events <-chan sessions.Event) {
+func (h *approvalHook) run(ctx context.Context, events <-chan api.Event) {
 	for ev := range events {
 		if ev.Type != "approval" {
 			continue
 		}
-		id, _ := ev.Details["approvalId"].(string)
+		id := ev.Details.ApprovalID
 		if id == "" {
 			continue
 		}
@@ -40,7 +41,7 @@ func (h *approvalHook) run(ctx context.Context, events <-chan sessions.Event) {
 	}
 }
 
-func (h *approvalHook) decide(ctx context.Context, id string, ev sessions.Event) {
+func (h *approvalHook) decide(ctx context.Context, id string, ev api.Event) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	in, _ := json.Marshal(map[string]any{

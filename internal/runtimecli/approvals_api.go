@@ -10,8 +10,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
-	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -25,6 +26,7 @@ type approvalsAPI struct {
 	store *guard.Store
 	nodes *nodeexec.Registry // nil without node connections
 	now   func() time.Time
+	audit audit.Recorder // approval.decision records (who decided)
 }
 
 // routes are the tool routes: the list.
@@ -37,15 +39,15 @@ func (a *approvalsAPI) decisionRoutes() map[string]http.Handler {
 	return map[string]http.Handler{"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve)}
 }
 
-func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) {
+func (a *approvalsAPI) collect(ctx context.Context) ([]api.Approval, error) {
 	list, err := a.store.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := a.now()
-	out := make([]cli.ApprovalView, 0, len(list))
+	out := make([]api.Approval, 0, len(list))
 	for _, p := range list {
-		out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: string(p.Host), Command: p.Command, Argv: p.Argv,
+		out = append(out, api.Approval{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: string(p.Host), Command: p.Command, Argv: p.Argv,
 			Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 			CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now)})
 	}
@@ -59,7 +61,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]cli.ApprovalView, error) 
 			if where == "" {
 				where = p.NodeID
 			}
-			out = append(out, cli.ApprovalView{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
+			out = append(out, api.Approval{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
 				Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
 				CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status})
 		}
@@ -77,14 +79,14 @@ func (a *approvalsAPI) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pin, ok := daemon.PinFrom(r.Context()); ok {
-		list = slices.DeleteFunc(list, func(v cli.ApprovalView) bool { return v.AgentID != pin.AgentID })
+		list = slices.DeleteFunc(list, func(v api.Approval) bool { return v.AgentID != pin.AgentID })
 	}
 	replyJSON(w, http.StatusOK, list)
 }
 
 func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var body cli.ResolveRequest
+	var body api.ResolveRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
@@ -111,8 +113,17 @@ func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 
 // decide records a decision on the gateway's store, or on the node that
 // holds the request.
-func (a *approvalsAPI) decide(ctx context.Context, id string, d vocab.ApprovalDecision) error {
-	err := a.store.Resolve(ctx, id, d)
+func (a *approvalsAPI) decide(ctx context.Context, id string, d vocab.ApprovalDecision) (err error) {
+	if a.audit != nil {
+		defer func() {
+			rec := audit.Record{Kind: audit.KindApprovalDecide, Approval: &audit.Approval{ID: id, Decision: string(d)}}
+			if err != nil {
+				rec.Approval.Reason = err.Error()
+			}
+			_ = a.audit.Record(ctx, rec)
+		}()
+	}
+	err = a.store.Resolve(ctx, id, d)
 	if errors.Is(err, guard.ErrUnknownApproval) && a.nodes != nil {
 		err = a.nodes.ResolveApproval(ctx, "", id, d)
 		if errors.Is(err, nodeexec.ErrApprovalUnknown) {

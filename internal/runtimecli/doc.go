@@ -1,7 +1,8 @@
 // Package runtimecli holds sandboxctld's own commands, the ones that link
 // the runtime: serve (the daemon with its hosts, guard, node registry and
 // metrics), sandbox (the Docker Engine directly), mcp (an MCP server over
-// stdio) and node (a node agent, and the node list). The client commands
+// stdio), node (a node agent, and the node list) and ui (a local port to
+// the web console: an HTTP server and reverse proxy). The client commands
 // (exec, process, approvals, version) live in package cli and are shared
 // with the light sandboxctl binary, which hands these over to sandboxctld.
 package runtimecli
@@ -15,5 +16,5 @@ import (
 // Commands are the runtime commands bound to c, in the order of
 // cli.RuntimeCommands.
 func Commands(c *cli.CLI) []*cobra.Command {
-	return []*cobra.Command{newServeCommand(c), newSandboxCommand(c), newMCPCommand(c), newNodeCommand(c)}
+	return []*cobra.Command{newServeCommand(c), newSandboxCommand(c), newMCPCommand(c), newNodeCommand(c), newUICommand(c), newAuditCommand(c)}
 }

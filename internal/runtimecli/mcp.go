@@ -92,10 +92,10 @@ func (s clientSandboxes) DeleteScopeSandbox(ctx context.Context, agentID, sessio
 
 // mcpHandler is the daemon's /mcp endpoint (streamable HTTP): a client
 // with an agent token is pinned to its agent, as on the other routes.
-func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, sandboxes mcpserver.Sandboxes, policy mcpserver.Policy, maxBytes int64, version string, logf func(string, ...any)) http.Handler {
+func mcpHandler(tools mcpserver.Tools, sbx *sandbox.Manager, sandboxes mcpserver.Sandboxes, policy mcpserver.Policy, maxBytes int64, fileAudit daemon.FileAudit, version string, logf func(string, ...any)) http.Handler {
 	var files mcpserver.Files
 	if sbx != nil {
-		files = storeFiles{store: sandboxFiles{sbx}, limit: maxBytes}
+		files = storeFiles{store: sandboxFiles{sbx}, limit: maxBytes, audit: fileAudit}
 	}
 	return mcpserver.Handler(tools, func(r *http.Request) mcpserver.Identity {
 		if pin, ok := daemon.PinFrom(r.Context()); ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 )
@@ -47,7 +48,7 @@ links are re-dialled with backoff.`,
 	}
 	f := run.Flags()
 	f.StringVar(&opts.GatewayURL, "gateway", "", "gateway address, e.g. wss://gw.example:7766")
-	f.StringVar(&opts.Token, "token", "", "node token (the gateway's <state>/node-token; default $"+NodeTokenEnv+")")
+	f.StringVar(&opts.Token, "token", "", "node token (the gateway's <state>/node-token; default $"+string(envknob.NodeToken)+")")
 	f.StringVar(&opts.Name, "name", "", "node name (default: host name)")
 	f.StringVar(&opts.TLSFingerprint, "tls-fingerprint", "", "pin the gateway certificate: SHA-256 of its DER, hex")
 	f.StringVar(&opts.Workdir, "workdir", "", "default working directory of runs (default: current directory)")
@@ -67,10 +68,10 @@ func RunNode(ctx context.Context, c *cli.CLI, opts NodeRunOptions) error {
 		return cli.UsageErrorf("node run: --gateway is required")
 	}
 	if opts.Token == "" {
-		opts.Token = c.Getenv(NodeTokenEnv)
+		opts.Token = envknob.NodeToken.Get(c.Getenv)
 	}
 	if opts.Token == "" {
-		return cli.UsageErrorf("node run: --token (or $%s) is required", NodeTokenEnv)
+		return cli.UsageErrorf("node run: --token (or $%s) is required", envknob.NodeToken)
 	}
 	cfg, err := c.LoadConfig()
 	if err != nil {
@@ -92,7 +93,15 @@ func RunNode(ctx context.Context, c *cli.CLI, opts NodeRunOptions) error {
 		logger.Printf("warning: %v; commands run unsupervised and end with this agent", err)
 		sup = nil
 	}
+	// The node keeps its own audit chain of what it ran and decided.
+	auditLog, err := openAudit(cfg, nodeState, c.Version, logger.Printf)
+	if err != nil {
+		return fmt.Errorf("node run: %w", err)
+	}
+	defer auditLog.close()
+	auditLog.started(ctx, cfg)
 	err = nodeexec.RunAgent(ctx, nodeexec.AgentOptions{
+		Audit:      auditLog.rec,
 		GatewayURL: opts.GatewayURL, Token: opts.Token, Name: opts.Name, Supervisor: sup,
 		TLSFingerprint: opts.TLSFingerprint, StateDir: nodeState, Workdir: opts.Workdir,
 		Config: nodeexec.GuardConfig{

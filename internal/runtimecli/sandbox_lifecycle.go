@@ -13,11 +13,12 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
-	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -27,8 +28,9 @@ import (
 // another's are 404 to it.
 type sandboxAPI struct {
 	m       *sandbox.Manager
-	publish func(sessions.Event)
+	publish func(api.Event)
 	isDown  func(error) bool
+	audit   audit.Recorder // sandbox records (who did what); nil: none
 }
 
 // maxLifecycleBody bounds a lifecycle request body.
@@ -86,7 +88,7 @@ func (a *sandboxAPI) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("created", in)
+	a.event(r.Context(), "created", in)
 	replyJSON(w, http.StatusCreated, in)
 }
 
@@ -140,7 +142,7 @@ func (a *sandboxAPI) remove(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("removed", in, "workspaceRemoved", workspace)
+	a.event(r.Context(), "removed", in, workspace)
 	replyJSON(w, http.StatusOK, map[string]any{"removed": in.ID, "name": in.Name, "workspaceRemoved": workspace})
 }
 
@@ -155,7 +157,7 @@ func (a *sandboxAPI) change(action string, do func(context.Context, string) (san
 			a.fail(w, err)
 			return
 		}
-		a.event(action, in)
+		a.event(r.Context(), action, in)
 		replyJSON(w, http.StatusOK, in)
 	})
 }
@@ -180,23 +182,28 @@ func (a *sandboxAPI) extend(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("extended", in)
+	a.event(r.Context(), "extended", in)
 	replyJSON(w, http.StatusOK, in)
 }
 
-// event publishes a lifecycle event for in.
-func (a *sandboxAPI) event(action string, in sandbox.Info, extra ...any) {
+// event records (with the actor of ctx) and publishes a lifecycle event
+// for in; workspaceRemoved is set for a removal only.
+func (a *sandboxAPI) event(ctx context.Context, action string, in sandbox.Info, workspaceRemoved ...bool) {
+	if a.audit != nil {
+		_ = a.audit.Record(ctx, audit.Record{Kind: audit.KindSandbox, AgentID: in.AgentID, SessionKey: in.SessionKey, Host: "sandbox",
+			Sandbox: &audit.Sandbox{Action: action, ID: in.ID, Name: in.Name}})
+	}
 	if a.publish == nil {
 		return
 	}
-	d := map[string]any{"action": action, "id": in.ID, "name": in.Name, "template": in.Template}
+	d := api.Details{Action: action, ID: in.ID, Name: &in.Name, Template: in.Template}
 	if !in.ExpiresAt.IsZero() {
-		d["expiresAt"] = in.ExpiresAt.UTC().Format(time.RFC3339Nano)
+		d.ExpiresAt = in.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		d[fmt.Sprint(extra[i])] = extra[i+1]
+	if len(workspaceRemoved) > 0 {
+		d.WorkspaceRemoved = &workspaceRemoved[0]
 	}
-	a.publish(sessions.Event{Type: vocab.EventSandbox, Text: fmt.Sprintf("sandbox %s %s", in.Name, action),
+	a.publish(api.Event{Type: vocab.EventSandbox, Text: fmt.Sprintf("sandbox %s %s", in.Name, action),
 		AgentID: in.AgentID, SessionKey: in.SessionKey, Details: d})
 }
 
@@ -259,7 +266,7 @@ func (a *sandboxAPI) CreateSandbox(ctx context.Context, req apiclient.CreateSand
 	if err != nil {
 		return apiclient.Sandbox{}, err
 	}
-	a.event("created", in)
+	a.event(ctx, "created", in)
 	return clientSandbox(in), nil
 }
 
@@ -292,7 +299,7 @@ func (a *sandboxAPI) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey
 	if in, err = a.m.Delete(ctx, in.ID, workspace); err != nil {
 		return apiclient.Sandbox{}, err
 	}
-	a.event("removed", in, "workspaceRemoved", workspace)
+	a.event(ctx, "removed", in, workspace)
 	return clientSandbox(in), nil
 }
 

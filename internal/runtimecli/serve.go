@@ -6,7 +6,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,11 +17,14 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/envguard"
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/hostexec/hostsup"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/eventjournal"
@@ -36,27 +38,6 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// TokenEnv holds the TCP listener's bearer token when --token is not given.
-const TokenEnv = "SANDBOXCTL_TOKEN"
-
-// NodeTokenEnv holds the node token when --node-token is not given.
-const NodeTokenEnv = "SANDBOXCTL_NODE_TOKEN"
-
-// ApproverTokenEnv holds the token that decides approvals over TCP.
-const ApproverTokenEnv = "SANDBOXCTL_APPROVER_TOKEN"
-
-// SandboxLabelsEnv adds labels to every sandbox the daemon creates
-// (KEY=VALUE,KEY=VALUE), e.g. the testcontainers labels of a test that runs
-// the daemon in a container, so that its reaper recognises the sandboxes.
-// The sandboxctl.* keys (a sandbox's owner and config) are refused, but for
-// sandboxctl.test*.
-const SandboxLabelsEnv = "SANDBOXCTL_SANDBOX_LABELS"
-
-// SupervisorOff, as the value of $SANDBOXCTL_SUPERVISOR, keeps the daemon's
-// sandboxes on the plain Engine exec path on purpose (no warning in the
-// results, unlike a supervisor binary that is not found).
-const SupervisorOff = "off"
-
 // pruneInterval is how often the daemon prunes idle and old sandboxes.
 const pruneInterval = 30 * time.Minute
 
@@ -69,10 +50,12 @@ type ServeOptions struct {
 	// Foreground runs the daemon in this process (the default); false
 	// starts it detached, as exec's auto-start does, and returns.
 	Foreground bool
-	Listen     string
-	Token      string
-	TLSCert    string
-	TLSKey     string
+	// LogFormat is the log's format: LogFormatText or LogFormatJSON.
+	LogFormat string
+	Listen    string
+	Token     string
+	TLSCert   string
+	TLSKey    string
 	// NodeToken is what node agents present; default $SANDBOXCTL_NODE_TOKEN,
 	// then <state>/node-token (generated, mode 0600).
 	NodeToken string
@@ -81,6 +64,8 @@ type ServeOptions struct {
 	ApproverToken string
 	// FilesMaxBytes bounds one transfer of the files API.
 	FilesMaxBytes int64
+	// E2B serves the E2B API (internal/e2b) on this TCP address.
+	E2B string
 }
 
 func newServeCommand(c *cli.CLI) *cobra.Command {
@@ -105,6 +90,9 @@ are for people: on the socket the daemon refuses every process it started
 (and their descendants) and every sandbox; over TCP they need
 --approver-token, never the tool token.
 
+With --e2b ADDR it also serves the E2B API on ADDR (docs/e2b.md): E2B's own
+SDKs run unchanged; their API keys are the agent tokens below.
+
 Agent tokens: <state>/agent-tokens.json (mode 0600), {"agentId": "token"},
 pins a TCP client to one agent: its exec and process act as that agent, and
 /v1/events and /v1/approvals show it only that agent's items. SIGTERM, SIGINT or 'sandboxctl serve stop' shut it down
@@ -118,12 +106,14 @@ are removed.`,
 	f := cmd.Flags()
 	f.BoolVar(&opts.Foreground, "foreground", true, "run in the foreground (--foreground=false starts a detached daemon and returns)")
 	f.StringVar(&opts.Listen, "listen", "", "also serve on this TCP address, e.g. 127.0.0.1:7766")
-	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+TokenEnv+", then <state>/token)")
+	f.StringVar(&opts.Token, "token", "", "bearer token for --listen, at least 16 characters (default: $"+string(envknob.Token)+", then <state>/token)")
 	f.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file for --listen")
 	f.StringVar(&opts.TLSKey, "tls-key", "", "TLS key file for --listen")
-	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+ApproverTokenEnv+"; none: decide on the unix socket only)")
+	f.StringVar(&opts.ApproverToken, "approver-token", "", "token that decides approvals over --listen, distinct from --token (default: $"+string(envknob.ApproverToken)+"; none: decide on the unix socket only)")
 	f.Int64Var(&opts.FilesMaxBytes, "files-max-bytes", daemon.DefaultFileMaxBytes, "largest file content one files API transfer (upload or download) may move")
-	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+NodeTokenEnv+", then <state>/node-token)")
+	f.StringVar(&opts.LogFormat, "log-format", LogFormatText, "format of the daemon's log on stderr: text (key=value) or json (one object a line)")
+	f.StringVar(&opts.NodeToken, "node-token", "", "token node agents must present on --listen (default: $"+string(envknob.NodeToken)+", then <state>/node-token)")
+	f.StringVar(&opts.E2B, "e2b", "", "also serve the E2B API (docs/e2b.md) on this TCP address, e.g. 127.0.0.1:3000; API keys are the agent tokens")
 	cmd.AddCommand(newHostSupervisorCommand(c))
 	cmd.AddCommand(newServeStatusCommand(c))
 	cmd.AddCommand(&cobra.Command{
@@ -152,16 +142,19 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	if opts.Token == "" {
 		// The environment keeps the token out of ps, unlike --token.
-		opts.Token = c.Getenv(TokenEnv)
+		opts.Token = envknob.Token.Get(c.Getenv)
 	}
 	if opts.ApproverToken == "" {
-		opts.ApproverToken = c.Getenv(ApproverTokenEnv)
+		opts.ApproverToken = envknob.ApproverToken.Get(c.Getenv)
 	}
 	if opts.NodeToken == "" {
-		opts.NodeToken = c.Getenv(NodeTokenEnv)
+		opts.NodeToken = envknob.NodeToken.Get(c.Getenv)
 	}
-	logger := log.New(c.Err, "sandboxctl: ", log.LstdFlags)
-	logf := logger.Printf
+	logger, err := newLogger(c.Err, opts.LogFormat)
+	if err != nil {
+		return cli.UsageErrorf("serve: %v", err)
+	}
+	logf := logfTo(logger)
 	hardenDaemonProcess(ctx, logf)
 
 	// The lock comes first: a second daemon must not touch the state
@@ -173,14 +166,14 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	defer lock.Release()
 
-	labels, err := parseSandboxLabels(c.Getenv(SandboxLabelsEnv))
+	labels, err := parseSandboxLabels(envknob.SandboxLabels.Get(c.Getenv))
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", SandboxLabelsEnv, err)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: $%s: %w", envknob.SandboxLabels, err)}
 	}
 	// The metrics come first: the sandbox manager reports to them.
 	metricSet := metrics.NewSet()
 	steps := &stepEvents{}
-	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: c.Getenv(sandbox.SupervisorEnv) == SupervisorOff, Observer: metricSet, Steps: steps}
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps}
 	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
@@ -203,15 +196,23 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		defer sbx.Close()
 	}
-	journal, err := eventjournal.Open(filepath.Join(state, "events"), 0)
+	journalFile, err := eventjournal.Open(filepath.Join(state, "events"), 0)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer journal.Close()
+	defer journalFile.Close()
+	auditLog, err := openAudit(cfg, state, c.Version, logf)
+	if err != nil {
+		return err
+	}
+	defer auditLog.close()
+	// Every event is journalled through the audit log's tap: the sandbox
+	// and node events it maps are recorded whoever publishes them.
+	journal := audit.Tap{Next: journalFile, Log: auditLog.rec}
 	nodes, err := buildNodeRegistry(c, opts, state, logf, func(n nodeexec.Refusal) {
-		if _, err := journal.Append(toolapi.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
+		if _, err := journal.Append(api.Event{Type: vocab.EventNodeRefused, Time: time.Now(),
 			Text:    fmt.Sprintf("Refused node %q (id %s) from %s: %v", n.Name, n.NodeID, n.Remote, n.Err),
-			Details: map[string]any{"nodeId": n.NodeID, "name": n.Name, "remote": n.Remote, "error": n.Err.Error()}}); err != nil {
+			Details: api.Details{NodeID: new(n.NodeID), Name: new(n.Name), Remote: n.Remote, Error: n.Err.Error()}}); err != nil {
 			logf("warning: %v", err)
 		}
 	})
@@ -225,7 +226,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json"), SpillDir: filepath.Join(state, "output"), Journal: journal})
+		CursorFile: filepath.Join(state, "cursors.json"), AwaitedFile: filepath.Join(state, "awaited.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Observer: metricSet, Audit: auditLog.rec})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -235,6 +236,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	src := metrics.Sources{
+		Version:          c.Version,
 		RunningSessions:  mgr.Running,
 		PendingApprovals: func(ctx context.Context) (int, error) { return pendingApprovals(ctx, gate.Store) },
 	}
@@ -242,6 +244,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		src.Sandboxes = sbx.List
 	}
 	tools := metricSet.Wrap(mgr, src)
+	if err := tools.Register(auditLog.gauges()...); err != nil {
+		return fmt.Errorf("serve: metrics: %w", err)
+	}
 	if sbx != nil {
 		if err := tools.Register(engineGauges(sbx)...); err != nil {
 			return fmt.Errorf("serve: metrics: %w", err)
@@ -253,9 +258,10 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Tools:          tools,
 		Streams:        metricSet.Streams(mgr),
 		Sessions:       mgr.Sessions,
-		Journal:        journal,
+		Journal:        journalFile,
+		AuditDir:       auditLog.dir(),
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
-		IsInvalidInput: sessions.IsInvalidInput,
+		IsInvalidInput: toolapi.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
 				errors.Is(err, sessions.ErrHostUnavailable)
@@ -269,9 +275,10 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		TLSKeyFile:  opts.TLSKey,
 		Version:     c.Version,
 		Logf:        logf,
+		Logger:      logger,
 		Lock:        lock,
 	}
-	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now}
+	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now, audit: auditLog.rec}
 	for pattern, h := range approvals.routes() {
 		dopts.Routes[pattern] = h
 	}
@@ -284,17 +291,20 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		}
 	}
 	if cfg.Exec.ApprovalHook != "" {
-		hook := &approvalHook{path: cfg.Exec.ApprovalHook, resolve: approvals.decide, logf: logf,
+		hook := &approvalHook{path: cfg.Exec.ApprovalHook, logf: logf,
+			resolve: func(ctx context.Context, id string, d vocab.ApprovalDecision) error {
+				return approvals.decide(audit.WithActor(ctx, audit.Actor{Via: "hook"}), id, d)
+			},
 			timeout: time.Duration(max(cfg.Exec.ApprovalTimeoutSec, 1)) * time.Second}
 		go hook.run(ctx, mgr.Subscribe(ctx))
 	}
 	var lifecycle *sandboxAPI // the sandbox lifecycle (nil: no sandboxes)
 	if sbx != nil {
-		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable}
+		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable, audit: auditLog.rec}
 		for pattern, h := range lifecycle.routes() {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
-		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf}) {
+		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf, Audit: auditLog.files()}) {
 			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
 		}
 	}
@@ -302,7 +312,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
 		mcpSandboxes = lifecycle
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, c.Version, logf)
+	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
 	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
 	if nodes != nil {
 		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
@@ -316,6 +326,16 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// TLS key pair and the pid file (daemon.Listen). A start that fails
 	// here has adopted nothing, so closing the Manager ends nothing that a
 	// previous daemon left running (issue 32 item 1).
+	var e2bAPI *e2bListener
+	if opts.E2B != "" {
+		if e2bAPI, err = listenE2B(opts.E2B, opts.TLSCert, opts.TLSKey, cfg, state, tools, mgr, dopts.Streams, sbx, opts.FilesMaxBytes, logf); err != nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = mgr.Close(closeCtx)
+			return err
+		}
+		defer e2bAPI.ln.Close()
+	}
 	srv, err := daemon.Listen(ctx, dopts)
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -329,7 +349,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := apiclient.WriteDaemonConfig(state, apiclient.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
+	if err := apiclient.WriteDaemonConfig(state, api.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
 		logf("warning: commands without --config will not find this daemon's configuration: %v", err)
 	}
 	defer apiclient.RemoveDaemonConfig(state, os.Getpid())
@@ -338,6 +358,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// again as before the restart. Requests wait in the listen backlog
 	// until Serve below.
 	recoverStart := time.Now()
+	auditLog.started(ctx, cfg)
 	if n, err := mgr.Recover(ctx); err != nil {
 		logf("warning: recovering sessions: %v", err)
 	} else if n > 0 {
@@ -349,8 +370,11 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		go sbx.RunPruner(runCtx, pruneInterval)
 	}
 	if sbx != nil {
-		expired := &sandboxAPI{publish: mgr.Publish}
-		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event("expired", in) })
+		expired := &sandboxAPI{publish: mgr.Publish, audit: auditLog.rec}
+		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event(runCtx, "expired", in) })
+	}
+	if e2bAPI != nil {
+		go e2bAPI.serve(runCtx, logf)
 	}
 	return srv.Serve(ctx)
 }
@@ -375,8 +399,8 @@ func pendingApprovals(ctx context.Context, store *guard.Store) (int, error) {
 // is the child subreaper of its commands, so none leaves its process tree
 // (see daemon.AdoptOrphans).
 func hardenDaemonProcess(ctx context.Context, logf func(string, ...any)) {
-	for _, k := range []string{TokenEnv, NodeTokenEnv, ApproverTokenEnv} {
-		_ = os.Unsetenv(k)
+	for _, k := range []envknob.Knob{envknob.Token, envknob.NodeToken, envknob.ApproverToken} {
+		_ = os.Unsetenv(string(k))
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		logf("warning: cannot make the daemon undumpable: %v", err)
@@ -555,12 +579,15 @@ func forward[T any](ctx context.Context, in <-chan T) <-chan any {
 }
 
 func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeOptions) error {
-	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" {
-		return cli.UsageErrorf("serve: --listen, --token and --tls-* need --foreground (run the daemon under a service manager instead)")
+	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.E2B != "" {
+		return cli.UsageErrorf("serve: --listen, --token, --tls-* and --e2b need --foreground (run the daemon under a service manager instead)")
 	}
 	argv, err := c.DaemonCommand(state)
 	if err != nil {
 		return err
+	}
+	if opts.LogFormat != "" && opts.LogFormat != LogFormatText {
+		argv = append(argv, "--log-format", opts.LogFormat)
 	}
 	client, err := apiclient.EnsureRunning(ctx, apiclient.StartOptions{StateDir: state, Command: argv})
 	if err != nil {
@@ -573,7 +600,7 @@ func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeO
 	if c.JSON {
 		return cli.WriteJSON(c.Out, h)
 	}
-	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, daemon.SocketPath(state))
+	_, err = fmt.Fprintf(c.Out, "sandboxctl daemon running (pid %d) on %s\n", h.PID, api.SocketPath(state))
 	return err
 }
 
@@ -601,7 +628,7 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 	}
 	token := opts.NodeToken
 	if token == "" {
-		token = c.Getenv(NodeTokenEnv)
+		token = envknob.NodeToken.Get(c.Getenv)
 	}
 	if token == "" {
 		var err error

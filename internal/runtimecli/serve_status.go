@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 )
@@ -35,7 +36,7 @@ func RunServeStatus(ctx context.Context, c *cli.CLI) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	h, err := apiclient.NewUnixClient(apiclient.SocketPath(state)).Health(ctx)
+	h, err := apiclient.NewUnixClient(api.SocketPath(state)).Health(ctx)
 	if errors.Is(err, apiclient.ErrNoDaemon) {
 		return &cli.ExitError{Code: 1, Err: fmt.Errorf("serve status: no daemon runs for %s", state)}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxctl/sandboxctl/internal/cli"
+	"github.com/sandboxctl/sandboxctl/internal/termsize"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 )
 
@@ -56,7 +57,7 @@ func RunSandboxShell(ctx context.Context, c *cli.CLI, opts ShellOptions) (err er
 		return cli.UsageErrorf("sandbox shell: stdin is not a terminal; use 'sandboxctl exec' for non-interactive commands")
 	}
 	fd := in.Fd()
-	cols, rows := 120, 30
+	cols, rows := termsize.DefaultCols, termsize.DefaultRows
 	if ws, werr := term.GetWinsize(fd); werr == nil && ws.Width > 0 && ws.Height > 0 {
 		cols, rows = int(ws.Width), int(ws.Height)
 	}

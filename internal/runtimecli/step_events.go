@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -26,23 +28,23 @@ func (e *stepEvents) publishTo(m *sessions.Manager) { e.pub.Store(m) }
 // StepStarted implements sandbox.StepObserver.
 func (e *stepEvents) StepStarted(s sandbox.Scope, step sandbox.Step) func(error) {
 	start := time.Now()
-	e.publish(s, step, "start", "started", map[string]any{})
+	e.publish(s, step, "start", "started", api.Details{})
 	return func(err error) {
-		d := map[string]any{"durationMs": time.Since(start).Milliseconds()}
+		d := api.Details{DurationMs: new(time.Since(start).Milliseconds())}
 		text := "done"
 		if err != nil {
-			d["error"], text = err.Error(), "failed: "+err.Error()
+			d.Error, text = err.Error(), "failed: "+err.Error()
 		}
 		e.publish(s, step, "end", text, d)
 	}
 }
 
-func (e *stepEvents) publish(s sandbox.Scope, step sandbox.Step, phase, text string, details map[string]any) {
+func (e *stepEvents) publish(s sandbox.Scope, step sandbox.Step, phase, text string, details api.Details) {
 	m := e.pub.Load()
 	if m == nil {
 		return
 	}
-	details["step"], details["phase"] = string(step), phase
-	m.Publish(sessions.Event{Type: vocab.EventStep, Text: string(step) + " " + text,
+	details.Step, details.Phase = string(step), phase
+	m.Publish(api.Event{Type: vocab.EventStep, Text: string(step) + " " + text,
 		AgentID: s.AgentID, SessionKey: s.SessionKey, Details: details})
 }

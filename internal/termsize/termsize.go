@@ -29,3 +29,10 @@ func Set(f *os.File, cols, rows int) error {
 	}
 	return nil
 }
+
+// DefaultCols and DefaultRows are the size of a PTY whose caller gives
+// none (docs/tools.md): every host starts its terminals so.
+const (
+	DefaultCols = 120
+	DefaultRows = 30
+)

@@ -263,7 +263,13 @@ func (c *Client) run(conn Conn, br io.Reader) {
 		for _, p := range unanswered {
 			p.startFailed(fmt.Errorf("%w: %s", ErrUnanswered, errString(err)))
 		}
-		c.logf("supervisor connection broke (%v); reconnecting", err)
+		if errors.Is(err, io.EOF) {
+			// The supervisor closed it: its container stopped or was
+			// removed (the usual end), or it restarts.
+			c.logf("debug: supervisor connection closed; reconnecting")
+		} else {
+			c.logf("warning: supervisor connection broke (%v); reconnecting", err)
+		}
 		conn, br, err = c.reconnect()
 		if err != nil {
 			c.shutdown(err)

@@ -192,8 +192,8 @@
 // travels as the command's output (under the output window) and stdin.
 // Ops (stdout, then exit code):
 //
-//	stat PATH              JSON FileInfo (lstat: a symlink as itself)
-//	list MAX PATH          JSON FileList, at most MAX entries (Truncated)
+//	stat PATH              JSON api.FileInfo (lstat: a symlink as itself)
+//	list MAX PATH          JSON api.FileList, at most MAX entries (Truncated)
 //	get MAX PATH           tar of PATH named from its base name (docker cp);
 //	                       fails before writing when files exceed MAX bytes
 //	put MAX DIR            extract a tar from stdin into the existing DIR:

@@ -16,7 +16,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // FilesArg, as the first argument of the supervisor binary, makes it the
@@ -41,27 +42,6 @@ const (
 // newline). A client keeps at most a few of these unacknowledged, under the
 // server's stdin queue (maxStdinQueue).
 const FilesAckEvery = 1 << 20
-
-// FileInfo describes one path inside a sandbox.
-type FileInfo struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	// Type is "file", "dir", "symlink" or "other".
-	Type string `json:"type"`
-	Size int64  `json:"size"`
-	// Mode holds the permission bits (e.g. 0o644 = 420).
-	Mode       uint32    `json:"mode"`
-	ModTime    time.Time `json:"mtime"`
-	LinkTarget string    `json:"linkTarget,omitempty"`
-}
-
-// FileList is a directory's entries, by name; Truncated is set when the
-// directory has more than the requested maximum.
-type FileList struct {
-	Path      string     `json:"path"`
-	Entries   []FileInfo `json:"entries"`
-	Truncated bool       `json:"truncated,omitempty"`
-}
 
 // filesError is a failure of the file tool with its exit code.
 type filesError struct {
@@ -178,8 +158,8 @@ func runFiles(args []string, stdin io.Reader, stdout io.Writer, tmps *uploadTemp
 	return filesErr(FilesExitInvalid, "files: unknown op %q", op)
 }
 
-func infoOf(p string, fi fs.FileInfo) FileInfo {
-	out := FileInfo{Name: fi.Name(), Path: p, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), ModTime: fi.ModTime().UTC()}
+func infoOf(p string, fi fs.FileInfo) api.FileInfo {
+	out := api.FileInfo{Name: fi.Name(), Path: p, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), ModTime: fi.ModTime().UTC()}
 	switch {
 	case fi.Mode().IsRegular():
 		out.Type = "file"
@@ -195,33 +175,33 @@ func infoOf(p string, fi fs.FileInfo) FileInfo {
 }
 
 // statPath describes p itself (a symlink as a symlink).
-func statPath(p string) (FileInfo, error) {
+func statPath(p string) (api.FileInfo, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return FileInfo{}, err
+		return api.FileInfo{}, err
 	}
 	return infoOf(p, fi), nil
 }
 
-func listDir(p string, limit int) (FileList, error) {
+func listDir(p string, limit int) (api.FileList, error) {
 	if limit <= 0 {
 		limit = 10000
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return FileList{}, err
+		return api.FileList{}, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil {
-		return FileList{}, err
+		return api.FileList{}, err
 	} else if !fi.IsDir() {
-		return FileList{}, filesErr(FilesExitInvalid, "%s is not a directory", p)
+		return api.FileList{}, filesErr(FilesExitInvalid, "%s is not a directory", p)
 	}
 	names, err := f.Readdirnames(limit + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return FileList{}, err
+		return api.FileList{}, err
 	}
-	out := FileList{Path: p, Entries: []FileInfo{}}
+	out := api.FileList{Path: p, Entries: []api.FileInfo{}}
 	if len(names) > limit {
 		names, out.Truncated = names[:limit], true
 	}
@@ -236,7 +216,7 @@ func listDir(p string, limit int) (FileList, error) {
 	return out, nil
 }
 
-func sortInfos(v []FileInfo) {
+func sortInfos(v []api.FileInfo) {
 	for i := 1; i < len(v); i++ {
 		for j := i; j > 0 && v[j].Name < v[j-1].Name; j-- {
 			v[j], v[j-1] = v[j-1], v[j]

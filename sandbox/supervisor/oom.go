@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -25,6 +27,24 @@ const ChildOOMScoreAdj = 1000
 // child that keeps the supervisor's score.
 const LaunchArg = "--launch"
 
+// launchStartFD is the launcher's fd of its start pipe: the server reads
+// one byte from it once the launcher's own code runs (LaunchStarted), or
+// EOF alone when the launcher died before (the Go runtime could not make
+// its threads: the sandbox's pids limit).
+const launchStartFD = 3
+
+// LaunchStarted tells the server that the launcher's runtime started: it
+// writes one byte to the start pipe and closes it, so the command never
+// holds it. The launcher calls it first thing in main.
+func LaunchStarted() {
+	f := os.NewFile(launchStartFD, "launch-start")
+	if f == nil {
+		return
+	}
+	_, _ = f.Write([]byte{1})
+	_ = f.Close()
+}
+
 // Launch is the launcher mode (args after LaunchArg). It returns only if
 // the exec failed.
 func Launch(args []string) error {
@@ -40,7 +60,7 @@ func Launch(args []string) error {
 		// identity's command uid may read what the supervisor may not).
 		p, err := exec.LookPath(path)
 		if err != nil {
-			return fmt.Errorf("%s: command not found", path)
+			return fmt.Errorf("%s: %s", path, api.CommandNotFound)
 		}
 		path = p
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -316,13 +317,10 @@ func (p *Proc) Signal(ctx context.Context, sig syscall.Signal) error {
 	return err
 }
 
-// KillGrace is the default time between SIGTERM and SIGKILL.
-const KillGrace = 3 * time.Second
-
 // Kill ends the whole tree (SIGTERM, SIGKILL after KillGrace) and returns
 // once nothing of it is alive.
 func (p *Proc) Kill(ctx context.Context) error {
-	return p.KillGrace(ctx, KillGrace)
+	return p.KillGrace(ctx, hostapi.KillGrace)
 }
 
 // KillGrace is Kill with another grace period.

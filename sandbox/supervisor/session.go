@@ -14,14 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
 )
-
-// RunTagEnv tags every process of a session (inherited across setsid and
-// daemonizing), so a kill finds the whole tree through /proc/PID/environ.
-const RunTagEnv = "SANDBOXCTL_RUN"
 
 // maxStdinQueue bounds stdin bytes queued for a command that does not read.
 const maxStdinQueue = 8 << 20
@@ -32,7 +31,7 @@ type session struct {
 	id        string
 	spec      OpenSpec
 	dir       string // session state dir ("" in memory)
-	tag       string // the environment entry RunTagEnv=ID
+	tag       string // the environment entry SANDBOXCTL_RUN=ID
 	pid       int
 	pgid      int
 	startedAt int64
@@ -96,13 +95,13 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	}
 	if spec.TTY {
 		if spec.Cols <= 0 {
-			spec.Cols = 120
+			spec.Cols = termsize.DefaultCols
 		}
 		if spec.Rows <= 0 {
-			spec.Rows = 30
+			spec.Rows = termsize.DefaultRows
 		}
 	}
-	sess := &session{srv: s, id: spec.ID, spec: spec, tag: RunTagEnv + "=" + spec.ID, leaderDone: make(chan struct{})}
+	sess := &session{srv: s, id: spec.ID, spec: spec, tag: string(envknob.RunTag) + "=" + spec.ID, leaderDone: make(chan struct{})}
 	sess.cond = sync.NewCond(&sess.mu)
 	if s.dir != "" {
 		sess.dir = filepath.Join(s.dir, spec.ID)
@@ -155,7 +154,7 @@ func lookPath(argv0 string, env []string) (string, error) {
 	if denied {
 		return "", fmt.Errorf("%s: %w", argv0, errNotVisible)
 	}
-	return "", fmt.Errorf("%s: command not found", argv0)
+	return "", fmt.Errorf("%s: %s", argv0, api.CommandNotFound)
 }
 
 func (sess *session) start(c *serverConn, stream uint32) error {
@@ -261,13 +260,37 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		return errors.New("open: the connection was superseded by a newer client")
 	}
 	exe, argv := path, spec.Argv
+	var startR, startW *os.File
 	if s.launcher != "" {
 		exe, argv = s.launcher, append([]string{spec.Argv[0], LaunchArg, path}, spec.Argv...)
+		// The start pipe (launchStartFD) tells a launcher that died
+		// before its code ran from one that runs.
+		if startR, startW, err = os.Pipe(); err != nil {
+			s.mu.Unlock()
+			sess.closeFds()
+			return fmt.Errorf("open: %w", err)
+		}
+		defer startR.Close()
+		files = append(files, startW.Fd())
 	}
 	pid, err := syscall.ForkExec(exe, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
+	if startW != nil {
+		_ = startW.Close()
+	}
+	if err == nil && startR != nil && !launcherStarted(startR) {
+		// Died before it ran (nothing ran: the reaper collects it, as
+		// no session claims its pid).
+		s.mu.Unlock()
+		why := sess.launcherDied()
+		sess.closeFds()
+		return fmt.Errorf("open: start %s: %w", spec.Argv[0], why)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		sess.closeFds()
+		if errors.Is(err, syscall.EAGAIN) {
+			return fmt.Errorf("open: start %s: %w (%w)", spec.Argv[0], pidsLimitErr(), err)
+		}
 		if s.cred != nil && dir != "" && s.launcher != "" &&
 			(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EACCES)) {
 			// The launcher exists: what failed is the working directory.
@@ -688,7 +711,7 @@ func mergeEnv(base, over []string) []string {
 	for _, list := range [][]string{base, over} {
 		for _, e := range list {
 			k, _, _ := strings.Cut(e, "=")
-			if k == "" || k == RunTagEnv {
+			if k == "" || k == string(envknob.RunTag) {
 				continue
 			}
 			if i, ok := idx[k]; ok {

@@ -5,6 +5,7 @@ package config
 
 import (
 	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -17,6 +18,8 @@ type File struct {
 	// Limits are the per-agent and global quotas that keep one agent from
 	// taking the daemon or its neighbours down.
 	Limits Limits `yaml:"limits" json:"limits"`
+	// Audit is the audit trail (docs/audit.md).
+	Audit Audit `yaml:"audit" json:"audit"`
 	// MCP is what the MCP server offers beyond the tools.
 	MCP MCP `yaml:"mcp" json:"mcp"`
 	// State is the state directory: approvals.json, sandbox registry, session
@@ -118,6 +121,25 @@ type SessionLimits struct {
 	Retained         int `yaml:"retained" json:"retained"`
 }
 
+// Audit is the `audit:` section: the append-only, hash-chained audit
+// log under <state>/audit (docs/audit.md).
+type Audit struct {
+	// Enabled keeps the log (default true: who ran what must be
+	// answerable later, and a record costs one write).
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// MaxSegmentBytes rotates a segment at this size; MaxBytes bounds all
+	// segments together (the oldest go first).
+	MaxSegmentBytes int64 `yaml:"maxSegmentBytes" json:"maxSegmentBytes"`
+	MaxBytes        int64 `yaml:"maxBytes" json:"maxBytes"`
+	// OnFailure is what happens when a record cannot be written: refuse
+	// (commands and transfers are refused) or alert (they go on; a metric
+	// and the log say so).
+	OnFailure audit.FailureMode `yaml:"onFailure" json:"onFailure"`
+	// SigningKey is an ed25519 private key file (PEM, PKCS #8) signing
+	// each closed segment's last hash; "": none.
+	SigningKey string `yaml:"signingKey" json:"signingKey"`
+}
+
 // Elevated is the `elevated:` section.
 type Elevated struct {
 	Enabled      bool                `yaml:"enabled" json:"enabled"`
@@ -154,6 +176,8 @@ func Default() File {
 			Approvals: ApprovalLimits{PendingPerAgent: 8, Pending: 64, RequestBytes: 64 << 10, Retained: 512},
 			Sessions:  SessionLimits{RunningPerAgent: 32, Running: 256, RetainedPerAgent: 64, Retained: 512},
 		},
+		Audit: Audit{Enabled: true, MaxSegmentBytes: audit.DefaultMaxSegmentBytes, MaxBytes: audit.DefaultMaxBytes,
+			OnFailure: audit.Refuse},
 		State: "~/.sandboxctl",
 	}
 }

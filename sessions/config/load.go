@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -424,6 +427,9 @@ func (f File) Validate() error {
 	if err := f.Limits.validate(); err != nil {
 		return err
 	}
+	if err := f.Audit.validate(); err != nil {
+		return err
+	}
 	if strings.TrimSpace(f.State) == "" {
 		return &Error{Key: "state", Msg: "must not be empty"}
 	}
@@ -442,40 +448,29 @@ func ExpandHome(p string) (string, error) {
 	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
 }
 
-// Overrides are the environment variables that override config values
-// (README, "Configuration"), each with its PI_BASH_* alias. The SANDBOXCTL_ name wins.
-var overrideNames = [][3]string{
-	{"SANDBOXCTL_YIELD_MS", "PI_BASH_YIELD_MS", "backgroundMs"},
-	{"SANDBOXCTL_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS", "maxOutputChars"},
-	{"SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS", "PI_BASH_PENDING_MAX_OUTPUT_CHARS", "pendingMaxOutputChars"},
-	{"SANDBOXCTL_JOB_TTL_MS", "PI_BASH_JOB_TTL_MS", "cleanupMs"},
-}
-
-// ApplyEnv applies the environment overrides read through getenv. A value
-// that is not a non-negative whole number is an error naming the variable.
+// ApplyEnv applies the environment variables that override config values
+// (docs/configuration.md, "Environment variables"), read through getenv;
+// each has its PI_BASH_* alias, and the SANDBOXCTL_ name wins. A value that
+// is not a non-negative whole number is an error naming the variable.
 func (f *File) ApplyEnv(getenv func(string) string) error {
-	for _, o := range overrideNames {
-		name, raw := o[0], getenv(o[0])
-		if raw == "" {
-			name, raw = o[1], getenv(o[1])
-		}
+	for _, o := range []struct {
+		knob envknob.Knob
+		dst  *int
+	}{
+		{envknob.YieldMs, &f.Exec.BackgroundMs},
+		{envknob.MaxOutputChars, &f.Exec.MaxOutputChars},
+		{envknob.PendingMaxOutputChars, &f.Exec.PendingMaxOutputChars},
+		{envknob.JobTTLMs, &f.Exec.CleanupMs},
+	} {
+		raw, name := o.knob.GetFrom(getenv)
 		if raw == "" {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(raw))
 		if err != nil || n < 0 {
-			return &Error{File: "environment", Key: name, Msg: fmt.Sprintf("want a non-negative whole number, got %q", raw)}
+			return &Error{File: "environment", Key: string(name), Msg: fmt.Sprintf("want a non-negative whole number, got %q", raw)}
 		}
-		switch o[2] {
-		case "backgroundMs":
-			f.Exec.BackgroundMs = n
-		case "maxOutputChars":
-			f.Exec.MaxOutputChars = n
-		case "pendingMaxOutputChars":
-			f.Exec.PendingMaxOutputChars = n
-		case "cleanupMs":
-			f.Exec.CleanupMs = n
-		}
+		*o.dst = n
 	}
 	return nil
 }
@@ -509,6 +504,27 @@ func (l Limits) validate() error {
 		if c.agent > c.total {
 			return &Error{Key: c.key, Msg: fmt.Sprintf("%d is over %s (%d)", c.agent, c.totalKey, c.total)}
 		}
+	}
+	return nil
+}
+
+// validate checks the audit section; zero values (a configuration built in
+// code) take the defaults.
+func (a Audit) validate() error {
+	if a.OnFailure != "" {
+		if _, err := audit.ParseFailureMode(string(a.OnFailure)); err != nil {
+			return &Error{Key: "audit.onFailure", Msg: err.Error()}
+		}
+	}
+	seg := cmp.Or(a.MaxSegmentBytes, audit.DefaultMaxSegmentBytes)
+	if seg < 4096 {
+		return &Error{Key: "audit.maxSegmentBytes", Msg: fmt.Sprintf("must be at least 4096, got %d", a.MaxSegmentBytes)}
+	}
+	if a.MaxBytes != 0 && a.MaxBytes < 2*seg {
+		return &Error{Key: "audit.maxBytes", Msg: fmt.Sprintf("must be at least twice audit.maxSegmentBytes (%d), got %d", 2*seg, a.MaxBytes)}
+	}
+	if a.SigningKey != "" && !filepath.IsAbs(a.SigningKey) && !strings.HasPrefix(a.SigningKey, "~/") {
+		return &Error{Key: "audit.signingKey", Msg: fmt.Sprintf("%q is not an absolute path", a.SigningKey)}
 	}
 	return nil
 }

@@ -96,6 +96,9 @@ type Started struct {
 	// sits blocked reading a stdin nobody has written (supervised hosts);
 	// nil when the host cannot tell.
 	InputWait InputWaiter
+	// Place says where the command runs, in words for the caller
+	// (`Engine "e1"`, `node "n1"`); "" when the host has one place.
+	Place string
 	// Forget, when set, drops the finished session that the host keeps
 	// across daemon restarts (a supervisor keeps output and exit status),
 	// so a restarted daemon does not bring it back; nil when it keeps none.
@@ -108,4 +111,18 @@ type InputWaiter interface {
 	InputWait() bool
 	// InputWaitChanged is closed at the next change of InputWait.
 	InputWaitChanged() <-chan struct{}
+}
+
+// KillGrace is how long every host gives a killed command's tree between
+// SIGTERM and SIGKILL (Process.Kill, a timeout, a removed session).
+const KillGrace = 3 * time.Second
+
+// Doubter is a Process whose host can lose sight of it for a while (its
+// Engine stops answering): Doubt says why its state is unknown right now,
+// in words for the caller ("unknown: ...; the command may still be
+// running"), and "" while the host sees it. A session whose process is in
+// doubt is never reported failed for that: it stays running, with the
+// doubt as its reason, until the host sees its true end.
+type Doubter interface {
+	Doubt() string
 }

@@ -13,13 +13,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 )
 
@@ -108,7 +110,7 @@ type harness struct {
 	tg Target
 }
 
-func (h *harness) exec(p sessions.ExecParams) sessions.Result {
+func (h *harness) exec(p api.ExecParams) api.Result {
 	h.t.Helper()
 	p.Host, p.AgentID, p.SessionKey = h.tg.Host, h.tg.AgentID, h.tg.SessionKey
 	if p.Security == "" {
@@ -124,7 +126,7 @@ func (h *harness) exec(p sessions.ExecParams) sessions.Result {
 	return r
 }
 
-func (h *harness) process(p sessions.ProcessParams) sessions.Result {
+func (h *harness) process(p api.ProcessParams) api.Result {
 	h.t.Helper()
 	r, err := h.processErr(p)
 	if err != nil {
@@ -133,7 +135,7 @@ func (h *harness) process(p sessions.ProcessParams) sessions.Result {
 	return r
 }
 
-func (h *harness) processErr(p sessions.ProcessParams) (sessions.Result, error) {
+func (h *harness) processErr(p api.ProcessParams) (api.Result, error) {
 	h.t.Helper()
 	if p.AgentID == "" && p.SessionKey == "" {
 		p.AgentID, p.SessionKey = h.tg.AgentID, h.tg.SessionKey
@@ -202,18 +204,18 @@ func (h *harness) waitGone(pidFile string, within time.Duration) {
 
 // background starts p backgrounded and returns its session id; the session
 // is removed (killed) when the test ends.
-func (h *harness) background(p sessions.ExecParams) string {
+func (h *harness) background(p api.ExecParams) string {
 	h.t.Helper()
 	p.Background = true
 	r := h.exec(p)
 	d := r.Details
-	wantStatus(h.t, r, sessions.StatusRunning)
+	wantStatus(h.t, r, api.StatusRunning)
 	id := str(h.t, d, "sessionId")
 	if id == "" {
 		h.t.Fatalf("running result without sessionId: %+v", d)
 	}
 	h.t.Cleanup(func() {
-		_, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id})
+		_, _ = h.processErr(api.ProcessParams{Action: "remove", SessionID: id})
 	})
 	return id
 }
@@ -221,19 +223,19 @@ func (h *harness) background(p sessions.ExecParams) string {
 // pollUntil polls id (waiting up to 5 s per call) until the accumulated
 // output matches want (and, if exited, the session has exited), and returns
 // the accumulated output and the last result.
-func (h *harness) pollUntil(id string, want *regexp.Regexp, exited bool, limit time.Duration) (string, sessions.Result) {
+func (h *harness) pollUntil(id string, want *regexp.Regexp, exited bool, limit time.Duration) (string, api.Result) {
 	h.t.Helper()
 	var all strings.Builder
 	deadline := time.Now().Add(limit)
 	for {
-		r := h.process(sessions.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(5000.0)})
+		r := h.process(api.ProcessParams{Action: "poll", SessionID: id, TimeoutMs: ptr(5000.0)})
 		text := text(r)
 		body, _, _ := strings.Cut(text, "\n\nProcess ")
 		if body != "(no new output)" {
 			all.WriteString(body)
 			all.WriteString("\n")
 		}
-		done := !exited || strings.Contains(text, "Process exited") || statusOf(r) != sessions.StatusRunning
+		done := !exited || strings.Contains(text, "Process exited") || statusOf(r) != api.StatusRunning
 		if want.MatchString(all.String()) && done {
 			return all.String(), r
 		}
@@ -245,8 +247,8 @@ func (h *harness) pollUntil(id string, want *regexp.Regexp, exited bool, limit t
 }
 
 func testForegroundEcho(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{Command: "echo hello"})
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	r := h.exec(api.ExecParams{Command: "echo hello"})
+	d := wantStatus(t, r, api.StatusCompleted)
 	if code := num(t, d, "exitCode"); code != 0 {
 		t.Errorf("exitCode = %v, want 0", code)
 	}
@@ -265,8 +267,8 @@ func testForegroundEcho(t *testing.T, h *harness) {
 }
 
 func testNonZeroExit(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{Command: "echo oops; exit 3"})
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	r := h.exec(api.ExecParams{Command: "echo oops; exit 3"})
+	d := wantStatus(t, r, api.StatusCompleted)
 	if code := num(t, d, "exitCode"); code != 3 {
 		t.Errorf("exitCode = %v, want 3", code)
 	}
@@ -276,8 +278,8 @@ func testNonZeroExit(t *testing.T, h *harness) {
 }
 
 func testStdoutAndStderr(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{Command: "echo to-out; echo to-err >&2"})
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	r := h.exec(api.ExecParams{Command: "echo to-out; echo to-err >&2"})
+	d := wantStatus(t, r, api.StatusCompleted)
 	agg := str(t, d, "aggregated")
 	if !strings.Contains(agg, "to-out") || !strings.Contains(agg, "to-err") {
 		t.Errorf("aggregated = %q, want both streams", agg)
@@ -285,12 +287,12 @@ func testStdoutAndStderr(t *testing.T, h *harness) {
 }
 
 func testEnvAndWorkdir(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{
+	r := h.exec(api.ExecParams{
 		Command: `printf '%s|%s\n' "$SBX_CONFORMANCE" "$(pwd)"`,
 		Env:     map[string]string{"SBX_CONFORMANCE": "it works"},
 		Workdir: h.tg.Scratch,
 	})
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	d := wantStatus(t, r, api.StatusCompleted)
 	want := "it works|" + strings.TrimRight(h.tg.Scratch, "/")
 	if agg := strings.TrimSpace(str(t, d, "aggregated")); agg != want {
 		t.Errorf("aggregated = %q, want %q", agg, want)
@@ -305,7 +307,7 @@ func testEnvAndWorkdir(t *testing.T, h *harness) {
 func testTimeoutKillsTree(t *testing.T, h *harness) {
 	proof, pids := h.scratchFile("PROOF"), h.scratchFile("PIDS")
 	begin := time.Now()
-	r := h.exec(sessions.ExecParams{Command: "echo $$ > " + pids + "; sleep 5 && touch " + proof, Timeout: ptr(1.0)})
+	r := h.exec(api.ExecParams{Command: "echo $$ > " + pids + "; sleep 5 && touch " + proof, Timeout: ptr(1.0)})
 	wantFailedBySignal(t, r)
 	if reason := str(t, r.Details, "reason"); !strings.Contains(strings.ToLower(reason), "timeout") {
 		t.Errorf("reason = %q, want it to mention the timeout", reason)
@@ -321,7 +323,7 @@ func testTimeoutKillsTree(t *testing.T, h *harness) {
 
 func testTimeoutKillsSetsidChild(t *testing.T, h *harness) {
 	proof, pids := h.scratchFile("PROOF2"), h.scratchFile("PIDS2")
-	r := h.exec(sessions.ExecParams{
+	r := h.exec(api.ExecParams{
 		Command: "echo $$ > " + pids + "; (setsid sh -c 'echo $$ >> " + pids + "; sleep 3; touch " + proof + "') & " +
 			"while [ \"$(wc -l < " + pids + ")\" -lt 2 ]; do sleep 0.05; done; sleep 30",
 		Timeout: ptr(1.0),
@@ -334,10 +336,10 @@ func testTimeoutKillsSetsidChild(t *testing.T, h *harness) {
 }
 
 func testYieldThenPoll(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{Command: "sleep 1; echo done", YieldMs: ptr(10.0)})
-	d := wantStatus(t, r, sessions.StatusRunning)
+	r := h.exec(api.ExecParams{Command: "sleep 1; echo done", YieldMs: ptr(10.0)})
+	d := wantStatus(t, r, api.StatusRunning)
 	id := str(t, d, "sessionId")
-	t.Cleanup(func() { _, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id}) })
+	t.Cleanup(func() { _, _ = h.processErr(api.ProcessParams{Action: "remove", SessionID: id}) })
 	if pid := num(t, d, "pid"); pid <= 0 {
 		t.Errorf("pid = %v", pid)
 	}
@@ -353,7 +355,7 @@ func testYieldThenPoll(t *testing.T, h *harness) {
 		t.Errorf("text = %q, want it to start with %q", text(r), want)
 	}
 
-	lr := h.process(sessions.ProcessParams{Action: "list"})
+	lr := h.process(api.ProcessParams{Action: "list"})
 	if !strings.Contains(text(lr), id+" ") {
 		t.Errorf("list %q does not show %s", text(lr), id)
 	}
@@ -362,7 +364,7 @@ func testYieldThenPoll(t *testing.T, h *harness) {
 	if !strings.Contains(text(last), "Process exited with code 0.") {
 		t.Errorf("last poll %q, want Process exited with code 0.", text(last))
 	}
-	ld := wantStatus(t, last, sessions.StatusCompleted)
+	ld := wantStatus(t, last, api.StatusCompleted)
 	if code := num(t, ld, "exitCode"); code != 0 {
 		t.Errorf("exitCode = %v", code)
 	}
@@ -370,28 +372,28 @@ func testYieldThenPoll(t *testing.T, h *harness) {
 		t.Errorf("polled output %q, want done once", out)
 	}
 	// A poll after everything was drained has nothing new.
-	again := h.process(sessions.ProcessParams{Action: "poll", SessionID: id})
+	again := h.process(api.ProcessParams{Action: "poll", SessionID: id})
 	if !strings.HasPrefix(text(again), "(no new output)") {
 		t.Errorf("second poll %q, want (no new output)", text(again))
 	}
-	lg := h.process(sessions.ProcessParams{Action: "log", SessionID: id})
+	lg := h.process(api.ProcessParams{Action: "log", SessionID: id})
 	if strings.TrimSpace(text(lg)) != "done" || num(t, lg.Details, "totalLines") != 1 {
 		t.Errorf("log %q details %v", text(lg), lg.Details)
 	}
 }
 
 func testBackgroundWriteEOF(t *testing.T, h *harness) {
-	id := h.background(sessions.ExecParams{Command: "cat"})
-	h.process(sessions.ProcessParams{Action: "write", SessionID: id, Data: "abc\n"})
-	h.process(sessions.ProcessParams{Action: "write", SessionID: id, EOF: true})
+	id := h.background(api.ExecParams{Command: "cat"})
+	h.process(api.ProcessParams{Action: "write", SessionID: id, Data: "abc\n"})
+	h.process(api.ProcessParams{Action: "write", SessionID: id, EOF: true})
 	out, last := h.pollUntil(id, regexp.MustCompile(`abc`), true, 20*time.Second)
 	if strings.TrimSpace(out) != "abc" {
 		t.Errorf("output %q, want abc", out)
 	}
-	if d := wantStatus(t, last, sessions.StatusCompleted); num(t, d, "exitCode") != 0 {
-		t.Errorf("exitCode = %v", d["exitCode"])
+	if d := wantStatus(t, last, api.StatusCompleted); num(t, d, "exitCode") != 0 {
+		t.Errorf("exitCode = %v", wire(t, d)["exitCode"])
 	}
-	if _, err := h.processErr(sessions.ProcessParams{Action: "write", SessionID: id, Data: "late"}); err == nil {
+	if _, err := h.processErr(api.ProcessParams{Action: "write", SessionID: id, Data: "late"}); err == nil {
 		t.Error("write to a finished session succeeded")
 	}
 }
@@ -401,35 +403,35 @@ func testForegroundCatGetsEOF(t *testing.T, h *harness) {
 	// gets EOF at once, or (on a host that sees input waits) exec returns
 	// at once saying it waits for input, and write+eof then finishes it.
 	begin := time.Now()
-	r := h.exec(sessions.ExecParams{Command: "cat; echo cat-finished"})
+	r := h.exec(api.ExecParams{Command: "cat; echo cat-finished"})
 	if el := time.Since(begin); el > 5*time.Second {
 		t.Errorf("cat without stdin took %v; it must not wait for the timeout", el)
 	}
-	if statusOf(r) == sessions.StatusRunning {
+	if statusOf(r) == api.StatusRunning {
 		d := r.Details
-		if d["waitingForInput"] != true {
+		if !d.WaitingForInput {
 			t.Fatalf("running without waitingForInput: %v", d)
 		}
 		id := str(t, d, "sessionId")
-		h.process(sessions.ProcessParams{Action: "write", SessionID: id, Data: "typed\n", EOF: true})
+		h.process(api.ProcessParams{Action: "write", SessionID: id, Data: "typed\n", EOF: true})
 		out, _ := h.pollUntil(id, regexp.MustCompile(`typed\s+cat-finished`), true, 20*time.Second)
 		if !strings.Contains(out, "cat-finished") {
 			t.Errorf("output %q", out)
 		}
 		return
 	}
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	d := wantStatus(t, r, api.StatusCompleted)
 	if code := num(t, d, "exitCode"); code != 0 {
 		t.Errorf("exitCode = %v", code)
 	}
 	if !strings.Contains(str(t, d, "aggregated"), "cat-finished") {
-		t.Errorf("aggregated = %q", d["aggregated"])
+		t.Errorf("aggregated = %q", *d.Aggregated)
 	}
 }
 
 func testPTYIsTerminal(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{Command: `tty; echo "TERM=$TERM"`, PTY: true})
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	r := h.exec(api.ExecParams{Command: `tty; echo "TERM=$TERM"`, PTY: true})
+	d := wantStatus(t, r, api.StatusCompleted)
 	agg := str(t, d, "aggregated")
 	if !strings.Contains(agg, "/dev/pts/") || !strings.Contains(agg, "TERM=xterm-256color") {
 		t.Errorf("aggregated = %q, want a /dev/pts/ device and TERM=xterm-256color", agg)
@@ -437,24 +439,24 @@ func testPTYIsTerminal(t *testing.T, h *harness) {
 }
 
 func testPTYSize(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{Command: "stty size", PTY: true})
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	r := h.exec(api.ExecParams{Command: "stty size", PTY: true})
+	d := wantStatus(t, r, api.StatusCompleted)
 	if agg := strings.TrimSpace(str(t, d, "aggregated")); agg != "30 120" {
 		t.Errorf("stty size printed %q, want 30 120", agg)
 	}
 }
 
 func testPTYResize(t *testing.T, h *harness) {
-	id := h.background(sessions.ExecParams{Command: `stty size; read -r x; stty size`, PTY: true})
+	id := h.background(api.ExecParams{Command: `stty size; read -r x; stty size`, PTY: true})
 	h.pollUntil(id, regexp.MustCompile(`30 120`), false, 20*time.Second)
-	r, err := h.processErr(sessions.ProcessParams{Action: "resize", SessionID: id, Cols: ptr(100), Rows: ptr(40)})
+	r, err := h.processErr(api.ProcessParams{Action: "resize", SessionID: id, Cols: ptr(100), Rows: ptr(40)})
 	if err != nil {
 		t.Fatalf("resize: %v", err)
 	}
-	if statusOf(r) == sessions.StatusFailed {
+	if statusOf(r) == api.StatusFailed {
 		t.Fatalf("resize: %q", text(r))
 	}
-	h.process(sessions.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter"}})
+	h.process(api.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter"}})
 	h.pollUntil(id, regexp.MustCompile(`40 100`), true, 20*time.Second)
 }
 
@@ -464,17 +466,17 @@ func testPTYResize(t *testing.T, h *harness) {
 // programs do: in canonical mode the reply (no newline) would sit in the
 // line buffer.
 func testPTYDSR(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{
+	r := h.exec(api.ExecParams{
 		Command: `stty -icanon -echo; printf 'before\033[6n'; dd bs=6 count=1 >/dev/null 2>&1; stty icanon echo; echo got-reply`,
 		PTY:     true,
 		YieldMs: ptr(15000.0),
 	})
-	if statusOf(r) == sessions.StatusRunning {
-		id, _ := r.Details["sessionId"].(string)
-		_, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id})
+	if statusOf(r) == api.StatusRunning {
+		id := r.Details.SessionID
+		_, _ = h.processErr(api.ProcessParams{Action: "remove", SessionID: id})
 		t.Fatalf("the program still waits for its DSR answer: %q", text(r))
 	}
-	d := wantStatus(t, r, sessions.StatusCompleted)
+	d := wantStatus(t, r, api.StatusCompleted)
 	agg := str(t, d, "aggregated")
 	if !strings.Contains(agg, "got-reply") || !strings.Contains(agg, "before") {
 		t.Errorf("aggregated = %q", agg)
@@ -487,28 +489,28 @@ func testPTYDSR(t *testing.T, h *harness) {
 }
 
 func testPTYSendKeys(t *testing.T, h *harness) {
-	id := h.background(sessions.ExecParams{Command: `read -r x; echo "got:$x"`, PTY: true})
-	h.process(sessions.ProcessParams{Action: "send-keys", SessionID: id, Literal: "hi"})
-	h.process(sessions.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter"}})
+	id := h.background(api.ExecParams{Command: `read -r x; echo "got:$x"`, PTY: true})
+	h.process(api.ProcessParams{Action: "send-keys", SessionID: id, Literal: "hi"})
+	h.process(api.ProcessParams{Action: "send-keys", SessionID: id, Keys: []string{"enter"}})
 	_, last := h.pollUntil(id, regexp.MustCompile(`got:hi`), true, 20*time.Second)
-	wantStatus(t, last, sessions.StatusCompleted)
+	wantStatus(t, last, api.StatusCompleted)
 }
 
 func testPTYPaste(t *testing.T, h *harness) {
-	id := h.background(sessions.ExecParams{Command: `read -r a; echo "A:$a"; read -r b; echo "B:$b"`, PTY: true})
-	h.process(sessions.ProcessParams{Action: "paste", SessionID: id, Text: "plain\n", Bracketed: ptr(false)})
+	id := h.background(api.ExecParams{Command: `read -r a; echo "A:$a"; read -r b; echo "B:$b"`, PTY: true})
+	h.process(api.ProcessParams{Action: "paste", SessionID: id, Text: "plain\n", Bracketed: ptr(false)})
 	h.pollUntil(id, regexp.MustCompile(`A:plain`), false, 20*time.Second)
 	// Bracketed (the default): the markers wrap the text; `read` does not
 	// know bracketed paste, so the text arrives between them.
-	h.process(sessions.ProcessParams{Action: "paste", SessionID: id, Text: "wrapped"})
-	h.process(sessions.ProcessParams{Action: "submit", SessionID: id})
+	h.process(api.ProcessParams{Action: "paste", SessionID: id, Text: "wrapped"})
+	h.process(api.ProcessParams{Action: "submit", SessionID: id})
 	h.pollUntil(id, regexp.MustCompile(`B:[^\n]*wrapped`), true, 20*time.Second)
 }
 
 func testUnknownSession(t *testing.T, h *harness) {
 	for _, action := range []string{"poll", "log", "kill", "write", "remove"} {
 		begin := time.Now()
-		r, err := h.processErr(sessions.ProcessParams{
+		r, err := h.processErr(api.ProcessParams{
 			Action: action, SessionID: "nope-nope", Data: "x", TimeoutMs: ptr(5000.0),
 		})
 		if err != nil {
@@ -526,9 +528,9 @@ func testUnknownSession(t *testing.T, h *harness) {
 
 func testKillBackground(t *testing.T, h *harness) {
 	marker, pids := h.scratchFile("KILLED"), h.scratchFile("PIDS")
-	id := h.background(sessions.ExecParams{Command: "echo $$ > " + pids + "; sleep 3 && touch " + marker})
+	id := h.background(api.ExecParams{Command: "echo $$ > " + pids + "; sleep 3 && touch " + marker})
 	// Another caller's scope must not see (or kill) the session.
-	foreign, err := h.processErr(sessions.ProcessParams{
+	foreign, err := h.processErr(api.ProcessParams{
 		Action: "kill", SessionID: id,
 		AgentID: h.tg.AgentID + "-other", SessionKey: h.tg.SessionKey + "-other",
 	})
@@ -541,7 +543,7 @@ func testKillBackground(t *testing.T, h *harness) {
 		}
 	}
 	begin := time.Now()
-	h.process(sessions.ProcessParams{Action: "kill", SessionID: id})
+	h.process(api.ProcessParams{Action: "kill", SessionID: id})
 	if el := time.Since(begin); el > 5*time.Second {
 		t.Errorf("kill took %v", el)
 	}
@@ -560,14 +562,14 @@ func testKillBackground(t *testing.T, h *harness) {
 // runs on numbers it, the $$ it sees (inside the container for a sandbox),
 // on every host and exec path.
 func testPIDIsTheCommands(t *testing.T, h *harness) {
-	r := h.exec(sessions.ExecParams{Command: "echo pid=$$; sleep 30", Background: true})
-	wantStatus(t, r, sessions.StatusRunning)
+	r := h.exec(api.ExecParams{Command: "echo pid=$$; sleep 30", Background: true})
+	wantStatus(t, r, api.StatusRunning)
 	id := str(t, r.Details, "sessionId")
-	t.Cleanup(func() { _, _ = h.processErr(sessions.ProcessParams{Action: "remove", SessionID: id}) })
+	t.Cleanup(func() { _, _ = h.processErr(api.ProcessParams{Action: "remove", SessionID: id}) })
 	out, _ := h.pollUntil(id, regexp.MustCompile(`pid=[0-9]+`), false, 15*time.Second)
 	want := regexp.MustCompile(`pid=([0-9]+)`).FindStringSubmatch(out)[1]
 	// JSON through an API client makes it a float64; the Manager's own is an int.
-	if got := fmt.Sprint(r.Details["pid"]); got != want {
+	if got := fmt.Sprint(*r.Details.PID); got != want {
 		t.Fatalf("details.pid = %s, the command's $$ is %s", got, want)
 	}
 }
@@ -580,7 +582,7 @@ func testDaemonRestartWhileRunning(t *testing.T, h *harness) {
 		t.Skip("this host keeps no session across a daemon restart")
 	}
 	gate, pids := h.scratchFile("GATE"), h.scratchFile("PIDS")
-	id := h.background(sessions.ExecParams{Command: "echo $$ > " + pids + "; echo before-restart; " +
+	id := h.background(api.ExecParams{Command: "echo $$ > " + pids + "; echo before-restart; " +
 		"while [ ! -e " + gate + " ]; do sleep 0.05; done; echo after-restart"})
 	h.pollUntil(id, regexp.MustCompile(`before-restart`), false, 10*time.Second)
 
@@ -588,7 +590,7 @@ func testDaemonRestartWhileRunning(t *testing.T, h *harness) {
 	// A host may hand its sessions back a little later (a node, once it
 	// reconnected to the new daemon).
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		list := text(h.process(sessions.ProcessParams{Action: "list"}))
+		list := text(h.process(api.ProcessParams{Action: "list"}))
 		if strings.Contains(list, id) {
 			break
 		}
@@ -609,7 +611,7 @@ func testNodeAgentRestartWhileRunning(t *testing.T, h *harness) {
 		t.Skip("this host has no node agent")
 	}
 	gate, pids := h.scratchFile("GATE"), h.scratchFile("PIDS")
-	id := h.background(sessions.ExecParams{Command: "echo $$ > " + pids + "; echo before-restart; " +
+	id := h.background(api.ExecParams{Command: "echo $$ > " + pids + "; echo before-restart; " +
 		"while [ ! -e " + gate + " ]; do sleep 0.05; done; echo after-restart"})
 	h.pollUntil(id, regexp.MustCompile(`before-restart`), false, 10*time.Second)
 	h.tg.RestartNode(t)
@@ -626,11 +628,11 @@ func (h *harness) finishAfterRestart(id, gate, pids string) {
 	if strings.Contains(out, "before-restart") {
 		t.Errorf("the first polls after the restart repeated output already delivered: %q", out)
 	}
-	d := wantStatus(t, last, sessions.StatusCompleted)
+	d := wantStatus(t, last, api.StatusCompleted)
 	if code := num(t, d, "exitCode"); code != 0 {
 		t.Errorf("exitCode = %v after the restart, want 0 (output %q)", code, out)
 	}
-	log := text(h.process(sessions.ProcessParams{Action: "log", SessionID: id}))
+	log := text(h.process(api.ProcessParams{Action: "log", SessionID: id}))
 	if strings.Count(log, "before-restart") != 1 || strings.Count(log, "after-restart") != 1 {
 		t.Errorf("log after the restart: %q, want each line once", log)
 	}
@@ -640,29 +642,29 @@ func (h *harness) finishAfterRestart(id, gate, pids string) {
 // --- result helpers ---
 
 // checkShape asserts the result shape of docs/tools.md: one text content, a details map.
-func checkShape(t *testing.T, r sessions.Result) {
+func checkShape(t *testing.T, r api.Result) {
 	t.Helper()
 	if len(r.Content) != 1 || r.Content[0].Type != "text" {
 		t.Fatalf("content = %+v, want one text entry", r.Content)
 	}
-	if r.Details == nil {
-		t.Fatalf("details is nil (text %q)", r.Content[0].Text)
+	if r.Details.Status == "" {
+		t.Fatalf("details without a status (text %q)", r.Content[0].Text)
 	}
 }
 
-func text(r sessions.Result) string {
+func text(r api.Result) string {
 	if len(r.Content) == 0 {
 		return ""
 	}
 	return r.Content[0].Text
 }
 
-func statusOf(r sessions.Result) string {
-	s, _ := r.Details["status"].(string)
+func statusOf(r api.Result) string {
+	s := r.Details.Status
 	return s
 }
 
-func wantStatus(t *testing.T, r sessions.Result, want string) map[string]any {
+func wantStatus(t *testing.T, r api.Result, want string) api.Details {
 	t.Helper()
 	if got := statusOf(r); got != want {
 		t.Fatalf("details.status = %q, want %q (text %q, details %v)", got, want, text(r), r.Details)
@@ -672,10 +674,10 @@ func wantStatus(t *testing.T, r sessions.Result, want string) map[string]any {
 
 // wantFailedBySignal asserts a run ended by a kill or timeout: status failed,
 // exitCode present and null, a signal name.
-func wantFailedBySignal(t *testing.T, r sessions.Result) map[string]any {
+func wantFailedBySignal(t *testing.T, r api.Result) api.Details {
 	t.Helper()
-	d := wantStatus(t, r, sessions.StatusFailed)
-	if code, ok := d["exitCode"]; !ok || code != nil {
+	d := wantStatus(t, r, api.StatusFailed)
+	if code, ok := wire(t, d)["exitCode"]; !ok || code != nil {
 		t.Errorf("exitCode = %v (present %v), want null", code, ok)
 	}
 	if sig := str(t, d, "signal"); !strings.HasPrefix(sig, "SIG") {
@@ -684,8 +686,23 @@ func wantFailedBySignal(t *testing.T, r sessions.Result) map[string]any {
 	return d
 }
 
-func str(t *testing.T, d map[string]any, key string) string {
+// wire is details as a client decodes them: their JSON object.
+func wire(t *testing.T, details api.Details) map[string]any {
 	t.Helper()
+	raw, err := json.Marshal(details)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func str(t *testing.T, details api.Details, key string) string {
+	t.Helper()
+	d := wire(t, details)
 	v, ok := d[key]
 	if !ok {
 		t.Fatalf("details.%s is missing (details %v)", key, d)
@@ -697,10 +714,10 @@ func str(t *testing.T, d map[string]any, key string) string {
 	return s
 }
 
-// num reads a numeric details field, whatever Go type carries it (a Manager
-// returns ints, a JSON client float64).
-func num(t *testing.T, d map[string]any, key string) float64 {
+// num reads a numeric details field as a JSON client does.
+func num(t *testing.T, details api.Details, key string) float64 {
 	t.Helper()
+	d := wire(t, details)
 	v, ok := d[key]
 	if !ok {
 		t.Fatalf("details.%s is missing (details %v)", key, d)

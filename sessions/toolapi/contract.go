@@ -1,16 +1,22 @@
+// Package toolapi is the service side of the tools' contract: the
+// interfaces the sessions hub implements and the daemon, the MCP server
+// and the conformance suite take, and the tools' bad-input errors. The wire
+// types themselves are in package api.
 package toolapi
 
 import (
 	"context"
 	"errors"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // Tools is the pair of tools, as *sessions.Manager implements them: the one
 // interface the daemon, the metrics wrapper, the MCP server and the
 // conformance suite take.
 type Tools interface {
-	Exec(ctx context.Context, p ExecParams) (Result, error)
-	Process(ctx context.Context, p ProcessParams) (Result, error)
+	Exec(ctx context.Context, p api.ExecParams) (api.Result, error)
+	Process(ctx context.Context, p api.ProcessParams) (api.Result, error)
 }
 
 // ErrInvalidInput classifies bad tool input (docs/tools.md, "Bad input"). Every such error
@@ -47,10 +53,10 @@ func (e *InputError) InvalidParameter() {}
 type Follower interface {
 	SessionID() string
 	// Start is the stream's first frame: the session id and pid.
-	Start() StreamFrame
+	Start() api.StreamFrame
 	// Next waits for the next frame at or after offset from and returns it
 	// with the offset to ask for next; done is true after the exit frame.
-	Next(ctx context.Context, from int64, maxBytes int) (frame StreamFrame, next int64, done bool, err error)
+	Next(ctx context.Context, from int64, maxBytes int) (frame api.StreamFrame, next int64, done bool, err error)
 	// Close ends this reader; a raw follower stops holding the session's
 	// command back (once no other raw follower is attached).
 	Close()
@@ -59,11 +65,11 @@ type Follower interface {
 // Streamer is what serves streamed output, as *sessions.Manager does.
 type Streamer interface {
 	// ExecStream is Tools.Exec calling started once the session exists.
-	ExecStream(ctx context.Context, p ExecParams, started func(Follower)) (Result, error)
+	ExecStream(ctx context.Context, p api.ExecParams, started func(Follower)) (api.Result, error)
 	// Follow returns a Follower of a backgrounded session of the scope
 	// (agentID, sessionKey), or an error wrapping ErrNoSession.
 	Follow(agentID, sessionKey, id string) (Follower, error)
 	// FollowRaw is Follow for the exact bytes of a session started with
-	// ExecParams.Raw (frames carry Bytes); an error for another session.
+	// api.ExecParams.Raw (frames carry Bytes); an error for another session.
 	FollowRaw(agentID, sessionKey, id string) (Follower, error)
 }

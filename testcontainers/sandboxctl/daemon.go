@@ -24,6 +24,7 @@ import (
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -38,7 +39,7 @@ const (
 	engineSocket     = "/var/run/docker.sock"
 	// SandboxLabelsEnv gives the daemon the labels to put on its
 	// sandboxes (KEY=VALUE,…; see `sandboxctl serve`).
-	SandboxLabelsEnv = "SANDBOXCTL_SANDBOX_LABELS"
+	SandboxLabelsEnv = string(envknob.SandboxLabels)
 )
 
 // ContainerMode is the default Launcher: the sandboxctl daemon itself in a
@@ -131,10 +132,10 @@ func (b *daemonBackend) start(ctx context.Context, s Settings) error {
 		labels = append(labels, k+"="+v)
 	}
 	slices.Sort(labels)
-	env := map[string]string{"SANDBOXCTL_TOKEN": token, SandboxLabelsEnv: strings.Join(labels, ",")}
-	env["SANDBOXCTL_SUPERVISOR"] = daemonSupervisor
+	env := map[string]string{string(envknob.Token): token, SandboxLabelsEnv: strings.Join(labels, ",")}
+	env[string(envknob.Supervisor)] = daemonSupervisor
 	if s.Supervisor != nil && !*s.Supervisor {
-		env["SANDBOXCTL_SUPERVISOR"] = "off" // the plain exec path, on purpose
+		env[string(envknob.Supervisor)] = envknob.SupervisorOff // the plain exec path, on purpose
 	}
 	port, err := freePort()
 	if err != nil {
@@ -257,7 +258,7 @@ func (b *daemonBackend) Files(ctx context.Context, host vocab.Host, agentID, ses
 		if err != nil {
 			return FileTarget{}, err
 		}
-		if st, _ := res.Details["status"].(string); st != "completed" {
+		if st := res.Details.Status; st != "completed" {
 			return FileTarget{}, fmt.Errorf("sandboxctl: create the sandbox of %s: %s", agentID, resultText(res))
 		}
 	}

@@ -140,7 +140,7 @@ func TestContainerModeGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "read a b < /tmp/in.txt; echo $((a*b)) > /tmp/out.txt; cat /proc/1/cmdline | tr '\\0' ' '"})
-	if err != nil || !lifecycle.ExitedZero(res) || !strings.Contains(fmt.Sprint(res.Details["aggregated"]), "serve --listen 127.0.0.1:") {
+	if err != nil || !lifecycle.ExitedZero(res) || !strings.Contains(fmt.Sprint(*res.Details.Aggregated), "serve --listen 127.0.0.1:") {
 		t.Fatalf("gateway exec: %v %v", err, res)
 	}
 	rc, err := sb.CopyFileFromContainer(ctx, "/tmp/out.txt")
@@ -170,7 +170,7 @@ func TestSupervisorOff(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "echo plain"})
-			if err != nil || !lifecycle.ExitedZero(res) || res.Details["warnings"] != nil {
+			if err != nil || !lifecycle.ExitedZero(res) || res.Details.Warnings != nil {
 				t.Fatalf("exec: %v %v", err, res)
 			}
 			ex, err := sb.Explain(ctx)

@@ -30,7 +30,7 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Print(res.Details["aggregated"])
+	fmt.Print(*res.Details.Aggregated)
 
 	rc, err := sb.CopyFileFromContainer(ctx, "/workspace/greeting")
 	if err != nil {

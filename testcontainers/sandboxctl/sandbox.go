@@ -12,10 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -23,14 +24,14 @@ import (
 // Terminate removes exactly those.
 const LabelRun = "sandboxctl.testcontainers.run"
 
-// The tools' wire types (package toolapi, standard library only).
+// The tools' wire types (package api: the standard library and vocab only).
 type (
 	// ExecParams is the input of the exec tool.
-	ExecParams = toolapi.ExecParams
+	ExecParams = api.ExecParams
 	// ProcessParams is the input of the process tool.
-	ProcessParams = toolapi.ProcessParams
+	ProcessParams = api.ProcessParams
 	// Result is what both tools return.
-	Result = toolapi.Result
+	Result = api.Result
 )
 
 // A Launcher starts the sandboxctl a test talks to: ContainerMode (the

@@ -114,7 +114,7 @@
 
   function route() {
     const page = (location.hash || '#approvals').slice(1);
-    state.page = ['approvals', 'sessions', 'sandboxes', 'nodes'].includes(page) ? page : 'approvals';
+    state.page = ['approvals', 'sessions', 'sandboxes', 'nodes', 'audit'].includes(page) ? page : 'approvals';
     for (const p of document.querySelectorAll('.page')) p.hidden = p.id !== state.page;
     for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === state.page);
     refresh();
@@ -133,6 +133,7 @@
       if (state.page === 'sessions') await renderSessions();
       if (state.page === 'sandboxes') await renderSandboxes();
       if (state.page === 'nodes') await renderNodes();
+      if (state.page === 'audit') await renderAudit();
       document.body.dataset.refreshed = String(Date.now());
     } catch (e) {
       if (e instanceof AuthError) showLogin();
@@ -306,7 +307,40 @@
     $('nodes-table').tBodies[0].replaceChildren(...rows);
   }
 
+  // callLines fetches an NDJSON answer (GET /ui/api/audit) as a list.
+  async function callLines(path) {
+    const res = await fetch(path, { credentials: 'same-origin' });
+    const body = await res.text();
+    if (!res.ok) {
+      let msg = path + ': HTTP ' + res.status;
+      try { msg = JSON.parse(body).error || msg; } catch (_) { /* not JSON */ }
+      if (res.status === 401) throw new AuthError(msg);
+      throw new Error(msg);
+    }
+    return body.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
+  }
+
+  async function renderAudit() {
+    const q = new URLSearchParams();
+    if ($('audit-agent').value) q.set('agent', $('audit-agent').value);
+    if ($('audit-kind').value) q.set('kind', $('audit-kind').value);
+    const list = (await callLines('/ui/api/audit?' + q.toString())).reverse();
+    const rows = list.map((r) => {
+      const a = r.actor || {};
+      const actor = [a.via, a.token, a.uid !== undefined ? 'uid ' + a.uid : '', a.pid ? 'pid ' + a.pid : ''].filter(Boolean).join(' ');
+      const details = {};
+      for (const k of ['sessionId', 'requestId', 'host', 'node', 'exec', 'guard', 'approval', 'session', 'file', 'sandbox', 'daemon']) {
+        if (r[k] !== undefined) details[k] = r[k];
+      }
+      return el('tr', { 'data-seq': r.seq }, el('td', {}, String(r.seq)), el('td', {}, r.time), el('td', {}, r.kind),
+        el('td', {}, visible(actor)), el('td', {}, visible(r.agentId || '')), el('td', {}, el('pre', {}, visible(text(details)))));
+    });
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 6 }, 'No records.')));
+    $('audit-table').tBodies[0].replaceChildren(...rows);
+  }
+
   document.addEventListener('DOMContentLoaded', () => {
+    $('audit-form').addEventListener('submit', (ev) => { ev.preventDefault(); refresh(); });
     window.addEventListener('hashchange', route);
     $('login-form').addEventListener('submit', async (ev) => {
       ev.preventDefault();

@@ -29,7 +29,7 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Print(res.Details["aggregated"])
+	fmt.Print(*res.Details.Aggregated)
 	// Output: 12
 }
 
@@ -49,8 +49,8 @@ func ExampleRun_process() {
 		fmt.Println(err)
 		return
 	}
-	id := res.Details["sessionId"].(string)
-	fmt.Println(res.Details["status"])
+	id := res.Details.SessionID
+	fmt.Println(res.Details.Status)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if res, err = sb.Process(ctx, sandboxctl.ProcessParams{Action: "log", SessionID: id}); err != nil || strings.Contains(res.Content[0].Text, "serving") {
 			break
@@ -62,7 +62,7 @@ func ExampleRun_process() {
 		return
 	}
 	res, _ = sb.Process(ctx, sandboxctl.ProcessParams{Action: "poll", SessionID: id})
-	fmt.Println(res.Details["status"])
+	fmt.Println(res.Details.Status)
 	// Output:
 	// running
 	// serving

@@ -29,6 +29,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
@@ -145,7 +146,7 @@ func (b *backend) supervisor(ctx context.Context, s sandboxctl.Settings) (bin st
 	if s.SupervisorBinary != "" {
 		return s.SupervisorBinary, false, nil
 	}
-	if env := os.Getenv(sandbox.SupervisorEnv); env != "" {
+	if env := os.Getenv(string(envknob.Supervisor)); env != "" {
 		return env, false, nil
 	}
 	out := filepath.Join(b.dir, sandbox.SupervisorBinaryName)

@@ -131,7 +131,7 @@ func TestInProcessConfigStruct(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := sb.Exec(ctx, sandboxctl.ExecParams{Command: "pwd"})
-	if err != nil || !lifecycle.ExitedZero(res) || strings.TrimSpace(fmt.Sprint(res.Details["aggregated"])) != cfg.Exec.Cwd {
+	if err != nil || !lifecycle.ExitedZero(res) || strings.TrimSpace(fmt.Sprint(*res.Details.Aggregated)) != cfg.Exec.Cwd {
 		t.Fatalf("exec on the configured gateway cwd %s: %v %v", cfg.Exec.Cwd, err, res)
 	}
 }

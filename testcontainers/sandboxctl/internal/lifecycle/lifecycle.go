@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
+
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/testcontainers/sandboxctl"
@@ -86,7 +88,7 @@ func Check(ctx context.Context, t *testing.T, cli *client.Client, sb *sandboxctl
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Details["status"] != "completed" || !ExitedZero(res) || strings.TrimSpace(text(res)) == "0" {
+	if res.Details.Status != "completed" || !ExitedZero(res) || strings.TrimSpace(text(res)) == "0" {
 		t.Fatalf("exec: %v / %q (want completed, exit 0, not root)", res.Details, text(res))
 	}
 	rc, err := sb.CopyFileFromContainer(ctx, "/workspace/out.txt")
@@ -115,8 +117,8 @@ func Check(ctx context.Context, t *testing.T, cli *client.Client, sb *sandboxctl
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.Details["sessionId"].(string)
-	if res.Details["status"] != "running" || id == "" {
+	id := res.Details.SessionID
+	if res.Details.Status != "running" || id == "" {
 		t.Fatalf("background exec: %v", res.Details)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -140,7 +142,7 @@ func Check(ctx context.Context, t *testing.T, cli *client.Client, sb *sandboxctl
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := res.Details["status"]; st == "running" {
+	if st := res.Details.Status; st == "running" {
 		t.Fatalf("after kill the session is still %v", st)
 	}
 
@@ -161,17 +163,8 @@ func Check(ctx context.Context, t *testing.T, cli *client.Client, sb *sandboxctl
 	}
 }
 
-// ExitedZero reports whether res is a completed run with exit code 0 (an
-// int in process, a JSON number over the API).
+// ExitedZero reports whether res is a run that exited with code 0.
 func ExitedZero(res sandboxctl.Result) bool {
-	if res.Details["status"] != "completed" {
-		return false
-	}
-	switch c := res.Details["exitCode"].(type) {
-	case int:
-		return c == 0
-	case float64:
-		return c == 0
-	}
-	return false
+	exit, ok := res.Details.Exit()
+	return ok && exit.Reason == api.ExitExited && exit.Code == 0
 }

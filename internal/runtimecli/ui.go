@@ -1,4 +1,4 @@
-package cli
+package runtimecli
 
 import (
 	"context"
@@ -17,7 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/cli"
 	"github.com/sandboxctl/sandboxctl/internal/console"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 )
@@ -31,11 +32,11 @@ type UIOptions struct {
 	NoOpen bool
 }
 
-func newUICommand(c *CLI) *cobra.Command {
+func newUICommand(c *cli.CLI) *cobra.Command {
 	var opts UIOptions
 	cmd := &cobra.Command{
 		Use:   "ui",
-		Short: "Open the web console (approvals, sessions, sandboxes, nodes) in a browser",
+		Short: cli.RuntimeShort("ui"),
 		Long: `Open the daemon's web console. sandboxctl forwards a local port on 127.0.0.1
 to the daemon's unix socket and prints a one-time login link to it (valid once,
 for a minute), which it also opens with xdg-open when that is installed. It
@@ -44,7 +45,7 @@ keeps forwarding until interrupted (Ctrl-C).
 Only a person may log in this way: like 'approvals resolve', the daemon
 refuses the link to any process it started (and their descendants). Over
 'serve --listen' the console is at /ui/ too and asks for a token instead.`,
-		Args: ExactArgs(0),
+		Args: cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return RunUI(cmd.Context(), c, opts)
 		},
@@ -56,13 +57,13 @@ refuses the link to any process it started (and their descendants). Over
 }
 
 // RunUI forwards a loopback port to the daemon's socket until ctx is done.
-func RunUI(ctx context.Context, c *CLI, opts UIOptions) error {
+func RunUI(ctx context.Context, c *cli.CLI, opts UIOptions) error {
 	host, _, err := net.SplitHostPort(opts.Listen)
 	if err != nil {
-		return UsageErrorf("ui: --listen %q: %v", opts.Listen, err)
+		return cli.UsageErrorf("ui: --listen %q: %v", opts.Listen, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return UsageErrorf("ui: --listen %q is not a loopback address: the console's port must not be reachable from other machines (use 'serve --listen' with TLS for that)", opts.Listen)
+		return cli.UsageErrorf("ui: --listen %q is not a loopback address: the console's port must not be reachable from other machines (use 'serve --listen' with TLS for that)", opts.Listen)
 	}
 	cfg, err := c.LoadConfig()
 	if err != nil {
@@ -93,12 +94,12 @@ func RunUI(ctx context.Context, c *CLI, opts UIOptions) error {
 	if !opts.NoOpen {
 		openBrowser(c, link)
 	}
-	return forwardConsole(ctx, ln, apiclient.SocketPath(state))
+	return forwardConsole(ctx, ln, api.SocketPath(state))
 }
 
 // openBrowser runs xdg-open on link when it is installed; without it the
 // printed link is all there is.
-func openBrowser(c *CLI, link string) {
+func openBrowser(c *cli.CLI, link string) {
 	bin, err := exec.LookPath("xdg-open")
 	if err != nil {
 		return
@@ -113,7 +114,7 @@ func openBrowser(c *CLI, link string) {
 
 // forwardConsole serves ln with a reverse proxy to the daemon's socket
 // until ctx is done. Every request it forwards names, in
-// apiclient.ConsoleClientPIDsHeader, the processes that hold the other end
+// api.ConsoleClientPIDsHeader, the processes that hold the other end
 // of its connection: the daemon refuses a login or a decision when one of
 // them is a process sandboxctl started, as if it had asked itself.
 func forwardConsole(ctx context.Context, ln net.Listener, sock string) error {
@@ -124,7 +125,7 @@ func forwardConsole(ctx context.Context, ln net.Listener, sock string) error {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the console compares Origin with it
 			pids, _ := pr.In.Context().Value(clientPIDsKey{}).(string)
-			pr.Out.Header.Set(apiclient.ConsoleClientPIDsHeader, pids)
+			pr.Out.Header.Set(api.ConsoleClientPIDsHeader, pids)
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -1,0 +1,44 @@
+package api_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sandboxctl/sandboxctl/api"
+)
+
+// TestDetailsExit: how a command ended, read from the details a client
+// decodes (the reasons are the texts the sessions write, api.*Reason).
+func TestDetailsExit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		json string
+		want api.Exit
+		ok   bool
+	}{
+		{"exited", `{"status":"completed","exitCode":3}`, api.Exit{Reason: api.ExitExited, Code: 3}, true},
+		{"signaled", `{"status":"failed","exitCode":null,"signal":"SIGTERM","reason":"` + api.SignalReason("SIGTERM") + `"}`, api.Exit{Reason: api.ExitSignaled, Signal: "SIGTERM"}, true},
+		{"timeout", `{"status":"failed","exitCode":null,"signal":"SIGKILL","reason":"` + api.TimeoutReason("5s") + `"}`, api.Exit{Reason: api.ExitTimeout, Signal: "SIGKILL"}, true},
+		{"killed", `{"status":"failed","exitCode":null,"signal":"SIGKILL","reason":"` + api.KillReasonKilled + `"}`, api.Exit{Reason: api.ExitKilled, Signal: "SIGKILL"}, true},
+		{"removed", `{"status":"failed","exitCode":null,"signal":"SIGKILL","reason":"` + api.KillReasonRemoved + `"}`, api.Exit{Reason: api.ExitKilled, Signal: "SIGKILL"}, true},
+		{"lost", `{"status":"failed","exitCode":null,"signal":"","reason":"the sandbox was removed"}`, api.Exit{Reason: api.ExitLost}, true},
+		{"denied", `{"status":"denied","reason":"security is deny"}`, api.Exit{Reason: api.ExitDenied}, true},
+		{"approval-pending", `{"status":"approval-pending","approvalId":"a"}`, api.Exit{Reason: api.ExitApprovalPending}, true},
+		{"running", `{"status":"running","sessionId":"s"}`, api.Exit{}, false},
+		{"not found", `{"status":"failed","error":"not_found","sessionId":"s"}`, api.Exit{}, false},
+		{"process list", `{"status":"completed","sessions":[]}`, api.Exit{}, false},
+	} {
+		var d api.Details
+		if err := json.Unmarshal([]byte(tc.json), &d); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, ok := d.Exit()
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: Exit() = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	var d api.Details
+	if err := json.Unmarshal([]byte(`{"exitCode":1.5}`), &d); err == nil {
+		t.Error("exitCode 1.5 decoded without an error")
+	}
+}
