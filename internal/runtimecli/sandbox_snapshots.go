@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
@@ -23,6 +24,12 @@ func (a *sandboxAPI) snapshotRoutes() map[string]http.Handler {
 		"POST /v1/sandboxes/{name}/rollback":               http.HandlerFunc(a.rollback),
 		"POST /v1/sandboxes/{name}/fork":                   http.HandlerFunc(a.fork),
 	}
+}
+
+// snapshotEvent is the sandbox event of a snapshot action, naming the
+// snapshot.
+func (a *sandboxAPI) snapshotEvent(ctx context.Context, action string, in sandbox.Info, snapshot string) {
+	a.eventWith(ctx, action, in, func(d *api.Details) { d.Snapshot = snapshot })
 }
 
 func infoScope(in sandbox.Info) sandbox.Scope {
@@ -45,7 +52,7 @@ func (a *sandboxAPI) snapshot(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("snapshotted", in, "snapshot", snap.Name, "bytes", snap.Bytes, "method", snap.Method)
+	a.snapshotEvent(r.Context(), "snapshotted", in, snap.Name)
 	replyJSON(w, http.StatusCreated, snap)
 }
 
@@ -91,7 +98,7 @@ func (a *sandboxAPI) removeSnapshot(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("snapshot-removed", in, "snapshot", snap.Name)
+	a.snapshotEvent(r.Context(), "snapshot-removed", in, snap.Name)
 	replyJSON(w, http.StatusOK, snap)
 }
 
@@ -115,7 +122,7 @@ func (a *sandboxAPI) rollback(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("rolled-back", out, "snapshot", req.Snapshot, "previousId", in.ID)
+	a.snapshotEvent(r.Context(), "rolled-back", out, req.Snapshot)
 	replyJSON(w, http.StatusOK, out)
 }
 
@@ -148,7 +155,7 @@ func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.event("forked", out, "origin", in.Name, "originId", in.ID, "snapshot", req.Snapshot)
+	a.snapshotEvent(r.Context(), "forked", out, req.Snapshot)
 	replyJSON(w, http.StatusCreated, out)
 }
 
@@ -164,7 +171,7 @@ func (a *sandboxAPI) SnapshotScope(ctx context.Context, agentID, sessionKey, nam
 	if err != nil {
 		return apiclient.Snapshot{}, err
 	}
-	a.event("snapshotted", in, "snapshot", snap.Name, "bytes", snap.Bytes, "method", snap.Method)
+	a.snapshotEvent(ctx, "snapshotted", in, snap.Name)
 	return clientSnapshot(snap), nil
 }
 
@@ -178,7 +185,7 @@ func (a *sandboxAPI) RollbackScope(ctx context.Context, agentID, sessionKey, sna
 	if err != nil {
 		return apiclient.Sandbox{}, err
 	}
-	a.event("rolled-back", out, "snapshot", snapshot, "previousId", in.ID)
+	a.snapshotEvent(ctx, "rolled-back", out, snapshot)
 	return clientSandbox(out), nil
 }
 
@@ -192,7 +199,7 @@ func (a *sandboxAPI) ForkScope(ctx context.Context, agentID, sessionKey string, 
 	if err != nil {
 		return apiclient.Sandbox{}, err
 	}
-	a.event("forked", out, "origin", in.Name, "originId", in.ID, "snapshot", req.Snapshot)
+	a.snapshotEvent(ctx, "forked", out, req.Snapshot)
 	return clientSandbox(out), nil
 }
 
