@@ -182,7 +182,15 @@ func TestSandboxSnapshotsHTTPAndCLI(t *testing.T) {
 				Details map[string]any `json:"details"`
 			}
 			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == "sandbox" {
-				want2[fmt.Sprint(ev.Details["action"])] = true
+				switch action := fmt.Sprint(ev.Details["action"]); action {
+				case "snapshotted", "snapshot-removed", "rolled-back":
+					if ev.Details["snapshot"] == nil {
+						t.Errorf("%s event without details.snapshot: %v", action, ev.Details)
+					}
+					want2[action] = true
+				case "forked":
+					want2[action] = true
+				}
 			}
 			done := true
 			for _, seen := range want2 {
