@@ -14,7 +14,8 @@ import (
 // so the object's keys are sorted, as clients have always seen them.
 type Details struct {
 	// Action of a sandbox event: created, removed, paused, resumed,
-	// extended or expired.
+	// extended, expired, snapshotted, snapshot-removed, rolled-back or
+	// forked (docs/snapshots.md).
 	Action string `json:"action,omitempty"`
 	// AgentID and SessionKey: an approval's requesting scope; each
 	// session of GET /v1/sessions.
@@ -92,6 +93,8 @@ type Details struct {
 	Signal    *string `json:"signal,omitempty"`
 	Since     *int64  `json:"since,omitempty"`
 	StartedAt int64   `json:"startedAt,omitempty"` // Unix milliseconds
+	// Snapshot names the snapshot of a sandbox event (docs/snapshots.md).
+	Snapshot string `json:"snapshot,omitempty"`
 	// Status is one of the Status constants, or "waiting-for-input".
 	Status string `json:"status,omitempty"`
 	// Step of a step event: "sandbox-create" or "image-build".

@@ -184,6 +184,10 @@ type Manager struct {
 	scopeLocks map[string]*sync.Mutex
 	reg        *registry
 
+	// snapMu serialises snapshots, so two never both fit in the room
+	// sandbox.snapshots.maxBytes leaves for one.
+	snapMu sync.Mutex
+
 	// sup is the supervisor binary (nil: plain path), supWarn why not.
 	sup     *supervisorBin
 	supWarn string
@@ -1029,6 +1033,9 @@ type Explanation struct {
 	// WorkspaceQuota says how the workspace's disk is capped ("none" when
 	// sandbox.workspaceQuota is unset).
 	WorkspaceQuota string `json:"workspaceQuota"`
+	// Snapshots says how a snapshot copies the workspace here
+	// (SnapshotReflink or SnapshotCopy, with why; docs/snapshots.md).
+	Snapshots string `json:"snapshots,omitempty"`
 }
 
 // Explain reports the effective config of scope s, its hash, the container
@@ -1050,6 +1057,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
 		ex.WorkspaceQuota = fmt.Sprintf("%d bytes for %s: %s at %s", q, sh.Layout.WorkspaceHost, WorkspaceQuotaKind, m.workspaceImage(name))
 	}
+	ex.Snapshots = m.snapshotsExplained()
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):

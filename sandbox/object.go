@@ -120,10 +120,16 @@ func (m *Manager) Create(ctx context.Context, s Scope, o CreateOptions) (Info, e
 		return Info{}, fmt.Errorf("%w: creating a sandbox with a template is not supported with several Engines (sandbox.engines) yet", errBadInput)
 	}
 	scopeKey := ScopeKey(m.cfg.Scope, s)
-	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	lock := m.scopeLock(scopeKey)
 	lock.Lock()
 	defer lock.Unlock()
+	return m.createLocked(ctx, s, o)
+}
+
+// createLocked is Create under the scope's lock, with o checked.
+func (m *Manager) createLocked(ctx context.Context, s Scope, o CreateOptions) (Info, error) {
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	exists := func() error {
 		return fmt.Errorf("%w: scope %s has a sandbox already (%s): use it, or remove it first (sandboxctl sandbox rm %s)", cerrdefs.ErrConflict, scopeKey, name, name)
 	}

@@ -135,6 +135,15 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{"POST", "/v1/sandboxes/{name}/resume", "", "", nil, 404},
 		{"POST", "/v1/sandboxes/{name}/timeout", "", "", map[string]any{"ttlSeconds": 60}, 404},
 		{"POST", "/v1/sandboxes/{name}/timeout", "", "", map[string]any{"ttlSeconds": -1}, 400},
+		{"POST", "/v1/sandboxes/{name}/snapshots", "", "", map[string]any{"name": "s1"}, 404},
+		{"POST", "/v1/sandboxes/{name}/snapshots", "", "", map[string]any{"nme": "s1"}, 400},
+		{"GET", "/v1/sandboxes/{name}/snapshots", "", "", nil, 404},
+		{"GET", "/v1/sandboxes/{name}/snapshots/{snapshot}", "", "", nil, 404},
+		{"DELETE", "/v1/sandboxes/{name}/snapshots/{snapshot}", "", "", nil, 404},
+		{"POST", "/v1/sandboxes/{name}/rollback", "", "", map[string]any{"snapshot": "s1"}, 404},
+		{"POST", "/v1/sandboxes/{name}/rollback", "", "", map[string]any{"snapshot": "../x"}, 400},
+		{"POST", "/v1/sandboxes/{name}/fork", "", "", map[string]any{"agentId": alice + "-fork"}, 404},
+		{"POST", "/v1/sandboxes/{name}/fork", "", "", map[string]any{"snapshot": "a b"}, 400},
 		{"GET", "/v1/approvals", "", "", nil, 200},
 		{"POST", "/v1/approvals/{id}", "", "", map[string]any{"decision": "allow-once"}, 403}, // the tool token decides nothing
 		{"PUT", "/v1/files", fq("/workspace/o.txt", "&mode=0640"), "application/octet-stream", "openapi", 200},
@@ -201,7 +210,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		if strings.HasPrefix(c.path, "/v1/sessions/{id}/") && c.want != 404 {
 			id = bgID
 		}
-		urlPath := strings.NewReplacer("{id}", id, "{name}", "no-such-sandbox").Replace(c.path)
+		urlPath := strings.NewReplacer("{id}", id, "{name}", "no-such-sandbox", "{snapshot}", "no-such-snapshot").Replace(c.path)
 		req, err := http.NewRequestWithContext(t.Context(), c.method, base+urlPath+c.query, body)
 		if err != nil {
 			t.Fatal(err)

@@ -200,6 +200,9 @@ func New(tools Tools, id Identity, opts Options) *mcp.Server {
 	}
 	if opts.Sandboxes != nil {
 		addSandboxTools(s, opts.Sandboxes, id)
+		if ss, ok := opts.Sandboxes.(SandboxSnapshots); ok {
+			addSnapshotTools(s, ss, id)
+		}
 	}
 	return s
 }

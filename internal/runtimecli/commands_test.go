@@ -19,6 +19,7 @@ func TestCommandTree(t *testing.T) {
 		{"process", "list"}, {"process", "poll"}, {"process", "log"}, {"process", "kill"},
 		{"sandbox", "ls"}, {"sandbox", "create"}, {"sandbox", "rm"}, {"sandbox", "prune"},
 		{"sandbox", "explain"}, {"sandbox", "shell"},
+		{"sandbox", "snapshot"}, {"sandbox", "snapshots"}, {"sandbox", "rollback"}, {"sandbox", "fork"},
 	} {
 		cmd, _, err := root.Find(path)
 		if err != nil || cmd.Name() != path[len(path)-1] || cmd.RunE == nil {

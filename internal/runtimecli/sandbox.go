@@ -40,7 +40,7 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 		Short: cli.RuntimeShort("sandbox"),
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|pause|resume|extend|prune|explain|shell)")
+			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|pause|resume|extend|prune|explain|shell|snapshot|snapshots|rollback|fork)")
 		},
 	}
 	cmd.AddCommand(
@@ -54,6 +54,7 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 		newSandboxExplainCommand(c),
 		newSandboxShellCommand(c),
 	)
+	cmd.AddCommand(snapshotCommands(c)...)
 	return cmd
 }
 
@@ -533,6 +534,9 @@ func formatExplanation(ex sandbox.Explanation) string {
 	}
 	fmt.Fprintf(&b, "recreate:     %s\n", ex.Recreate)
 	fmt.Fprintf(&b, "runtime:      %s\n", ex.Runtime)
+	if ex.Snapshots != "" {
+		fmt.Fprintf(&b, "snapshots:    %s\n", ex.Snapshots)
+	}
 	if ex.RuntimeNote != "" {
 		fmt.Fprintf(&b, "              %s\n", ex.RuntimeNote)
 	}

@@ -37,6 +37,14 @@ type sandboxAPI struct {
 const maxLifecycleBody = 64 << 10
 
 func (a *sandboxAPI) routes() map[string]http.Handler {
+	r := a.lifecycleRoutes()
+	for pattern, h := range a.snapshotRoutes() {
+		r[pattern] = h
+	}
+	return r
+}
+
+func (a *sandboxAPI) lifecycleRoutes() map[string]http.Handler {
 	return map[string]http.Handler{
 		"POST /v1/sandboxes":                http.HandlerFunc(a.create),
 		"GET /v1/sandboxes":                 http.HandlerFunc(a.list),
@@ -181,6 +189,15 @@ func (a *sandboxAPI) extend(w http.ResponseWriter, r *http.Request) {
 // event records (with the actor of ctx) and publishes a lifecycle event
 // for in; workspaceRemoved is set for a removal only.
 func (a *sandboxAPI) event(ctx context.Context, action string, in sandbox.Info, workspaceRemoved ...bool) {
+	a.eventWith(ctx, action, in, func(d *api.Details) {
+		if len(workspaceRemoved) > 0 {
+			d.WorkspaceRemoved = &workspaceRemoved[0]
+		}
+	})
+}
+
+// eventWith is event with details completed by more.
+func (a *sandboxAPI) eventWith(ctx context.Context, action string, in sandbox.Info, more func(*api.Details)) {
 	if a.audit != nil {
 		_ = a.audit.Record(ctx, audit.Record{Kind: audit.KindSandbox, AgentID: in.AgentID, SessionKey: in.SessionKey, Host: "sandbox",
 			Sandbox: &audit.Sandbox{Action: action, ID: in.ID, Name: in.Name}})
@@ -192,9 +209,7 @@ func (a *sandboxAPI) event(ctx context.Context, action string, in sandbox.Info, 
 	if !in.ExpiresAt.IsZero() {
 		d.ExpiresAt = in.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
-	if len(workspaceRemoved) > 0 {
-		d.WorkspaceRemoved = &workspaceRemoved[0]
-	}
+	more(&d)
 	a.publish(api.Event{Type: vocab.EventSandbox, Text: fmt.Sprintf("sandbox %s %s", in.Name, action),
 		AgentID: in.AgentID, SessionKey: in.SessionKey, Details: d})
 }

@@ -5,7 +5,11 @@
 // sandboxctl CLI can load and check a config; package sandbox re-exports it.
 package sandboxconfig
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/docker/go-units"
+)
 
 // Config is the `sandbox:` section of sandboxctl.yaml (README, "Configuration").
 type Config struct {
@@ -44,6 +48,25 @@ type Config struct {
 	// Explicit: an agent's command never creates its sandbox; one must be
 	// created first (sandboxctl sandbox create, POST /v1/sandboxes).
 	Explicit bool `yaml:"explicit" json:"explicit"`
+	// Snapshots bounds the snapshots kept under the state directory
+	// (docs/snapshots.md).
+	Snapshots SnapshotsConfig `yaml:"snapshots" json:"snapshots"`
+}
+
+// SnapshotsConfig is sandbox.snapshots: at most MaxCount snapshots per
+// scope and MaxBytes (a size such as 10g) of snapshots in all.
+type SnapshotsConfig struct {
+	MaxCount int    `yaml:"maxCount" json:"maxCount"`
+	MaxBytes string `yaml:"maxBytes" json:"maxBytes"`
+}
+
+// MaxBytesValue is MaxBytes in bytes.
+func (s SnapshotsConfig) MaxBytesValue() (int64, error) {
+	n, err := units.RAMInBytes(s.MaxBytes)
+	if err != nil || n <= 0 {
+		return 0, &ConfigError{Field: "sandbox.snapshots.maxBytes", Value: s.MaxBytes, Msg: "must be a size above 0, such as 10g"}
+	}
+	return n, nil
 }
 
 // DefaultMaxPerAgent is sandbox.maxPerAgent's default.
@@ -110,6 +133,7 @@ func DefaultConfig() Config {
 		Prune:           PruneConfig{IdleHours: 24, MaxAgeDays: 7},
 		MaxPerAgent:     DefaultMaxPerAgent,
 		Templates:       map[string]Template{},
+		Snapshots:       SnapshotsConfig{MaxCount: 20, MaxBytes: "10g"},
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",

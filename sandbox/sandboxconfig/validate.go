@@ -184,6 +184,12 @@ func (c Config) Validate() error {
 	if c.Pool.Size > 0 && c.WorkspaceAccess == string(workdir.AccessRO) {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: "workspaceAccess ro mounts the agent's own workspace when the sandbox is made, which a pooled sandbox cannot know; use rw or none, or no pool"}
 	}
+	if c.Snapshots.MaxCount < 0 {
+		return &ConfigError{Field: "sandbox.snapshots.maxCount", Value: fmt.Sprint(c.Snapshots.MaxCount), Msg: "must be >= 0 (0: no snapshots)"}
+	}
+	if _, err := c.Snapshots.MaxBytesValue(); err != nil {
+		return err
+	}
 	if c.MaxPerAgent < 0 {
 		return &ConfigError{Field: "sandbox.maxPerAgent", Value: fmt.Sprint(c.MaxPerAgent), Msg: "must be >= 0 (0: the default, 4)"}
 	}

@@ -1,0 +1,238 @@
+package runtimecli
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/internal/daemon"
+	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
+	"github.com/sandboxctl/sandboxctl/sandbox"
+)
+
+// Snapshots, rollback and fork of a sandbox (docs/snapshots.md), with the
+// lifecycle's scoping: an agent token reaches only its own agent's
+// sandboxes and forks only into its own agent.
+
+func (a *sandboxAPI) snapshotRoutes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"POST /v1/sandboxes/{name}/snapshots":              http.HandlerFunc(a.snapshot),
+		"GET /v1/sandboxes/{name}/snapshots":               http.HandlerFunc(a.snapshots),
+		"GET /v1/sandboxes/{name}/snapshots/{snapshot}":    http.HandlerFunc(a.snapshotInfo),
+		"DELETE /v1/sandboxes/{name}/snapshots/{snapshot}": http.HandlerFunc(a.removeSnapshot),
+		"POST /v1/sandboxes/{name}/rollback":               http.HandlerFunc(a.rollback),
+		"POST /v1/sandboxes/{name}/fork":                   http.HandlerFunc(a.fork),
+	}
+}
+
+// snapshotEvent is the sandbox event of a snapshot action, naming the
+// snapshot.
+func (a *sandboxAPI) snapshotEvent(ctx context.Context, action string, in sandbox.Info, snapshot string) {
+	a.eventWith(ctx, action, in, func(d *api.Details) { d.Snapshot = snapshot })
+}
+
+func infoScope(in sandbox.Info) sandbox.Scope {
+	return sandbox.Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}
+}
+
+func (a *sandboxAPI) snapshot(w http.ResponseWriter, r *http.Request) {
+	var req apiclient.SnapshotRequest
+	if err := decodeStrict(w, r, &req); err != nil {
+		a.fail(w, err)
+		return
+	}
+	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	snap, err := a.m.Snapshot(r.Context(), infoScope(in), req.Name)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.snapshotEvent(r.Context(), "snapshotted", in, snap.Name)
+	replyJSON(w, http.StatusCreated, snap)
+}
+
+func (a *sandboxAPI) snapshots(w http.ResponseWriter, r *http.Request) {
+	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	list, err := a.m.Snapshots(infoScope(in))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if list == nil {
+		list = []sandbox.SnapshotInfo{}
+	}
+	replyJSON(w, http.StatusOK, list)
+}
+
+func (a *sandboxAPI) snapshotInfo(w http.ResponseWriter, r *http.Request) {
+	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	snap, err := a.m.SnapshotOf(infoScope(in), r.PathValue("snapshot"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	replyJSON(w, http.StatusOK, snap)
+}
+
+func (a *sandboxAPI) removeSnapshot(w http.ResponseWriter, r *http.Request) {
+	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	snap, err := a.m.RemoveSnapshot(infoScope(in), r.PathValue("snapshot"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.snapshotEvent(r.Context(), "snapshot-removed", in, snap.Name)
+	replyJSON(w, http.StatusOK, snap)
+}
+
+func (a *sandboxAPI) rollback(w http.ResponseWriter, r *http.Request) {
+	var req apiclient.RollbackRequest
+	if err := decodeStrict(w, r, &req); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if err := sandbox.CheckSnapshotName(req.Snapshot); err != nil {
+		a.fail(w, err)
+		return
+	}
+	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out, err := a.m.Rollback(r.Context(), infoScope(in), req.Snapshot)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.snapshotEvent(r.Context(), "rolled-back", out, req.Snapshot)
+	replyJSON(w, http.StatusOK, out)
+}
+
+func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
+	var req apiclient.ForkRequest
+	if err := decodeStrict(w, r, &req); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if req.Snapshot != "" {
+		if err := sandbox.CheckSnapshotName(req.Snapshot); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	if pin, ok := daemon.PinFrom(r.Context()); ok {
+		if req.AgentID != "" && req.AgentID != pin.AgentID {
+			replyJSON(w, http.StatusForbidden, map[string]string{"error": "an agent token forks only into its own agent (" + pin.AgentID + ")"})
+			return
+		}
+		req.AgentID = pin.AgentID
+	}
+	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out, err := a.m.Fork(r.Context(), infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.snapshotEvent(r.Context(), "forked", out, req.Snapshot)
+	replyJSON(w, http.StatusCreated, out)
+}
+
+var _ mcpserver.SandboxSnapshots = (*sandboxAPI)(nil)
+
+// SnapshotScope implements mcpserver.SandboxSnapshots.
+func (a *sandboxAPI) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (apiclient.Snapshot, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Snapshot{}, err
+	}
+	snap, err := a.m.Snapshot(ctx, infoScope(in), name)
+	if err != nil {
+		return apiclient.Snapshot{}, err
+	}
+	a.snapshotEvent(ctx, "snapshotted", in, snap.Name)
+	return clientSnapshot(snap), nil
+}
+
+// RollbackScope implements mcpserver.SandboxSnapshots.
+func (a *sandboxAPI) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (apiclient.Sandbox, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	out, err := a.m.Rollback(ctx, infoScope(in), snapshot)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	a.snapshotEvent(ctx, "rolled-back", out, snapshot)
+	return clientSandbox(out), nil
+}
+
+// ForkScope implements mcpserver.SandboxSnapshots.
+func (a *sandboxAPI) ForkScope(ctx context.Context, agentID, sessionKey string, req apiclient.ForkRequest) (apiclient.Sandbox, error) {
+	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	out, err := a.m.Fork(ctx, infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
+	if err != nil {
+		return apiclient.Sandbox{}, err
+	}
+	a.snapshotEvent(ctx, "forked", out, req.Snapshot)
+	return clientSandbox(out), nil
+}
+
+// clientSnapshot is snap as the API answers it.
+func clientSnapshot(snap sandbox.SnapshotInfo) apiclient.Snapshot {
+	return apiclient.Snapshot{Name: snap.Name, ScopeKey: snap.ScopeKey, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
+		CreatedAt: snap.CreatedAt, Origin: snap.Origin, OriginID: snap.OriginID, Template: snap.Template, Labels: snap.Labels,
+		Bytes: snap.Bytes, Files: snap.Files, Method: snap.Method, Tmpfs: snap.Tmpfs, Skipped: snap.Skipped}
+}
+
+// SnapshotScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
+func (s clientSandboxes) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (apiclient.Snapshot, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return apiclient.Snapshot{}, err
+	}
+	return s.c.SnapshotSandbox(ctx, sb.ID, name)
+}
+
+// RollbackScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
+func (s clientSandboxes) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (apiclient.Sandbox, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return sb, err
+	}
+	return s.c.RollbackSandbox(ctx, sb.ID, snapshot)
+}
+
+// ForkScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
+func (s clientSandboxes) ForkScope(ctx context.Context, agentID, sessionKey string, req apiclient.ForkRequest) (apiclient.Sandbox, error) {
+	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
+	if err != nil {
+		return sb, err
+	}
+	return s.c.ForkSandbox(ctx, sb.ID, req)
+}

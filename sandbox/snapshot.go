@@ -1,0 +1,880 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/go-units"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+)
+
+// Snapshots of a sandbox's files (docs/snapshots.md): its workspace and
+// the contents of its tmpfs mounts, copied while the container is frozen
+// (the Engine's pause), stored under <state>/snapshots/<scope>/<name>/.
+// Rollback and Fork make a new container from the snapshot's template and
+// put the files back.
+
+// Snapshot copy methods (SnapshotInfo.Method, Explanation.SnapshotMethod).
+const (
+	// SnapshotReflink: files share their blocks with the source until
+	// either is written (FICLONE); the state directory's filesystem
+	// supports it (btrfs, XFS with reflink, bcachefs, ...).
+	SnapshotReflink = "reflink"
+	// SnapshotCopy: every byte is copied.
+	SnapshotCopy = "copy"
+)
+
+// SnapshotInfo describes one snapshot.
+type SnapshotInfo struct {
+	Name       string    `json:"name"`
+	ScopeKey   string    `json:"scopeKey"`
+	AgentID    string    `json:"agentId,omitempty"`
+	SessionKey string    `json:"sessionKey,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	// Origin and OriginID name the container it was taken from.
+	Origin   string `json:"origin"`
+	OriginID string `json:"originId"`
+	// Template, Labels and Config are what the sandbox ran under: a
+	// rollback or fork is made from Template (Config is the record).
+	Template string            `json:"template"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Config   DockerConfig      `json:"config"`
+	// Bytes and Files count the regular files' content kept.
+	Bytes int64 `json:"bytes"`
+	Files int   `json:"files"`
+	// Method is how the workspace was copied: SnapshotReflink or
+	// SnapshotCopy (tmpfs contents are always copied).
+	Method string `json:"method"`
+	// Tmpfs are the tmpfs mounts whose contents it holds.
+	Tmpfs []string `json:"tmpfs"`
+	// Skipped counts entries that are neither files, directories nor
+	// symlinks (sockets, fifos, devices): not kept.
+	Skipped int `json:"skipped,omitempty"`
+}
+
+var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// CheckSnapshotName checks a snapshot's name: 1-63 letters, digits, '.',
+// '_' and '-', starting with a letter or digit.
+func CheckSnapshotName(name string) error {
+	if !snapshotName.MatchString(name) {
+		return fmt.Errorf("%w: snapshot name %q: want 1-63 letters, digits, '.', '_' and '-', starting with a letter or digit", errBadInput, name)
+	}
+	return nil
+}
+
+// ErrSnapshotsFull classes a snapshot refused by sandbox.snapshots limits.
+var ErrSnapshotsFull = fmt.Errorf("%w: snapshot limit", cerrdefs.ErrResourceExhausted)
+
+const snapshotMeta = "snapshot.json"
+
+func (m *Manager) snapshotsRoot() string { return filepath.Join(m.stateDir, "snapshots") }
+
+func (m *Manager) snapshotScopeDir(scopeKey string) string {
+	return filepath.Join(m.snapshotsRoot(), ContainerName("", scopeKey))
+}
+
+// SnapshotMethod is the method a snapshot of the workspace would use now:
+// SnapshotReflink when the state directory's filesystem clones files
+// from the workspace root's, else SnapshotCopy.
+func (m *Manager) SnapshotMethod() string {
+	if reflinkWorks(m.wsRoot, m.snapshotsRoot()) {
+		return SnapshotReflink
+	}
+	return SnapshotCopy
+}
+
+// snapshotsExplained is Explanation.Snapshots.
+func (m *Manager) snapshotsExplained() string {
+	if m.SnapshotMethod() == SnapshotReflink {
+		return fmt.Sprintf("%s: the workspace is cloned (FICLONE) into %s; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
+	}
+	return fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
+}
+
+// reflinkWorks probes FICLONE from a file under srcDir to one under dstDir.
+func reflinkWorks(srcDir, dstDir string) bool {
+	srcDir, dstDir = existingDir(srcDir), existingDir(dstDir)
+	src, err := os.CreateTemp(srcDir, ".reflink-probe-*")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(src.Name())
+	defer src.Close()
+	if _, err := src.WriteString("probe"); err != nil {
+		return false
+	}
+	dst, err := os.CreateTemp(dstDir, ".reflink-probe-*")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(dst.Name())
+	defer dst.Close()
+	return unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())) == nil
+}
+
+// existingDir is p or its nearest existing parent (a probe creates no
+// directory).
+func existingDir(p string) string {
+	for {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
+}
+
+// sandboxOf returns the sandbox serving scope s.
+func (m *Manager) sandboxOf(ctx context.Context, s Scope) (Info, error) {
+	if m.fleet != nil {
+		return Info{}, fmt.Errorf("%w: snapshots are not supported with several Engines (sandbox.engines) yet", errBadInput)
+	}
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	in, err := m.Get(ctx, ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey))
+	if errors.Is(err, ErrNotFound) {
+		return in, fmt.Errorf("%w: scope %s has no sandbox", ErrNotFound, scopeKey)
+	}
+	return in, err
+}
+
+// snapshotCheck refuses what snapshots do not support, before anything
+// changes.
+func (m *Manager) snapshotCheck(in Info) (DockerConfig, error) {
+	if in.Pool == PoolReady {
+		return DockerConfig{}, fmt.Errorf("%w: sandbox %s is a warm-pool sandbox: it has no agent files", errBadInput, in.Name)
+	}
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q > 0 {
+		return DockerConfig{}, fmt.Errorf("%w: snapshots are not supported with sandbox.workspaceQuota (a mounted volume) yet", errBadInput)
+	}
+	if !m.localSupervisor {
+		return DockerConfig{}, fmt.Errorf("%w: snapshots need the Docker Engine on this host (its unix socket): the tmpfs contents are read through /proc", errBadInput)
+	}
+	d, err := m.cfg.TemplateDocker(in.Template)
+	if err != nil {
+		return d, fmt.Errorf("%w: sandbox %s: %w", errBadInput, in.Name, err)
+	}
+	if !d.ReadOnlyRoot {
+		return d, fmt.Errorf("%w: sandbox %s has a writable root filesystem (sandbox.docker.readOnlyRoot: false): snapshots of rootfs changes are not supported yet", errBadInput, in.Name)
+	}
+	return d, nil
+}
+
+// Snapshot copies the files of scope s's sandbox into the snapshot name
+// ("": snap-<time>). The container is frozen (the Engine's pause) for the
+// copy, so no file is caught half-written, and thawed after unless it was
+// paused already; running commands carry on where they were.
+func (m *Manager) Snapshot(ctx context.Context, s Scope, name string) (SnapshotInfo, error) {
+	if name == "" {
+		name = "snap-" + m.now().UTC().Format("20060102-150405.000")
+	}
+	if err := CheckSnapshotName(name); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if m.cfg.Snapshots.MaxCount == 0 {
+		return SnapshotInfo{}, fmt.Errorf("%w: snapshots are off (sandbox.snapshots.maxCount: 0)", ErrSnapshotsFull)
+	}
+	maxBytes, err := m.cfg.Snapshots.MaxBytesValue()
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	in, err := m.sandboxOf(ctx, s)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	d, err := m.snapshotCheck(in)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	lock := m.scopeLock(in.ScopeKey)
+	lock.Lock()
+	defer lock.Unlock()
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
+
+	dir := m.snapshotScopeDir(in.ScopeKey)
+	final := filepath.Join(dir, name)
+	if _, err := os.Lstat(final); err == nil {
+		return SnapshotInfo{}, fmt.Errorf("%w: scope %s has a snapshot %q already", cerrdefs.ErrConflict, in.ScopeKey, name)
+	}
+	have, err := m.snapshotList(in.ScopeKey)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if len(have) >= m.cfg.Snapshots.MaxCount {
+		return SnapshotInfo{}, fmt.Errorf("%w: scope %s has %d snapshots, sandbox.snapshots.maxCount is %d: remove or prune some first (sandboxctl sandbox snapshots)", ErrSnapshotsFull, in.ScopeKey, len(have), m.cfg.Snapshots.MaxCount)
+	}
+	used, err := m.snapshotBytes()
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	tmpfsList, err := sandboxconfig.ParseTmpfsList(d)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("sandbox %s: %w", in.Name, err)
+	}
+
+	insp, err := m.cli.ContainerInspect(ctx, in.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return SnapshotInfo{}, m.classify("inspect sandbox "+in.Name, err)
+	}
+	st := insp.Container.State
+	if st == nil || (st.Status != container.StateRunning && st.Status != container.StatePaused) || st.Pid <= 0 {
+		return SnapshotInfo{}, fmt.Errorf("%w: sandbox %s is not running", cerrdefs.ErrConflict, in.Name)
+	}
+	if hc := insp.Container.HostConfig; hc != nil && !localRuntime(hc.Runtime) {
+		return SnapshotInfo{}, fmt.Errorf("%w: sandbox %s runs under %s, whose tmpfs contents this host cannot read: snapshots need runc", errBadInput, in.Name, hc.Runtime)
+	}
+
+	tmp, err := m.snapshotTemp()
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+
+	if st.Status == container.StateRunning {
+		if _, err := m.cli.ContainerPause(ctx, in.ID, client.ContainerPauseOptions{}); err != nil {
+			return SnapshotInfo{}, m.classify("freeze sandbox "+in.Name+" for a snapshot", err)
+		}
+		thawed := false
+		thaw := func() error {
+			if thawed {
+				return nil
+			}
+			thawed = true
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if _, err := m.cli.ContainerUnpause(uctx, in.ID, client.ContainerUnpauseOptions{}); err != nil {
+				return m.classify("thaw sandbox "+in.Name+" after a snapshot", err)
+			}
+			return nil
+		}
+		defer func() { _ = thaw() }()
+		defer m.reg.touch(in.Name, in.ScopeKey)
+		info, err := m.snapshotCopy(in, d, st.Pid, tmpfsList, tmp, maxBytes-used)
+		if err != nil {
+			return SnapshotInfo{}, err
+		}
+		if err := thaw(); err != nil {
+			return SnapshotInfo{}, err
+		}
+		return m.snapshotCommit(info, tmp, final, name, &done)
+	}
+	info, err := m.snapshotCopy(in, d, st.Pid, tmpfsList, tmp, maxBytes-used)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return m.snapshotCommit(info, tmp, final, name, &done)
+}
+
+func (m *Manager) snapshotTemp() (string, error) {
+	if err := os.MkdirAll(m.snapshotsRoot(), 0o700); err != nil {
+		return "", fmt.Errorf("snapshots: %w", err)
+	}
+	tmp, err := os.MkdirTemp(m.snapshotsRoot(), ".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("snapshots: %w", err)
+	}
+	return tmp, nil
+}
+
+// snapshotCopy copies the workspace and the tmpfs contents of the frozen
+// container (pid: its pid 1 on this host) into tmp, at most budget bytes.
+func (m *Manager) snapshotCopy(in Info, d DockerConfig, pid int, tmpfsList []sandboxconfig.Tmpfs, tmp string, budget int64) (SnapshotInfo, error) {
+	info := SnapshotInfo{
+		ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
+		CreatedAt: m.now().UTC(), Origin: in.Name, OriginID: in.ID,
+		Template: in.Template, Labels: in.Labels, Config: d, Tmpfs: []string{},
+	}
+	c := &treeCopier{budget: budget, reflink: true}
+	ws := m.layoutFor(in.ScopeKey, in.Name).WorkspaceHost
+	if err := c.copyDir(ws, filepath.Join(tmp, "workspace"), nil); err != nil {
+		return info, fmt.Errorf("snapshot of sandbox %s: workspace: %w", in.Name, err)
+	}
+	info.Method = SnapshotCopy
+	if c.cloned > 0 && c.reflink {
+		info.Method = SnapshotReflink
+	}
+	root := fmt.Sprintf("/proc/%d/root", pid)
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return info, fmt.Errorf("snapshot of sandbox %s: open its root: %w", in.Name, err)
+	}
+	defer unix.Close(rootFD)
+	// The root opened is the container's only if pid is in its cgroup (a
+	// daemon in another pid namespace, or a pid reused, would see another
+	// process's).
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil || !strings.Contains(string(cg), in.ID) {
+		return info, fmt.Errorf("%w: snapshot of sandbox %s: pid %d on this host is not its container's (the daemon must share the Engine's pid namespace)", errBadInput, in.Name, pid)
+	}
+	c.reflink = false // tmpfs: nothing to share
+	for _, t := range tmpfsList {
+		rel := strings.TrimPrefix(t.Path, "/")
+		fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_SYMLINKS,
+		})
+		if err != nil {
+			return info, fmt.Errorf("snapshot of sandbox %s: tmpfs %s: %w", in.Name, t.Path, err)
+		}
+		skip := map[string]bool{}
+		for _, sd := range supervisor.StateDirs() {
+			if r, ok := strings.CutPrefix(sd, strings.TrimSuffix(t.Path, "/")+"/"); ok {
+				skip[r] = true // the supervisor's own state: never a sandbox's
+			}
+		}
+		err = c.copyDir(fmt.Sprintf("/proc/self/fd/%d", fd), filepath.Join(tmp, "tmpfs", rel), skip)
+		_ = unix.Close(fd)
+		if err != nil {
+			return info, fmt.Errorf("snapshot of sandbox %s: tmpfs %s: %w", in.Name, t.Path, err)
+		}
+		info.Tmpfs = append(info.Tmpfs, t.Path)
+	}
+	info.Bytes, info.Files, info.Skipped = c.bytes, c.files, c.skipped
+	return info, nil
+}
+
+func (m *Manager) snapshotCommit(info SnapshotInfo, tmp, final, name string, done *bool) (SnapshotInfo, error) {
+	info.Name = name
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return info, err
+	}
+	if err := atomicfile.Write(filepath.Join(tmp, snapshotMeta), data, 0o600); err != nil {
+		return info, fmt.Errorf("snapshot %s: %w", name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
+		return info, fmt.Errorf("snapshot %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return info, fmt.Errorf("snapshot %s: %w", name, err)
+	}
+	*done = true
+	m.logf("sandbox %s: snapshot %s taken (%s, %d files, %s)", info.Origin, name, units.BytesSize(float64(info.Bytes)), info.Files, info.Method)
+	return info, nil
+}
+
+// snapshotList returns the snapshots of scopeKey, oldest first.
+func (m *Manager) snapshotList(scopeKey string) ([]SnapshotInfo, error) {
+	dir := m.snapshotScopeDir(scopeKey)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshots: %w", err)
+	}
+	var out []SnapshotInfo
+	for _, e := range ents {
+		if !e.IsDir() || CheckSnapshotName(e.Name()) != nil {
+			continue
+		}
+		if info, err := readSnapshot(filepath.Join(dir, e.Name())); err == nil {
+			out = append(out, info)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+func readSnapshot(dir string) (SnapshotInfo, error) {
+	var info SnapshotInfo
+	data, err := os.ReadFile(filepath.Join(dir, snapshotMeta))
+	if err != nil {
+		return info, err
+	}
+	return info, json.Unmarshal(data, &info)
+}
+
+// snapshotBytes is what all snapshots of the state directory hold.
+func (m *Manager) snapshotBytes() (int64, error) {
+	metas, _ := filepath.Glob(filepath.Join(m.snapshotsRoot(), "*", "*", snapshotMeta))
+	var n int64
+	for _, f := range metas {
+		if info, err := readSnapshot(filepath.Dir(f)); err == nil {
+			n += info.Bytes
+		}
+	}
+	return n, nil
+}
+
+// Snapshots lists the snapshots of scope s (its sandbox may be gone),
+// oldest first.
+func (m *Manager) Snapshots(s Scope) ([]SnapshotInfo, error) {
+	return m.snapshotList(ScopeKey(m.cfg.Scope, s))
+}
+
+// SnapshotOf returns scope s's snapshot name.
+func (m *Manager) SnapshotOf(s Scope, name string) (SnapshotInfo, error) {
+	if err := CheckSnapshotName(name); err != nil {
+		return SnapshotInfo{}, err
+	}
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	info, err := readSnapshot(filepath.Join(m.snapshotScopeDir(scopeKey), name))
+	if errors.Is(err, os.ErrNotExist) {
+		return info, fmt.Errorf("%w: scope %s has no snapshot %q", ErrNotFound, scopeKey, name)
+	}
+	if err != nil {
+		return info, fmt.Errorf("snapshot %s: %w", name, err)
+	}
+	return info, nil
+}
+
+// RemoveSnapshot removes scope s's snapshot name.
+func (m *Manager) RemoveSnapshot(s Scope, name string) (SnapshotInfo, error) {
+	info, err := m.SnapshotOf(s, name)
+	if err != nil {
+		return info, err
+	}
+	dir := filepath.Join(m.snapshotScopeDir(info.ScopeKey), name)
+	// Rename first: a listing never sees half a snapshot.
+	gone := filepath.Join(m.snapshotsRoot(), ".rm-"+randomHex(6))
+	if err := os.Rename(dir, gone); err != nil {
+		return info, fmt.Errorf("remove snapshot %s: %w", name, err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		return info, fmt.Errorf("remove snapshot %s: %w", name, err)
+	}
+	return info, nil
+}
+
+// PruneSnapshots removes scope s's snapshots older than olderThan (0: no
+// age rule) and all but the newest keep (negative: no count rule), and
+// returns them.
+func (m *Manager) PruneSnapshots(s Scope, olderThan time.Duration, keep int) ([]SnapshotInfo, error) {
+	list, err := m.Snapshots(s)
+	if err != nil {
+		return nil, err
+	}
+	var gone []SnapshotInfo
+	for i, info := range list {
+		old := olderThan > 0 && m.now().Sub(info.CreatedAt) > olderThan
+		over := keep >= 0 && i < len(list)-keep
+		if !old && !over {
+			continue
+		}
+		if _, err := m.RemoveSnapshot(s, info.Name); err != nil {
+			return gone, err
+		}
+		gone = append(gone, info)
+	}
+	return gone, nil
+}
+
+// Rollback puts scope s's sandbox back to its snapshot name: the
+// container is removed (its running commands end), the workspace is
+// replaced by the snapshot's, and a new container is made from the
+// snapshot's template, with the sandbox's labels and expiry, its tmpfs
+// contents restored.
+func (m *Manager) Rollback(ctx context.Context, s Scope, name string) (Info, error) {
+	snap, err := m.SnapshotOf(s, name)
+	if err != nil {
+		return Info{}, err
+	}
+	in, err := m.sandboxOf(ctx, s)
+	if err != nil {
+		return Info{}, err
+	}
+	if _, err := m.snapshotCheck(in); err != nil {
+		return Info{}, err
+	}
+	if err := m.restoreCheck(snap); err != nil {
+		return Info{}, err
+	}
+	o := CreateOptions{Template: snap.Template, Labels: in.Labels}
+	if !in.ExpiresAt.IsZero() {
+		if o.TTL = in.ExpiresAt.Sub(m.now()); o.TTL <= 0 {
+			o.TTL = time.Second
+		}
+	}
+	lock := m.scopeLock(in.ScopeKey)
+	lock.Lock()
+	defer lock.Unlock()
+	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
+	ws := m.layoutFor(in.ScopeKey, in.Name).WorkspaceHost
+	staged, err := stageWorkspace(snapDir, ws)
+	if err != nil {
+		return Info{}, fmt.Errorf("rollback of sandbox %s to %s: %w", in.Name, name, err)
+	}
+	if err := m.RemoveByName(ctx, in.ID); err != nil {
+		_ = os.RemoveAll(staged)
+		return Info{}, err
+	}
+	m.forgetObject(in.Name)
+	if err := swapWorkspace(staged, ws); err != nil {
+		return Info{}, fmt.Errorf("rollback of sandbox %s to %s: its container is removed; %w", in.Name, name, err)
+	}
+	out, err := m.createLocked(ctx, s, o)
+	if err != nil {
+		return out, fmt.Errorf("rollback of sandbox %s to %s: the workspace is restored; make the container: %w", in.Name, name, err)
+	}
+	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
+		return out, fmt.Errorf("rollback of sandbox %s to %s: %w", in.Name, name, err)
+	}
+	m.logf("sandbox %s: rolled back to snapshot %s", in.Name, name)
+	return out, nil
+}
+
+// Fork makes a sandbox for scope to from scope from's snapshot name, or
+// ("" name) from a snapshot of from's live sandbox taken for the fork and
+// removed after. The fork has its own copy of every file: nothing
+// writable is shared with the origin.
+func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (Info, error) {
+	fromKey, toKey := ScopeKey(m.cfg.Scope, from), ScopeKey(m.cfg.Scope, to)
+	if fromKey == toKey {
+		return Info{}, fmt.Errorf("%w: a fork needs another scope than its origin's (%s)", errBadInput, fromKey)
+	}
+	if name != "" {
+		if _, err := m.SnapshotOf(from, name); err != nil {
+			return Info{}, err
+		}
+	}
+	toName := ContainerName(m.cfg.Docker.ContainerPrefix, toKey)
+	ws := m.layoutFor(toKey, toName).WorkspaceHost
+	if err := m.forkTargetFree(ctx, toKey, toName, ws); err != nil {
+		return Info{}, err
+	}
+	if name == "" {
+		snap, err := m.Snapshot(ctx, from, "fork-"+randomHex(6))
+		if err != nil {
+			return Info{}, err
+		}
+		name = snap.Name
+		defer func() { _, _ = m.RemoveSnapshot(from, name) }()
+	}
+	snap, err := m.SnapshotOf(from, name)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := m.restoreCheck(snap); err != nil {
+		return Info{}, err
+	}
+	lock := m.scopeLock(toKey)
+	lock.Lock()
+	defer lock.Unlock()
+	// Again under the lock: no command made the target's sandbox meanwhile.
+	if err := m.forkTargetFree(ctx, toKey, toName, ws); err != nil {
+		return Info{}, err
+	}
+	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
+	staged, err := stageWorkspace(snapDir, ws)
+	if err != nil {
+		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
+	}
+	if err := swapWorkspace(staged, ws); err != nil {
+		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
+	}
+	undo := func() {
+		_ = os.RemoveAll(ws)
+	}
+	out, err := m.createLocked(ctx, to, CreateOptions{Template: snap.Template, Labels: snap.Labels})
+	if err != nil {
+		undo()
+		return out, fmt.Errorf("fork of %s: %w", name, err)
+	}
+	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
+		_ = m.RemoveByName(context.WithoutCancel(ctx), out.ID)
+		undo()
+		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
+	}
+	m.logf("sandbox %s: forked from %s's snapshot %s", out.Name, snap.Origin, name)
+	return out, nil
+}
+
+// forkTargetFree refuses a fork onto scope toKey when it has a sandbox
+// or a workspace with files.
+func (m *Manager) forkTargetFree(ctx context.Context, toKey, toName, ws string) error {
+	if _, err := m.cli.ContainerInspect(ctx, toName, client.ContainerInspectOptions{}); err == nil {
+		return fmt.Errorf("%w: scope %s has a sandbox already (%s): remove it first (sandboxctl sandbox rm %s)", cerrdefs.ErrConflict, toKey, toName, toName)
+	} else if !isNotFound(err) {
+		return m.classify("inspect sandbox "+toName, err)
+	}
+	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
+		return fmt.Errorf("%w: scope %s has a workspace with files already (%s): a fork starts from the snapshot's; remove it first (sandboxctl sandbox rm --workspace)", cerrdefs.ErrConflict, toKey, ws)
+	}
+	return nil
+}
+
+// restoreCheck refuses a restore this Manager cannot finish, before it
+// changes anything.
+func (m *Manager) restoreCheck(snap SnapshotInfo) error {
+	if _, err := m.cfg.TemplateDocker(snap.Template); err != nil {
+		return fmt.Errorf("%w: snapshot %s was taken under template %q: %w", errBadInput, snap.Name, snap.Template, err)
+	}
+	if len(snap.Tmpfs) > 0 && m.sup == nil {
+		return fmt.Errorf("%w: snapshot %s holds tmpfs contents, which are restored through the sandbox's supervisor; this daemon runs sandboxes without one", errBadInput, snap.Name)
+	}
+	return nil
+}
+
+// stageWorkspace copies the snapshot's workspace beside ws (reflinks when
+// the filesystem allows) and returns the copy.
+func stageWorkspace(snapDir, ws string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(ws), 0o755); err != nil {
+		return "", err
+	}
+	staged := filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".restore-"+randomHex(6))
+	c := &treeCopier{budget: -1, reflink: true}
+	if err := c.copyDir(filepath.Join(snapDir, "workspace"), staged, nil); err != nil {
+		_ = os.RemoveAll(staged)
+		return "", fmt.Errorf("copy the workspace: %w", err)
+	}
+	return staged, nil
+}
+
+// swapWorkspace puts staged in ws's place and removes the old ws.
+func swapWorkspace(staged, ws string) error {
+	old := filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".old-"+randomHex(6))
+	if err := os.Rename(ws, old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		_ = os.RemoveAll(staged)
+		return fmt.Errorf("set the old workspace aside: %w", err)
+	}
+	if err := os.Rename(staged, ws); err != nil {
+		_ = os.Rename(old, ws)
+		_ = os.RemoveAll(staged)
+		return fmt.Errorf("put the workspace in place: %w", err)
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("remove the old workspace: %w", err)
+	}
+	return nil
+}
+
+// restoreTmpfs writes the snapshot's tmpfs contents into sandbox in
+// through its supervisor's file tool (as the sandbox's user).
+func (m *Manager) restoreTmpfs(ctx context.Context, in Info, snapDir string, snap SnapshotInfo) error {
+	if len(snap.Tmpfs) == 0 {
+		return nil
+	}
+	c, err := m.supervisorClient(ctx, in.ID)
+	if err != nil {
+		return fmt.Errorf("restore tmpfs contents: %w", err)
+	}
+	for _, p := range snap.Tmpfs {
+		src := filepath.Join(snapDir, "tmpfs", strings.TrimPrefix(path.Clean(p), "/"))
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(writeTar(src, pw)) }()
+		err := m.fileTool(ctx, c, []string{"put", strconv.FormatInt(snap.Bytes+1, 10), p}, pr, nil)
+		_ = pr.CloseWithError(io.ErrClosedPipe)
+		if err != nil {
+			return fmt.Errorf("restore tmpfs %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// writeTar writes the tree under dir to w (names relative to dir).
+func writeTar(dir string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		hdr, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if fi.IsDir() {
+			hdr.Name += "/"
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// treeCopier copies directory trees without following a symlink in the
+// source, keeping modes, owners and modification times.
+type treeCopier struct {
+	budget  int64 // bytes left; negative: no limit
+	reflink bool  // try FICLONE (cleared at the first refusal)
+	cloned  int
+	bytes   int64
+	files   int
+	skipped int
+}
+
+// copyDir copies the tree at src into dst (which must not exist); skip
+// names top-level entries of src to leave out.
+func (c *treeCopier) copyDir(src, dst string, skip map[string]bool) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return os.MkdirAll(dst, 0o700)
+		}
+		return err
+	}
+	defer root.Close()
+	type dirAttr struct {
+		path string
+		fi   fs.FileInfo
+	}
+	var dirs []dirAttr
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if skip[rel] {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		fi, err := root.Lstat(rel)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, filepath.FromSlash(rel))
+		switch {
+		case fi.IsDir():
+			if err := os.Mkdir(target, 0o700); err != nil {
+				return err
+			}
+			dirs = append(dirs, dirAttr{target, fi})
+		case fi.Mode().IsRegular():
+			return c.copyFile(root, rel, target, fi)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			link, err := root.Readlink(rel)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(link, target); err != nil {
+				return err
+			}
+			keepOwner(target, fi, true)
+		default:
+			c.skipped++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		keepOwner(d.path, d.fi, false)
+		if err := os.Chmod(d.path, d.fi.Mode()&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+			return err
+		}
+		_ = os.Chtimes(d.path, d.fi.ModTime(), d.fi.ModTime())
+	}
+	return nil
+}
+
+func (c *treeCopier) copyFile(root *os.Root, rel, target string, fi fs.FileInfo) error {
+	if c.budget >= 0 {
+		if fi.Size() > c.budget {
+			return fmt.Errorf("%w: sandbox.snapshots.maxBytes would be exceeded (%s left, %s needs %s more): remove or prune snapshots first (sandboxctl sandbox snapshots)",
+				ErrSnapshotsFull, units.BytesSize(float64(c.budget+c.bytes)), rel, units.BytesSize(float64(fi.Size())))
+		}
+		c.budget -= fi.Size()
+	}
+	in, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cloned := false
+	if c.reflink {
+		if err := unix.IoctlFileClone(int(out.Fd()), int(in.Fd())); err == nil {
+			cloned = true
+			c.cloned++
+		} else {
+			c.reflink = false
+		}
+	}
+	if !cloned {
+		if _, err := io.Copy(out, in); err != nil {
+			return err
+		}
+	}
+	c.bytes += fi.Size()
+	c.files++
+	keepOwner(target, fi, true)
+	if err := out.Chmod(fi.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSetuid | fs.ModeSticky)); err != nil {
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chtimes(target, fi.ModTime(), fi.ModTime())
+}
+
+// keepOwner gives p fi's owner when this process may (a root daemon).
+func keepOwner(p string, fi fs.FileInfo, nofollow bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 {
+		return
+	}
+	if nofollow {
+		_ = os.Lchown(p, int(st.Uid), int(st.Gid))
+		return
+	}
+	_ = os.Chown(p, int(st.Uid), int(st.Gid))
+}
