@@ -150,6 +150,27 @@ func (m *Manager) Create(ctx context.Context, s Scope, o CreateOptions) (Info, e
 	if err != nil {
 		return Info{}, err
 	}
+	// A pooled sandbox of the template serves it when one is ready: its
+	// container carries the template; the labels go in its claim and the
+	// TTL in its record (setExpiry), as an extension's would.
+	mem, pooled, err := m.takePooled(ctx, s, scopeKey, name, sh, o.Template, o.Labels)
+	if err == nil && pooled && o.TTL > 0 {
+		if err = m.setExpiry(name, mem.id, m.now().Add(o.TTL)); err != nil {
+			_ = m.removeID(context.WithoutCancel(ctx), mem.id)
+			m.forgetPooled(mem.id, map[string]string{LabelPooled: "1", LabelPoolDir: mem.dir})
+		}
+	}
+	if err != nil || pooled {
+		release()
+		if isConflict(err) {
+			return Info{}, exists()
+		}
+		if err != nil {
+			return Info{}, err
+		}
+		m.reg.touch(name, scopeKey)
+		return m.Get(ctx, mem.id)
+	}
 	start := time.Now()
 	endStep := m.step(s, StepSandboxCreate)
 	id, _, _, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, extra)
