@@ -579,7 +579,7 @@ func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, s
 			return res, err
 		}
 	}
-	if m.obs != nil && m.poolSize() > 0 {
+	if m.obs != nil && m.poolSize(sandboxconfig.DefaultTemplate) > 0 {
 		m.obs.WarmPool(ok)
 	}
 	if ok {

@@ -154,6 +154,9 @@ func (m *Manager) Create(ctx context.Context, s Scope, o CreateOptions) (Info, e
 	// container carries the template; the labels go in its claim and the
 	// TTL in its record (setExpiry), as an extension's would.
 	mem, pooled, err := m.takePooled(ctx, s, scopeKey, name, sh, o.Template, o.Labels)
+	if err == nil && m.obs != nil && m.poolSize(templateOrDefault(o.Template)) > 0 {
+		m.obs.WarmPool(pooled)
+	}
 	if err == nil && pooled && o.TTL > 0 {
 		if err = m.setExpiry(name, mem.id, m.now().Add(o.TTL)); err != nil {
 			_ = m.removeID(context.WithoutCancel(ctx), mem.id)
@@ -580,6 +583,13 @@ func (m *Manager) carriedLabels(name, id string, labels map[string]string) map[s
 		return nil
 	}
 	return out
+}
+
+func templateOrDefault(t string) string {
+	if t == "" {
+		return sandboxconfig.DefaultTemplate
+	}
+	return t
 }
 
 func templateOf(labels map[string]string) string {

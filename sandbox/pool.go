@@ -432,9 +432,7 @@ func (m *Manager) removePooled(ctx context.Context, mem poolMember) {
 // scope's workspace directory exists already and holds files: a pooled
 // workspace is new and empty). The caller holds the scope's lock.
 func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string, sh shape, t string, labels map[string]string) (mem poolMember, ok bool, err error) {
-	if t == "" {
-		t = sandboxconfig.DefaultTemplate
-	}
+	t = templateOrDefault(t)
 	if m.poolSize(t) == 0 {
 		return mem, false, nil
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
@@ -152,13 +152,13 @@ func TestFaultUploadStreamsAndChangesNothingUnlessComplete(t *testing.T) {
 		settled(t)
 	}
 	t.Run("tar cut off mid-stream", func(t *testing.T) {
-		cutOff(t, "/workspace/in", apiclient.ContentTypeTar, whole, len(whole)-(2<<20))
+		cutOff(t, "/workspace/in", api.ContentTypeTar, whole, len(whole)-(2<<20))
 	})
 	t.Run("raw cut off mid-stream", func(t *testing.T) {
 		cutOff(t, "/workspace/in/old", "application/octet-stream", whole[:3<<20], 3<<19)
 	})
 	t.Run("tar without its end marker", func(t *testing.T) {
-		code, b := filesCall(t, base, filesToolToken, "PUT", "/v1/files?agent="+alice+"&path=/workspace/in", apiclient.ContentTypeTar, whole[:len(whole)-1024])
+		code, b := filesCall(t, base, filesToolToken, "PUT", "/v1/files?agent="+alice+"&path=/workspace/in", api.ContentTypeTar, whole[:len(whole)-1024])
 		if code != http.StatusBadRequest || !strings.Contains(string(b), "end marker") {
 			t.Errorf("answer %d %s, want 400 naming the end marker", code, b)
 		}
@@ -167,7 +167,7 @@ func TestFaultUploadStreamsAndChangesNothingUnlessComplete(t *testing.T) {
 	over := bytes.Repeat([]byte("y"), limit+1)
 	for _, tc := range []struct{ name, path, contentType string }{
 		{"raw past the limit", "/workspace/in/old", ""},
-		{"tar past the limit", "/workspace/in", apiclient.ContentTypeTar},
+		{"tar past the limit", "/workspace/in", api.ContentTypeTar},
 	} {
 		t.Run(tc.name+" chunked", func(t *testing.T) {
 			body := over
@@ -206,7 +206,7 @@ func TestFaultUploadStreamsAndChangesNothingUnlessComplete(t *testing.T) {
 		})
 	}
 	// A complete upload still lands.
-	if code, b := filesCall(t, base, filesToolToken, "PUT", "/v1/files?agent="+alice+"&path=/workspace/in", apiclient.ContentTypeTar, whole); code != http.StatusOK {
+	if code, b := filesCall(t, base, filesToolToken, "PUT", "/v1/files?agent="+alice+"&path=/workspace/in", api.ContentTypeTar, whole); code != http.StatusOK {
 		t.Fatalf("complete upload: %d %s", code, b)
 	}
 	if got := engineList(); len(got) != 3 || !strings.HasPrefix(got[1], "in/big 0 3145728") && !strings.HasPrefix(got[2], "in/big 0 3145728") {
