@@ -34,6 +34,7 @@ func TestFaultUploadStreamsAndChangesNothingUnlessComplete(t *testing.T) {
 	e, alice, _ := filesEnv(t)
 	const limit = 4 << 20
 	base := serveFiles(t, e, "--files-max-bytes", fmt.Sprint(limit))
+	t.Cleanup(func() { e.run(t, "sandbox", "rm", "--agent", alice) })
 	if r := e.run(t, "exec", "--agent", alice, "--host", "sandbox", "--", "mkdir -p /workspace/in && echo keep > /workspace/in/old"); r.code != 0 {
 		t.Fatalf("exec: %+v", r)
 	}
