@@ -249,11 +249,10 @@ func (p *patternReader) Read(b []byte) (int, error) {
 // ends the orphaned transfer, and its temporary file goes with it (the
 // target is never created). A new upload then works.
 //
-// The daemon spools a whole upload (checking it against --files-max-bytes)
-// before any of it reaches the sandbox, so the body is sent whole: the
-// file tool's .sandboxctl-upload-* temp appears in the workspace only once
-// the daemon streams the spooled body to it, and the daemon is killed as
-// soon as it does, with most of the body still to stream.
+// The daemon streams the body to the file tool as it arrives: its
+// .sandboxctl-upload-* temp appears in the workspace at once, and the
+// daemon is killed as soon as it does, with most of the body still to
+// stream.
 func TestFaultUploadTempRemovedAfterDaemonSIGKILL(t *testing.T) {
 	cli := requireDocker(t, testImage)
 	prefix := "sbxi-uptemp-" + randSuffix() + "-"

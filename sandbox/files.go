@@ -162,14 +162,21 @@ func (m *Manager) ReadFiles(ctx context.Context, s Scope, p string, limit int64,
 
 // WriteFiles extracts the tar stream r into the existing directory dir of
 // scope s's sandbox (files, directories and symlinks; no entry may leave
-// dir or write through a symlink).
+// dir or write through a symlink). An archive that is cut short, malformed
+// or over limit changes nothing: the file tool stages it as it streams and
+// commits only a complete one; the Engine path checks it whole first.
 func (m *Manager) WriteFiles(ctx context.Context, s Scope, dir string, limit int64, r io.Reader) error {
 	res, c, err := m.fileTarget(ctx, s, dir)
 	if err != nil {
 		return err
 	}
 	if c == nil {
-		return m.engineWrite(ctx, res.ID, dir, limit, r)
+		f, err := spoolTar(r, limit)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return m.engineWrite(ctx, res.ID, dir, limit, f)
 	}
 	return m.fileTool(ctx, c, []string{"put", strconv.FormatInt(limit, 10), dir}, r, nil)
 }
@@ -276,8 +283,10 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 	}
 	msg := strings.TrimSpace(stderr.String())
 	switch {
-	case killed && sig != "":
-		// We ended it: why is copyErr (say, the upload broke off).
+	case killed:
+		// We ended it (by a signal, or it exited on one after removing
+		// its temporary files): why is copyErr (the upload broke off or
+		// went over its limit).
 		return fmt.Errorf("files %s: %w", args[0], copyErr)
 	case sig != "":
 		return fmt.Errorf("files %s: the file tool was killed by %s", args[0], sig)
@@ -644,6 +653,59 @@ func checkEntryName(name string) error {
 		return fmt.Errorf("%w: archive entry %q leaves the destination", cerrdefs.ErrInvalidArgument, name)
 	}
 	return nil
+}
+
+// spoolTar reads the tar stream r into an unlinked temporary file and
+// checks it before any of it reaches the Engine, which extracts as it
+// reads: at most limit bytes of files in a well-formed stream. The file is
+// positioned at its start.
+func spoolTar(r io.Reader, limit int64) (*os.File, error) {
+	f, err := os.CreateTemp("", "sandboxctl-upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("files: spool the upload: %w", err)
+	}
+	_ = os.Remove(f.Name())
+	if err := checkSpooledTar(f, r, limit); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func checkSpooledTar(f *os.File, r io.Reader, limit int64) error {
+	max := limit + tarOverhead(limit)
+	n, err := io.Copy(f, io.LimitReader(r, max+1))
+	if err != nil {
+		return fmt.Errorf("files: read the upload: %w", err)
+	}
+	if n > max {
+		return fmt.Errorf("%w: the upload is over the limit of %d bytes", ErrFileTooLarge, limit)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	tr := tar.NewReader(f)
+	count := countingTar{limit: limit}
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err == nil {
+			err = checkEntryName(hdr.Name)
+		}
+		if err == nil {
+			err = count.add(hdr)
+		}
+		if err != nil {
+			if cerrdefs.IsInvalidArgument(err) || errors.Is(err, ErrFileTooLarge) {
+				return err
+			}
+			return fmt.Errorf("%w: bad tar stream: %v", cerrdefs.ErrInvalidArgument, err)
+		}
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return err
 }
 
 func (m *Manager) engineWriteFile(ctx context.Context, id, p string, mode fs.FileMode, limit int64, r io.Reader) error {

@@ -521,7 +521,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 						short(c.Config.Labels[LabelConfigHash]), short(hash), m.now().Sub(last).Round(time.Second), RecentUseWindow)
 				} else {
 					m.logf("sandbox %s: config hash changed, recreating", name)
-					carry = m.carriedLabels(name, c.ID, c.Config.Labels)
+					carry = m.carriedLabels(name, c.ID, labels)
 					if err := m.removeID(ctx, c.ID); err != nil {
 						return res, err
 					}
@@ -579,11 +579,11 @@ func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, s
 		// A sandbox that carries a template or labels is made as such,
 		// never taken from the pool of the default template.
 		var err error
-		if mem, ok, err = m.takePooled(ctx, s, scopeKey, name, sh); err != nil {
+		if mem, ok, err = m.takePooled(ctx, s, scopeKey, name, sh, sandboxconfig.DefaultTemplate, nil); err != nil {
 			return res, err
 		}
 	}
-	if m.obs != nil && m.poolSize() > 0 {
+	if m.obs != nil && m.poolSize(sandboxconfig.DefaultTemplate) > 0 {
 		m.obs.WarmPool(ok)
 	}
 	if ok {
@@ -894,7 +894,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
 			Path: map[bool]string{true: PathSupervisor, false: PathPlain}[c.Labels[LabelSupervisor] != ""],
 			Pool: pool, labels: labels,
-			Template: templateOf(c.Labels), Labels: userLabels(c.Labels), ExpiresAt: m.expiresAt(name, c.ID, c.Labels),
+			Template: templateOf(c.Labels), Labels: userLabels(labels), ExpiresAt: m.expiresAt(name, c.ID, c.Labels),
 		})
 	}
 	return out, nil
@@ -1080,7 +1080,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
 		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
-		Template: templateOf(c.Config.Labels), Labels: userLabels(c.Config.Labels), ExpiresAt: m.expiresAt(name, c.ID, c.Config.Labels)}
+		Template: templateOf(c.Config.Labels), Labels: userLabels(labels), ExpiresAt: m.expiresAt(name, c.ID, c.Config.Labels)}
 	if labels[LabelPooled] == "1" {
 		info.Pool = PoolTaken
 	}

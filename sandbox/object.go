@@ -156,6 +156,30 @@ func (m *Manager) createLocked(ctx context.Context, s Scope, o CreateOptions) (I
 	if err != nil {
 		return Info{}, err
 	}
+	// A pooled sandbox of the template serves it when one is ready: its
+	// container carries the template; the labels go in its claim and the
+	// TTL in its record (setExpiry), as an extension's would.
+	mem, pooled, err := m.takePooled(ctx, s, scopeKey, name, sh, o.Template, o.Labels)
+	if err == nil && m.obs != nil && m.poolSize(templateOrDefault(o.Template)) > 0 {
+		m.obs.WarmPool(pooled)
+	}
+	if err == nil && pooled && o.TTL > 0 {
+		if err = m.setExpiry(name, mem.id, m.now().Add(o.TTL)); err != nil {
+			_ = m.removeID(context.WithoutCancel(ctx), mem.id)
+			m.forgetPooled(mem.id, map[string]string{LabelPooled: "1", LabelPoolDir: mem.dir})
+		}
+	}
+	if err != nil || pooled {
+		release()
+		if isConflict(err) {
+			return Info{}, exists()
+		}
+		if err != nil {
+			return Info{}, err
+		}
+		m.reg.touch(name, scopeKey)
+		return m.Get(ctx, mem.id)
+	}
 	start := time.Now()
 	endStep := m.step(s, StepSandboxCreate)
 	id, _, _, err := m.create(ctx, s, scopeKey, name, sh, hash, canonical, extra)
@@ -565,6 +589,13 @@ func (m *Manager) carriedLabels(name, id string, labels map[string]string) map[s
 		return nil
 	}
 	return out
+}
+
+func templateOrDefault(t string) string {
+	if t == "" {
+		return sandboxconfig.DefaultTemplate
+	}
+	return t
 }
 
 func templateOf(labels map[string]string) string {

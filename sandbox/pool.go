@@ -16,20 +16,25 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
-// The warm pool (sandbox.pool.size): started, supervised sandboxes made
-// ahead of need for the config in force. The first command of a new scope
+// The warm pool (sandbox.pool.size for the default template,
+// sandbox.templates.NAME.pool for the others): started, supervised
+// sandboxes made ahead of need for the config in force, each of one
+// template (its container label LabelTemplate, known in advance). The first command of a new scope
 // takes one: the container is renamed to the scope's name and its
 // workspace directory, made with it, is moved to the scope's workspace
 // path. A pooled sandbox serves exactly one scope, once: it is taken out of
 // the pool before anything else sees it, and a taken one never returns.
 //
 // Container labels cannot change after creation, so a taken sandbox's
-// owner (scope key, agent, session key) is kept by the daemon in its state
-// directory (pool-claims.json), written before the container is renamed:
-// like the labels, nothing inside a sandbox can reach it.
+// owner (scope key, agent, session key) and the labels it was created with
+// are kept by the daemon in its state directory (pool-claims.json), written
+// before the container is renamed, and a TTL in the sandbox's own record
+// (as an extension's): like the labels, nothing inside a sandbox can reach
+// them.
 
 // Labels of pooled containers.
 const (
@@ -61,6 +66,8 @@ type claim struct {
 	AgentID    string `json:"agentId,omitempty"`
 	SessionKey string `json:"sessionKey,omitempty"`
 	TakenAtMs  int64  `json:"takenAtMs"`
+	// Labels are the labels given at creation (without LabelUserPrefix).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // claims is pool-claims.json: container id -> claim.
@@ -136,6 +143,9 @@ func (m *Manager) ownerLabels(id string, labels map[string]string) map[string]st
 	delete(out, LabelSessionKey)
 	if cl, ok := m.claims.get(id); ok {
 		out[LabelScopeKey], out[LabelAgentID], out[LabelSessionKey] = cl.ScopeKey, cl.AgentID, cl.SessionKey
+		for k, v := range cl.Labels {
+			out[LabelUserPrefix+k] = v
+		}
 	}
 	return out
 }
@@ -144,17 +154,18 @@ func (m *Manager) ownerLabels(id string, labels map[string]string) map[string]st
 // for the config in force: the pool's for a pooled one, else the scope's.
 func (m *Manager) wantHash(labels map[string]string, scopeKey, name string) string {
 	if labels[LabelPooled] == "1" {
-		h, _ := configHash(m.poolShape(""))
+		h, _ := configHash(m.poolShape(templateOf(labels), ""))
 		return h
 	}
 	h, _ := configHash(m.shapeOf(scopeKey, name, labels[LabelTemplate]))
 	return h
 }
 
-// pool is the Manager's warm pool.
+// pool is the Manager's warm pool: one per template, one filler.
 type pool struct {
-	mu      sync.Mutex
-	ready   []poolMember
+	mu sync.Mutex
+	// ready holds the untaken members by template name.
+	ready   map[string][]poolMember
 	started bool
 	closed  bool
 	kick    chan struct{}
@@ -165,24 +176,53 @@ type pool struct {
 
 type poolMember struct {
 	id, name, dir string
+	template      string
 	supervised    bool
 	note          string
 }
 
-// poolSize is the configured size (0: no pool).
-func (m *Manager) poolSize() int {
+// poolSize is the configured size of template t's pool (0: no pool; an
+// unknown template has none).
+func (m *Manager) poolSize(t string) int {
 	if m.cfg.WorkspaceAccess == string(workdir.AccessRO) {
 		return 0 // refused by Validate; kept out here as well
 	}
-	return m.cfg.Pool.Size
+	if t == "" || t == sandboxconfig.DefaultTemplate {
+		return m.cfg.Pool.Size
+	}
+	return m.cfg.Templates[t].Pool
 }
 
-// poolShape is the shape of a pooled sandbox: the workspace is dir (made
-// with the container); its hash leaves dir out, so every member of one
-// config hashes alike.
-func (m *Manager) poolShape(dir string) shape {
+// poolTemplates are the templates with a pool, the default first.
+func (m *Manager) poolTemplates() []string {
+	var out []string
+	for _, t := range m.cfg.TemplateNames() {
+		if m.poolSize(t) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// poolTotal is the size of all pools together.
+func (m *Manager) poolTotal() int {
+	n := 0
+	for _, t := range m.poolTemplates() {
+		n += m.poolSize(t)
+	}
+	return n
+}
+
+// poolShape is the shape of a pooled sandbox of template t: the workspace
+// is dir (made with the container); its hash leaves dir out, so every
+// member of one template and config hashes alike.
+func (m *Manager) poolShape(t, dir string) shape {
 	access, _ := workdir.ParseAccess(m.cfg.WorkspaceAccess)
-	sh := shape{Docker: m.cfg.Docker, Layout: layout{Access: access, AgentDir: dir, SandboxDir: dir, WorkspaceHost: dir}, Roots: m.cfg.AllowedSourceRoots}
+	d, err := m.cfg.TemplateDocker(t)
+	if err != nil {
+		d = m.cfg.Docker
+	}
+	sh := shape{Docker: d, Layout: layout{Access: access, AgentDir: dir, SandboxDir: dir, WorkspaceHost: dir}, Roots: m.cfg.AllowedSourceRoots}
 	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash
@@ -211,7 +251,7 @@ func (m *Manager) startPool() {
 		}
 		return
 	}
-	if m.poolSize() == 0 {
+	if m.poolTotal() == 0 {
 		return
 	}
 	m.pool.mu.Lock()
@@ -239,10 +279,16 @@ func (m *Manager) StartPool() { m.startPool() }
 func (m *Manager) fillPool(ctx context.Context) {
 	m.settlePool(ctx)
 	for ctx.Err() == nil {
+		short := ""
 		m.pool.mu.Lock()
-		short := len(m.pool.ready) < m.poolSize()
+		for _, t := range m.poolTemplates() {
+			if len(m.pool.ready[t]) < m.poolSize(t) {
+				short = t
+				break
+			}
+		}
 		m.pool.mu.Unlock()
-		if !short {
+		if short == "" {
 			select {
 			case <-ctx.Done():
 				return
@@ -250,7 +296,7 @@ func (m *Manager) fillPool(ctx context.Context) {
 			}
 			continue
 		}
-		mem, err := m.makePooled(ctx)
+		mem, err := m.makePooled(ctx, short)
 		m.pool.mu.Lock()
 		if err == nil {
 			if m.pool.closed {
@@ -258,7 +304,7 @@ func (m *Manager) fillPool(ctx context.Context) {
 				m.removePooled(context.WithoutCancel(ctx), mem)
 				return
 			}
-			m.pool.ready = append(m.pool.ready, mem)
+			m.pool.addLocked(mem)
 			m.pool.lastErr = ""
 		} else {
 			m.pool.lastErr = err.Error()
@@ -283,20 +329,20 @@ func (m *Manager) settlePool(ctx context.Context) {
 		m.logf("sandbox pool: %v", err)
 		return
 	}
-	want, _ := configHash(m.poolShape(""))
 	for _, c := range list {
 		if c.taken {
 			continue
 		}
-		mem := poolMember{id: c.id, name: c.name, dir: c.dir, supervised: c.supervised, note: c.note}
-		if c.hash != want || !c.running {
+		mem := poolMember{id: c.id, name: c.name, dir: c.dir, template: c.template, supervised: c.supervised, note: c.note}
+		want, _ := configHash(m.poolShape(c.template, ""))
+		if c.hash != want || !c.running || m.poolSize(c.template) == 0 {
 			m.logf("sandbox pool: removing %s (config changed or stopped)", c.name)
 			m.removePooled(ctx, mem)
 			continue
 		}
 		m.pool.mu.Lock()
-		if len(m.pool.ready) < m.poolSize() {
-			m.pool.ready = append(m.pool.ready, mem)
+		if len(m.pool.ready[c.template]) < m.poolSize(c.template) {
+			m.pool.addLocked(mem)
 			mem.id = ""
 		}
 		m.pool.mu.Unlock()
@@ -308,6 +354,7 @@ func (m *Manager) settlePool(ctx context.Context) {
 
 type pooledContainer struct {
 	id, name, dir, hash string
+	template            string
 	running, taken      bool
 	supervised          bool
 	note                string
@@ -329,6 +376,7 @@ func (m *Manager) listPooled(ctx context.Context) ([]pooledContainer, error) {
 		_, claimed := m.claims.get(c.ID)
 		out = append(out, pooledContainer{
 			id: c.ID, name: name, dir: c.Labels[LabelPoolDir], hash: c.Labels[LabelConfigHash],
+			template:   templateOf(c.Labels),
 			running:    c.State == "running",
 			supervised: c.Labels[LabelSupervisor] != "", note: c.Labels[LabelSupervisorNote],
 			// A claim whose rename never happened (a crash between the
@@ -343,13 +391,16 @@ func (m *Manager) isPoolName(name string) bool {
 	return strings.HasPrefix(name, m.cfg.Docker.ContainerPrefix+poolNameInfix)
 }
 
-// makePooled creates and starts one pooled sandbox.
-func (m *Manager) makePooled(ctx context.Context) (poolMember, error) {
+// makePooled creates and starts one pooled sandbox of template t.
+func (m *Manager) makePooled(ctx context.Context, t string) (poolMember, error) {
 	name := m.cfg.Docker.ContainerPrefix + poolNameInfix + randomHex(6)
 	dir := filepath.Join(m.poolDirRoot(), strings.TrimPrefix(name, m.cfg.Docker.ContainerPrefix))
-	sh := m.poolShape(dir)
-	hash, canonical := configHash(m.poolShape(""))
+	sh := m.poolShape(t, dir)
+	hash, canonical := configHash(m.poolShape(t, ""))
 	extra := map[string]string{LabelPooled: "1", LabelPoolDir: dir}
+	if t != sandboxconfig.DefaultTemplate {
+		extra[LabelTemplate] = t
+	}
 	id, supervised, note, err := m.create(ctx, Scope{}, "", name, sh, hash, canonical, extra)
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -358,7 +409,7 @@ func (m *Manager) makePooled(ctx context.Context) (poolMember, error) {
 	if !supervised {
 		m.logf("sandbox pool: %s runs without the supervisor (%s)", name, note)
 	}
-	return poolMember{id: id, name: name, dir: dir, supervised: supervised, note: note}, nil
+	return poolMember{id: id, name: name, dir: dir, template: t, supervised: supervised, note: note}, nil
 }
 
 // removePooled removes an untaken pooled sandbox and its workspace.
@@ -375,12 +426,14 @@ func (m *Manager) removePooled(ctx context.Context, mem poolMember) {
 	}
 }
 
-// takePooled gives scope s (named name, workspace sh's) a pooled sandbox:
-// it returns it, or ok false when none can serve (no pool, empty, or the
+// takePooled gives scope s (named name, workspace sh's) a pooled sandbox
+// of template t, recording labels (given at creation) in its claim: it
+// returns it, or ok false when none can serve (no pool, empty, or the
 // scope's workspace directory exists already and holds files: a pooled
 // workspace is new and empty). The caller holds the scope's lock.
-func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string, sh shape) (mem poolMember, ok bool, err error) {
-	if m.poolSize() == 0 {
+func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string, sh shape, t string, labels map[string]string) (mem poolMember, ok bool, err error) {
+	t = templateOrDefault(t)
+	if m.poolSize(t) == 0 {
 		return mem, false, nil
 	}
 	if !emptyOrMissing(sh.Layout.WorkspaceHost) {
@@ -388,19 +441,19 @@ func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string
 	}
 	for {
 		m.pool.mu.Lock()
-		if len(m.pool.ready) == 0 {
+		if len(m.pool.ready[t]) == 0 {
 			m.pool.mu.Unlock()
 			return mem, false, nil
 		}
-		mem = m.pool.ready[0]
-		m.pool.ready = m.pool.ready[1:]
+		mem = m.pool.ready[t][0]
+		m.pool.ready[t] = m.pool.ready[t][1:]
 		m.pool.mu.Unlock()
 		// The claim is written while the Engine renames the container:
 		// both must be done before the sandbox is used. Should the
 		// daemon die between the two, Ensure of this scope finds the
 		// container under its name and writes the claim again
 		// (restoreClaim).
-		cl := claim{Name: name, ScopeKey: scopeKey, AgentID: s.AgentID, SessionKey: s.SessionKey, TakenAtMs: m.now().UnixMilli()}
+		cl := claim{Name: name, ScopeKey: scopeKey, AgentID: s.AgentID, SessionKey: s.SessionKey, TakenAtMs: m.now().UnixMilli(), Labels: labels}
 		claimErr := make(chan error, 1)
 		go func() { claimErr <- m.claims.put(mem.id, cl) }()
 		_, err := m.cli.ContainerRename(ctx, mem.id, client.ContainerRenameOptions{NewName: name})
@@ -427,7 +480,7 @@ func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string
 		if err := m.moveClaimedWorkspace(mem.dir, sh); err != nil {
 			return mem, false, err
 		}
-		m.logf("sandbox %s: taken from the pool (%s)", name, mem.name)
+		m.logf("sandbox %s: taken from the pool of template %s (%s)", name, t, mem.name)
 		return mem, true, nil
 	}
 }
@@ -541,13 +594,25 @@ func (m *Manager) Pool() PoolStatus {
 	}
 	m.pool.mu.Lock()
 	defer m.pool.mu.Unlock()
-	return PoolStatus{Size: m.poolSize(), Ready: len(m.pool.ready), LastErr: m.pool.lastErr}
+	st := PoolStatus{Size: m.poolTotal(), LastErr: m.pool.lastErr}
+	for _, t := range m.poolTemplates() {
+		st.Ready += min(len(m.pool.ready[t]), m.poolSize(t))
+	}
+	return st
+}
+
+// addLocked adds mem to its template's ready members.
+func (p *pool) addLocked(mem poolMember) {
+	if p.ready == nil {
+		p.ready = map[string][]poolMember{}
+	}
+	p.ready[mem.template] = append(p.ready[mem.template], mem)
 }
 
 // WaitPool starts the pool and waits until it holds its full size (for
 // benchmarks, tests, and a daemon that wants it warm before serving).
 func (m *Manager) WaitPool(ctx context.Context) error {
-	if m.poolSize() == 0 {
+	if m.poolTotal() == 0 {
 		return nil
 	}
 	m.startPool()
@@ -575,7 +640,10 @@ func (m *Manager) closePool() {
 		<-done
 	}
 	m.pool.mu.Lock()
-	ready := m.pool.ready
+	var ready []poolMember
+	for _, mems := range m.pool.ready {
+		ready = append(ready, mems...)
+	}
 	m.pool.ready = nil
 	m.pool.mu.Unlock()
 	if len(ready) == 0 {

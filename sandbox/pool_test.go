@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 func readyIDs(t *testing.T, m *Manager) []string {
@@ -257,6 +259,8 @@ func TestPoolConfigRefusals(t *testing.T) {
 		{func(c *Config) { c.Pool.Size, c.Scope = 1, "shared" }, "scope shared"},
 		{func(c *Config) { c.Pool.Size, c.WorkspaceAccess = 1, "ro" }, "workspaceAccess ro"},
 		{func(c *Config) { c.PauseAfterMinutes = -1 }, "pauseAfterMinutes"},
+		{func(c *Config) { c.Templates = map[string]Template{"t": {Pool: -1}} }, "sandbox.templates.t.pool"},
+		{func(c *Config) { c.Templates, c.Scope = map[string]Template{"t": {Pool: 1}}, "shared" }, "sandbox.templates.t.pool"},
 	} {
 		c := DefaultConfig()
 		tc.mutate(&c)
@@ -275,7 +279,7 @@ func TestPoolClaimRestored(t *testing.T) {
 	m := newManagerOpts(t, func(o *Options) { o.Config.Pool.Size = 1 })
 	waitPool(t, m)
 	m.pool.mu.Lock()
-	mem := m.pool.ready[0]
+	mem := m.pool.ready[sandboxconfig.DefaultTemplate][0]
 	m.pool.ready = nil
 	m.pool.mu.Unlock()
 	s := Scope{AgentID: "restored"}
@@ -295,5 +299,81 @@ func TestPoolClaimRestored(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(res.Workspace, "w")); err != nil {
 		t.Fatalf("workspace not moved to the scope's path: %v", err)
+	}
+}
+
+// TestPoolPerTemplate: a template with a pool (sandbox.templates.NAME.pool)
+// keeps started sandboxes of its image and limits ready; a create from it
+// with labels and a TTL is served from that pool (the pooled container
+// itself, taken: Info.Pool "taken"), has the template's limits and env,
+// the labels (from its claim) and the TTL (from its record), and is not
+// recreated by its first command; the pool refills; a create from a
+// template without a pool is made new.
+func TestPoolPerTemplate(t *testing.T) {
+	m := newTestManager(t, func(c *Config) {
+		c.Templates = map[string]Template{
+			"small": {Memory: "256m", PidsLimit: 64, Env: map[string]string{"TPL": "small-env"}, Pool: 1},
+			"plain": {PidsLimit: 128},
+		}
+	})
+	ctx := objectCtx(t)
+	waitPool(t, m)
+	ready := readyIDs(t, m)
+	if len(ready) != 1 {
+		t.Fatalf("%d pooled sandboxes, want 1 (the template small's)", len(ready))
+	}
+	if got, err := m.Get(ctx, ready[0]); err != nil || got.Template != "small" {
+		t.Fatalf("the pooled sandbox: %+v %v", got, err)
+	}
+
+	s := Scope{AgentID: "tpl-pool"}
+	before := time.Now()
+	in, err := m.Create(ctx, s, CreateOptions{Template: "small", Labels: map[string]string{"team": "red"}, TTL: time.Hour})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if in.ID != ready[0] || in.Pool != PoolTaken {
+		t.Fatalf("create was not served from the pool: got %s (pool %q), pooled %s", in.ID, in.Pool, ready[0])
+	}
+	if in.Template != "small" || in.Labels["team"] != "red" || in.AgentID != "tpl-pool" || in.State != "running" {
+		t.Fatalf("created: %+v", in)
+	}
+	if in.ExpiresAt.Before(before.Add(59*time.Minute)) || in.ExpiresAt.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("expiresAt %s, want about an hour from now", in.ExpiresAt)
+	}
+	insp, err := m.Client().ContainerInspect(ctx, in.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc := insp.Container.HostConfig; hc.Memory != 256<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 64 {
+		t.Fatalf("the template's limits are not the container's: memory %d pids %v", hc.Memory, hc.PidsLimit)
+	}
+	if insp.Container.Config.Labels[LabelTemplate] != "small" {
+		t.Fatalf("labels %v", insp.Container.Config.Labels)
+	}
+	out, code, err := m.Run(ctx, s, []string{"sh", "-c", "echo $TPL"})
+	if err != nil || code != 0 || strings.TrimSpace(out) != "small-env" {
+		t.Fatalf("run: %q %d %v", out, code, err)
+	}
+	if again, err := m.Get(ctx, in.Name); err != nil || again.ID != in.ID || again.Labels["team"] != "red" {
+		t.Fatalf("after a command: %+v %v (recreated?)", again, err)
+	}
+	f, err := ParseListFilter([]string{"label=team=red", "template=small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := m.ListFiltered(ctx, f); err != nil || len(list) != 1 || list[0].ID != in.ID {
+		t.Fatalf("list label=team=red template=small: %+v %v", list, err)
+	}
+
+	// The pool refills with another sandbox of the template.
+	waitPool(t, m)
+	if next := readyIDs(t, m); len(next) != 1 || next[0] == in.ID {
+		t.Fatalf("after the take the pool holds %v", next)
+	}
+	// A template without a pool is made new.
+	other, err := m.Create(ctx, Scope{AgentID: "tpl-plain"}, CreateOptions{Template: "plain"})
+	if err != nil || other.Pool != "" {
+		t.Fatalf("create from a template without a pool: %+v %v", other, err)
 	}
 }

@@ -25,7 +25,7 @@ const (
 // cp. Every comparison is a streamed SHA-256 (nothing holds a file in
 // memory); each file is removed as soon as it was checked. It moves 6.5
 // GB and needs about 5 GB of free disk at its peak (the source, the
-// daemon's spool of the upload and the copy in the sandbox), so it is
+// upload staged in the sandbox and the copy read back), so it is
 // skipped under -short; run it alone with a long timeout:
 //
 //	go test -run TestFaultLargeTransfers -timeout 60m ./cmd/sandboxctl/

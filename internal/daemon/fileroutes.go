@@ -42,10 +42,6 @@ type FileRoutesOptions struct {
 	MaxBytes int64
 	// IsUnavailable reports errors of a backend that is down (→ 503).
 	IsUnavailable func(error) bool
-	// SpoolDir holds uploads while they are checked against MaxBytes,
-	// before anything reaches the sandbox (unlinked files; default the
-	// daemon's TMPDIR).
-	SpoolDir string
 	// Logf receives panics recovered on the routes' helper goroutines.
 	Logf func(format string, args ...any)
 	// Audit, when set, records every upload, download and removal with
@@ -312,14 +308,9 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	// The upload is hashed and counted as it is spooled.
+	// The upload is hashed and counted as it streams to the sandbox.
 	in := &digestReader{r: r.Body, h: sha256.New()}
-	body, err := spoolUpload(w, in, h.opts.SpoolDir, h.opts.MaxBytes, isTar)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	defer body.Close()
+	body := uploadBody(w, in, h.opts.MaxBytes, isTar)
 	rec := audit.File{Direction: audit.DirectionIn, Format: "raw"}
 	if isTar {
 		rec.Format = "tar"

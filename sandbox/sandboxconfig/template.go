@@ -27,6 +27,9 @@ type Template struct {
 	Env        map[string]string `yaml:"env" json:"env,omitempty"`
 	// Network is none, bridge or a named network, as sandbox.docker.network.
 	Network string `yaml:"network" json:"network,omitempty"`
+	// Pool is how many started sandboxes of this template are kept ready
+	// (its warm pool, as sandbox.pool.size is the default template's).
+	Pool int `yaml:"pool" json:"pool,omitempty"`
 }
 
 // templateName is the shape of a template's name.
@@ -117,12 +120,17 @@ func (c Config) validateTemplates() error {
 		}
 		d, _ := c.TemplateDocker(name)
 		one := c
-		one.Docker, one.Templates = d, nil
+		one.Docker, one.Templates, one.Pool.Size = d, nil, t.Pool
 		if err := one.Validate(); err != nil {
 			var ce *ConfigError
 			if errors.As(err, &ce) && strings.HasPrefix(ce.Field, "sandbox.docker.") {
 				renamed := *ce
 				renamed.Field = field + "." + strings.TrimPrefix(ce.Field, "sandbox.docker.")
+				return &renamed
+			}
+			if errors.As(err, &ce) && ce.Field == "sandbox.pool.size" {
+				renamed := *ce
+				renamed.Field = field + ".pool"
 				return &renamed
 			}
 			return fmt.Errorf("%s: %w", field, err)

@@ -212,7 +212,10 @@
 //	                       fails before writing when files exceed MAX bytes
 //	put MAX DIR            extract a tar from stdin into the existing DIR:
 //	                       files, dirs, symlinks; no entry with "..", an
-//	                       absolute name, or a parent that is a symlink
+//	                       absolute name, or a parent that is a symlink;
+//	                       files are staged in .sandboxctl-upload-* temps
+//	                       and committed only once the whole archive (end
+//	                       marker, within MAX) arrived: else nothing changes
 //	write MAX MODE PATH    stdin → PATH (temporary file + rename: a symlink
 //	                       at PATH is replaced, never followed)
 //	rm PATH                remove PATH recursively (never /)

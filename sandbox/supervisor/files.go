@@ -374,7 +374,17 @@ func entryTarget(dest, name string) (string, error) {
 // putTar extracts a tar stream into the existing directory dest. Regular
 // files, directories and symlinks are written (as the sandbox's user);
 // other entries are refused. The files' total size must not exceed limit.
-func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) error {
+//
+// Nothing changes under dest unless the whole archive arrives: each file
+// is staged, as it streams in, in a .sandboxctl-upload-* temporary file in
+// the nearest directory of its target that exists already (so on the
+// target's file system); directories and symlinks are only noted. Once the
+// stream's end marker (two zero blocks) was read, every entry is checked
+// again against the file system as it is then, and only then committed:
+// directories made, files renamed into place, symlinks made. An archive
+// that is cut short, malformed, over the limit or refused, or a tool
+// ended by a signal, removes its temporary files and changes nothing.
+func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) (err error) {
 	fi, err := os.Stat(dest)
 	if err != nil {
 		return err
@@ -382,53 +392,222 @@ func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) error {
 	if !fi.IsDir() {
 		return filesErr(FilesExitInvalid, "%s is not a directory", dest)
 	}
-	tr := tar.NewReader(r)
-	var total int64
+	var plan uploadPlan
+	defer func() {
+		if err != nil {
+			plan.discard(tmps)
+		}
+	}()
+	cr := &countReader{r: r}
+	tr := tar.NewReader(cr)
+	var total, entryEnd int64
+	buf := make([]byte, 1<<20)
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			// Go's reader also ends at a header boundary with no end
+			// marker: an archive cut there is refused here.
+			if cr.n < entryEnd+2*blockSize {
+				return filesErr(FilesExitInvalid, "bad tar stream: it ended without its end marker (cut short?)")
+			}
+			break
 		}
 		if err != nil {
 			return filesErr(FilesExitInvalid, "bad tar stream: %v", err)
 		}
-		target, err := entryTarget(dest, hdr.Name)
-		if err != nil {
-			return err
-		}
-		mode := fs.FileMode(hdr.Mode) & fs.ModePerm
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if target == dest {
-				continue
-			}
-			if err := os.MkdirAll(target, mode|0o700); err != nil {
-				return err
-			}
+		dataStart := cr.n
+		e := plannedEntry{name: hdr.Name, typ: hdr.Typeflag, mode: fs.FileMode(hdr.Mode) & fs.ModePerm, link: hdr.Linkname}
+		switch e.typ {
+		case tar.TypeDir, tar.TypeSymlink:
 		case tar.TypeReg:
 			if total += hdr.Size; total > limit {
 				return filesErr(FilesExitTooLarge, "the archive holds more than the limit of %d bytes", limit)
 			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			if err := writeAtomic(target, mode, io.LimitReader(tr, hdr.Size), hdr.Size, tmps); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			if old, err := os.Lstat(target); err == nil && !old.IsDir() {
-				_ = os.Remove(target)
-			}
-			if err := os.Symlink(hdr.Linkname, target); err != nil {
-				return err
-			}
 		default:
 			return filesErr(FilesExitInvalid, "archive entry %q: type %q is not supported (files, directories and symlinks only)", hdr.Name, string(hdr.Typeflag))
 		}
+		target, err := plan.check(dest, e)
+		if err != nil {
+			return err
+		}
+		if e.typ == tar.TypeReg {
+			if e.tmp, err = stageFile(dest, target, e.mode, tr, hdr.Size, buf, tmps); err != nil {
+				return err
+			}
+		}
+		plan.add(dest, e, target)
+		entryEnd = dataStart + (hdr.Size+blockSize-1)/blockSize*blockSize
 	}
+	// The file system may have changed while the archive streamed in:
+	// check every entry again before the first change.
+	var again uploadPlan
+	for _, e := range plan.entries {
+		target, err := again.check(dest, e)
+		if err != nil {
+			return err
+		}
+		again.add(dest, e, target)
+	}
+	return plan.commit(dest, tmps)
+}
+
+// blockSize is a tar block.
+const blockSize = 512
+
+// countReader counts what is read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// plannedEntry is one entry of an upload, staged and not yet committed.
+type plannedEntry struct {
+	name string
+	typ  byte
+	mode fs.FileMode
+	link string
+	// tmp is the staged content of a regular file.
+	tmp string
+}
+
+// uploadPlan is an upload's entries in archive order and what the
+// archive itself makes of each path (so that an entry can not go through
+// a symlink or a file planted earlier in the same archive).
+type uploadPlan struct {
+	entries []plannedEntry
+	kinds   map[string]byte
+}
+
+// check returns where e goes under dest: entryTarget on the file system,
+// and no directory on the way that an earlier entry makes a symlink or a
+// file; a file or symlink may not replace a directory.
+func (p *uploadPlan) check(dest string, e plannedEntry) (string, error) {
+	target, err := entryTarget(dest, e.name)
+	if err != nil {
+		return "", err
+	}
+	rel, _ := filepath.Rel(dest, target)
+	for dir := filepath.Dir(rel); dir != "." && dir != string(filepath.Separator); dir = filepath.Dir(dir) {
+		switch p.kinds[dir] {
+		case tar.TypeSymlink:
+			return "", filesErr(FilesExitInvalid, "archive entry %q goes through the symlink %s", e.name, filepath.Join(dest, dir))
+		case tar.TypeReg:
+			return "", filesErr(FilesExitInvalid, "archive entry %q: %s is not a directory", e.name, filepath.Join(dest, dir))
+		}
+	}
+	made, planned := p.kinds[rel]
+	if e.typ == tar.TypeDir {
+		if planned && made != tar.TypeDir {
+			return "", filesErr(FilesExitInvalid, "archive entry %q: %s is not a directory", e.name, target)
+		}
+		if fi, err := os.Lstat(target); !planned && err == nil && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
+			return "", filesErr(FilesExitInvalid, "archive entry %q: %s is not a directory", e.name, target)
+		}
+	}
+	if e.typ != tar.TypeDir {
+		if (planned && made == tar.TypeDir) || (!planned && isDir(target)) || target == dest {
+			return "", filesErr(FilesExitInvalid, "%s is a directory", target)
+		}
+	}
+	return target, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+func (p *uploadPlan) add(dest string, e plannedEntry, target string) {
+	if p.kinds == nil {
+		p.kinds = map[string]byte{}
+	}
+	rel, _ := filepath.Rel(dest, target)
+	p.kinds[rel] = e.typ
+	p.entries = append(p.entries, e)
+}
+
+// discard removes the staged files.
+func (p *uploadPlan) discard(tmps *uploadTemps) {
+	for _, e := range p.entries {
+		if e.tmp != "" {
+			_ = tmps.settle(e.tmp, "", false)
+		}
+	}
+}
+
+// commit applies the plan in archive order, checking each entry's way
+// once more just before its change.
+func (p *uploadPlan) commit(dest string, tmps *uploadTemps) error {
+	for i, e := range p.entries {
+		target, err := entryTarget(dest, e.name)
+		if err == nil && e.typ != tar.TypeDir {
+			err = os.MkdirAll(filepath.Dir(target), 0o755)
+		}
+		if err != nil {
+			p.entries = p.entries[i:] // the rest is discarded
+			return err
+		}
+		switch e.typ {
+		case tar.TypeDir:
+			if target != dest {
+				err = os.MkdirAll(target, e.mode|0o700)
+			}
+		case tar.TypeReg:
+			err = tmps.settle(e.tmp, target, true)
+			p.entries[i].tmp = ""
+		case tar.TypeSymlink:
+			if old, lerr := os.Lstat(target); lerr == nil && !old.IsDir() {
+				_ = os.Remove(target)
+			}
+			err = os.Symlink(e.link, target)
+		}
+		if err != nil {
+			p.entries = p.entries[i+1:]
+			return err
+		}
+	}
+	return nil
+}
+
+// stageFile writes size bytes of r to a temporary file in the nearest
+// existing directory of target (under dest), with its mode set, and
+// returns its path.
+func stageFile(dest, target string, mode fs.FileMode, r io.Reader, size int64, buf []byte, tmps *uploadTemps) (string, error) {
+	dir := filepath.Dir(target)
+	for dir != dest && !isDir(dir) {
+		dir = filepath.Dir(dir)
+	}
+	f, err := tmps.createIn(dir)
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	// Large reads of the stdin pipe (1 MiB, see setPipeSize) and large
+	// writes: os.File.ReadFrom would take 32 KiB at a time.
+	n, err := io.CopyBuffer(writerOnly{f}, r, buf)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = filesErr(FilesExitInvalid, "bad tar stream: %s was cut short after %d of %d bytes", target, n, size)
+	}
+	if err == nil && n != size {
+		err = filesErr(FilesExitInvalid, "bad tar stream: %s ended after %d of %d bytes", target, n, size)
+	}
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = tmps.settle(tmp, "", false)
+		return "", err
+	}
+	return tmp, nil
 }
 
 // uploadTemps are the temporary files of the file tool's uploads in
@@ -442,12 +621,17 @@ type uploadTemps struct {
 
 // create makes a temporary file beside target and tracks it.
 func (u *uploadTemps) create(target string) (*os.File, error) {
+	return u.createIn(filepath.Dir(target))
+}
+
+// createIn makes a temporary file in dir and tracks it.
+func (u *uploadTemps) createIn(dir string) (*os.File, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.ended {
 		return nil, errors.New("files: ending")
 	}
-	f, err := os.CreateTemp(filepath.Dir(target), ".sandboxctl-upload-*")
+	f, err := os.CreateTemp(dir, ".sandboxctl-upload-*")
 	if err != nil {
 		return nil, err
 	}
@@ -514,15 +698,24 @@ func writeAtomic(target string, mode fs.FileMode, r io.Reader, want int64, tmps 
 	return err
 }
 
-// writeFile writes stdin to p (a file; its directory must exist).
+// writeFile writes stdin to p (a file; its directory must exist). An
+// upload over limit bytes, or one ended by a signal, leaves p as it was.
 func writeFile(p string, limit int64, mode fs.FileMode, r io.Reader, tmps *uploadTemps) error {
-	lr := &io.LimitedReader{R: r, N: limit + 1}
-	err := writeAtomic(p, mode, lr, -1, tmps)
-	if err == nil && lr.N <= 0 {
-		_ = os.Remove(p)
-		return filesErr(FilesExitTooLarge, "the upload is larger than the limit of %d bytes", limit)
+	return writeAtomic(p, mode, &overLimitReader{r: r, limit: limit}, -1, tmps)
+}
+
+// overLimitReader fails once more than left bytes were read through it.
+type overLimitReader struct {
+	r        io.Reader
+	limit, n int64
+}
+
+func (o *overLimitReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if o.n += int64(n); o.n > o.limit {
+		return 0, filesErr(FilesExitTooLarge, "the upload is larger than the limit of %d bytes", o.limit)
 	}
-	return err
+	return n, err
 }
 
 func removePath(p string) error {
