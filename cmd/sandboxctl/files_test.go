@@ -3,6 +3,7 @@ package main_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
@@ -36,9 +39,13 @@ const (
 
 func filesEnv(t *testing.T) (*env, string, string) {
 	t.Helper()
-	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
+	cli := dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
 	e := newEnv(t)
-	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n  docker:\n    containerPrefix: sbxf-%d-\n", filepath.Join(e.state, "ws"), time.Now().UnixNano()%1e6)
+	prefix := fmt.Sprintf("sbxf-%d-", time.Now().UnixNano()%1e6)
+	// Registered first, so it runs last: after the daemon stopped, every
+	// sandbox the test made is gone, whatever the test removed itself.
+	t.Cleanup(func() { removeContainersNamed(cli, prefix) })
+	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n  docker:\n    containerPrefix: %s\n", filepath.Join(e.state, "ws"), prefix)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +54,21 @@ func filesEnv(t *testing.T) (*env, string, string) {
 		t.Fatal(err)
 	}
 	return e, alice, "bob" + alice
+}
+
+// removeContainersNamed removes every sandboxctl container whose name
+// starts with prefix.
+func removeContainersNamed(cli *client.Client, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", "sandboxctl.managed=1").Add("name", "^/"+prefix)})
+	if err != nil {
+		return
+	}
+	for _, c := range list.Items {
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	}
 }
 
 func filesCall(t *testing.T, base, token, method, path, contentType string, body []byte) (int, []byte) {
