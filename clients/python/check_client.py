@@ -76,6 +76,21 @@ assert c.resume_sandbox(sb["id"])["state"] == "running"
 assert c.exec("echo ran", agent_id=obj)["content"][0]["text"].strip() == "ran"
 ext = c.extend_sandbox(sb["id"], 7200)
 assert ext["expiresAt"] > sb["expiresAt"], (ext, sb)
+# Snapshots: a file changed after the snapshot is put back by a rollback
+# (the container is made anew: a new id); a fork to another agent starts
+# from the snapshot's files.
+c.exec("echo before > /workspace/snap.txt", agent_id=obj)
+snap = c.snapshot_sandbox(sb["id"], name="py1")
+assert snap["name"] == "py1" and snap["method"] in ("reflink", "copy"), snap
+c.exec("echo after > /workspace/snap.txt", agent_id=obj)
+assert [s["name"] for s in c.snapshots(sb["id"])] == ["py1"]
+sb = c.rollback_sandbox(sb["id"], "py1")
+assert c.exec("cat /workspace/snap.txt", agent_id=obj)["content"][0]["text"].strip() == "before"
+forked = c.fork_sandbox(sb["id"], agent_id=obj + "-fork", snapshot="py1")
+assert c.exec("cat /workspace/snap.txt", agent_id=obj + "-fork")["content"][0]["text"].strip() == "before"
+assert c.delete_sandbox(forked["id"], workspace=True)["workspaceRemoved"] is True
+assert c.delete_snapshot(sb["id"], "py1")["name"] == "py1"
+assert c.snapshots(sb["id"]) == []
 assert c.delete_sandbox(sb["id"], workspace=True)["workspaceRemoved"] is True
 try:
     c.sandbox(sb["id"])

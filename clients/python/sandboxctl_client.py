@@ -252,6 +252,32 @@ class Client:
         return self._json("POST", "/v1/sandboxes/%s/timeout" % urllib.parse.quote(sandbox_id, safe=""),
                           payload={"ttlSeconds": ttl_seconds})
 
+    # --- snapshots (docs/snapshots.md)
+
+    def snapshot_sandbox(self, sandbox_id, name=None):
+        """Copy the sandbox's files into a snapshot (the container frozen for the copy); returns it."""
+        return self._json("POST", "/v1/sandboxes/%s/snapshots" % urllib.parse.quote(sandbox_id, safe=""),
+                          payload={"name": name} if name else {})
+
+    def snapshots(self, sandbox_id):
+        """The snapshots of the sandbox's scope, oldest first."""
+        return self._json("GET", "/v1/sandboxes/%s/snapshots" % urllib.parse.quote(sandbox_id, safe=""))
+
+    def delete_snapshot(self, sandbox_id, name):
+        return self._json("DELETE", "/v1/sandboxes/%s/snapshots/%s" % (urllib.parse.quote(sandbox_id, safe=""),
+                                                                       urllib.parse.quote(name, safe="")))
+
+    def rollback_sandbox(self, sandbox_id, snapshot):
+        """Put the sandbox back to one of its snapshots (running commands end); returns the sandbox."""
+        return self._json("POST", "/v1/sandboxes/%s/rollback" % urllib.parse.quote(sandbox_id, safe=""),
+                          payload={"snapshot": snapshot})
+
+    def fork_sandbox(self, sandbox_id, agent_id=None, session_key=None, snapshot=None):
+        """A new sandbox for another scope from a snapshot (none: one taken for the fork); returns it."""
+        payload = {k: v for k, v in {"agentId": agent_id, "sessionKey": session_key, "snapshot": snapshot}.items()
+                   if v is not None}
+        return self._json("POST", "/v1/sandboxes/%s/fork" % urllib.parse.quote(sandbox_id, safe=""), payload=payload)
+
     def approvals(self):
         return self._json("GET", "/v1/approvals")
 

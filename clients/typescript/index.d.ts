@@ -141,6 +141,25 @@ export declare class SandboxctlError extends Error {
   apiMessage: string;
 }
 
+/** A snapshot of a sandbox's files (docs/snapshots.md). */
+export interface Snapshot {
+  name: string;
+  scopeKey: string;
+  agentId?: string;
+  sessionKey?: string;
+  createdAt: string;
+  origin: string;
+  originId: string;
+  template: string;
+  labels?: Record<string, string>;
+  config: unknown;
+  bytes: number;
+  files: number;
+  method: "reflink" | "copy";
+  tmpfs: string[];
+  skipped?: number;
+}
+
 export declare class Client {
   constructor(baseUrl: string, token: string);
   health(): Promise<{ ok: boolean; pid: number; version: string }>;
@@ -170,6 +189,11 @@ export declare class Client {
   pauseSandbox(id: string): Promise<Sandbox>;
   resumeSandbox(id: string): Promise<Sandbox>;
   extendSandbox(id: string, ttlSeconds: number): Promise<Sandbox>;
+  snapshotSandbox(id: string, opts?: { name?: string }): Promise<Snapshot>;
+  snapshots(id: string): Promise<Snapshot[]>;
+  deleteSnapshot(id: string, name: string): Promise<Snapshot>;
+  rollbackSandbox(id: string, snapshot: string): Promise<Sandbox>;
+  forkSandbox(id: string, opts?: { agentId?: string; sessionKey?: string; snapshot?: string }): Promise<Sandbox>;
   approvals(): Promise<unknown[]>;
   stat(ref: FileRef): Promise<FileInfo>;
   listFiles(ref: FileRef): Promise<FileList>;

@@ -212,6 +212,30 @@ export class Client {
     return this.#json("POST", `/v1/sandboxes/${encodeURIComponent(id)}/timeout`, { payload: { ttlSeconds } });
   }
 
+  /** Copy the sandbox's files into a snapshot (the container frozen for the copy); resolves to it. */
+  snapshotSandbox(id, { name } = {}) {
+    return this.#json("POST", `/v1/sandboxes/${encodeURIComponent(id)}/snapshots`, { payload: name ? { name } : {} });
+  }
+
+  /** The snapshots of the sandbox's scope, oldest first. */
+  snapshots(id) {
+    return this.#json("GET", `/v1/sandboxes/${encodeURIComponent(id)}/snapshots`);
+  }
+
+  deleteSnapshot(id, name) {
+    return this.#json("DELETE", `/v1/sandboxes/${encodeURIComponent(id)}/snapshots/${encodeURIComponent(name)}`);
+  }
+
+  /** Put the sandbox back to one of its snapshots (running commands end); resolves to the sandbox. */
+  rollbackSandbox(id, snapshot) {
+    return this.#json("POST", `/v1/sandboxes/${encodeURIComponent(id)}/rollback`, { payload: { snapshot } });
+  }
+
+  /** A new sandbox for another scope from a snapshot (none: one taken for the fork); resolves to it. */
+  forkSandbox(id, { agentId, sessionKey, snapshot } = {}) {
+    return this.#json("POST", `/v1/sandboxes/${encodeURIComponent(id)}/fork`, { payload: { agentId, sessionKey, snapshot } });
+  }
+
   approvals() {
     return this.#json("GET", "/v1/approvals");
   }

@@ -438,7 +438,8 @@ func TestConsoleBrowserTCP(t *testing.T) {
 // TestConsoleBrowserSandbox shows an agent's sandbox in the console: its
 // row with its template, labels and expiry, on Explain its limits, the
 // hardening read back from the Engine and its resource use; and an
-// operator pauses, resumes and removes it with the row's buttons.
+// operator pauses, resumes, snapshots, rolls back (the detail's snapshot
+// list), removes the snapshot and removes the sandbox with the buttons.
 func TestConsoleBrowserSandbox(t *testing.T) {
 	dockertest.Require(t, sandboxconfig.DefaultConfig().Docker.Image)
 	e := newEnv(t)
@@ -499,6 +500,27 @@ func TestConsoleBrowserSandbox(t *testing.T) {
 	within(t, ctx, 10*time.Second, "resume", chromedp.Click(chromedp.CSS(row+` button[data-action="resume"]`)))
 	waitJS(t, ctx, 30*time.Second, "the sandbox running again", `!!document.querySelector('`+row+` button[data-action="pause"]')`)
 	evalJS[bool](t, ctx, `(window.confirm = () => true, true)`)
+
+	// Snapshot from the row; the open detail lists it, with rollback and
+	// removal.
+	snapRow := detail + ` tr[data-snapshot]`
+	within(t, ctx, 10*time.Second, "snapshot", chromedp.Click(chromedp.CSS(row+` button[data-action="snapshot"]`)))
+	waitJS(t, ctx, 60*time.Second, "the snapshot listed", `!!document.querySelector('`+snapRow+` button[data-action="rollback"]')`)
+	snapName := evalJS[string](t, ctx, `document.querySelector('`+snapRow+`').dataset.snapshot`)
+	if st := e.run(t, "sandbox", "snapshots", agent); st.code != 0 || !strings.Contains(st.stdout, snapName) {
+		t.Fatalf("the console's snapshot %q is not listed: %+v", snapName, st)
+	}
+	if r := e.run(t, "exec", "--agent", agent, "--", "echo later > /workspace/later.txt"); r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	within(t, ctx, 10*time.Second, "roll back", chromedp.Click(chromedp.CSS(snapRow+` button[data-action="rollback"]`)))
+	waitJS(t, ctx, 60*time.Second, "the sandbox rolled back and running", `!!document.querySelector('`+row+` button[data-action="pause"]')`)
+	if r := e.run(t, "exec", "--agent", agent, "--", "test ! -e /workspace/later.txt"); r.code != 0 {
+		t.Fatalf("a file written after the snapshot is still there after Roll back: %+v", r)
+	}
+	within(t, ctx, 10*time.Second, "remove the snapshot", chromedp.Click(chromedp.CSS(snapRow+` button[data-action="remove-snapshot"]`)))
+	waitJS(t, ctx, 30*time.Second, "no snapshot listed", `(() => { const e = document.querySelector('`+detail+`'); return !!e && !e.querySelector('tr[data-snapshot]') && e.textContent.includes('No snapshots.'); })()`)
+
 	within(t, ctx, 10*time.Second, "remove", chromedp.Click(chromedp.CSS(row+` button[data-action="remove"]`)))
 	waitJS(t, ctx, 30*time.Second, "the sandbox's row gone", `!document.querySelector('`+row+`')`)
 	if st := e.run(t, "sandbox", "ls", "--filter", "agent="+agent, "--format", "{{.ID}}"); strings.TrimSpace(st.stdout) != "" {

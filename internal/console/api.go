@@ -34,26 +34,67 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 	forward(w, r, c.opts.API, http.MethodGet, "/v1/audit?"+q.Encode(), nil)
 }
 
-// sandboxChange pauses, resumes or removes a sandbox (docs/sandboxes.md):
-// for sessions that may decide (the operators) only.
+// sandboxChange pauses, resumes, removes, snapshots, rolls back or forks
+// a sandbox, or removes one of its snapshots (docs/sandboxes.md,
+// docs/snapshots.md): for sessions that may decide (the operators) only.
+// The body of snapshot, rollback and fork is decoded strictly and sent on
+// as the daemon's route takes it.
 func (c *Console) sandboxChange(w http.ResponseWriter, r *http.Request) {
 	if !sessionFrom(r.Context()).canDecide {
 		writeError(w, http.StatusForbidden, ErrViewOnly)
 		return
 	}
-	name := r.PathValue("name")
-	path := "/v1/sandboxes/" + url.PathEscape(name)
+	path := "/v1/sandboxes/" + url.PathEscape(r.PathValue("name"))
 	method := r.Method
-	if method == http.MethodPost {
-		action := r.PathValue("action")
-		if action != "pause" && action != "resume" {
-			writeError(w, http.StatusNotFound, fmt.Errorf("console: no sandbox action %q (pause, resume)", action))
+	var body []byte
+	switch {
+	case method == http.MethodDelete && r.PathValue("snapshot") != "":
+		path += "/snapshots/" + url.PathEscape(r.PathValue("snapshot"))
+	case method == http.MethodPost:
+		var req any
+		switch action := r.PathValue("action"); action {
+		case "pause", "resume":
+			path += "/" + action
+		case "snapshot":
+			path += "/snapshots"
+			req = &struct {
+				Name string `json:"name,omitempty"`
+			}{}
+		case "rollback":
+			path += "/rollback"
+			req = &struct {
+				Snapshot string `json:"snapshot"`
+			}{}
+		case "fork":
+			path += "/fork"
+			req = &struct {
+				AgentID    string `json:"agentId,omitempty"`
+				SessionKey string `json:"sessionKey,omitempty"`
+				Snapshot   string `json:"snapshot,omitempty"`
+			}{}
+		default:
+			writeError(w, http.StatusNotFound, fmt.Errorf("console: no sandbox action %q (pause, resume, snapshot, rollback, fork)", action))
 			return
 		}
-		path += "/" + action
+		if req != nil {
+			if err := decode(w, r, req); err != nil {
+				writeError(w, http.StatusBadRequest, err)
+				return
+			}
+			var err error
+			if body, err = json.Marshal(req); err != nil {
+				writeError(w, http.StatusInternalServerError, err)
+				return
+			}
+		}
 	}
 	c.opts.Logf("console: %s %s", method, path)
-	forward(w, r, c.opts.API, method, path, nil)
+	forward(w, r, c.opts.API, method, path, body)
+}
+
+// snapshots lists a sandbox's snapshots.
+func (c *Console) snapshots(w http.ResponseWriter, r *http.Request) {
+	forward(w, r, c.opts.API, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(r.PathValue("name"))+"/snapshots", nil)
 }
 
 // sessionList lists the sessions of one scope (?agentId=&sessionKey=).

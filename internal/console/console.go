@@ -140,6 +140,8 @@ func New(opts Options) *Console {
 	m.HandleFunc("GET /ui/api/sandboxes/{name}", c.withSession(false, c.sandbox))
 	m.HandleFunc("POST /ui/api/sandboxes/{name}/{action}", c.withSession(true, c.sandboxChange))
 	m.HandleFunc("DELETE /ui/api/sandboxes/{name}", c.withSession(true, c.sandboxChange))
+	m.HandleFunc("GET /ui/api/sandboxes/{name}/snapshots", c.withSession(false, c.snapshots))
+	m.HandleFunc("DELETE /ui/api/sandboxes/{name}/snapshots/{snapshot}", c.withSession(true, c.sandboxChange))
 	m.HandleFunc("GET /ui/api/sessions", c.withSession(false, c.sessionList))
 	m.HandleFunc("GET /ui/api/all-sessions", c.withSession(false, c.forwardGet("/v1/sessions")))
 	m.HandleFunc("GET /ui/api/sessions/{id}/log", c.withSession(false, c.sessionLog))

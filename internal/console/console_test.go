@@ -487,7 +487,8 @@ func TestAuditForwardsTheNewest(t *testing.T) {
 	}
 }
 
-// TestSandboxChangesForOperatorsOnly: pause, resume and remove reach the
+// TestSandboxChangesForOperatorsOnly: pause, resume, remove, snapshot,
+// rollback, fork and a snapshot's removal reach the
 // daemon's lifecycle routes for a session that may decide only, with its
 // CSRF token; a view-only session, a forged request or an unknown action
 // reaches nothing.
@@ -501,13 +502,15 @@ func TestSandboxChangesForOperatorsOnly(t *testing.T) {
 		}
 		return c
 	}
-	change := func(c *http.Client, csrf, method, path string) (int, string) {
-		st, body, _ := do(t, c, method, f.srv.URL+"/ui/api/sandboxes/"+path, "", map[string]string{CSRFHeader: csrf})
-		return st, body
+	change := func(c *http.Client, csrf, method, path string, body ...string) (int, string) {
+		st, out, _ := do(t, c, method, f.srv.URL+"/ui/api/sandboxes/"+path, strings.Join(body, ""), map[string]string{CSRFHeader: csrf, "Content-Type": "application/json"})
+		return st, out
 	}
 	viewer := login(toolToken)
-	for _, req := range [][2]string{{"POST", "sbx-a/pause"}, {"POST", "sbx-a/resume"}, {"DELETE", "sbx-a"}} {
-		if st, body := change(viewer, f.csrf(t, viewer), req[0], req[1]); st != http.StatusForbidden || !strings.Contains(body, "change sandboxes") {
+	for _, req := range [][3]string{{"POST", "sbx-a/pause"}, {"POST", "sbx-a/resume"}, {"DELETE", "sbx-a"},
+		{"POST", "sbx-a/snapshot", `{}`}, {"POST", "sbx-a/rollback", `{"snapshot":"s1"}`}, {"POST", "sbx-a/fork", `{"agentId":"b"}`},
+		{"DELETE", "sbx-a/snapshots/s1"}} {
+		if st, body := change(viewer, f.csrf(t, viewer), req[0], req[1], req[2]); st != http.StatusForbidden || !strings.Contains(body, "change sandboxes") {
 			t.Errorf("view-only %s %s: %d %s", req[0], req[1], st, body)
 		}
 	}
@@ -518,16 +521,23 @@ func TestSandboxChangesForOperatorsOnly(t *testing.T) {
 	if st, _ := change(op, f.csrf(t, op), "POST", "sbx-a/frobnicate"); st != http.StatusNotFound {
 		t.Errorf("unknown action: %d", st)
 	}
+	if st, _ := change(op, f.csrf(t, op), "POST", "sbx-a/fork", `{"agentId":"b","privileged":true}`); st != http.StatusBadRequest {
+		t.Errorf("fork with an unknown field: %d", st)
+	}
 	if got := f.api.got(); len(got) != 0 {
 		t.Fatalf("refused changes reached the daemon: %q", got)
 	}
 	csrf := f.csrf(t, op)
-	for _, req := range [][2]string{{"POST", "sbx-a/pause"}, {"POST", "sbx-a/resume"}, {"DELETE", "sbx-a"}} {
-		if st, body := change(op, csrf, req[0], req[1]); st != http.StatusOK {
+	for _, req := range [][3]string{{"POST", "sbx-a/pause"}, {"POST", "sbx-a/resume"}, {"DELETE", "sbx-a"},
+		{"POST", "sbx-a/snapshot", `{"name":"s1"}`}, {"POST", "sbx-a/rollback", `{"snapshot":"s1"}`},
+		{"POST", "sbx-a/fork", `{"agentId":"b","snapshot":"s1"}`}, {"DELETE", "sbx-a/snapshots/s1"}} {
+		if st, body := change(op, csrf, req[0], req[1], req[2]); st != http.StatusOK {
 			t.Errorf("operator %s %s: %d %s", req[0], req[1], st, body)
 		}
 	}
-	want := []string{"POST /v1/sandboxes/sbx-a/pause ", "POST /v1/sandboxes/sbx-a/resume ", "DELETE /v1/sandboxes/sbx-a "}
+	want := []string{"POST /v1/sandboxes/sbx-a/pause ", "POST /v1/sandboxes/sbx-a/resume ", "DELETE /v1/sandboxes/sbx-a ",
+		`POST /v1/sandboxes/sbx-a/snapshots {"name":"s1"}`, `POST /v1/sandboxes/sbx-a/rollback {"snapshot":"s1"}`,
+		`POST /v1/sandboxes/sbx-a/fork {"agentId":"b","snapshot":"s1"}`, "DELETE /v1/sandboxes/sbx-a/snapshots/s1 "}
 	if got := f.api.got(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("forwarded: %q, want %q", got, want)
 	}

@@ -161,8 +161,19 @@ assert.equal((await c.health()).ok, true);
   assert.equal((await c.resumeSandbox(sb.id)).state, "running");
   const ext = await c.extendSandbox(sb.id, 7200);
   assert.ok(Date.parse(ext.expiresAt) > Date.parse(sb.expiresAt) + 3600e3, JSON.stringify(ext));
-  assert.equal((await c.deleteSandbox(sb.id, { workspace: true })).workspaceRemoved, true);
-  await rejects(c.sandbox(sb.id), 404);
+  // Snapshots: a rollback puts back a changed file (the container is made
+  // anew: a new id); an agent token forks into its own agent only.
+  await c.exec({ command: "echo before > /workspace/snap.txt", agentId: agent });
+  assert.equal((await c.snapshotSandbox(sb.id, { name: "ts1" })).name, "ts1");
+  await c.exec({ command: "echo after > /workspace/snap.txt", agentId: agent });
+  assert.deepEqual((await c.snapshots(sb.id)).map((s) => s.name), ["ts1"]);
+  const rolled = await c.rollbackSandbox(sb.id, "ts1");
+  assert.equal((await c.exec({ command: "cat /workspace/snap.txt", agentId: agent })).content[0].text.trim(), "before");
+  await rejects(c.forkSandbox(rolled.id, { agentId: "someone-else", snapshot: "ts1" }), 403);
+  assert.equal((await c.deleteSnapshot(rolled.id, "ts1")).name, "ts1");
+  assert.deepEqual(await c.snapshots(rolled.id), []);
+  assert.equal((await c.deleteSandbox(rolled.id, { workspace: true })).workspaceRemoved, true);
+  await rejects(c.sandbox(rolled.id), 404);
 }
 
 const abort = new AbortController();

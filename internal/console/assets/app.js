@@ -252,10 +252,10 @@
       return;
     }
     learnScopes(list);
-    const change = async (s, method, action) => {
+    const change = async (s, method, action, body) => {
       if (method === 'DELETE' && !window.confirm('Remove sandbox ' + s.name + '?')) return;
       try {
-        await call(method, '/ui/api/sandboxes/' + encodeURIComponent(s.name) + (action ? '/' + action : ''));
+        await call(method, '/ui/api/sandboxes/' + encodeURIComponent(s.name) + (action ? '/' + action : ''), body);
         status('');
       } catch (e) {
         if (e instanceof AuthError) throw e;
@@ -269,6 +269,7 @@
       if (state.canDecide) {
         if (s.state === 'running') actions.push(el('button', { 'data-action': 'pause', onclick: () => change(s, 'POST', 'pause') }, 'Pause'));
         if (s.state === 'paused') actions.push(el('button', { 'data-action': 'resume', onclick: () => change(s, 'POST', 'resume') }, 'Resume'));
+        if (s.state === 'running') actions.push(el('button', { 'data-action': 'snapshot', onclick: () => change(s, 'POST', 'snapshot', {}) }, 'Snapshot'));
         actions.push(el('button', { 'data-action': 'remove', onclick: () => change(s, 'DELETE') }, 'Remove'));
       }
       return el('tr', { 'data-name': s.name },
@@ -296,7 +297,51 @@
     field(dl, 'Limits', ex.limits);
     field(dl, 'Hardening', ex.hardening);
     field(dl, 'Resource use', d.usage || d.usageError || '(not running)');
+    field(dl, 'Snapshots', await snapshotTable(name));
     $('sandbox-detail').replaceChildren(el('div', { class: 'card', 'data-sandbox': name }, el('h3', {}, name), dl));
+  }
+
+  // snapshotTable lists a sandbox's snapshots (docs/snapshots.md), with
+  // rollback, fork (into an agent the operator names) and removal for
+  // sessions that may decide.
+  async function snapshotTable(name) {
+    let list;
+    try {
+      list = await call('GET', '/ui/api/sandboxes/' + encodeURIComponent(name) + '/snapshots');
+    } catch (e) {
+      if (e instanceof AuthError) throw e;
+      return el('p', {}, e.message);
+    }
+    if (!list || !list.length) return el('p', { class: 'hint' }, 'No snapshots.');
+    const act = async (method, path, body) => {
+      try {
+        await call(method, '/ui/api/sandboxes/' + encodeURIComponent(name) + path, body);
+        status('');
+      } catch (e) {
+        if (e instanceof AuthError) throw e;
+        status(name + ': ' + e.message);
+      }
+      await renderSandboxes();
+    };
+    const rows = list.map((sn) => {
+      const actions = [];
+      if (state.canDecide) {
+        actions.push(el('button', { 'data-action': 'rollback', onclick: () => {
+          if (window.confirm('Put ' + name + ' back to ' + sn.name + '? Its running commands end.')) act('POST', '/rollback', { snapshot: sn.name });
+        } }, 'Roll back'));
+        actions.push(el('button', { 'data-action': 'fork', onclick: () => {
+          const agentId = window.prompt('Fork ' + sn.name + ' into the sandbox of agent:');
+          if (agentId) act('POST', '/fork', { agentId, snapshot: sn.name });
+        } }, 'Fork'));
+        actions.push(el('button', { 'data-action': 'remove-snapshot', onclick: () => {
+          if (window.confirm('Remove snapshot ' + sn.name + '?')) act('DELETE', '/snapshots/' + encodeURIComponent(sn.name));
+        } }, 'Remove'));
+      }
+      return el('tr', { 'data-snapshot': sn.name }, el('td', {}, sn.name), el('td', {}, new Date(sn.createdAt).toLocaleString()),
+        el('td', {}, String(sn.bytes) + ' B, ' + String(sn.files) + ' files'), el('td', {}, sn.method), el('td', {}, ...actions));
+    });
+    return el('table', {}, el('thead', {}, el('tr', {}, ...['name', 'taken', 'size', 'copy', ''].map((h) => el('th', {}, h)))),
+      el('tbody', {}, ...rows));
   }
 
   async function renderNodes() {
