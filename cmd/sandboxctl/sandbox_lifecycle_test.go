@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/api"
 	"net/http"
 	"os"
 	"os/exec"
@@ -313,15 +314,15 @@ func TestSandboxLifecycleCLIAndHTTP(t *testing.T) {
 	// The Go client.
 	gc := tcpclient.New(base, filesToolToken, nil)
 	gctx := t.Context()
-	sb, err := gc.CreateSandbox(gctx, apiclient.CreateSandboxRequest{AgentID: carol, Template: "small", Labels: map[string]string{"client": "go"}, TTLSeconds: 600})
+	sb, err := gc.CreateSandbox(gctx, api.CreateSandboxRequest{AgentID: carol, Template: "small", Labels: map[string]string{"client": "go"}, TTLSeconds: 600})
 	if err != nil || sb.ID == "" || sb.Template != "small" || sb.Labels["client"] != "go" || time.Until(sb.ExpiresAt) < 9*time.Minute {
 		t.Fatalf("Go CreateSandbox: %+v %v", sb, err)
 	}
 	var apiErr *apiclient.APIError
-	if _, err := gc.CreateSandbox(gctx, apiclient.CreateSandboxRequest{AgentID: carol}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict {
+	if _, err := gc.CreateSandbox(gctx, api.CreateSandboxRequest{AgentID: carol}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict {
 		t.Fatalf("Go CreateSandbox twice: %v", err)
 	}
-	if _, err := gc.CreateSandbox(gctx, apiclient.CreateSandboxRequest{AgentID: "nobody", TTLSeconds: -1}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
+	if _, err := gc.CreateSandbox(gctx, api.CreateSandboxRequest{AgentID: "nobody", TTLSeconds: -1}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
 		t.Fatalf("Go CreateSandbox with a negative TTL: %v", err)
 	}
 	if list, err := gc.ListSandboxes(gctx, apiclient.SandboxFilter{Labels: map[string]string{"client": "go"}, Template: "small"}); err != nil || len(list) != 1 || list[0].ID != sb.ID {

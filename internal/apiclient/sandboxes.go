@@ -4,47 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/api"
 	"net/url"
 	"strconv"
 	"time"
 )
-
-// Sandbox is a sandbox as the lifecycle API answers it (POST, GET
-// /v1/sandboxes and /v1/sandboxes/{id}; docs/sandboxes.md).
-type Sandbox struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
-	ScopeKey   string            `json:"scopeKey"`
-	AgentID    string            `json:"agentId,omitempty"`
-	SessionKey string            `json:"sessionKey,omitempty"`
-	State      string            `json:"state"`
-	Image      string            `json:"image"`
-	Template   string            `json:"template"`
-	Labels     map[string]string `json:"labels"`
-	CreatedAt  time.Time         `json:"createdAt"`
-	LastUsedAt time.Time         `json:"lastUsedAt,omitzero"`
-	ExpiresAt  time.Time         `json:"expiresAt,omitzero"`
-	ConfigHash string            `json:"configHash"`
-	Current    bool              `json:"current"`
-	Engine     string            `json:"engine"`
-	Path       string            `json:"path"`
-	Pool       string            `json:"pool,omitempty"`
-}
-
-// CreateSandboxRequest is the body of POST /v1/sandboxes. An agent token
-// creates for its own agent whatever AgentID says.
-type CreateSandboxRequest struct {
-	Template   string            `json:"template,omitempty"`
-	AgentID    string            `json:"agentId,omitempty"`
-	SessionKey string            `json:"sessionKey,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	TTLSeconds int64             `json:"ttlSeconds,omitempty"` // 0: no TTL
-}
-
-// ExtendSandboxRequest is the body of POST /v1/sandboxes/{id}/timeout.
-type ExtendSandboxRequest struct {
-	TTLSeconds int64 `json:"ttlSeconds"`
-}
 
 // SandboxFilter selects sandboxes of ListSandboxes; zero fields select all.
 type SandboxFilter struct {
@@ -79,8 +43,8 @@ func sandboxPath(id string, tail string) string {
 	return "/v1/sandboxes/" + url.PathEscape(id) + tail
 }
 
-func (c *Client) sandbox(ctx context.Context, method, path string, body any) (Sandbox, error) {
-	var s Sandbox
+func (c *Client) sandbox(ctx context.Context, method, path string, body any) (api.Sandbox, error) {
+	var s api.Sandbox
 	raw, err := c.do(ctx, method, path, body)
 	if err != nil {
 		return s, err
@@ -93,17 +57,17 @@ func (c *Client) sandbox(ctx context.Context, method, path string, body any) (Sa
 
 // CreateSandbox creates the sandbox of a scope (409 as an *APIError when
 // the scope has one).
-func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest) (Sandbox, error) {
+func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	return c.sandbox(ctx, "POST", "/v1/sandboxes", req)
 }
 
 // ListSandboxes lists the sandboxes passing f.
-func (c *Client) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error) {
+func (c *Client) ListSandboxes(ctx context.Context, f SandboxFilter) ([]api.Sandbox, error) {
 	raw, err := c.do(ctx, "GET", "/v1/sandboxes"+f.query(), nil)
 	if err != nil {
 		return nil, err
 	}
-	var list []Sandbox
+	var list []api.Sandbox
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("daemon: GET /v1/sandboxes: decode answer: %w", err)
 	}
@@ -111,7 +75,7 @@ func (c *Client) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox,
 }
 
 // GetSandbox returns the sandbox id (an id, unique id prefix or name).
-func (c *Client) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
+func (c *Client) GetSandbox(ctx context.Context, id string) (api.Sandbox, error) {
 	return c.sandbox(ctx, "GET", sandboxPath(id, ""), nil)
 }
 
@@ -122,16 +86,16 @@ func (c *Client) DeleteSandbox(ctx context.Context, id string, workspace bool) e
 }
 
 // PauseSandbox freezes the sandbox id.
-func (c *Client) PauseSandbox(ctx context.Context, id string) (Sandbox, error) {
+func (c *Client) PauseSandbox(ctx context.Context, id string) (api.Sandbox, error) {
 	return c.sandbox(ctx, "POST", sandboxPath(id, "/pause"), struct{}{})
 }
 
 // ResumeSandbox unfreezes the sandbox id.
-func (c *Client) ResumeSandbox(ctx context.Context, id string) (Sandbox, error) {
+func (c *Client) ResumeSandbox(ctx context.Context, id string) (api.Sandbox, error) {
 	return c.sandbox(ctx, "POST", sandboxPath(id, "/resume"), struct{}{})
 }
 
 // ExtendSandbox sets the sandbox id to expire ttl (whole seconds) from now.
-func (c *Client) ExtendSandbox(ctx context.Context, id string, ttl time.Duration) (Sandbox, error) {
-	return c.sandbox(ctx, "POST", sandboxPath(id, "/timeout"), ExtendSandboxRequest{TTLSeconds: int64(ttl / time.Second)})
+func (c *Client) ExtendSandbox(ctx context.Context, id string, ttl time.Duration) (api.Sandbox, error) {
+	return c.sandbox(ctx, "POST", sandboxPath(id, "/timeout"), api.ExtendSandboxRequest{TTLSeconds: int64(ttl / time.Second)})
 }

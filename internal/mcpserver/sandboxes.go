@@ -3,22 +3,21 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/api"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
 // Sandboxes is what the sandbox tools act on: the sandbox of one scope
 // (docs/sandboxes.md). Only a daemon whose config allows it
 // (mcp.sandboxLifecycle) gives a server one.
 type Sandboxes interface {
-	CreateSandbox(ctx context.Context, req apiclient.CreateSandboxRequest) (apiclient.Sandbox, error)
+	CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error)
 	// ScopeSandbox returns the sandbox of a scope (not found: an error).
-	ScopeSandbox(ctx context.Context, agentID, sessionKey string) (apiclient.Sandbox, error)
+	ScopeSandbox(ctx context.Context, agentID, sessionKey string) (api.Sandbox, error)
 	// DeleteScopeSandbox removes it, with workspace its workspace too.
-	DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (apiclient.Sandbox, error)
+	DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (api.Sandbox, error)
 }
 
 // SandboxCreateParams is the input of sandbox_create.
@@ -59,7 +58,7 @@ func addSandboxTools(s *mcp.Server, sbx Sandboxes, id Identity) {
 		}
 		return agent, session
 	}
-	answer := func(verb string, sb apiclient.Sandbox) *mcp.CallToolResult {
+	answer := func(verb string, sb api.Sandbox) *mcp.CallToolResult {
 		text := fmt.Sprintf("%s sandbox %s (id %s, template %s, state %s", verb, sb.Name, shortID(sb.ID), sb.Template, sb.State)
 		if !sb.ExpiresAt.IsZero() {
 			text += ", expires " + sb.ExpiresAt.UTC().Format(time.RFC3339)
@@ -74,7 +73,7 @@ func addSandboxTools(s *mcp.Server, sbx Sandboxes, id Identity) {
 				return toolError(err)
 			}
 			agent, session := scope(in.AgentID, in.SessionKey)
-			sb, err := sbx.CreateSandbox(ctx, apiclient.CreateSandboxRequest{Template: in.Template, AgentID: agent, SessionKey: session, Labels: in.Labels, TTLSeconds: in.TTLSeconds})
+			sb, err := sbx.CreateSandbox(ctx, api.CreateSandboxRequest{Template: in.Template, AgentID: agent, SessionKey: session, Labels: in.Labels, TTLSeconds: in.TTLSeconds})
 			if err != nil {
 				return toolError(err)
 			}

@@ -3,20 +3,19 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/api"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 )
 
 // SandboxSnapshots are the snapshot tools' way to the daemon
 // (docs/snapshots.md): a Sandboxes that implements it also gets the tools
 // snapshot, rollback and fork, for the caller's own scope.
 type SandboxSnapshots interface {
-	SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (apiclient.Snapshot, error)
-	RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (apiclient.Sandbox, error)
+	SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (api.Snapshot, error)
+	RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (api.Sandbox, error)
 	// ForkScope makes a sandbox for req's scope from the scope's sandbox.
-	ForkScope(ctx context.Context, agentID, sessionKey string, req apiclient.ForkRequest) (apiclient.Sandbox, error)
+	ForkScope(ctx context.Context, agentID, sessionKey string, req api.ForkRequest) (api.Sandbox, error)
 }
 
 // SnapshotParams is the input of snapshot.
@@ -58,7 +57,7 @@ func addSnapshotTools(s *mcp.Server, ss SandboxSnapshots, id Identity) {
 		}
 		return agent, session
 	}
-	sandboxAnswer := func(verb string, sb apiclient.Sandbox) *mcp.CallToolResult {
+	sandboxAnswer := func(verb string, sb api.Sandbox) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s sandbox %s (id %s, template %s, state %s).", verb, sb.Name, shortID(sb.ID), sb.Template, sb.State)}}, StructuredContent: sb}
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "snapshot", Annotations: &mcp.ToolAnnotations{Title: "Snapshot the sandbox", DestructiveHint: hint(false), OpenWorldHint: hint(false)},
@@ -104,7 +103,7 @@ func addSnapshotTools(s *mcp.Server, ss SandboxSnapshots, id Identity) {
 				}
 				in.NewAgentID = id.AgentID
 			}
-			sb, err := ss.ForkScope(ctx, agent, session, apiclient.ForkRequest{AgentID: in.NewAgentID, SessionKey: in.NewSessionKey, Snapshot: in.Snapshot})
+			sb, err := ss.ForkScope(ctx, agent, session, api.ForkRequest{AgentID: in.NewAgentID, SessionKey: in.NewSessionKey, Snapshot: in.Snapshot})
 			if err != nil {
 				return toolError(err)
 			}

@@ -3,6 +3,7 @@ package runtimecli
 import (
 	"context"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/api"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -66,23 +67,23 @@ type clientSandboxes struct {
 	scope string
 }
 
-func (s clientSandboxes) CreateSandbox(ctx context.Context, req apiclient.CreateSandboxRequest) (apiclient.Sandbox, error) {
+func (s clientSandboxes) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	return s.c.CreateSandbox(ctx, req)
 }
 
-func (s clientSandboxes) ScopeSandbox(ctx context.Context, agentID, sessionKey string) (apiclient.Sandbox, error) {
+func (s clientSandboxes) ScopeSandbox(ctx context.Context, agentID, sessionKey string) (api.Sandbox, error) {
 	key := sandbox.ScopeKey(s.scope, sandbox.Scope{AgentID: agentID, SessionKey: sessionKey})
 	list, err := s.c.ListSandboxes(ctx, apiclient.SandboxFilter{ScopeKey: key})
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	if len(list) != 1 {
-		return apiclient.Sandbox{}, fmt.Errorf("%w for scope %s", sandbox.ErrNoSandbox, key)
+		return api.Sandbox{}, fmt.Errorf("%w for scope %s", sandbox.ErrNoSandbox, key)
 	}
 	return list[0], nil
 }
 
-func (s clientSandboxes) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (apiclient.Sandbox, error) {
+func (s clientSandboxes) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (api.Sandbox, error) {
 	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
 		return sb, err

@@ -14,7 +14,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/api"
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
@@ -69,7 +68,7 @@ func (a *sandboxAPI) visible(ctx context.Context, ref string) (sandbox.Info, err
 }
 
 func (a *sandboxAPI) create(w http.ResponseWriter, r *http.Request) {
-	var req apiclient.CreateSandboxRequest
+	var req api.CreateSandboxRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -163,7 +162,7 @@ func (a *sandboxAPI) change(action string, do func(context.Context, string) (san
 }
 
 func (a *sandboxAPI) extend(w http.ResponseWriter, r *http.Request) {
-	var req apiclient.ExtendSandboxRequest
+	var req api.ExtendSandboxRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -263,15 +262,15 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
 var _ mcpserver.Sandboxes = (*sandboxAPI)(nil)
 
 // CreateSandbox implements mcpserver.Sandboxes.
-func (a *sandboxAPI) CreateSandbox(ctx context.Context, req apiclient.CreateSandboxRequest) (apiclient.Sandbox, error) {
+func (a *sandboxAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	ttl, err := sandbox.CheckTTL(req.TTLSeconds, true)
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	in, err := a.m.Create(ctx, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey},
 		sandbox.CreateOptions{Template: req.Template, Labels: req.Labels, TTL: ttl})
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	a.event(ctx, "created", in)
 	return clientSandbox(in), nil
@@ -289,30 +288,30 @@ func (a *sandboxAPI) scopeSandbox(ctx context.Context, agentID, sessionKey strin
 }
 
 // ScopeSandbox implements mcpserver.Sandboxes.
-func (a *sandboxAPI) ScopeSandbox(ctx context.Context, agentID, sessionKey string) (apiclient.Sandbox, error) {
+func (a *sandboxAPI) ScopeSandbox(ctx context.Context, agentID, sessionKey string) (api.Sandbox, error) {
 	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	return clientSandbox(in), nil
 }
 
 // DeleteScopeSandbox implements mcpserver.Sandboxes.
-func (a *sandboxAPI) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (apiclient.Sandbox, error) {
+func (a *sandboxAPI) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey string, workspace bool) (api.Sandbox, error) {
 	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	if in, err = a.m.Delete(ctx, in.ID, workspace); err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	a.event(ctx, "removed", in, workspace)
 	return clientSandbox(in), nil
 }
 
 // clientSandbox is in as the API answers it.
-func clientSandbox(in sandbox.Info) apiclient.Sandbox {
-	return apiclient.Sandbox{ID: in.ID, Name: in.Name, ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
+func clientSandbox(in sandbox.Info) api.Sandbox {
+	return api.Sandbox{ID: in.ID, Name: in.Name, ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
 		State: in.State, Image: in.Image, Template: in.Template, Labels: in.Labels, CreatedAt: in.CreatedAt,
 		LastUsedAt: in.LastUsedAt, ExpiresAt: in.ExpiresAt, ConfigHash: in.ConfigHash, Current: in.Current,
 		Engine: in.Engine, Path: in.Path, Pool: in.Pool}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/sandboxctl/sandboxctl/api"
-	"github.com/sandboxctl/sandboxctl/internal/apiclient"
 	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -37,7 +36,7 @@ func infoScope(in sandbox.Info) sandbox.Scope {
 }
 
 func (a *sandboxAPI) snapshot(w http.ResponseWriter, r *http.Request) {
-	var req apiclient.SnapshotRequest
+	var req api.SnapshotRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -103,7 +102,7 @@ func (a *sandboxAPI) removeSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *sandboxAPI) rollback(w http.ResponseWriter, r *http.Request) {
-	var req apiclient.RollbackRequest
+	var req api.RollbackRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -127,7 +126,7 @@ func (a *sandboxAPI) rollback(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
-	var req apiclient.ForkRequest
+	var req api.ForkRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -162,65 +161,65 @@ func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
 var _ mcpserver.SandboxSnapshots = (*sandboxAPI)(nil)
 
 // SnapshotScope implements mcpserver.SandboxSnapshots.
-func (a *sandboxAPI) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (apiclient.Snapshot, error) {
+func (a *sandboxAPI) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (api.Snapshot, error) {
 	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
-		return apiclient.Snapshot{}, err
+		return api.Snapshot{}, err
 	}
 	snap, err := a.m.Snapshot(ctx, infoScope(in), name)
 	if err != nil {
-		return apiclient.Snapshot{}, err
+		return api.Snapshot{}, err
 	}
 	a.snapshotEvent(ctx, "snapshotted", in, snap.Name)
 	return clientSnapshot(snap), nil
 }
 
 // RollbackScope implements mcpserver.SandboxSnapshots.
-func (a *sandboxAPI) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (apiclient.Sandbox, error) {
+func (a *sandboxAPI) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (api.Sandbox, error) {
 	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	out, err := a.m.Rollback(ctx, infoScope(in), snapshot)
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	a.snapshotEvent(ctx, "rolled-back", out, snapshot)
 	return clientSandbox(out), nil
 }
 
 // ForkScope implements mcpserver.SandboxSnapshots.
-func (a *sandboxAPI) ForkScope(ctx context.Context, agentID, sessionKey string, req apiclient.ForkRequest) (apiclient.Sandbox, error) {
+func (a *sandboxAPI) ForkScope(ctx context.Context, agentID, sessionKey string, req api.ForkRequest) (api.Sandbox, error) {
 	in, err := a.scopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	out, err := a.m.Fork(ctx, infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
 	if err != nil {
-		return apiclient.Sandbox{}, err
+		return api.Sandbox{}, err
 	}
 	a.snapshotEvent(ctx, "forked", out, req.Snapshot)
 	return clientSandbox(out), nil
 }
 
 // clientSnapshot is snap as the API answers it.
-func clientSnapshot(snap sandbox.SnapshotInfo) apiclient.Snapshot {
-	return apiclient.Snapshot{Name: snap.Name, ScopeKey: snap.ScopeKey, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
+func clientSnapshot(snap sandbox.SnapshotInfo) api.Snapshot {
+	return api.Snapshot{Name: snap.Name, ScopeKey: snap.ScopeKey, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
 		CreatedAt: snap.CreatedAt, Origin: snap.Origin, OriginID: snap.OriginID, Template: snap.Template, Labels: snap.Labels,
 		Bytes: snap.Bytes, Files: snap.Files, Method: snap.Method, Tmpfs: snap.Tmpfs, Skipped: snap.Skipped}
 }
 
 // SnapshotScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
-func (s clientSandboxes) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (apiclient.Snapshot, error) {
+func (s clientSandboxes) SnapshotScope(ctx context.Context, agentID, sessionKey, name string) (api.Snapshot, error) {
 	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
-		return apiclient.Snapshot{}, err
+		return api.Snapshot{}, err
 	}
 	return s.c.SnapshotSandbox(ctx, sb.ID, name)
 }
 
 // RollbackScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
-func (s clientSandboxes) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (apiclient.Sandbox, error) {
+func (s clientSandboxes) RollbackScope(ctx context.Context, agentID, sessionKey, snapshot string) (api.Sandbox, error) {
 	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
 		return sb, err
@@ -229,7 +228,7 @@ func (s clientSandboxes) RollbackScope(ctx context.Context, agentID, sessionKey,
 }
 
 // ForkScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.
-func (s clientSandboxes) ForkScope(ctx context.Context, agentID, sessionKey string, req apiclient.ForkRequest) (apiclient.Sandbox, error) {
+func (s clientSandboxes) ForkScope(ctx context.Context, agentID, sessionKey string, req api.ForkRequest) (api.Sandbox, error) {
 	sb, err := s.ScopeSandbox(ctx, agentID, sessionKey)
 	if err != nil {
 		return sb, err
