@@ -35,70 +35,59 @@ func infoScope(in sandbox.Info) sandbox.Scope {
 	return sandbox.Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}
 }
 
+// onSandbox answers a route of the sandbox the path names (as the caller
+// may see it): do's result with status, or the error's.
+func onSandbox[T any](a *sandboxAPI, w http.ResponseWriter, r *http.Request, status int, do func(in sandbox.Info) (T, error)) {
+	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if err == nil {
+		var out T
+		if out, err = do(in); err == nil {
+			replyJSON(w, status, out)
+			return
+		}
+	}
+	a.fail(w, err)
+}
+
 func (a *sandboxAPI) snapshot(w http.ResponseWriter, r *http.Request) {
 	var req api.SnapshotRequest
 	if err := decodeStrict(w, r, &req); err != nil {
 		a.fail(w, err)
 		return
 	}
-	in, err := a.visible(r.Context(), r.PathValue("name"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	snap, err := a.m.Snapshot(r.Context(), infoScope(in), req.Name)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	a.snapshotEvent(r.Context(), "snapshotted", in, snap.Name)
-	replyJSON(w, http.StatusCreated, snap)
+	onSandbox(a, w, r, http.StatusCreated, func(in sandbox.Info) (sandbox.SnapshotInfo, error) {
+		snap, err := a.m.Snapshot(r.Context(), infoScope(in), req.Name)
+		if err == nil {
+			a.snapshotEvent(r.Context(), "snapshotted", in, snap.Name)
+		}
+		return snap, err
+	})
 }
 
 func (a *sandboxAPI) snapshots(w http.ResponseWriter, r *http.Request) {
-	in, err := a.visible(r.Context(), r.PathValue("name"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	list, err := a.m.Snapshots(infoScope(in))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	if list == nil {
-		list = []sandbox.SnapshotInfo{}
-	}
-	replyJSON(w, http.StatusOK, list)
+	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) ([]sandbox.SnapshotInfo, error) {
+		list, err := a.m.Snapshots(infoScope(in))
+		if list == nil {
+			list = []sandbox.SnapshotInfo{}
+		}
+		return list, err
+	})
 }
 
 func (a *sandboxAPI) snapshotInfo(w http.ResponseWriter, r *http.Request) {
-	in, err := a.visible(r.Context(), r.PathValue("name"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	snap, err := a.m.SnapshotOf(infoScope(in), r.PathValue("snapshot"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	replyJSON(w, http.StatusOK, snap)
+	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) (sandbox.SnapshotInfo, error) {
+		return a.m.SnapshotOf(infoScope(in), r.PathValue("snapshot"))
+	})
 }
 
 func (a *sandboxAPI) removeSnapshot(w http.ResponseWriter, r *http.Request) {
-	in, err := a.visible(r.Context(), r.PathValue("name"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	snap, err := a.m.RemoveSnapshot(infoScope(in), r.PathValue("snapshot"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	a.snapshotEvent(r.Context(), "snapshot-removed", in, snap.Name)
-	replyJSON(w, http.StatusOK, snap)
+	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) (sandbox.SnapshotInfo, error) {
+		snap, err := a.m.RemoveSnapshot(infoScope(in), r.PathValue("snapshot"))
+		if err == nil {
+			a.snapshotEvent(r.Context(), "snapshot-removed", in, snap.Name)
+		}
+		return snap, err
+	})
 }
 
 func (a *sandboxAPI) rollback(w http.ResponseWriter, r *http.Request) {
@@ -111,18 +100,13 @@ func (a *sandboxAPI) rollback(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	in, err := a.visible(r.Context(), r.PathValue("name"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	out, err := a.m.Rollback(r.Context(), infoScope(in), req.Snapshot)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	a.snapshotEvent(r.Context(), "rolled-back", out, req.Snapshot)
-	replyJSON(w, http.StatusOK, out)
+	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) (sandbox.Info, error) {
+		out, err := a.m.Rollback(r.Context(), infoScope(in), req.Snapshot)
+		if err == nil {
+			a.snapshotEvent(r.Context(), "rolled-back", out, req.Snapshot)
+		}
+		return out, err
+	})
 }
 
 func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
@@ -144,18 +128,13 @@ func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
 		}
 		req.AgentID = pin.AgentID
 	}
-	in, err := a.visible(r.Context(), r.PathValue("name"))
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	out, err := a.m.Fork(r.Context(), infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	a.snapshotEvent(r.Context(), "forked", out, req.Snapshot)
-	replyJSON(w, http.StatusCreated, out)
+	onSandbox(a, w, r, http.StatusCreated, func(in sandbox.Info) (sandbox.Info, error) {
+		out, err := a.m.Fork(r.Context(), infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
+		if err == nil {
+			a.snapshotEvent(r.Context(), "forked", out, req.Snapshot)
+		}
+		return out, err
+	})
 }
 
 var _ mcpserver.SandboxSnapshots = (*sandboxAPI)(nil)
