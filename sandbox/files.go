@@ -213,6 +213,12 @@ func decodeToolJSON(b []byte, v any) error {
 	return nil
 }
 
+// fileToolKillGrace is how long an ended file tool has to remove its
+// temporary files (on SIGTERM) before SIGKILL leaves them: longer than a
+// command's grace, as a disk busy with other writes can hold the removal
+// for seconds.
+const fileToolKillGrace = 15 * time.Second
+
 // fileTool runs the supervisor's file tool (supervisor.FilesArg) as a
 // command of the sandbox: stdin, when set, is streamed to it under the
 // tool's acknowledgements; stdout, when set, receives its output. The
@@ -229,10 +235,10 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 		return fmt.Errorf("files %s: start the file tool: %w", args[0], err)
 	}
 	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fileToolKillGrace+10*time.Second)
 		defer cancel()
 		if !isDone(p.Done()) {
-			_ = p.Kill(fctx)
+			_ = p.KillGrace(fctx, fileToolKillGrace)
 		}
 		_ = c.Forget(fctx, p.ID())
 	}()
@@ -271,8 +277,8 @@ func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []str
 	killed := false
 	if copyErr != nil && !isDone(p.Done()) {
 		// Nobody reads its output any more: end it before waiting.
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = p.Kill(kctx)
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fileToolKillGrace+10*time.Second)
+		_ = p.KillGrace(kctx, fileToolKillGrace)
 		cancel()
 		killed = true
 	}

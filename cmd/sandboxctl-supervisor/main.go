@@ -30,7 +30,6 @@ func main() {
 		// One command's launcher (the server starts every command so). It
 		// stays dumpable: a non-dumpable process of another uid than root
 		// cannot open its own /proc/self/oom_score_adj.
-		supervisor.LaunchStarted()
 		err := supervisor.Launch(os.Args[2:])
 		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
 		os.Exit(127)

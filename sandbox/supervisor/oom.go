@@ -28,15 +28,18 @@ const ChildOOMScoreAdj = 1000
 const LaunchArg = "--launch"
 
 // launchStartFD is the launcher's fd of its start pipe: the server reads
-// one byte from it once the launcher's own code runs (LaunchStarted), or
-// EOF alone when the launcher died before (the Go runtime could not make
-// its threads: the sandbox's pids limit).
+// one byte from it once the launcher got as far as the exec of the command
+// or a failure of its own (launchStarted), or EOF alone when the launcher
+// died before (the Go runtime could not make its threads: the sandbox's
+// pids limit, at any moment before the exec).
 const launchStartFD = 3
 
-// LaunchStarted tells the server that the launcher's runtime started: it
-// writes one byte to the start pipe and closes it, so the command never
-// holds it. The launcher calls it first thing in main.
-func LaunchStarted() {
+// launchStarted tells the server that the launcher reached the exec (or
+// an error of its own, which it reports on stderr): it writes one byte to
+// the start pipe and closes it, so the command never holds it. Written
+// last, a runtime crash anywhere before it (a thread the pids limit
+// refused) reads as EOF alone.
+func launchStarted() {
 	f := os.NewFile(launchStartFD, "launch-start")
 	if f == nil {
 		return
@@ -49,9 +52,11 @@ func LaunchStarted() {
 // the exec failed.
 func Launch(args []string) error {
 	if len(args) < 2 {
+		launchStarted()
 		return errors.New("launch: want PATH ARGV0 [ARGS...]")
 	}
 	if err := setOOMScoreAdj(0, ChildOOMScoreAdj); err != nil {
+		launchStarted()
 		return err
 	}
 	path := args[0]
@@ -60,10 +65,12 @@ func Launch(args []string) error {
 		// identity's command uid may read what the supervisor may not).
 		p, err := exec.LookPath(path)
 		if err != nil {
+			launchStarted()
 			return fmt.Errorf("%s: %s", path, api.CommandNotFound)
 		}
 		path = p
 	}
+	launchStarted()
 	if err := unix.Exec(path, args[1:], os.Environ()); err != nil {
 		return fmt.Errorf("exec %s: %w", args[0], err)
 	}
