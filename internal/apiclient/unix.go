@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sandboxctl/sandboxctl/api"
 )
@@ -70,6 +71,7 @@ func (u Unix) RoundTrip(ctx context.Context, req Request) (int, io.ReadCloser, e
 		_ = conn.Close()
 		return 0, nil, err
 	}
+	var sendErr error
 	bw := bufio.NewWriter(conn)
 	fmt.Fprintf(bw, "%s %s HTTP/1.0\r\nHost: sandboxctl\r\n", req.Method, req.Path)
 	for k, v := range req.Header {
@@ -92,13 +94,23 @@ func (u Unix) RoundTrip(ctx context.Context, req Request) (int, io.ReadCloser, e
 		buf := make([]byte, streamChunk)
 		n, err := io.CopyBuffer(writerOnly{conn}, io.LimitReader(req.Stream, req.StreamLen), buf)
 		if err != nil || n != req.StreamLen {
-			return fail(fmt.Errorf("send request body (%d of %d bytes): %w", n, req.StreamLen, err))
+			sendErr = fmt.Errorf("send request body (%d of %d bytes): %w", n, req.StreamLen, err)
+			// The daemon may have answered before it read the body (a
+			// 404 for a scope without a sandbox, a 413) and closed: that
+			// answer, already in the socket's buffer, is the one to give.
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 		}
 	}
 	tp := textproto.NewReader(bufio.NewReader(conn))
 	status, err := readStatus(tp)
 	if err != nil {
+		if sendErr != nil {
+			return fail(sendErr)
+		}
 		return fail(err)
+	}
+	if sendErr != nil && status/100 == 2 {
+		return fail(sendErr) // a success for a body that did not go whole is not one
 	}
 	hdr, err := tp.ReadMIMEHeader()
 	if err != nil {

@@ -1,6 +1,7 @@
 package apiclient
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -180,4 +181,52 @@ func TestUnixTransportTruncatedAnswer(t *testing.T) {
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated answer: %v", err)
 	}
+}
+
+// TestUnixAnswerBeforeTheBody: a daemon that answers (404, 413) before it
+// read a streamed body, and closes, makes the client's write fail; the
+// client gives the daemon's answer, not the broken pipe (CI saw "write:
+// broken pipe" instead of "no sandbox for scope").
+func TestUnixAnswerBeforeTheBody(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		// Read the request line and headers only, answer, close.
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		body := `{"error":"no sandbox for scope agent:x"}`
+		fmt.Fprintf(c, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		_ = c.Close()
+	}()
+	const size = 64 << 20 // far more than the socket buffers hold
+	status, rc, err := Unix{Path: sock}.RoundTrip(context.Background(), Request{Method: "PUT", Path: "/v1/files?path=/x",
+		Stream: io.LimitReader(zeroReader{}, size), StreamLen: size})
+	if err != nil {
+		t.Fatalf("round trip: %v (want the daemon's 404)", err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	if status != 404 || !strings.Contains(string(b), "no sandbox for scope") {
+		t.Fatalf("answer %d %s", status, b)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
