@@ -16,30 +16,7 @@ import (
 // state directory, and its records carry the gateway's session id, so the
 // gateway's session records name the node's.
 func TestAuditNodeChain(t *testing.T) {
-	gw := newEnv(t)
-	if err := os.WriteFile(gw.config, []byte("exec:\n  host: node\n  security: full\n  ask: \"off\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := exec.Command(binary, "--state", gw.state, "--config", gw.config, "serve", "--listen", addr)
-	serve.Stderr = os.Stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
-	var token []byte
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		b, err := os.ReadFile(filepath.Join(gw.state, "node-token"))
-		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			token = b
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("gateway did not write its node token")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	gw, addr, token := startNodeGateway(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "node.yaml")
 	if err := os.WriteFile(cfg, []byte("exec:\n  security: full\n  ask: \"off\"\n"), 0o600); err != nil {
@@ -54,7 +31,7 @@ func TestAuditNodeChain(t *testing.T) {
 	nodeDone := make(chan struct{})
 	go func() { _ = node.Wait(); close(nodeDone) }()
 	t.Cleanup(func() { _ = node.Process.Kill(); <-nodeDone })
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if r := gw.run(t, "node", "ls"); strings.Contains(r.stdout, "alpha") {
 			break

@@ -30,30 +30,7 @@ func freePort(t *testing.T) int {
 // --host node: the node's own guard decides (full on one node, deny on the
 // other), whatever the gateway allows.
 func TestNodeRunThroughCLI(t *testing.T) {
-	gw := newEnv(t)
-	if err := os.WriteFile(gw.config, []byte("exec:\n  host: node\n  security: full\n  ask: \"off\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := exec.Command(binary, "--state", gw.state, "--config", gw.config, "serve", "--listen", addr)
-	serve.Stderr = os.Stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
-	var token []byte
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		b, err := os.ReadFile(filepath.Join(gw.state, "node-token"))
-		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			token = b
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("gateway did not write its node token")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	gw, addr, token := startNodeGateway(t)
 
 	startNode := func(name, security, ask string) {
 		dir := t.TempDir()
@@ -73,7 +50,7 @@ func TestNodeRunThroughCLI(t *testing.T) {
 	startNode("locked", "deny", "off")
 	startNode("asks", "allowlist", "on-miss")
 
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r := gw.run(t, "node", "ls")
 		if strings.Contains(r.stdout, "alpha") && strings.Contains(r.stdout, "locked") && strings.Contains(r.stdout, "asks") {
@@ -145,4 +122,35 @@ func TestNodeRunThroughCLI(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "nowhere") {
 		t.Fatalf("exec on an unknown node: %+v", r)
 	}
+}
+
+// startNodeGateway starts a gateway daemon (exec.host node, security full)
+// listening on loopback, stopped when the test ends, and returns its
+// environment, its address and the node token it wrote.
+func startNodeGateway(t *testing.T) (gw *env, addr string, token []byte) {
+	t.Helper()
+	gw = newEnv(t)
+	if err := os.WriteFile(gw.config, []byte("exec:\n  host: node\n  security: full\n  ask: \"off\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	serve := exec.Command(binary, "--state", gw.state, "--config", gw.config, "serve", "--listen", addr)
+	serve.Stderr = os.Stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(gw.state, "node-token"))
+		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			token = b
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gateway did not write its node token")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return gw, addr, token
 }
