@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -585,24 +584,27 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 	if err := m.forkTargetFree(ctx, toKey, toName, ws); err != nil {
 		return Info{}, err
 	}
+	// The container first, its workspace empty: a warm pool's sandbox
+	// serves when one is ready (takePooled takes only an empty
+	// workspace), and the files are then cloned into the directory its
+	// container mounts, owned by its identity from the start (no walk to
+	// hand them over). No command runs in it meanwhile: the scope is
+	// locked.
 	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
-	staged, err := stageWorkspace(snapDir, ws)
-	if err != nil {
-		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
-	}
-	if err := swapWorkspace(staged, ws); err != nil {
-		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
-	}
-	undo := func() {
-		_ = os.RemoveAll(ws)
-	}
 	out, err := m.createLocked(ctx, to, CreateOptions{Template: snap.Template, Labels: snap.Labels})
 	if err != nil {
-		undo()
+		_ = os.Remove(ws) // made empty, if at all
 		return out, fmt.Errorf("fork of %s: %w", name, err)
 	}
-	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
+	undo := func() {
 		_ = m.RemoveByName(context.WithoutCancel(ctx), out.ID)
+		_ = os.RemoveAll(ws)
+	}
+	if err := m.forkWorkspace(ctx, out, snapDir, ws); err != nil {
+		undo()
+		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
+	}
+	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
 		undo()
 		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
 	}
@@ -620,6 +622,35 @@ func (m *Manager) forkTargetFree(ctx context.Context, toKey, toName, ws string) 
 	}
 	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
 		return fmt.Errorf("%w: scope %s has a workspace with files already (%s): a fork starts from the snapshot's; remove it first (sandboxctl sandbox rm --workspace)", cerrdefs.ErrConflict, toKey, ws)
+	}
+	return nil
+}
+
+// forkWorkspace copies the snapshot's workspace (reflinks when the
+// filesystem allows) into ws, the empty workspace sandbox in mounts,
+// owned by in's sandbox identity when it has one.
+func (m *Manager) forkWorkspace(ctx context.Context, in Info, snapDir, ws string) error {
+	c := &treeCopier{budget: -1, reflink: true}
+	if m.ident != nil {
+		ci, err := m.cli.ContainerInspect(ctx, in.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			return m.classify("inspect sandbox "+in.Name, err)
+		}
+		if id, ok := identityOf(ci.Container.Config.Labels); ok {
+			c.owner = &fileOwner{uid: int(id.Command), gid: int(id.Command)}
+		}
+	}
+	if !emptyOrMissing(ws) {
+		return fmt.Errorf("%w: the new sandbox's workspace %s is not empty", cerrdefs.ErrConflict, ws)
+	}
+	if err := c.copyDir(filepath.Join(snapDir, "workspace"), ws, nil); err != nil {
+		return fmt.Errorf("copy the workspace: %w", err)
+	}
+	if c.owner != nil {
+		// As handOver leaves it: the command uid's alone.
+		if err := os.Chmod(ws, 0o700); err != nil {
+			return fmt.Errorf("workspace %s: %w", ws, err)
+		}
 	}
 	return nil
 }
@@ -741,140 +772,3 @@ func writeTar(dir string, w io.Writer) error {
 	return tw.Close()
 }
 
-// treeCopier copies directory trees without following a symlink in the
-// source, keeping modes, owners and modification times.
-type treeCopier struct {
-	budget  int64 // bytes left; negative: no limit
-	reflink bool  // try FICLONE (cleared at the first refusal)
-	cloned  int
-	bytes   int64
-	files   int
-	skipped int
-}
-
-// copyDir copies the tree at src into dst (which must not exist); skip
-// names top-level entries of src to leave out.
-func (c *treeCopier) copyDir(src, dst string, skip map[string]bool) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(src)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return os.MkdirAll(dst, 0o700)
-		}
-		return err
-	}
-	defer root.Close()
-	type dirAttr struct {
-		path string
-		fi   fs.FileInfo
-	}
-	var dirs []dirAttr
-	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if skip[rel] {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		fi, err := root.Lstat(rel)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, filepath.FromSlash(rel))
-		switch {
-		case fi.IsDir():
-			if err := os.Mkdir(target, 0o700); err != nil {
-				return err
-			}
-			dirs = append(dirs, dirAttr{target, fi})
-		case fi.Mode().IsRegular():
-			return c.copyFile(root, rel, target, fi)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			link, err := root.Readlink(rel)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(link, target); err != nil {
-				return err
-			}
-			keepOwner(target, fi, true)
-		default:
-			c.skipped++
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		d := dirs[i]
-		keepOwner(d.path, d.fi, false)
-		if err := os.Chmod(d.path, d.fi.Mode()&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)); err != nil {
-			return err
-		}
-		_ = os.Chtimes(d.path, d.fi.ModTime(), d.fi.ModTime())
-	}
-	return nil
-}
-
-func (c *treeCopier) copyFile(root *os.Root, rel, target string, fi fs.FileInfo) error {
-	if c.budget >= 0 {
-		if fi.Size() > c.budget {
-			return fmt.Errorf("%w: sandbox.snapshots.maxBytes would be exceeded (%s left, %s needs %s more): remove or prune snapshots first (sandboxctl sandbox snapshots)",
-				ErrSnapshotsFull, units.BytesSize(float64(c.budget+c.bytes)), rel, units.BytesSize(float64(fi.Size())))
-		}
-		c.budget -= fi.Size()
-	}
-	in, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	cloned := false
-	if c.reflink {
-		if err := unix.IoctlFileClone(int(out.Fd()), int(in.Fd())); err == nil {
-			cloned = true
-			c.cloned++
-		} else {
-			c.reflink = false
-		}
-	}
-	if !cloned {
-		if _, err := io.Copy(out, in); err != nil {
-			return err
-		}
-	}
-	c.bytes += fi.Size()
-	c.files++
-	keepOwner(target, fi, true)
-	if err := out.Chmod(fi.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSetuid | fs.ModeSticky)); err != nil {
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(target, fi.ModTime(), fi.ModTime())
-}
-
-// keepOwner gives p fi's owner when this process may (a root daemon).
-func keepOwner(p string, fi fs.FileInfo, nofollow bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || os.Geteuid() != 0 {
-		return
-	}
-	if nofollow {
-		_ = os.Lchown(p, int(st.Uid), int(st.Gid))
-		return
-	}
-	_ = os.Chown(p, int(st.Uid), int(st.Gid))
-}

@@ -361,3 +361,49 @@ func TestSnapshotAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSnapshotForkFromPool: with a warm pool, a fork takes a pooled
+// sandbox (made before the fork was asked for) and clones the snapshot's
+// workspace into the directory its container mounts: the fork sees every
+// file byte for byte, owns them (it can change a mode-0600 file), and a
+// daemon restart keeps its workspace; the origin never sees its writes.
+func TestSnapshotForkFromPool(t *testing.T) {
+	m := newManagerOpts(t, func(o *Options) { o.Config.Pool.Size = 1 })
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-pool-a"}
+	waitPool(t, m)
+	// The origin takes the pool's sandbox; wait for the refill.
+	if _, code := run(t, m, s, `set -e; head -c 200000 /dev/urandom > /workspace/r.bin; mkdir -p /workspace/d; echo own > /workspace/d/o.txt; chmod 600 /workspace/d/o.txt; echo tmp > /tmp/t`); code != 0 {
+		t.Fatal("setup failed")
+	}
+	want := digest(t, m, s)
+	if _, err := m.Snapshot(ctx, s, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, m)
+	ready := readyIDs(t, m)
+	if len(ready) != 1 {
+		t.Fatalf("pool: %v, want one ready", ready)
+	}
+	f := Scope{AgentID: "snap-pool-f"}
+	in, err := m.Fork(ctx, s, "p1", f)
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	if in.ID != ready[0] || in.Pool != PoolTaken {
+		t.Fatalf("fork %+v, want the pooled sandbox %s taken", in, ready[0])
+	}
+	if got := digest(t, m, f); got != want {
+		t.Fatalf("fork from the pool:\n%s\nwant:\n%s", got, want)
+	}
+	if out, code := run(t, m, f, "echo forked >> /workspace/d/o.txt && cat /workspace/d/o.txt && echo f > /workspace/r.bin"); code != 0 || out != "own\nforked\n" {
+		t.Fatalf("the fork writes its files: %q %d", out, code)
+	}
+	if out, _ := run(t, m, s, "cat /workspace/d/o.txt; head -c 1 /workspace/r.bin | wc -c"); out != "own\n1\n" {
+		t.Fatalf("the origin sees the fork's writes: %q", out)
+	}
+	m2 := sibling(t, m, func(*Config) {}, nil)
+	if out, _ := run(t, m2, f, "cat /workspace/d/o.txt"); out != "own\nforked\n" {
+		t.Fatalf("the pooled fork after a restart: %q", out)
+	}
+}
