@@ -771,4 +771,3 @@ func writeTar(dir string, w io.Writer) error {
 	}
 	return tw.Close()
 }
-
