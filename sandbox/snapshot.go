@@ -104,12 +104,18 @@ func (m *Manager) SnapshotMethod() string {
 	return SnapshotCopy
 }
 
-// snapshotsExplained is Explanation.Snapshots.
+// snapshotsExplained is Explanation.Snapshots: the copy method of
+// snapshots, rollbacks and forks, and where a fork's container comes from.
 func (m *Manager) snapshotsExplained() string {
+	method := fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied, into a snapshot and back into a rollback's or fork's workspace", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
 	if m.SnapshotMethod() == SnapshotReflink {
-		return fmt.Sprintf("%s: the workspace is cloned (FICLONE) into %s; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
+		method = fmt.Sprintf("%s: the workspace is cloned (FICLONE, file by file) into %s and back into a rollback's or fork's workspace; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
 	}
-	return fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
+	fork := "a fork makes its container, then clones the files into its workspace"
+	if n := m.poolSize(sandboxconfig.DefaultTemplate); n > 0 {
+		fork = fmt.Sprintf("a fork takes a sandbox of the warm pool (sandbox.pool.size %d) when one is ready, else makes its container, then clones the files into its workspace", n)
+	}
+	return method + "; " + fork
 }
 
 // reflinkWorks probes FICLONE from a file under srcDir to one under dstDir.
@@ -600,11 +606,21 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 		_ = m.RemoveByName(context.WithoutCancel(ctx), out.ID)
 		_ = os.RemoveAll(ws)
 	}
-	if err := m.forkWorkspace(ctx, out, snapDir, ws); err != nil {
-		undo()
-		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
+	// The workspace (on the host) and the tmpfs contents (through the
+	// supervisor) at once: neither reads what the other writes.
+	tmpfsErr := make(chan error, 1)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { tmpfsErr <- m.restoreTmpfs(tctx, out, snapDir, snap) }()
+	wsErr := m.forkWorkspace(ctx, out, snapDir, ws)
+	if wsErr != nil {
+		cancel()
 	}
-	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
+	err = <-tmpfsErr // its cancellation when the workspace failed
+	if wsErr != nil {
+		err = wsErr
+	}
+	if err != nil {
 		undo()
 		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
 	}
