@@ -542,7 +542,7 @@ func (m *Manager) Rollback(ctx context.Context, s Scope, name string) (Info, err
 	if err != nil {
 		return out, fmt.Errorf("rollback of sandbox %s to %s: the workspace is restored; make the container: %w", in.Name, name, err)
 	}
-	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
+	if err := m.restoreFreshTmpfs(ctx, out, snapDir, snap); err != nil {
 		return out, fmt.Errorf("rollback of sandbox %s to %s: %w", in.Name, name, err)
 	}
 	m.logf("sandbox %s: rolled back to snapshot %s", in.Name, name)
@@ -611,7 +611,7 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 	tmpfsErr := make(chan error, 1)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { tmpfsErr <- m.restoreTmpfs(tctx, out, snapDir, snap) }()
+	go func() { tmpfsErr <- m.restoreFreshTmpfs(tctx, out, snapDir, snap) }()
 	wsErr := m.forkWorkspace(ctx, out, snapDir, ws)
 	if wsErr != nil {
 		cancel()
@@ -658,6 +658,14 @@ func (m *Manager) forkWorkspace(ctx context.Context, in Info, snapDir, ws string
 	}
 	if !emptyOrMissing(ws) {
 		return fmt.Errorf("%w: the new sandbox's workspace %s is not empty", cerrdefs.ErrConflict, ws)
+	}
+	if c.owner != nil && os.Geteuid() == 0 {
+		// The daemon's alone while it fills it (no process of the sandbox
+		// can rename what it makes there and put a symlink in its place),
+		// handed to the identity at the end (copyDir's last step).
+		if err := os.Lchown(ws, 0, 0); err != nil {
+			return fmt.Errorf("workspace %s: %w", ws, err)
+		}
 	}
 	if err := c.copyDir(filepath.Join(snapDir, "workspace"), ws, nil); err != nil {
 		return fmt.Errorf("copy the workspace: %w", err)

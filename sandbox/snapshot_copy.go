@@ -28,7 +28,10 @@ type treeCopier struct {
 	reflink bool  // try FICLONE (cleared at the first refusal)
 	// owner, when set, owns every copy (a fork's workspace, copied for
 	// its sandbox identity's command uid) instead of the source's owner.
-	owner   *fileOwner
+	owner *fileOwner
+	// into: dst is an existing directory, maybe with entries (a tmpfs
+	// mount), whose own mode, owner and times are left as they are.
+	into    bool
 	cloned  int
 	bytes   int64
 	files   int
@@ -46,8 +49,10 @@ type copyJob struct {
 }
 
 // copyDir copies the tree at src into dst, which must not exist, or be
-// an empty directory (then it takes src's mode and times); skip names
-// top-level entries of src to leave out.
+// an empty directory (then it takes src's mode and times), or with into
+// any directory; skip names top-level entries of src to leave out. An
+// entry of src that dst has already is an error, never overwritten or
+// followed.
 func (c *treeCopier) copyDir(src, dst string, skip map[string]bool) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
@@ -98,6 +103,7 @@ func (c *treeCopier) copyDir(src, dst string, skip map[string]bool) error {
 		}
 		target := filepath.Join(dst, filepath.FromSlash(rel))
 		switch {
+		case fi.IsDir() && rel == "." && c.into:
 		case fi.IsDir():
 			if err := os.Mkdir(target, 0o700); err != nil && !(rel == "." && emptyDir(target)) {
 				return err
@@ -120,7 +126,9 @@ func (c *treeCopier) copyDir(src, dst string, skip map[string]bool) error {
 			if err := os.Symlink(link, target); err != nil {
 				return err
 			}
-			c.chown(target, fi, true)
+			if uid, gid, ok := c.ownerOf(fi); ok {
+				_ = os.Lchown(target, uid, gid)
+			}
 		default:
 			c.mu.Lock()
 			c.skipped++
@@ -136,13 +144,22 @@ func (c *treeCopier) copyDir(src, dst string, skip map[string]bool) error {
 	if firstErr != nil {
 		return firstErr
 	}
+	// Deepest first, each through a descriptor opened without following a
+	// symlink: a directory is this process's until it is handed over, so
+	// nothing can replace one while those beneath it are finished.
 	for i := len(dirs) - 1; i >= 0; i-- {
 		d := dirs[i]
-		c.chown(d.path, d.fi, false)
-		if err := os.Chmod(d.path, d.fi.Mode()&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+		f, err := os.OpenFile(d.path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
 			return err
 		}
-		_ = os.Chtimes(d.path, d.fi.ModTime(), d.fi.ModTime())
+		err = c.finish(f, d.fi, fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -204,33 +221,39 @@ func (c *treeCopier) copyFile(root *os.Root, rel, target string, fi fs.FileInfo)
 	c.bytes += fi.Size()
 	c.files++
 	c.mu.Unlock()
-	c.chown(target, fi, true)
-	if err := out.Chmod(fi.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSetuid | fs.ModeSticky)); err != nil {
+	if err := c.finish(out, fi, fs.ModePerm|fs.ModeSetgid|fs.ModeSetuid|fs.ModeSticky); err != nil {
 		return err
 	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(target, fi.ModTime(), fi.ModTime())
+	return out.Close()
 }
 
-// chown gives p c.owner, or else fi's owner, when this process may (a
-// root daemon).
-func (c *treeCopier) chown(p string, fi fs.FileInfo, nofollow bool) {
+// finish gives the copy open as f its owner, then fi's mode bits of keep
+// (after the owner: a chown clears set-id bits) and modification time,
+// all through f: a name that was replaced meanwhile is never followed.
+func (c *treeCopier) finish(f *os.File, fi fs.FileInfo, keep fs.FileMode) error {
+	if uid, gid, ok := c.ownerOf(fi); ok {
+		_ = f.Chown(uid, gid)
+	}
+	if err := f.Chmod(fi.Mode() & keep); err != nil {
+		return err
+	}
+	tv := unix.NsecToTimeval(fi.ModTime().UnixNano())
+	_ = unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv})
+	return nil
+}
+
+// ownerOf is the owner of a copy of fi: c.owner, or else fi's owner;
+// ok is false when this process may not give it (not root).
+func (c *treeCopier) ownerOf(fi fs.FileInfo) (uid, gid int, ok bool) {
 	if os.Geteuid() != 0 {
-		return
+		return 0, 0, false
 	}
-	uid, gid := -1, -1
 	if c.owner != nil {
-		uid, gid = c.owner.uid, c.owner.gid
-	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		uid, gid = int(st.Uid), int(st.Gid)
-	} else {
-		return
+		return c.owner.uid, c.owner.gid, true
 	}
-	if nofollow {
-		_ = os.Lchown(p, uid, gid)
-		return
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
 	}
-	_ = os.Chown(p, uid, gid)
+	return int(st.Uid), int(st.Gid), true
 }

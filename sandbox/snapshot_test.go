@@ -396,6 +396,10 @@ func TestSnapshotForkFromPool(t *testing.T) {
 	if got := digest(t, m, f); got != want {
 		t.Fatalf("fork from the pool:\n%s\nwant:\n%s", got, want)
 	}
+	// Its files, in the workspace and the tmpfs, are its command uid's.
+	if out, code := run(t, m, f, `id -u; find /workspace /tmp -path /tmp/.sandboxctl -prune -o ! -user "$(id -u)" -print`); code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("files of the fork not its own: %q %d", out, code)
+	}
 	if out, code := run(t, m, f, "echo forked >> /workspace/d/o.txt && cat /workspace/d/o.txt && echo f > /workspace/r.bin"); code != 0 || out != "own\nforked\n" {
 		t.Fatalf("the fork writes its files: %q %d", out, code)
 	}
@@ -405,5 +409,36 @@ func TestSnapshotForkFromPool(t *testing.T) {
 	m2 := sibling(t, m, func(*Config) {}, nil)
 	if out, _ := run(t, m2, f, "cat /workspace/d/o.txt"); out != "own\nforked\n" {
 		t.Fatalf("the pooled fork after a restart: %q", out)
+	}
+}
+
+// TestSecurityForkTmpfsSymlinkNotFollowed: a fork writes the snapshot's
+// tmpfs contents from the host into its new container's tmpfs. A symlink
+// the container holds already at a name the snapshot has (planted here by
+// a setupCommand, pointing at a host directory as the daemon would see
+// it) is never followed: the fork fails, nothing is written on the host,
+// and no fork is left.
+func TestSecurityForkTmpfsSymlinkNotFollowed(t *testing.T) {
+	m := newTestManager(t, nil)
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-sec-a"}
+	if _, code := run(t, m, s, "mkdir /tmp/d && echo x > /tmp/d/x"); code != 0 {
+		t.Fatal("setup failed")
+	}
+	if _, err := m.Snapshot(ctx, s, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	m2 := sibling(t, m, func(c *Config) { c.Docker.SetupCommand = "ln -s " + host + " /tmp/d" }, nil)
+	f := Scope{AgentID: "snap-sec-f"}
+	_, err := m2.Fork(ctx, s, "p1", f)
+	if err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("fork onto a planted symlink: %v, want an error", err)
+	}
+	if ents, _ := os.ReadDir(host); len(ents) != 0 {
+		t.Fatalf("the fork wrote on the host: %v", ents)
+	}
+	if _, err := m2.sandboxOf(ctx, f); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a failed fork left its sandbox: %v", err)
 	}
 }
