@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
 )
 
@@ -102,6 +103,20 @@ func TestSandboxSnapshotCLIEvents(t *testing.T) {
 		if ev.Details.Action != w.action || ev.Details.Snapshot != w.snapshot || ev.AgentID != w.agent || ev.Cursor <= 0 || ev.Details.Name == "" {
 			t.Errorf("event %d: %+v, want %s of snapshot %s for %s", i, ev, w.action, w.snapshot, w.agent)
 		}
+	}
+
+	// Audited as done through the CLI, by the uid that ran it.
+	var cliRecs int
+	for _, r := range byKind(auditRecords(t, e), audit.KindSandbox, "") {
+		if r.Actor.Via == "cli" && r.Sandbox != nil && r.AgentID != "" {
+			if r.Actor.UID == nil || *r.Actor.UID != os.Getuid() {
+				t.Errorf("CLI record's actor: %+v", r.Actor)
+			}
+			cliRecs++
+		}
+	}
+	if cliRecs != len(want) {
+		t.Errorf("audit records via cli: %d, want %d", cliRecs, len(want))
 	}
 
 	must("sandbox", "snapshot", alice, "--name", "three")
