@@ -599,15 +599,17 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
 	out, err := m.createLocked(ctx, to, CreateOptions{Template: snap.Template, Labels: snap.Labels})
 	if err != nil {
-		_ = os.Remove(ws) // made empty, if at all
+		if !isConflict(err) {
+			_ = os.Remove(ws) // made empty, if at all (a conflict: another's)
+		}
 		return out, fmt.Errorf("fork of %s: %w", name, err)
 	}
 	undo := func() {
 		_ = m.RemoveByName(context.WithoutCancel(ctx), out.ID)
 		_ = os.RemoveAll(ws)
 	}
-	// The workspace (on the host) and the tmpfs contents (through the
-	// supervisor) at once: neither reads what the other writes.
+	// The workspace and the tmpfs contents at once: neither reads what
+	// the other writes.
 	tmpfsErr := make(chan error, 1)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
