@@ -6,9 +6,10 @@
 // it is asked to run, and keeps their output and exit status under
 // /run/sandboxctl.
 //
-// Build it static and small:
+// Build it small (it is static whatever CGO_ENABLED says: it links
+// nothing that needs cgo, see TestStaticWithCgo):
 //
-//	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sandboxctl-supervisor ./cmd/sandboxctl-supervisor
+//	go build -trimpath -ldflags='-s -w' -o bin/sandboxctl-supervisor ./cmd/sandboxctl-supervisor
 package main
 
 import (
