@@ -4,9 +4,9 @@
 package config
 
 import (
-	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -79,7 +79,7 @@ type Envelope struct {
 	// issue 25: only for agents that are trusted with that user.
 	Enabled bool `yaml:"enabled" json:"enabled"`
 	// UID and GID are the identity gateway commands run as when the daemon
-	// is root (default hostexec.DefaultIdentity, 61000:61000). No account,
+	// is root (default hostapi.DefaultGatewayUID:DefaultGatewayGID, 61000:61000). No account,
 	// group or subordinate-id range may use them (checked at start). A
 	// non-root daemon cannot switch: its commands keep its uid.
 	UID int `yaml:"uid" json:"uid"`
@@ -166,7 +166,7 @@ func Default() File {
 			ApprovalTimeoutSec:    120,
 			Envelope: Envelope{
 				Enabled: true,
-				UID:     hostexec.DefaultIdentity.UID, GID: hostexec.DefaultIdentity.GID,
+				UID:     hostapi.DefaultGatewayUID, GID: hostapi.DefaultGatewayGID,
 				Writable: []string{}, Secrets: []string{},
 			},
 		},
