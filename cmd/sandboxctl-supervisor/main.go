@@ -42,6 +42,12 @@ func main() {
 		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 		os.Exit(supervisor.RunFiles(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == supervisor.RelayArg {
+		// A preview's relay, run as a command of the sandbox; not
+		// dumpable, as the file tool.
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+		os.Exit(supervisor.RunRelay(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	// Not dumpable: processes of the sandbox may run as the same user, and
 	// must not open /proc/<this>/fd (the attach stream's pipes), read its
 	// memory or trace it. Commands are unaffected (execve makes them
@@ -91,6 +97,8 @@ func main() {
 		// score before they run (supervisor.LaunchArg).
 		Launcher:   "/proc/self/exe",
 		Credential: cred,
+		// This binary is the preview relay too (supervisor.RelayArg).
+		Relay: true,
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
