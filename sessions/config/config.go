@@ -22,6 +22,9 @@ type File struct {
 	Audit Audit `yaml:"audit" json:"audit"`
 	// MCP is what the MCP server offers beyond the tools.
 	MCP MCP `yaml:"mcp" json:"mcp"`
+	// Previews expose ports of sandboxes through the daemon's TCP
+	// listener (docs/previews.md).
+	Previews Previews `yaml:"previews" json:"previews"`
 	// State is the state directory: approvals.json, sandbox registry, session
 	// logs, the daemon socket and pid file.
 	State string `yaml:"state" json:"state"`
@@ -33,6 +36,14 @@ type MCP struct {
 	// sandbox_delete to the daemon's MCP server (/mcp): an agent may then
 	// create and remove its own sandbox.
 	SandboxLifecycle bool `yaml:"sandboxLifecycle" json:"sandboxLifecycle"`
+}
+
+// Previews is the `previews:` section.
+type Previews struct {
+	// Enabled serves POST/GET/DELETE /v1/previews and the previews
+	// themselves under /preview/ on the daemon's TCP listener (--listen):
+	// a port of a sandbox behind a token of its own. Off by default.
+	Enabled bool `yaml:"enabled" json:"enabled"`
 }
 
 // Exec is the `exec:` section.
