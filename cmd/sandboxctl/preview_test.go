@@ -1,9 +1,12 @@
 package main_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/internal/shellword"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
@@ -80,6 +84,23 @@ func TestPreviewOfAWebServerInASandbox(t *testing.T) {
 	if code != 200 || !bytes.Equal(body, page) {
 		t.Fatalf("through the preview: %d, %d bytes, equal %v: %.200s", code, len(body), bytes.Equal(body, page), body)
 	}
+
+	// An upgraded connection (as a WebSocket's) passes through the relay
+	// both ways: a server that switches to "echo" and echoes every line.
+	script, err := shellword.Quote(upgradeEchoServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run(t, "exec", "--agent", alice, "-d", "--", "exec python3 -c "+script); r.code != 0 {
+		t.Fatalf("start the upgrade server: %+v", r)
+	}
+	req, _ = json.Marshal(api.OpenPreviewRequest{AgentID: alice, Port: 8001})
+	code, raw = call("POST", "/v1/previews", tool, req)
+	var up api.Preview
+	if err := json.Unmarshal(raw, &up); code != http.StatusCreated || err != nil {
+		t.Fatalf("open the upgrade preview: %d %s", code, raw)
+	}
+	checkUpgradeEcho(t, base, up)
 
 	wrong := strings.Repeat("f", len(pv.Token))
 	for _, tc := range []struct {
@@ -156,5 +177,60 @@ func TestPreviewOfAWebServerInASandbox(t *testing.T) {
 	}
 	if r = e.run(t, "sandbox", "unexpose", id); r.code == 0 || !strings.Contains(r.stderr, "no preview") {
 		t.Fatalf("sandbox unexpose of a closed preview: %+v", r)
+	}
+}
+
+// upgradeEchoServer listens on 127.0.0.1:8001, answers a request with 101
+// Switching Protocols to "echo" and then echoes every line it reads.
+const upgradeEchoServer = `import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8001)); s.listen(4)
+while True:
+    c, _ = s.accept(); f = c.makefile("rwb", 0)
+    while f.readline() not in (b"\r\n", b""): pass
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+    for line in f: c.sendall(b"echo " + line)
+    c.close()
+`
+
+// checkUpgradeEcho opens an upgraded connection through preview pv (the
+// server may still be starting: 502 until it listens) and checks that
+// lines go both ways on it.
+func checkUpgradeEcho(t *testing.T, base string, pv api.Preview) {
+	t.Helper()
+	addr := strings.TrimPrefix(base, "http://")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(conn, "GET %secho HTTP/1.1\r\nHost: %s\r\n%s: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", pv.Path, addr, api.PreviewTokenHeader, pv.Token)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			conn.Close()
+			t.Fatalf("upgrade through the preview: %v", err)
+		}
+		if resp.StatusCode == http.StatusBadGateway && time.Now().Before(deadline) {
+			conn.Close()
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			conn.Close()
+			t.Fatalf("upgrade through the preview: %s", resp.Status)
+		}
+		for _, msg := range []string{"one", "two"} {
+			fmt.Fprintf(conn, "%s\n", msg)
+			line, err := br.ReadString('\n')
+			if err != nil || line != "echo "+msg+"\n" {
+				conn.Close()
+				t.Fatalf("upgraded connection: %q, %v", line, err)
+			}
+		}
+		conn.Close()
+		return
 	}
 }
