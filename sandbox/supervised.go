@@ -672,9 +672,10 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 	out := make([]RecoveredSession, 0, len(infos))
 	var refused []error
 	for _, in := range infos {
-		if in.Meta[MetaFiles] != "" {
-			// A run of the file tool (the files API), not a command:
-			// its request is gone with the daemon that made it.
+		if in.Meta[MetaFiles] != "" || in.Meta[MetaRelay] != "" {
+			// A run of the file tool (the files API) or a preview's
+			// relay, not a command: its request or connection is gone
+			// with the daemon that made it.
 			if in.Running {
 				_ = cl.KillTree(ctx, in.ID, time.Second)
 			}

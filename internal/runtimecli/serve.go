@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -320,6 +321,38 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			if fp, err := certFingerprint(opts.TLSCert); err == nil {
 				logf("nodes connect to %s with --tls-fingerprint %s", opts.Listen, fp)
 			}
+		}
+	}
+	if cfg.Previews.Enabled && sbx != nil {
+		// Ports of sandboxes through the TCP listener, each behind a
+		// token of its own (docs/previews.md).
+		scheme := "http"
+		if opts.TLSCert != "" {
+			scheme = "https"
+		}
+		previews := daemon.NewPreviews(sandboxPorts{sbx}, daemon.PreviewOptions{Publish: mgr.Publish, IsUnavailable: dopts.IsUnavailable, Logf: logf,
+			BaseURL: func() string {
+				host, port, err := net.SplitHostPort(opts.Listen)
+				if err != nil {
+					return ""
+				}
+				if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+					host = "localhost" // listening on every address: this host's own
+				}
+				return scheme + "://" + net.JoinHostPort(host, port)
+			}})
+		defer previews.Close()
+		for pattern, h := range previews.Routes() {
+			dopts.Routes[pattern] = h
+		}
+		if dopts.SelfAuthRoutes == nil {
+			dopts.SelfAuthRoutes = map[string]http.Handler{}
+		}
+		for pattern, h := range previews.ProxyRoutes() {
+			dopts.SelfAuthRoutes[pattern] = h
+		}
+		if opts.Listen == "" {
+			logf("previews.enabled: previews are served on the TCP listener only; start the daemon with --listen to open them")
 		}
 	}
 	// Everything that can fail comes before adoption: the listeners, the

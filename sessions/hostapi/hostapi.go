@@ -12,6 +12,17 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
+// DefaultGatewayUID and DefaultGatewayGID are the identity gateway
+// commands run as when the configuration names none (exec.envelope):
+// outside the ranges useradd hands out (system accounts 100-999, people
+// 1000-59999) and below the subordinate-id ranges (100000 on). Defined
+// here, not in hostexec, so the configuration (and the light CLI that
+// reads it) need not link the gateway's guard.
+const (
+	DefaultGatewayUID = 61000
+	DefaultGatewayGID = 61000
+)
+
 // StartSpec describes one command for a Host to start.
 type StartSpec struct {
 	// SessionID is the id the session will have; a host that keeps sessions
