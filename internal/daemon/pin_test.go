@@ -37,18 +37,17 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 			return api.Result{}, nil
 		},
 	}
-	feed := []any{
-		api.Event{Type: "exit", AgentID: "bob", SessionID: "bob-1"},
-		map[string]any{"type": "exit", "agentId": "alice"}, // unknown shape: nobody's
-		api.Event{Type: "approval", AgentID: "alice", SessionID: "alice-1"},
+	feed := []api.Event{
+		{Type: "exit", AgentID: "bob", SessionID: "bob-1"},
+		{Type: "approval", AgentID: "alice", SessionID: "alice-1"},
 	}
-	events := func(ctx context.Context) <-chan any {
-		ch := make(chan any, len(feed))
+	events := subscribeFunc(func(ctx context.Context) <-chan api.Event {
+		ch := make(chan api.Event, len(feed))
 		for _, ev := range feed {
 			ch <- ev
 		}
 		return ch
-	}
+	})
 	list := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pin, ok := PinFrom(r.Context())
 		writeJSON(w, http.StatusOK, map[string]any{"pinned": ok, "agent": pin.AgentID})

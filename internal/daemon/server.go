@@ -53,26 +53,38 @@ type Tools interface {
 	Close(ctx context.Context) error
 }
 
+// EventSource is where the live tool events come from (sessions.Manager).
+type EventSource interface {
+	// Subscribe returns the events published from now on; the channel
+	// closes or stops being written to once ctx is done.
+	Subscribe(ctx context.Context) <-chan api.Event
+}
+
+// SessionLister lists sessions (sessions.Manager).
+type SessionLister interface {
+	// Sessions lists the sessions of every scope; a non-empty agentID:
+	// that agent's only.
+	Sessions(agentID string) []api.Details
+}
+
 // Options configure a Server. StateDir and Tools are required.
 type Options struct {
 	// StateDir holds the socket, pid file, lock and token; it is created
 	// (mode 0700) when missing.
 	StateDir string
 	Tools    Tools
-	// Events subscribes to the tool events (sessions.Manager.Subscribe); the
-	// channel must close or stop being read from once ctx is done. Nil makes
-	// GET /v1/events answer 503.
-	Events func(ctx context.Context) <-chan any
+	// Events are the tool events (sessions.Manager) GET /v1/events streams
+	// when there is no Journal; nil makes it answer 503.
+	Events EventSource
 	// Journal, when set, serves GET /v1/events instead of Events: numbered
 	// events, replay with ?since=CURSOR, an ?agent=ID filter.
 	Journal EventJournal
 	// Streams serves streamed exec ("stream": true) and GET
 	// /v1/sessions/{id}/stream (sessions.Manager); nil answers 501.
 	Streams toolapi.Streamer
-	// Sessions lists the sessions of every scope (a non-empty agentID: that
-	// agent's only) for GET /v1/sessions (sessions.Manager.Sessions). Nil
-	// makes the endpoint answer 503.
-	Sessions func(agentID string) []api.Details
+	// Sessions lists the sessions for GET /v1/sessions (sessions.Manager);
+	// nil makes the endpoint answer 503.
+	Sessions SessionLister
 	// IsInvalidInput reports errors that are the caller's fault (→ 400)
 	// beyond the containerd errdefs classes, e.g. toolapi.ErrInvalidInput.
 	IsInvalidInput func(error) bool
@@ -793,7 +805,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	pin, pinned := PinFrom(ctx)
-	events := s.opts.Events(ctx)
+	events := s.opts.Events.Subscribe(ctx)
 	exemptFromWriteStall(ctx)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -832,7 +844,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	if pin, ok := PinFrom(r.Context()); ok {
 		agent = pin.AgentID
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": s.opts.Sessions(agent)})
+	writeJSON(w, http.StatusOK, api.SessionList{Sessions: s.opts.Sessions.Sessions(agent)})
 }
 
 // handleSandboxes answers GET /v1/sandboxes of a daemon without sandboxes
@@ -842,7 +854,7 @@ func (s *Server) handleSandboxes(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) handleShutdown(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusAccepted, map[string]any{"ok": true, "pid": os.Getpid()})
+	writeJSON(w, http.StatusAccepted, api.ShutdownAnswer{OK: true, PID: os.Getpid()})
 	s.RequestShutdown()
 }
 

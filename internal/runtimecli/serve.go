@@ -257,7 +257,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		StateDir:       state,
 		Tools:          tools,
 		Streams:        metricSet.Streams(mgr),
-		Sessions:       mgr.Sessions,
+		Sessions:       mgr,
 		Journal:        journalFile,
 		AuditDir:       auditLog.dir(),
 		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
@@ -266,9 +266,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
 				errors.Is(err, sessions.ErrHostUnavailable)
 		},
-		Events: func(ctx context.Context) <-chan any {
-			return forward(ctx, mgr.Subscribe(ctx))
-		},
+		Events: mgr,
 		Listen:      opts.Listen,
 		Token:       opts.Token,
 		TLSCertFile: opts.TLSCert,
@@ -552,30 +550,6 @@ func (h unavailableHost) ResolveWorkdir(context.Context, string, string, string)
 
 func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.Started, error) {
 	return sessions.Started{}, h.err
-}
-
-// forward copies typed events to the untyped channel the daemon streams.
-func forward[T any](ctx context.Context, in <-chan T) <-chan any {
-	out := make(chan any)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
 }
 
 func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeOptions) error {
