@@ -74,8 +74,8 @@ const tarOverhead = 16 << 20
 //
 // Paths are absolute paths inside the agent's sandbox (session=K picks a
 // session-scoped one) and are resolved there, never on the daemon's host.
-// A pinned client reaches only its own agent's sandbox. Serve them in
-// Options.Routes and Options.AgentRoutes.
+// A pinned client reaches only its own agent's sandbox. The server serves
+// them for Options.Files.
 func FileRoutes(store FileStore, opts FileRoutesOptions) map[string]http.Handler {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultFileMaxBytes

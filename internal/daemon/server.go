@@ -82,6 +82,18 @@ type Options struct {
 	// Streams serves streamed exec ("stream": true) and GET
 	// /v1/sessions/{id}/stream (sessions.Manager); nil answers 501.
 	Streams toolapi.Streamer
+	// Sandboxes serves the sandbox lifecycle and snapshots (/v1/sandboxes
+	// and below; also to pinned callers, who see their agent's only); nil
+	// makes GET /v1/sandboxes answer 503.
+	Sandboxes Sandboxes
+	// Files serves the files API (/v1/files and below, fileRoutes; also to
+	// pinned callers, for their agent's sandbox only); nil: no files API.
+	Files FileStore
+	// FilesMaxBytes bounds one transfer (default DefaultFileMaxBytes).
+	FilesMaxBytes int64
+	// FilesAudit, when set, records every file transfer (see
+	// FileRoutesOptions.Audit).
+	FilesAudit FileAudit
 	// Sessions lists the sessions for GET /v1/sessions (sessions.Manager);
 	// nil makes the endpoint answer 503.
 	Sessions SessionLister
@@ -603,9 +615,8 @@ func (s *Server) routes(unix bool) http.Handler {
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	s.addStreamRoutes(mux)
-	if _, ok := s.opts.Routes["GET /v1/sandboxes"]; !ok {
-		mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
-	}
+	s.addSandboxRoutes(mux)
+	s.addFileRoutes(mux)
 	for pattern, h := range s.opts.Routes {
 		mux.Handle(pattern, h)
 	}
@@ -692,6 +703,10 @@ func (s *Server) pinnedRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	s.addStreamRoutes(mux)
+	if s.opts.Sandboxes != nil {
+		sandboxRoutes{sbx: s.opts.Sandboxes, isDown: s.opts.IsUnavailable}.add(mux)
+	}
+	s.addFileRoutes(mux)
 	for pattern, h := range s.opts.AgentRoutes {
 		mux.Handle(pattern, h)
 	}
@@ -847,10 +862,27 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.SessionList{Sessions: s.opts.Sessions.Sessions(agent)})
 }
 
-// handleSandboxes answers GET /v1/sandboxes of a daemon without sandboxes
-// (the lifecycle routes come in Options.Routes).
-func (s *Server) handleSandboxes(w http.ResponseWriter, _ *http.Request) {
-	writeError(w, http.StatusServiceUnavailable, errors.New("sandboxes are not available in this daemon"))
+// addFileRoutes serves Options.Files.
+func (s *Server) addFileRoutes(mux *http.ServeMux) {
+	if s.opts.Files == nil {
+		return
+	}
+	for pattern, h := range FileRoutes(s.opts.Files, FileRoutesOptions{MaxBytes: s.opts.FilesMaxBytes,
+		IsUnavailable: s.opts.IsUnavailable, Logf: s.opts.Logf, Audit: s.opts.FilesAudit}) {
+		mux.Handle(pattern, h)
+	}
+}
+
+// addSandboxRoutes serves Options.Sandboxes; without them GET
+// /v1/sandboxes answers 503.
+func (s *Server) addSandboxRoutes(mux *http.ServeMux) {
+	if s.opts.Sandboxes == nil {
+		mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusServiceUnavailable, errors.New("sandboxes are not available in this daemon"))
+		})
+		return
+	}
+	sandboxRoutes{sbx: s.opts.Sandboxes, isDown: s.opts.IsUnavailable}.add(mux)
 }
 
 func (s *Server) handleShutdown(w http.ResponseWriter, _ *http.Request) {

@@ -266,7 +266,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
 				errors.Is(err, sessions.ErrHostUnavailable)
 		},
-		Events: mgr,
+		Events:      mgr,
 		Listen:      opts.Listen,
 		Token:       opts.Token,
 		TLSCertFile: opts.TLSCert,
@@ -298,13 +298,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	var lifecycle *sandboxAPI // the sandbox lifecycle (nil: no sandboxes)
 	if sbx != nil {
-		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable, audit: auditLog.rec}
-		for pattern, h := range lifecycle.routes() {
-			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
-		}
-		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf, Audit: auditLog.files()}) {
-			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
-		}
+		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, audit: auditLog.rec}
+		dopts.Sandboxes = lifecycle
+		dopts.Files, dopts.FilesMaxBytes, dopts.FilesAudit = sandboxFiles{sbx}, opts.FilesMaxBytes, auditLog.files()
 	}
 	var mcpSandboxes mcpserver.Sandboxes
 	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
