@@ -26,6 +26,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/console"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"log/slog"
 )
@@ -40,6 +41,9 @@ const minTokenLen = 16
 // maxSocketPath is the longest unix socket path every supported OS accepts
 // (sun_path is 108 bytes on Linux and 104 on the BSDs, including the NUL).
 const maxSocketPath = 103
+
+// decidePattern is the route of an approval decision.
+const decidePattern = "POST /v1/approvals/{id}"
 
 // ErrAlreadyRunning is returned by Listen when another daemon serves the state
 // directory.
@@ -111,29 +115,33 @@ type Options struct {
 	Token string
 	// TLSCertFile and TLSKeyFile, both or neither, serve TCP over TLS.
 	TLSCertFile, TLSKeyFile string
-	// Routes are extra endpoints ("GET /metrics", "POST /v1/approvals", ...)
-	// served on the socket and, behind the token, on TCP.
-	Routes map[string]http.Handler
-	// ApprovalRoutes decide approvals ("POST /v1/approvals/{id}"). A tool
-	// client must never reach them: on the socket they serve only a peer
-	// that is not a process sandboxctl started (see approverCheck), on TCP
-	// only a request carrying ApproverToken — the tool token is not enough.
-	ApprovalRoutes map[string]http.Handler
-	// ApproverToken is the bearer token of ApprovalRoutes on TCP; empty
+	// Metrics serves GET /metrics (the Prometheus handler); nil: no
+	// route.
+	Metrics http.Handler
+	// MCP serves the MCP endpoint /mcp (its own protocol; a pinned caller
+	// reaches it too, and the handler scopes it with PinFrom); nil: no
+	// route.
+	MCP http.Handler
+	// Nodes are the connected node agents: GET /v1/nodes lists them (an
+	// empty list when nil), and on TCP their link (nodeexec.ConnectPath)
+	// is served without the daemon's bearer token, because it checks the
+	// node token itself; never on the socket.
+	Nodes Nodes
+	// Approvals serves GET /v1/approvals (a tool route) and POST
+	// /v1/approvals/{id}, the decisions. A tool client must never reach
+	// those: on the socket they serve only a peer that is not a process
+	// sandboxctl started (see approverCheck), on TCP only a request
+	// carrying ApproverToken — the tool token is not enough. Nil: neither.
+	Approvals Approvals
+	// ApproverToken is the bearer token of the decisions on TCP; empty
 	// refuses approval decisions over TCP. It is never written to the state
 	// directory, where commands could read it.
 	ApproverToken string
 	// AgentTokens maps a TCP bearer token to the agent it is pinned to (see
 	// Pin and LoadAgentTokens). A pinned client may use exec, process,
-	// events (its agent's only), /healthz and AgentRoutes, nothing else.
+	// sessions, events, sandboxes, files and the approvals list (its
+	// agent's only), /healthz and /mcp, nothing else (pinnedRoutes).
 	AgentTokens map[string]string
-	// AgentRoutes are Routes a pinned client may use too; their handlers
-	// must show it only its agent's items (PinFrom).
-	AgentRoutes map[string]http.Handler
-	// SelfAuthRoutes are served on TCP without the daemon's bearer token
-	// because they check credentials of their own (the node link checks the
-	// node token); they are not served on the socket.
-	SelfAuthRoutes map[string]http.Handler
 	// Lock is the state directory's lock, taken with LockStateDir before
 	// anything else; nil makes Listen take it. The Server releases it.
 	Lock *StateLock
@@ -290,8 +298,8 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 
 	decide := http.NewServeMux()
-	for pattern, h := range opts.ApprovalRoutes {
-		decide.Handle(pattern, h)
+	if opts.Approvals != nil {
+		decide.HandleFunc(decidePattern, approvalRoutes{opts.Approvals}.decide)
 	}
 	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
@@ -302,11 +310,11 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
 		tcp.Handle("/", s.authTCP(s.checkIdentity(withActor(audit.Actor{Via: "tcp", Token: "tool"}, s.routes(false))), s.pinnedRoutes()))
-		for pattern, h := range opts.ApprovalRoutes {
-			tcp.Handle(pattern, s.requireApproverToken(withActor(audit.Actor{Via: "tcp", Token: "approver"}, h)))
+		if opts.Approvals != nil {
+			tcp.Handle(decidePattern, s.requireApproverToken(withActor(audit.Actor{Via: "tcp", Token: "approver"}, http.HandlerFunc(approvalRoutes{opts.Approvals}.decide))))
 		}
-		for pattern, h := range opts.SelfAuthRoutes {
-			tcp.Handle(pattern, h)
+		if opts.Nodes != nil {
+			tcp.Handle(nodeexec.ConnectPath, opts.Nodes.Handler())
 		}
 		tcp.Handle(console.Prefix, withActor(audit.Actor{Via: "console"}, noting(callerConsole, s.console))) // its own login (see console)
 		s.tcpSrv = s.newHTTPServer(s.accessLog("tcp", tcp))
@@ -617,8 +625,15 @@ func (s *Server) routes(unix bool) http.Handler {
 	s.addStreamRoutes(mux)
 	s.addSandboxRoutes(mux)
 	s.addFileRoutes(mux)
-	for pattern, h := range s.opts.Routes {
-		mux.Handle(pattern, h)
+	if s.opts.Approvals != nil {
+		mux.HandleFunc("GET /v1/approvals", approvalRoutes{s.opts.Approvals}.list)
+	}
+	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.opts.Metrics)
+	}
+	if s.opts.MCP != nil {
+		mux.Handle("/mcp", s.opts.MCP)
 	}
 	if !unix {
 		// Behind the daemon's token; an agent token is refused (it reaches
@@ -630,8 +645,8 @@ func (s *Server) routes(unix bool) http.Handler {
 		// owner, while a TCP token is meant to grant tool use only.
 		mux.HandleFunc("POST /v1/shutdown", s.handleShutdown)
 		check := newApproverCheck()
-		for pattern, h := range s.opts.ApprovalRoutes {
-			mux.Handle(pattern, s.requireApproverPeer(check, h))
+		if s.opts.Approvals != nil {
+			mux.Handle(decidePattern, s.requireApproverPeer(check, http.HandlerFunc(approvalRoutes{s.opts.Approvals}.decide)))
 		}
 		// The console logs a browser in with a code only an approver
 		// mints (`sandboxctl ui`), and vets the processes behind every
@@ -659,7 +674,7 @@ func (s *Server) requireApproverPeer(check approverCheck, next http.Handler) htt
 	})
 }
 
-// requireApproverToken guards ApprovalRoutes on TCP like authTCP, with
+// requireApproverToken guards the approval decisions on TCP like authTCP, with
 // the approver token.
 func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 	if s.opts.ApproverToken == "" {
@@ -707,8 +722,11 @@ func (s *Server) pinnedRoutes() http.Handler {
 		sandboxRoutes{sbx: s.opts.Sandboxes, isDown: s.opts.IsUnavailable}.add(mux)
 	}
 	s.addFileRoutes(mux)
-	for pattern, h := range s.opts.AgentRoutes {
-		mux.Handle(pattern, h)
+	if s.opts.Approvals != nil {
+		mux.HandleFunc("GET /v1/approvals", approvalRoutes{s.opts.Approvals}.list)
+	}
+	if s.opts.MCP != nil {
+		mux.Handle("/mcp", s.opts.MCP)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, sessions, events, files, sandboxes and approvals list only", r.Method, r.URL.Path))
@@ -860,6 +878,25 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 		agent = pin.AgentID
 	}
 	writeJSON(w, http.StatusOK, api.SessionList{Sessions: s.opts.Sessions.Sessions(agent)})
+}
+
+// Nodes are the node agents the daemon takes connections from
+// (nodeexec.Registry).
+type Nodes interface {
+	List() []nodeexec.NodeInfo
+	// Handler serves a node's link (nodeexec.ConnectPath).
+	Handler() http.Handler
+}
+
+// handleNodes serves GET /v1/nodes: the connected nodes, or an empty list
+// when the daemon takes no node connections.
+func (s *Server) handleNodes(w http.ResponseWriter, _ *http.Request) {
+	list := []nodeexec.NodeInfo{}
+	if s.opts.Nodes != nil {
+		list = s.opts.Nodes.List()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
 }
 
 // addFileRoutes serves Options.Files.

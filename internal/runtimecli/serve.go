@@ -2,11 +2,9 @@ package runtimecli
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -260,7 +258,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Sessions:       mgr,
 		Journal:        journalFile,
 		AuditDir:       auditLog.dir(),
-		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
+		Metrics:        tools.Handler(),
 		IsInvalidInput: toolapi.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
@@ -277,12 +275,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Lock:        lock,
 	}
 	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now, audit: auditLog.rec}
-	for pattern, h := range approvals.routes() {
-		dopts.Routes[pattern] = h
-	}
-	dopts.ApprovalRoutes = approvals.decisionRoutes()
+	dopts.Approvals = approvals
 	dopts.ApproverToken = opts.ApproverToken
-	dopts.AgentRoutes = approvals.routes()
 	if opts.Listen != "" {
 		if dopts.AgentTokens, err = daemon.LoadAgentTokens(filepath.Join(state, daemon.AgentTokensFileName)); err != nil {
 			return err
@@ -306,10 +300,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
 		mcpSandboxes = lifecycle
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
-	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
+	dopts.MCP = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
 	if nodes != nil {
-		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
+		dopts.Nodes = nodes
 		if opts.TLSCert != "" {
 			if fp, err := certFingerprint(opts.TLSCert); err == nil {
 				logf("nodes connect to %s with --tls-fingerprint %s", opts.Listen, fp)
@@ -619,19 +612,6 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}
 	return reg, nil
-}
-
-// nodesHandler serves GET /v1/nodes: the connected nodes, or an empty list
-// when the daemon takes no node connections.
-func nodesHandler(reg *nodeexec.Registry) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		list := []nodeexec.NodeInfo{}
-		if reg != nil {
-			list = reg.List()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(list)
-	})
 }
 
 // certFingerprint is the pin a node passes as --tls-fingerprint.
