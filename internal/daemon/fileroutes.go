@@ -160,7 +160,7 @@ func (h *fileHandler) remove(w http.ResponseWriter, r *http.Request) {
 		err = h.store.Remove(r.Context(), f)
 		h.record(r.Context(), f, audit.File{Direction: audit.DirectionRemove}, nil, err)
 		if err == nil {
-			writeJSON(w, http.StatusOK, map[string]any{"removed": f.Path})
+			writeJSON(w, http.StatusOK, api.FileRemoved{Removed: f.Path})
 			return
 		}
 	}
@@ -323,7 +323,7 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"written": f.Path})
+	writeJSON(w, http.StatusOK, api.FileWritten{Written: f.Path})
 }
 
 // auditCheck refuses a transfer while the audit log cannot be written
