@@ -96,12 +96,6 @@ func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, er
 			}
 			return localConn{conn}, nil
 		}
-		if errors.Is(err, errInitGone) {
-			// It ended between the inspect and now: the container is
-			// stopping (removed, or its supervisor exited).
-			return nil, fmt.Errorf("%w: %w: sandbox container %s stopped (its init process %d is gone)",
-				supervisor.ErrGone, ErrContainerGone, short(id), initPID)
-		}
 		if !errors.Is(err, errNoLocalSocket) || time.Now().After(deadline) {
 			return nil, err
 		}
