@@ -90,7 +90,7 @@ type Options struct {
 	// and below; also to pinned callers, who see their agent's only); nil
 	// makes GET /v1/sandboxes answer 503.
 	Sandboxes Sandboxes
-	// Files serves the files API (/v1/files and below, fileRoutes; also to
+	// Files serves the files API (/v1/files and below, FileRoutes; also to
 	// pinned callers, for their agent's sandbox only); nil: no files API.
 	Files FileStore
 	// FilesMaxBytes bounds one transfer (default DefaultFileMaxBytes).
