@@ -261,7 +261,13 @@ func (m *Manager) dialer(id string) supervisor.Dialer {
 		if errors.Is(err, ErrDockerUnreachable) || errors.Is(err, supervisor.ErrGone) || ctx.Err() != nil {
 			return nil, err
 		}
-		m.logf("sandbox %s: supervisor socket: %v; using the attach stream", short(id), err)
+		if errors.Is(err, errInitGone) {
+			// The container is stopping (removed, or its supervisor
+			// exited): the Engine's event says how it ended.
+			m.logf("debug: sandbox %s: supervisor socket gone with its container's init (%v); using the attach stream", short(id), err)
+		} else {
+			m.logf("sandbox %s: supervisor socket: %v; using the attach stream", short(id), err)
+		}
 		return attach(ctx)
 	}
 }

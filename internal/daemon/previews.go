@@ -79,7 +79,7 @@ func NewPreviews(dial PortDialer, opts PreviewOptions) *Previews {
 	return &Previews{dial: dial, opts: opts, byID: map[string]*preview{}}
 }
 
-// Routes are the previews' management API, for Options.Routes:
+// Routes are the previews' management API (Options.Previews):
 //
 //	POST   /v1/previews       open one (api.OpenPreviewRequest) → 201 api.Preview with its token
 //	GET    /v1/previews       list them (no tokens)
@@ -92,8 +92,8 @@ func (p *Previews) Routes() map[string]http.Handler {
 	}
 }
 
-// ProxyRoutes serve the previews themselves, for Options.SelfAuthRoutes
-// (TCP only; each checks its own token).
+// ProxyRoutes serve the previews themselves (Options.Previews: on TCP
+// only, without the daemon's token; each checks its own).
 func (p *Previews) ProxyRoutes() map[string]http.Handler {
 	return map[string]http.Handler{api.PreviewPathPrefix: http.HandlerFunc(p.serveProxy)}
 }

@@ -6,6 +6,7 @@ package hostapi
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -22,6 +23,13 @@ const (
 	DefaultGatewayUID = 61000
 	DefaultGatewayGID = 61000
 )
+
+// ErrEnded is wrapped by (or matches) the error a Process's output stream
+// returns when the place the command ran in ended under it, e.g. its
+// sandbox container was stopped or removed: the output ends there, as the
+// exit status says. A normal end, not a fault of the daemon: logged at
+// debug level.
+var ErrEnded = errors.New("the command's environment ended")
 
 // StartSpec describes one command for a Host to start.
 type StartSpec struct {
