@@ -51,6 +51,12 @@ type Config struct {
 	// Snapshots bounds the snapshots kept under the state directory
 	// (docs/snapshots.md).
 	Snapshots SnapshotsConfig `yaml:"snapshots" json:"snapshots"`
+	// Secrets are the credentials the egress proxy adds to requests to
+	// their hosts; the sandbox sees placeholders (docs/secrets.md).
+	Secrets map[string]SecretConfig `yaml:"secrets" json:"secrets,omitempty"`
+	// SecretsUpstreamCAFile, a PEM file, adds CAs to the system roots the
+	// credential broker verifies a secret's upstream with ("" adds none).
+	SecretsUpstreamCAFile string `yaml:"secretsUpstreamCAFile" json:"secretsUpstreamCAFile,omitempty"`
 }
 
 // SnapshotsConfig is sandbox.snapshots: at most MaxCount snapshots per
@@ -133,6 +139,7 @@ func DefaultConfig() Config {
 		Prune:           PruneConfig{IdleHours: 24, MaxAgeDays: 7},
 		MaxPerAgent:     DefaultMaxPerAgent,
 		Templates:       map[string]Template{},
+		Secrets:         map[string]SecretConfig{},
 		Snapshots:       SnapshotsConfig{MaxCount: 20, MaxBytes: "10g"},
 		Docker: DockerConfig{
 			Image:           DefaultImage,

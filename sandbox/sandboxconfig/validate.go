@@ -175,6 +175,12 @@ func (c Config) Validate() error {
 	if _, err := ParseUIDRange(c.Identity.UIDRange); err != nil {
 		return err
 	}
+	if _, err := ParseSecrets(c.Secrets, d.Env); err != nil {
+		return err
+	}
+	if f := c.SecretsUpstreamCAFile; f != "" && !filepath.IsAbs(f) {
+		return &ConfigError{Field: "sandbox.secretsUpstreamCAFile", Value: f, Msg: "must be an absolute path"}
+	}
 	if c.Pool.Size < 0 || c.Pool.Size > MaxPoolSize {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: fmt.Sprintf("must be between 0 and %d", MaxPoolSize)}
 	}
