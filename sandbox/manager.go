@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
@@ -221,6 +222,9 @@ type Manager struct {
 	steps        StepObserver
 	// quota admits new sandboxes (sandbox.maxPerAgent, sandbox.max).
 	quota *sandboxQuota
+	// brokered is what every sandbox gets from the credential broker
+	// when sandbox.secrets is set (docs/secrets.md); nil otherwise.
+	brokered *broker.SandboxSide
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -282,6 +286,17 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	// the workspaces of every agent.
 	if err := opts.Config.CheckBinds(sandboxconfig.BindPolicy{Protected: []string{opts.StateDir, m.wsRoot}}); err != nil {
 		return nil, err
+	}
+	if len(opts.Config.Secrets) > 0 {
+		secrets, err := sandboxconfig.ParseSecrets(opts.Config.Secrets, opts.Config.Docker.Env)
+		if err != nil {
+			return nil, err
+		}
+		side, err := broker.Prepare(broker.Dir(opts.StateDir), secrets)
+		if err != nil {
+			return nil, err
+		}
+		m.brokered = &side
 	}
 	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
 	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
@@ -428,7 +443,7 @@ func (m *Manager) shapeOf(scopeKey, name, tmpl string) shape {
 	if err != nil {
 		d = m.cfg.Docker
 	}
-	sh := shape{Docker: d, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
+	sh := shape{Docker: d, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots, Broker: m.brokered}
 	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash

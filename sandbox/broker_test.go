@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/egress/broker"
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+)
+
+// certScript is a shell fragment writing cert and key PEM files in /tmp.
+func certScript(t *testing.T, certPEM, keyPEM []byte) string {
+	t.Helper()
+	return "cat > /tmp/leaf.pem <<'PEM'\n" + string(certPEM) + "PEM\ncat > /tmp/key.pem <<'PEM'\n" + string(keyPEM) + "PEM\n"
+}
+
+// leafPEM returns a certificate for host and its key, signed by ca (or
+// self-signed when ca is nil).
+func leafPEM(t *testing.T, ca *broker.CA, host string) ([]byte, []byte) {
+	t.Helper()
+	if ca != nil {
+		l, err := ca.Leaf(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := x509.MarshalPKCS8PrivateKey(l.PrivateKey)
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: l.Certificate[0]}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: k})
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := x509.MarshalPKCS8PrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: k})
+}
+
+// tlsProbe serves /tmp/leaf.pem on 127.0.0.1:8443 inside the sandbox and
+// connects to it as api.bound.test with curl, Python and git, each
+// trusting only what the sandbox trusts by default.
+const tlsProbe = `cd /tmp
+python3 -c '
+import ssl, http.server
+s = http.server.HTTPServer(("127.0.0.1", 8443), http.server.SimpleHTTPRequestHandler)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain("leaf.pem", "key.pem")
+s.socket = c.wrap_socket(s.socket, server_side=True); s.serve_forever()' >/dev/null 2>&1 &
+srv=$!
+i=0; while ! curl -sk -o /dev/null https://127.0.0.1:8443/ && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+curl -sS -o /dev/null --resolve api.bound.test:8443:127.0.0.1 https://api.bound.test:8443/leaf.pem; echo "curl=$?"
+python3 -c '
+import socket, ssl
+try:
+    ssl.create_default_context().wrap_socket(socket.create_connection(("127.0.0.1", 8443)), server_hostname="api.bound.test").close(); print("python=0")
+except ssl.SSLCertVerificationError as e:
+    print("python=verify-failed", e)'
+git -c http.curloptResolve=api.bound.test:8443:127.0.0.1 ls-remote https://api.bound.test:8443/repo.git 2>&1 | grep -q "certificate" && echo git=verify-failed || echo git=0
+kill $srv
+`
+
+// TestSandboxTrustsTheBrokerCA: with secrets configured, a sandbox holds
+// each secret's placeholder (never a value) in env and /proc/*/environ,
+// and curl, Python and git in it trust a certificate the broker's CA
+// minted, but not one of another CA.
+func TestSandboxTrustsTheBrokerCA(t *testing.T) {
+	const real = "the-real-value-never-in-the-sandbox"
+	t.Setenv("SBXT_REAL_TOKEN", real)
+	dockertest.Require(t, DefaultImage) // curl, Python and git
+	m := newTestManager(t, func(c *Config) {
+		c.Docker.Image = DefaultImage
+		c.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_REAL_TOKEN", Hosts: []string{"api.bound.test"}, Env: "API_TOKEN"}}
+	})
+	if m.brokered == nil {
+		t.Fatal("secrets configured, no broker side")
+	}
+	ph := m.brokered.Env["API_TOKEN"]
+	if !strings.HasPrefix(ph, broker.PlaceholderPrefix) {
+		t.Fatalf("placeholder %q", ph)
+	}
+	s := Scope{AgentID: "broker-" + randHex(3)}
+	out, code := run(t, m, s, `env; echo ---; cat /proc/*/environ 2>/dev/null | tr '\0' '\n'`)
+	if code != 0 || !strings.Contains(out, "API_TOKEN="+ph+"\n") || strings.Contains(out, real) {
+		t.Fatalf("env (exit %d) lacks the placeholder or holds the value:\n%s", code, out)
+	}
+	if n := strings.Count(out[strings.Index(out, "---"):], "API_TOKEN="+ph); n < 2 {
+		t.Errorf("/proc/*/environ shows the placeholder %d times, want every process", n)
+	}
+	for _, v := range []string{"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt", "NODE_EXTRA_CA_CERTS=/etc/sandboxctl/broker-ca.pem", "REQUESTS_CA_BUNDLE=", "CURL_CA_BUNDLE=", "GIT_SSL_CAINFO="} {
+		if !strings.Contains(out, v) {
+			t.Errorf("env lacks %s", v)
+		}
+	}
+	ca, err := broker.LoadOrCreateCA(broker.Dir(m.stateDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := leafPEM(t, ca, "api.bound.test")
+	out, code = run(t, m, s, certScript(t, cert, key)+tlsProbe)
+	for _, want := range []string{"curl=0", "python=0", "git=0"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("a certificate of the broker's CA is not trusted (%s missing; exit %d):\n%s", want, code, out)
+		}
+	}
+	cert, key = leafPEM(t, nil, "api.bound.test")
+	out, _ = run(t, m, s, certScript(t, cert, key)+tlsProbe)
+	for _, want := range []string{"curl=60", "python=verify-failed", "git=verify-failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("a certificate of another CA is trusted (%s missing):\n%s", want, out)
+		}
+	}
+	// The system roots stay trusted: the bundle is the host's roots plus the CA.
+	out, _ = run(t, m, s, `grep -c "BEGIN CERTIFICATE" /etc/ssl/certs/ca-certificates.crt; cmp /etc/sandboxctl/broker-ca.pem /dev/stdin <<'PEM' && echo ca-same
+`+string(ca.CertPEM())+`PEM
+`)
+	var n int
+	if _, err := fmt.Sscan(out, &n); err != nil || n < 10 || !strings.Contains(out, "ca-same") {
+		t.Errorf("bundle in the sandbox: %q", out)
+	}
+}
