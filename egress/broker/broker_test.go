@@ -166,7 +166,9 @@ func sandboxClient(t *testing.T, b *Broker, addr string) *http.Client {
 		t.Fatal("the CA bundle holds no certificate")
 	}
 	tr := &http.Transport{
-		DialContext:     func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", addr) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		},
 		TLSClientConfig: &tls.Config{RootCAs: pool},
 	}
 	t.Cleanup(tr.CloseIdleConnections)
