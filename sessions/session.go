@@ -178,7 +178,7 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
 		m.readRawOutput(s, r, stream)
 		return
 	}
-	dec := output.NewDecoder(s.pty)
+	dec := output.NewDecoder(s.pty).Masking(m.mask)
 	buf := make([]byte, readChunk)
 	for {
 		n, err := r.Read(buf)
