@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -113,6 +114,12 @@ type shape struct {
 	// force (then Docker.User is empty); ident is the container's own pair,
 	// picked at creation and kept in its LabelIdentity (not hashed).
 	Identity string `json:"identity,omitempty"`
+	// Egress is sandbox.network.egress when it is allowlist: the sandbox
+	// sits on an internal network of its own (egress, not hashed, says
+	// which; the policy itself is the gateway's and needs no new
+	// container).
+	Egress   string `json:"egress,omitempty"`
+	egress   *egressAttach
 	ident    *supervisor.Identity
 	accounts *identityAccounts
 }
@@ -258,6 +265,18 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	}
 	if id := sh.ident; id != nil {
 		cfg.User = fmt.Sprintf("%d:%d", id.Command, id.Command)
+	}
+	if sh.Egress != "" {
+		a := sh.egress
+		if a == nil {
+			return nil, nil, fmt.Errorf("sandbox %s: egress allowlist without its network: %w", name, ErrInvalidConfig)
+		}
+		// The internal network's only peer is the gateway; the resolver is
+		// the gateway's; no IPv6 at all (not even link-local to the host).
+		hc.NetworkMode = container.NetworkMode(a.Network)
+		hc.DNS = []netip.Addr{a.Gateway}
+		hc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+		cfg.Env = envguard.Merge(cfg.Env, egressEnv(a))
 	}
 	if supervised {
 		// An image ENTRYPOINT must not wrap the supervisor.

@@ -231,6 +231,9 @@ func (c Config) Validate() error {
 	if err := c.checkUnsafe(); err != nil {
 		return err
 	}
+	if err := c.checkNetwork(); err != nil {
+		return err
+	}
 	return c.validateTemplates()
 }
 
