@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -116,7 +117,13 @@ type shape struct {
 	Identity string `json:"identity,omitempty"`
 	// Broker is the credential broker's side of every sandbox when
 	// secrets are configured: placeholder and CA variables, the CA files.
-	Broker   *broker.SandboxSide `json:"broker,omitempty"`
+	Broker *broker.SandboxSide `json:"broker,omitempty"`
+	// Egress is sandbox.network.egress when it is allowlist: the sandbox
+	// sits on an internal network of its own (egress, not hashed, says
+	// which; the policy itself is the gateway's and needs no new
+	// container).
+	Egress   string `json:"egress,omitempty"`
+	egress   *egressAttach
 	ident    *supervisor.Identity
 	accounts *identityAccounts
 }
@@ -272,6 +279,18 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	}
 	if id := sh.ident; id != nil {
 		cfg.User = fmt.Sprintf("%d:%d", id.Command, id.Command)
+	}
+	if sh.Egress != "" {
+		a := sh.egress
+		if a == nil {
+			return nil, nil, fmt.Errorf("sandbox %s: egress allowlist without its network: %w", name, ErrInvalidConfig)
+		}
+		// The internal network's only peer is the gateway; the resolver is
+		// the gateway's; no IPv6 at all (not even link-local to the host).
+		hc.NetworkMode = container.NetworkMode(a.Network)
+		hc.DNS = []netip.Addr{a.Gateway}
+		hc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+		cfg.Env = envguard.Merge(cfg.Env, egressEnv(a))
 	}
 	if supervised {
 		// An image ENTRYPOINT must not wrap the supervisor.

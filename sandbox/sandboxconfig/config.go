@@ -18,6 +18,9 @@ type Config struct {
 	WorkspaceRoot   string       `yaml:"workspaceRoot" json:"workspaceRoot"`
 	Prune           PruneConfig  `yaml:"prune" json:"prune"`
 	Docker          DockerConfig `yaml:"docker" json:"docker"`
+	// Network is how sandboxes reach the network (egress allowlist,
+	// docs/egress.md).
+	Network NetworkConfig `yaml:"network" json:"network"`
 	// AllowedSourceRoots, when non-empty, limits bind sources to these roots.
 	AllowedSourceRoots []string `yaml:"allowedSourceRoots" json:"allowedSourceRoots"`
 	// Pool keeps started sandboxes ready for new scopes.
@@ -141,6 +144,7 @@ func DefaultConfig() Config {
 		Templates:       map[string]Template{},
 		Secrets:         map[string]SecretConfig{},
 		Snapshots:       SnapshotsConfig{MaxCount: 20, MaxBytes: "10g"},
+		Network:         NetworkConfig{Egress: EgressNone},
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",

@@ -237,6 +237,9 @@ func (c Config) Validate() error {
 	if err := c.checkUnsafe(); err != nil {
 		return err
 	}
+	if err := c.checkNetwork(); err != nil {
+		return err
+	}
 	return c.validateTemplates()
 }
 
