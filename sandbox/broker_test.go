@@ -52,6 +52,7 @@ func leafPEM(t *testing.T, ca *broker.CA, host string) ([]byte, []byte) {
 // connects to it as api.bound.test with curl, Python and git, each
 // trusting only what the sandbox trusts by default.
 const tlsProbe = `cd /tmp
+unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
 python3 -c '
 import ssl, http.server
 s = http.server.HTTPServer(("127.0.0.1", 8443), http.server.SimpleHTTPRequestHandler)
@@ -80,6 +81,7 @@ func TestSandboxTrustsTheBrokerCA(t *testing.T) {
 	dockertest.Require(t, DefaultImage) // curl, Python and git
 	m := newTestManager(t, func(c *Config) {
 		c.Docker.Image = DefaultImage
+		c.Network = sandboxconfig.NetworkConfig{Egress: sandboxconfig.EgressAllowlist, Allow: []sandboxconfig.AllowRule{{Domain: "api.bound.test"}}}
 		c.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_REAL_TOKEN", Hosts: []string{"api.bound.test"}, Env: "API_TOKEN"}}
 	})
 	if m.brokered == nil {

@@ -215,3 +215,37 @@ func (s Secret) Value(getenv func(string) string) (string, error) {
 	}
 	return v, nil
 }
+
+// checkSecretsAllowed refuses secrets the egress policy could never carry:
+// the broker is part of the allowlist proxy, so secrets need egress
+// allowlist, and each of a secret's hosts must be allowed on port 443 by a
+// domain rule (a wildcard host by a wildcard rule covering all of it).
+func checkSecretsAllowed(secrets []Secret, n Network) error {
+	if n.Egress != EgressAllowlist {
+		return &ConfigError{Field: "sandbox.secrets", Msg: "secrets are added by the egress proxy: they need sandbox.network.egress allowlist"}
+	}
+	for _, s := range secrets {
+		for i, h := range s.Hosts {
+			if !allowsSecretHost(n.Rules, h) {
+				return &ConfigError{Field: fmt.Sprintf("sandbox.secrets.%s.hosts[%d]", s.Name, i), Value: h.String(),
+					Msg: "no rule of sandbox.network.allow allows this host on port 443: the secret could never be sent"}
+			}
+		}
+	}
+	return nil
+}
+
+func allowsSecretHost(rules []Rule, h HostPattern) bool {
+	for _, r := range rules {
+		if r.Domain == "" || !r.AllowsPort(443) {
+			continue
+		}
+		if !h.Wildcard && r.MatchesHost(h.Domain) {
+			return true
+		}
+		if h.Wildcard && r.Wildcard && (r.Domain == h.Domain || strings.HasSuffix(h.Domain, "."+r.Domain)) {
+			return true
+		}
+	}
+	return false
+}

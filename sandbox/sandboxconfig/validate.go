@@ -175,8 +175,16 @@ func (c Config) Validate() error {
 	if _, err := ParseUIDRange(c.Identity.UIDRange); err != nil {
 		return err
 	}
-	if _, err := ParseSecrets(c.Secrets, d.Env); err != nil {
+	if secrets, err := ParseSecrets(c.Secrets, d.Env); err != nil {
 		return err
+	} else if len(secrets) > 0 {
+		n, err := c.ParsedNetwork()
+		if err != nil {
+			return err
+		}
+		if err := checkSecretsAllowed(secrets, n); err != nil {
+			return err
+		}
 	}
 	if f := c.SecretsUpstreamCAFile; f != "" && !filepath.IsAbs(f) {
 		return &ConfigError{Field: "sandbox.secretsUpstreamCAFile", Value: f, Msg: "must be an absolute path"}

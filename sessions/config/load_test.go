@@ -90,6 +90,9 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"secret env twice", "sandbox:\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN}\n    b: {fromEnv: B, hosts: [b.example.com], env: TOKEN}\n", "sandbox.secrets.b.env", 4, "secret a uses this variable"},
 		{"secret docker env", "sandbox:\n  docker:\n    env: {TOKEN_NAME: x}\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN_NAME}\n", "sandbox.secrets.a.env", 0, "sandbox.docker.env sets"},
 		{"secret bad name", "sandbox:\n  secrets:\n    GitHub: {fromEnv: A, hosts: [a.example.com], env: GH}\n", "sandbox.secrets.GitHub", 3, "must match"},
+		{"secret without allowlist", "sandbox:\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN}\n", "sandbox.secrets", 2, "need sandbox.network.egress allowlist"},
+		{"secret host not allowed", "sandbox:\n  network:\n    egress: allowlist\n    allow: [{domain: b.example.com}, {domain: \"*.example.org\", ports: [80]}]\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN}\n", "sandbox.secrets.a.hosts[0]", 0, "no rule of sandbox.network.allow"},
+		{"secret wildcard wider than rule", "sandbox:\n  network:\n    egress: allowlist\n    allow: [{domain: \"*.a.example.com\"}]\n  secrets:\n    a: {fromEnv: A, hosts: [\"*.example.com\"], env: TOKEN}\n", "sandbox.secrets.a.hosts[0]", 0, "no rule of sandbox.network.allow"},
 		{"secrets ca relative", "sandbox:\n  secretsUpstreamCAFile: ca.pem\n", "sandbox.secretsUpstreamCAFile", 2, "absolute path"},
 	}
 	for _, tt := range tests {
