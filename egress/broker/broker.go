@@ -28,6 +28,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/egress"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/sessions/output"
 )
 
 // secret is a configured secret with its value and placeholder.
@@ -421,3 +422,13 @@ func (m *maskingReader) emit(n int) {
 }
 
 func (m *maskingReader) Close() error { return m.r.Close() }
+
+// Masker masks every secret's real value by its placeholder in command
+// output (sessions.Options.Mask).
+func (b *Broker) Masker() *output.Masker {
+	m := make(map[string]string, len(b.secrets))
+	for _, s := range b.secrets {
+		m[s.value] = s.placeholder
+	}
+	return output.NewMasker(m)
+}
