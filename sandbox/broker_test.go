@@ -6,9 +6,12 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +132,118 @@ func TestSandboxTrustsTheBrokerCA(t *testing.T) {
 	var n int
 	if _, err := fmt.Sscan(out, &n); err != nil || n < 10 || !strings.Contains(out, "ca-same") {
 		t.Errorf("bundle in the sandbox: %q", out)
+	}
+}
+
+// brokerManager is an allowlist Manager on the sandbox image whose
+// gateways hand allowed.test to a real credential broker holding the
+// secret api (value real, variable API_TOKEN); trustUpstream gives the
+// broker the upstream's test CA.
+func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool) *Manager {
+	t.Helper()
+	return newManagerOpts(t, func(o *Options) {
+		o.Config.Docker.Image = DefaultImage
+		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{
+			{Domain: "allowed.test"}, {Domain: "*.wild.test"},
+		}}
+		o.Config.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_E2E_TOKEN", Hosts: []string{"allowed.test"}, Env: "API_TOKEN"}}
+		if err := o.Config.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		secrets, err := sandboxconfig.ParseSecrets(o.Config.Secrets, o.Config.Docker.Env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caFile := ""
+		if trustUpstream {
+			caFile = filepath.Join(t.TempDir(), "upstream-ca.pem")
+			if err := os.WriteFile(caFile, up.caPEM, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := broker.New(broker.Options{Dir: broker.Dir(o.StateDir), Secrets: secrets, UpstreamCAFile: caFile,
+			Getenv: func(k string) string { return map[string]string{"SBXT_E2E_TOKEN": real}[k] }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.EgressInterceptor = b
+	})
+}
+
+// TestSecretReachesOnlyItsHost runs the whole path: a sandbox on an
+// allowlist network sends its placeholder with curl (through HTTPS_PROXY
+// and without it), Python and git; the upstream (a container on a network
+// of its own, with its own test CA) logs the real value for the bound
+// host, and the placeholder, byte for byte, for another allowed host and
+// for plain HTTP. Nothing the sandbox can read holds the value.
+func TestSecretReachesOnlyItsHost(t *testing.T) {
+	const real = "e2e-real-secret-value-7f3a9c"
+	up := startUpstream(t, "-headers")
+	m := brokerManager(t, up, real, true)
+	ph := m.brokered.Env["API_TOKEN"]
+	s := Scope{AgentID: "secret-" + randHex(3)}
+	run(t, m, s, "true")
+	_, _, ws, _ := m.Layout(s)
+	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), up.caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `set -u
+c="curl -sS --max-time 30"
+$c -H "Authorization: Bearer $API_TOKEN" -H "X-Api-Key: $API_TOKEN" https://allowed.test/bearer; echo "rc=$?"
+$c -u "user:$API_TOKEN" https://allowed.test/basic; echo "rc=$?"
+$c --noproxy '*' -H "Authorization: Bearer $API_TOKEN" https://allowed.test/transparent; echo "rc=$?"
+$c --cacert /workspace/ca.pem -H "Authorization: Bearer $API_TOKEN" https://a.wild.test/elsewhere; echo "rc=$?"
+$c -H "Authorization: Bearer $API_TOKEN" http://allowed.test/plain; echo "rc=$?"
+python3 -c '
+import os, urllib.request
+r = urllib.request.Request("https://allowed.test/python", headers={"Authorization": "token " + os.environ["API_TOKEN"]})
+print(urllib.request.urlopen(r, timeout=30).read().decode().strip(), "py=ok")'
+git -c http.extraHeader="Authorization: Bearer $API_TOKEN" ls-remote https://allowed.test/repo.git 2>&1 | grep -ci "certificate" | sed 's/^/git-cert-errors=/'
+env; cat /proc/*/environ 2>/dev/null | tr '\0' '\n'
+`
+	out, code, err := m.Run(ctxT(t), s, []string{"bash", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, real) {
+		t.Errorf("the real value reached the sandbox's output:\n%s", out)
+	}
+	if strings.Count(out, "rc=0") != 5 || !strings.Contains(out, "py=ok") || !strings.Contains(out, "git-cert-errors=0") || code != 0 {
+		t.Errorf("a request failed (exit %d):\n%s", code, out)
+	}
+	log := up.log(t)
+	for _, want := range []string{
+		"header allowed.test /bearer Authorization: Bearer " + real + "\n",
+		"header allowed.test /bearer X-Api-Key: " + real + "\n",
+		"header allowed.test /basic Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+real)) + "\n",
+		"header allowed.test /transparent Authorization: Bearer " + real + "\n",
+		"header allowed.test /python Authorization: token " + real + "\n",
+		"header allowed.test /repo.git/info/refs Authorization: Bearer " + real + "\n",
+		"header a.wild.test /elsewhere Authorization: Bearer " + ph + "\n",
+		"header allowed.test /plain Authorization: Bearer " + ph + "\n",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the upstream did not log %q; its log:\n%s", want, log)
+		}
+	}
+}
+
+// TestSecretNotSentToAnUnverifiedUpstream: when the upstream's certificate
+// does not verify (here: its CA is not given to the broker), the request
+// fails in the sandbox and no request, let alone the value, reaches it.
+func TestSecretNotSentToAnUnverifiedUpstream(t *testing.T) {
+	const real = "e2e-real-secret-value-unverified"
+	up := startUpstream(t, "-headers")
+	m := brokerManager(t, up, real, false)
+	s := Scope{AgentID: "secret-" + randHex(3)}
+	out, _, err := m.Run(ctxT(t), s, []string{"bash", "-c", `curl -sS --max-time 30 -w ' status=%{http_code}' -H "Authorization: Bearer $API_TOKEN" https://allowed.test/unverified`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "status=502") || !strings.Contains(out, "certificate") {
+		t.Errorf("want a 502 naming the certificate, got:\n%s", out)
+	}
+	if log := up.log(t); strings.Contains(log, "/unverified") || strings.Contains(log, real) {
+		t.Errorf("a request reached an upstream whose certificate failed:\n%s", log)
 	}
 }

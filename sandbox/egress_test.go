@@ -47,7 +47,7 @@ func (u *upstream) log(t *testing.T) string {
 	return string(b)
 }
 
-func startUpstream(t *testing.T) *upstream {
+func startUpstream(t *testing.T, flags ...string) *upstream {
 	t.Helper()
 	cli := dockertest.Require(t, "sandboxctl/testbb:1", DefaultImage)
 	ctx := ctxT(t)
@@ -72,8 +72,8 @@ func startUpstream(t *testing.T) *upstream {
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: netName,
 		Config: &container.Config{Image: "sandboxctl/testbb:1", Labels: testLabels(), User: "0:0",
-			Cmd: []string{"/up/testupstream", "-log", "/out/log", "-cert", "/up/cert.pem", "-key", "/up/key.pem",
-				"-names", strings.Join(names, ","), "-raw", "5555", "-udp", "5555"}},
+			Cmd: append([]string{"/up/testupstream", "-log", "/out/log", "-cert", "/up/cert.pem", "-key", "/up/key.pem",
+				"-names", strings.Join(names, ","), "-raw", "5555", "-udp", "5555"}, flags...)},
 		HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(netName), Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: dir, Target: "/up", ReadOnly: true},
 			{Type: mount.TypeBind, Source: out, Target: "/out"},

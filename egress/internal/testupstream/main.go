@@ -44,6 +44,7 @@ func main() {
 	names := flag.String("names", "", "DNS answers: name=ipv4,...")
 	raw := flag.String("raw", "", "TCP ports that count arrivals, comma-separated")
 	udp := flag.String("udp", "", "UDP ports that count arrivals, comma-separated")
+	headers := flag.Bool("headers", false, "log every request header (the credential broker's tests)")
 	flag.Parse()
 	var err error
 	if logFile, err = os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
@@ -51,6 +52,13 @@ func main() {
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mark("http %s %s %s %s", r.Host, r.Method, r.URL.RequestURI(), r.Proto)
+		if *headers {
+			for k, vs := range r.Header {
+				for _, v := range vs {
+					mark("header %s %s %s: %s", r.Host, r.URL.Path, k, v)
+				}
+			}
+		}
 		if to := r.URL.Query().Get("to"); to != "" {
 			http.Redirect(w, r, to, http.StatusFound)
 			return
