@@ -12,9 +12,12 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
@@ -79,14 +82,24 @@ kill $srv
 // and curl, Python and git in it trust a certificate the broker's CA
 // minted, but not one of another CA.
 func TestSandboxTrustsTheBrokerCA(t *testing.T) {
+	t.Setenv("SBXT_REAL_TOKEN", "the-real-value-never-in-the-sandbox")
+	for _, rt := range []string{"runc", RuntimeRunsc} {
+		t.Run(rt, func(t *testing.T) { sandboxTrustsTheBrokerCA(t, rt) })
+	}
+}
+
+func sandboxTrustsTheBrokerCA(t *testing.T, rt string) {
 	const real = "the-real-value-never-in-the-sandbox"
-	t.Setenv("SBXT_REAL_TOKEN", real)
 	dockertest.Require(t, DefaultImage) // curl, Python and git
 	m := newTestManager(t, func(c *Config) {
+		c.Docker.Runtime = rt
 		c.Docker.Image = DefaultImage
 		c.Network = sandboxconfig.NetworkConfig{Egress: sandboxconfig.EgressAllowlist, Allow: []sandboxconfig.AllowRule{{Domain: "api.bound.test"}}}
 		c.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_REAL_TOKEN", Hosts: []string{"api.bound.test"}, Env: "API_TOKEN"}}
 	})
+	if err := m.checkRuntime(ctxT(t)); err != nil {
+		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc): %v", rt, err)
+	}
 	if m.brokered == nil {
 		t.Fatal("secrets configured, no broker side")
 	}
@@ -139,9 +152,10 @@ func TestSandboxTrustsTheBrokerCA(t *testing.T) {
 // gateways hand allowed.test to a real credential broker holding the
 // secret api (value real, variable API_TOKEN); trustUpstream gives the
 // broker the upstream's test CA.
-func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool) *Manager {
+func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool, rt string) *Manager {
 	t.Helper()
-	return newManagerOpts(t, func(o *Options) {
+	m := newManagerOpts(t, func(o *Options) {
+		o.Config.Docker.Runtime = rt
 		o.Config.Docker.Image = DefaultImage
 		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{
 			{Domain: "allowed.test"}, {Domain: "*.wild.test"},
@@ -168,6 +182,10 @@ func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool) 
 		}
 		o.EgressInterceptor = b
 	})
+	if err := m.checkRuntime(ctxT(t)); err != nil {
+		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc): %v", rt, err)
+	}
+	return m
 }
 
 // TestSecretReachesOnlyItsHost runs the whole path: a sandbox on an
@@ -177,9 +195,18 @@ func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool) 
 // host, and the placeholder, byte for byte, for another allowed host and
 // for plain HTTP. Nothing the sandbox can read holds the value.
 func TestSecretReachesOnlyItsHost(t *testing.T) {
-	const real = "e2e-real-secret-value-7f3a9c"
 	up := startUpstream(t, "-headers")
-	m := brokerManager(t, up, real, true)
+	for _, rt := range []string{"runc", RuntimeRunsc} {
+		t.Run(rt, func(t *testing.T) { secretReachesOnlyItsHost(t, up, rt) })
+	}
+}
+
+func secretReachesOnlyItsHost(t *testing.T, up *upstream, rt string) {
+	real := "e2e-real-secret-value-" + rt
+	m := brokerManager(t, up, real, true, rt)
+	if info, err := m.cli.Info(ctxT(t), client.InfoOptions{}); err == nil && slices.Contains(info.Info.Runtimes[rt].Args, "--network=none") {
+		t.Skipf("the Engine runs %s with --network=none: its sandboxes have no network for the proxy to carry", rt)
+	}
 	ph := m.brokered.Env["API_TOKEN"]
 	s := Scope{AgentID: "secret-" + randHex(3)}
 	run(t, m, s, "true")
@@ -234,7 +261,7 @@ env; cat /proc/*/environ 2>/dev/null | tr '\0' '\n'
 func TestSecretNotSentToAnUnverifiedUpstream(t *testing.T) {
 	const real = "e2e-real-secret-value-unverified"
 	up := startUpstream(t, "-headers")
-	m := brokerManager(t, up, real, false)
+	m := brokerManager(t, up, real, false, "runc")
 	s := Scope{AgentID: "secret-" + randHex(3)}
 	out, _, err := m.Run(ctxT(t), s, []string{"bash", "-c", `curl -sS --max-time 30 -w ' status=%{http_code}' -H "Authorization: Bearer $API_TOKEN" https://allowed.test/unverified`})
 	if err != nil {
