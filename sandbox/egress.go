@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"sync"
 
 	"github.com/moby/moby/client"
@@ -146,14 +145,56 @@ func egressEnv(a *egressAttach) map[string]string {
 // EgressPolicy is the effective egress of the Manager's sandboxes (explain).
 func (m *Manager) EgressPolicy() sandboxconfig.Network { return m.net }
 
-// egressPorts is for explain: the transparent ports.
-func egressPorts(n sandboxconfig.Network) string {
-	s := ""
-	for i, p := range (egress.Policy{Network: n}).Ports() {
-		if i > 0 {
-			s += ","
+// EgressExplained is the effective egress of a scope's sandbox (explain).
+type EgressExplained struct {
+	// Mode is sandbox.network.egress: none, allowlist or full.
+	Mode string `json:"mode"`
+	// Rules are the allow rules in force, in order (the first that
+	// matches decides).
+	Rules []string `json:"rules,omitempty"`
+	// Ports are the ports the gateway takes connections on for programs
+	// that ignore the proxy variables; Proxy is HTTP(S)_PROXY.
+	Ports []uint16 `json:"ports,omitempty"`
+	Proxy string   `json:"proxy,omitempty"`
+	// Network is the sandbox's internal network, when it exists.
+	Network string `json:"network,omitempty"`
+	// Note says what the mode means.
+	Note string `json:"note"`
+}
+
+func (m *Manager) explainEgress(ctx context.Context, name string) EgressExplained {
+	ex := EgressExplained{Mode: m.net.Egress}
+	switch m.net.Egress {
+	case sandboxconfig.EgressNone:
+		ex.Note = "no network (sandbox.docker.network " + m.cfg.Docker.Network + ")"
+		if m.cfg.Docker.Network != "none" {
+			ex.Note = "sandbox.docker.network " + m.cfg.Docker.Network + ", unfiltered"
 		}
-		s += strconv.Itoa(int(p))
+		return ex
+	case sandboxconfig.EgressFull:
+		ex.Note = "the network " + m.cfg.Docker.Network + ", unfiltered (sandbox.docker.unsafe.fullEgress)"
+		return ex
 	}
-	return s
+	ex.Note = "an internal network whose only peer is the daemon's resolver and proxy: allowed names resolve to the proxy, others do not resolve; IP addresses only through a cidr rule and the proxy; methods and paths are checked on plain HTTP only"
+	for _, r := range m.net.Rules {
+		t := r.Text
+		if len(r.Methods) > 0 {
+			t += fmt.Sprintf(" methods %v", r.Methods)
+		}
+		if len(r.Paths) > 0 {
+			t += fmt.Sprintf(" paths %v", r.Paths)
+		}
+		ex.Rules = append(ex.Rules, t)
+	}
+	ex.Ports = egress.Policy{Network: m.net}.Ports()
+	netName := egressNetworkName(name)
+	if insp, err := m.cli.NetworkInspect(ctx, netName, client.NetworkInspectOptions{}); err == nil {
+		ex.Network = netName
+		for _, c := range insp.Network.IPAM.Config {
+			if c.Gateway.Is4() {
+				ex.Proxy = egress.ProxyURL(c.Gateway, 0)
+			}
+		}
+	}
+	return ex
 }

@@ -173,7 +173,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// The metrics come first: the sandbox manager reports to them.
 	metricSet := metrics.NewSet()
 	steps := &stepEvents{}
-	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps}
+	egressEv := &egressEvents{metrics: metricSet}
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps,
+		EgressObserver: egressEv}
 	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
@@ -231,6 +233,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	steps.publishTo(mgr)
+	egressEv.publishTo(mgr)
 	identity, err := c.Identity()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
