@@ -56,8 +56,8 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 			Internal:   true, // no route out: the gateway is the only peer
 			EnableIPv6: &off,
 			Labels:     labels,
-			// The bridge's own name on the host, for an operator's ip addr.
-			Options: map[string]string{"com.docker.network.bridge.enable_ip_masquerade": "false"},
+			// A known host interface, for the fence (egress_fence.go).
+			Options: map[string]string{bridgeOption: egressBridgeName(netName), "com.docker.network.bridge.enable_ip_masquerade": "false"},
 		})
 		if err != nil && !isConflict(err) {
 			return nil, m.classify("create network "+netName, err)
@@ -66,8 +66,9 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 			return nil, m.classify("inspect network "+netName, err)
 		}
 	}
-	if !insp.Network.Internal {
-		return nil, fmt.Errorf("sandbox %s: network %s exists and is not internal; remove it: %w", name, netName, ErrInvalidConfig)
+	bridge := insp.Network.Options[bridgeOption]
+	if !insp.Network.Internal || bridge == "" {
+		return nil, fmt.Errorf("sandbox %s: network %s exists but is not an internal bridge network made by sandboxctl; remove it: %w", name, netName, ErrInvalidConfig)
 	}
 	var gw netip.Addr
 	for _, c := range insp.Network.IPAM.Config {
@@ -100,6 +101,11 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 		if err != nil {
 			return nil, fmt.Errorf("sandbox %s: the egress gateway must listen on its network's gateway address (the daemon runs on the Engine's host): %w", name, err)
 		}
+		ports := append([]uint16{egress.DefaultProxyPort}, egress.Policy{Network: m.net}.Ports()...)
+		if err := fenceEgress(bridge, gw, ports); err != nil {
+			_ = g.Close()
+			return nil, fmt.Errorf("sandbox %s: an allowlist sandbox needs the host's other services fenced off (a root daemon with iptables on the Engine's host): %w", name, err)
+		}
 		m.gateways.gw[name] = g
 	}
 	return &egressAttach{Network: netName, Gateway: gw, Proxy: g.ProxyURL()}, nil
@@ -118,7 +124,7 @@ func (m *Manager) releaseEgress(ctx context.Context, name string) error {
 	if _, err := m.cli.NetworkRemove(ctx, netName, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
 		return m.classify("remove network "+netName, err)
 	}
-	return nil
+	return unfenceEgress(egressBridgeName(netName))
 }
 
 // closeEgress stops every gateway (the daemon stops; networks stay for the

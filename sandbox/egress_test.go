@@ -9,11 +9,13 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,6 +216,7 @@ attempt("dns-resolver", lambda: socket.gethostbyname("secret-data.denied.test"))
 attempt("connect-in-connect", connect_in_connect)
 attempt("ipv6", ipv6)
 attempt("gateway-other-port", lambda: tcp(GW, 5555))
+attempt("host-service", lambda: tcp(GW, int(sys.argv[2])))
 `
 
 // TestEgressAllowlistHolds runs an allowlist sandbox (the sandbox image,
@@ -292,7 +295,29 @@ func TestEgressAllowlistHolds(t *testing.T) {
 			t.Errorf("%s: got through: %q", name, out)
 		}
 	}
-	out, _ := run("python3 /workspace/bypass.py " + up.IP.String())
+	// A service of the host listening on all addresses: the gateway
+	// address is the host's, so only the fence keeps the sandbox from it.
+	hostSvc, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostSvc.Close()
+	var hostHits atomic.Int32
+	go func() {
+		for {
+			c, err := hostSvc.Accept()
+			if err != nil {
+				return
+			}
+			hostHits.Add(1)
+			_, _ = c.Write([]byte("host service\n"))
+			_ = c.Close()
+		}
+	}()
+	out, _ := run(fmt.Sprintf("python3 /workspace/bypass.py %s %d", up.IP, hostSvc.Addr().(*net.TCPAddr).Port))
+	if n := hostHits.Load(); n != 0 {
+		t.Errorf("a host service took %d connections from the sandbox", n)
+	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.Contains(line, ": refused") {
 			t.Errorf("bypass got an answer: %s", line)
