@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"sync"
 
 	"github.com/moby/moby/client"
@@ -57,8 +56,8 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 			Internal:   true, // no route out: the gateway is the only peer
 			EnableIPv6: &off,
 			Labels:     labels,
-			// The bridge's own name on the host, for an operator's ip addr.
-			Options: map[string]string{"com.docker.network.bridge.enable_ip_masquerade": "false"},
+			// A known host interface, for the fence (egress_fence.go).
+			Options: map[string]string{bridgeOption: egressBridgeName(netName), "com.docker.network.bridge.enable_ip_masquerade": "false"},
 		})
 		if err != nil && !isConflict(err) {
 			return nil, m.classify("create network "+netName, err)
@@ -67,8 +66,9 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 			return nil, m.classify("inspect network "+netName, err)
 		}
 	}
-	if !insp.Network.Internal {
-		return nil, fmt.Errorf("sandbox %s: network %s exists and is not internal; remove it: %w", name, netName, ErrInvalidConfig)
+	bridge := insp.Network.Options[bridgeOption]
+	if !insp.Network.Internal || bridge == "" {
+		return nil, fmt.Errorf("sandbox %s: network %s exists but is not an internal bridge network made by sandboxctl; remove it: %w", name, netName, ErrInvalidConfig)
 	}
 	var gw netip.Addr
 	for _, c := range insp.Network.IPAM.Config {
@@ -101,6 +101,11 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 		if err != nil {
 			return nil, fmt.Errorf("sandbox %s: the egress gateway must listen on its network's gateway address (the daemon runs on the Engine's host): %w", name, err)
 		}
+		ports := append([]uint16{egress.DefaultProxyPort}, egress.Policy{Network: m.net}.Ports()...)
+		if err := fenceEgress(bridge, gw, ports); err != nil {
+			_ = g.Close()
+			return nil, fmt.Errorf("sandbox %s: an allowlist sandbox needs the host's other services fenced off (a root daemon with iptables on the Engine's host): %w", name, err)
+		}
 		m.gateways.gw[name] = g
 	}
 	return &egressAttach{Network: netName, Gateway: gw, Proxy: g.ProxyURL()}, nil
@@ -119,7 +124,7 @@ func (m *Manager) releaseEgress(ctx context.Context, name string) error {
 	if _, err := m.cli.NetworkRemove(ctx, netName, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
 		return m.classify("remove network "+netName, err)
 	}
-	return nil
+	return unfenceEgress(egressBridgeName(netName))
 }
 
 // closeEgress stops every gateway (the daemon stops; networks stay for the
@@ -146,14 +151,56 @@ func egressEnv(a *egressAttach) map[string]string {
 // EgressPolicy is the effective egress of the Manager's sandboxes (explain).
 func (m *Manager) EgressPolicy() sandboxconfig.Network { return m.net }
 
-// egressPorts is for explain: the transparent ports.
-func egressPorts(n sandboxconfig.Network) string {
-	s := ""
-	for i, p := range (egress.Policy{Network: n}).Ports() {
-		if i > 0 {
-			s += ","
+// EgressExplained is the effective egress of a scope's sandbox (explain).
+type EgressExplained struct {
+	// Mode is sandbox.network.egress: none, allowlist or full.
+	Mode string `json:"mode"`
+	// Rules are the allow rules in force, in order (the first that
+	// matches decides).
+	Rules []string `json:"rules,omitempty"`
+	// Ports are the ports the gateway takes connections on for programs
+	// that ignore the proxy variables; Proxy is HTTP(S)_PROXY.
+	Ports []uint16 `json:"ports,omitempty"`
+	Proxy string   `json:"proxy,omitempty"`
+	// Network is the sandbox's internal network, when it exists.
+	Network string `json:"network,omitempty"`
+	// Note says what the mode means.
+	Note string `json:"note"`
+}
+
+func (m *Manager) explainEgress(ctx context.Context, name string) EgressExplained {
+	ex := EgressExplained{Mode: m.net.Egress}
+	switch m.net.Egress {
+	case sandboxconfig.EgressNone:
+		ex.Note = "no network (sandbox.docker.network " + m.cfg.Docker.Network + ")"
+		if m.cfg.Docker.Network != "none" {
+			ex.Note = "sandbox.docker.network " + m.cfg.Docker.Network + ", unfiltered"
 		}
-		s += strconv.Itoa(int(p))
+		return ex
+	case sandboxconfig.EgressFull:
+		ex.Note = "the network " + m.cfg.Docker.Network + ", unfiltered (sandbox.docker.unsafe.fullEgress)"
+		return ex
 	}
-	return s
+	ex.Note = "an internal network whose only peer is the daemon's resolver and proxy: allowed names resolve to the proxy, others do not resolve; IP addresses only through a cidr rule and the proxy; methods and paths are checked on plain HTTP only"
+	for _, r := range m.net.Rules {
+		t := r.Text
+		if len(r.Methods) > 0 {
+			t += fmt.Sprintf(" methods %v", r.Methods)
+		}
+		if len(r.Paths) > 0 {
+			t += fmt.Sprintf(" paths %v", r.Paths)
+		}
+		ex.Rules = append(ex.Rules, t)
+	}
+	ex.Ports = egress.Policy{Network: m.net}.Ports()
+	netName := egressNetworkName(name)
+	if insp, err := m.cli.NetworkInspect(ctx, netName, client.NetworkInspectOptions{}); err == nil {
+		ex.Network = netName
+		for _, c := range insp.Network.IPAM.Config {
+			if c.Gateway.Is4() {
+				ex.Proxy = egress.ProxyURL(c.Gateway, 0)
+			}
+		}
+	}
+	return ex
 }

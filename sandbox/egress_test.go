@@ -9,11 +9,13 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,6 +216,7 @@ attempt("dns-resolver", lambda: socket.gethostbyname("secret-data.denied.test"))
 attempt("connect-in-connect", connect_in_connect)
 attempt("ipv6", ipv6)
 attempt("gateway-other-port", lambda: tcp(GW, 5555))
+attempt("host-service", lambda: tcp(GW, int(sys.argv[2])))
 `
 
 // TestEgressAllowlistHolds runs an allowlist sandbox (the sandbox image,
@@ -271,11 +274,11 @@ func TestEgressAllowlistHolds(t *testing.T) {
 	}
 	marker := "m" + randHex(4)
 	refused := map[string]string{
-		"https denied name":          curl + "https://denied.test/" + marker,
-		"https denied name, no vars": curl + "--noproxy '*' https://denied.test/" + marker,
-		"wildcard apex":              curl + "https://wild.test/" + marker,
-		"ip literal via proxy":       curl + "https://" + up.IP.String() + "/" + marker,
-		"ip literal direct":          curl + "--noproxy '*' -k https://" + up.IP.String() + "/" + marker,
+		"https denied name":                             curl + "https://denied.test/" + marker,
+		"https denied name, no vars":                    curl + "--noproxy '*' https://denied.test/" + marker,
+		"wildcard apex":                                 curl + "https://wild.test/" + marker,
+		"ip literal via proxy":                          curl + "https://" + up.IP.String() + "/" + marker,
+		"ip literal direct":                             curl + "--noproxy '*' -k https://" + up.IP.String() + "/" + marker,
 		"domain fronting (CONNECT allowed, SNI denied)": curl + "-p --connect-to denied.test:443:allowed.test:443 https://denied.test/" + marker,
 		"domain fronting, transparent":                  curl + "--noproxy '*' --connect-to denied.test:443:allowed.test:443 https://denied.test/" + marker,
 		"Host differs, plain http transparent":          curl + "--noproxy '*' --connect-to denied.test:80:allowed.test:80 http://denied.test/" + marker,
@@ -292,7 +295,29 @@ func TestEgressAllowlistHolds(t *testing.T) {
 			t.Errorf("%s: got through: %q", name, out)
 		}
 	}
-	out, _ := run("python3 /workspace/bypass.py " + up.IP.String())
+	// A service of the host listening on all addresses: the gateway
+	// address is the host's, so only the fence keeps the sandbox from it.
+	hostSvc, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostSvc.Close()
+	var hostHits atomic.Int32
+	go func() {
+		for {
+			c, err := hostSvc.Accept()
+			if err != nil {
+				return
+			}
+			hostHits.Add(1)
+			_, _ = c.Write([]byte("host service\n"))
+			_ = c.Close()
+		}
+	}()
+	out, _ := run(fmt.Sprintf("python3 /workspace/bypass.py %s %d", up.IP, hostSvc.Addr().(*net.TCPAddr).Port))
+	if n := hostHits.Load(); n != 0 {
+		t.Errorf("a host service took %d connections from the sandbox", n)
+	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.Contains(line, ": refused") {
 			t.Errorf("bypass got an answer: %s", line)
@@ -316,14 +341,25 @@ func TestEgressAllowlistHolds(t *testing.T) {
 	}
 	// Every decision is reported: an allowed connection with its bytes and
 	// rule, a denied one with its reason.
-	if d, ok := obs.find(func(d egress.Decision) bool { return d.Allowed && d.Host == "allowed.test" && d.Kind == egress.KindConnect }); !ok || d.BytesIn == 0 || d.BytesOut == 0 || d.Rule != "allowed.test" {
+	if d, ok := obs.find(func(d egress.Decision) bool {
+		return d.Allowed && d.Host == "allowed.test" && d.Kind == egress.KindConnect
+	}); !ok || d.BytesIn == 0 || d.BytesOut == 0 || d.Rule != "allowed.test" {
 		t.Errorf("no allowed CONNECT decision with bytes and rule: %+v", d)
 	}
 	if d, ok := obs.find(func(d egress.Decision) bool { return !d.Allowed && d.Host == "denied.test" }); !ok || d.Reason == "" {
 		t.Errorf("no denied decision for denied.test: %+v", d)
 	}
-	if _, ok := obs.find(func(d egress.Decision) bool { return d.Kind == egress.KindDNS && !d.Allowed && strings.HasPrefix(d.Host, "secret-data") }); !ok {
+	if _, ok := obs.find(func(d egress.Decision) bool {
+		return d.Kind == egress.KindDNS && !d.Allowed && strings.HasPrefix(d.Host, "secret-data")
+	}); !ok {
 		t.Error("no denied DNS decision for the tunnelling attempt")
+	}
+	ex, err := m.Explain(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Egress.Mode != "allowlist" || len(ex.Egress.Rules) != 3 || ex.Egress.Rules[2] != "rest.test methods [GET] paths [/ok/]" || ex.Egress.Proxy == "" {
+		t.Errorf("explain: %+v", ex.Egress)
 	}
 	if t.Failed() {
 		fmt.Println(log)

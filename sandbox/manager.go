@@ -1093,6 +1093,8 @@ type Explanation struct {
 	// Snapshots says how a snapshot copies the workspace here
 	// (SnapshotReflink or SnapshotCopy, with why; docs/snapshots.md).
 	Snapshots string `json:"snapshots,omitempty"`
+	// Egress is the effective egress policy (sandbox.network; docs/egress.md).
+	Egress EgressExplained `json:"egress"`
 }
 
 // Explain reports the effective config of scope s, its hash, the container
@@ -1115,6 +1117,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 		ex.WorkspaceQuota = fmt.Sprintf("%d bytes for %s: %s at %s", q, sh.Layout.WorkspaceHost, WorkspaceQuotaKind, m.workspaceImage(name))
 	}
 	ex.Snapshots = m.snapshotsExplained()
+	ex.Egress = m.explainEgress(ctx, name)
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):

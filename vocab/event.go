@@ -25,4 +25,7 @@ const (
 	// (details: action created|removed|paused|resumed|extended|expired,
 	// id, name, template, expiresAt).
 	EventSandbox EventType = "sandbox"
+	// EventEgress: a sandbox's egress gateway allowed or denied a
+	// connection, request or DNS name (details.egress; docs/egress.md).
+	EventEgress EventType = "egress"
 )

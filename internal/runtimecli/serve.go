@@ -174,7 +174,9 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// The metrics come first: the sandbox manager reports to them.
 	metricSet := metrics.NewSet()
 	steps := &stepEvents{}
-	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps}
+	egressEv := &egressEvents{metrics: metricSet}
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps,
+		EgressObserver: egressEv}
 	brk, err := startBroker(cfg, state, c.Getenv, logger)
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
@@ -240,6 +242,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	steps.publishTo(mgr)
+	egressEv.publishTo(mgr)
 	identity, err := c.Identity()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
