@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,53 +29,37 @@ type SecretConfig struct {
 // placeholder, so it stays short and plain.
 var secretName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
-// hostLabel is one DNS label of a secret's host.
-var hostLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 // HostPattern is a parsed host of a secret: an exact name, or with Wildcard
 // every name under Domain (*.example.com matches a.example.com and
-// a.b.example.com, not example.com itself).
+// a.b.example.com, not example.com itself). It is written and matched as
+// the domain of an allow rule (sandbox.network.allow).
 type HostPattern struct {
 	Domain   string // lower case, no trailing dot
 	Wildcard bool
 }
 
-// ParseHostPattern parses "api.example.com" or "*.example.com". IP
-// literals are refused: a secret is bound to a name the upstream's
-// certificate must prove.
+// ParseHostPattern parses "api.example.com" or "*.example.com" as an allow
+// rule's domain is parsed. IP addresses are refused: a secret is bound to
+// a name the upstream's certificate must prove.
 func ParseHostPattern(s string) (HostPattern, error) {
-	h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".")
-	p := HostPattern{}
-	if rest, ok := strings.CutPrefix(h, "*."); ok {
-		p.Wildcard, h = true, rest
+	if _, err := netip.ParseAddr(strings.Trim(strings.TrimSpace(s), "[]")); err == nil {
+		return HostPattern{}, errors.New("is an IP address: bind a secret to a name")
 	}
-	labels := strings.Split(h, ".")
-	if h == "" || len(h) > 253 || len(labels) < 2 {
-		return p, fmt.Errorf("want a domain name such as api.example.com or *.example.com")
+	r, err := parseRule(0, AllowRule{Domain: s})
+	if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+		return HostPattern{}, errors.New(ce.Msg)
+	} else if err != nil {
+		return HostPattern{}, err
 	}
-	for _, l := range labels {
-		if !hostLabel.MatchString(l) {
-			return p, fmt.Errorf("label %q is not a DNS label (a wildcard is only allowed as the whole first label)", l)
-		}
+	if !strings.Contains(r.Domain, ".") {
+		return HostPattern{}, errors.New("want a domain name such as api.example.com or *.example.com")
 	}
-	if allDigits(labels[len(labels)-1]) {
-		return p, fmt.Errorf("IP addresses are refused: bind a secret to a name")
-	}
-	p.Domain = h
-	return p, nil
-}
-
-func allDigits(s string) bool {
-	return strings.Trim(s, "0123456789") == ""
+	return HostPattern{Domain: r.Domain, Wildcard: r.Wildcard}, nil
 }
 
 // Matches reports whether host (any case, optional trailing dot) is p.
 func (p HostPattern) Matches(host string) bool {
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if p.Wildcard {
-		return strings.HasSuffix(h, "."+p.Domain)
-	}
-	return h == p.Domain
+	return Rule{Domain: p.Domain, Wildcard: p.Wildcard}.MatchesHost(strings.TrimSuffix(strings.ToLower(host), "."))
 }
 
 func (p HostPattern) String() string {
