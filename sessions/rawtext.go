@@ -115,7 +115,7 @@ func (m *Manager) flushTextLocked(s *session, stream output.Stream, end bool) {
 		b.dec, b.skipped = nil, 0
 	}
 	if b.dec == nil {
-		b.dec = output.NewDecoder(false).Masking(m.mask)
+		b.dec = output.NewDecoder(false)
 	}
 	text, _ := b.dec.Feed(b.pending)
 	if end {

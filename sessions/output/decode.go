@@ -29,7 +29,6 @@ var (
 type Decoder struct {
 	pty   bool
 	carry []byte
-	mask  *Masker
 }
 
 // NewDecoder returns a decoder. For a PTY stream (pty=true) ESC is kept, so
@@ -52,18 +51,11 @@ func (d *Decoder) Feed(p []byte) (text string, dsr int) {
 	if d.pty {
 		buf, dsr = stripDSR(buf)
 	}
-	keep := len(buf) - max(d.incompleteSuffix(buf), d.mask.pending(buf))
+	keep := len(buf) - d.incompleteSuffix(buf)
 	if keep < len(buf) {
 		d.carry = append(d.carry[:0], buf[keep:]...)
 	}
-	return Sanitize(d.mask.Mask(buf[:keep]), d.pty), dsr
-}
-
-// Masking makes d replace the values of m in what it decodes (a value
-// split across chunks included); nil masks nothing. It returns d.
-func (d *Decoder) Masking(m *Masker) *Decoder {
-	d.mask = m
-	return d
+	return Sanitize(buf[:keep], d.pty), dsr
 }
 
 // Flush returns whatever was held back, sanitized; call it at end of stream.
@@ -71,7 +63,7 @@ func (d *Decoder) Flush() string {
 	if len(d.carry) == 0 {
 		return ""
 	}
-	s := Sanitize(d.mask.Mask(d.carry), d.pty)
+	s := Sanitize(d.carry, d.pty)
 	d.carry = d.carry[:0]
 	return s
 }

@@ -2,13 +2,15 @@ package output
 
 import (
 	"bytes"
+	"io"
 	"sort"
+	"time"
 )
 
 // Masker replaces known values (the credential broker's real secret values)
 // by their stand-ins (their placeholders) in output: defence in depth, as
-// no such value should ever reach a sandbox (docs/secrets.md). The zero or
-// nil Masker changes nothing. It is safe for concurrent use (read-only).
+// no such value should ever reach a sandbox (docs/secrets.md). A nil
+// Masker changes nothing. It is read-only, so safe for concurrent use.
 type Masker struct {
 	pairs []maskPair
 }
@@ -23,47 +25,49 @@ func NewMasker(values map[string]string) *Masker {
 			m.pairs = append(m.pairs, maskPair{[]byte(v), []byte(r)})
 		}
 	}
-	// Longest first, so a value that contains another is replaced whole.
+	// Longest first: at one position the longest value wins.
 	sort.Slice(m.pairs, func(i, j int) bool { return len(m.pairs[i].value) > len(m.pairs[j].value) })
 	return m
 }
 
-// Mask returns b with every value replaced; b itself when none occurs.
+// Mask returns b with every value replaced.
 func (m *Masker) Mask(b []byte) []byte {
-	if m == nil {
-		return b
-	}
-	for _, p := range m.pairs {
-		if bytes.Contains(b, p.value) {
-			b = bytes.ReplaceAll(b, p.value, p.repl)
-		}
-	}
-	return b
+	out, held := m.cut(b)
+	return append(out, held...)
 }
 
-// MaskString is Mask for a string.
-func (m *Masker) MaskString(s string) string {
+// cut replaces every value in b and splits the result: out is final, held
+// the longest end of b that is a proper prefix of a value (it may complete
+// one with the next bytes).
+func (m *Masker) cut(b []byte) (out, held []byte) {
 	if m == nil || len(m.pairs) == 0 {
-		return s
+		return b, nil
 	}
-	return string(m.Mask([]byte(s)))
+	for {
+		at, p := -1, (*maskPair)(nil)
+		for i := range m.pairs {
+			if j := bytes.Index(b, m.pairs[i].value); j >= 0 && (at < 0 || j < at) {
+				at, p = j, &m.pairs[i]
+			}
+		}
+		if p == nil {
+			break
+		}
+		out = append(out, b[:at]...)
+		out = append(out, p.repl...)
+		b = b[at+len(p.value):]
+	}
+	k := m.prefixEnd(b)
+	return append(out, b[:len(b)-k]...), b[len(b)-k:]
 }
 
-// pending is the length of the longest suffix of b that is a proper prefix
-// of a value: those bytes wait for the next chunk, so a value split across
-// reads is still masked. Output that cannot start a value is not delayed.
-func (m *Masker) pending(b []byte) int {
-	if m == nil {
-		return 0
-	}
+// prefixEnd is the length of the longest end of b that is a proper prefix
+// of a value.
+func (m *Masker) prefixEnd(b []byte) int {
 	best := 0
 	for _, p := range m.pairs {
 		v := p.value
-		from := max(0, len(b)-len(v)+1)
-		for i := from; i < len(b); i++ {
-			if len(b)-i <= best {
-				break
-			}
+		for i := max(0, len(b)-len(v)+1); i < len(b) && len(b)-i > best; i++ {
 			if b[i] == v[0] && bytes.HasPrefix(v, b[i:]) {
 				best = len(b) - i
 				break
@@ -71,4 +75,78 @@ func (m *Masker) pending(b []byte) int {
 		}
 	}
 	return best
+}
+
+// Reader returns r with every value replaced, a value split across reads
+// included: bytes that may start one wait for the next read, at most hold
+// (a value written in parts further apart than hold is not masked). A nil
+// Masker returns r itself. The Reader reads r from a goroutine of its own,
+// which ends when r returns an error; read it to the end.
+func (m *Masker) Reader(r io.Reader, hold time.Duration) io.Reader {
+	if m == nil || len(m.pairs) == 0 {
+		return r
+	}
+	mr := &maskReader{m: m, hold: hold, chunks: make(chan []byte, 1)}
+	go mr.pump(r)
+	return mr
+}
+
+type maskReader struct {
+	m      *Masker
+	hold   time.Duration
+	chunks chan []byte
+	err    error // set before chunks is closed
+	held   []byte
+	out    []byte
+	done   bool
+}
+
+func (mr *maskReader) pump(r io.Reader) {
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := r.Read(buf)
+		if n > 0 {
+			mr.chunks <- buf[:n]
+		}
+		if err != nil {
+			mr.err = err
+			close(mr.chunks)
+			return
+		}
+	}
+}
+
+func (mr *maskReader) Read(p []byte) (int, error) {
+	for len(mr.out) == 0 {
+		if mr.done {
+			if len(mr.held) == 0 {
+				return 0, mr.err
+			}
+			mr.out, mr.held = mr.held, nil
+			break
+		}
+		var c []byte
+		var ok bool
+		if len(mr.held) > 0 {
+			t := time.NewTimer(mr.hold)
+			select {
+			case c, ok = <-mr.chunks:
+				t.Stop()
+			case <-t.C:
+				mr.out, mr.held = mr.held, nil
+				continue
+			}
+		} else {
+			c, ok = <-mr.chunks
+		}
+		if !ok {
+			mr.done = true
+			continue
+		}
+		out, held := mr.m.cut(append(mr.held, c...))
+		mr.out, mr.held = out, bytes.Clone(held)
+	}
+	n := copy(p, mr.out)
+	mr.out = mr.out[n:]
+	return n, nil
 }
