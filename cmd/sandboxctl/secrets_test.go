@@ -23,7 +23,9 @@ func TestSecretsThroughTheDaemon(t *testing.T) {
 	const first, second = "cli-real-secret-", "value-0123456789"
 	cfg := fmt.Sprintf(`exec:
   host: sandbox
-sandbox:
+  security: full
+  ask: "off"
+`+legacyGateway+`sandbox:
   workspaceRoot: %s
   network:
     egress: allowlist
@@ -49,5 +51,16 @@ sandbox:
 	}
 	if strings.Count(out, "SANDBOXCTL_PLACEHOLDER_api_") != 2 {
 		t.Errorf("want the placeholder in the env and in place of the printed value:\n%s", out)
+	}
+	// The daemon drops the variable once read: no command on the gateway
+	// (nor anything else it starts) inherits the value.
+	e.run(t, "sandbox", "rm", "--agent", agent)
+	e.stopDaemon(t)
+	if err := os.WriteFile(e.config, []byte(strings.Replace(cfg, "host: sandbox", "host: gateway", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run(t, "exec", "--agent", agent, "--", "env | grep -c SBXT_CLI_SECRET=; cat /proc/$PPID/environ | tr '\\0' '\\n' | grep -c SBXT_CLI_SECRET=")
+	if strings.TrimSpace(r.stdout) != "0\n0" {
+		t.Errorf("a gateway command inherited the secret's variable (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

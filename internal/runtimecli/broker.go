@@ -2,6 +2,7 @@ package runtimecli
 
 import (
 	"fmt"
+	"os"
 	"log/slog"
 
 	"github.com/sandboxctl/sandboxctl/egress/broker"
@@ -12,7 +13,9 @@ import (
 // startBroker builds the credential broker when sandbox.secrets is set
 // (docs/secrets.md): every secret's value is read now, so one that is
 // missing stops the daemon at start rather than failing a request later.
-// nil without secrets.
+// The variables the values came from are then removed from the daemon's
+// environment, so no gateway command, host supervisor or other child of
+// the daemon inherits a value. nil without secrets.
 func startBroker(cfg config.File, state string, getenv func(string) string, logger *slog.Logger) (*broker.Broker, error) {
 	if len(cfg.Sandbox.Secrets) == 0 {
 		return nil, nil
@@ -25,6 +28,13 @@ func startBroker(cfg config.File, state string, getenv func(string) string, logg
 		UpstreamCAFile: cfg.Sandbox.SecretsUpstreamCAFile, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("serve: credential broker: %w", err)
+	}
+	for _, s := range secrets {
+		if s.FromEnv != "" {
+			if err := os.Unsetenv(s.FromEnv); err != nil {
+				return nil, fmt.Errorf("serve: credential broker: drop $%s: %w", s.FromEnv, err)
+			}
+		}
 	}
 	return b, nil
 }
