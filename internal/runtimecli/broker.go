@@ -2,8 +2,8 @@ package runtimecli
 
 import (
 	"fmt"
-	"os"
 	"log/slog"
+	"os"
 
 	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
