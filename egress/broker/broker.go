@@ -322,11 +322,10 @@ func (b *Broker) maskResponse(r *http.Response) {
 
 // oneConn is a listener that yields one connection, then waits for Close.
 type oneConn struct {
-	conn   chan net.Conn
-	done   chan struct{}
-	once   sync.Once
-	addr   net.Addr
-	closed error
+	conn chan net.Conn
+	done chan struct{}
+	once sync.Once
+	addr net.Addr
 }
 
 func newOneConn(c net.Conn) *oneConn {
