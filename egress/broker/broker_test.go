@@ -34,7 +34,7 @@ type testCA struct {
 	pem  []byte
 }
 
-func newTestCA(t *testing.T) *testCA {
+func newTestCA(t testing.TB) *testCA {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "upstream test CA"},
@@ -48,7 +48,7 @@ func newTestCA(t *testing.T) *testCA {
 	return &testCA{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-func (ca *testCA) leaf(t *testing.T, host string) tls.Certificate {
+func (ca *testCA) leaf(t testing.TB, host string) tls.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
@@ -69,7 +69,7 @@ type upstream struct {
 	seen []http.Header
 }
 
-func startUpstream(t *testing.T, cert tls.Certificate) *upstream {
+func startUpstream(t testing.TB, cert tls.Certificate) *upstream {
 	t.Helper()
 	u := &upstream{}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -99,7 +99,7 @@ const (
 	otherReal = "other-real-value-abcdefgh"
 )
 
-func newBroker(t *testing.T, dir string, upstreamCA []byte) *Broker {
+func newBroker(t testing.TB, dir string, upstreamCA []byte) *Broker {
 	t.Helper()
 	caFile := ""
 	if upstreamCA != nil {
@@ -126,7 +126,7 @@ func newBroker(t *testing.T, dir string, upstreamCA []byte) *Broker {
 // proxyTo plays the egress proxy: each connection to the returned address
 // is handed to b.Serve for host, dialling up. It returns the address and
 // the errors Serve returned.
-func proxyTo(t *testing.T, b *Broker, host string, up string) (string, <-chan error) {
+func proxyTo(t testing.TB, b *Broker, host string, up string) (string, <-chan error) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -159,7 +159,7 @@ func proxyTo(t *testing.T, b *Broker, host string, up string) (string, <-chan er
 
 // sandboxClient trusts the broker's CA bundle only and sends every
 // connection to addr.
-func sandboxClient(t *testing.T, b *Broker, addr string) *http.Client {
+func sandboxClient(t testing.TB, b *Broker, addr string) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b.CABundle()) {
