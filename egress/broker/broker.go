@@ -8,14 +8,12 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -67,6 +65,7 @@ type Options struct {
 type Broker struct {
 	ca      *CA
 	secrets []*secret
+	mask    *output.Masker
 	roots   *x509.CertPool
 	log     *slog.Logger
 }
@@ -99,6 +98,11 @@ func New(o Options) (*Broker, error) {
 		}
 		b.secrets = append(b.secrets, &secret{name: s.Name, value: v, placeholder: ph.of(s.Name), hosts: s.Hosts, env: s.Env})
 	}
+	values := make(map[string]string, len(b.secrets))
+	for _, s := range b.secrets {
+		values[s.value] = s.placeholder
+	}
+	b.mask = output.NewMasker(values)
 	if b.ca, err = LoadOrCreateCA(o.Dir); err != nil {
 		return nil, err
 	}
@@ -140,15 +144,8 @@ func (b *Broker) Hosts() []sandboxconfig.HostPattern {
 }
 
 // Mask replaces every real secret value in s by its placeholder: defence in
-// depth for output and events, which should never hold one.
-func (b *Broker) Mask(s string) string {
-	for _, sec := range b.secrets {
-		if strings.Contains(s, sec.value) {
-			s = strings.ReplaceAll(s, sec.value, sec.placeholder)
-		}
-	}
-	return s
-}
+// depth for what the broker logs or answers.
+func (b *Broker) Mask(s string) string { return string(b.mask.Mask([]byte(s))) }
 
 // Intercepts reports whether a secret is bound to host. The proxy hands
 // over TLS connections only: a plain HTTP request to a bound host keeps its
@@ -166,6 +163,10 @@ func (b *Broker) boundTo(host string) []*secret {
 	}
 	return out
 }
+
+// maskHold is how long response bytes that may start a secret's value wait
+// for the bytes that tell (a streamed response is not held longer).
+const maskHold = 50 * time.Millisecond
 
 // handshakeTimeout bounds the sandbox's TLS handshake with the broker.
 const handshakeTimeout = 30 * time.Second
@@ -315,7 +316,7 @@ func (b *Broker) maskResponse(r *http.Response) {
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return // documented limit (docs/secrets.md): compressed bodies are not scanned
 	}
-	r.Body = newMaskingReader(r.Body, b.secrets)
+	r.Body = b.mask.ReadCloser(r.Body, maskHold)
 	r.ContentLength = -1
 	r.Header.Del("Content-Length")
 }
@@ -350,84 +351,6 @@ func (l *oneConn) Close() error {
 
 func (l *oneConn) Addr() net.Addr { return l.addr }
 
-// maskingReader replaces secret values by their placeholders in a stream,
-// holding back the bytes that could start a value split across reads.
-type maskingReader struct {
-	r       io.ReadCloser
-	secrets []*secret
-	keep    int // longest value - 1
-	pending []byte
-	out     []byte
-	eof     bool
-	buf     []byte
-}
-
-func newMaskingReader(r io.ReadCloser, secrets []*secret) *maskingReader {
-	m := &maskingReader{r: r, secrets: secrets, buf: make([]byte, 32<<10)}
-	for _, s := range secrets {
-		m.keep = max(m.keep, len(s.value)-1)
-	}
-	return m
-}
-
-func (m *maskingReader) Read(p []byte) (int, error) {
-	for len(m.out) == 0 {
-		if m.eof {
-			if len(m.pending) == 0 {
-				return 0, io.EOF
-			}
-			m.emit(len(m.pending))
-			break
-		}
-		n, err := m.r.Read(m.buf)
-		m.pending = append(m.pending, m.buf[:n]...)
-		if err == io.EOF {
-			m.eof = true
-		} else if err != nil {
-			return 0, err
-		}
-		if len(m.pending) > m.keep {
-			m.emit(len(m.pending) - m.keep)
-		}
-	}
-	n := copy(p, m.out)
-	m.out = m.out[n:]
-	return n, nil
-}
-
-// emit moves the first n bytes of pending (more when a value starting
-// among them runs past n) to out, values replaced.
-func (m *maskingReader) emit(n int) {
-	for {
-		at, s := -1, (*secret)(nil)
-		for _, sec := range m.secrets {
-			if i := bytes.Index(m.pending, []byte(sec.value)); i >= 0 && (at < 0 || i < at) {
-				at, s = i, sec
-			}
-		}
-		if s == nil || at >= n {
-			m.out = append(m.out, m.pending[:n]...)
-			m.pending = m.pending[n:]
-			return
-		}
-		m.out = append(m.out, m.pending[:at]...)
-		m.out = append(m.out, s.placeholder...)
-		m.pending = m.pending[at+len(s.value):]
-		n -= at + len(s.value)
-		if n <= 0 {
-			return
-		}
-	}
-}
-
-func (m *maskingReader) Close() error { return m.r.Close() }
-
 // Masker masks every secret's real value by its placeholder in command
 // output (sessions.Options.Mask).
-func (b *Broker) Masker() *output.Masker {
-	m := make(map[string]string, len(b.secrets))
-	for _, s := range b.secrets {
-		m[s.value] = s.placeholder
-	}
-	return output.NewMasker(m)
-}
+func (b *Broker) Masker() *output.Masker { return b.mask }

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/iotest"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
@@ -356,22 +355,6 @@ func TestLeafCachedAndRenewed(t *testing.T) {
 	}
 }
 
-func TestMaskingReaderAcrossReads(t *testing.T) {
-	secrets := []*secret{{value: realToken, placeholder: "PH1"}, {value: otherReal, placeholder: "PH2"}}
-	in := "a" + realToken + "b" + otherReal + otherReal + "c" + realToken[:5]
-	want := "aPH1bPH2PH2c" + realToken[:5]
-	for _, r := range []io.Reader{strings.NewReader(in), iotest.OneByteReader(strings.NewReader(in)), iotest.HalfReader(strings.NewReader(in))} {
-		got, err := io.ReadAll(newMaskingReader(io.NopCloser(r), secrets))
-		if err != nil || string(got) != want {
-			t.Errorf("got %q %v, want %q", got, err, want)
-		}
-	}
-	b := &Broker{secrets: secrets}
-	if got := b.Mask("x" + realToken + "y"); got != "xPH1y" {
-		t.Errorf("Mask: %q", got)
-	}
-}
-
 func TestNewRefusesAnUnavailableSecret(t *testing.T) {
 	secrets, err := sandboxconfig.ParseSecrets(map[string]sandboxconfig.SecretConfig{
 		"api":  {FromEnv: "NOT_SET_ANYWHERE", Hosts: []string{boundHost}, Env: "API_TOKEN"},
@@ -385,5 +368,52 @@ func TestNewRefusesAnUnavailableSecret(t *testing.T) {
 		if !errors.Is(err, sandboxconfig.ErrSecretUnavailable) || !strings.Contains(err.Error(), "sandbox.secrets."+s.Name) {
 			t.Errorf("secret %s: %v, want ErrSecretUnavailable naming it", s.Name, err)
 		}
+	}
+}
+
+// TestBrokerStreamsResponses: a streamed response (server-sent events)
+// reaches the sandbox event by event; masking holds nothing back that
+// cannot start a value.
+func TestBrokerStreamsResponses(t *testing.T) {
+	ca := newTestCA(t)
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first event\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "data: second\n\n")
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, boundHost)}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	defer close(release)
+	b := newBroker(t, t.TempDir(), ca.pem)
+	addr, _ := proxyTo(t, b, boundHost, srv.Listener.Addr().String())
+	resp, err := sandboxClient(t, b, addr).Get("https://" + boundHost + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64)
+		var all []byte
+		for !bytes.Contains(all, []byte("\n\n")) {
+			n, err := resp.Body.Read(buf)
+			all = append(all, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		got <- string(all)
+	}()
+	select {
+	case s := <-got:
+		if s != "data: first event\n\n" {
+			t.Errorf("first event %q", s)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the first event was held back until the stream went on")
 	}
 }

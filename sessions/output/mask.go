@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -81,32 +82,53 @@ func (m *Masker) prefixEnd(b []byte) int {
 // included: bytes that may start one wait for the next read, at most hold
 // (a value written in parts further apart than hold is not masked). A nil
 // Masker returns r itself. The Reader reads r from a goroutine of its own,
-// which ends when r returns an error; read it to the end.
+// which ends when r returns an error; read it to the end (or use
+// ReadCloser).
 func (m *Masker) Reader(r io.Reader, hold time.Duration) io.Reader {
 	if m == nil || len(m.pairs) == 0 {
 		return r
 	}
-	mr := &maskReader{m: m, hold: hold, chunks: make(chan []byte, 1)}
-	go mr.pump(r)
+	return m.newReader(r, hold)
+}
+
+// ReadCloser is Reader for a stream that may be abandoned before its end:
+// Close closes rc and ends the reading goroutine.
+func (m *Masker) ReadCloser(rc io.ReadCloser, hold time.Duration) io.ReadCloser {
+	if m == nil || len(m.pairs) == 0 {
+		return rc
+	}
+	return m.newReader(rc, hold)
+}
+
+func (m *Masker) newReader(r io.Reader, hold time.Duration) *maskReader {
+	mr := &maskReader{m: m, hold: hold, src: r, chunks: make(chan []byte, 1), done: make(chan struct{})}
+	go mr.pump()
 	return mr
 }
 
 type maskReader struct {
 	m      *Masker
 	hold   time.Duration
+	src    io.Reader
 	chunks chan []byte
 	err    error // set before chunks is closed
+	done   chan struct{}
+	once   sync.Once
 	held   []byte
 	out    []byte
-	done   bool
+	ended  bool
 }
 
-func (mr *maskReader) pump(r io.Reader) {
+func (mr *maskReader) pump() {
 	for {
 		buf := make([]byte, 32<<10)
-		n, err := r.Read(buf)
+		n, err := mr.src.Read(buf)
 		if n > 0 {
-			mr.chunks <- buf[:n]
+			select {
+			case mr.chunks <- buf[:n]:
+			case <-mr.done:
+				return
+			}
 		}
 		if err != nil {
 			mr.err = err
@@ -116,9 +138,18 @@ func (mr *maskReader) pump(r io.Reader) {
 	}
 }
 
+// Close ends the reading goroutine and closes the source if it can be.
+func (mr *maskReader) Close() error {
+	mr.once.Do(func() { close(mr.done) })
+	if c, ok := mr.src.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
 func (mr *maskReader) Read(p []byte) (int, error) {
 	for len(mr.out) == 0 {
-		if mr.done {
+		if mr.ended {
 			if len(mr.held) == 0 {
 				return 0, mr.err
 			}
@@ -140,7 +171,7 @@ func (mr *maskReader) Read(p []byte) (int, error) {
 			c, ok = <-mr.chunks
 		}
 		if !ok {
-			mr.done = true
+			mr.ended = true
 			continue
 		}
 		out, held := mr.m.cut(append(mr.held, c...))
