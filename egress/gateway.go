@@ -262,9 +262,9 @@ func (g *Gateway) serveTLS(c net.Conn, want string, port uint16, kind string) {
 		return
 	}
 	d.Rule = rule.Text
-	client := &countingConn{Conn: replay(c, hello)}
 	host := NormalizeHost(sni)
 	if ic := g.cfg.Interceptor; ic != nil && ic.Intercepts(g.cfg.ScopeKey, host, int(port)) {
+		client := &countingConn{Conn: replay(c, hello)}
 		d.Allowed = true
 		err := ic.Serve(g.ctx, g.cfg.ScopeKey, client, host, int(port), func(ctx context.Context) (net.Conn, error) {
 			up, _, err := g.dial(ctx, host, port)
@@ -284,8 +284,8 @@ func (g *Gateway) serveTLS(c net.Conn, want string, port uint16, kind string) {
 		return
 	}
 	d.Allowed, d.Upstream = true, addr
-	splice(client, up)
-	d.BytesOut, d.BytesIn, d.Duration = client.read.Load(), client.written.Load(), time.Since(start)
+	d.BytesOut, d.BytesIn = splice(replay(c, hello), up)
+	d.Duration = time.Since(start)
 	g.report(d)
 }
 
@@ -448,10 +448,9 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 			g.report(d)
 			return
 		}
-		client := &countingConn{Conn: tunnel}
 		d.Allowed, d.Rule, d.Upstream = true, rule.Text, addr
-		splice(client, up)
-		d.BytesOut, d.BytesIn, d.Duration = client.read.Load(), client.written.Load(), time.Since(start)
+		d.BytesOut, d.BytesIn = splice(tunnel, up)
+		d.Duration = time.Since(start)
 		g.report(d)
 		return
 	}
