@@ -365,3 +365,31 @@ func TestEgressAllowlistHolds(t *testing.T) {
 		fmt.Println(log)
 	}
 }
+
+// TestEgressAllowlistUnderGVisor: an allowlist sandbox under runsc. `make
+// docker-up` registers runsc with --network=none, so gVisor gives the
+// sandbox no interface at all: nothing, not even an allowed name, reaches
+// the upstream or the host (docs/egress.md, "gVisor").
+func TestEgressAllowlistUnderGVisor(t *testing.T) {
+	up := startUpstream(t)
+	m := newManagerOpts(t, func(o *Options) {
+		o.Config.Docker.Image = DefaultImage
+		o.Config.Docker.Runtime = RuntimeRunsc
+		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{{Domain: "allowed.test"}}}
+	})
+	s := Scope{AgentID: "egress-gvisor-" + randHex(3)}
+	ctx := ctxT(t)
+	out, code, err := m.Run(ctx, s, []string{"bash", "-c", "dmesg | head -n 1; curl -sS -k --max-time 10 https://allowed.test/g1; curl -sS -k --max-time 10 --noproxy '*' https://" + up.IP.String() + "/g2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "gVisor") {
+		t.Fatalf("not under gVisor: %q", out)
+	}
+	if code == 0 || strings.Contains(out, "hello from") {
+		t.Errorf("under gVisor a request got through: exit %d, %q", code, out)
+	}
+	if log := up.log(t); strings.Contains(log, "/g1") || strings.Contains(log, "/g2") || strings.Contains(log, "conn ") {
+		t.Errorf("the upstream saw the gVisor sandbox:\n%s", log)
+	}
+}
