@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -388,7 +389,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if failed != nil {
 		d.Reason = failed.Error()
 	}
-	d.Upstream, d.BytesOut, d.BytesIn, d.Duration = upstream, body.n, cw.n, time.Since(start)
+	d.Upstream, d.BytesOut, d.BytesIn, d.Duration = upstream, body.n.Load(), cw.n, time.Since(start)
 	g.report(d)
 }
 
@@ -597,14 +598,16 @@ func (g *Gateway) answer(w dns.ResponseWriter, req *dns.Msg) {
 	_ = w.WriteMsg(m)
 }
 
+// countingBody counts a request body; the transport may still read it
+// after the response came.
 type countingBody struct {
 	io.ReadCloser
-	n int64
+	n atomic.Int64
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.n += int64(n)
+	b.n.Add(int64(n))
 	return n, err
 }
 
