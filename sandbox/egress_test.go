@@ -272,7 +272,10 @@ func TestEgressAllowlistHolds(t *testing.T) {
 			t.Errorf("%s: exit %d, %q", name, code, out)
 		}
 	}
-	marker := "m" + randHex(4)
+	// git over https through the proxy variables: the upstream is no git
+	// server, so the proof is its request arriving.
+	run("GIT_SSL_CAINFO=/workspace/ca.pem GIT_TERMINAL_PROMPT=0 git ls-remote https://allowed.test/g.git")
+		marker := "m" + randHex(4)
 	refused := map[string]string{
 		"https denied name":                             curl + "https://denied.test/" + marker,
 		"https denied name, no vars":                    curl + "--noproxy '*' https://denied.test/" + marker,
@@ -334,7 +337,7 @@ func TestEgressAllowlistHolds(t *testing.T) {
 			t.Errorf("the upstream saw %q:\n%s", bad, log)
 		}
 	}
-	for _, p := range []string{"/p1", "/p2", "/p3", "/p4", "/p5", "/ok/p6", "/p7", "/p8"} {
+	for _, p := range []string{"/p1", "/p2", "/p3", "/p4", "/p5", "/ok/p6", "/p7", "/p8", "/g.git/info/refs?service=git-upload-pack"} {
 		if !strings.Contains(log, p) {
 			t.Errorf("the upstream never saw %s:\n%s", p, log)
 		}
