@@ -14,24 +14,55 @@ import (
 )
 
 // peekedConn is a client connection whose first bytes were read by the
-// gateway to decide on it; Read returns them again before the rest.
+// gateway to decide on it; Read returns them again before the rest. The
+// bytes are in pre (a replayed prefix) or br (a reader over Conn), never
+// both.
 type peekedConn struct {
 	net.Conn
-	r io.Reader
+	pre *bytes.Reader
+	br  *bufio.Reader
 }
 
-func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *peekedConn) Read(p []byte) (int, error) {
+	switch {
+	case c.pre != nil && c.pre.Len() > 0:
+		return c.pre.Read(p)
+	case c.br != nil:
+		return c.br.Read(p)
+	}
+	return c.Conn.Read(p)
+}
 
 // CloseWrite half-closes the underlying TCP connection.
 func (c *peekedConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 func newPeeked(c net.Conn, r *bufio.Reader) *peekedConn {
-	return &peekedConn{Conn: c, r: r}
+	return &peekedConn{Conn: c, br: r}
 }
 
 // replay returns c with prefix to be read again first.
 func replay(c net.Conn, prefix []byte) *peekedConn {
-	return &peekedConn{Conn: c, r: io.MultiReader(bytes.NewReader(prefix), c)}
+	return &peekedConn{Conn: c, pre: bytes.NewReader(prefix)}
+}
+
+// unwrap returns the connection under c's peeked layers and the bytes
+// those layers still hold, in the order Read would return them; what
+// follows comes from raw. Copying from raw lets the kernel splice.
+func unwrap(c net.Conn) (raw net.Conn, pending []byte) {
+	p, ok := c.(*peekedConn)
+	if !ok {
+		return c, nil
+	}
+	switch {
+	case p.pre != nil:
+		pending = make([]byte, p.pre.Len())
+		_, _ = p.pre.Read(pending)
+	case p.br != nil:
+		pending, _ = p.br.Peek(p.br.Buffered())
+		pending = bytes.Clone(pending)
+	}
+	raw, inner := unwrap(p.Conn)
+	return raw, append(pending, inner...)
 }
 
 // recordingConn records what is read through it and refuses every write:
@@ -97,20 +128,37 @@ func closeWrite(c net.Conn) error {
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
+// copyConn copies src to dst: io.Copy, which splices between two TCP
+// connections, else through a pooled buffer.
+func copyConn(dst, src net.Conn) (int64, error) {
+	if _, ok := dst.(*net.TCPConn); ok {
+		if _, ok := src.(*net.TCPConn); ok {
+			return io.Copy(dst, src)
+		}
+	}
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer(dst, src, *buf)
+}
+
 // splice copies both ways between a client and an upstream until both
-// directions end, then closes both; it returns the bytes each way.
+// directions end, then closes both; it returns the bytes each way. The
+// bytes the gateway peeked go first; the rest is copied between the raw
+// TCP connections (the kernel's splice, no copy through user space).
 func splice(client, upstream net.Conn) (out, in int64) {
+	client, pending := unwrap(client)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := copyBufs.Get().(*[]byte)
-		defer copyBufs.Put(buf)
-		out, _ = io.CopyBuffer(upstream, client, *buf)
+		n, err := upstream.Write(pending)
+		out = int64(n)
+		if err == nil {
+			m, _ := copyConn(upstream, client)
+			out += m
+		}
 		_ = closeWrite(upstream)
 	}()
-	buf := copyBufs.Get().(*[]byte)
-	in, _ = io.CopyBuffer(client, upstream, *buf)
-	copyBufs.Put(buf)
+	in, _ = copyConn(client, upstream)
 	_ = closeWrite(client)
 	// The upstream ended: the client gets a while to finish its side.
 	select {

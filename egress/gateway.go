@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -262,9 +263,9 @@ func (g *Gateway) serveTLS(c net.Conn, want string, port uint16, kind string) {
 		return
 	}
 	d.Rule = rule.Text
-	client := &countingConn{Conn: replay(c, hello)}
 	host := NormalizeHost(sni)
 	if ic := g.cfg.Interceptor; ic != nil && ic.Intercepts(g.cfg.ScopeKey, host, int(port)) {
+		client := &countingConn{Conn: replay(c, hello)}
 		d.Allowed = true
 		err := ic.Serve(g.ctx, g.cfg.ScopeKey, client, host, int(port), func(ctx context.Context) (net.Conn, error) {
 			up, _, err := g.dial(ctx, host, port)
@@ -284,8 +285,8 @@ func (g *Gateway) serveTLS(c net.Conn, want string, port uint16, kind string) {
 		return
 	}
 	d.Allowed, d.Upstream = true, addr
-	splice(client, up)
-	d.BytesOut, d.BytesIn, d.Duration = client.read.Load(), client.written.Load(), time.Since(start)
+	d.BytesOut, d.BytesIn = splice(replay(c, hello), up)
+	d.Duration = time.Since(start)
 	g.report(d)
 }
 
@@ -388,7 +389,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if failed != nil {
 		d.Reason = failed.Error()
 	}
-	d.Upstream, d.BytesOut, d.BytesIn, d.Duration = upstream, body.n, cw.n, time.Since(start)
+	d.Upstream, d.BytesOut, d.BytesIn, d.Duration = upstream, body.n.Load(), cw.n, time.Since(start)
 	g.report(d)
 }
 
@@ -448,10 +449,9 @@ func (g *Gateway) connect(w http.ResponseWriter, r *http.Request) {
 			g.report(d)
 			return
 		}
-		client := &countingConn{Conn: tunnel}
 		d.Allowed, d.Rule, d.Upstream = true, rule.Text, addr
-		splice(client, up)
-		d.BytesOut, d.BytesIn, d.Duration = client.read.Load(), client.written.Load(), time.Since(start)
+		d.BytesOut, d.BytesIn = splice(tunnel, up)
+		d.Duration = time.Since(start)
 		g.report(d)
 		return
 	}
@@ -598,14 +598,16 @@ func (g *Gateway) answer(w dns.ResponseWriter, req *dns.Msg) {
 	_ = w.WriteMsg(m)
 }
 
+// countingBody counts a request body; the transport may still read it
+// after the response came.
 type countingBody struct {
 	io.ReadCloser
-	n int64
+	n atomic.Int64
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.n += int64(n)
+	b.n.Add(int64(n))
 	return n, err
 }
 

@@ -461,12 +461,12 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 var egressKinds = []string{egress.KindDNS, egress.KindConnect, egress.KindHTTP, egress.KindTLS}
 
 // EgressDecided implements egress.Observer.
-func (s *Set) EgressDecided(d egress.Decision) {
+func (in *Set) EgressDecided(d egress.Decision) {
 	decision := "denied"
 	if d.Allowed {
 		decision = "allowed"
 	}
-	s.egress.WithLabelValues(oneOf(d.Kind, egressKinds, valueInvalid), decision).Inc()
-	s.egressBytes.WithLabelValues("out").Add(float64(d.BytesOut))
-	s.egressBytes.WithLabelValues("in").Add(float64(d.BytesIn))
+	in.egress.WithLabelValues(oneOf(d.Kind, egressKinds, valueInvalid), decision).Inc()
+	in.egressBytes.WithLabelValues("out").Add(float64(d.BytesOut))
+	in.egressBytes.WithLabelValues("in").Add(float64(d.BytesIn))
 }
