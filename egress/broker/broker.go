@@ -133,16 +133,6 @@ func (b *Broker) Env() map[string]string {
 	return m
 }
 
-// Hosts lists every host pattern a secret is bound to (for the policy
-// check that each is allowed at all).
-func (b *Broker) Hosts() []sandboxconfig.HostPattern {
-	var out []sandboxconfig.HostPattern
-	for _, s := range b.secrets {
-		out = append(out, s.hosts...)
-	}
-	return out
-}
-
 // Mask replaces every real secret value in s by its placeholder: defence in
 // depth for what the broker logs or answers.
 func (b *Broker) Mask(s string) string { return string(b.mask.Mask([]byte(s))) }
