@@ -275,7 +275,7 @@ func TestEgressAllowlistHolds(t *testing.T) {
 	// git over https through the proxy variables: the upstream is no git
 	// server, so the proof is its request arriving.
 	run("GIT_SSL_CAINFO=/workspace/ca.pem GIT_TERMINAL_PROMPT=0 git ls-remote https://allowed.test/g.git")
-		marker := "m" + randHex(4)
+	marker := "m" + randHex(4)
 	refused := map[string]string{
 		"https denied name":                             curl + "https://denied.test/" + marker,
 		"https denied name, no vars":                    curl + "--noproxy '*' https://denied.test/" + marker,
