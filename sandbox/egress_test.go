@@ -396,3 +396,47 @@ func TestEgressAllowlistUnderGVisor(t *testing.T) {
 		t.Errorf("the upstream saw the gVisor sandbox:\n%s", log)
 	}
 }
+
+// TestEgressPerAgentRules: sandbox.network.agents replaces the allow list
+// for the agent it names; another agent keeps the top-level list.
+func TestEgressPerAgentRules(t *testing.T) {
+	up := startUpstream(t)
+	m := newManagerOpts(t, func(o *Options) {
+		o.Config.Docker.Image = DefaultImage
+		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(),
+			Allow:  []AllowRule{{Domain: "allowed.test"}},
+			Agents: map[string][]AllowRule{"narrow": {{Domain: "a.wild.test"}}}}
+	})
+	ctx := ctxT(t)
+	curl := func(agent, url string) string {
+		t.Helper()
+		out, _, err := m.Run(ctx, Scope{AgentID: agent}, []string{"curl", "-sS", "-k", "--max-time", "20", url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := curl("narrow", "https://a.wild.test/n1"); !strings.Contains(out, "hello from") {
+		t.Errorf("narrow agent, its own rule: %q", out)
+	}
+	if out := curl("narrow", "https://allowed.test/n2"); strings.Contains(out, "hello from") {
+		t.Errorf("narrow agent reached the top-level rule's host: %q", out)
+	}
+	if out := curl("wide", "https://allowed.test/w1"); !strings.Contains(out, "hello from") {
+		t.Errorf("another agent, the top-level rule: %q", out)
+	}
+	if out := curl("wide", "https://a.wild.test/w2"); strings.Contains(out, "hello from") {
+		t.Errorf("another agent reached the narrow agent's host: %q", out)
+	}
+	log := up.log(t)
+	if strings.Contains(log, "/n2") || strings.Contains(log, "/w2") || !strings.Contains(log, "/n1") || !strings.Contains(log, "/w1") {
+		t.Errorf("upstream log:\n%s", log)
+	}
+	ex, err := m.Explain(ctx, Scope{AgentID: "narrow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Egress.Rules) != 1 || ex.Egress.Rules[0] != "a.wild.test" || !strings.Contains(ex.Egress.Note, "sandbox.network.agents.narrow") {
+		t.Errorf("explain of the narrow agent: %+v", ex.Egress)
+	}
+}

@@ -137,7 +137,7 @@ func DefaultConfig() Config {
 		MaxPerAgent:     DefaultMaxPerAgent,
 		Templates:       map[string]Template{},
 		Snapshots:       SnapshotsConfig{MaxCount: 20, MaxBytes: "10g"},
-		Network:         NetworkConfig{Egress: EgressNone},
+		Network:         NetworkConfig{Egress: EgressNone, Agents: map[string][]AllowRule{}},
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",
