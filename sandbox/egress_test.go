@@ -219,11 +219,11 @@ attempt("gateway-other-port", lambda: tcp(GW, 5555))
 attempt("host-service", lambda: tcp(GW, int(sys.argv[2])))
 `
 
-// TestEgressAllowlistHolds runs an allowlist sandbox (the sandbox image,
+// TestSecurityEgressAllowlistHolds runs an allowlist sandbox (the sandbox image,
 // with curl and python) against an upstream that logs every arrival: the
 // allowed names work through the proxy variables and without them, and
 // every bypass is refused with no byte reaching the upstream.
-func TestEgressAllowlistHolds(t *testing.T) {
+func TestSecurityEgressAllowlistHolds(t *testing.T) {
 	up := startUpstream(t)
 	obs := &decisions{}
 	m := newManagerOpts(t, func(o *Options) {
@@ -369,11 +369,11 @@ func TestEgressAllowlistHolds(t *testing.T) {
 	}
 }
 
-// TestEgressAllowlistUnderGVisor: an allowlist sandbox under runsc. `make
+// TestSecurityEgressAllowlistUnderGVisor: an allowlist sandbox under runsc. `make
 // docker-up` registers runsc with --network=none, so gVisor gives the
 // sandbox no interface at all: nothing, not even an allowed name, reaches
 // the upstream or the host (docs/egress.md, "gVisor").
-func TestEgressAllowlistUnderGVisor(t *testing.T) {
+func TestSecurityEgressAllowlistUnderGVisor(t *testing.T) {
 	up := startUpstream(t)
 	m := newManagerOpts(t, func(o *Options) {
 		o.Config.Docker.Image = DefaultImage
