@@ -39,7 +39,8 @@ func (m *Manager) egressEnabled() bool { return m.net.Egress == sandboxconfig.Eg
 
 // ensureEgress makes (or finds) the internal network of sandbox name and
 // starts its gateway if it is not running.
-func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egressAttach, error) {
+func (m *Manager) ensureEgress(ctx context.Context, s Scope, scopeKey, name string) (*egressAttach, error) {
+	pol := egress.Policy{Network: m.net.For(s.AgentID)}
 	netName := egressNetworkName(name)
 	insp, err := m.cli.NetworkInspect(ctx, netName, client.NetworkInspectOptions{})
 	if err != nil && !isNotFound(err) {
@@ -93,7 +94,7 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 		g, err = egress.Start(ctx, egress.Config{
 			ScopeKey:    scopeKey,
 			Listen:      gw,
-			Policy:      egress.Policy{Network: m.net},
+			Policy:      pol,
 			Observer:    m.egressObs,
 			Interceptor: m.egressIC,
 			Logf:        m.logf,
@@ -101,7 +102,7 @@ func (m *Manager) ensureEgress(ctx context.Context, scopeKey, name string) (*egr
 		if err != nil {
 			return nil, fmt.Errorf("sandbox %s: the egress gateway must listen on its network's gateway address (the daemon runs on the Engine's host): %w", name, err)
 		}
-		ports := append([]uint16{egress.DefaultProxyPort}, egress.Policy{Network: m.net}.Ports()...)
+		ports := append([]uint16{egress.DefaultProxyPort}, pol.Ports()...)
 		if err := fenceEgress(bridge, gw, ports); err != nil {
 			_ = g.Close()
 			return nil, fmt.Errorf("sandbox %s: an allowlist sandbox needs the host's other services fenced off (a root daemon with iptables on the Engine's host): %w", name, err)
@@ -148,9 +149,6 @@ func egressEnv(a *egressAttach) map[string]string {
 	return env
 }
 
-// EgressPolicy is the effective egress of the Manager's sandboxes (explain).
-func (m *Manager) EgressPolicy() sandboxconfig.Network { return m.net }
-
 // EgressExplained is the effective egress of a scope's sandbox (explain).
 type EgressExplained struct {
 	// Mode is sandbox.network.egress: none, allowlist or full.
@@ -168,8 +166,9 @@ type EgressExplained struct {
 	Note string `json:"note"`
 }
 
-func (m *Manager) explainEgress(ctx context.Context, name string) EgressExplained {
-	ex := EgressExplained{Mode: m.net.Egress}
+func (m *Manager) explainEgress(ctx context.Context, s Scope, name string) EgressExplained {
+	net := m.net.For(s.AgentID)
+	ex := EgressExplained{Mode: net.Egress}
 	switch m.net.Egress {
 	case sandboxconfig.EgressNone:
 		ex.Note = "no network (sandbox.docker.network " + m.cfg.Docker.Network + ")"
@@ -182,7 +181,10 @@ func (m *Manager) explainEgress(ctx context.Context, name string) EgressExplaine
 		return ex
 	}
 	ex.Note = "an internal network whose only peer is the daemon's resolver and proxy: allowed names resolve to the proxy, others do not resolve; IP addresses only through a cidr rule and the proxy; methods and paths are checked on plain HTTP only"
-	for _, r := range m.net.Rules {
+	if _, ok := m.net.Agents[s.AgentID]; ok {
+		ex.Note += "; the rules of sandbox.network.agents." + s.AgentID
+	}
+	for _, r := range net.Rules {
 		t := r.Text
 		if len(r.Methods) > 0 {
 			t += fmt.Sprintf(" methods %v", r.Methods)
@@ -192,7 +194,7 @@ func (m *Manager) explainEgress(ctx context.Context, name string) EgressExplaine
 		}
 		ex.Rules = append(ex.Rules, t)
 	}
-	ex.Ports = egress.Policy{Network: m.net}.Ports()
+	ex.Ports = egress.Policy{Network: net}.Ports()
 	netName := egressNetworkName(name)
 	if insp, err := m.cli.NetworkInspect(ctx, netName, client.NetworkInspectOptions{}); err == nil {
 		ex.Network = netName

@@ -219,11 +219,11 @@ attempt("gateway-other-port", lambda: tcp(GW, 5555))
 attempt("host-service", lambda: tcp(GW, int(sys.argv[2])))
 `
 
-// TestEgressAllowlistHolds runs an allowlist sandbox (the sandbox image,
+// TestSecurityEgressAllowlistHolds runs an allowlist sandbox (the sandbox image,
 // with curl and python) against an upstream that logs every arrival: the
 // allowed names work through the proxy variables and without them, and
 // every bypass is refused with no byte reaching the upstream.
-func TestEgressAllowlistHolds(t *testing.T) {
+func TestSecurityEgressAllowlistHolds(t *testing.T) {
 	up := startUpstream(t)
 	obs := &decisions{}
 	m := newManagerOpts(t, func(o *Options) {
@@ -275,7 +275,7 @@ func TestEgressAllowlistHolds(t *testing.T) {
 	// git over https through the proxy variables: the upstream is no git
 	// server, so the proof is its request arriving.
 	run("GIT_SSL_CAINFO=/workspace/ca.pem GIT_TERMINAL_PROMPT=0 git ls-remote https://allowed.test/g.git")
-		marker := "m" + randHex(4)
+	marker := "m" + randHex(4)
 	refused := map[string]string{
 		"https denied name":                             curl + "https://denied.test/" + marker,
 		"https denied name, no vars":                    curl + "--noproxy '*' https://denied.test/" + marker,
@@ -369,11 +369,11 @@ func TestEgressAllowlistHolds(t *testing.T) {
 	}
 }
 
-// TestEgressAllowlistUnderGVisor: an allowlist sandbox under runsc. `make
+// TestSecurityEgressAllowlistUnderGVisor: an allowlist sandbox under runsc. `make
 // docker-up` registers runsc with --network=none, so gVisor gives the
 // sandbox no interface at all: nothing, not even an allowed name, reaches
 // the upstream or the host (docs/egress.md, "gVisor").
-func TestEgressAllowlistUnderGVisor(t *testing.T) {
+func TestSecurityEgressAllowlistUnderGVisor(t *testing.T) {
 	up := startUpstream(t)
 	m := newManagerOpts(t, func(o *Options) {
 		o.Config.Docker.Image = DefaultImage
@@ -394,5 +394,49 @@ func TestEgressAllowlistUnderGVisor(t *testing.T) {
 	}
 	if log := up.log(t); strings.Contains(log, "/g1") || strings.Contains(log, "/g2") || strings.Contains(log, "conn ") {
 		t.Errorf("the upstream saw the gVisor sandbox:\n%s", log)
+	}
+}
+
+// TestEgressPerAgentRules: sandbox.network.agents replaces the allow list
+// for the agent it names; another agent keeps the top-level list.
+func TestEgressPerAgentRules(t *testing.T) {
+	up := startUpstream(t)
+	m := newManagerOpts(t, func(o *Options) {
+		o.Config.Docker.Image = DefaultImage
+		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(),
+			Allow:  []AllowRule{{Domain: "allowed.test"}},
+			Agents: map[string][]AllowRule{"narrow": {{Domain: "a.wild.test"}}}}
+	})
+	ctx := ctxT(t)
+	curl := func(agent, url string) string {
+		t.Helper()
+		out, _, err := m.Run(ctx, Scope{AgentID: agent}, []string{"curl", "-sS", "-k", "--max-time", "20", url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := curl("narrow", "https://a.wild.test/n1"); !strings.Contains(out, "hello from") {
+		t.Errorf("narrow agent, its own rule: %q", out)
+	}
+	if out := curl("narrow", "https://allowed.test/n2"); strings.Contains(out, "hello from") {
+		t.Errorf("narrow agent reached the top-level rule's host: %q", out)
+	}
+	if out := curl("wide", "https://allowed.test/w1"); !strings.Contains(out, "hello from") {
+		t.Errorf("another agent, the top-level rule: %q", out)
+	}
+	if out := curl("wide", "https://a.wild.test/w2"); strings.Contains(out, "hello from") {
+		t.Errorf("another agent reached the narrow agent's host: %q", out)
+	}
+	log := up.log(t)
+	if strings.Contains(log, "/n2") || strings.Contains(log, "/w2") || !strings.Contains(log, "/n1") || !strings.Contains(log, "/w1") {
+		t.Errorf("upstream log:\n%s", log)
+	}
+	ex, err := m.Explain(ctx, Scope{AgentID: "narrow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Egress.Rules) != 1 || ex.Egress.Rules[0] != "a.wild.test" || !strings.Contains(ex.Egress.Note, "sandbox.network.agents.narrow") {
+		t.Errorf("explain of the narrow agent: %+v", ex.Egress)
 	}
 }

@@ -584,7 +584,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 			}
 			if sh.Egress != "" {
 				// A daemon that restarted starts the gateway again.
-				if _, err := m.ensureEgress(ctx, scopeKey, name); err != nil {
+				if _, err := m.ensureEgress(ctx, s, scopeKey, name); err != nil {
 					return res, err
 				}
 			}
@@ -724,7 +724,7 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 		labels[LabelIdentity] = identLabel
 	}
 	if sh.Egress != "" {
-		if sh.egress, err = m.ensureEgress(ctx, scopeKey, name); err != nil {
+		if sh.egress, err = m.ensureEgress(ctx, s, scopeKey, name); err != nil {
 			return "", false, "", err
 		}
 	}
@@ -1117,7 +1117,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 		ex.WorkspaceQuota = fmt.Sprintf("%d bytes for %s: %s at %s", q, sh.Layout.WorkspaceHost, WorkspaceQuotaKind, m.workspaceImage(name))
 	}
 	ex.Snapshots = m.snapshotsExplained()
-	ex.Egress = m.explainEgress(ctx, name)
+	ex.Egress = m.explainEgress(ctx, s, name)
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):

@@ -144,7 +144,7 @@ func DefaultConfig() Config {
 		Templates:       map[string]Template{},
 		Secrets:         map[string]SecretConfig{},
 		Snapshots:       SnapshotsConfig{MaxCount: 20, MaxBytes: "10g"},
-		Network:         NetworkConfig{Egress: EgressNone},
+		Network:         NetworkConfig{Egress: EgressNone, Agents: map[string][]AllowRule{}},
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",

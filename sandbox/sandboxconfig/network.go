@@ -30,6 +30,9 @@ const (
 type NetworkConfig struct {
 	Egress string      `yaml:"egress" json:"egress"`
 	Allow  []AllowRule `yaml:"allow" json:"allow,omitempty"`
+	// Agents replace Allow for the sandboxes of the agents they name (by
+	// agent id): a per-agent policy from the config, never from a request.
+	Agents map[string][]AllowRule `yaml:"agents" json:"agents,omitempty"`
 	// UpstreamDNS is the DNS server (ip or ip:port) the proxy resolves
 	// allowed names with; "" is the daemon's own resolver (the system's).
 	UpstreamDNS string `yaml:"upstreamDNS" json:"upstreamDNS,omitempty"`
@@ -48,6 +51,8 @@ type AllowRule struct {
 type Network struct {
 	Egress string
 	Rules  []Rule
+	// Agents are the per-agent rules (sandbox.network.agents).
+	Agents map[string][]Rule
 	// UpstreamDNS is the upstream resolver; invalid (zero) when the
 	// daemon's own resolver is used.
 	UpstreamDNS netip.AddrPort
@@ -126,18 +131,53 @@ func ParseNetwork(n NetworkConfig, unsafeFull bool) (Network, error) {
 		}
 		out.UpstreamDNS = ap
 	}
-	for i, a := range n.Allow {
-		r, err := parseRule(i, a)
+	if n.Egress != EgressAllowlist && len(n.Agents) > 0 {
+		return out, &ConfigError{Field: "sandbox.network.agents", Msg: "is only used with sandbox.network.egress allowlist"}
+	}
+	var err error
+	if out.Rules, err = parseRules("sandbox.network.allow", n.Allow); err != nil {
+		return out, err
+	}
+	for id, rules := range n.Agents {
+		if strings.TrimSpace(id) == "" {
+			return out, &ConfigError{Field: "sandbox.network.agents", Msg: "an agent id must not be empty"}
+		}
+		parsed, err := parseRules("sandbox.network.agents."+id, rules)
 		if err != nil {
 			return out, err
 		}
-		out.Rules = append(out.Rules, r)
+		if out.Agents == nil {
+			out.Agents = map[string][]Rule{}
+		}
+		out.Agents[id] = parsed
 	}
 	return out, nil
 }
 
-func parseRule(i int, a AllowRule) (Rule, error) {
-	field := fmt.Sprintf("sandbox.network.allow[%d]", i)
+// For is the policy of agentID's sandboxes: its own rules when
+// sandbox.network.agents names it, else the top-level ones.
+func (n Network) For(agentID string) Network {
+	out := n
+	if rules, ok := n.Agents[agentID]; ok {
+		out.Rules = rules
+	}
+	out.Agents = nil
+	return out
+}
+
+func parseRules(field string, allow []AllowRule) ([]Rule, error) {
+	var out []Rule
+	for i, a := range allow {
+		r, err := parseRule(fmt.Sprintf("%s[%d]", field, i), i, a)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func parseRule(field string, i int, a AllowRule) (Rule, error) {
 	r := Rule{Index: i}
 	switch {
 	case a.Domain != "" && a.CIDR != "":
@@ -224,6 +264,9 @@ func (c Config) checkNetwork() error {
 		}
 		if len(c.Engines) > 1 {
 			return &ConfigError{Field: "sandbox.network.egress", Value: n.Egress, Msg: "allowlist is not supported with several Engines (sandbox.engines) yet"}
+		}
+		if len(n.Agents) > 0 && c.Scope == "shared" {
+			return &ConfigError{Field: "sandbox.network.agents", Msg: "scope shared has one sandbox for every agent; per-agent rules need scope agent or session"}
 		}
 	case EgressFull:
 		if c.Docker.Network == "none" {

@@ -30,6 +30,13 @@ func TestNetworkRefusals(t *testing.T) {
 		{"CONNECT method", func(c *Config) { allow(c, AllowRule{Domain: "a.example", Methods: []string{"connect"}}) }, "CONNECT"},
 		{"relative path", func(c *Config) { allow(c, AllowRule{Domain: "a.example", Paths: []string{"v1"}}) }, "starts with /"},
 		{"bad upstream dns", func(c *Config) { allow(c); c.Network.UpstreamDNS = "dns.example" }, "IP address or IP:port"},
+		{"agents without allowlist", func(c *Config) { c.Network.Agents = map[string][]AllowRule{"a": {{Domain: "a.example"}}} }, "sandbox.network.agents: is only used"},
+		{"bad agent rule", func(c *Config) { allow(c); c.Network.Agents = map[string][]AllowRule{"bot": {{CIDR: "x"}}} }, `sandbox.network.agents.bot[0].cidr "x"`},
+		{"agents with scope shared", func(c *Config) {
+			allow(c)
+			c.Scope = "shared"
+			c.Network.Agents = map[string][]AllowRule{"bot": {{Domain: "a.example"}}}
+		}, "scope agent or session"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
@@ -71,5 +78,21 @@ func TestNetworkParses(t *testing.T) {
 	}
 	if r[3].Methods[0] != "GET" || n.UpstreamDNS.String() != "10.0.0.2:53" {
 		t.Errorf("rule 3 %+v, upstream %v", r[3], n.UpstreamDNS)
+	}
+}
+
+func TestNetworkPerAgent(t *testing.T) {
+	c := DefaultConfig()
+	allow(&c, AllowRule{Domain: "all.example"})
+	c.Network.Agents = map[string][]AllowRule{"bot": {{Domain: "bot.example"}}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := c.ParsedNetwork()
+	if r := n.For("bot").Rules; len(r) != 1 || r[0].Domain != "bot.example" {
+		t.Errorf("bot's rules: %+v", r)
+	}
+	if r := n.For("other").Rules; len(r) != 1 || r[0].Domain != "all.example" {
+		t.Errorf("another agent's rules: %+v", r)
 	}
 }
