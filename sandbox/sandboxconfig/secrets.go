@@ -45,7 +45,7 @@ func ParseHostPattern(s string) (HostPattern, error) {
 	if _, err := netip.ParseAddr(strings.Trim(strings.TrimSpace(s), "[]")); err == nil {
 		return HostPattern{}, errors.New("is an IP address: bind a secret to a name")
 	}
-	r, err := parseRule(0, AllowRule{Domain: s})
+	r, err := parseRule("", 0, AllowRule{Domain: s})
 	if ce := (*ConfigError)(nil); errors.As(err, &ce) {
 		return HostPattern{}, errors.New(ce.Msg)
 	} else if err != nil {
