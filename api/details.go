@@ -39,6 +39,8 @@ type Details struct {
 	DroppedChars *int64 `json:"droppedChars,omitempty"`
 	// DurationMs: a finished exec's run time; a step's.
 	DurationMs *int64 `json:"durationMs,omitempty"`
+	// Egress is an egress event's decision (docs/egress.md).
+	Egress *EgressDetails `json:"egress,omitempty"`
 	// Env is the environment a gateway approval request adds.
 	Env ApprovalEnv `json:"env,omitzero"`
 	// EOF: a process write closed stdin.

@@ -37,3 +37,10 @@ const DefaultUser = sandboxconfig.DefaultUser
 // Unsafe is sandbox.docker.unsafe: what weakens the boundary and is
 // accepted anyway.
 type Unsafe = sandboxconfig.Unsafe
+
+// NetworkConfig is sandbox.network; AllowRule one of its allow rules
+// (docs/egress.md).
+type (
+	NetworkConfig = sandboxconfig.NetworkConfig
+	AllowRule     = sandboxconfig.AllowRule
+)

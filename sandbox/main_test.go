@@ -76,6 +76,17 @@ func sweep() {
 	for _, c := range list.Items {
 		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	}
+	// Egress networks (and their fences) and the upstreams' networks.
+	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", testRunLabel+"="+testRun())})
+	if err != nil {
+		return
+	}
+	for _, n := range nets.Items {
+		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+		if b := n.Options[bridgeOption]; b != "" && n.Labels[LabelEgress] != "" {
+			_ = unfenceEgress(b)
+		}
+	}
 }
 
 // requireDocker fails the test when no Engine answers or the test image

@@ -20,6 +20,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/egress"
+	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
@@ -103,6 +105,12 @@ type Options struct {
 	// Steps, when set, is told when a step a command waits for begins and
 	// ends (the daemon's events; the CLI's progress).
 	Steps StepObserver
+	// EgressObserver, when set, is told every decision of the egress
+	// gateways (sandbox.network.egress allowlist; docs/egress.md).
+	EgressObserver egress.Observer
+	// EgressInterceptor, when set, is handed the allowed TLS connections
+	// it intercepts (the credential broker).
+	EgressInterceptor egress.Interceptor
 }
 
 // Step names a step a command waits for.
@@ -221,6 +229,15 @@ type Manager struct {
 	steps        StepObserver
 	// quota admits new sandboxes (sandbox.maxPerAgent, sandbox.max).
 	quota *sandboxQuota
+	// brokered is what every sandbox gets from the credential broker
+	// when sandbox.secrets is set (docs/secrets.md); nil otherwise.
+	brokered *broker.SandboxSide
+	// net is sandbox.network parsed; egress the gateways of allowlist
+	// sandboxes (egress.go).
+	net       sandboxconfig.Network
+	gateways  egressGateways
+	egressObs egress.Observer
+	egressIC  egress.Interceptor
 }
 
 // NewManager validates the config and prepares a Manager. It does not
@@ -261,6 +278,11 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		obs:        opts.Observer,
 		steps:      opts.Steps,
 		quota:      newSandboxQuota(opts.Config),
+		egressObs:  opts.EgressObserver,
+		egressIC:   opts.EgressInterceptor,
+	}
+	if m.net, err = opts.Config.ParsedNetwork(); err != nil {
+		return nil, err
 	}
 	if m.idleClose == 0 {
 		m.idleClose = DefaultSupervisorIdleClose
@@ -282,6 +304,17 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	// the workspaces of every agent.
 	if err := opts.Config.CheckBinds(sandboxconfig.BindPolicy{Protected: []string{opts.StateDir, m.wsRoot}}); err != nil {
 		return nil, err
+	}
+	if len(opts.Config.Secrets) > 0 {
+		secrets, err := sandboxconfig.ParseSecrets(opts.Config.Secrets, opts.Config.Docker.Env)
+		if err != nil {
+			return nil, err
+		}
+		side, err := broker.Prepare(broker.Dir(opts.StateDir), secrets)
+		if err != nil {
+			return nil, err
+		}
+		m.brokered = &side
 	}
 	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
 	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
@@ -339,6 +372,7 @@ func (m *Manager) Close() error {
 	m.closePool()
 	m.stopHealth()
 	m.stopWatch()
+	m.closeEgress()
 	m.clients.closeAll()
 	m.reg.flush()
 	if m.ownsClient {
@@ -428,7 +462,10 @@ func (m *Manager) shapeOf(scopeKey, name, tmpl string) shape {
 	if err != nil {
 		d = m.cfg.Docker
 	}
-	sh := shape{Docker: d, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots}
+	sh := shape{Docker: d, Layout: m.layoutFor(scopeKey, name), Roots: m.cfg.AllowedSourceRoots, Broker: m.brokered}
+	if m.egressEnabled() {
+		sh.Egress = sandboxconfig.EgressAllowlist
+	}
 	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash
@@ -544,6 +581,12 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 					return res, err
 				}
 				res.Resumed = true
+			}
+			if sh.Egress != "" {
+				// A daemon that restarted starts the gateway again.
+				if _, err := m.ensureEgress(ctx, s, scopeKey, name); err != nil {
+					return res, err
+				}
 			}
 			res.ID = c.ID
 			res.Supervised = c.Config.Labels[LabelSupervisor] != ""
@@ -680,6 +723,11 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 	if identLabel != "" {
 		labels[LabelIdentity] = identLabel
 	}
+	if sh.Egress != "" {
+		if sh.egress, err = m.ensureEgress(ctx, s, scopeKey, name); err != nil {
+			return "", false, "", err
+		}
+	}
 	image := ""
 	if sh.Supervisor != "" {
 		// The supervisor is the main process: build (or reuse) the derived
@@ -792,9 +840,18 @@ func (m *Manager) removeID(ctx context.Context, id string) error {
 	m.warm.forgetID(id)
 	m.clients.drop(id)
 	m.execUsers.forget(id)
+	name := ""
+	if m.egressEnabled() {
+		if insp, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil {
+			name = trimSlash(insp.Container.Name)
+		}
+	}
 	_, err := m.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !isNotFound(err) {
 		return m.classify("remove sandbox "+short(id), err)
+	}
+	if name != "" {
+		return m.releaseEgress(ctx, name)
 	}
 	return nil
 }
@@ -1036,6 +1093,8 @@ type Explanation struct {
 	// Snapshots says how a snapshot copies the workspace here
 	// (SnapshotReflink or SnapshotCopy, with why; docs/snapshots.md).
 	Snapshots string `json:"snapshots,omitempty"`
+	// Egress is the effective egress policy (sandbox.network; docs/egress.md).
+	Egress EgressExplained `json:"egress"`
 }
 
 // Explain reports the effective config of scope s, its hash, the container
@@ -1058,6 +1117,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 		ex.WorkspaceQuota = fmt.Sprintf("%d bytes for %s: %s at %s", q, sh.Layout.WorkspaceHost, WorkspaceQuotaKind, m.workspaceImage(name))
 	}
 	ex.Snapshots = m.snapshotsExplained()
+	ex.Egress = m.explainEgress(ctx, s, name)
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case isNotFound(err):

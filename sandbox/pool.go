@@ -222,7 +222,7 @@ func (m *Manager) poolShape(t, dir string) shape {
 	if err != nil {
 		d = m.cfg.Docker
 	}
-	sh := shape{Docker: d, Layout: layout{Access: access, AgentDir: dir, SandboxDir: dir, WorkspaceHost: dir}, Roots: m.cfg.AllowedSourceRoots}
+	sh := shape{Docker: d, Layout: layout{Access: access, AgentDir: dir, SandboxDir: dir, WorkspaceHost: dir}, Roots: m.cfg.AllowedSourceRoots, Broker: m.brokered}
 	m.setUser(&sh)
 	if m.sup != nil {
 		sh.Supervisor = m.sup.hash

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
+	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/envguard"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
@@ -113,6 +115,15 @@ type shape struct {
 	// force (then Docker.User is empty); ident is the container's own pair,
 	// picked at creation and kept in its LabelIdentity (not hashed).
 	Identity string `json:"identity,omitempty"`
+	// Broker is the credential broker's side of every sandbox when
+	// secrets are configured: placeholder and CA variables, the CA files.
+	Broker *broker.SandboxSide `json:"broker,omitempty"`
+	// Egress is sandbox.network.egress when it is allowlist: the sandbox
+	// sits on an internal network of its own (egress, not hashed, says
+	// which; the policy itself is the gateway's and needs no new
+	// container).
+	Egress   string `json:"egress,omitempty"`
+	egress   *egressAttach
 	ident    *supervisor.Identity
 	accounts *identityAccounts
 }
@@ -129,10 +140,15 @@ func configHash(sh shape) (hash string, canonical []byte) {
 	return hex.EncodeToString(sum[:]), canonical
 }
 
-// containerEnv is the env of the container: never the host's.
-func containerEnv(d DockerConfig) []string {
+// containerEnv is the env of the container: never the host's. The
+// broker's variables (placeholders, never values) come last.
+func containerEnv(d DockerConfig, b *broker.SandboxSide) []string {
 	base := []string{"PATH=" + envguard.DefaultSandboxPath, "HOME=" + HomeDir}
-	return envguard.Merge(base, d.Env)
+	env := envguard.Merge(base, d.Env)
+	if b != nil {
+		env = envguard.Merge(env, b.Env)
+	}
+	return env
 }
 
 // createSpec builds the Engine create request for a scope.
@@ -191,6 +207,11 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 		mounts = append(mounts,
 			mount.Mount{Type: mount.TypeBind, Source: a.Passwd, Target: "/etc/passwd", ReadOnly: true},
 			mount.Mount{Type: mount.TypeBind, Source: a.Group, Target: "/etc/group", ReadOnly: true})
+	}
+	if b := sh.Broker; b != nil {
+		mounts = append(mounts,
+			mount.Mount{Type: mount.TypeBind, Source: b.BundleFile, Target: broker.SandboxBundlePath, ReadOnly: true},
+			mount.Mount{Type: mount.TypeBind, Source: b.CAFile, Target: broker.SandboxCAPath, ReadOnly: true})
 	}
 	for i, spec := range d.Binds {
 		b, err := ParseBind(fmt.Sprintf("sandbox.docker.binds[%d]", i), spec, sh.Roots)
@@ -251,13 +272,25 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 		Image:      d.Image,
 		Cmd:        []string{"sleep", "infinity"},
 		WorkingDir: workdir.ContainerWorkspace,
-		Env:        containerEnv(d),
+		Env:        containerEnv(d, sh.Broker),
 		User:       d.User,
 		Labels:     labels,
 		Hostname:   strings.TrimSuffix(name[:min(len(name), 63)], "-"),
 	}
 	if id := sh.ident; id != nil {
 		cfg.User = fmt.Sprintf("%d:%d", id.Command, id.Command)
+	}
+	if sh.Egress != "" {
+		a := sh.egress
+		if a == nil {
+			return nil, nil, fmt.Errorf("sandbox %s: egress allowlist without its network: %w", name, ErrInvalidConfig)
+		}
+		// The internal network's only peer is the gateway; the resolver is
+		// the gateway's; no IPv6 at all (not even link-local to the host).
+		hc.NetworkMode = container.NetworkMode(a.Network)
+		hc.DNS = []netip.Addr{a.Gateway}
+		hc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+		cfg.Env = envguard.Merge(cfg.Env, egressEnv(a))
 	}
 	if supervised {
 		// An image ENTRYPOINT must not wrap the supervisor.

@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -30,6 +31,10 @@ type Options struct {
 	Now func() time.Time
 	// Logf receives diagnostics (default: discard).
 	Logf func(format string, args ...any)
+	// Mask, when set, replaces the credential broker's real secret values
+	// by their placeholders in every command's decoded output
+	// (docs/secrets.md); raw byte streams are passed as they are.
+	Mask *output.Masker
 	// Getenv reads the SANDBOXCTL_* / PI_BASH_* overrides (default os.Getenv).
 	Getenv func(string) string
 	// CursorFile keeps how far polls delivered the output of sessions that
@@ -96,6 +101,7 @@ type Manager struct {
 	guard   Guard
 	now     func() time.Time
 	logf    func(string, ...any)
+	mask    *output.Masker
 	obs     Observer
 	ctx     context.Context // lifetime of sessions; cancelled by Close
 	cancel  context.CancelFunc
@@ -133,6 +139,7 @@ func New(opts Options) (*Manager, error) {
 		guard:    opts.Guard,
 		now:      opts.Now,
 		logf:     opts.Logf,
+		mask:     opts.Mask,
 		obs:      opts.Observer,
 		sessions: map[string]*session{},
 		reserved: map[string]string{},

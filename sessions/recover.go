@@ -243,7 +243,7 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 	// The kept output is shown by log and by the next poll. DSR queries in
 	// it are old: they are removed but not answered.
 	dec := output.NewDecoder(rs.PTY)
-	text, _ := dec.Feed(rs.Output)
+	text, _ := dec.Feed(m.mask.Mask(rs.Output))
 	text += dec.Flush()
 	// Offsets are raw byte offsets of the whole output: the kept output
 	// starts where the host's drops end.

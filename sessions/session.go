@@ -169,11 +169,18 @@ func (m *Manager) run(s *session) {
 	}()
 }
 
+// maskHold is how long output that may start a secret's value waits for
+// the bytes that tell.
+const maskHold = 50 * time.Millisecond
+
 // read copies one stream into the session's buffers, answering DSR queries
 // of a PTY. A raw session leaves them to its caller's terminal, which gets
 // the query among the exact bytes and answers it itself: a second answer
 // from here would reach the program first, and wrong.
 func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
+	// Real secret values are masked in every form of the output, the
+	// exact bytes included (docs/secrets.md).
+	r = m.mask.Reader(r, maskHold)
 	if s.raw != nil && !s.pty {
 		m.readRawOutput(s, r, stream)
 		return

@@ -28,4 +28,7 @@ const (
 	// EventPreview: a port of a sandbox was exposed through the daemon's
 	// TCP listener, or no longer is (details: action opened|closed, id).
 	EventPreview EventType = "preview"
+	// EventEgress: a sandbox's egress gateway allowed or denied a
+	// connection, request or DNS name (details.egress; docs/egress.md).
+	EventEgress EventType = "egress"
 )

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sandboxctl/sandboxctl/egress"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
@@ -84,10 +85,13 @@ type Set struct {
 	approvals   *prometheus.CounterVec
 	approvalDur *prometheus.HistogramVec
 	warmPool    *prometheus.CounterVec
+	egress      *prometheus.CounterVec
+	egressBytes *prometheus.CounterVec
 }
 
 var (
 	_ sandbox.Observer  = (*Set)(nil)
+	_ egress.Observer   = (*Set)(nil)
 	_ sessions.Observer = (*Set)(nil)
 )
 
@@ -189,6 +193,14 @@ func NewSet() *Set {
 			Name: "sandboxctl_warm_pool_total",
 			Help: "New sandboxes with a warm pool configured, by result: hit (taken from the pool) or miss (created).",
 		}, []string{"result"}),
+		egress: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandboxctl_egress_decisions_total",
+			Help: "Decisions of the sandboxes' egress gateways, by kind (dns, connect, http, tls) and decision (allowed, denied).",
+		}, []string{"kind", "decision"}),
+		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandboxctl_egress_bytes_total",
+			Help: "Bytes through the sandboxes' egress gateways, by direction: out (from a sandbox) or in (to it).",
+		}, []string{"direction"}),
 	}
 	// Every series of the fixed sets exists from the start.
 	for _, h := range hosts {
@@ -225,8 +237,16 @@ func NewSet() *Set {
 	for _, r := range []string{"hit", "miss"} {
 		in.warmPool.WithLabelValues(r)
 	}
+	for _, k := range egressKinds {
+		for _, d := range []string{"allowed", "denied"} {
+			in.egress.WithLabelValues(k, d)
+		}
+	}
+	for _, d := range []string{"out", "in"} {
+		in.egressBytes.WithLabelValues(d)
+	}
 	reg.MustRegister(in.execs, in.execDur, in.procs, in.outputBytes, in.fallbacks, in.engineErrs, in.createDur, in.buildDur,
-		in.commandDur, in.approvals, in.approvalDur, in.warmPool,
+		in.commandDur, in.approvals, in.approvalDur, in.warmPool, in.egress, in.egressBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return in
 }
@@ -435,4 +455,18 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n))
 		failed("approvals", err)
 	}
+}
+
+// egressKinds are the kind label values of sandboxctl_egress_decisions_total.
+var egressKinds = []string{egress.KindDNS, egress.KindConnect, egress.KindHTTP, egress.KindTLS}
+
+// EgressDecided implements egress.Observer.
+func (in *Set) EgressDecided(d egress.Decision) {
+	decision := "denied"
+	if d.Allowed {
+		decision = "allowed"
+	}
+	in.egress.WithLabelValues(oneOf(d.Kind, egressKinds, valueInvalid), decision).Inc()
+	in.egressBytes.WithLabelValues("out").Add(float64(d.BytesOut))
+	in.egressBytes.WithLabelValues("in").Add(float64(d.BytesIn))
 }

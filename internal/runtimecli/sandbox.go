@@ -541,6 +541,13 @@ func formatExplanation(ex sandbox.Explanation) string {
 	if ex.RuntimeNote != "" {
 		fmt.Fprintf(&b, "              %s\n", ex.RuntimeNote)
 	}
+	fmt.Fprintf(&b, "egress:       %s: %s\n", ex.Egress.Mode, ex.Egress.Note)
+	for _, r := range ex.Egress.Rules {
+		fmt.Fprintf(&b, "  allow       %s\n", r)
+	}
+	if len(ex.Egress.Ports) > 0 {
+		fmt.Fprintf(&b, "  ports       %v (transparent), proxy %s, network %s\n", ex.Egress.Ports, orNone(ex.Egress.Proxy), orNone(ex.Egress.Network))
+	}
 	fmt.Fprintf(&b, "limits:       user %s, memory %s (swap %s), cpus %g, pids %d\n",
 		orNone(ex.Limits.User), orNone(ex.Limits.Memory), orNone(ex.Limits.MemorySwap), ex.Limits.CPUs, ex.Limits.PidsLimit)
 	tmpfs := make([]string, 0, len(ex.Limits.Tmpfs))

@@ -33,6 +33,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
+	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -172,7 +173,17 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// The metrics come first: the sandbox manager reports to them.
 	metricSet := metrics.NewSet()
 	steps := &stepEvents{}
-	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps}
+	egressEv := &egressEvents{metrics: metricSet}
+	sbxOpts := sandbox.Options{Labels: labels, DisableSupervisor: envknob.Supervisor.Get(c.Getenv) == envknob.SupervisorOff, Observer: metricSet, Steps: steps,
+		EgressObserver: egressEv}
+	brk, err := startBroker(cfg, state, c.Getenv, logger)
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: err}
+	}
+	var mask *output.Masker
+	if brk != nil {
+		sbxOpts.EgressInterceptor, mask = brk, brk.Masker()
+	}
 	hosts, runner, sbx, hostSup, err := buildHosts(ctx, cfg, state, sbxOpts, logf)
 	if err != nil {
 		return err
@@ -225,11 +236,12 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		hosts[vocab.HostNode] = unavailableHost{err: fmt.Errorf("%w: node host: this daemon takes no node connections; start it with --listen ADDR (and --tls-cert/--tls-key) so nodes can connect", sessions.ErrHostUnavailable)}
 	}
 	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: hosts, Guard: sessions.NewGateGuard(gate, runner), Logf: logf,
-		CursorFile: filepath.Join(state, "cursors.json"), AwaitedFile: filepath.Join(state, "awaited.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Observer: metricSet, Audit: auditLog.rec})
+		CursorFile: filepath.Join(state, "cursors.json"), AwaitedFile: filepath.Join(state, "awaited.json"), SpillDir: filepath.Join(state, "output"), Journal: journal, Observer: metricSet, Audit: auditLog.rec, Mask: mask})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	steps.publishTo(mgr)
+	egressEv.publishTo(mgr)
 	identity, err := c.Identity()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -18,6 +18,9 @@ type Config struct {
 	WorkspaceRoot   string       `yaml:"workspaceRoot" json:"workspaceRoot"`
 	Prune           PruneConfig  `yaml:"prune" json:"prune"`
 	Docker          DockerConfig `yaml:"docker" json:"docker"`
+	// Network is how sandboxes reach the network (egress allowlist,
+	// docs/egress.md).
+	Network NetworkConfig `yaml:"network" json:"network"`
 	// AllowedSourceRoots, when non-empty, limits bind sources to these roots.
 	AllowedSourceRoots []string `yaml:"allowedSourceRoots" json:"allowedSourceRoots"`
 	// Pool keeps started sandboxes ready for new scopes.
@@ -51,6 +54,12 @@ type Config struct {
 	// Snapshots bounds the snapshots kept under the state directory
 	// (docs/snapshots.md).
 	Snapshots SnapshotsConfig `yaml:"snapshots" json:"snapshots"`
+	// Secrets are the credentials the egress proxy adds to requests to
+	// their hosts; the sandbox sees placeholders (docs/secrets.md).
+	Secrets map[string]SecretConfig `yaml:"secrets" json:"secrets,omitempty"`
+	// SecretsUpstreamCAFile, a PEM file, adds CAs to the system roots the
+	// credential broker verifies a secret's upstream with ("" adds none).
+	SecretsUpstreamCAFile string `yaml:"secretsUpstreamCAFile" json:"secretsUpstreamCAFile,omitempty"`
 }
 
 // SnapshotsConfig is sandbox.snapshots: at most MaxCount snapshots per
@@ -133,7 +142,9 @@ func DefaultConfig() Config {
 		Prune:           PruneConfig{IdleHours: 24, MaxAgeDays: 7},
 		MaxPerAgent:     DefaultMaxPerAgent,
 		Templates:       map[string]Template{},
+		Secrets:         map[string]SecretConfig{},
 		Snapshots:       SnapshotsConfig{MaxCount: 20, MaxBytes: "10g"},
+		Network:         NetworkConfig{Egress: EgressNone, Agents: map[string][]AllowRule{}},
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",

@@ -28,6 +28,8 @@ type Unsafe struct {
 	// own state and workspaces). The Docker socket, /proc, /sys, /dev and
 	// the host root stay refused.
 	BindSensitive []string `yaml:"bindSensitive" json:"bindSensitive,omitempty"`
+	// FullEgress accepts sandbox.network.egress full.
+	FullEgress bool `yaml:"fullEgress" json:"fullEgress,omitempty"`
 }
 
 // dockerDefaultCaps is the capability set the Engine gives a container

@@ -176,6 +176,20 @@ func (c Config) Validate() error {
 	if _, err := ParseUIDRange(c.Identity.UIDRange); err != nil {
 		return err
 	}
+	if secrets, err := ParseSecrets(c.Secrets, d.Env); err != nil {
+		return err
+	} else if len(secrets) > 0 {
+		n, err := c.ParsedNetwork()
+		if err != nil {
+			return err
+		}
+		if err := checkSecretsAllowed(secrets, n); err != nil {
+			return err
+		}
+	}
+	if f := c.SecretsUpstreamCAFile; f != "" && !filepath.IsAbs(f) {
+		return &ConfigError{Field: "sandbox.secretsUpstreamCAFile", Value: f, Msg: "must be an absolute path"}
+	}
 	if c.Pool.Size < 0 || c.Pool.Size > MaxPoolSize {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: fmt.Sprintf("must be between 0 and %d", MaxPoolSize)}
 	}
@@ -230,6 +244,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.checkUnsafe(); err != nil {
+		return err
+	}
+	if err := c.checkNetwork(); err != nil {
 		return err
 	}
 	return c.validateTemplates()

@@ -79,6 +79,21 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"negative sandbox cap", "sandbox:\n  maxPerAgent: -1\n", "sandbox.maxPerAgent", 2, "must be >= 0"},
 		{"sandbox per agent over max", "sandbox:\n  maxPerAgent: 5\n  max: 2\n", "sandbox.maxPerAgent", 2, "over sandbox.max (2)"},
 		{"workspace quota size", "sandbox:\n  workspaceQuota: 1k\n", "sandbox.workspaceQuota", 2, "at least 16m"},
+		{"secret unbound", "sandbox:\n  secrets:\n    gh: {fromEnv: GH, env: GITHUB_TOKEN}\n", "sandbox.secrets.gh.hosts", 3, "bound to at least one host"},
+		{"secret no source", "sandbox:\n  secrets:\n    gh: {hosts: [api.github.com], env: GITHUB_TOKEN}\n", "sandbox.secrets.gh", 3, "never comes from a request"},
+		{"secret two sources", "sandbox:\n  secrets:\n    gh: {fromEnv: GH, fromFile: /run/gh, hosts: [api.github.com], env: GITHUB_TOKEN}\n", "sandbox.secrets.gh", 3, "not both"},
+		{"secret relative file", "sandbox:\n  secrets:\n    gh: {fromFile: gh.txt, hosts: [api.github.com], env: GITHUB_TOKEN}\n", "sandbox.secrets.gh.fromFile", 3, "absolute path"},
+		{"secret ip host", "sandbox:\n  secrets:\n    gh: {fromEnv: GH, hosts: [10.0.0.1], env: GITHUB_TOKEN}\n", "sandbox.secrets.gh.hosts[0]", 3, "bind a secret to a name"},
+		{"secret bad wildcard", "sandbox:\n  secrets:\n    gh: {fromEnv: GH, hosts: [\"api.*.com\"], env: GITHUB_TOKEN}\n", "sandbox.secrets.gh.hosts[0]", 3, "whole first label"},
+		{"secret guarded env", "sandbox:\n  secrets:\n    gh: {fromEnv: GH, hosts: [api.github.com], env: LD_PRELOAD}\n", "sandbox.secrets.gh.env", 3, "env guard forbids"},
+		{"secret ca env", "sandbox:\n  secrets:\n    gh: {fromEnv: GH, hosts: [api.github.com], env: SSL_CERT_FILE}\n", "sandbox.secrets.gh.env", 3, "set by sandboxctl"},
+		{"secret env twice", "sandbox:\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN}\n    b: {fromEnv: B, hosts: [b.example.com], env: TOKEN}\n", "sandbox.secrets.b.env", 4, "secret a uses this variable"},
+		{"secret docker env", "sandbox:\n  docker:\n    env: {TOKEN_NAME: x}\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN_NAME}\n", "sandbox.secrets.a.env", 0, "sandbox.docker.env sets"},
+		{"secret bad name", "sandbox:\n  secrets:\n    GitHub: {fromEnv: A, hosts: [a.example.com], env: GH}\n", "sandbox.secrets.GitHub", 3, "must match"},
+		{"secret without allowlist", "sandbox:\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN}\n", "sandbox.secrets", 2, "need sandbox.network.egress allowlist"},
+		{"secret host not allowed", "sandbox:\n  network:\n    egress: allowlist\n    allow: [{domain: b.example.com}, {domain: \"*.example.org\", ports: [80]}]\n  secrets:\n    a: {fromEnv: A, hosts: [a.example.com], env: TOKEN}\n", "sandbox.secrets.a.hosts[0]", 0, "no rule of sandbox.network.allow"},
+		{"secret wildcard wider than rule", "sandbox:\n  network:\n    egress: allowlist\n    allow: [{domain: \"*.a.example.com\"}]\n  secrets:\n    a: {fromEnv: A, hosts: [\"*.example.com\"], env: TOKEN}\n", "sandbox.secrets.a.hosts[0]", 0, "no rule of sandbox.network.allow"},
+		{"secrets ca relative", "sandbox:\n  secretsUpstreamCAFile: ca.pem\n", "sandbox.secretsUpstreamCAFile", 2, "absolute path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
