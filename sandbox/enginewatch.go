@@ -64,7 +64,7 @@ func (w *engineWatch) current() (<-chan struct{}, func() error) {
 // the Engine not answering (at once if it already is), or when ctx ends,
 // until release is called. release does not cancel it: what was set up
 // with it (a stream, a connection) may outlive the call.
-func (m *Manager) whileEngineAnswers(ctx context.Context) (bound context.Context, release func()) {
+func (m *DockerEngine) whileEngineAnswers(ctx context.Context) (bound context.Context, release func()) {
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stopParent := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	down, why := m.stall.current()

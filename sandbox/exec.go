@@ -58,7 +58,7 @@ type ExecOptions struct {
 // Exec is a command running in a sandbox through the Engine's exec API.
 // It is a Process.
 type Exec struct {
-	m           *Manager
+	m           *DockerEngine
 	containerID string
 	execID      string
 	tag         string
@@ -83,14 +83,7 @@ type Exec struct {
 }
 
 // ExecIn starts a command in the container id (which must be running).
-func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptions) (*Exec, error) {
-	if m.fleet != nil {
-		mb, err := m.memberByID(ctx, containerID)
-		if err != nil {
-			return nil, err
-		}
-		return mb.m.ExecIn(ctx, containerID, opts)
-	}
+func (m *DockerEngine) ExecIn(ctx context.Context, containerID string, opts ExecOptions) (*Exec, error) {
 	if len(opts.Cmd) == 0 {
 		return nil, errors.New("sandbox exec: empty command")
 	}
@@ -256,7 +249,7 @@ func (e *Exec) PID() int {
 // containerPID translates hostPID, a process of container id on the Engine's
 // host, into its pid inside the container; 0 when it cannot: the Engine is
 // not on this host, or the process is gone (or is not in that container).
-func (m *Manager) containerPID(id string, hostPID int) int {
+func (m *DockerEngine) containerPID(id string, hostPID int) int {
 	if !strings.HasPrefix(m.cli.DaemonHost(), "unix://") || id == "" {
 		return 0
 	}
@@ -424,14 +417,7 @@ p=$(pids); [ -z "$p" ] && exit 0; echo "still alive: $p"; exit 1`
 
 // KillTagged kills every process in the container whose environment carries
 // SANDBOXCTL_RUN=tag (see killScript).
-func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace time.Duration) error {
-	if m.fleet != nil {
-		mb, err := m.memberByID(ctx, containerID)
-		if err != nil {
-			return err
-		}
-		return mb.m.KillTagged(ctx, containerID, tag, grace)
-	}
+func (m *DockerEngine) KillTagged(ctx context.Context, containerID, tag string, grace time.Duration) error {
 	steps := int(grace / (100 * time.Millisecond))
 	out, code, err := m.run(ctx, containerID, []string{"sh", "-c", killScript, "sh", tag, strconv.Itoa(steps)})
 	if err != nil {
@@ -453,7 +439,7 @@ func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace
 
 // run executes cmd in the container without stdin and returns its combined
 // output and exit code.
-func (m *Manager) run(ctx context.Context, containerID string, cmd []string) (string, int, error) {
+func (m *DockerEngine) run(ctx context.Context, containerID string, cmd []string) (string, int, error) {
 	e, err := m.ExecIn(ctx, containerID, ExecOptions{Cmd: cmd})
 	if err != nil {
 		return "", -1, err
@@ -474,14 +460,7 @@ func (m *Manager) run(ctx context.Context, containerID string, cmd []string) (st
 
 // Run is a convenience for tests and tools: run cmd in scope s's sandbox and
 // return the combined output and exit code.
-func (m *Manager) Run(ctx context.Context, s Scope, cmd []string) (string, int, error) {
-	if m.fleet != nil {
-		mb, err := m.memberFor(ctx, s, true)
-		if err != nil {
-			return "", -1, err
-		}
-		return mb.m.Run(ctx, s, cmd)
-	}
+func (m *DockerEngine) Run(ctx context.Context, s Scope, cmd []string) (string, int, error) {
 	res, err := m.Ensure(ctx, s)
 	if err != nil {
 		return "", -1, err
@@ -491,7 +470,7 @@ func (m *Manager) Run(ctx context.Context, s Scope, cmd []string) (string, int, 
 
 // Attach ensures the scope's sandbox and starts a command in it; used by
 // `sandboxctl sandbox shell` and the sandbox host.
-func (m *Manager) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec, EnsureResult, error) {
+func (m *DockerEngine) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec, EnsureResult, error) {
 	res, err := m.Ensure(ctx, s)
 	if err != nil {
 		return nil, res, err
@@ -535,10 +514,7 @@ type Started struct {
 // entry point the sandbox host uses, so the choice of exec path stays here:
 // the supervisor when the sandbox runs it, else the plain Engine exec path
 // with a warning saying why.
-func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
-	if m.fleet != nil {
-		return m.fleetStart(ctx, s, opts)
-	}
+func (m *DockerEngine) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	if err := m.engineDown(); err != nil {
 		// Fail with the reason now rather than wait on a stalled Engine.
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -552,7 +528,7 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 }
 
 // start is Start once the Engine is known to answer.
-func (m *Manager) start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
+func (m *DockerEngine) start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	res, err := m.ensureForStart(ctx, s)
 	if err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ func benchManager(b *testing.B, plain bool) *Manager {
 	b.Cleanup(func() {
 		list, _ := m.List(context.Background())
 		for _, c := range list {
-			_ = m.removeID(context.Background(), c.ID)
+			_ = m.first().removeID(context.Background(), c.ID)
 		}
 		_ = m.Close()
 	})
