@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
@@ -370,7 +371,7 @@ func (e *Exec) Kill(ctx context.Context) error {
 		e.killed = "SIGKILL"
 	}
 	e.killMu.Unlock()
-	return e.m.KillTagged(ctx, e.containerID, e.tag, hostapi.KillGrace)
+	return e.m.KillTagged(ctx, e.containerID, e.tag, api.KillGrace)
 }
 
 // Signal delivers sig to every process of the command's tree (tagged
@@ -558,7 +559,7 @@ func (m *DockerEngine) start(ctx context.Context, s Scope, opts ExecOptions) (*S
 		<-e.Done()
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := m.KillTagged(kctx, res.ID, e.Tag(), hostapi.KillGrace); err != nil {
+		if err := m.KillTagged(kctx, res.ID, e.Tag(), api.KillGrace); err != nil {
 			m.logf("warning: sandbox %s: end what %s left behind: %v", res.Name, e.Tag(), err)
 		}
 	}()

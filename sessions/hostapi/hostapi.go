@@ -113,10 +113,6 @@ type InputWaiter interface {
 	InputWaitChanged() <-chan struct{}
 }
 
-// KillGrace is how long every host gives a killed command's tree between
-// SIGTERM and SIGKILL (Process.Kill, a timeout, a removed session).
-const KillGrace = 3 * time.Second
-
 // Doubter is a Process whose host can lose sight of it for a while (its
 // Engine stops answering): Doubt says why its state is unknown right now,
 // in words for the caller ("unknown: ...; the command may still be
