@@ -101,7 +101,7 @@ func (w *engineWatch) downErr() error {
 	return w.err
 }
 
-// Doubt implements hostapi.Doubter: while the sandbox's Engine does not
+// Doubt is its hostapi.Started.Doubt: while the sandbox's Engine does not
 // answer and the command is followed through it (the attach stream), its
 // state is unknown (it may still run, its output is held up); "" while the
 // Engine answers or the supervisor's local socket, which does not go

@@ -501,6 +501,15 @@ type Process interface {
 	// InputWaitChanged is closed at the next change of InputWait (a new
 	// channel after each change; nil, never ready, on the plain path).
 	InputWaitChanged() <-chan struct{}
+	// HostStarted is the process as a host hands it to the session
+	// manager, with what it can do (input waits, Forget, Signal, Doubt).
+	HostStarted() hostapi.Started
+}
+
+// HostStarted implements Process: a plain Engine exec can be signalled,
+// and reports no input waits.
+func (e *Exec) HostStarted() hostapi.Started {
+	return hostapi.Started{Process: e, Signal: e.Signal}
 }
 
 // Started is a command started by Start: the process plus any warnings the

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // LabelSupervisorNote on a container says why it runs without the
@@ -414,6 +415,20 @@ func (p *SupervisedExec) InputWaitChanged() <-chan struct{} {
 		return nil
 	}
 	return p.Proc.InputWaitChanged()
+}
+
+// HostStarted implements Process: on the supervisor path the command can
+// be signalled, may be in doubt while its Engine stalls (Doubt), and
+// Forget drops the finished session from the supervisor, which would
+// otherwise offer it to a restarted daemon; it reports input waits, but
+// not under gVisor, whose /proc cannot tell (a foreground command gets EOF
+// at once there instead).
+func (p *SupervisedExec) HostStarted() hostapi.Started {
+	out := hostapi.Started{Process: p, Forget: p.Forget, Signal: p.Signal, Doubt: p.Doubt}
+	if p.DetectsInputWait() {
+		out.InputWait = p
+	}
+	return out
 }
 
 // DetectsInputWait reports whether the sandbox's supervisor can tell when

@@ -554,6 +554,8 @@ func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.St
 	return sessions.Started{}, h.err
 }
 
+func (h unavailableHost) Caps() sessions.HostCaps { return sessions.HostCaps{} }
+
 // forward copies typed events to the untyped channel the daemon streams.
 func forward[T any](ctx context.Context, in <-chan T) <-chan any {
 	out := make(chan any)
