@@ -30,14 +30,16 @@ import (
 // ExecOptions describe one command run through the Engine's exec API (the
 // plain path).
 type ExecOptions struct {
-	Cmd        []string
-	Env        []string // KEY=VALUE, on top of the container's env
-	WorkingDir string
-	User       string
-	TTY        bool
-	// Stdin attaches stdin so Write/CloseStdin reach the process; without it
-	// the process reads EOF at once.
-	Stdin bool
+	Cmd []string
+	Env []string // KEY=VALUE, on top of the container's env
+	// Dir, PTY and KeepStdin are hostapi.StartSpec's, by the same names:
+	// the working directory in the container, a pseudo-terminal, and stdin
+	// kept open so Write/CloseStdin reach the process (without it the
+	// process reads EOF at once).
+	Dir       string
+	User      string
+	PTY       bool
+	KeepStdin bool
 	// Cols and Rows set the initial terminal size (default 120x30). API 1.41
 	// ignores the create-time size, so the command is wrapped to set it with
 	// stty before it starts, and resizes are retried.
@@ -101,7 +103,7 @@ func (m *DockerEngine) ExecIn(ctx context.Context, containerID string, opts Exec
 	}
 	cmd := opts.Cmd
 	env := append(append([]string{}, opts.Env...), string(envknob.RunTag)+"="+tag)
-	if opts.TTY {
+	if opts.PTY {
 		// API 1.41 starts exec TTYs at 0x0; set the size before the command runs.
 		cmd = append([]string{"sh", "-c", `stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`, "sh",
 			strconv.Itoa(rows), strconv.Itoa(cols)}, cmd...)
@@ -116,8 +118,8 @@ func (m *DockerEngine) ExecIn(ctx context.Context, containerID string, opts Exec
 		user = u
 	}
 	created, err := m.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
-		Cmd: cmd, Env: env, WorkingDir: opts.WorkingDir, User: user, TTY: opts.TTY,
-		AttachStdin: opts.Stdin, AttachStdout: true, AttachStderr: true,
+		Cmd: cmd, Env: env, WorkingDir: opts.Dir, User: user, TTY: opts.PTY,
+		AttachStdin: opts.KeepStdin, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
 		if isNotFound(err) {
@@ -131,21 +133,21 @@ func (m *DockerEngine) ExecIn(ctx context.Context, containerID string, opts Exec
 		}
 		return nil, m.classify("sandbox exec create", err)
 	}
-	att, err := m.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: opts.TTY})
+	att, err := m.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: opts.PTY})
 	if err != nil {
 		return nil, m.classify("sandbox exec attach", err)
 	}
-	e := &Exec{m: m, containerID: containerID, execID: created.ID, tag: tag, tty: opts.TTY, att: att.HijackedResponse,
+	e := &Exec{m: m, containerID: containerID, execID: created.ID, tag: tag, tty: opts.PTY, att: att.HijackedResponse,
 		streamDone: make(chan struct{}), done: make(chan struct{})}
 	outR, outW := io.Pipe()
 	e.stdout = outR
 	var errW *io.PipeWriter
-	if !opts.TTY {
+	if !opts.PTY {
 		e.stderr, errW = io.Pipe()
 	}
 	go func() {
 		var err error
-		if opts.TTY {
+		if opts.PTY {
 			_, err = io.Copy(outW, e.att.Reader)
 		} else {
 			_, err = stdcopy.StdCopy(outW, errW, e.att.Reader)

@@ -70,7 +70,7 @@ func TestRuntimeGVisorSupervised(t *testing.T) {
 		t.Fatalf("explain: runtime %q note %q hardening runtime %v", ex.Runtime, ex.RuntimeNote, ex.Hardening["runtime"])
 	}
 	// A command with stdin: no input-wait channel, stdin works.
-	st = startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.Stdin = true })
+	st = startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.KeepStdin = true })
 	if p := mustSupervised(t, st); p.InputWaitChanged() != nil {
 		t.Fatal("input-wait channel offered under gVisor, where nothing reports it")
 	}

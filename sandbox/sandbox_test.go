@@ -327,7 +327,7 @@ func TestExecPlainPath(t *testing.T) {
 		}
 	})
 	t.Run("stdin with EOF", func(t *testing.T) {
-		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "cat; echo END"}, Stdin: true})
+		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "cat; echo END"}, KeepStdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +352,7 @@ func TestExecPlainPath(t *testing.T) {
 		}
 	})
 	t.Run("tty size and resize", func(t *testing.T) {
-		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "stty size; tty; read x; stty size"}, TTY: true, Stdin: true})
+		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "stty size; tty; read x; stty size"}, PTY: true, KeepStdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -478,8 +478,8 @@ func (m *DockerEngine) startSupervised(ctx context.Context, s Scope, res EnsureR
 		meta[k] = v
 	}
 	spec := supervisor.OpenSpec{
-		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
-		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
+		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.Dir,
+		TTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.KeepStdin, Meta: meta,
 	}
 	octx, cancel := ctx, context.CancelFunc(func() {})
 	if opts.StartWait > 0 {

@@ -257,7 +257,7 @@ func TestSupervised32Concurrent(t *testing.T) {
 func TestSupervisedStdinPTYAndResize(t *testing.T) {
 	m := newTestManager(t, nil)
 	s := Scope{AgentID: "io"}
-	st := startCmd(t, m, s, "cat; echo END", func(o *ExecOptions) { o.Stdin = true })
+	st := startCmd(t, m, s, "cat; echo END", func(o *ExecOptions) { o.KeepStdin = true })
 	p := mustSupervised(t, st)
 	if _, err := p.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestSupervisedStdinPTYAndResize(t *testing.T) {
 	}
 
 	st = startCmd(t, m, s, "stty size; tty >/dev/null && echo ISTTY; read x; stty size", func(o *ExecOptions) {
-		o.TTY, o.Stdin, o.Cols, o.Rows = true, true, 120, 30
+		o.PTY, o.KeepStdin, o.Cols, o.Rows = true, true, 120, 30
 	})
 	p = mustSupervised(t, st)
 	var mu sync.Mutex
@@ -407,7 +407,7 @@ func TestSupervisedInputWait(t *testing.T) {
 	s := Scope{AgentID: "iw"}
 	mustSupervised(t, startCmd(t, m, s, "true", nil))
 	start := time.Now()
-	st := startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.Stdin = true })
+	st := startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.KeepStdin = true })
 	p := mustSupervised(t, st)
 	select {
 	case <-p.InputWaitChanged():

@@ -101,14 +101,14 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 	}
 	sort.Strings(env)
 	st, err := h.m.Start(ctx, sandbox.Scope{AgentID: spec.AgentID, SessionKey: spec.SessionKey}, sandbox.ExecOptions{
-		Cmd:        append(slices.Clone(sandboxRunner), spec.Command),
-		Env:        env,
-		WorkingDir: spec.Dir,
-		TTY:        spec.PTY,
-		Stdin:      spec.KeepStdin || spec.PTY,
-		Cols:       spec.Cols,
-		Rows:       spec.Rows,
-		StartWait:  spec.StartWait,
+		Cmd:       append(slices.Clone(sandboxRunner), spec.Command),
+		Env:       env,
+		Dir:       spec.Dir,
+		PTY:       spec.PTY,
+		KeepStdin: spec.KeepStdin || spec.PTY,
+		Cols:      spec.Cols,
+		Rows:      spec.Rows,
+		StartWait: spec.StartWait,
 		// A supervised sandbox keeps these with the session, so a restarted
 		// daemon re-adopts it under the same id and scope (Recover).
 		Meta: map[string]string{
