@@ -112,8 +112,7 @@ type Manager struct {
 	// state directory's snapshots, the supervisor binary).
 	local *DockerEngine
 
-	mu         sync.Mutex
-	scopeLocks map[string]*sync.Mutex
+	scopeLocks scopeLocks
 }
 
 // NewManager validates the config and prepares a Manager with one
@@ -136,7 +135,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if now == nil {
 		now = time.Now
 	}
-	m := &Manager{cfg: opts.Config, logf: opts.Logf, scopeLocks: map[string]*sync.Mutex{},
+	m := &Manager{cfg: opts.Config, logf: opts.Logf,
 		reg: newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), now)}
 	if m.logf == nil {
 		m.logf = func(string, ...any) {}
@@ -666,6 +665,18 @@ func (f *fleet) eachHealthy(fn func(mb *member) error) error {
 	return errors.Join(errs...)
 }
 
+// collect joins what fn finds on every Engine that answers (see
+// eachHealthy for the errors).
+func collect[T any](f *fleet, fn func(mb *member) ([]T, error)) ([]T, error) {
+	var out []T
+	err := f.eachHealthy(func(mb *member) error {
+		got, err := fn(mb)
+		out = append(out, got...)
+		return err
+	})
+	return out, err
+}
+
 // ping reports the Engines that do not answer (nil when all do).
 func (f *fleet) ping(ctx context.Context) error {
 	var errs []error
@@ -776,18 +787,15 @@ func (f *fleet) forgetName(m *Manager, name string, mb *member) {
 // older than prune.maxAgeDays (0 disables a rule) on every Engine that
 // answers. With dryRun it only reports what it would remove.
 func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
-	var out []Info
-	err := m.fleet.eachHealthy(func(mb *member) error {
+	return collect(m.fleet, func(mb *member) ([]Info, error) {
 		pruned, err := mb.m.Prune(ctx, dryRun)
 		if !dryRun {
 			for _, c := range pruned {
 				m.fleet.forgetName(m, c.Name, mb)
 			}
 		}
-		out = append(out, pruned...)
-		return err
+		return pruned, err
 	})
-	return out, err
 }
 
 // Explain reports the effective config of scope s, its hash, the container
@@ -816,12 +824,7 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 // restarted daemon calls it once to re-adopt them; Reattach resumes a
 // running one.
 func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
-	var out []RecoveredSession
-	err := m.fleet.eachHealthy(func(mb *member) error {
-		rs, err := mb.m.Sessions(ctx)
-		out = append(out, rs...)
-		return err
-	})
+	out, err := collect(m.fleet, func(mb *member) ([]RecoveredSession, error) { return mb.m.Sessions(ctx) })
 	slices.SortStableFunc(out, func(a, b RecoveredSession) int { return a.StartedAt.Compare(b.StartedAt) })
 	return out, err
 }

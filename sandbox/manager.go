@@ -180,8 +180,7 @@ type DockerEngine struct {
 	now        func() time.Time
 	logf       func(format string, args ...any)
 
-	mu         sync.Mutex
-	scopeLocks map[string]*sync.Mutex
+	scopeLocks scopeLocks
 	reg        *registry
 
 	// snapMu serialises snapshots, so two never both fit in the room
@@ -246,18 +245,17 @@ func newDockerEngine(opts Options, e Engine, reg *registry) (*DockerEngine, erro
 		absState = real // one id however the directory is spelt
 	}
 	m := &DockerEngine{
-		cfg:        opts.Config,
-		stateDir:   opts.StateDir,
-		stateID:    stateID(absState),
-		cli:        opts.Client,
-		labels:     opts.Labels,
-		now:        opts.Now,
-		logf:       opts.Logf,
-		scopeLocks: map[string]*sync.Mutex{},
-		idleClose:  opts.SupervisorIdleClose,
-		obs:        opts.Observer,
-		steps:      opts.Steps,
-		quota:      newSandboxQuota(opts.Config),
+		cfg:       opts.Config,
+		stateDir:  opts.StateDir,
+		stateID:   stateID(absState),
+		cli:       opts.Client,
+		labels:    opts.Labels,
+		now:       opts.Now,
+		logf:      opts.Logf,
+		idleClose: opts.SupervisorIdleClose,
+		obs:       opts.Observer,
+		steps:     opts.Steps,
+		quota:     newSandboxQuota(opts.Config),
 	}
 	if m.idleClose == 0 {
 		m.idleClose = DefaultSupervisorIdleClose
@@ -414,16 +412,28 @@ func (m *DockerEngine) shapeOf(scopeKey, name, tmpl string) shape {
 	return sh
 }
 
-func (m *DockerEngine) scopeLock(key string) *sync.Mutex {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, ok := m.scopeLocks[key]
+// scopeLocks hands out one mutex per scope key: what holds it is the only
+// one in this process making or changing the scope's sandbox.
+type scopeLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (s *scopeLocks) of(key string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.locks[key]
 	if !ok {
+		if s.locks == nil {
+			s.locks = map[string]*sync.Mutex{}
+		}
 		l = &sync.Mutex{}
-		m.scopeLocks[key] = l
+		s.locks[key] = l
 	}
 	return l
 }
+
+func (m *DockerEngine) scopeLock(key string) *sync.Mutex { return m.scopeLocks.of(key) }
 
 // Ensure returns a running container for s: created and started when
 // missing, started when stopped, recreated when its config hash differs

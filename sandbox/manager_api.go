@@ -35,16 +35,7 @@ func (m *Manager) onlyEngine(what string) (engine, error) {
 	return mb.m, nil
 }
 
-func (m *Manager) scopeLock(key string) *sync.Mutex {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, ok := m.scopeLocks[key]
-	if !ok {
-		l = &sync.Mutex{}
-		m.scopeLocks[key] = l
-	}
-	return l
-}
+func (m *Manager) scopeLock(key string) *sync.Mutex { return m.scopeLocks.of(key) }
 
 // existing is the Engine serving scope s, whose sandbox must exist already
 // (the files API): ErrNoSandbox naming the scope when none does.
@@ -239,13 +230,7 @@ func (m *Manager) RemoveFile(ctx context.Context, s Scope, p string) error {
 // PruneSupervisedImages removes stale derived images on every Engine that
 // answers and returns their tags.
 func (m *Manager) PruneSupervisedImages(ctx context.Context) ([]string, error) {
-	var out []string
-	err := m.fleet.eachHealthy(func(mb *member) error {
-		imgs, err := mb.m.PruneSupervisedImages(ctx)
-		out = append(out, imgs...)
-		return err
-	})
-	return out, err
+	return collect(m.fleet, func(mb *member) ([]string, error) { return mb.m.PruneSupervisedImages(ctx) })
 }
 
 // Create makes a sandbox for scope s from a template, with labels and a

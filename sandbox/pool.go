@@ -590,26 +590,6 @@ func (p *pool) addLocked(mem poolMember) {
 	p.ready[mem.template] = append(p.ready[mem.template], mem)
 }
 
-// WaitPool starts the pool and waits until it holds its full size (for
-// benchmarks, tests, and a daemon that wants it warm before serving).
-func (m *DockerEngine) WaitPool(ctx context.Context) error {
-	if m.poolTotal() == 0 {
-		return nil
-	}
-	m.startPool()
-	for {
-		st := m.Pool()
-		if st.Ready >= st.Size {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sandbox pool: %d of %d ready (%s): %w", st.Ready, st.Size, st.LastErr, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // closePool stops filling and removes every untaken pooled sandbox.
 func (m *DockerEngine) closePool() {
 	m.pool.mu.Lock()
