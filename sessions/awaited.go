@@ -209,7 +209,7 @@ func (m *Manager) placeAwaited(host vocab.Host) {
 		s.id = r.ID
 		m.sessions[s.id] = s
 		m.mu.Unlock()
-		m.logf("sessions: %s session %s (%s) awaits its host: %s", host, r.ID, r.Command, s.proc.(*awaitedProc).doubt)
+		m.logf("sessions: %s session %s (%s) awaits its host: %s", host, r.ID, r.Command, ap.doubt)
 	}
 }
 
