@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 )
 
 // TestFaultEngineDownAtRestartSessionAwaited replays issue 32 item 5 (Engine
@@ -202,5 +205,98 @@ func TestFaultCorruptSandboxRecordKept(t *testing.T) {
 	})
 	if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
 		t.Fatalf("the session after the restart:\n%s", all)
+	}
+}
+
+// TestFaultEngineDownAtRestartOfTwo replays issue 32 item 5 with two
+// Engines: the daemon is SIGKILLed while a background command runs on
+// each, and the next daemon starts while one of them does not answer. The
+// other's session is adopted at once; the silent one's is shown as in
+// doubt and, once its Engine answers, becomes the real session with its
+// output and exit. (With several Engines it stayed "unknown" for good:
+// the sessions of an Engine down at the start were not asked for again.)
+func TestFaultEngineDownAtRestartOfTwo(t *testing.T) {
+	cli := requireDocker(t, testImage)
+	far := startOwnEngine(t, testImage)
+	proxy := newEngineProxyTo(t, strings.TrimPrefix(far.host, "unix://"))
+	prefix := "sbxi-await2-" + randSuffix() + "-"
+	t.Cleanup(func() { removeByPrefix(cli, prefix); removeByPrefix(far.cli, prefix) })
+	near := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		near = strings.TrimPrefix(h, "unix://")
+	}
+	state := t.TempDir()
+	config := sandboxDaemonConfig(state, prefix) + fmt.Sprintf("  engines:\n    - name: near\n      address: unix://%s\n    - name: far\n      address: unix://%s\n", near, proxy.path)
+	first := startDaemonEnv(t, state, config, nil)
+	// New sandboxes go to the Engine with the fewest: one on each.
+	ids := map[string]string{}
+	for _, agent := range []string{"aw1", "aw2"} {
+		det, text, _ := first.call(t, "exec", scoped(agent, map[string]any{"background": true,
+			"command": `echo start; while [ ! -e /workspace/gate ]; do sleep 0.1; done; echo end`}))
+		id, _ := det["sessionId"].(string)
+		if id == "" {
+			t.Fatalf("exec: %v %q", det, text)
+		}
+		pollUntil(t, first, agent, id, 30*time.Second, func(all string) bool { return strings.Contains(all, "start") })
+		ids[agent] = id
+	}
+	onFar := ""
+	for agent := range ids {
+		list, err := far.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: make(client.Filters).Add("name", prefix+"agent-"+agent)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 1 {
+			onFar = agent
+		}
+	}
+	if onFar == "" {
+		t.Fatalf("no sandbox was placed on the second Engine")
+	}
+	onNear := "aw1"
+	if onFar == onNear {
+		onNear = "aw2"
+	}
+	t.Logf("sessions %v; on the far Engine: %s", ids, onFar)
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	proxy.down()
+
+	second := startDaemonEnv(t, state, config, nil)
+	det, text, code := second.call(t, "process", scoped(onNear, map[string]any{"action": "poll", "sessionId": ids[onNear]}))
+	if code != 200 || det["status"] != "running" || det["reason"] != nil {
+		t.Fatalf("the session on the Engine that answers, after the restart: %d %v %q", code, det, text)
+	}
+	det, text, code = second.call(t, "process", scoped(onFar, map[string]any{"action": "poll", "sessionId": ids[onFar]}))
+	t.Logf("poll while its Engine is down: %d %v %q", code, det["reason"], text)
+	if code != 200 || det["status"] != "running" || !strings.Contains(stringOf(det["reason"]), "unknown") {
+		t.Fatalf("a poll of the session while its Engine is down after the restart: %d %v\n%s", code, det, text)
+	}
+
+	begin := time.Now()
+	proxy.up(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		det, _, _ := second.call(t, "process", scoped(onFar, map[string]any{"action": "poll", "sessionId": ids[onFar]}))
+		if det["status"] == "running" && det["reason"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session is still in doubt 30 s after its Engine answered again: %v", det)
+		}
+	}
+	t.Logf("recovery: the session of the Engine down at the restart became the real one %v after it answered again", time.Since(begin).Round(time.Millisecond))
+	for _, agent := range []string{onNear, onFar} {
+		if _, text, code := second.call(t, "exec", scoped(agent, map[string]any{"command": "touch /workspace/gate"})); code != 200 {
+			t.Fatalf("open the gate of %s: %d %q", agent, code, text)
+		}
+		all := pollUntil(t, second, agent, ids[agent], 30*time.Second, func(all string) bool {
+			return strings.Contains(all, "Process exited") || strings.Contains(all, "Process failed")
+		})
+		if !strings.Contains(all, "end") || !strings.Contains(all, "Process exited with code 0.") {
+			t.Fatalf("the session of %s after the restart:\n%s", agent, all)
+		}
 	}
 }

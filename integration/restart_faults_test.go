@@ -589,15 +589,21 @@ type engineProxy struct {
 
 func newEngineProxy(t *testing.T) *engineProxy {
 	t.Helper()
+	target := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		target = strings.TrimPrefix(h, "unix://")
+	}
+	return newEngineProxyTo(t, target)
+}
+
+// newEngineProxyTo is a proxy to the Engine at the unix socket target.
+func newEngineProxyTo(t *testing.T, target string) *engineProxy {
+	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "sbxp-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	target := "/var/run/docker.sock"
-	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
-		target = strings.TrimPrefix(h, "unix://")
-	}
 	p := &engineProxy{path: filepath.Join(dir, "d.sock"), target: target, conns: map[net.Conn]struct{}{}}
 	p.up(t)
 	t.Cleanup(p.down)

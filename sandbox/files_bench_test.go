@@ -44,14 +44,20 @@ func BenchmarkFilesTransfer(b *testing.B) {
 // benchManager is newManagerOpts for a benchmark.
 func benchManager(b *testing.B, plain bool) *Manager {
 	b.Helper()
+	return benchManagerOpts(b, func(o *Options) { o.DisableSupervisor = plain })
+}
+
+// benchManagerOpts is benchManager with its Options changed by mutate.
+func benchManagerOpts(b *testing.B, mutate func(*Options)) *Manager {
+	b.Helper()
 	cfg := DefaultConfig()
 	cfg.Docker.Image = testImage
 	cfg.Docker.ContainerPrefix = "sbxb-" + randHex(3) + "-"
 	cfg.WorkspaceRoot = b.TempDir()
-	m, err := NewManager(context.Background(), Options{
-		Config: cfg, StateDir: b.TempDir(), Home: b.TempDir(), DisableSupervisor: plain,
-		Labels: testLabels(testLabel+".prefix", cfg.Docker.ContainerPrefix),
-	})
+	o := Options{Config: cfg, StateDir: b.TempDir(), Home: b.TempDir()}
+	mutate(&o)
+	o.Labels = testLabels(testLabel+".prefix", o.Config.Docker.ContainerPrefix)
+	m, err := NewManager(context.Background(), o)
 	if err != nil {
 		b.Fatal(err)
 	}

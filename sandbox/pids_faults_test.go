@@ -3,7 +3,10 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -80,5 +83,80 @@ echo filled; wait`, k), nil)
 	}
 	if limited == 0 {
 		t.Fatal("no command was refused at the pids limit: the limit was not reached")
+	}
+}
+
+// TestFaultPidsLimitSupervisorSurvives replays what CI once saw after
+// TestFaultPidsLimitCleanError's refusals: with no pid left in the
+// sandbox, the supervisor (pid 1, a Go program) needed one more OS thread
+// for its own work, the kernel refused it, the Go runtime died
+// ("newosproc") and took the sandbox with it, so the kill of the filler
+// got "connection to the supervisor broke: EOF". Here many calls hit the
+// supervisor at once while no pid is free; afterwards the filler must be
+// killable through the same supervisor, and the sandbox must be the same
+// one (a marker in its tmpfs survives, pid 1 started at the same time).
+func TestFaultPidsLimitSupervisorSurvives(t *testing.T) {
+	m := newTestManager(t, func(c *Config) { c.Docker.PidsLimit = 40 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := Scope{AgentID: "pids-sup"}
+	const cg = `f=/sys/fs/cgroup; [ -e $f/pids.current ] || f=/sys/fs/cgroup/pids; `
+	before, code := run(t, m, s, `echo x > /tmp/marker; cut -d' ' -f22 /proc/1/stat; grep Threads /proc/1/status`)
+	if code != 0 {
+		t.Fatalf("set-up: %q %d", before, code)
+	}
+	t.Logf("before: %q", before)
+	filler := startCmd(t, m, s, cg+`read max < $f/pids.max
+while read n < $f/pids.current; [ "$n" -lt $max ]; do sleep 600 & done
+echo filled; wait`, nil)
+	buf := make([]byte, 64)
+	n, err := filler.Stdout().Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "filled") {
+		t.Fatalf("filler: %q %v", buf[:n], err)
+	}
+	// Everything at once: starts (refused), reads of files, signals to the
+	// filler that it ignores (SIGCONT), for a while.
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 6 {
+				switch i % 3 {
+				case 0:
+					st, err := m.Start(ctx, s, ExecOptions{Cmd: []string{"true"}})
+					if err == nil {
+						drain(t, st.Process)
+					}
+				case 1:
+					_ = m.ReadFiles(ctx, s, "/tmp/marker", 1<<20, io.Discard)
+				case 2:
+					_ = filler.Process.Signal(ctx, syscall.SIGCONT)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := filler.Kill(ctx); err != nil {
+		t.Fatalf("kill the filler after the storm at the pids limit: %v", err)
+	}
+	_, _, _ = filler.Wait(ctx)
+	var after string
+	t0 := time.Now()
+	for {
+		out, code, err := m.Run(ctx, s, []string{"sh", "-c", `cat /tmp/marker; cut -d' ' -f22 /proc/1/stat; grep Threads /proc/1/status`})
+		if err == nil && code == 0 {
+			after = out
+			break
+		}
+		if time.Since(t0) > 30*time.Second {
+			t.Fatalf("the sandbox does not run commands 30 s after the filler ended: %q %d %v", out, code, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("after: %q", after)
+	bl, al := strings.Split(before, "\n"), strings.Split(after, "\n")
+	if len(al) < 2 || al[0] != "x" || len(bl) < 1 || al[1] != bl[0] {
+		t.Fatalf("the sandbox is not the one from before the storm (its supervisor died):\nbefore %q\nafter  %q", before, after)
 	}
 }

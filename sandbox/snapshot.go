@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -105,12 +104,18 @@ func (m *DockerEngine) SnapshotMethod() string {
 	return SnapshotCopy
 }
 
-// snapshotsExplained is Explanation.Snapshots.
+// snapshotsExplained is Explanation.Snapshots: the copy method of
+// snapshots, rollbacks and forks, and where a fork's container comes from.
 func (m *DockerEngine) snapshotsExplained() string {
+	method := fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied, into a snapshot and back into a rollback's or fork's workspace", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
 	if m.SnapshotMethod() == SnapshotReflink {
-		return fmt.Sprintf("%s: the workspace is cloned (FICLONE) into %s; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
+		method = fmt.Sprintf("%s: the workspace is cloned (FICLONE, file by file) into %s and back into a rollback's or fork's workspace; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
 	}
-	return fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
+	fork := "a fork makes its container, then clones the files into its workspace"
+	if n := m.poolSize(sandboxconfig.DefaultTemplate); n > 0 {
+		fork = fmt.Sprintf("a fork takes a sandbox of the warm pool (sandbox.pool.size %d) when one is ready, else makes its container, then clones the files into its workspace", n)
+	}
+	return method + "; " + fork
 }
 
 // reflinkWorks probes FICLONE from a file under srcDir to one under dstDir.
@@ -534,7 +539,7 @@ func (m *DockerEngine) Rollback(ctx context.Context, s Scope, name string) (Info
 	if err != nil {
 		return out, fmt.Errorf("rollback of sandbox %s to %s: the workspace is restored; make the container: %w", in.Name, name, err)
 	}
-	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
+	if err := m.restoreFreshTmpfs(ctx, out, snapDir, snap); err != nil {
 		return out, fmt.Errorf("rollback of sandbox %s to %s: %w", in.Name, name, err)
 	}
 	m.logf("sandbox %s: rolled back to snapshot %s", in.Name, name)
@@ -582,24 +587,39 @@ func (m *DockerEngine) Fork(ctx context.Context, from Scope, name string, to Sco
 	if err := m.forkTargetFree(ctx, toKey, toName, ws); err != nil {
 		return Info{}, err
 	}
+	// The container first, its workspace empty: a warm pool's sandbox
+	// serves when one is ready (takePooled takes only an empty
+	// workspace), and the files are then cloned into the directory its
+	// container mounts, owned by its identity from the start (no walk to
+	// hand them over). No command runs in it meanwhile: the scope is
+	// locked.
 	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
-	staged, err := stageWorkspace(snapDir, ws)
-	if err != nil {
-		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
-	}
-	if err := swapWorkspace(staged, ws); err != nil {
-		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
-	}
-	undo := func() {
-		_ = os.RemoveAll(ws)
-	}
 	out, err := m.createLocked(ctx, to, CreateOptions{Template: snap.Template, Labels: snap.Labels})
 	if err != nil {
-		undo()
+		if !isConflict(err) {
+			_ = os.Remove(ws) // made empty, if at all (a conflict: another's)
+		}
 		return out, fmt.Errorf("fork of %s: %w", name, err)
 	}
-	if err := m.restoreTmpfs(ctx, out, snapDir, snap); err != nil {
+	undo := func() {
 		_ = m.RemoveByName(context.WithoutCancel(ctx), out.ID)
+		_ = os.RemoveAll(ws)
+	}
+	// The workspace and the tmpfs contents at once: neither reads what
+	// the other writes.
+	tmpfsErr := make(chan error, 1)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { tmpfsErr <- m.restoreFreshTmpfs(tctx, out, snapDir, snap) }()
+	wsErr := m.forkWorkspace(ctx, out, snapDir, ws)
+	if wsErr != nil {
+		cancel()
+	}
+	err = <-tmpfsErr // its cancellation when the workspace failed
+	if wsErr != nil {
+		err = wsErr
+	}
+	if err != nil {
 		undo()
 		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
 	}
@@ -617,6 +637,43 @@ func (m *DockerEngine) forkTargetFree(ctx context.Context, toKey, toName, ws str
 	}
 	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
 		return fmt.Errorf("%w: scope %s has a workspace with files already (%s): a fork starts from the snapshot's; remove it first (sandboxctl sandbox rm --workspace)", cerrdefs.ErrConflict, toKey, ws)
+	}
+	return nil
+}
+
+// forkWorkspace copies the snapshot's workspace (reflinks when the
+// filesystem allows) into ws, the empty workspace sandbox in mounts,
+// owned by in's sandbox identity when it has one.
+func (m *DockerEngine) forkWorkspace(ctx context.Context, in Info, snapDir, ws string) error {
+	c := &treeCopier{budget: -1, reflink: true}
+	if m.ident != nil {
+		ci, err := m.cli.ContainerInspect(ctx, in.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			return m.classify("inspect sandbox "+in.Name, err)
+		}
+		if id, ok := identityOf(ci.Container.Config.Labels); ok {
+			c.owner = &fileOwner{uid: int(id.Command), gid: int(id.Command)}
+		}
+	}
+	if !emptyOrMissing(ws) {
+		return fmt.Errorf("%w: the new sandbox's workspace %s is not empty", cerrdefs.ErrConflict, ws)
+	}
+	if c.owner != nil && os.Geteuid() == 0 {
+		// The daemon's alone while it fills it (no process of the sandbox
+		// can rename what it makes there and put a symlink in its place),
+		// handed to the identity at the end (copyDir's last step).
+		if err := os.Lchown(ws, 0, 0); err != nil {
+			return fmt.Errorf("workspace %s: %w", ws, err)
+		}
+	}
+	if err := c.copyDir(filepath.Join(snapDir, "workspace"), ws, nil); err != nil {
+		return fmt.Errorf("copy the workspace: %w", err)
+	}
+	if c.owner != nil {
+		// As handOver leaves it: the command uid's alone.
+		if err := os.Chmod(ws, 0o700); err != nil {
+			return fmt.Errorf("workspace %s: %w", ws, err)
+		}
 	}
 	return nil
 }
@@ -736,142 +793,4 @@ func writeTar(dir string, w io.Writer) error {
 		return err
 	}
 	return tw.Close()
-}
-
-// treeCopier copies directory trees without following a symlink in the
-// source, keeping modes, owners and modification times.
-type treeCopier struct {
-	budget  int64 // bytes left; negative: no limit
-	reflink bool  // try FICLONE (cleared at the first refusal)
-	cloned  int
-	bytes   int64
-	files   int
-	skipped int
-}
-
-// copyDir copies the tree at src into dst (which must not exist); skip
-// names top-level entries of src to leave out.
-func (c *treeCopier) copyDir(src, dst string, skip map[string]bool) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(src)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return os.MkdirAll(dst, 0o700)
-		}
-		return err
-	}
-	defer root.Close()
-	type dirAttr struct {
-		path string
-		fi   fs.FileInfo
-	}
-	var dirs []dirAttr
-	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if skip[rel] {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		fi, err := root.Lstat(rel)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, filepath.FromSlash(rel))
-		switch {
-		case fi.IsDir():
-			if err := os.Mkdir(target, 0o700); err != nil {
-				return err
-			}
-			dirs = append(dirs, dirAttr{target, fi})
-		case fi.Mode().IsRegular():
-			return c.copyFile(root, rel, target, fi)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			link, err := root.Readlink(rel)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(link, target); err != nil {
-				return err
-			}
-			keepOwner(target, fi, true)
-		default:
-			c.skipped++
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		d := dirs[i]
-		keepOwner(d.path, d.fi, false)
-		if err := os.Chmod(d.path, d.fi.Mode()&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)); err != nil {
-			return err
-		}
-		_ = os.Chtimes(d.path, d.fi.ModTime(), d.fi.ModTime())
-	}
-	return nil
-}
-
-func (c *treeCopier) copyFile(root *os.Root, rel, target string, fi fs.FileInfo) error {
-	if c.budget >= 0 {
-		if fi.Size() > c.budget {
-			return fmt.Errorf("%w: sandbox.snapshots.maxBytes would be exceeded (%s left, %s needs %s more): remove or prune snapshots first (sandboxctl sandbox snapshots)",
-				ErrSnapshotsFull, units.BytesSize(float64(c.budget+c.bytes)), rel, units.BytesSize(float64(fi.Size())))
-		}
-		c.budget -= fi.Size()
-	}
-	in, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	cloned := false
-	if c.reflink {
-		if err := unix.IoctlFileClone(int(out.Fd()), int(in.Fd())); err == nil {
-			cloned = true
-			c.cloned++
-		} else {
-			c.reflink = false
-		}
-	}
-	if !cloned {
-		if _, err := io.Copy(out, in); err != nil {
-			return err
-		}
-	}
-	c.bytes += fi.Size()
-	c.files++
-	keepOwner(target, fi, true)
-	if err := out.Chmod(fi.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSetuid | fs.ModeSticky)); err != nil {
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(target, fi.ModTime(), fi.ModTime())
-}
-
-// keepOwner gives p fi's owner when this process may (a root daemon).
-func keepOwner(p string, fi fs.FileInfo, nofollow bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || os.Geteuid() != 0 {
-		return
-	}
-	if nofollow {
-		_ = os.Lchown(p, int(st.Uid), int(st.Gid))
-		return
-	}
-	_ = os.Chown(p, int(st.Uid), int(st.Gid))
 }

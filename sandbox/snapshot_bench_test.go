@@ -3,26 +3,39 @@ package sandbox
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // BenchmarkSnapshotFork measures a snapshot and a fork up to its first
 // command for a sandbox with a 200 MB workspace of 5,000 files and 50 MB
 // in /tmp (the rootfs is read-only: its tmpfs is what a command changes),
 // beside, in the same run, `cp -a` of the workspace and `docker commit` +
-// `docker run` + a first `docker exec` of the same container. The
-// filesystem of TMPDIR decides reflink or copy (b.TempDir holds the state
-// directory and the workspace root):
+// `docker run` + a first `docker exec` of the same container. A fork is
+// measured making its container (fork-to-first-command) and taking a warm
+// pool's (fork-to-first-command-pool, sandbox.pool.size 1: the pool is
+// refilled between forks, outside the timing). The state directory and
+// the workspace root are on TMPDIR's filesystem when it has reflinks,
+// else (as root, with mkfs.xfs) on an XFS with reflink=1 the benchmark
+// loop-mounts for itself, else on TMPDIR (method copy); it logs which:
 //
 //	go test -run XXX -bench SnapshotFork -benchtime 5x ./sandbox/
-//	TMPDIR=/mnt/xfs-reflink/tmp go test -run XXX -bench SnapshotFork -benchtime 5x ./sandbox/
 func BenchmarkSnapshotFork(b *testing.B) {
 	requireDockerB(b)
-	m := benchManager(b, false)
+	dir := reflinkBenchDir(b)
+	opts := func(pool int) func(*Options) {
+		return func(o *Options) {
+			o.StateDir = filepath.Join(dir, "state")
+			o.Config.WorkspaceRoot = filepath.Join(dir, "ws")
+			o.Config.Pool.Size = pool
+		}
+	}
+	m := benchManagerOpts(b, opts(0))
 	ctx := context.Background()
 	s := Scope{AgentID: "bench-snap"}
 	in, err := m.Create(ctx, s, CreateOptions{})
@@ -79,8 +92,42 @@ func BenchmarkSnapshotFork(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+	// The same forks, each taking a warm pool's sandbox: a second Manager
+	// on the same state directory, with a pool of one.
+	mp := benchManagerOpts(b, opts(1))
+	b.Run("fork-to-first-command-pool", func(b *testing.B) {
+		for i := range b.N {
+			b.StopTimer()
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			err := mp.WaitPool(wctx)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			f := Scope{AgentID: fmt.Sprintf("bench-forkp-%d", i)}
+			in, err := mp.Fork(ctx, s, "base", f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, code, err := mp.Run(ctx, f, []string{"true"}); err != nil || code != 0 {
+				b.Fatalf("first command: %d %v", code, err)
+			}
+			b.StopTimer()
+			if in.Pool != PoolTaken {
+				b.Fatalf("the fork did not take the pool's sandbox: %+v", in)
+			}
+			if _, err := mp.Delete(ctx, in.Name, true); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	})
 	b.Run("baseline-cp-a-workspace", func(b *testing.B) {
-		dst := b.TempDir()
+		dst := filepath.Join(dir, "cp") // the same filesystem
+		if err := os.MkdirAll(dst, 0o700); err != nil {
+			b.Fatal(err)
+		}
 		for i := range b.N {
 			to := filepath.Join(dst, fmt.Sprint(i))
 			if out, err := exec.Command("cp", "-a", ws, to).CombinedOutput(); err != nil {
@@ -118,4 +165,50 @@ func requireDockerB(b *testing.B) {
 	if _, err := exec.LookPath("docker"); err != nil {
 		b.Skip("no docker CLI")
 	}
+}
+
+// reflinkBenchDir is a directory for a benchmark's state directory and
+// workspace root: a new one on TMPDIR's filesystem when it clones files
+// (FICLONE), else, as root with mkfs.xfs, the root of an XFS with
+// reflink=1 loop-mounted here (unmounted at the end), else TMPDIR's
+// (plain copies). It logs which.
+func reflinkBenchDir(b *testing.B) string {
+	b.Helper()
+	dir := b.TempDir()
+	if reflinkWorks(dir, dir) {
+		b.Logf("reflinks: %s clones files", dir)
+		return dir
+	}
+	mkfs, err := exec.LookPath("mkfs.xfs")
+	if err != nil || os.Geteuid() != 0 {
+		b.Logf("copy: %s has no reflinks, and an XFS cannot be mounted here (root: %v, mkfs.xfs: %v)", dir, os.Geteuid() == 0, err)
+		return dir
+	}
+	img, mnt := filepath.Join(dir, "xfs.img"), filepath.Join(dir, "xfs")
+	f, err := os.Create(img)
+	if err == nil {
+		err = errors.Join(f.Truncate(4<<30), f.Close()) // sparse
+	}
+	if err == nil {
+		err = os.Mkdir(mnt, 0o755)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range [][]string{{mkfs, "-q", "-m", "reflink=1", img}, {"mount", "-o", "loop", img, mnt}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v %s", c, err, out)
+		}
+	}
+	// Registered before the Managers' clean-up, so it runs after it.
+	b.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			b.Errorf("umount %s: %v %s", mnt, err, out)
+		}
+	})
+	if !reflinkWorks(mnt, mnt) {
+		b.Fatalf("the XFS at %s does not clone files", mnt)
+	}
+	b.Logf("reflinks: an XFS (reflink=1) loop-mounted at %s", mnt)
+	return mnt
 }

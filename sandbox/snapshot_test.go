@@ -361,3 +361,84 @@ func TestSnapshotAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSnapshotForkFromPool: with a warm pool, a fork takes a pooled
+// sandbox (made before the fork was asked for) and clones the snapshot's
+// workspace into the directory its container mounts: the fork sees every
+// file byte for byte, owns them (it can change a mode-0600 file), and a
+// daemon restart keeps its workspace; the origin never sees its writes.
+func TestSnapshotForkFromPool(t *testing.T) {
+	m := newManagerOpts(t, func(o *Options) { o.Config.Pool.Size = 1 })
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-pool-a"}
+	waitPool(t, m)
+	// The origin takes the pool's sandbox; wait for the refill.
+	if _, code := run(t, m, s, `set -e; head -c 200000 /dev/urandom > /workspace/r.bin; mkdir -p /workspace/d; echo own > /workspace/d/o.txt; chmod 600 /workspace/d/o.txt; echo tmp > /tmp/t`); code != 0 {
+		t.Fatal("setup failed")
+	}
+	want := digest(t, m, s)
+	if _, err := m.Snapshot(ctx, s, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, m)
+	ready := readyIDs(t, m)
+	if len(ready) != 1 {
+		t.Fatalf("pool: %v, want one ready", ready)
+	}
+	f := Scope{AgentID: "snap-pool-f"}
+	in, err := m.Fork(ctx, s, "p1", f)
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	if in.ID != ready[0] || in.Pool != PoolTaken {
+		t.Fatalf("fork %+v, want the pooled sandbox %s taken", in, ready[0])
+	}
+	if got := digest(t, m, f); got != want {
+		t.Fatalf("fork from the pool:\n%s\nwant:\n%s", got, want)
+	}
+	// Its files, in the workspace and the tmpfs, are its command uid's.
+	if out, code := run(t, m, f, `id -u; find /workspace /tmp -path /tmp/.sandboxctl -prune -o ! -user "$(id -u)" -print`); code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("files of the fork not its own: %q %d", out, code)
+	}
+	if out, code := run(t, m, f, "echo forked >> /workspace/d/o.txt && cat /workspace/d/o.txt && echo f > /workspace/r.bin"); code != 0 || out != "own\nforked\n" {
+		t.Fatalf("the fork writes its files: %q %d", out, code)
+	}
+	if out, _ := run(t, m, s, "cat /workspace/d/o.txt; head -c 1 /workspace/r.bin | wc -c"); out != "own\n1\n" {
+		t.Fatalf("the origin sees the fork's writes: %q", out)
+	}
+	m2 := sibling(t, m, func(*Config) {}, nil)
+	if out, _ := run(t, m2, f, "cat /workspace/d/o.txt"); out != "own\nforked\n" {
+		t.Fatalf("the pooled fork after a restart: %q", out)
+	}
+}
+
+// TestSecurityForkTmpfsSymlinkNotFollowed: a fork writes the snapshot's
+// tmpfs contents from the host into its new container's tmpfs. A symlink
+// the container holds already at a name the snapshot has (planted here by
+// a setupCommand, pointing at a host directory as the daemon would see
+// it) is never followed: the fork fails, nothing is written on the host,
+// and no fork is left.
+func TestSecurityForkTmpfsSymlinkNotFollowed(t *testing.T) {
+	m := newTestManager(t, nil)
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-sec-a"}
+	if _, code := run(t, m, s, "mkdir /tmp/d && echo x > /tmp/d/x"); code != 0 {
+		t.Fatal("setup failed")
+	}
+	if _, err := m.Snapshot(ctx, s, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	m2 := sibling(t, m, func(c *Config) { c.Docker.SetupCommand = "ln -s " + host + " /tmp/d" }, nil)
+	f := Scope{AgentID: "snap-sec-f"}
+	_, err := m2.Fork(ctx, s, "p1", f)
+	if err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("fork onto a planted symlink: %v, want an error", err)
+	}
+	if ents, _ := os.ReadDir(host); len(ents) != 0 {
+		t.Fatalf("the fork wrote on the host: %v", ents)
+	}
+	if _, err := m2.first().sandboxOf(ctx, f); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a failed fork left its sandbox: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
+
+	"golang.org/x/sys/unix"
 )
 
 // awaitedRecord is a running background session of a host whose sessions
@@ -37,12 +40,22 @@ type awaitedRecord struct {
 // atomically when a session of a late host goes to the background and
 // when it ends. A missing or unreadable file starts empty (at worst a
 // session is not shown until its host brings it back).
+//
+// Its space is reserved: a ballast file beside it (awaitedReserveBytes,
+// allocated while there is room) is given up when the state filesystem is
+// full, so the records of running sessions are still written then; the
+// ballast comes back with the next write that finds room for it.
 type awaitedStore struct {
 	path string
 
 	mu sync.Mutex
 	m  map[string]awaitedRecord
 }
+
+// awaitedReserveBytes is the ballast kept beside the awaited file: room
+// for two copies (the atomic write's temporary file and the old one) of
+// about 400 records.
+const awaitedReserveBytes = 256 << 10
 
 func openAwaited(path string) *awaitedStore {
 	a := &awaitedStore{path: path, m: map[string]awaitedRecord{}}
@@ -52,7 +65,33 @@ func openAwaited(path string) *awaitedStore {
 	if data, err := os.ReadFile(path); err == nil {
 		_ = json.Unmarshal(data, &a.m)
 	}
+	_ = a.reserve()
 	return a
+}
+
+func (a *awaitedStore) reservePath() string { return a.path + ".reserve" }
+
+// reserve allocates the ballast file if it is not there (blocks, not a
+// sparse file: fallocate, or zeros where the filesystem has no fallocate).
+func (a *awaitedStore) reserve() error {
+	if st, err := os.Stat(a.reservePath()); err == nil && st.Size() >= awaitedReserveBytes {
+		return nil
+	}
+	f, err := os.OpenFile(a.reservePath(), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = unix.Fallocate(int(f.Fd()), 0, 0, awaitedReserveBytes)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		_, err = f.WriteAt(make([]byte, awaitedReserveBytes), 0)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(a.reservePath())
+	}
+	return err
 }
 
 func (a *awaitedStore) add(r awaitedRecord) error {
@@ -62,7 +101,7 @@ func (a *awaitedStore) add(r awaitedRecord) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.m[r.ID] = r
-	return a.writeLocked()
+	return a.written(a.writeLocked())
 }
 
 func (a *awaitedStore) remove(id string) error {
@@ -75,8 +114,20 @@ func (a *awaitedStore) remove(id string) error {
 		return nil
 	}
 	delete(a.m, id)
-	return a.writeLocked()
+	return a.written(a.writeLocked())
 }
+
+// written turns a write's use of the ballast into an error that says so
+// (the records are written; the state filesystem is full).
+func (a *awaitedStore) written(usedReserve bool, err error) error {
+	if err == nil && usedReserve {
+		return fmt.Errorf("%w: awaited sessions written in their reserved space; free space on the state filesystem", errStateFull)
+	}
+	return err
+}
+
+// errStateFull says a store wrote what it had to in its reserved space.
+var errStateFull = errors.New("the state filesystem is full")
 
 func (a *awaitedStore) list() []awaitedRecord {
 	a.mu.Lock()
@@ -88,15 +139,28 @@ func (a *awaitedStore) list() []awaitedRecord {
 	return out
 }
 
-func (a *awaitedStore) writeLocked() error {
+// writeLocked writes the records; on a full filesystem it gives up the
+// ballast and writes them in its room (usedReserve), and the error says
+// the records are lost only when even that fails.
+func (a *awaitedStore) writeLocked() (usedReserve bool, err error) {
 	data, err := json.Marshal(a.m)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := atomicfile.Write(a.path, data, 0o600); err != nil {
-		return fmt.Errorf("awaited sessions: %w", err)
+	err = atomicfile.Write(a.path, data, 0o600)
+	if errors.Is(err, unix.ENOSPC) {
+		if rerr := os.Remove(a.reservePath()); rerr == nil {
+			usedReserve = true
+			err = atomicfile.Write(a.path, data, 0o600)
+		}
 	}
-	return nil
+	if err != nil {
+		return usedReserve, fmt.Errorf("awaited sessions: the record of running sessions is not written (after a daemon restart they show only once their host brings them back): %w", err)
+	}
+	if !usedReserve {
+		_ = a.reserve()
+	}
+	return usedReserve, nil
 }
 
 // awaitRecordLocked is the record of s (backgrounded, running) when its

@@ -49,9 +49,10 @@ func engineDown(err error) bool {
 	return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrEngineDown)
 }
 
-// retryRecover asks for the sessions again until the Engine answers, and
-// delivers them on h.late.
-func (h *SandboxHost) retryRecover(ctx context.Context) {
+// retryRecover asks for the sessions again until every Engine answers,
+// and delivers on h.late those not delivered before (seen: the ids Recover
+// returned; with several Engines the ones up at the start gave theirs).
+func (h *SandboxHost) retryRecover(ctx context.Context, seen map[string]bool) {
 	t := time.NewTicker(recoverRetryEvery)
 	defer t.Stop()
 	for {
@@ -60,21 +61,24 @@ func (h *SandboxHost) retryRecover(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		out, err := h.recover(ctx)
-		if err != nil && engineDown(err) && len(out) == 0 {
-			continue
-		}
+		out, err := h.recover(ctx, seen)
 		for _, r := range out {
+			seen[r.ID] = true
 			select {
 			case h.late <- r:
 			case <-ctx.Done():
 				return
 			}
 		}
-		if err == nil {
+		switch {
+		case err == nil:
 			close(h.late) // all it holds is back
+			return
+		case engineDown(err):
+			continue // an Engine still does not answer
+		default:
+			return
 		}
-		return
 	}
 }
 
@@ -145,10 +149,16 @@ const (
 // its sessions: they are asked for again in the background and adopted
 // when it answers (Later).
 func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
-	out, err := h.recover(ctx)
-	if err != nil && engineDown(err) && len(out) == 0 && h.lateCtx != nil {
-		go h.retryRecover(h.lateCtx)
-		return nil, fmt.Errorf("%w; its sessions are re-adopted when it answers", err)
+	out, err := h.recover(ctx, nil)
+	if err != nil && engineDown(err) && h.lateCtx != nil {
+		// One Engine or all of them did not answer: what the others gave
+		// is adopted now, the rest when their Engine answers.
+		seen := make(map[string]bool, len(out))
+		for _, r := range out {
+			seen[r.ID] = true
+		}
+		go h.retryRecover(h.lateCtx, seen)
+		return out, fmt.Errorf("%w; its sessions are re-adopted when it answers", err)
 	}
 	if err == nil && h.lateCtx != nil {
 		close(h.late) // nothing comes later
@@ -156,7 +166,10 @@ func (h *SandboxHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
 	return out, err
 }
 
-func (h *SandboxHost) recover(ctx context.Context) ([]RecoveredSession, error) {
+// recover finds the sessions the supervisors hold and attaches to them,
+// but for those in adopted (already re-adopted: attaching again would take
+// their streams from the sessions that have them).
+func (h *SandboxHost) recover(ctx context.Context, adopted map[string]bool) ([]RecoveredSession, error) {
 	found, err := h.m.Sessions(ctx)
 	out := make([]RecoveredSession, 0, len(found))
 	var errs []error
@@ -164,6 +177,9 @@ func (h *SandboxHost) recover(ctx context.Context) ([]RecoveredSession, error) {
 		errs = append(errs, err)
 	}
 	for _, rs := range found {
+		if adopted[rs.Meta[metaSessionID]] {
+			continue
+		}
 		r := RecoveredSession{
 			ID: rs.Meta[metaSessionID], Command: rs.Meta[metaCommand], Cwd: rs.Meta[metaCwd],
 			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.TTY, StdinOpen: rs.Stdin && rs.Running,

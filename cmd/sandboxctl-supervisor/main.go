@@ -68,6 +68,8 @@ func main() {
 		fmt.Println("sandboxctl-supervisor protocol", supervisor.ProtocolVersion)
 		return
 	}
+	// Threads for later, made while the sandbox has pids to spare.
+	supervisor.ReserveThreads(supervisor.ReservedThreads)
 	// A small heap: the supervisor idles in every sandbox.
 	debug.SetGCPercent(50)
 	debug.SetMemoryLimit(16 << 20)

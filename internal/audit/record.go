@@ -88,7 +88,9 @@ type Record struct {
 // Actor is who a record's fact was done for.
 type Actor struct {
 	// Via is the front door: "socket" (a local peer), "tcp" (the daemon's
-	// token), "agent-token", "approver-token", "console", "hook", "daemon".
+	// token), "agent-token", "approver-token", "console", "hook", "daemon", "cli" (a
+	// sandboxctl command that acted itself; UID is the owner of the event it
+	// spooled).
 	Via string `json:"via"`
 	// Token names the token used: "tool", "approver", or the agent id an
 	// agent token is pinned to. Never the token itself.

@@ -204,13 +204,20 @@ func (a *sandboxAPI) eventWith(ctx context.Context, action string, in sandbox.In
 	if a.publish == nil {
 		return
 	}
+	a.publish(sandboxEvent(action, in, more))
+}
+
+// sandboxEvent is the sandbox event of action on in, its details completed
+// by more: the one shape of a lifecycle event, whether the daemon's API or
+// a command of the CLI (spooled, sandbox_events.go) did the action.
+func sandboxEvent(action string, in sandbox.Info, more func(*api.Details)) api.Event {
 	d := api.Details{Action: action, ID: in.ID, Name: &in.Name, Template: in.Template}
 	if !in.ExpiresAt.IsZero() {
 		d.ExpiresAt = in.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
 	more(&d)
-	a.publish(api.Event{Type: vocab.EventSandbox, Text: fmt.Sprintf("sandbox %s %s", in.Name, action),
-		AgentID: in.AgentID, SessionKey: in.SessionKey, Details: d})
+	return api.Event{Type: vocab.EventSandbox, Text: fmt.Sprintf("sandbox %s %s", in.Name, action),
+		AgentID: in.AgentID, SessionKey: in.SessionKey, Details: d}
 }
 
 func (a *sandboxAPI) fail(w http.ResponseWriter, err error) {

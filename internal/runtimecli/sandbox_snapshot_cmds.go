@@ -14,7 +14,8 @@ import (
 )
 
 // The snapshot commands (docs/snapshots.md) act on the Engine and the
-// state directory directly, as the other `sandbox` commands do.
+// state directory directly, as the other `sandbox` commands do; each
+// action's event is spooled for the daemon to journal (sandbox_events.go).
 
 func snapshotCommands(c *cli.CLI) []*cobra.Command {
 	return []*cobra.Command{
@@ -25,14 +26,19 @@ func snapshotCommands(c *cli.CLI) []*cobra.Command {
 	}
 }
 
-// withSandboxManager runs do with a Manager for the state directory.
-func withSandboxManager(ctx context.Context, c *cli.CLI, do func(*sandbox.Manager) error) error {
+// withSandboxManager runs do with a Manager for the state directory and
+// the command's event spool.
+func withSandboxManager(ctx context.Context, c *cli.CLI, do func(*sandbox.Manager, cliEvents) error) error {
+	ev, err := newCLIEvents(c)
+	if err != nil {
+		return err
+	}
 	m, err := newSandboxManager(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	return do(m)
+	return do(m, ev)
 }
 
 func newSandboxSnapshotCommand(c *cli.CLI) *cobra.Command {
@@ -42,11 +48,12 @@ func newSandboxSnapshotCommand(c *cli.CLI) *cobra.Command {
 		Short: "Copy the files of an agent's sandbox (workspace and tmpfs contents) into a snapshot",
 		Args:  cli.ExactArgs(1, "AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withSandboxManager(cmd.Context(), c, func(m *sandbox.Manager) error {
+			return withSandboxManager(cmd.Context(), c, func(m *sandbox.Manager, ev cliEvents) error {
 				snap, err := m.Snapshot(cmd.Context(), sandbox.Scope{AgentID: args[0], SessionKey: session}, name)
 				if err != nil {
 					return fmt.Errorf("sandbox snapshot: %w", err)
 				}
+				ev.snapshot("snapshotted", snapshotOrigin(snap), snap.Name)
 				if c.JSON {
 					return cli.WriteJSON(c.Out, snap)
 				}
@@ -70,7 +77,7 @@ func newSandboxSnapshotsCommand(c *cli.CLI) *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := sandbox.Scope{AgentID: args[0], SessionKey: session}
-			return withSandboxManager(cmd.Context(), c, func(m *sandbox.Manager) error {
+			return withSandboxManager(cmd.Context(), c, func(m *sandbox.Manager, ev cliEvents) error {
 				switch {
 				case len(args) == 2:
 					snap, err := m.SnapshotOf(s, args[1])
@@ -79,14 +86,17 @@ func newSandboxSnapshotsCommand(c *cli.CLI) *cobra.Command {
 					}
 					return cli.WriteJSON(c.Out, snap)
 				case rm != "":
-					if _, err := m.RemoveSnapshot(s, rm); err != nil {
+					snap, err := m.RemoveSnapshot(s, rm)
+					if err != nil {
 						return fmt.Errorf("sandbox snapshots --rm: %w", err)
 					}
-					_, err := fmt.Fprintf(c.Out, "removed %s\n", rm)
+					ev.snapshot("snapshot-removed", snapshotOrigin(snap), snap.Name)
+					_, err = fmt.Fprintf(c.Out, "removed %s\n", rm)
 					return err
 				case olderThan > 0 || keep >= 0:
 					gone, err := m.PruneSnapshots(s, olderThan, keep)
 					for _, g := range gone {
+						ev.snapshot("snapshot-removed", snapshotOrigin(g), g.Name)
 						fmt.Fprintf(c.Out, "removed %s\n", g.Name)
 					}
 					if err != nil {
@@ -128,8 +138,16 @@ func newSandboxRollbackCommand(c *cli.CLI) *cobra.Command {
 		Short: "Put an agent's sandbox back to a snapshot (its container is made anew: running commands end)",
 		Args:  cli.ExactArgs(2, "AGENT", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ev, err := newCLIEvents(c)
+			if err != nil {
+				return err
+			}
 			return runSandboxChange(cmd.Context(), c, "rollback", func(ctx context.Context, m *sandbox.Manager) (sandbox.Info, error) {
-				return m.Rollback(ctx, sandbox.Scope{AgentID: args[0], SessionKey: session}, args[1])
+				out, err := m.Rollback(ctx, sandbox.Scope{AgentID: args[0], SessionKey: session}, args[1])
+				if err == nil {
+					ev.snapshot("rolled-back", out, args[1])
+				}
+				return out, err
 			})
 		},
 	}
@@ -144,8 +162,16 @@ func newSandboxForkCommand(c *cli.CLI) *cobra.Command {
 		Short: "Start a sandbox for NEW-AGENT from a snapshot of AGENT's (default: a snapshot of it now)",
 		Args:  cli.ExactArgs(2, "AGENT", "NEW-AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ev, err := newCLIEvents(c)
+			if err != nil {
+				return err
+			}
 			return runSandboxChange(cmd.Context(), c, "fork", func(ctx context.Context, m *sandbox.Manager) (sandbox.Info, error) {
-				return m.Fork(ctx, sandbox.Scope{AgentID: args[0], SessionKey: session}, snapshot, sandbox.Scope{AgentID: args[1], SessionKey: newSession})
+				out, err := m.Fork(ctx, sandbox.Scope{AgentID: args[0], SessionKey: session}, snapshot, sandbox.Scope{AgentID: args[1], SessionKey: newSession})
+				if err == nil {
+					ev.snapshot("forked", out, snapshot)
+				}
+				return out, err
 			})
 		},
 	}

@@ -369,6 +369,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil && (cfg.Sandbox.Prune.IdleHours > 0 || cfg.Sandbox.Prune.MaxAgeDays > 0) {
 		go sbx.RunPruner(runCtx, pruneInterval)
 	}
+	// Events the CLI's own sandbox commands spooled (sandbox_events.go).
+	go drainSpooledEvents(runCtx, state, mgr.Publish, auditLog.rec, logf)
 	if sbx != nil {
 		expired := &sandboxAPI{publish: mgr.Publish, audit: auditLog.rec}
 		go sbx.RunExpiry(runCtx, expiryInterval, func(in sandbox.Info) { expired.event(runCtx, "expired", in) })
