@@ -36,3 +36,10 @@ type ApprovalHookInput struct {
 type ResolveRequest struct {
 	Decision string `json:"decision"`
 }
+
+// ApprovalDecided is the body of a decision's answer (POST
+// /v1/approvals/{id}, 200).
+type ApprovalDecided struct {
+	Decision string `json:"decision"`
+	ID       string `json:"id"`
+}

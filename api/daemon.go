@@ -98,3 +98,15 @@ type ErrorBody struct {
 	// start (its program, its environment).
 	Field string `json:"field,omitempty"`
 }
+
+// SessionList is the body of GET /v1/sessions.
+type SessionList struct {
+	Sessions []Details `json:"sessions"`
+}
+
+// ShutdownAnswer is the body of POST /v1/shutdown (202): the daemon that
+// is shutting down.
+type ShutdownAnswer struct {
+	OK  bool `json:"ok"`
+	PID int  `json:"pid"`
+}

@@ -37,3 +37,14 @@ const (
 	ContentTypeTar    = "application/x-tar"
 	ContentTypeBinary = "application/octet-stream"
 )
+
+// FileRemoved is the body of DELETE /v1/files: the path removed.
+type FileRemoved struct {
+	Removed string `json:"removed"`
+}
+
+// FileWritten is the body of an upload's answer (PUT /v1/files): the path
+// written.
+type FileWritten struct {
+	Written string `json:"written"`
+}

@@ -152,6 +152,8 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 		{"Sandbox", schemas["Sandbox"], reflect.TypeFor[api.Sandbox](), true},
 		{"CreateSandboxRequest", schemas["CreateSandboxRequest"], reflect.TypeFor[api.CreateSandboxRequest](), true},
 		{"Snapshot", schemas["Snapshot"], reflect.TypeFor[api.Snapshot](), true},
+		{"Preview", schemas["Preview"], reflect.TypeFor[api.Preview](), true},
+		{"OpenPreviewRequest", schemas["OpenPreviewRequest"], reflect.TypeFor[api.OpenPreviewRequest](), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.schema == nil {

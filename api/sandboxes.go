@@ -18,16 +18,16 @@ type Sandbox struct {
 	SessionKey string            `json:"sessionKey,omitempty"`
 	State      string            `json:"state"`
 	Image      string            `json:"image"`
-	Template   string            `json:"template"`
-	Labels     map[string]string `json:"labels"`
 	CreatedAt  time.Time         `json:"createdAt"`
 	LastUsedAt time.Time         `json:"lastUsedAt,omitzero"`
-	ExpiresAt  time.Time         `json:"expiresAt,omitzero"`
 	ConfigHash string            `json:"configHash"`
 	Current    bool              `json:"current"`
 	Engine     string            `json:"engine"`
 	Path       string            `json:"path"`
 	Pool       string            `json:"pool,omitempty"`
+	Template   string            `json:"template"`
+	Labels     map[string]string `json:"labels"`
+	ExpiresAt  time.Time         `json:"expiresAt,omitzero"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. An agent token
@@ -85,4 +85,31 @@ type Snapshot struct {
 	Method  string          `json:"method"`
 	Tmpfs   []string        `json:"tmpfs"`
 	Skipped int             `json:"skipped,omitempty"`
+}
+
+// SandboxDetail is the body of GET /v1/sandboxes/{id}: the sandbox, what
+// `sandboxctl sandbox explain` shows for it (its config, limits and the
+// hardening read back from the Engine) and its resource use now.
+type SandboxDetail struct {
+	Sandbox
+	Explain json.RawMessage `json:"explain"`
+	Usage   *SandboxUsage   `json:"usage,omitempty"`
+	// UsageError says why there is no Usage (e.g. the container is stopped).
+	UsageError string `json:"usageError,omitempty"`
+}
+
+// SandboxUsage is one sample of a sandbox's resource use.
+type SandboxUsage struct {
+	CPUPercent       float64 `json:"cpuPercent"`
+	MemoryBytes      uint64  `json:"memoryBytes"`
+	MemoryLimitBytes uint64  `json:"memoryLimitBytes"`
+	Pids             uint64  `json:"pids"`
+	PidsLimit        uint64  `json:"pidsLimit,omitempty"`
+}
+
+// SandboxRemoved is the body of DELETE /v1/sandboxes/{id}.
+type SandboxRemoved struct {
+	Name             string `json:"name"`
+	Removed          string `json:"removed"` // the sandbox's id
+	WorkspaceRemoved bool   `json:"workspaceRemoved"`
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/moby/sys/user"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // Identity is the unprivileged uid and gid a root daemon runs gateway
@@ -16,11 +18,9 @@ type Identity struct {
 }
 
 // DefaultIdentity is the identity of gateway commands when the
-// configuration names none: outside the ranges useradd hands out (system
-// accounts 100-999, people 1000-59999) and below the subordinate-id ranges
-// (100000 on), and checked against the account files at start
-// (CheckIdentity).
-var DefaultIdentity = Identity{UID: 61000, GID: 61000}
+// configuration names none (hostapi.DefaultGatewayUID, DefaultGatewayGID),
+// checked against the account files at start (CheckIdentity).
+var DefaultIdentity = Identity{UID: hostapi.DefaultGatewayUID, GID: hostapi.DefaultGatewayGID}
 
 // maxID is the largest uid or gid the kernel takes ((uid_t)-1 means "no
 // change" to setresuid).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -875,6 +876,7 @@ type processEngine interface {
 	Sessions(ctx context.Context) ([]RecoveredSession, error)
 	Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error)
 	ForgetSession(ctx context.Context, containerID, id string) error
+	DialPort(ctx context.Context, s Scope, port int) (net.Conn, error)
 }
 
 // fileEngine moves files in and out of the sandboxes of one Engine.

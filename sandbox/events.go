@@ -10,11 +10,21 @@ import (
 
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
+
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // ErrContainerGone is wrapped by the error a command fails with when its
-// sandbox's container died or was removed while it ran.
-var ErrContainerGone = errors.New("sandbox container gone")
+// sandbox's container died or was removed while it ran; it matches
+// hostapi.ErrEnded too.
+var ErrContainerGone error = endedError("sandbox container gone")
+
+// endedError is an error whose text is its own and that matches
+// hostapi.ErrEnded.
+type endedError string
+
+func (e endedError) Error() string        { return string(e) }
+func (e endedError) Is(target error) bool { return target == hostapi.ErrEnded }
 
 // containerWatch follows the Engine's event stream for this Manager's
 // sandboxes: one goroutine per Manager, whatever the number of sandboxes.

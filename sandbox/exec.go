@@ -424,8 +424,8 @@ func (m *DockerEngine) KillTagged(ctx context.Context, containerID, tag string, 
 	steps := int(grace / (100 * time.Millisecond))
 	out, code, err := m.run(ctx, containerID, []string{"sh", "-c", killScript, "sh", tag, strconv.Itoa(steps)})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil // the container is gone, and the tree with it
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrContainerGone) || m.stopped(ctx, containerID) {
+			return nil // the container is gone or stopped, and the tree with it
 		}
 		return fmt.Errorf("sandbox kill %s: %w", tag, err)
 	}
@@ -437,8 +437,40 @@ func (m *DockerEngine) KillTagged(ctx context.Context, containerID, tag string, 
 		// being removed) does that, and the tree ends with it.
 		return nil
 	}
+	if m.stopped(ctx, containerID) {
+		// The Engine refused the exec because the container stopped (or
+		// was removed) meanwhile: the tree ended with it.
+		return nil
+	}
 	return fmt.Errorf("sandbox kill %s: exit %d: %s", tag, code, lastN(out, 300))
 }
+
+// stopped reports whether container id stopped or was removed. A runtime
+// that refused an exec because the container stopped may answer before
+// the Engine's state says so: it asks for up to stopSettle.
+func (m *DockerEngine) stopped(ctx context.Context, id string) bool {
+	deadline := time.Now().Add(stopSettle)
+	for {
+		insp, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		switch {
+		case isNotFound(err):
+			return true
+		case err == nil && (insp.Container.State == nil || !insp.Container.State.Running):
+			return true
+		case err != nil || time.Now().After(deadline):
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stopSettle is how long stopped waits for the Engine to see a container
+// stop that its runtime already reported.
+const stopSettle = 3 * time.Second
 
 // run executes cmd in the container without stdin and returns its combined
 // output and exit code.

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/api"
@@ -171,6 +173,19 @@ func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) err
 		return err
 	}
 	return mb.m.ForgetSession(ctx, containerID, id)
+}
+
+// DialPort connects to port on the loopback of scope s's existing sandbox
+// (see DockerEngine.DialPort), on the Engine that holds it.
+func (m *Manager) DialPort(ctx context.Context, s Scope, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("%w: port %d is out of range (1-65535)", cerrdefs.ErrInvalidArgument, port)
+	}
+	e, err := m.existing(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return e.DialPort(ctx, s, port)
 }
 
 // StatFile describes path p in scope s's sandbox.

@@ -262,7 +262,13 @@ func (m *DockerEngine) dialer(id string) supervisor.Dialer {
 		if errors.Is(err, ErrDockerUnreachable) || errors.Is(err, supervisor.ErrGone) || ctx.Err() != nil {
 			return nil, err
 		}
-		m.logf("sandbox %s: supervisor socket: %v; using the attach stream", short(id), err)
+		if errors.Is(err, errInitGone) {
+			// The container is stopping (removed, or its supervisor
+			// exited): the Engine's event says how it ended.
+			m.logf("debug: sandbox %s: supervisor socket gone with its container's init (%v); using the attach stream", short(id), err)
+		} else {
+			m.logf("sandbox %s: supervisor socket: %v; using the attach stream", short(id), err)
+		}
 		return attach(ctx)
 	}
 }
@@ -684,9 +690,10 @@ func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]Recover
 	out := make([]RecoveredSession, 0, len(infos))
 	var refused []error
 	for _, in := range infos {
-		if in.Meta[MetaFiles] != "" {
-			// A run of the file tool (the files API), not a command:
-			// its request is gone with the daemon that made it.
+		if in.Meta[MetaFiles] != "" || in.Meta[MetaRelay] != "" {
+			// A run of the file tool (the files API) or a preview's
+			// relay, not a command: its request or connection is gone
+			// with the daemon that made it.
 			if in.Running {
 				_ = cl.KillTree(ctx, in.ID, time.Second)
 			}

@@ -29,6 +29,10 @@ const (
 // errNoLocalSocket: the supervisor has no socket this process can reach.
 var errNoLocalSocket = errors.New("no supervisor socket reachable from this host")
 
+// errInitGone: the container's init process ended (its /proc entry is
+// gone).
+var errInitGone = errors.New("the container's init process is gone")
+
 // errNoLocalPath: the container's runtime (gVisor) keeps its files out of
 // this host's reach; the attach stream is the way, and no failure.
 var errNoLocalPath = errors.New("the supervisor socket is not reachable under this runtime")
@@ -114,6 +118,9 @@ func (m *DockerEngine) dialLocal(ctx context.Context, id string) (supervisor.Con
 // so what is connected to is exactly what was checked.
 func dialSocketUnder(ctx context.Context, root string) (*net.UnixConn, error) {
 	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("open %s: %w: %w", root, errInitGone, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", root, err)
 	}

@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"errors"
 	"io"
 	"time"
 
@@ -52,9 +51,7 @@ func (m *Manager) readRawOutput(s *session, r io.Reader, stream output.Stream) {
 			m.backlogText(s, stream, buf[:n])
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
-				m.logf("sessions: %s: reading output: %v", s.id, err)
-			}
+			m.logReadEnd(s, err)
 			s.mu.Lock()
 			m.flushTextLocked(s, stream, true)
 			s.mu.Unlock()

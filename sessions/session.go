@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -203,12 +204,24 @@ func (m *Manager) read(s *session, r io.Reader, stream output.Stream) {
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
-				m.logf("sessions: %s: reading output: %v", s.id, err)
-			}
+			m.logReadEnd(s, err)
 			m.appendOutputRaw(s, stream, dec.Flush(), 0)
 			return
 		}
+	}
+}
+
+// logReadEnd logs why reading s's output stopped, unless it is the usual
+// end: EOF, a closed pipe, or (at debug level) the end of the place the
+// command ran in (hostapi.ErrEnded: its sandbox was removed), which the
+// session's status reports.
+func (m *Manager) logReadEnd(s *session, err error) {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrClosedPipe):
+	case errors.Is(err, hostapi.ErrEnded):
+		m.logf("debug: sessions: %s: output ended with its environment (%v)", s.id, err)
+	default:
+		m.logf("sessions: %s: reading output: %v", s.id, err)
 	}
 }
 

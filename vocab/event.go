@@ -25,4 +25,7 @@ const (
 	// (details: action created|removed|paused|resumed|extended|expired,
 	// id, name, template, expiresAt).
 	EventSandbox EventType = "sandbox"
+	// EventPreview: a port of a sandbox was exposed through the daemon's
+	// TCP listener, or no longer is (details: action opened|closed, id).
+	EventPreview EventType = "preview"
 )

@@ -6,9 +6,10 @@
 // it is asked to run, and keeps their output and exit status under
 // /run/sandboxctl.
 //
-// Build it static and small:
+// Build it small (it is static whatever CGO_ENABLED says: it links
+// nothing that needs cgo, see TestStaticWithCgo):
 //
-//	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sandboxctl-supervisor ./cmd/sandboxctl-supervisor
+//	go build -trimpath -ldflags='-s -w' -o bin/sandboxctl-supervisor ./cmd/sandboxctl-supervisor
 package main
 
 import (
@@ -40,6 +41,12 @@ func main() {
 		// write its memory while it moves the daemon's data.
 		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 		os.Exit(supervisor.RunFiles(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == supervisor.RelayArg {
+		// A preview's relay, run as a command of the sandbox; not
+		// dumpable, as the file tool.
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+		os.Exit(supervisor.RunRelay(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	// Not dumpable: processes of the sandbox may run as the same user, and
 	// must not open /proc/<this>/fd (the attach stream's pipes), read its
@@ -92,6 +99,8 @@ func main() {
 		// score before they run (supervisor.LaunchArg).
 		Launcher:   "/proc/self/exe",
 		Credential: cred,
+		// This binary is the preview relay too (supervisor.RelayArg).
+		Relay: true,
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()

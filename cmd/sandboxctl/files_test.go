@@ -45,7 +45,7 @@ func filesEnv(t *testing.T) (*env, string, string) {
 	// Registered first, so it runs last: after the daemon stopped, every
 	// sandbox the test made is gone, whatever the test removed itself.
 	t.Cleanup(func() { removeContainersNamed(cli, prefix) })
-	cfg := fmt.Sprintf("sandbox:\n  workspaceRoot: %s\n  docker:\n    containerPrefix: %s\n", filepath.Join(e.state, "ws"), prefix)
+	cfg := fmt.Sprintf("previews:\n  enabled: true\nsandbox:\n  workspaceRoot: %s\n  docker:\n    containerPrefix: %s\n", filepath.Join(e.state, "ws"), prefix)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -144,6 +144,11 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{"POST", "/v1/sandboxes/{name}/rollback", "", "", map[string]any{"snapshot": "../x"}, 400},
 		{"POST", "/v1/sandboxes/{name}/fork", "", "", map[string]any{"agentId": alice + "-fork"}, 404},
 		{"POST", "/v1/sandboxes/{name}/fork", "", "", map[string]any{"snapshot": "a b"}, 400},
+		{"POST", "/v1/previews", "", "", map[string]any{"agentId": alice, "port": 8080}, 201},
+		{"POST", "/v1/previews", "", "", map[string]any{"agentId": alice, "port": 0}, 400},
+		{"GET", "/v1/previews", "", "", nil, 200},
+		{"DELETE", "/v1/previews/{id}", "", "", nil, 404},
+		{"GET", "/preview/{id}/", "", "", nil, 404},
 		{"GET", "/v1/approvals", "", "", nil, 200},
 		{"POST", "/v1/approvals/{id}", "", "", map[string]any{"decision": "allow-once"}, 403}, // the tool token decides nothing
 		{"PUT", "/v1/files", fq("/workspace/o.txt", "&mode=0640"), "application/octet-stream", "openapi", 200},

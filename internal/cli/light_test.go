@@ -28,6 +28,12 @@ var lightForbidden = []string{
 	"github.com/moby/moby/client",
 	"github.com/prometheus/client_golang/prometheus",
 	"github.com/modelcontextprotocol/go-sdk/mcp",
+	// The gateway's guard (Landlock, seccomp, PTYs): its package inits
+	// cost every start; the configuration needs none of it.
+	"github.com/sandboxctl/sandboxctl/hostexec",
+	"github.com/landlock-lsm/go-landlock/landlock",
+	"github.com/elastic/go-seccomp-bpf",
+	"github.com/creack/pty",
 }
 
 // TestLightCLIDependencies keeps the light sandboxctl binary

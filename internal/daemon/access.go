@@ -17,7 +17,8 @@ const (
 	callerApproverToken = "approver-token"
 	callerAgentPrefix   = "agent:" // an agent token, then its agent
 	callerConsole       = "console"
-	callerNone          = "none" // no credential accepted (yet)
+	callerPreview       = "preview" // a preview's own token (Previews)
+	callerNone          = "none"    // no credential accepted (yet)
 )
 
 // accessEntry is what the handlers learn about a request's caller; the

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/vocab"
 	"net"
 	"net/http"
 	"os"
@@ -90,9 +93,7 @@ func TestApproverCheckRefusesUnknownPeers(t *testing.T) {
 // runs. Tool routes stay open.
 func TestApprovalRoutesOnTheSocket(t *testing.T) {
 	ran := false
-	r := startServer(t, Options{ApprovalRoutes: map[string]http.Handler{
-		"POST /v1/approvals/{id}": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { ran = true }),
-	}})
+	r := startServer(t, Options{Approvals: fakeApprovals{decide: func() { ran = true }}})
 	code, msg := postRaw(t, r.srv, "/v1/approvals/abc", []byte(`{"decision":"allow-always"}`))
 	if code != http.StatusForbidden || !strings.Contains(msg, "not allowed to decide approvals") || ran {
 		t.Fatalf("got %d %q (handler ran: %v), want 403", code, msg, ran)
@@ -103,11 +104,8 @@ func TestApprovalRoutesOnTheSocket(t *testing.T) {
 // only the approver token does, and without one TCP decides nothing.
 func TestApprovalRoutesOverTCP(t *testing.T) {
 	const tool, approver = "tool-token-for-the-tests", "approver-token-for-tests"
-	routes := func(ran *bool) map[string]http.Handler {
-		return map[string]http.Handler{"POST /v1/approvals/{id}": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			*ran = true
-			w.WriteHeader(http.StatusOK)
-		})}
+	routes := func(ran *bool) Approvals {
+		return fakeApprovals{decide: func() { *ran = true }}
 	}
 	post := func(t *testing.T, base, token string) int {
 		t.Helper()
@@ -125,7 +123,7 @@ func TestApprovalRoutesOverTCP(t *testing.T) {
 	}
 
 	var ran bool
-	r := startServer(t, Options{Listen: "127.0.0.1:0", Token: tool, ApproverToken: approver, ApprovalRoutes: routes(&ran)})
+	r := startServer(t, Options{Listen: "127.0.0.1:0", Token: tool, ApproverToken: approver, Approvals: routes(&ran)})
 	base := "http://" + r.srv.TCPAddr().String()
 	if code := post(t, base, tool); code != http.StatusUnauthorized || ran {
 		t.Fatalf("tool token: %d (ran %v), want 401", code, ran)
@@ -135,7 +133,7 @@ func TestApprovalRoutesOverTCP(t *testing.T) {
 	}
 
 	var ran2 bool
-	r2 := startServer(t, Options{Listen: "127.0.0.1:0", Token: tool, ApprovalRoutes: routes(&ran2)})
+	r2 := startServer(t, Options{Listen: "127.0.0.1:0", Token: tool, Approvals: routes(&ran2)})
 	if code := post(t, "http://"+r2.srv.TCPAddr().String(), tool); code != http.StatusForbidden || ran2 {
 		t.Fatalf("no approver token: %d (ran %v), want 403", code, ran2)
 	}
@@ -212,4 +210,19 @@ func TestApproverCheckRefusesDescendantsOfTheRuntime(t *testing.T) {
 	if err := c.check(Peer{PID: pid, UID: os.Geteuid()}); !errors.Is(err, ErrNotApprover) || !strings.Contains(err.Error(), "runtime") {
 		t.Fatalf("a child of the runtime's executable: %v, want a refusal", err)
 	}
+}
+
+// fakeApprovals lists list and calls decide for every decision.
+type fakeApprovals struct {
+	list   []api.Approval
+	decide func()
+}
+
+func (f fakeApprovals) List(context.Context) ([]api.Approval, error) { return f.list, nil }
+
+func (f fakeApprovals) Decide(context.Context, string, vocab.ApprovalDecision) error {
+	if f.decide != nil {
+		f.decide()
+	}
+	return nil
 }

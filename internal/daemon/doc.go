@@ -27,7 +27,7 @@
 // On TCP every request needs "Authorization: Bearer <token>" (compared in
 // constant time; 401 otherwise), and /v1/shutdown does not exist there.
 //
-// Approval decisions (Options.ApprovalRoutes) are for humans only. On the
+// Approval decisions (Options.Approvals) are for humans only. On the
 // socket the daemon reads the peer's pid and uid from the kernel
 // (SO_PEERCRED) and refuses (403) a peer in another pid namespace, one
 // that descends from the daemon, or one with SANDBOXCTL_RUN in its own or

@@ -74,8 +74,8 @@ const tarOverhead = 16 << 20
 //
 // Paths are absolute paths inside the agent's sandbox (session=K picks a
 // session-scoped one) and are resolved there, never on the daemon's host.
-// A pinned client reaches only its own agent's sandbox. Serve them in
-// Options.Routes and Options.AgentRoutes.
+// A pinned client reaches only its own agent's sandbox. The server serves
+// them for Options.Files.
 func FileRoutes(store FileStore, opts FileRoutesOptions) map[string]http.Handler {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultFileMaxBytes
@@ -160,7 +160,7 @@ func (h *fileHandler) remove(w http.ResponseWriter, r *http.Request) {
 		err = h.store.Remove(r.Context(), f)
 		h.record(r.Context(), f, audit.File{Direction: audit.DirectionRemove}, nil, err)
 		if err == nil {
-			writeJSON(w, http.StatusOK, map[string]any{"removed": f.Path})
+			writeJSON(w, http.StatusOK, api.FileRemoved{Removed: f.Path})
 			return
 		}
 	}
@@ -323,7 +323,7 @@ func (h *fileHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"written": f.Path})
+	writeJSON(w, http.StatusOK, api.FileWritten{Written: f.Path})
 }
 
 // auditCheck refuses a transfer while the audit log cannot be written

@@ -106,12 +106,4 @@ func (a agentTokens) match(token string) (string, bool) {
 }
 
 // visibleTo reports whether an event belongs to the pinned agent.
-func visibleTo(p Pin, ev any) bool {
-	switch e := ev.(type) {
-	case api.Event:
-		return e.AgentID == p.AgentID
-	case *api.Event:
-		return e != nil && e.AgentID == p.AgentID
-	}
-	return false // an event of unknown shape is nobody's
-}
+func visibleTo(p Pin, ev api.Event) bool { return ev.AgentID == p.AgentID }

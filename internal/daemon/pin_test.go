@@ -37,26 +37,22 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 			return api.Result{}, nil
 		},
 	}
-	feed := []any{
-		api.Event{Type: "exit", AgentID: "bob", SessionID: "bob-1"},
-		map[string]any{"type": "exit", "agentId": "alice"}, // unknown shape: nobody's
-		api.Event{Type: "approval", AgentID: "alice", SessionID: "alice-1"},
+	feed := []api.Event{
+		{Type: "exit", AgentID: "bob", SessionID: "bob-1"},
+		{Type: "approval", AgentID: "alice", SessionID: "alice-1"},
 	}
-	events := func(ctx context.Context) <-chan any {
-		ch := make(chan any, len(feed))
+	events := subscribeFunc(func(ctx context.Context) <-chan api.Event {
+		ch := make(chan api.Event, len(feed))
 		for _, ev := range feed {
 			ch <- ev
 		}
 		return ch
-	}
-	list := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		pin, ok := PinFrom(r.Context())
-		writeJSON(w, http.StatusOK, map[string]any{"pinned": ok, "agent": pin.AgentID})
 	})
+	approvals := fakeApprovals{list: []api.Approval{{ID: "a1", AgentID: "alice"}, {ID: "b1", AgentID: "bob"}}}
+	secret := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, "secret") })
 	r := startServer(t, Options{Tools: tools, Events: events, Listen: "127.0.0.1:0", Token: tool,
 		AgentTokens: map[string]string{aliceTok: "alice"},
-		Routes:      map[string]http.Handler{"GET /v1/approvals": list, "GET /v1/secret": list},
-		AgentRoutes: map[string]http.Handler{"GET /v1/approvals": list}})
+		Approvals:   approvals, Metrics: secret})
 	base := "http://" + r.srv.TCPAddr().String()
 	alice := tcpclient.New(base, aliceTok, nil)
 	defer alice.CloseIdleConnections()
@@ -84,11 +80,11 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 	stream.Close()
 
 	raw, err := alice.Call(t.Context(), "GET", "/v1/approvals", nil)
-	if err != nil || !strings.Contains(string(raw), `"agent":"alice"`) || !strings.Contains(string(raw), `"pinned":true`) {
+	if err != nil || !strings.Contains(string(raw), `"agentId":"alice"`) || strings.Contains(string(raw), `"bob"`) {
 		t.Fatalf("approvals for alice: %s %v", raw, err)
 	}
 	var apiErr *apiclient.APIError
-	for _, path := range []string{"/v1/secret", "/v1/sandboxes"} {
+	for _, path := range []string{"/metrics", "/v1/sandboxes"} {
 		if _, err := alice.Call(t.Context(), "GET", path, nil); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden {
 			t.Errorf("alice GET %s: %v, want 403", path, err)
 		}
@@ -97,7 +93,7 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 	// The tool token is not pinned.
 	all := tcpclient.New(base, tool, nil)
 	defer all.CloseIdleConnections()
-	if raw, err := all.Call(t.Context(), "GET", "/v1/approvals", nil); err != nil || !strings.Contains(string(raw), `"pinned":false`) {
+	if raw, err := all.Call(t.Context(), "GET", "/v1/approvals", nil); err != nil || !strings.Contains(string(raw), `"agentId":"bob"`) {
 		t.Fatalf("tool token: %s %v", raw, err)
 	}
 }

@@ -54,17 +54,7 @@ func startGatewayDaemon(t testing.TB, tune ...func(*Options)) (*running, *sessio
 		Tools:          mgr,
 		Streams:        mgr,
 		IsInvalidInput: toolapi.IsInvalidInput,
-		Events: func(ctx context.Context) <-chan any {
-			in := mgr.Subscribe(ctx)
-			out := make(chan any)
-			go func() {
-				defer close(out)
-				for ev := range in {
-					out <- ev
-				}
-			}()
-			return out
-		},
+		Events:         mgr,
 	}
 	for _, f := range tune {
 		f(&opts)

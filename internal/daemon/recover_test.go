@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"io"
 	"net/http"
 	"strings"
@@ -32,8 +33,8 @@ func TestSecurityHandlerPanicAnswers500(t *testing.T) {
 		return api.Result{}, nil
 	}}
 	opts := Options{Listen: "127.0.0.1:0", Token: "s3cret-token-for-tests", Tools: tools,
-		Routes:         map[string]http.Handler{"GET /v1/boom": boom},
-		SelfAuthRoutes: map[string]http.Handler{"GET /v1/selfboom": boom},
+		Metrics: boom,
+		Nodes:   boomNodes{boom},
 		Logf: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -48,7 +49,7 @@ func TestSecurityHandlerPanicAnswers500(t *testing.T) {
 		t.Fatalf("a panicking process handler: %v, want a 500 answer", err)
 	}
 	base := "http://" + r.srv.TCPAddr().String()
-	for _, path := range []string{"/v1/boom", "/v1/selfboom"} {
+	for _, path := range []string{"/metrics", nodeexec.ConnectPath} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
 		req.Header.Set("Authorization", "Bearer s3cret-token-for-tests")
 		resp, err := http.DefaultClient.Do(req)
@@ -70,3 +71,9 @@ func TestSecurityHandlerPanicAnswers500(t *testing.T) {
 		t.Fatalf("the panics were not logged: %q", logged.String())
 	}
 }
+
+// boomNodes serves the node link with h.
+type boomNodes struct{ h http.Handler }
+
+func (boomNodes) List() []nodeexec.NodeInfo { return nil }
+func (b boomNodes) Handler() http.Handler   { return b.h }

@@ -26,6 +26,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/internal/console"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
 	"log/slog"
 )
@@ -41,6 +42,9 @@ const minTokenLen = 16
 // (sun_path is 108 bytes on Linux and 104 on the BSDs, including the NUL).
 const maxSocketPath = 103
 
+// decidePattern is the route of an approval decision.
+const decidePattern = "POST /v1/approvals/{id}"
+
 // ErrAlreadyRunning is returned by Listen when another daemon serves the state
 // directory.
 var ErrAlreadyRunning = errors.New("a sandboxctl daemon is already running for this state directory")
@@ -53,26 +57,50 @@ type Tools interface {
 	Close(ctx context.Context) error
 }
 
+// EventSource is where the live tool events come from (sessions.Manager).
+type EventSource interface {
+	// Subscribe returns the events published from now on; the channel
+	// closes or stops being written to once ctx is done.
+	Subscribe(ctx context.Context) <-chan api.Event
+}
+
+// SessionLister lists sessions (sessions.Manager).
+type SessionLister interface {
+	// Sessions lists the sessions of every scope; a non-empty agentID:
+	// that agent's only.
+	Sessions(agentID string) []api.Details
+}
+
 // Options configure a Server. StateDir and Tools are required.
 type Options struct {
 	// StateDir holds the socket, pid file, lock and token; it is created
 	// (mode 0700) when missing.
 	StateDir string
 	Tools    Tools
-	// Events subscribes to the tool events (sessions.Manager.Subscribe); the
-	// channel must close or stop being read from once ctx is done. Nil makes
-	// GET /v1/events answer 503.
-	Events func(ctx context.Context) <-chan any
+	// Events are the tool events (sessions.Manager) GET /v1/events streams
+	// when there is no Journal; nil makes it answer 503.
+	Events EventSource
 	// Journal, when set, serves GET /v1/events instead of Events: numbered
 	// events, replay with ?since=CURSOR, an ?agent=ID filter.
 	Journal EventJournal
 	// Streams serves streamed exec ("stream": true) and GET
 	// /v1/sessions/{id}/stream (sessions.Manager); nil answers 501.
 	Streams toolapi.Streamer
-	// Sessions lists the sessions of every scope (a non-empty agentID: that
-	// agent's only) for GET /v1/sessions (sessions.Manager.Sessions). Nil
-	// makes the endpoint answer 503.
-	Sessions func(agentID string) []api.Details
+	// Sandboxes serves the sandbox lifecycle and snapshots (/v1/sandboxes
+	// and below; also to pinned callers, who see their agent's only); nil
+	// makes GET /v1/sandboxes answer 503.
+	Sandboxes Sandboxes
+	// Files serves the files API (/v1/files and below, FileRoutes; also to
+	// pinned callers, for their agent's sandbox only); nil: no files API.
+	Files FileStore
+	// FilesMaxBytes bounds one transfer (default DefaultFileMaxBytes).
+	FilesMaxBytes int64
+	// FilesAudit, when set, records every file transfer (see
+	// FileRoutesOptions.Audit).
+	FilesAudit FileAudit
+	// Sessions lists the sessions for GET /v1/sessions (sessions.Manager);
+	// nil makes the endpoint answer 503.
+	Sessions SessionLister
 	// IsInvalidInput reports errors that are the caller's fault (→ 400)
 	// beyond the containerd errdefs classes, e.g. toolapi.ErrInvalidInput.
 	IsInvalidInput func(error) bool
@@ -87,29 +115,37 @@ type Options struct {
 	Token string
 	// TLSCertFile and TLSKeyFile, both or neither, serve TCP over TLS.
 	TLSCertFile, TLSKeyFile string
-	// Routes are extra endpoints ("GET /metrics", "POST /v1/approvals", ...)
-	// served on the socket and, behind the token, on TCP.
-	Routes map[string]http.Handler
-	// ApprovalRoutes decide approvals ("POST /v1/approvals/{id}"). A tool
-	// client must never reach them: on the socket they serve only a peer
-	// that is not a process sandboxctl started (see approverCheck), on TCP
-	// only a request carrying ApproverToken — the tool token is not enough.
-	ApprovalRoutes map[string]http.Handler
-	// ApproverToken is the bearer token of ApprovalRoutes on TCP; empty
+	// Metrics serves GET /metrics (the Prometheus handler); nil: no
+	// route.
+	Metrics http.Handler
+	// MCP serves the MCP endpoint /mcp (its own protocol; a pinned caller
+	// reaches it too, and the handler scopes it with PinFrom); nil: no
+	// route.
+	MCP http.Handler
+	// Nodes are the connected node agents: GET /v1/nodes lists them (an
+	// empty list when nil), and on TCP their link (nodeexec.ConnectPath)
+	// is served without the daemon's bearer token, because it checks the
+	// node token itself; never on the socket.
+	Nodes Nodes
+	// Approvals serves GET /v1/approvals (a tool route) and POST
+	// /v1/approvals/{id}, the decisions. A tool client must never reach
+	// those: on the socket they serve only a peer that is not a process
+	// sandboxctl started (see approverCheck), on TCP only a request
+	// carrying ApproverToken — the tool token is not enough. Nil: neither.
+	Approvals Approvals
+	// Previews, when set, serves the previews' management API (Routes;
+	// tool token and socket only) and, on TCP, the previews themselves
+	// (ProxyRoutes, each behind its own token, not the daemon's).
+	Previews *Previews
+	// ApproverToken is the bearer token of the decisions on TCP; empty
 	// refuses approval decisions over TCP. It is never written to the state
 	// directory, where commands could read it.
 	ApproverToken string
 	// AgentTokens maps a TCP bearer token to the agent it is pinned to (see
 	// Pin and LoadAgentTokens). A pinned client may use exec, process,
-	// events (its agent's only), /healthz and AgentRoutes, nothing else.
+	// sessions, events, sandboxes, files and the approvals list (its
+	// agent's only), /healthz and /mcp, nothing else (pinnedRoutes).
 	AgentTokens map[string]string
-	// AgentRoutes are Routes a pinned client may use too; their handlers
-	// must show it only its agent's items (PinFrom).
-	AgentRoutes map[string]http.Handler
-	// SelfAuthRoutes are served on TCP without the daemon's bearer token
-	// because they check credentials of their own (the node link checks the
-	// node token); they are not served on the socket.
-	SelfAuthRoutes map[string]http.Handler
 	// Lock is the state directory's lock, taken with LockStateDir before
 	// anything else; nil makes Listen take it. The Server releases it.
 	Lock *StateLock
@@ -266,8 +302,8 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 
 	decide := http.NewServeMux()
-	for pattern, h := range opts.ApprovalRoutes {
-		decide.Handle(pattern, h)
+	if opts.Approvals != nil {
+		decide.HandleFunc(decidePattern, approvalRoutes{opts.Approvals}.decide)
 	}
 	s.console = console.New(console.Options{API: s.routes(false), Decide: decide,
 		ToolToken: s.token, ApproverToken: opts.ApproverToken, Logf: opts.Logf})
@@ -278,11 +314,16 @@ func Listen(ctx context.Context, opts Options) (_ *Server, err error) {
 	if s.tcpLn != nil {
 		tcp := http.NewServeMux()
 		tcp.Handle("/", s.authTCP(s.checkIdentity(withActor(audit.Actor{Via: "tcp", Token: "tool"}, s.routes(false))), s.pinnedRoutes()))
-		for pattern, h := range opts.ApprovalRoutes {
-			tcp.Handle(pattern, s.requireApproverToken(withActor(audit.Actor{Via: "tcp", Token: "approver"}, h)))
+		if opts.Approvals != nil {
+			tcp.Handle(decidePattern, s.requireApproverToken(withActor(audit.Actor{Via: "tcp", Token: "approver"}, http.HandlerFunc(approvalRoutes{opts.Approvals}.decide))))
 		}
-		for pattern, h := range opts.SelfAuthRoutes {
-			tcp.Handle(pattern, h)
+		if opts.Nodes != nil {
+			tcp.Handle(nodeexec.ConnectPath, opts.Nodes.Handler())
+		}
+		if opts.Previews != nil {
+			for pattern, h := range opts.Previews.ProxyRoutes() {
+				tcp.Handle(pattern, noting(callerPreview, h))
+			}
 		}
 		tcp.Handle(console.Prefix, withActor(audit.Actor{Via: "console"}, noting(callerConsole, s.console))) // its own login (see console)
 		s.tcpSrv = s.newHTTPServer(s.accessLog("tcp", tcp))
@@ -591,11 +632,22 @@ func (s *Server) routes(unix bool) http.Handler {
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	s.addStreamRoutes(mux)
-	if _, ok := s.opts.Routes["GET /v1/sandboxes"]; !ok {
-		mux.HandleFunc("GET /v1/sandboxes", s.handleSandboxes)
+	s.addSandboxRoutes(mux)
+	s.addFileRoutes(mux)
+	if s.opts.Approvals != nil {
+		mux.HandleFunc("GET /v1/approvals", approvalRoutes{s.opts.Approvals}.list)
 	}
-	for pattern, h := range s.opts.Routes {
-		mux.Handle(pattern, h)
+	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.opts.Metrics)
+	}
+	if s.opts.MCP != nil {
+		mux.Handle("/mcp", s.opts.MCP)
+	}
+	if s.opts.Previews != nil {
+		for pattern, h := range s.opts.Previews.Routes() {
+			mux.Handle(pattern, h)
+		}
 	}
 	if !unix {
 		// Behind the daemon's token; an agent token is refused (it reaches
@@ -607,8 +659,8 @@ func (s *Server) routes(unix bool) http.Handler {
 		// owner, while a TCP token is meant to grant tool use only.
 		mux.HandleFunc("POST /v1/shutdown", s.handleShutdown)
 		check := newApproverCheck()
-		for pattern, h := range s.opts.ApprovalRoutes {
-			mux.Handle(pattern, s.requireApproverPeer(check, h))
+		if s.opts.Approvals != nil {
+			mux.Handle(decidePattern, s.requireApproverPeer(check, http.HandlerFunc(approvalRoutes{s.opts.Approvals}.decide)))
 		}
 		// The console logs a browser in with a code only an approver
 		// mints (`sandboxctl ui`), and vets the processes behind every
@@ -636,7 +688,7 @@ func (s *Server) requireApproverPeer(check approverCheck, next http.Handler) htt
 	})
 }
 
-// requireApproverToken guards ApprovalRoutes on TCP like authTCP, with
+// requireApproverToken guards the approval decisions on TCP like authTCP, with
 // the approver token.
 func (s *Server) requireApproverToken(next http.Handler) http.Handler {
 	if s.opts.ApproverToken == "" {
@@ -680,8 +732,15 @@ func (s *Server) pinnedRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	s.addStreamRoutes(mux)
-	for pattern, h := range s.opts.AgentRoutes {
-		mux.Handle(pattern, h)
+	if s.opts.Sandboxes != nil {
+		sandboxRoutes{sbx: s.opts.Sandboxes, isDown: s.opts.IsUnavailable}.add(mux)
+	}
+	s.addFileRoutes(mux)
+	if s.opts.Approvals != nil {
+		mux.HandleFunc("GET /v1/approvals", approvalRoutes{s.opts.Approvals}.list)
+	}
+	if s.opts.MCP != nil {
+		mux.Handle("/mcp", s.opts.MCP)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, fmt.Errorf("%s %s: an agent token grants its agent's exec, process, sessions, events, files, sandboxes and approvals list only", r.Method, r.URL.Path))
@@ -793,7 +852,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	pin, pinned := PinFrom(ctx)
-	events := s.opts.Events(ctx)
+	events := s.opts.Events.Subscribe(ctx)
 	exemptFromWriteStall(ctx)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -832,17 +891,53 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	if pin, ok := PinFrom(r.Context()); ok {
 		agent = pin.AgentID
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": s.opts.Sessions(agent)})
+	writeJSON(w, http.StatusOK, api.SessionList{Sessions: s.opts.Sessions.Sessions(agent)})
 }
 
-// handleSandboxes answers GET /v1/sandboxes of a daemon without sandboxes
-// (the lifecycle routes come in Options.Routes).
-func (s *Server) handleSandboxes(w http.ResponseWriter, _ *http.Request) {
-	writeError(w, http.StatusServiceUnavailable, errors.New("sandboxes are not available in this daemon"))
+// Nodes are the node agents the daemon takes connections from
+// (nodeexec.Registry).
+type Nodes interface {
+	List() []nodeexec.NodeInfo
+	// Handler serves a node's link (nodeexec.ConnectPath).
+	Handler() http.Handler
+}
+
+// handleNodes serves GET /v1/nodes: the connected nodes, or an empty list
+// when the daemon takes no node connections.
+func (s *Server) handleNodes(w http.ResponseWriter, _ *http.Request) {
+	list := []nodeexec.NodeInfo{}
+	if s.opts.Nodes != nil {
+		list = s.opts.Nodes.List()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
+// addFileRoutes serves Options.Files.
+func (s *Server) addFileRoutes(mux *http.ServeMux) {
+	if s.opts.Files == nil {
+		return
+	}
+	for pattern, h := range FileRoutes(s.opts.Files, FileRoutesOptions{MaxBytes: s.opts.FilesMaxBytes,
+		IsUnavailable: s.opts.IsUnavailable, Logf: s.opts.Logf, Audit: s.opts.FilesAudit}) {
+		mux.Handle(pattern, h)
+	}
+}
+
+// addSandboxRoutes serves Options.Sandboxes; without them GET
+// /v1/sandboxes answers 503.
+func (s *Server) addSandboxRoutes(mux *http.ServeMux) {
+	if s.opts.Sandboxes == nil {
+		mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusServiceUnavailable, errors.New("sandboxes are not available in this daemon"))
+		})
+		return
+	}
+	sandboxRoutes{sbx: s.opts.Sandboxes, isDown: s.opts.IsUnavailable}.add(mux)
 }
 
 func (s *Server) handleShutdown(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusAccepted, map[string]any{"ok": true, "pid": os.Getpid()})
+	writeJSON(w, http.StatusAccepted, api.ShutdownAnswer{OK: true, PID: os.Getpid()})
 	s.RequestShutdown()
 }
 

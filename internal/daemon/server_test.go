@@ -378,14 +378,14 @@ func TestShutdownEndpoint(t *testing.T) {
 }
 
 func TestEventsStreamEndsOnShutdown(t *testing.T) {
-	events := make(chan any, 1)
-	r := startServer(t, Options{Events: func(context.Context) <-chan any { return events }})
+	events := make(chan api.Event, 1)
+	r := startServer(t, Options{Events: subscribeFunc(func(context.Context) <-chan api.Event { return events })})
 	stream, err := r.client.Events(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stream.Close()
-	events <- map[string]any{"text": "hello"}
+	events <- api.Event{Text: "hello"}
 	var got map[string]any
 	if err := stream.Next(&got); err != nil || got["text"] != "hello" {
 		t.Fatalf("event %v, %v", got, err)
@@ -409,3 +409,8 @@ func TestShortTokenRefused(t *testing.T) {
 		t.Fatalf("got %v, want a refusal of the short token", err)
 	}
 }
+
+// subscribeFunc is an EventSource of a function.
+type subscribeFunc func(ctx context.Context) <-chan api.Event
+
+func (f subscribeFunc) Subscribe(ctx context.Context) <-chan api.Event { return f(ctx) }

@@ -2,11 +2,10 @@ package runtimecli
 
 import (
 	"context"
-	"encoding/json"
+
 	"errors"
 	"fmt"
-	"net/http"
-	"slices"
+	cerrdefs "github.com/containerd/errdefs"
 	"sort"
 	"time"
 
@@ -18,10 +17,9 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// approvalsAPI serves the approvals of the gateway's store and of the
-// connected nodes. Listing is a tool route (behind the daemon's token on
-// TCP); deciding is an approval route, which the daemon serves only to a
-// human (see daemon.Options.ApprovalRoutes).
+// approvalsAPI is the approvals of the gateway's store and of the
+// connected nodes, as the daemon serves them (daemon.Approvals) and the
+// approval hook decides them.
 type approvalsAPI struct {
 	store *guard.Store
 	nodes *nodeexec.Registry // nil without node connections
@@ -29,14 +27,24 @@ type approvalsAPI struct {
 	audit audit.Recorder // approval.decision records (who decided)
 }
 
-// routes are the tool routes: the list.
-func (a *approvalsAPI) routes() map[string]http.Handler {
-	return map[string]http.Handler{"GET /v1/approvals": http.HandlerFunc(a.list)}
-}
+var _ daemon.Approvals = (*approvalsAPI)(nil)
 
-// decisionRoutes decide approvals.
-func (a *approvalsAPI) decisionRoutes() map[string]http.Handler {
-	return map[string]http.Handler{"POST /v1/approvals/{id}": http.HandlerFunc(a.resolve)}
+// List implements daemon.Approvals.
+func (a *approvalsAPI) List(ctx context.Context) ([]api.Approval, error) { return a.collect(ctx) }
+
+// Decide implements daemon.Approvals: the store's errors get their
+// errdefs class.
+func (a *approvalsAPI) Decide(ctx context.Context, id string, d vocab.ApprovalDecision) error {
+	err := a.decide(ctx, id, d)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, guard.ErrUnknownApproval):
+		return classed{err, cerrdefs.ErrNotFound}
+	case errors.Is(err, guard.ErrExpired), errors.Is(err, guard.ErrAlreadyDecided), errors.Is(err, guard.ErrCancelled), errors.Is(err, guard.ErrAmbiguousSlug):
+		return classed{err, cerrdefs.ErrConflict}
+	}
+	return err
 }
 
 func (a *approvalsAPI) collect(ctx context.Context) ([]api.Approval, error) {
@@ -70,47 +78,6 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]api.Approval, error) {
 	return out, nil
 }
 
-// list answers GET /v1/approvals; a client pinned to an agent (an agent
-// token) sees that agent's requests only.
-func (a *approvalsAPI) list(w http.ResponseWriter, r *http.Request) {
-	list, err := a.collect(r.Context())
-	if err != nil {
-		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-		return
-	}
-	if pin, ok := daemon.PinFrom(r.Context()); ok {
-		list = slices.DeleteFunc(list, func(v api.Approval) bool { return v.AgentID != pin.AgentID })
-	}
-	replyJSON(w, http.StatusOK, list)
-}
-
-func (a *approvalsAPI) resolve(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var body api.ResolveRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		replyJSON(w, http.StatusBadRequest, map[string]string{"error": "approvals: body must be {\"decision\": \"allow-once|allow-always|deny\"}: " + err.Error()})
-		return
-	}
-	d, err := vocab.ParseApprovalDecision(body.Decision)
-	if err != nil {
-		replyJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	err = a.decide(r.Context(), id, d)
-	switch {
-	case err == nil:
-		replyJSON(w, http.StatusOK, map[string]string{"id": id, "decision": string(d)})
-	case errors.Is(err, guard.ErrUnknownApproval):
-		replyJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-	case errors.Is(err, guard.ErrExpired), errors.Is(err, guard.ErrAlreadyDecided), errors.Is(err, guard.ErrCancelled), errors.Is(err, guard.ErrAmbiguousSlug):
-		replyJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
-	default:
-		replyJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-	}
-}
-
 // decide records a decision on the gateway's store, or on the node that
 // holds the request.
 func (a *approvalsAPI) decide(ctx context.Context, id string, d vocab.ApprovalDecision) (err error) {
@@ -138,10 +105,4 @@ func argv0(argv []string) string {
 		return ""
 	}
 	return argv[0]
-}
-
-func replyJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }

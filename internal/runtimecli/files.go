@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 
 	cerrdefs "github.com/containerd/errdefs"
 
@@ -23,6 +24,16 @@ import (
 type sandboxFiles struct{ m *sandbox.Manager }
 
 var _ daemon.FileStore = sandboxFiles{}
+
+// sandboxPorts is the previews' daemon.PortDialer: the sandbox manager's
+// relay to a port on a sandbox's loopback.
+type sandboxPorts struct{ m *sandbox.Manager }
+
+var _ daemon.PortDialer = sandboxPorts{}
+
+func (s sandboxPorts) DialPort(ctx context.Context, agentID, sessionKey string, port int) (net.Conn, error) {
+	return s.m.DialPort(ctx, sandbox.Scope{AgentID: agentID, SessionKey: sessionKey}, port)
+}
 
 func scopeOf(f api.FileRef) sandbox.Scope {
 	return sandbox.Scope{AgentID: f.AgentID, SessionKey: f.SessionKey}

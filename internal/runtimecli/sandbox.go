@@ -40,7 +40,7 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 		Short: cli.RuntimeShort("sandbox"),
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|pause|resume|extend|prune|explain|shell|snapshot|snapshots|rollback|fork)")
+			return cli.UsageErrorf("sandbox: missing subcommand (ls|create|rm|pause|resume|extend|prune|explain|shell|snapshot|snapshots|rollback|fork|expose|previews|unexpose)")
 		},
 	}
 	cmd.AddCommand(
@@ -55,6 +55,7 @@ func newSandboxCommand(c *cli.CLI) *cobra.Command {
 		newSandboxShellCommand(c),
 	)
 	cmd.AddCommand(snapshotCommands(c)...)
+	cmd.AddCommand(previewCommands(c)...)
 	return cmd
 }
 

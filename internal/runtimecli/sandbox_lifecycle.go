@@ -1,17 +1,14 @@
 package runtimecli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
@@ -21,168 +18,171 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// sandboxAPI serves the sandbox lifecycle: create, list with filters,
-// detail, delete, pause, resume and extend (docs/sandboxes.md). A pinned
-// agent (agent token) sees and changes only its own agent's sandboxes;
-// another's are 404 to it.
+// sandboxAPI is the sandbox lifecycle (docs/sandboxes.md) the daemon's
+// routes (daemon.Sandboxes) and the MCP tools (mcpserver.Sandboxes) act
+// on: the sandbox manager's operations, each recorded in the audit log
+// and published as an event. owner "" sees every agent's sandboxes;
+// another agent's are not found for any other owner.
 type sandboxAPI struct {
 	m       *sandbox.Manager
 	publish func(api.Event)
-	isDown  func(error) bool
 	audit   audit.Recorder // sandbox records (who did what); nil: none
 }
 
-// maxLifecycleBody bounds a lifecycle request body.
-const maxLifecycleBody = 64 << 10
+var (
+	_ daemon.Sandboxes    = (*sandboxAPI)(nil)
+	_ mcpserver.Sandboxes = (*sandboxAPI)(nil)
+)
 
-func (a *sandboxAPI) routes() map[string]http.Handler {
-	r := a.lifecycleRoutes()
-	for pattern, h := range a.snapshotRoutes() {
-		r[pattern] = h
+// classed is err with a containerd errdefs class its text does not show.
+type classed struct{ err, class error }
+
+func (c classed) Error() string   { return c.err.Error() }
+func (c classed) Unwrap() []error { return []error{c.err, c.class} }
+
+// classify gives the sandbox manager's errors their errdefs class.
+func classify(err error) error {
+	if errors.Is(err, sandbox.ErrNotFound) && !cerrdefs.IsNotFound(err) {
+		return classed{err, cerrdefs.ErrNotFound}
 	}
-	return r
+	return err
 }
 
-func (a *sandboxAPI) lifecycleRoutes() map[string]http.Handler {
-	return map[string]http.Handler{
-		"POST /v1/sandboxes":                http.HandlerFunc(a.create),
-		"GET /v1/sandboxes":                 http.HandlerFunc(a.list),
-		"GET /v1/sandboxes/{name}":          sandboxDetailHandler(a.m, a.visible),
-		"DELETE /v1/sandboxes/{name}":       http.HandlerFunc(a.remove),
-		"POST /v1/sandboxes/{name}/pause":   a.change("paused", a.m.Pause),
-		"POST /v1/sandboxes/{name}/resume":  a.change("resumed", a.m.Resume),
-		"POST /v1/sandboxes/{name}/timeout": http.HandlerFunc(a.extend),
-	}
-}
-
-// visible returns the sandbox ref if the caller may see it.
-func (a *sandboxAPI) visible(ctx context.Context, ref string) (sandbox.Info, error) {
+// visible returns the sandbox ref if owner may see it.
+func (a *sandboxAPI) visible(ctx context.Context, owner, ref string) (sandbox.Info, error) {
 	in, err := a.m.Get(ctx, ref)
 	if err != nil {
-		return in, err
+		return in, classify(err)
 	}
-	if pin, ok := daemon.PinFrom(ctx); ok && in.AgentID != pin.AgentID {
-		return sandbox.Info{}, fmt.Errorf("%w: no sandbox with id or name %q", sandbox.ErrNotFound, ref)
+	if owner != "" && in.AgentID != owner {
+		return sandbox.Info{}, classify(fmt.Errorf("%w: no sandbox with id or name %q", sandbox.ErrNotFound, ref))
 	}
 	return in, nil
 }
 
-func (a *sandboxAPI) create(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateSandboxRequest
-	if err := decodeStrict(w, r, &req); err != nil {
-		a.fail(w, err)
-		return
-	}
-	if pin, ok := daemon.PinFrom(r.Context()); ok {
-		req.AgentID = pin.AgentID // a pinned agent cannot choose its scope
-	}
+// Create implements daemon.Sandboxes.
+func (a *sandboxAPI) Create(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	ttl, err := sandbox.CheckTTL(req.TTLSeconds, true)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return api.Sandbox{}, err
 	}
-	s := sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey}
-	in, err := a.m.Create(r.Context(), s, sandbox.CreateOptions{Template: req.Template, Labels: req.Labels, TTL: ttl})
+	in, err := a.m.Create(ctx, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey},
+		sandbox.CreateOptions{Template: req.Template, Labels: req.Labels, TTL: ttl})
 	if err != nil {
-		a.fail(w, err)
-		return
+		return api.Sandbox{}, classify(err)
 	}
-	a.event(r.Context(), "created", in)
-	replyJSON(w, http.StatusCreated, in)
+	a.event(ctx, "created", in)
+	return clientSandbox(in), nil
 }
 
-func (a *sandboxAPI) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var filters []string
-	for _, key := range []string{"label", "agent", "agentId", "template", "state", "scopeKey"} {
-		for _, v := range q[key] {
-			filters = append(filters, key+"="+v)
-		}
-	}
+// CreateSandbox implements mcpserver.Sandboxes.
+func (a *sandboxAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	return a.Create(ctx, req)
+}
+
+// List implements daemon.Sandboxes.
+func (a *sandboxAPI) List(ctx context.Context, owner string, filters []string) ([]api.Sandbox, error) {
 	f, err := sandbox.ParseListFilter(filters)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return nil, err
 	}
-	if pin, ok := daemon.PinFrom(r.Context()); ok {
-		if f.AgentID != "" && f.AgentID != pin.AgentID {
-			replyJSON(w, http.StatusOK, []sandbox.Info{})
-			return
+	if owner != "" {
+		if f.AgentID != "" && f.AgentID != owner {
+			return []api.Sandbox{}, nil
 		}
-		f.AgentID = pin.AgentID
+		f.AgentID = owner
 	}
-	list, err := a.m.ListFiltered(r.Context(), f)
+	list, err := a.m.ListFiltered(ctx, f)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return nil, classify(err)
 	}
-	if list == nil {
-		list = []sandbox.Info{}
+	out := make([]api.Sandbox, 0, len(list))
+	for _, in := range list {
+		out = append(out, clientSandbox(in))
 	}
-	replyJSON(w, http.StatusOK, list)
+	return out, nil
 }
 
-func (a *sandboxAPI) remove(w http.ResponseWriter, r *http.Request) {
-	workspace := false
-	if v := r.URL.Query().Get("workspace"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			a.fail(w, fmt.Errorf("%w: workspace=%q: want true or false", cerrdefs.ErrInvalidArgument, v))
-			return
-		}
-		workspace = b
-	}
-	in, err := a.visible(r.Context(), r.PathValue("name"))
+// Get implements daemon.Sandboxes.
+func (a *sandboxAPI) Get(ctx context.Context, owner, ref string) (api.Sandbox, error) {
+	in, err := a.visible(ctx, owner, ref)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return api.Sandbox{}, err
 	}
-	if in, err = a.m.Delete(r.Context(), in.ID, workspace); err != nil {
-		a.fail(w, err)
-		return
-	}
-	a.event(r.Context(), "removed", in, workspace)
-	replyJSON(w, http.StatusOK, map[string]any{"removed": in.ID, "name": in.Name, "workspaceRemoved": workspace})
+	return clientSandbox(in), nil
 }
 
-func (a *sandboxAPI) change(action string, do func(context.Context, string) (sandbox.Info, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in, err := a.visible(r.Context(), r.PathValue("name"))
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		if in, err = do(r.Context(), in.ID); err != nil {
-			a.fail(w, err)
-			return
-		}
-		a.event(r.Context(), action, in)
-		replyJSON(w, http.StatusOK, in)
-	})
+// Detail implements daemon.Sandboxes.
+func (a *sandboxAPI) Detail(ctx context.Context, sb api.Sandbox) (api.SandboxDetail, error) {
+	ex, err := a.m.Explain(ctx, sandbox.Scope{AgentID: sb.AgentID, SessionKey: sb.SessionKey})
+	if err != nil {
+		return api.SandboxDetail{}, err
+	}
+	raw, err := json.Marshal(ex)
+	if err != nil {
+		return api.SandboxDetail{}, fmt.Errorf("explain %s: %w", sb.Name, err)
+	}
+	d := api.SandboxDetail{Sandbox: sb, Explain: raw}
+	if sb.State != string(container.StateRunning) {
+		d.UsageError = "the sandbox is " + sb.State
+	} else if u, err := sandboxUsage(ctx, a.m.Client(), sb.ID); err != nil {
+		d.UsageError = err.Error()
+	} else {
+		d.Usage = &u
+	}
+	return d, nil
 }
 
-func (a *sandboxAPI) extend(w http.ResponseWriter, r *http.Request) {
-	var req api.ExtendSandboxRequest
-	if err := decodeStrict(w, r, &req); err != nil {
-		a.fail(w, err)
-		return
-	}
-	ttl, err := sandbox.CheckTTL(req.TTLSeconds, false)
+// Remove implements daemon.Sandboxes.
+func (a *sandboxAPI) Remove(ctx context.Context, owner, ref string, workspace bool) (api.Sandbox, error) {
+	in, err := a.visible(ctx, owner, ref)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return api.Sandbox{}, err
 	}
-	in, err := a.visible(r.Context(), r.PathValue("name"))
+	if in, err = a.m.Delete(ctx, in.ID, workspace); err != nil {
+		return api.Sandbox{}, classify(err)
+	}
+	a.event(ctx, "removed", in, workspace)
+	return clientSandbox(in), nil
+}
+
+// Pause implements daemon.Sandboxes.
+func (a *sandboxAPI) Pause(ctx context.Context, owner, ref string) (api.Sandbox, error) {
+	return a.change(ctx, owner, ref, "paused", a.m.Pause)
+}
+
+// Resume implements daemon.Sandboxes.
+func (a *sandboxAPI) Resume(ctx context.Context, owner, ref string) (api.Sandbox, error) {
+	return a.change(ctx, owner, ref, "resumed", a.m.Resume)
+}
+
+func (a *sandboxAPI) change(ctx context.Context, owner, ref, action string, do func(context.Context, string) (sandbox.Info, error)) (api.Sandbox, error) {
+	in, err := a.visible(ctx, owner, ref)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return api.Sandbox{}, err
 	}
-	if in, err = a.m.Extend(r.Context(), in.ID, ttl); err != nil {
-		a.fail(w, err)
-		return
+	if in, err = do(ctx, in.ID); err != nil {
+		return api.Sandbox{}, classify(err)
 	}
-	a.event(r.Context(), "extended", in)
-	replyJSON(w, http.StatusOK, in)
+	a.event(ctx, action, in)
+	return clientSandbox(in), nil
+}
+
+// Extend implements daemon.Sandboxes.
+func (a *sandboxAPI) Extend(ctx context.Context, owner, ref string, ttlSeconds int64) (api.Sandbox, error) {
+	ttl, err := sandbox.CheckTTL(ttlSeconds, false)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	in, err := a.visible(ctx, owner, ref)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if in, err = a.m.Extend(ctx, in.ID, ttl); err != nil {
+		return api.Sandbox{}, classify(err)
+	}
+	a.event(ctx, "extended", in)
+	return clientSandbox(in), nil
 }
 
 // event records (with the actor of ctx) and publishes a lifecycle event
@@ -218,69 +218,6 @@ func sandboxEvent(action string, in sandbox.Info, more func(*api.Details)) api.E
 	more(&d)
 	return api.Event{Type: vocab.EventSandbox, Text: fmt.Sprintf("sandbox %s %s", in.Name, action),
 		AgentID: in.AgentID, SessionKey: in.SessionKey, Details: d}
-}
-
-func (a *sandboxAPI) fail(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch {
-	case cerrdefs.IsInvalidArgument(err):
-		code = http.StatusBadRequest
-	case errors.Is(err, errBodyTooLarge):
-		code = http.StatusRequestEntityTooLarge
-	case cerrdefs.IsNotFound(err), errors.Is(err, sandbox.ErrNotFound):
-		code = http.StatusNotFound
-	case cerrdefs.IsConflict(err):
-		code = http.StatusConflict
-	case cerrdefs.IsResourceExhausted(err):
-		code = http.StatusTooManyRequests
-	case a.isDown != nil && a.isDown(err), cerrdefs.IsUnavailable(err):
-		code = http.StatusServiceUnavailable
-	}
-	replyJSON(w, code, map[string]string{"error": err.Error()})
-}
-
-var errBodyTooLarge = errors.New("request body too large")
-
-// decodeStrict decodes one JSON object (unknown fields refused) of at most
-// maxLifecycleBody bytes; an empty body is the zero value.
-func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLifecycleBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fmt.Errorf("%w: at most %d bytes", errBodyTooLarge, maxLifecycleBody)
-		}
-		return fmt.Errorf("read body: %w", err)
-	}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: body: %w", cerrdefs.ErrInvalidArgument, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: body: one JSON object expected", cerrdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
-var _ mcpserver.Sandboxes = (*sandboxAPI)(nil)
-
-// CreateSandbox implements mcpserver.Sandboxes.
-func (a *sandboxAPI) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
-	ttl, err := sandbox.CheckTTL(req.TTLSeconds, true)
-	if err != nil {
-		return api.Sandbox{}, err
-	}
-	in, err := a.m.Create(ctx, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey},
-		sandbox.CreateOptions{Template: req.Template, Labels: req.Labels, TTL: ttl})
-	if err != nil {
-		return api.Sandbox{}, err
-	}
-	a.event(ctx, "created", in)
-	return clientSandbox(in), nil
 }
 
 // scopeSandbox is the sandbox of a scope.

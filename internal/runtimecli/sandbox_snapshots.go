@@ -2,10 +2,13 @@ package runtimecli
 
 import (
 	"context"
-	"net/http"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxctl/sandboxctl/api"
-	"github.com/sandboxctl/sandboxctl/internal/daemon"
 	"github.com/sandboxctl/sandboxctl/internal/mcpserver"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 )
@@ -13,17 +16,6 @@ import (
 // Snapshots, rollback and fork of a sandbox (docs/snapshots.md), with the
 // lifecycle's scoping: an agent token reaches only its own agent's
 // sandboxes and forks only into its own agent.
-
-func (a *sandboxAPI) snapshotRoutes() map[string]http.Handler {
-	return map[string]http.Handler{
-		"POST /v1/sandboxes/{name}/snapshots":              http.HandlerFunc(a.snapshot),
-		"GET /v1/sandboxes/{name}/snapshots":               http.HandlerFunc(a.snapshots),
-		"GET /v1/sandboxes/{name}/snapshots/{snapshot}":    http.HandlerFunc(a.snapshotInfo),
-		"DELETE /v1/sandboxes/{name}/snapshots/{snapshot}": http.HandlerFunc(a.removeSnapshot),
-		"POST /v1/sandboxes/{name}/rollback":               http.HandlerFunc(a.rollback),
-		"POST /v1/sandboxes/{name}/fork":                   http.HandlerFunc(a.fork),
-	}
-}
 
 // snapshotEvent is the sandbox event of a snapshot action, naming the
 // snapshot.
@@ -35,105 +27,106 @@ func infoScope(in sandbox.Info) sandbox.Scope {
 	return sandbox.Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}
 }
 
-// onSandbox answers a route of the sandbox the path names (as the caller
-// may see it): do's result with status, or the error's.
-func onSandbox[T any](a *sandboxAPI, w http.ResponseWriter, r *http.Request, status int, do func(in sandbox.Info) (T, error)) {
-	in, err := a.visible(r.Context(), r.PathValue("name"))
-	if err == nil {
-		var out T
-		if out, err = do(in); err == nil {
-			replyJSON(w, status, out)
-			return
-		}
+// onSandbox runs do on the sandbox ref names, as owner may see it.
+func onSandbox[T any](a *sandboxAPI, ctx context.Context, owner, ref string, do func(in sandbox.Info) (T, error)) (T, error) {
+	in, err := a.visible(ctx, owner, ref)
+	if err != nil {
+		var zero T
+		return zero, err
 	}
-	a.fail(w, err)
+	out, err := do(in)
+	return out, classify(err)
 }
 
-func (a *sandboxAPI) snapshot(w http.ResponseWriter, r *http.Request) {
-	var req api.SnapshotRequest
-	if err := decodeStrict(w, r, &req); err != nil {
-		a.fail(w, err)
-		return
-	}
-	onSandbox(a, w, r, http.StatusCreated, func(in sandbox.Info) (sandbox.SnapshotInfo, error) {
-		snap, err := a.m.Snapshot(r.Context(), infoScope(in), req.Name)
-		if err == nil {
-			a.snapshotEvent(r.Context(), "snapshotted", in, snap.Name)
+// Snapshot implements daemon.Sandboxes.
+func (a *sandboxAPI) Snapshot(ctx context.Context, owner, ref, name string) (api.Snapshot, error) {
+	return onSandbox(a, ctx, owner, ref, func(in sandbox.Info) (api.Snapshot, error) {
+		snap, err := a.m.Snapshot(ctx, infoScope(in), name)
+		if err != nil {
+			return api.Snapshot{}, err
 		}
-		return snap, err
+		a.snapshotEvent(ctx, "snapshotted", in, snap.Name)
+		return clientSnapshot(snap)
 	})
 }
 
-func (a *sandboxAPI) snapshots(w http.ResponseWriter, r *http.Request) {
-	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) ([]sandbox.SnapshotInfo, error) {
+// Snapshots implements daemon.Sandboxes.
+func (a *sandboxAPI) Snapshots(ctx context.Context, owner, ref string) ([]api.Snapshot, error) {
+	return onSandbox(a, ctx, owner, ref, func(in sandbox.Info) ([]api.Snapshot, error) {
 		list, err := a.m.Snapshots(infoScope(in))
-		if list == nil {
-			list = []sandbox.SnapshotInfo{}
+		if err != nil {
+			return nil, err
 		}
-		return list, err
-	})
-}
-
-func (a *sandboxAPI) snapshotInfo(w http.ResponseWriter, r *http.Request) {
-	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) (sandbox.SnapshotInfo, error) {
-		return a.m.SnapshotOf(infoScope(in), r.PathValue("snapshot"))
-	})
-}
-
-func (a *sandboxAPI) removeSnapshot(w http.ResponseWriter, r *http.Request) {
-	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) (sandbox.SnapshotInfo, error) {
-		snap, err := a.m.RemoveSnapshot(infoScope(in), r.PathValue("snapshot"))
-		if err == nil {
-			a.snapshotEvent(r.Context(), "snapshot-removed", in, snap.Name)
+		out := make([]api.Snapshot, 0, len(list))
+		for _, snap := range list {
+			s, err := clientSnapshot(snap)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
 		}
-		return snap, err
+		return out, nil
 	})
 }
 
-func (a *sandboxAPI) rollback(w http.ResponseWriter, r *http.Request) {
-	var req api.RollbackRequest
-	if err := decodeStrict(w, r, &req); err != nil {
-		a.fail(w, err)
-		return
-	}
-	if err := sandbox.CheckSnapshotName(req.Snapshot); err != nil {
-		a.fail(w, err)
-		return
-	}
-	onSandbox(a, w, r, http.StatusOK, func(in sandbox.Info) (sandbox.Info, error) {
-		out, err := a.m.Rollback(r.Context(), infoScope(in), req.Snapshot)
-		if err == nil {
-			a.snapshotEvent(r.Context(), "rolled-back", out, req.Snapshot)
+// SnapshotOf implements daemon.Sandboxes.
+func (a *sandboxAPI) SnapshotOf(ctx context.Context, owner, ref, name string) (api.Snapshot, error) {
+	return onSandbox(a, ctx, owner, ref, func(in sandbox.Info) (api.Snapshot, error) {
+		snap, err := a.m.SnapshotOf(infoScope(in), name)
+		if err != nil {
+			return api.Snapshot{}, err
 		}
-		return out, err
+		return clientSnapshot(snap)
 	})
 }
 
-func (a *sandboxAPI) fork(w http.ResponseWriter, r *http.Request) {
-	var req api.ForkRequest
-	if err := decodeStrict(w, r, &req); err != nil {
-		a.fail(w, err)
-		return
+// RemoveSnapshot implements daemon.Sandboxes.
+func (a *sandboxAPI) RemoveSnapshot(ctx context.Context, owner, ref, name string) (api.Snapshot, error) {
+	return onSandbox(a, ctx, owner, ref, func(in sandbox.Info) (api.Snapshot, error) {
+		snap, err := a.m.RemoveSnapshot(infoScope(in), name)
+		if err != nil {
+			return api.Snapshot{}, err
+		}
+		a.snapshotEvent(ctx, "snapshot-removed", in, snap.Name)
+		return clientSnapshot(snap)
+	})
+}
+
+// Rollback implements daemon.Sandboxes.
+func (a *sandboxAPI) Rollback(ctx context.Context, owner, ref, snapshot string) (api.Sandbox, error) {
+	if err := sandbox.CheckSnapshotName(snapshot); err != nil {
+		return api.Sandbox{}, err
 	}
+	return onSandbox(a, ctx, owner, ref, func(in sandbox.Info) (api.Sandbox, error) {
+		out, err := a.m.Rollback(ctx, infoScope(in), snapshot)
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		a.snapshotEvent(ctx, "rolled-back", out, snapshot)
+		return clientSandbox(out), nil
+	})
+}
+
+// Fork implements daemon.Sandboxes: owner forks only into its own agent.
+func (a *sandboxAPI) Fork(ctx context.Context, owner, ref string, req api.ForkRequest) (api.Sandbox, error) {
 	if req.Snapshot != "" {
 		if err := sandbox.CheckSnapshotName(req.Snapshot); err != nil {
-			a.fail(w, err)
-			return
+			return api.Sandbox{}, err
 		}
 	}
-	if pin, ok := daemon.PinFrom(r.Context()); ok {
-		if req.AgentID != "" && req.AgentID != pin.AgentID {
-			replyJSON(w, http.StatusForbidden, map[string]string{"error": "an agent token forks only into its own agent (" + pin.AgentID + ")"})
-			return
+	if owner != "" {
+		if req.AgentID != "" && req.AgentID != owner {
+			return api.Sandbox{}, classed{errors.New("an agent token forks only into its own agent (" + owner + ")"), cerrdefs.ErrPermissionDenied}
 		}
-		req.AgentID = pin.AgentID
+		req.AgentID = owner
 	}
-	onSandbox(a, w, r, http.StatusCreated, func(in sandbox.Info) (sandbox.Info, error) {
-		out, err := a.m.Fork(r.Context(), infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
-		if err == nil {
-			a.snapshotEvent(r.Context(), "forked", out, req.Snapshot)
+	return onSandbox(a, ctx, owner, ref, func(in sandbox.Info) (api.Sandbox, error) {
+		out, err := a.m.Fork(ctx, infoScope(in), req.Snapshot, sandbox.Scope{AgentID: req.AgentID, SessionKey: req.SessionKey})
+		if err != nil {
+			return api.Sandbox{}, err
 		}
-		return out, err
+		a.snapshotEvent(ctx, "forked", out, req.Snapshot)
+		return clientSandbox(out), nil
 	})
 }
 
@@ -150,7 +143,7 @@ func (a *sandboxAPI) SnapshotScope(ctx context.Context, agentID, sessionKey, nam
 		return api.Snapshot{}, err
 	}
 	a.snapshotEvent(ctx, "snapshotted", in, snap.Name)
-	return clientSnapshot(snap), nil
+	return clientSnapshot(snap)
 }
 
 // RollbackScope implements mcpserver.SandboxSnapshots.
@@ -182,10 +175,14 @@ func (a *sandboxAPI) ForkScope(ctx context.Context, agentID, sessionKey string, 
 }
 
 // clientSnapshot is snap as the API answers it.
-func clientSnapshot(snap sandbox.SnapshotInfo) api.Snapshot {
-	return api.Snapshot{Name: snap.Name, ScopeKey: snap.ScopeKey, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
+func clientSnapshot(snap sandbox.SnapshotInfo) (api.Snapshot, error) {
+	config, err := json.Marshal(snap.Config)
+	if err != nil {
+		return api.Snapshot{}, fmt.Errorf("snapshot %s: config: %w", snap.Name, err)
+	}
+	return api.Snapshot{Config: config, Name: snap.Name, ScopeKey: snap.ScopeKey, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
 		CreatedAt: snap.CreatedAt, Origin: snap.Origin, OriginID: snap.OriginID, Template: snap.Template, Labels: snap.Labels,
-		Bytes: snap.Bytes, Files: snap.Files, Method: snap.Method, Tmpfs: snap.Tmpfs, Skipped: snap.Skipped}
+		Bytes: snap.Bytes, Files: snap.Files, Method: snap.Method, Tmpfs: snap.Tmpfs, Skipped: snap.Skipped}, nil
 }
 
 // SnapshotScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.

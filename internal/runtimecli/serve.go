@@ -2,11 +2,10 @@ package runtimecli
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/http"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -257,18 +256,16 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		StateDir:       state,
 		Tools:          tools,
 		Streams:        metricSet.Streams(mgr),
-		Sessions:       mgr.Sessions,
+		Sessions:       mgr,
 		Journal:        journalFile,
 		AuditDir:       auditLog.dir(),
-		Routes:         map[string]http.Handler{"GET /metrics": tools.Handler(), "GET /v1/nodes": nodesHandler(nodes)},
+		Metrics:        tools.Handler(),
 		IsInvalidInput: toolapi.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
 				errors.Is(err, sessions.ErrHostUnavailable)
 		},
-		Events: func(ctx context.Context) <-chan any {
-			return forward(ctx, mgr.Subscribe(ctx))
-		},
+		Events:      mgr,
 		Listen:      opts.Listen,
 		Token:       opts.Token,
 		TLSCertFile: opts.TLSCert,
@@ -279,12 +276,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		Lock:        lock,
 	}
 	approvals := &approvalsAPI{store: gate.Store, nodes: nodes, now: time.Now, audit: auditLog.rec}
-	for pattern, h := range approvals.routes() {
-		dopts.Routes[pattern] = h
-	}
-	dopts.ApprovalRoutes = approvals.decisionRoutes()
+	dopts.Approvals = approvals
 	dopts.ApproverToken = opts.ApproverToken
-	dopts.AgentRoutes = approvals.routes()
 	if opts.Listen != "" {
 		if dopts.AgentTokens, err = daemon.LoadAgentTokens(filepath.Join(state, daemon.AgentTokensFileName)); err != nil {
 			return err
@@ -300,26 +293,45 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	}
 	var lifecycle *sandboxAPI // the sandbox lifecycle (nil: no sandboxes)
 	if sbx != nil {
-		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, isDown: dopts.IsUnavailable, audit: auditLog.rec}
-		for pattern, h := range lifecycle.routes() {
-			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
-		}
-		for pattern, h := range daemon.FileRoutes(sandboxFiles{sbx}, daemon.FileRoutesOptions{MaxBytes: opts.FilesMaxBytes, IsUnavailable: dopts.IsUnavailable, Logf: logf, Audit: auditLog.files()}) {
-			dopts.Routes[pattern], dopts.AgentRoutes[pattern] = h, h
-		}
+		lifecycle = &sandboxAPI{m: sbx, publish: mgr.Publish, audit: auditLog.rec}
+		dopts.Sandboxes = lifecycle
+		dopts.Files, dopts.FilesMaxBytes, dopts.FilesAudit = sandboxFiles{sbx}, opts.FilesMaxBytes, auditLog.files()
 	}
 	var mcpSandboxes mcpserver.Sandboxes
 	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
 		mcpSandboxes = lifecycle
 	}
-	dopts.Routes["/mcp"] = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
-	dopts.AgentRoutes["/mcp"] = dopts.Routes["/mcp"]
+	dopts.MCP = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
 	if nodes != nil {
-		dopts.SelfAuthRoutes = map[string]http.Handler{nodeexec.ConnectPath: nodes.Handler()}
+		dopts.Nodes = nodes
 		if opts.TLSCert != "" {
 			if fp, err := certFingerprint(opts.TLSCert); err == nil {
 				logf("nodes connect to %s with --tls-fingerprint %s", opts.Listen, fp)
 			}
+		}
+	}
+	if cfg.Previews.Enabled && sbx != nil {
+		// Ports of sandboxes through the TCP listener, each behind a
+		// token of its own (docs/previews.md).
+		scheme := "http"
+		if opts.TLSCert != "" {
+			scheme = "https"
+		}
+		previews := daemon.NewPreviews(sandboxPorts{sbx}, daemon.PreviewOptions{Publish: mgr.Publish, IsUnavailable: dopts.IsUnavailable, Logf: logf,
+			BaseURL: func() string {
+				host, port, err := net.SplitHostPort(opts.Listen)
+				if err != nil {
+					return ""
+				}
+				if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+					host = "localhost" // listening on every address: this host's own
+				}
+				return scheme + "://" + net.JoinHostPort(host, port)
+			}})
+		defer previews.Close()
+		dopts.Previews = previews
+		if opts.Listen == "" {
+			logf("previews.enabled: previews are served on the TCP listener only; start the daemon with --listen to open them")
 		}
 	}
 	// Everything that can fail comes before adoption: the listeners, the
@@ -558,30 +570,6 @@ func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.St
 
 func (h unavailableHost) Caps() sessions.HostCaps { return sessions.HostCaps{} }
 
-// forward copies typed events to the untyped channel the daemon streams.
-func forward[T any](ctx context.Context, in <-chan T) <-chan any {
-	out := make(chan any)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
-}
-
 func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeOptions) error {
 	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.E2B != "" {
 		return cli.UsageErrorf("serve: --listen, --token, --tls-* and --e2b need --foreground (run the daemon under a service manager instead)")
@@ -653,19 +641,6 @@ func buildNodeRegistry(c *cli.CLI, opts ServeOptions, state string, logf func(st
 		return nil, fmt.Errorf("serve: node registry: %w", err)
 	}
 	return reg, nil
-}
-
-// nodesHandler serves GET /v1/nodes: the connected nodes, or an empty list
-// when the daemon takes no node connections.
-func nodesHandler(reg *nodeexec.Registry) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		list := []nodeexec.NodeInfo{}
-		if reg != nil {
-			list = reg.List()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(list)
-	})
 }
 
 // certFingerprint is the pin a node passes as --tls-fingerprint.

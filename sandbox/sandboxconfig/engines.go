@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/docker/go-units"
 )
@@ -60,7 +61,7 @@ type Engine struct {
 // environment names, as before sandbox.engines existed).
 const LocalEngineName = "local"
 
-var engineNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+var engineNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) })
 
 // ParseEngines parses and checks sandbox.engines; none configured is the
 // one Engine of the environment, named LocalEngineName.
@@ -87,7 +88,7 @@ func ParseEngines(list []EngineConfig) ([]Engine, error) {
 
 func parseEngine(field string, ec EngineConfig) (Engine, error) {
 	e := Engine{Name: ec.Name, Address: ec.Address, TLS: ec.TLS, SSHConfig: ec.SSHConfig, Labels: ec.Labels, MaxSandboxes: ec.MaxSandboxes}
-	if !engineNameRE.MatchString(ec.Name) {
+	if !engineNameRE().MatchString(ec.Name) {
 		return e, &ConfigError{Field: field + ".name", Value: ec.Name, Msg: "must be 1-63 of a-z 0-9 _ . - starting with a letter or digit"}
 	}
 	field += " (" + ec.Name + ")"

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // DefaultTemplate names the template made of the top-level sandbox
@@ -33,7 +34,7 @@ type Template struct {
 }
 
 // templateName is the shape of a template's name.
-var templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+var templateName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) })
 
 // ErrUnknownTemplate means a request named a template the config does not
 // define.
@@ -108,7 +109,7 @@ func (c Config) validateTemplates() error {
 		if name == DefaultTemplate {
 			return &ConfigError{Field: field, Msg: "the default template is the top-level sandbox settings; change those (sandbox.docker.*)"}
 		}
-		if !templateName.MatchString(name) {
+		if !templateName().MatchString(name) {
 			return &ConfigError{Field: field, Msg: "a template name is 1-63 lower-case letters, digits, - and _, starting with a letter or digit"}
 		}
 		t := c.Templates[name]

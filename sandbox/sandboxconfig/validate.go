@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/docker/go-units"
 
@@ -20,7 +21,7 @@ import (
 // runtimeName is the shape of an Engine runtime name (docker info's
 // Runtimes keys); whether the Engine has it is checked when a sandbox is
 // created.
-var runtimeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var runtimeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
 
 // blockedBindSources are host paths that may never be bound into a sandbox,
 // nor anything under them (except "/", which is blocked only as itself).
@@ -169,7 +170,7 @@ func (c Config) Validate() error {
 		}
 		return &ConfigError{Field: field, Msg: err.Error()}
 	}
-	if d.Runtime != "" && !runtimeName.MatchString(d.Runtime) {
+	if d.Runtime != "" && !runtimeName().MatchString(d.Runtime) {
 		return &ConfigError{Field: "sandbox.docker.runtime", Value: d.Runtime, Msg: "must be a runtime name the Docker Engine lists, such as runc or runsc"}
 	}
 	if _, err := ParseUIDRange(c.Identity.UIDRange); err != nil {

@@ -134,8 +134,10 @@ type Client struct {
 	noInputWait bool
 	// stdinAcks: the server returns stdin credit (HelloAck.StdinAcks).
 	stdinAcks bool
-	done      chan struct{}
-	zr        io.ReadCloser // DEFLATE reader, used by the read loop only
+	// relay: the server's binary has the relay tool (HelloAck.Relay).
+	relay bool
+	done  chan struct{}
+	zr    io.ReadCloser // DEFLATE reader, used by the read loop only
 }
 
 // NewClient connects (handshake included) and returns a Client.
@@ -221,6 +223,7 @@ func (c *Client) handshake(ctx context.Context) (Conn, io.Reader, error) {
 		c.mu.Lock()
 		c.serverPID, c.serverDir, c.limits, c.noInputWait = ack.PID, ack.Dir, ack.Limits, ack.NoInputWait
 		c.stdinAcks = ack.StdinAcks
+		c.relay = ack.Relay
 		c.mu.Unlock()
 		return conn, br, nil
 	}
@@ -542,6 +545,14 @@ func (c *Client) NoInputWait() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.noInputWait
+}
+
+// Relay reports whether the server's binary has the relay tool
+// (RelayArg), as of the last handshake.
+func (c *Client) Relay() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.relay
 }
 
 // CloseConn breaks the current connection as a network failure would; the

@@ -97,7 +97,7 @@
 // Server → client:
 //
 //	HelloAck    {version, client nonce, pid, dir, socket,   stream 0, to the new client and the one it supersedes
-//	            stdinAcks}
+//	            stdinAcks, relay}
 //	Started     {id, pid, startedAtMs}                      answers Open and Attach
 //	Output      [1 stdout | 2 stderr] + data                stream
 //	OutputZ     [stream] + u32 raw length + DEFLATE data     stream (bulk output, only after Hello.deflate)
@@ -227,6 +227,26 @@
 // stdin queue cap, so uploads of any size flow. The client forgets the
 // session when done; a restarted daemon kills and forgets file tool
 // sessions instead of adopting them.
+//
+// # Relay
+//
+// Previews (package sandbox, Manager.DialPort) reach a port that a
+// program of the sandbox listens on, on the sandbox's own loopback, which
+// exists without a network; no port is published on the Engine's host.
+// Like the file tool they add no frame type: the relay is the supervisor
+// binary run as an ordinary command (Open with argv
+// [/.sandboxctl/supervisor --relay PORT], stdin, meta "sandboxctl.relay"
+// = PORT). It connects to 127.0.0.1:PORT (then [::1]:PORT), writes the
+// line "connected" on stderr, then copies stdin to the connection and the
+// connection to stdout, under the usual output window and stdin credit;
+// StdinClose half-closes the connection, and the relay exits 0 once the
+// port's side ended. Exit codes: 2 nothing listens (connection refused),
+// 4 invalid port, 1 other; stderr has the message. One relay serves one
+// connection; the client kills and forgets it when the connection ends,
+// and a restarted daemon kills and forgets relay sessions instead of
+// adopting them. A server says in HelloAck.Relay that its binary has the
+// relay; a client never runs it on a server that does not (an older
+// binary would take the argument for a server of its own).
 //
 // # Waiting for input
 //

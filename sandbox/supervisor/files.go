@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"archive/tar"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor/tarstream"
 )
 
 // FilesArg, as the first argument of the supervisor binary, makes it the
@@ -262,7 +262,7 @@ func getTar(p string, limit int64, w io.Writer) error {
 		return filesErr(FilesExitTooLarge, "%s is %d bytes, over the limit of %d bytes", p, total, limit)
 	}
 	bw := bufio.NewWriterSize(w, 256<<10)
-	tw := tar.NewWriter(bw)
+	tw := tarstream.NewWriter(bw)
 	if !root.IsDir() {
 		if err := tarEntry(tw, p, base, root); err != nil {
 			return err
@@ -295,7 +295,7 @@ func getTar(p string, limit int64, w io.Writer) error {
 	return bw.Flush()
 }
 
-func tarEntry(tw *tar.Writer, p, name string, fi fs.FileInfo) error {
+func tarEntry(tw *tarstream.Writer, p, name string, fi fs.FileInfo) error {
 	link := ""
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		var err error
@@ -306,15 +306,7 @@ func tarEntry(tw *tar.Writer, p, name string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() && !fi.IsDir() && link == "" {
 		return nil // sockets, devices, fifos: not archived
 	}
-	hdr, err := tar.FileInfoHeader(fi, link)
-	if err != nil {
-		return err
-	}
-	hdr.Name = name
-	hdr.Uname, hdr.Gname = "", ""
-	if fi.IsDir() {
-		hdr.Name += "/"
-	}
+	hdr := fileHeader(fi, name, link)
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
@@ -330,6 +322,36 @@ func tarEntry(tw *tar.Writer, p, name string, fi fs.FileInfo) error {
 		return fmt.Errorf("%s changed while it was read: %w", p, err)
 	}
 	return nil
+}
+
+// fileHeader is the tar header of the file fi, archived as name (a
+// directory's with a trailing slash): type, permission and
+// setuid/setgid/sticky bits, owner ids, size and modification time, as
+// docker cp writes them (no user or group names).
+func fileHeader(fi fs.FileInfo, name, link string) *tarstream.Header {
+	fm := fi.Mode()
+	h := &tarstream.Header{Name: name, Linkname: link, Mode: int64(fm.Perm()), ModTime: fi.ModTime()}
+	switch {
+	case fm.IsRegular():
+		h.Typeflag, h.Size = tarstream.TypeReg, fi.Size()
+	case fi.IsDir():
+		h.Typeflag = tarstream.TypeDir
+		h.Name += "/"
+	default:
+		h.Typeflag = tarstream.TypeSymlink
+	}
+	for _, bit := range []struct {
+		mode fs.FileMode
+		tar  int64
+	}{{fs.ModeSetuid, 0o4000}, {fs.ModeSetgid, 0o2000}, {fs.ModeSticky, 0o1000}} {
+		if fm&bit.mode != 0 {
+			h.Mode |= bit.tar
+		}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		h.UID, h.GID = int(st.Uid), int(st.Gid)
+	}
+	return h
 }
 
 // entryTarget returns where a tar entry named name goes under dest: the
@@ -399,7 +421,7 @@ func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) (err error
 		}
 	}()
 	cr := &countReader{r: r}
-	tr := tar.NewReader(cr)
+	tr := tarstream.NewReader(cr)
 	var total, entryEnd int64
 	buf := make([]byte, 1<<20)
 	for {
@@ -418,8 +440,8 @@ func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) (err error
 		dataStart := cr.n
 		e := plannedEntry{name: hdr.Name, typ: hdr.Typeflag, mode: fs.FileMode(hdr.Mode) & fs.ModePerm, link: hdr.Linkname}
 		switch e.typ {
-		case tar.TypeDir, tar.TypeSymlink:
-		case tar.TypeReg:
+		case tarstream.TypeDir, tarstream.TypeSymlink:
+		case tarstream.TypeReg:
 			if total += hdr.Size; total > limit {
 				return filesErr(FilesExitTooLarge, "the archive holds more than the limit of %d bytes", limit)
 			}
@@ -430,7 +452,7 @@ func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) (err error
 		if err != nil {
 			return err
 		}
-		if e.typ == tar.TypeReg {
+		if e.typ == tarstream.TypeReg {
 			if e.tmp, err = stageFile(dest, target, e.mode, tr, hdr.Size, buf, tmps); err != nil {
 				return err
 			}
@@ -452,7 +474,7 @@ func putTar(dest string, limit int64, r io.Reader, tmps *uploadTemps) (err error
 }
 
 // blockSize is a tar block.
-const blockSize = 512
+const blockSize = tarstream.BlockSize
 
 // countReader counts what is read through it.
 type countReader struct {
@@ -495,23 +517,23 @@ func (p *uploadPlan) check(dest string, e plannedEntry) (string, error) {
 	rel, _ := filepath.Rel(dest, target)
 	for dir := filepath.Dir(rel); dir != "." && dir != string(filepath.Separator); dir = filepath.Dir(dir) {
 		switch p.kinds[dir] {
-		case tar.TypeSymlink:
+		case tarstream.TypeSymlink:
 			return "", filesErr(FilesExitInvalid, "archive entry %q goes through the symlink %s", e.name, filepath.Join(dest, dir))
-		case tar.TypeReg:
+		case tarstream.TypeReg:
 			return "", filesErr(FilesExitInvalid, "archive entry %q: %s is not a directory", e.name, filepath.Join(dest, dir))
 		}
 	}
 	made, planned := p.kinds[rel]
-	if e.typ == tar.TypeDir {
-		if planned && made != tar.TypeDir {
+	if e.typ == tarstream.TypeDir {
+		if planned && made != tarstream.TypeDir {
 			return "", filesErr(FilesExitInvalid, "archive entry %q: %s is not a directory", e.name, target)
 		}
 		if fi, err := os.Lstat(target); !planned && err == nil && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
 			return "", filesErr(FilesExitInvalid, "archive entry %q: %s is not a directory", e.name, target)
 		}
 	}
-	if e.typ != tar.TypeDir {
-		if (planned && made == tar.TypeDir) || (!planned && isDir(target)) || target == dest {
+	if e.typ != tarstream.TypeDir {
+		if (planned && made == tarstream.TypeDir) || (!planned && isDir(target)) || target == dest {
 			return "", filesErr(FilesExitInvalid, "%s is a directory", target)
 		}
 	}
@@ -546,7 +568,7 @@ func (p *uploadPlan) discard(tmps *uploadTemps) {
 func (p *uploadPlan) commit(dest string, tmps *uploadTemps) error {
 	for i, e := range p.entries {
 		target, err := entryTarget(dest, e.name)
-		if err == nil && e.typ != tar.TypeDir {
+		if err == nil && e.typ != tarstream.TypeDir {
 			err = os.MkdirAll(filepath.Dir(target), 0o755)
 		}
 		if err != nil {
@@ -554,14 +576,14 @@ func (p *uploadPlan) commit(dest string, tmps *uploadTemps) error {
 			return err
 		}
 		switch e.typ {
-		case tar.TypeDir:
+		case tarstream.TypeDir:
 			if target != dest {
 				err = os.MkdirAll(target, e.mode|0o700)
 			}
-		case tar.TypeReg:
+		case tarstream.TypeReg:
 			err = tmps.settle(e.tmp, target, true)
 			p.entries[i].tmp = ""
-		case tar.TypeSymlink:
+		case tarstream.TypeSymlink:
 			if old, lerr := os.Lstat(target); lerr == nil && !old.IsDir() {
 				_ = os.Remove(target)
 			}

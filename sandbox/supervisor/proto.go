@@ -133,6 +133,10 @@ type HelloAck struct {
 	// client keeps at most StdinWindow bytes of a stream's stdin in flight
 	// (a server without it drops stdin beyond its queue with an Error).
 	StdinAcks bool `json:"stdinAcks,omitempty"`
+	// Relay: the server's binary has the relay tool (RelayArg); a client
+	// runs it only when the server says so (an older binary would take
+	// the argument for a server of its own).
+	Relay bool `json:"relay,omitempty"`
 }
 
 // OpenSpec starts a command.

@@ -63,7 +63,10 @@ type ServerOptions struct {
 	// supervisor cannot see (a PATH directory only the command uid may
 	// read) and changes into the working directory as the command uid.
 	Credential *syscall.Credential
-	Logf       func(format string, args ...any)
+	// Relay says that the binary at the sandbox's supervisor path has the
+	// relay tool (RelayArg): HelloAck.Relay.
+	Relay bool
+	Logf  func(format string, args ...any)
 }
 
 // Server is the in-container end: it forks commands, pumps their output to
@@ -79,6 +82,7 @@ type Server struct {
 	iwInterval  time.Duration
 	baseEnv     []string
 	launcher    string
+	relay       bool
 	cred        *syscall.Credential
 	logf        func(format string, args ...any)
 	// limits: what this server cannot do here (HelloAck.Limits); with an
@@ -119,6 +123,7 @@ func NewServer(opts ServerOptions) *Server {
 		iwInterval:  opts.InputWaitInterval,
 		baseEnv:     opts.BaseEnv,
 		launcher:    opts.Launcher,
+		relay:       opts.Relay,
 		cred:        opts.Credential,
 		logf:        opts.Logf,
 		outq:        make(chan outFrame, 16),
@@ -286,7 +291,7 @@ func (s *Server) hello(c *serverConn, h Hello) {
 	s.deflate.Store(h.Deflate)
 	s.detachAllLocked()
 	s.mu.Unlock()
-	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath(), Limits: s.limits, NoInputWait: s.noInputWait, StdinAcks: true})
+	ack, _ := json.Marshal(HelloAck{Version: ProtocolVersion, Client: h.Client, PID: os.Getpid(), Dir: s.dir, Socket: s.SocketPath(), Limits: s.limits, NoInputWait: s.noInputWait, StdinAcks: true, Relay: s.relay})
 	frame := AppendFrame(nil, FrameHelloAck, 0, ack)
 	s.enqueue(outFrame{b: frame, to: c})
 	if old != nil && old != c {

@@ -4,9 +4,9 @@
 package config
 
 import (
-	"github.com/sandboxctl/sandboxctl/hostexec"
 	"github.com/sandboxctl/sandboxctl/internal/audit"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
@@ -22,6 +22,9 @@ type File struct {
 	Audit Audit `yaml:"audit" json:"audit"`
 	// MCP is what the MCP server offers beyond the tools.
 	MCP MCP `yaml:"mcp" json:"mcp"`
+	// Previews expose ports of sandboxes through the daemon's TCP
+	// listener (docs/previews.md).
+	Previews Previews `yaml:"previews" json:"previews"`
 	// State is the state directory: approvals.json, sandbox registry, session
 	// logs, the daemon socket and pid file.
 	State string `yaml:"state" json:"state"`
@@ -33,6 +36,14 @@ type MCP struct {
 	// sandbox_delete to the daemon's MCP server (/mcp): an agent may then
 	// create and remove its own sandbox.
 	SandboxLifecycle bool `yaml:"sandboxLifecycle" json:"sandboxLifecycle"`
+}
+
+// Previews is the `previews:` section.
+type Previews struct {
+	// Enabled serves POST/GET/DELETE /v1/previews and the previews
+	// themselves under /preview/ on the daemon's TCP listener (--listen):
+	// a port of a sandbox behind a token of its own. Off by default.
+	Enabled bool `yaml:"enabled" json:"enabled"`
 }
 
 // Exec is the `exec:` section.
@@ -79,7 +90,7 @@ type Envelope struct {
 	// issue 25: only for agents that are trusted with that user.
 	Enabled bool `yaml:"enabled" json:"enabled"`
 	// UID and GID are the identity gateway commands run as when the daemon
-	// is root (default hostexec.DefaultIdentity, 61000:61000). No account,
+	// is root (default hostapi.DefaultGatewayUID:DefaultGatewayGID, 61000:61000). No account,
 	// group or subordinate-id range may use them (checked at start). A
 	// non-root daemon cannot switch: its commands keep its uid.
 	UID int `yaml:"uid" json:"uid"`
@@ -166,7 +177,7 @@ func Default() File {
 			ApprovalTimeoutSec:    120,
 			Envelope: Envelope{
 				Enabled: true,
-				UID:     hostexec.DefaultIdentity.UID, GID: hostexec.DefaultIdentity.GID,
+				UID:     hostapi.DefaultGatewayUID, GID: hostapi.DefaultGatewayGID,
 				Writable: []string{}, Secrets: []string{},
 			},
 		},

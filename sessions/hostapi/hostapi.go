@@ -6,12 +6,31 @@ package hostapi
 
 import (
 	"context"
+	"errors"
 	"io"
 	"syscall"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
+
+// DefaultGatewayUID and DefaultGatewayGID are the identity gateway
+// commands run as when the configuration names none (exec.envelope):
+// outside the ranges useradd hands out (system accounts 100-999, people
+// 1000-59999) and below the subordinate-id ranges (100000 on). Defined
+// here, not in hostexec, so the configuration (and the light CLI that
+// reads it) need not link the gateway's guard.
+const (
+	DefaultGatewayUID = 61000
+	DefaultGatewayGID = 61000
+)
+
+// ErrEnded is wrapped by (or matches) the error a Process's output stream
+// returns when the place the command ran in ended under it, e.g. its
+// sandbox container was stopped or removed: the output ends there, as the
+// exit status says. A normal end, not a fault of the daemon: logged at
+// debug level.
+var ErrEnded = errors.New("the command's environment ended")
 
 // StartSpec describes one command for a Host to start.
 type StartSpec struct {
