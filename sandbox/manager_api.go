@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/api"
@@ -178,8 +177,8 @@ func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) err
 // DialPort connects to port on the loopback of scope s's existing sandbox
 // (see DockerEngine.DialPort), on the Engine that holds it.
 func (m *Manager) DialPort(ctx context.Context, s Scope, port int) (net.Conn, error) {
-	if port < 1 || port > 65535 {
-		return nil, fmt.Errorf("%w: port %d is out of range (1-65535)", cerrdefs.ErrInvalidArgument, port)
+	if err := checkPort(port); err != nil {
+		return nil, err
 	}
 	e, err := m.existing(ctx, s)
 	if err != nil {
