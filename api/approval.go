@@ -23,6 +23,15 @@ type Approval struct {
 	Status      string            `json:"status"`
 }
 
+// ApprovalHookInput is what the approval hook (approvals.approvalHook,
+// docs/configuration.md) reads on its stdin: the request to decide.
+type ApprovalHookInput struct {
+	ApprovalID string  `json:"approvalId"`
+	AgentID    string  `json:"agentId"`
+	SessionKey string  `json:"sessionKey"`
+	Details    Details `json:"details"`
+}
+
 // ResolveRequest is the body of POST /v1/approvals/{id}.
 type ResolveRequest struct {
 	Decision string `json:"decision"`

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNoSession classifies an unknown (or another scope's) session id; see
@@ -159,3 +160,7 @@ const (
 	MinYieldMs = 10
 	MaxYieldMs = 120000
 )
+
+// KillGrace is how long every host gives a killed command's tree between
+// SIGTERM and SIGKILL (a kill, a timeout, a removed session).
+const KillGrace = 3 * time.Second

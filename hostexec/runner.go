@@ -15,8 +15,8 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/envguard"
-	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // Defaults of Options and of the output handling.
@@ -140,7 +140,7 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 		openPTY:     pty.Open,
 	}
 	if r.killGrace <= 0 {
-		r.killGrace = hostapi.KillGrace
+		r.killGrace = api.KillGrace
 	}
 	if r.outputDrain <= 0 {
 		r.outputDrain = DefaultOutputDrain

@@ -151,7 +151,7 @@
 // welcome says adopt, the node sends the output its supervisor kept (a kept
 // frame, at most 512 KiB; older bytes count as dropped) and then what
 // follows, and Registry.Adoptions hands the run to the sessions (the node
-// host's sessions.LateRecoverer), under its session id and scope. Anything
+// host's sessions.HostCaps.Later), under its session id and scope. Anything
 // else a node reports is ended: a node holding the node token cannot plant
 // a session in another agent's scope.
 package nodeexec

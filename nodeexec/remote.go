@@ -510,7 +510,7 @@ func (p *RemoteProcess) linkDown(cause error, grace time.Duration) {
 	})
 }
 
-// Doubt implements hostapi.Doubter: why the run's state is unknown (its
+// Doubt is its hostapi.Started.Doubt: why the run's state is unknown (its
 // node's link was not restored within the grace), "" when it is known.
 func (p *RemoteProcess) Doubt() string {
 	p.mu.Lock()

@@ -97,13 +97,13 @@ func sandboxTrustsTheBrokerCA(t *testing.T, rt string) {
 		c.Network = sandboxconfig.NetworkConfig{Egress: sandboxconfig.EgressAllowlist, Allow: []sandboxconfig.AllowRule{{Domain: "api.bound.test"}}}
 		c.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_REAL_TOKEN", Hosts: []string{"api.bound.test"}, Env: "API_TOKEN"}}
 	})
-	if err := m.checkRuntime(ctxT(t)); err != nil {
+	if err := m.first().checkRuntime(ctxT(t)); err != nil {
 		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc): %v", rt, err)
 	}
-	if m.brokered == nil {
+	if m.first().brokered == nil {
 		t.Fatal("secrets configured, no broker side")
 	}
-	ph := m.brokered.Env["API_TOKEN"]
+	ph := m.first().brokered.Env["API_TOKEN"]
 	if !strings.HasPrefix(ph, broker.PlaceholderPrefix) {
 		t.Fatalf("placeholder %q", ph)
 	}
@@ -120,7 +120,7 @@ func sandboxTrustsTheBrokerCA(t *testing.T, rt string) {
 			t.Errorf("env lacks %s", v)
 		}
 	}
-	ca, err := broker.LoadOrCreateCA(broker.Dir(m.stateDir))
+	ca, err := broker.LoadOrCreateCA(broker.Dir(m.first().stateDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool, 
 		}
 		o.EgressInterceptor = b
 	})
-	if err := m.checkRuntime(ctxT(t)); err != nil {
+	if err := m.first().checkRuntime(ctxT(t)); err != nil {
 		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc): %v", rt, err)
 	}
 	return m
@@ -204,10 +204,10 @@ func TestSecretReachesOnlyItsHost(t *testing.T) {
 func secretReachesOnlyItsHost(t *testing.T, up *upstream, rt string) {
 	real := "e2e-real-secret-value-" + rt
 	m := brokerManager(t, up, real, true, rt)
-	if info, err := m.cli.Info(ctxT(t), client.InfoOptions{}); err == nil && slices.Contains(info.Info.Runtimes[rt].Args, "--network=none") {
+	if info, err := m.first().cli.Info(ctxT(t), client.InfoOptions{}); err == nil && slices.Contains(info.Info.Runtimes[rt].Args, "--network=none") {
 		t.Skipf("the Engine runs %s with --network=none: its sandboxes have no network for the proxy to carry", rt)
 	}
-	ph := m.brokered.Env["API_TOKEN"]
+	ph := m.first().brokered.Env["API_TOKEN"]
 	s := Scope{AgentID: "secret-" + randHex(3)}
 	run(t, m, s, "true")
 	_, _, ws, _ := m.Layout(s)

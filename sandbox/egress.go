@@ -35,11 +35,11 @@ type egressGateways struct {
 func egressNetworkName(name string) string { return name + "-egress" }
 
 // egressEnabled reports whether new sandboxes get an allowlist network.
-func (m *Manager) egressEnabled() bool { return m.net.Egress == sandboxconfig.EgressAllowlist }
+func (m *DockerEngine) egressEnabled() bool { return m.net.Egress == sandboxconfig.EgressAllowlist }
 
 // ensureEgress makes (or finds) the internal network of sandbox name and
 // starts its gateway if it is not running.
-func (m *Manager) ensureEgress(ctx context.Context, s Scope, scopeKey, name string) (*egressAttach, error) {
+func (m *DockerEngine) ensureEgress(ctx context.Context, s Scope, scopeKey, name string) (*egressAttach, error) {
 	pol := egress.Policy{Network: m.net.For(s.AgentID)}
 	netName := egressNetworkName(name)
 	insp, err := m.cli.NetworkInspect(ctx, netName, client.NetworkInspectOptions{})
@@ -113,7 +113,7 @@ func (m *Manager) ensureEgress(ctx context.Context, s Scope, scopeKey, name stri
 }
 
 // releaseEgress stops the gateway of sandbox name and removes its network.
-func (m *Manager) releaseEgress(ctx context.Context, name string) error {
+func (m *DockerEngine) releaseEgress(ctx context.Context, name string) error {
 	m.gateways.mu.Lock()
 	g := m.gateways.gw[name]
 	delete(m.gateways.gw, name)
@@ -130,7 +130,7 @@ func (m *Manager) releaseEgress(ctx context.Context, name string) error {
 
 // closeEgress stops every gateway (the daemon stops; networks stay for the
 // sandboxes, whose gateways the next daemon starts on their next use).
-func (m *Manager) closeEgress() {
+func (m *DockerEngine) closeEgress() {
 	m.gateways.mu.Lock()
 	defer m.gateways.mu.Unlock()
 	for name, g := range m.gateways.gw {
@@ -166,7 +166,7 @@ type EgressExplained struct {
 	Note string `json:"note"`
 }
 
-func (m *Manager) explainEgress(ctx context.Context, s Scope, name string) EgressExplained {
+func (m *DockerEngine) explainEgress(ctx context.Context, s Scope, name string) EgressExplained {
 	net := m.net.For(s.AgentID)
 	ex := EgressExplained{Mode: net.Egress}
 	switch m.net.Egress {

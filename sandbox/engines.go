@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +17,7 @@ import (
 	"github.com/docker/cli/cli/connhelper"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
@@ -80,17 +85,111 @@ func newEngineClient(e Engine) (*client.Client, error) {
 // EngineName is the name of the Engine of a single-Engine Manager ("" for
 // a Manager over several).
 func (m *Manager) EngineName() string {
-	if m.fleet != nil {
-		return ""
+	if mb := m.fleet.one(); mb != nil {
+		return mb.eng.Name
 	}
-	return m.engine.Name
+	return ""
 }
 
-// fleet is the Engine set of a Manager that places sandboxes on several
-// Engines. Each Engine has its own member Manager (its client, derived
-// images, supervisor connections and event follower); the front Manager
-// places and routes. Which Engine serves a scope is learnt from the
-// Engines themselves (their container labels), never from a local file.
+// Manager creates, reuses, recreates and removes sandboxes on the one or
+// more Engines of sandbox.engines. Each Engine is a DockerEngine of its
+// own (its client, derived images, supervisor connections, warm pool and
+// event follower); the Manager places a new sandbox on one, routes the
+// calls about a sandbox to the Engine that holds it and fans the rest out
+// (manager_api.go). Which Engine serves a scope is learnt from the Engines
+// themselves (their container labels), never from a local file.
+//
+// A Manager of one Engine routes everything to it, and that Engine checks
+// its own health (health.go); a Manager of several checks each (check),
+// places by load (placement.go) and refuses work for an Engine that is
+// down with ErrEngineDown.
+type Manager struct {
+	cfg   Config
+	reg   *registry
+	logf  func(format string, args ...any)
+	fleet *fleet
+	// local is the first Engine's DockerEngine: it answers for what every
+	// Engine of the Manager shares on this host (the workspace layout, the
+	// state directory's snapshots, the supervisor binary).
+	local *DockerEngine
+
+	scopeLocks scopeLocks
+}
+
+// NewManager validates the config and prepares a Manager with one
+// DockerEngine per configured Engine; they share the registry of
+// last-used times. It does not contact an Engine, so a daemon can start
+// while Docker is down; the first call that needs the Engine reports
+// ErrDockerUnreachable.
+func NewManager(ctx context.Context, opts Options) (*Manager, error) {
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.StateDir == "" {
+		return nil, errors.New("sandbox: Options.StateDir is required")
+	}
+	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
+	if err != nil {
+		return nil, err
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	m := &Manager{cfg: opts.Config, logf: opts.Logf,
+		reg: newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), now)}
+	if m.logf == nil {
+		m.logf = func(string, ...any) {}
+	}
+	f := &fleet{interval: opts.EngineHealthInterval, logf: m.logf, placed: map[string]*member{}, ids: map[string]*member{}}
+	if f.interval <= 0 {
+		f.interval = DefaultEngineHealthInterval
+	}
+	m.fleet = f
+	if len(engines) == 1 {
+		d, err := newDockerEngine(opts, engines[0], m.reg)
+		if err != nil {
+			return nil, err
+		}
+		f.members = []*member{{eng: engines[0], m: d, kick: make(chan struct{}, 1)}}
+		m.local = d
+		d.startHealth(opts.EngineHealthInterval)
+		return m, nil
+	}
+	for i, e := range engines {
+		mo := opts
+		mo.Config.Engines = []sandboxconfig.EngineConfig{opts.Config.Engines[i]}
+		cli, err := newEngineClient(e)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		mo.Client = cli
+		d, err := newDockerEngine(mo, e, m.reg)
+		if err != nil {
+			_ = cli.Close()
+			f.close()
+			return nil, err
+		}
+		d.ownsClient = true
+		mb := &member{eng: e, m: d, kick: make(chan struct{}, 1)}
+		d.onEventsBroken(func(error) {
+			select {
+			case mb.kick <- struct{}{}:
+			default:
+			}
+		})
+		f.members = append(f.members, mb)
+		if m.local == nil {
+			m.local = d
+		}
+	}
+	f.startHealth()
+	return m, nil
+}
+
+// fleet is the Engine set of a Manager: its members, where scopes and
+// containers live, and (with several Engines) their health.
 type fleet struct {
 	members  []*member
 	interval time.Duration
@@ -112,7 +211,7 @@ type fleet struct {
 // member is one Engine of a fleet and its health.
 type member struct {
 	eng  Engine
-	m    *Manager
+	m    engine
 	kick chan struct{} // ping now (its event stream broke)
 
 	mu       sync.Mutex
@@ -142,45 +241,11 @@ func (mb *member) downErr() error {
 	if err == nil {
 		err = errors.New("no answer yet")
 	}
-	return &engineDownError{name: mb.eng.Name, host: mb.m.cli.DaemonHost(), err: err}
+	return &engineDownError{name: mb.eng.Name, host: mb.m.host(), err: err}
 }
 
-// newFleet builds one member Manager per Engine; they share the front's
-// registry of last-used times. Nothing is contacted yet.
-func (m *Manager) newFleet(ctx context.Context, opts Options, engines []Engine) error {
-	f := &fleet{interval: opts.EngineHealthInterval, logf: m.logf, placed: map[string]*member{}, ids: map[string]*member{}}
-	if f.interval <= 0 {
-		f.interval = DefaultEngineHealthInterval
-	}
-	for i, e := range engines {
-		mo := opts
-		mo.Config.Engines = []sandboxconfig.EngineConfig{opts.Config.Engines[i]}
-		cli, err := newEngineClient(e)
-		if err != nil {
-			f.close()
-			return err
-		}
-		mo.Client = cli
-		mo.fleetMember = true
-		mm, err := NewManager(ctx, mo)
-		if err != nil {
-			_ = cli.Close()
-			f.close()
-			return err
-		}
-		mm.ownsClient = true
-		mm.reg = m.reg
-		mb := &member{eng: e, m: mm, kick: make(chan struct{}, 1)}
-		mm.eventsBroken = func(error) {
-			select {
-			case mb.kick <- struct{}{}:
-			default:
-			}
-		}
-		f.members = append(f.members, mb)
-	}
-	m.fleet = f
-	m.cli = f.members[0].m.cli // Client() for tools; nothing routes through it
+// startHealth checks every Engine every interval until close.
+func (f *fleet) startHealth() {
 	hctx, cancel := context.WithCancel(context.Background())
 	f.cancel, f.done = cancel, make(chan struct{})
 	var wg sync.WaitGroup
@@ -195,6 +260,14 @@ func (m *Manager) newFleet(ctx context.Context, opts Options, engines []Engine) 
 		wg.Wait()
 		close(f.done)
 	}()
+}
+
+// one is the Engine of a fleet of one (nil for several): everything goes
+// to it, and it checks its own health.
+func (f *fleet) one() *member {
+	if len(f.members) == 1 {
+		return f.members[0]
+	}
 	return nil
 }
 
@@ -232,7 +305,7 @@ func (f *fleet) watchHealth(ctx context.Context, mb *member) {
 // that answers again has its sandboxes re-adopted.
 func (f *fleet) check(ctx context.Context, mb *member) {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := mb.m.cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
+	err := mb.m.probe(pctx)
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -252,7 +325,7 @@ func (f *fleet) check(ctx context.Context, mb *member) {
 			// Stalled: the calls waiting on it end now; its commands may
 			// go on (their supervisor connections are left alone), so
 			// their sessions say their state is unknown until it answers.
-			mb.m.stall.markDown(reason)
+			mb.m.stalled(reason)
 			if wasHealthy {
 				f.logf("sandbox: %v; its sessions are unknown and it takes no new sandboxes until it answers", reason)
 			}
@@ -265,26 +338,26 @@ func (f *fleet) check(ctx context.Context, mb *member) {
 		}
 		return
 	}
-	mb.m.stall.markUp()
+	mb.m.answering()
 	if wasHealthy {
 		mb.mu.Lock()
 		imageOK, noRuntime := mb.imageOK, mb.noRuntime
 		mb.mu.Unlock()
 		if !imageOK { // loaded since?
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, ierr := mb.m.cli.ImageInspect(ictx, mb.m.cfg.Docker.Image)
+			ok := mb.m.hasImage(ictx)
 			cancel()
 			mb.mu.Lock()
-			mb.imageOK = ierr == nil
+			mb.imageOK = ok
 			mb.mu.Unlock()
 		}
 		if noRuntime != "" { // registered since (dockerd reloads runtimes on SIGHUP)?
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			info, ierr := mb.m.cli.Info(ictx, client.InfoOptions{})
+			facts, ierr := mb.m.facts(ictx)
 			cancel()
 			if ierr == nil {
 				mb.mu.Lock()
-				mb.noRuntime = missingRuntime(mb.m.cfg.Docker.Runtime, info.Info.Runtimes)
+				mb.noRuntime = facts.missingRuntime
 				mb.mu.Unlock()
 			}
 		}
@@ -312,11 +385,11 @@ func (f *fleet) check(ctx context.Context, mb *member) {
 func (f *fleet) adopt(ctx context.Context, mb *member) error {
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	info, err := mb.m.cli.Info(actx, client.InfoOptions{})
+	facts, err := mb.m.facts(actx)
 	if err != nil {
-		return mb.m.classify("engine info", err)
+		return err
 	}
-	_, imgErr := mb.m.cli.ImageInspect(actx, mb.m.cfg.Docker.Image)
+	imageOK := mb.m.hasImage(actx)
 	list, err := mb.m.List(actx)
 	if err != nil {
 		return err
@@ -341,8 +414,8 @@ func (f *fleet) adopt(ctx context.Context, mb *member) error {
 		}
 	}
 	mb.mu.Lock()
-	mb.memTotal, mb.count, mb.imageOK = info.Info.MemTotal, len(list), imgErr == nil
-	mb.noRuntime = missingRuntime(mb.m.cfg.Docker.Runtime, info.Info.Runtimes)
+	mb.memTotal, mb.count, mb.imageOK = facts.memTotal, len(list), imageOK
+	mb.noRuntime = facts.missingRuntime
 	mb.stopped, mb.readopted = len(stopped), 0
 	mb.mu.Unlock()
 	// Stopped with its Engine (a dockerd without live-restore stops what
@@ -388,7 +461,7 @@ func (f *fleet) readopt(ctx context.Context, mb *member, stopped []Info) {
 // failAll ends every supervisor connection of this (member) Manager with
 // reason: the commands they follow fail at once instead of waiting for an
 // Engine that is gone. It returns how many ended.
-func (m *Manager) failAll(reason error) int {
+func (m *DockerEngine) failAll(reason error) int {
 	n := 0
 	now := time.Now()
 	for _, id := range m.clients.ids() {
@@ -424,6 +497,9 @@ func (f *fleet) awaitFirstCheck(ctx context.Context) {
 // ErrEngineDown: a sandbox stays on its Engine for life.
 func (m *Manager) memberFor(ctx context.Context, s Scope, create bool) (*member, error) {
 	f := m.fleet
+	if mb := f.one(); mb != nil {
+		return mb, nil
+	}
 	f.awaitFirstCheck(ctx)
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	lock := m.scopeLock(scopeKey)
@@ -444,10 +520,9 @@ func (m *Manager) memberFor(ctx context.Context, s Scope, create bool) (*member,
 		if _, healthy, _ := cand.state(); !healthy {
 			continue
 		}
-		insp, err := cand.m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-		if err == nil && insp.Container.Config != nil && insp.Container.Config.Labels[LabelManaged] == "1" {
+		if id, managed := cand.m.holds(ctx, name); managed {
 			f.mu.Lock()
-			f.placed[scopeKey], f.ids[insp.Container.ID] = cand, cand
+			f.placed[scopeKey], f.ids[id] = cand, cand
 			f.mu.Unlock()
 			return cand, nil
 		}
@@ -457,7 +532,7 @@ func (m *Manager) memberFor(ctx context.Context, s Scope, create bool) (*member,
 	}
 	f.placeMu.Lock()
 	defer f.placeMu.Unlock()
-	mb, err := f.place(m.sandboxMemory())
+	mb, err := f.place(m.first().sandboxMemory())
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", name, err)
 	}
@@ -473,6 +548,9 @@ func (m *Manager) memberFor(ctx context.Context, s Scope, create bool) (*member,
 // memberByID returns the Engine holding container id.
 func (m *Manager) memberByID(ctx context.Context, id string) (*member, error) {
 	f := m.fleet
+	if mb := f.one(); mb != nil {
+		return mb, nil
+	}
 	f.mu.Lock()
 	mb := f.ids[id]
 	f.mu.Unlock()
@@ -483,7 +561,7 @@ func (m *Manager) memberByID(ctx context.Context, id string) (*member, error) {
 		if _, healthy, _ := cand.state(); !healthy {
 			continue
 		}
-		if _, err := cand.m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil {
+		if _, found := cand.m.has(ctx, id); found {
 			f.mu.Lock()
 			f.ids[id] = cand
 			f.mu.Unlock()
@@ -494,6 +572,9 @@ func (m *Manager) memberByID(ctx context.Context, id string) (*member, error) {
 }
 
 func (m *Manager) memberNamed(name string) (*member, error) {
+	if mb := m.fleet.one(); mb != nil {
+		return mb, nil
+	}
 	for _, mb := range m.fleet.members {
 		if mb.eng.Name == name {
 			return mb, nil
@@ -542,13 +623,13 @@ type EngineStatus struct {
 // Engines reports each Engine's health and load (a single Engine is
 // health-checked too, see startHealth).
 func (m *Manager) Engines() []EngineStatus {
-	if m.fleet == nil {
-		return []EngineStatus{m.healthStatus()}
+	if mb := m.fleet.one(); mb != nil {
+		return []EngineStatus{mb.m.healthStatus()}
 	}
 	out := make([]EngineStatus, 0, len(m.fleet.members))
 	for _, mb := range m.fleet.members {
 		mb.mu.Lock()
-		st := EngineStatus{Name: mb.eng.Name, Host: mb.m.cli.DaemonHost(), Healthy: mb.healthy, Since: mb.since, Sandboxes: mb.count, Stopped: mb.stopped, Readopted: mb.readopted, MissingRuntime: mb.noRuntime}
+		st := EngineStatus{Name: mb.eng.Name, Host: mb.m.host(), Healthy: mb.healthy, Since: mb.since, Sandboxes: mb.count, Stopped: mb.stopped, Readopted: mb.readopted, MissingRuntime: mb.noRuntime}
 		if mb.lastErr != nil {
 			st.Error = mb.lastErr.Error()
 		}
@@ -569,6 +650,9 @@ func (f *fleet) healthyMembers() []*member {
 // eachHealthy runs fn on every Engine that answers and joins the errors,
 // each naming its Engine; Engines that are down are reported too.
 func (f *fleet) eachHealthy(fn func(mb *member) error) error {
+	if mb := f.one(); mb != nil {
+		return fn(mb)
+	}
 	var errs []error
 	for _, mb := range f.members {
 		if _, healthy, _ := mb.state(); !healthy {
@@ -582,18 +666,30 @@ func (f *fleet) eachHealthy(fn func(mb *member) error) error {
 	return errors.Join(errs...)
 }
 
+// collect joins what fn finds on every Engine that answers (see
+// eachHealthy for the errors).
+func collect[T any](f *fleet, fn func(mb *member) ([]T, error)) ([]T, error) {
+	var out []T
+	err := f.eachHealthy(func(mb *member) error {
+		got, err := fn(mb)
+		out = append(out, got...)
+		return err
+	})
+	return out, err
+}
+
 // ping reports the Engines that do not answer (nil when all do).
 func (f *fleet) ping(ctx context.Context) error {
 	var errs []error
 	for _, mb := range f.members {
-		if _, err := mb.m.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-			errs = append(errs, &engineDownError{name: mb.eng.Name, host: mb.m.cli.DaemonHost(), err: err})
+		if err := mb.m.probe(ctx); err != nil {
+			errs = append(errs, &engineDownError{name: mb.eng.Name, host: mb.m.host(), err: err})
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (m *Manager) fleetEnsure(ctx context.Context, s Scope) (EnsureResult, error) {
+func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 	mb, err := m.memberFor(ctx, s, true)
 	if err != nil {
 		return EnsureResult{}, err
@@ -603,7 +699,7 @@ func (m *Manager) fleetEnsure(ctx context.Context, s Scope) (EnsureResult, error
 	return res, err
 }
 
-func (m *Manager) fleetStart(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
+func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	mb, err := m.memberFor(ctx, s, true)
 	if err != nil {
 		return nil, err
@@ -615,9 +711,15 @@ func (m *Manager) fleetStart(ctx context.Context, s Scope, opts ExecOptions) (*S
 	return st, err
 }
 
-// fleetList lists the sandboxes of every Engine that answers; the error
-// names those that do not (what was found is returned beside it).
-func (m *Manager) fleetList(ctx context.Context) ([]Info, error) {
+// List returns the managed containers of this configuration on every
+// Engine that answers (named with its containerPrefix; another daemon's
+// sandboxes on the same Engine are left out), as the Engines report them;
+// with several Engines, the error names those that do not answer (what
+// was found is returned beside it).
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	if mb := m.fleet.one(); mb != nil {
+		return mb.m.List(ctx)
+	}
 	var out []Info
 	err := m.fleet.eachHealthy(func(mb *member) error {
 		list, err := mb.m.List(ctx)
@@ -638,7 +740,12 @@ func (m *Manager) fleetList(ctx context.Context) ([]Info, error) {
 
 func (f *fleet) anyHealthy() bool { return len(f.healthyMembers()) > 0 }
 
-func (m *Manager) fleetRemoveByName(ctx context.Context, name string) error {
+// RemoveByName force-removes a managed container by name or id. A
+// container that is not managed by sandboxctl is never touched.
+func (m *Manager) RemoveByName(ctx context.Context, name string) error {
+	if mb := m.fleet.one(); mb != nil {
+		return mb.m.RemoveByName(ctx, name)
+	}
 	removed := false
 	var errs []error
 	for _, mb := range m.fleet.healthyMembers() {
@@ -677,31 +784,32 @@ func (f *fleet) forgetName(m *Manager, name string, mb *member) {
 	}
 }
 
-func (m *Manager) fleetPrune(ctx context.Context, dryRun bool) ([]Info, error) {
-	var out []Info
-	err := m.fleet.eachHealthy(func(mb *member) error {
+// Prune removes managed containers idle longer than prune.idleHours or
+// older than prune.maxAgeDays (0 disables a rule) on every Engine that
+// answers. With dryRun it only reports what it would remove.
+func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
+	return collect(m.fleet, func(mb *member) ([]Info, error) {
 		pruned, err := mb.m.Prune(ctx, dryRun)
 		if !dryRun {
 			for _, c := range pruned {
 				m.fleet.forgetName(m, c.Name, mb)
 			}
 		}
-		out = append(out, pruned...)
-		return err
+		return pruned, err
 	})
-	return out, err
 }
 
-// fleetExplain explains scope s on the Engine that holds its sandbox, or
-// on the one the next command would place it on.
-func (m *Manager) fleetExplain(ctx context.Context, s Scope) (Explanation, error) {
+// Explain reports the effective config of scope s, its hash, the container
+// serving it and whether it would be recreated, and why: on the Engine
+// that holds its sandbox, or on the one the next command would place it on.
+func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	mb, err := m.memberFor(ctx, s, false)
 	if err != nil {
 		return Explanation{}, err
 	}
 	next := mb == nil
 	if next {
-		if mb, err = m.fleet.place(m.sandboxMemory()); err != nil {
+		if mb, err = m.fleet.place(m.first().sandboxMemory()); err != nil {
 			return Explanation{}, fmt.Errorf("sandbox explain: %w", err)
 		}
 	}
@@ -712,13 +820,146 @@ func (m *Manager) fleetExplain(ctx context.Context, s Scope) (Explanation, error
 	return ex, err
 }
 
-func (m *Manager) fleetSessions(ctx context.Context) ([]RecoveredSession, error) {
-	var out []RecoveredSession
-	err := m.fleet.eachHealthy(func(mb *member) error {
-		rs, err := mb.m.Sessions(ctx)
-		out = append(out, rs...)
-		return err
-	})
+// Sessions lists every session of every running supervised sandbox of
+// every Engine that answers, oldest first, with its output so far. A
+// restarted daemon calls it once to re-adopt them; Reattach resumes a
+// running one.
+func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
+	out, err := collect(m.fleet, func(mb *member) ([]RecoveredSession, error) { return mb.m.Sessions(ctx) })
 	slices.SortStableFunc(out, func(a, b RecoveredSession) int { return a.StartedAt.Compare(b.StartedAt) })
 	return out, err
 }
+
+// engine is one Engine behind a Manager, as the Manager uses it: the calls
+// it routes to the Engine serving a scope, holding a container or, for
+// the calls about every sandbox, to each Engine (manager_api.go), and what
+// its health checks and placement ask of an Engine. DockerEngine is the
+// one kind today; another backend (Kubernetes) is another implementation.
+type engine interface {
+	sandboxEngine
+	processEngine
+	fileEngine
+	engineProbe
+	Close() error
+}
+
+// sandboxEngine is the sandbox lifecycle on one Engine.
+type sandboxEngine interface {
+	Ensure(ctx context.Context, s Scope) (EnsureResult, error)
+	Create(ctx context.Context, s Scope, o CreateOptions) (Info, error)
+	List(ctx context.Context) ([]Info, error)
+	Get(ctx context.Context, ref string) (Info, error)
+	RemoveByName(ctx context.Context, name string) error
+	Delete(ctx context.Context, ref string, workspace bool) (Info, error)
+	Pause(ctx context.Context, ref string) (Info, error)
+	Resume(ctx context.Context, ref string) (Info, error)
+	Extend(ctx context.Context, ref string, ttl time.Duration) (Info, error)
+	Prune(ctx context.Context, dryRun bool) ([]Info, error)
+	PauseIdle(ctx context.Context) (int, error)
+	ExpireDue(ctx context.Context) ([]Info, error)
+	Explain(ctx context.Context, s Scope) (Explanation, error)
+	PruneSupervisedImages(ctx context.Context) ([]string, error)
+	Snapshot(ctx context.Context, s Scope, name string) (SnapshotInfo, error)
+	Rollback(ctx context.Context, s Scope, name string) (Info, error)
+	Fork(ctx context.Context, from Scope, name string, to Scope) (Info, error)
+	Pool() PoolStatus
+	startPool()
+}
+
+// processEngine runs and follows commands on one Engine.
+type processEngine interface {
+	Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error)
+	Run(ctx context.Context, s Scope, cmd []string) (string, int, error)
+	Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec, EnsureResult, error)
+	ExecIn(ctx context.Context, containerID string, opts ExecOptions) (*Exec, error)
+	KillTagged(ctx context.Context, containerID, tag string, grace time.Duration) error
+	Sessions(ctx context.Context) ([]RecoveredSession, error)
+	Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error)
+	ForgetSession(ctx context.Context, containerID, id string) error
+	DialPort(ctx context.Context, s Scope, port int) (net.Conn, error)
+}
+
+// fileEngine moves files in and out of the sandboxes of one Engine.
+type fileEngine interface {
+	StatFile(ctx context.Context, s Scope, p string) (api.FileInfo, error)
+	ListFiles(ctx context.Context, s Scope, p string) (api.FileList, error)
+	ReadFiles(ctx context.Context, s Scope, p string, limit int64, w io.Writer) error
+	WriteFiles(ctx context.Context, s Scope, dir string, limit int64, r io.Reader) error
+	WriteFile(ctx context.Context, s Scope, p string, mode fs.FileMode, limit int64, r io.Reader) error
+	RemoveFile(ctx context.Context, s Scope, p string) error
+}
+
+// engineProbe is what the Manager's health checks and placement ask of an
+// Engine.
+type engineProbe interface {
+	// Ping checks the Engine answers (its own error form, for a Manager of
+	// one); probe is the bare check the health checks time.
+	Ping(ctx context.Context) error
+	probe(ctx context.Context) error
+	host() string
+	// facts are the Engine's memory and whether it lists the configured
+	// runtime; hasImage whether it has the sandbox image.
+	facts(ctx context.Context) (engineFacts, error)
+	hasImage(ctx context.Context) bool
+	// has finds the container ref (its id), holds a sandboxctl one.
+	has(ctx context.Context, ref string) (id string, found bool)
+	holds(ctx context.Context, name string) (id string, managed bool)
+	// stalled ends the calls waiting on the Engine with reason, answering
+	// lets them wait again; failAll ends every command followed there.
+	stalled(reason error)
+	answering()
+	failAll(reason error) int
+	// healthStatus is the Engine's own health (a Manager of one);
+	// onEventsBroken is told when its event stream breaks (several).
+	healthStatus() EngineStatus
+	onEventsBroken(fn func(error))
+}
+
+var _ engine = (*DockerEngine)(nil)
+
+// engineFacts are what an Engine says of itself.
+type engineFacts struct {
+	memTotal       int64
+	missingRuntime string // the configured runtime when not listed
+}
+
+func (m *DockerEngine) probe(ctx context.Context) error {
+	_, err := m.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	return err
+}
+
+func (m *DockerEngine) host() string { return m.cli.DaemonHost() }
+
+func (m *DockerEngine) facts(ctx context.Context) (engineFacts, error) {
+	info, err := m.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return engineFacts{}, m.classify("engine info", err)
+	}
+	return engineFacts{memTotal: info.Info.MemTotal, missingRuntime: missingRuntime(m.cfg.Docker.Runtime, info.Info.Runtimes)}, nil
+}
+
+func (m *DockerEngine) hasImage(ctx context.Context) bool {
+	_, err := m.cli.ImageInspect(ctx, m.cfg.Docker.Image)
+	return err == nil
+}
+
+func (m *DockerEngine) has(ctx context.Context, ref string) (string, bool) {
+	insp, err := m.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", false
+	}
+	return insp.Container.ID, true
+}
+
+func (m *DockerEngine) holds(ctx context.Context, name string) (string, bool) {
+	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil || insp.Container.Config == nil || insp.Container.Config.Labels[LabelManaged] != "1" {
+		return "", false
+	}
+	return insp.Container.ID, true
+}
+
+func (m *DockerEngine) stalled(reason error) { m.stall.markDown(reason) }
+func (m *DockerEngine) answering()           { m.stall.markUp() }
+
+func (m *DockerEngine) onEventsBroken(fn func(error)) { m.eventsBroken = fn }

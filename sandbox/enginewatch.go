@@ -64,7 +64,7 @@ func (w *engineWatch) current() (<-chan struct{}, func() error) {
 // the Engine not answering (at once if it already is), or when ctx ends,
 // until release is called. release does not cancel it: what was set up
 // with it (a stream, a connection) may outlive the call.
-func (m *Manager) whileEngineAnswers(ctx context.Context) (bound context.Context, release func()) {
+func (m *DockerEngine) whileEngineAnswers(ctx context.Context) (bound context.Context, release func()) {
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stopParent := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	down, why := m.stall.current()
@@ -101,7 +101,7 @@ func (w *engineWatch) downErr() error {
 	return w.err
 }
 
-// Doubt implements hostapi.Doubter: while the sandbox's Engine does not
+// Doubt is its hostapi.Started.Doubt: while the sandbox's Engine does not
 // answer and the command is followed through it (the attach stream), its
 // state is unknown (it may still run, its output is held up); "" while the
 // Engine answers or the supervisor's local socket, which does not go

@@ -75,7 +75,7 @@ func (e *imageMissingError) Unwrap() error        { return e.err }
 
 // classify turns Engine client errors into the sentinels above; op names
 // the operation for the message.
-func (m *Manager) classify(op string, err error) error {
+func (m *DockerEngine) classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -45,7 +45,7 @@ type containerWatch struct {
 const watchEventsRetry = 2 * time.Second
 
 // startWatch starts the follower once; Close stops it.
-func (m *Manager) startWatch() {
+func (m *DockerEngine) startWatch() {
 	m.watch.once.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		m.watch.cancel, m.watch.done = cancel, make(chan struct{})
@@ -62,7 +62,7 @@ func (m *Manager) startWatch() {
 }
 
 // stopWatch ends the follower and waits for it.
-func (m *Manager) stopWatch() {
+func (m *DockerEngine) stopWatch() {
 	m.watch.once.Do(func() {}) // no follower may start after Close
 	if m.watch.cancel != nil {
 		m.watch.cancel()
@@ -73,7 +73,7 @@ func (m *Manager) stopWatch() {
 // followEvents reads the event stream until ctx ends, re-opening it after
 // an error. Each (re)open first settles the sandboxes it has connections
 // to, since events of an Engine that restarted meanwhile are lost.
-func (m *Manager) followEvents(ctx context.Context) {
+func (m *DockerEngine) followEvents(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	since := time.Now()
 	for ctx.Err() == nil {
@@ -100,7 +100,7 @@ func (m *Manager) followEvents(ctx context.Context) {
 	}
 }
 
-func (m *Manager) readEvents(ctx context.Context, res client.EventsResult, since *time.Time, backoff *time.Duration) error {
+func (m *DockerEngine) readEvents(ctx context.Context, res client.EventsResult, since *time.Time, backoff *time.Duration) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -130,7 +130,7 @@ func unixNanoString(t time.Time) string {
 
 // onEvent fails the supervisor connection of a container that died or was
 // removed, naming what happened.
-func (m *Manager) onEvent(ctx context.Context, ev events.Message, at time.Time) {
+func (m *DockerEngine) onEvent(ctx context.Context, ev events.Message, at time.Time) {
 	id := ev.Actor.ID
 	name := ev.Actor.Attributes["name"]
 	if name == "" {
@@ -191,7 +191,7 @@ func dieReason(name, code string, oom bool) error {
 // started again, is left alone). A container that stops or is removed is
 // the usual end of a sandbox (a debug line); one the kernel killed for
 // memory (oom) is a warning.
-func (m *Manager) containerDied(id string, at time.Time, reason error, oom bool) {
+func (m *DockerEngine) containerDied(id string, at time.Time, reason error, oom bool) {
 	m.warm.forgetID(id)
 	if m.clients.fail(id, at, reason) {
 		if oom {
@@ -203,7 +203,7 @@ func (m *Manager) containerDied(id string, at time.Time, reason error, oom bool)
 }
 
 // forgetContainer drops what the Manager keeps about a removed container.
-func (m *Manager) forgetContainer(id string) {
+func (m *DockerEngine) forgetContainer(id string) {
 	m.clients.drop(id)
 	m.clients.mu.Lock()
 	delete(m.clients.localBad, id)
@@ -217,7 +217,7 @@ func (m *Manager) forgetContainer(id string) {
 // reconcile checks every container the Manager holds a connection to: one
 // that is gone or not running (its events were lost, e.g. the Engine
 // restarted) fails its connection.
-func (m *Manager) reconcile(ctx context.Context) {
+func (m *DockerEngine) reconcile(ctx context.Context) {
 	for _, id := range m.clients.ids() {
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		insp, err := m.cli.ContainerInspect(ictx, id, client.ContainerInspectOptions{})

@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/procfs"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
@@ -29,14 +30,16 @@ import (
 // ExecOptions describe one command run through the Engine's exec API (the
 // plain path).
 type ExecOptions struct {
-	Cmd        []string
-	Env        []string // KEY=VALUE, on top of the container's env
-	WorkingDir string
-	User       string
-	TTY        bool
-	// Stdin attaches stdin so Write/CloseStdin reach the process; without it
-	// the process reads EOF at once.
-	Stdin bool
+	Cmd []string
+	Env []string // KEY=VALUE, on top of the container's env
+	// Dir, PTY and KeepStdin are hostapi.StartSpec's, by the same names:
+	// the working directory in the container, a pseudo-terminal, and stdin
+	// kept open so Write/CloseStdin reach the process (without it the
+	// process reads EOF at once).
+	Dir       string
+	User      string
+	PTY       bool
+	KeepStdin bool
 	// Cols and Rows set the initial terminal size (default 120x30). API 1.41
 	// ignores the create-time size, so the command is wrapped to set it with
 	// stty before it starts, and resizes are retried.
@@ -58,7 +61,7 @@ type ExecOptions struct {
 // Exec is a command running in a sandbox through the Engine's exec API.
 // It is a Process.
 type Exec struct {
-	m           *Manager
+	m           *DockerEngine
 	containerID string
 	execID      string
 	tag         string
@@ -83,14 +86,7 @@ type Exec struct {
 }
 
 // ExecIn starts a command in the container id (which must be running).
-func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptions) (*Exec, error) {
-	if m.fleet != nil {
-		mb, err := m.memberByID(ctx, containerID)
-		if err != nil {
-			return nil, err
-		}
-		return mb.m.ExecIn(ctx, containerID, opts)
-	}
+func (m *DockerEngine) ExecIn(ctx context.Context, containerID string, opts ExecOptions) (*Exec, error) {
 	if len(opts.Cmd) == 0 {
 		return nil, errors.New("sandbox exec: empty command")
 	}
@@ -107,7 +103,7 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 	}
 	cmd := opts.Cmd
 	env := append(append([]string{}, opts.Env...), string(envknob.RunTag)+"="+tag)
-	if opts.TTY {
+	if opts.PTY {
 		// API 1.41 starts exec TTYs at 0x0; set the size before the command runs.
 		cmd = append([]string{"sh", "-c", `stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`, "sh",
 			strconv.Itoa(rows), strconv.Itoa(cols)}, cmd...)
@@ -122,8 +118,8 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 		user = u
 	}
 	created, err := m.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
-		Cmd: cmd, Env: env, WorkingDir: opts.WorkingDir, User: user, TTY: opts.TTY,
-		AttachStdin: opts.Stdin, AttachStdout: true, AttachStderr: true,
+		Cmd: cmd, Env: env, WorkingDir: opts.Dir, User: user, TTY: opts.PTY,
+		AttachStdin: opts.KeepStdin, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
 		if isNotFound(err) {
@@ -137,21 +133,21 @@ func (m *Manager) ExecIn(ctx context.Context, containerID string, opts ExecOptio
 		}
 		return nil, m.classify("sandbox exec create", err)
 	}
-	att, err := m.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: opts.TTY})
+	att, err := m.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: opts.PTY})
 	if err != nil {
 		return nil, m.classify("sandbox exec attach", err)
 	}
-	e := &Exec{m: m, containerID: containerID, execID: created.ID, tag: tag, tty: opts.TTY, att: att.HijackedResponse,
+	e := &Exec{m: m, containerID: containerID, execID: created.ID, tag: tag, tty: opts.PTY, att: att.HijackedResponse,
 		streamDone: make(chan struct{}), done: make(chan struct{})}
 	outR, outW := io.Pipe()
 	e.stdout = outR
 	var errW *io.PipeWriter
-	if !opts.TTY {
+	if !opts.PTY {
 		e.stderr, errW = io.Pipe()
 	}
 	go func() {
 		var err error
-		if opts.TTY {
+		if opts.PTY {
 			_, err = io.Copy(outW, e.att.Reader)
 		} else {
 			_, err = stdcopy.StdCopy(outW, errW, e.att.Reader)
@@ -256,7 +252,7 @@ func (e *Exec) PID() int {
 // containerPID translates hostPID, a process of container id on the Engine's
 // host, into its pid inside the container; 0 when it cannot: the Engine is
 // not on this host, or the process is gone (or is not in that container).
-func (m *Manager) containerPID(id string, hostPID int) int {
+func (m *DockerEngine) containerPID(id string, hostPID int) int {
 	if !strings.HasPrefix(m.cli.DaemonHost(), "unix://") || id == "" {
 		return 0
 	}
@@ -377,7 +373,7 @@ func (e *Exec) Kill(ctx context.Context) error {
 		e.killed = "SIGKILL"
 	}
 	e.killMu.Unlock()
-	return e.m.KillTagged(ctx, e.containerID, e.tag, hostapi.KillGrace)
+	return e.m.KillTagged(ctx, e.containerID, e.tag, api.KillGrace)
 }
 
 // Signal delivers sig to every process of the command's tree (tagged
@@ -424,14 +420,7 @@ p=$(pids); [ -z "$p" ] && exit 0; echo "still alive: $p"; exit 1`
 
 // KillTagged kills every process in the container whose environment carries
 // SANDBOXCTL_RUN=tag (see killScript).
-func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace time.Duration) error {
-	if m.fleet != nil {
-		mb, err := m.memberByID(ctx, containerID)
-		if err != nil {
-			return err
-		}
-		return mb.m.KillTagged(ctx, containerID, tag, grace)
-	}
+func (m *DockerEngine) KillTagged(ctx context.Context, containerID, tag string, grace time.Duration) error {
 	steps := int(grace / (100 * time.Millisecond))
 	out, code, err := m.run(ctx, containerID, []string{"sh", "-c", killScript, "sh", tag, strconv.Itoa(steps)})
 	if err != nil {
@@ -459,7 +448,7 @@ func (m *Manager) KillTagged(ctx context.Context, containerID, tag string, grace
 // stopped reports whether container id stopped or was removed. A runtime
 // that refused an exec because the container stopped may answer before
 // the Engine's state says so: it asks for up to stopSettle.
-func (m *Manager) stopped(ctx context.Context, id string) bool {
+func (m *DockerEngine) stopped(ctx context.Context, id string) bool {
 	deadline := time.Now().Add(stopSettle)
 	for {
 		insp, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
@@ -485,7 +474,7 @@ const stopSettle = 3 * time.Second
 
 // run executes cmd in the container without stdin and returns its combined
 // output and exit code.
-func (m *Manager) run(ctx context.Context, containerID string, cmd []string) (string, int, error) {
+func (m *DockerEngine) run(ctx context.Context, containerID string, cmd []string) (string, int, error) {
 	e, err := m.ExecIn(ctx, containerID, ExecOptions{Cmd: cmd})
 	if err != nil {
 		return "", -1, err
@@ -506,14 +495,7 @@ func (m *Manager) run(ctx context.Context, containerID string, cmd []string) (st
 
 // Run is a convenience for tests and tools: run cmd in scope s's sandbox and
 // return the combined output and exit code.
-func (m *Manager) Run(ctx context.Context, s Scope, cmd []string) (string, int, error) {
-	if m.fleet != nil {
-		mb, err := m.memberFor(ctx, s, true)
-		if err != nil {
-			return "", -1, err
-		}
-		return mb.m.Run(ctx, s, cmd)
-	}
+func (m *DockerEngine) Run(ctx context.Context, s Scope, cmd []string) (string, int, error) {
 	res, err := m.Ensure(ctx, s)
 	if err != nil {
 		return "", -1, err
@@ -523,7 +505,7 @@ func (m *Manager) Run(ctx context.Context, s Scope, cmd []string) (string, int, 
 
 // Attach ensures the scope's sandbox and starts a command in it; used by
 // `sandboxctl sandbox shell` and the sandbox host.
-func (m *Manager) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec, EnsureResult, error) {
+func (m *DockerEngine) Attach(ctx context.Context, s Scope, opts ExecOptions) (*Exec, EnsureResult, error) {
 	res, err := m.Ensure(ctx, s)
 	if err != nil {
 		return nil, res, err
@@ -553,6 +535,15 @@ type Process interface {
 	// InputWaitChanged is closed at the next change of InputWait (a new
 	// channel after each change; nil, never ready, on the plain path).
 	InputWaitChanged() <-chan struct{}
+	// HostStarted is the process as a host hands it to the session
+	// manager, with what it can do (input waits, Forget, Signal, Doubt).
+	HostStarted() hostapi.Started
+}
+
+// HostStarted implements Process: a plain Engine exec can be signalled,
+// and reports no input waits.
+func (e *Exec) HostStarted() hostapi.Started {
+	return hostapi.Started{Process: e, Signal: e.Signal}
 }
 
 // Started is a command started by Start: the process plus any warnings the
@@ -567,10 +558,7 @@ type Started struct {
 // entry point the sandbox host uses, so the choice of exec path stays here:
 // the supervisor when the sandbox runs it, else the plain Engine exec path
 // with a warning saying why.
-func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
-	if m.fleet != nil {
-		return m.fleetStart(ctx, s, opts)
-	}
+func (m *DockerEngine) Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	if err := m.engineDown(); err != nil {
 		// Fail with the reason now rather than wait on a stalled Engine.
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -584,7 +572,7 @@ func (m *Manager) Start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 }
 
 // start is Start once the Engine is known to answer.
-func (m *Manager) start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
+func (m *DockerEngine) start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error) {
 	res, err := m.ensureForStart(ctx, s)
 	if err != nil {
 		return nil, err
@@ -614,7 +602,7 @@ func (m *Manager) start(ctx context.Context, s Scope, opts ExecOptions) (*Starte
 		<-e.Done()
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := m.KillTagged(kctx, res.ID, e.Tag(), hostapi.KillGrace); err != nil {
+		if err := m.KillTagged(kctx, res.ID, e.Tag(), api.KillGrace); err != nil {
 			m.logf("warning: sandbox %s: end what %s left behind: %v", res.Name, e.Tag(), err)
 		}
 	}()

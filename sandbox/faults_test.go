@@ -26,7 +26,7 @@ func settleSessions(t *testing.T, m *Manager, id string) {
 	ctx := ctxT(t)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		cl, err := m.supervisorClient(ctx, id)
+		cl, err := m.first().supervisorClient(ctx, id)
 		if err == nil {
 			infos, lerr := cl.List(ctx)
 			if lerr == nil {
@@ -65,11 +65,11 @@ func TestFaultRestartedContainerRunsOnce(t *testing.T) {
 			switch fault {
 			case "stop":
 				timeout := 1
-				if _, err := m.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+				if _, err := m.first().cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
 					t.Fatal(err)
 				}
 			case "kill":
-				if _, err := m.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+				if _, err := m.first().cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 					t.Fatal(err)
 				}
 				waitStopped(t, m, id)
@@ -98,7 +98,7 @@ func waitStopped(t *testing.T, m *Manager, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
-		insp, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		insp, err := m.first().cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		if err != nil {
 			t.Fatalf("inspect: %v", err)
 		}
@@ -145,17 +145,17 @@ func TestFaultDeadContainerFailsCommands(t *testing.T) {
 			}
 			id := st.Ensure.ID
 			ctx := ctxT(t)
-			cl, err := m.supervisorClient(ctx, id)
+			cl, err := m.first().supervisorClient(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			switch tc.fault {
 			case "kill":
-				if _, err := m.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+				if _, err := m.first().cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 					t.Fatal(err)
 				}
 			case "rm":
-				if _, err := m.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
+				if _, err := m.first().cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
 					t.Fatal(err)
 				}
 			case "supervisor":
@@ -190,7 +190,7 @@ func TestFaultDeadContainerFailsCommands(t *testing.T) {
 				t.Fatalf("the supervisor client of the dead container still runs (err %v)", cl.Err())
 			}
 			if tc.fault == "rm" {
-				waitUntil(t, func() bool { return !slices.Contains(m.clients.ids(), id) })
+				waitUntil(t, func() bool { return !slices.Contains(m.first().clients.ids(), id) })
 			}
 		})
 	}
@@ -200,7 +200,7 @@ func TestFaultDeadContainerFailsCommands(t *testing.T) {
 // first child of the container's init, as this host's /proc shows it.
 func killSupervisorFromHost(t *testing.T, m *Manager, id string) {
 	t.Helper()
-	insp, err := m.cli.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestFaultOtherStateDirLeftAlone(t *testing.T) {
 	}
 	cfg := a.cfg
 	cfg.Docker.Env = map[string]string{"OTHER": "1"} // another config hash too
-	b, err := NewManager(context.Background(), Options{Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(), Labels: a.labels})
+	b, err := NewManager(context.Background(), Options{Config: cfg, StateDir: t.TempDir(), Home: t.TempDir(), Labels: a.first().labels})
 	if err != nil {
 		t.Fatal(err)
 	}

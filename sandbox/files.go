@@ -61,7 +61,7 @@ func CheckFilePath(p string) error {
 
 // fileTarget ensures scope s's sandbox and reports whether its supervisor
 // takes the file tool.
-func (m *Manager) fileTarget(ctx context.Context, s Scope, p string) (EnsureResult, *supervisor.Client, error) {
+func (m *DockerEngine) fileTarget(ctx context.Context, s Scope, p string) (EnsureResult, *supervisor.Client, error) {
 	if err := CheckFilePath(p); err != nil {
 		return EnsureResult{}, nil, err
 	}
@@ -84,24 +84,21 @@ func (m *Manager) fileTarget(ctx context.Context, s Scope, p string) (EnsureResu
 // ErrNoSandbox classes a file transfer to a scope that has no sandbox.
 var ErrNoSandbox = fmt.Errorf("%w: no sandbox", cerrdefs.ErrNotFound)
 
+// noSandboxErr is the error for a file transfer to scope s, which has no
+// sandbox.
+func (m *DockerEngine) noSandboxErr(s Scope) error {
+	scopeKey := ScopeKey(m.cfg.Scope, s)
+	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
+	return fmt.Errorf("%w for scope %s (container %s): run a command there first (sandboxctl exec --agent %s -- true)", ErrNoSandbox, scopeKey, name, s.AgentID)
+}
+
 // ensureExisting is Ensure for a scope whose sandbox must exist already
 // (the files API): a scope without one is an error naming it (wrapping
 // ErrNoSandbox), never a new sandbox — a typo in an agent name must not
 // create one.
-func (m *Manager) ensureExisting(ctx context.Context, s Scope) (EnsureResult, error) {
-	scopeKey := ScopeKey(m.cfg.Scope, s)
-	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
-	missing := fmt.Errorf("%w for scope %s (container %s): run a command there first (sandboxctl exec --agent %s -- true)", ErrNoSandbox, scopeKey, name, s.AgentID)
-	if m.fleet != nil {
-		mb, err := m.memberFor(ctx, s, false)
-		if err != nil {
-			return EnsureResult{}, err
-		}
-		if mb == nil {
-			return EnsureResult{}, missing
-		}
-		return m.Ensure(ctx, s)
-	}
+func (m *DockerEngine) ensureExisting(ctx context.Context, s Scope) (EnsureResult, error) {
+	name := ContainerName(m.cfg.Docker.ContainerPrefix, ScopeKey(m.cfg.Scope, s))
+	missing := m.noSandboxErr(s)
 	if _, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err != nil {
 		if isNotFound(err) {
 			return EnsureResult{}, missing
@@ -112,7 +109,7 @@ func (m *Manager) ensureExisting(ctx context.Context, s Scope) (EnsureResult, er
 }
 
 // StatFile describes path p (a symlink as itself) in scope s's sandbox.
-func (m *Manager) StatFile(ctx context.Context, s Scope, p string) (api.FileInfo, error) {
+func (m *DockerEngine) StatFile(ctx context.Context, s Scope, p string) (api.FileInfo, error) {
 	res, c, err := m.fileTarget(ctx, s, p)
 	if err != nil {
 		return api.FileInfo{}, err
@@ -129,7 +126,7 @@ func (m *Manager) StatFile(ctx context.Context, s Scope, p string) (api.FileInfo
 }
 
 // ListFiles lists directory p in scope s's sandbox (at most 10000 entries).
-func (m *Manager) ListFiles(ctx context.Context, s Scope, p string) (api.FileList, error) {
+func (m *DockerEngine) ListFiles(ctx context.Context, s Scope, p string) (api.FileList, error) {
 	res, c, err := m.fileTarget(ctx, s, p)
 	if err != nil {
 		return api.FileList{}, err
@@ -149,7 +146,7 @@ func (m *Manager) ListFiles(ctx context.Context, s Scope, p string) (api.FileLis
 // named from p's base name, as `docker cp` does. Over limit bytes of file
 // content fails with ErrFileTooLarge, before anything is written when the
 // supervisor serves it.
-func (m *Manager) ReadFiles(ctx context.Context, s Scope, p string, limit int64, w io.Writer) error {
+func (m *DockerEngine) ReadFiles(ctx context.Context, s Scope, p string, limit int64, w io.Writer) error {
 	res, c, err := m.fileTarget(ctx, s, p)
 	if err != nil {
 		return err
@@ -165,7 +162,7 @@ func (m *Manager) ReadFiles(ctx context.Context, s Scope, p string, limit int64,
 // dir or write through a symlink). An archive that is cut short, malformed
 // or over limit changes nothing: the file tool stages it as it streams and
 // commits only a complete one; the Engine path checks it whole first.
-func (m *Manager) WriteFiles(ctx context.Context, s Scope, dir string, limit int64, r io.Reader) error {
+func (m *DockerEngine) WriteFiles(ctx context.Context, s Scope, dir string, limit int64, r io.Reader) error {
 	res, c, err := m.fileTarget(ctx, s, dir)
 	if err != nil {
 		return err
@@ -183,7 +180,7 @@ func (m *Manager) WriteFiles(ctx context.Context, s Scope, dir string, limit int
 
 // WriteFile writes r to the file p of scope s's sandbox (its directory must
 // exist), replacing it atomically.
-func (m *Manager) WriteFile(ctx context.Context, s Scope, p string, mode fs.FileMode, limit int64, r io.Reader) error {
+func (m *DockerEngine) WriteFile(ctx context.Context, s Scope, p string, mode fs.FileMode, limit int64, r io.Reader) error {
 	res, c, err := m.fileTarget(ctx, s, p)
 	if err != nil {
 		return err
@@ -195,7 +192,7 @@ func (m *Manager) WriteFile(ctx context.Context, s Scope, p string, mode fs.File
 }
 
 // RemoveFile removes p (recursively) from scope s's sandbox.
-func (m *Manager) RemoveFile(ctx context.Context, s Scope, p string) error {
+func (m *DockerEngine) RemoveFile(ctx context.Context, s Scope, p string) error {
 	res, c, err := m.fileTarget(ctx, s, p)
 	if err != nil {
 		return err
@@ -223,7 +220,7 @@ const fileToolKillGrace = 15 * time.Second
 // command of the sandbox: stdin, when set, is streamed to it under the
 // tool's acknowledgements; stdout, when set, receives its output. The
 // session is forgotten afterwards.
-func (m *Manager) fileTool(ctx context.Context, c *supervisor.Client, args []string, stdin io.Reader, stdout io.Writer) error {
+func (m *DockerEngine) fileTool(ctx context.Context, c *supervisor.Client, args []string, stdin io.Reader, stdout io.Writer) error {
 	p, err := c.Open(ctx, supervisor.OpenSpec{
 		Argv:  append([]string{SupervisorPath, supervisor.FilesArg}, args...),
 		Env:   []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + HomeDir},
@@ -418,7 +415,7 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // The Engine resolves paths inside the container's root; it does not see
 // the container's tmpfs mounts (a documented limit of that path).
 
-func (m *Manager) engineStat(ctx context.Context, id, p string) (api.FileInfo, error) {
+func (m *DockerEngine) engineStat(ctx context.Context, id, p string) (api.FileInfo, error) {
 	st, err := m.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: p})
 	if err != nil {
 		return api.FileInfo{}, m.fileEngineErr("stat "+p, err)
@@ -437,7 +434,7 @@ func (m *Manager) engineStat(ctx context.Context, id, p string) (api.FileInfo, e
 	return fi, nil
 }
 
-func (m *Manager) fileEngineErr(op string, err error) error {
+func (m *DockerEngine) fileEngineErr(op string, err error) error {
 	if isNotFound(err) {
 		return fmt.Errorf("%w: %s: no such file or directory in the sandbox", cerrdefs.ErrNotFound, op)
 	}
@@ -462,7 +459,7 @@ func (c *countingTar) add(hdr *tar.Header) error {
 	return nil
 }
 
-func (m *Manager) engineRead(ctx context.Context, id, p string, limit int64, w io.Writer) error {
+func (m *DockerEngine) engineRead(ctx context.Context, id, p string, limit int64, w io.Writer) error {
 	if st, err := m.engineStat(ctx, id, p); err != nil {
 		return err
 	} else if st.Size > limit {
@@ -497,7 +494,7 @@ func (m *Manager) engineRead(ctx context.Context, id, p string, limit int64, w i
 	}
 }
 
-func (m *Manager) engineList(ctx context.Context, id, p string) (api.FileList, error) {
+func (m *DockerEngine) engineList(ctx context.Context, id, p string) (api.FileList, error) {
 	st, err := m.engineStat(ctx, id, p)
 	if err != nil {
 		return api.FileList{}, err
@@ -544,7 +541,7 @@ func (m *Manager) engineList(ctx context.Context, id, p string) (api.FileList, e
 	}
 }
 
-func (m *Manager) engineWrite(ctx context.Context, id, dir string, limit int64, r io.Reader) error {
+func (m *DockerEngine) engineWrite(ctx context.Context, id, dir string, limit int64, r io.Reader) error {
 	if st, err := m.engineStat(ctx, id, dir); err != nil {
 		return err
 	} else if st.Type != "dir" {
@@ -637,7 +634,7 @@ func (t tarParents) add(tw *tar.Writer, hdr *tar.Header, uid, gid int) error {
 
 // containerOwner is the numeric uid and gid the container's processes run
 // as (0:0 for a named user such as root).
-func (m *Manager) containerOwner(ctx context.Context, id string) (uid, gid int, err error) {
+func (m *DockerEngine) containerOwner(ctx context.Context, id string) (uid, gid int, err error) {
 	insp, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return 0, 0, m.fileEngineErr("inspect the sandbox", err)
@@ -714,7 +711,7 @@ func checkSpooledTar(f *os.File, r io.Reader, limit int64) error {
 	return err
 }
 
-func (m *Manager) engineWriteFile(ctx context.Context, id, p string, mode fs.FileMode, limit int64, r io.Reader) error {
+func (m *DockerEngine) engineWriteFile(ctx context.Context, id, p string, mode fs.FileMode, limit int64, r io.Reader) error {
 	// A tar header needs the size first: spool to a temporary file.
 	f, err := os.CreateTemp("", "sandboxctl-upload-*")
 	if err != nil {
@@ -747,7 +744,7 @@ func (m *Manager) engineWriteFile(ctx context.Context, id, p string, mode fs.Fil
 	return m.engineWrite(ctx, id, path.Dir(p), limit, pr)
 }
 
-func (m *Manager) engineRemove(ctx context.Context, id, p string) error {
+func (m *DockerEngine) engineRemove(ctx context.Context, id, p string) error {
 	if path.Clean(p) == "/" {
 		return fmt.Errorf("%w: refusing to remove /", cerrdefs.ErrInvalidArgument)
 	}

@@ -64,7 +64,7 @@ func benchManagerOpts(b *testing.B, mutate func(*Options)) *Manager {
 	b.Cleanup(func() {
 		list, _ := m.List(context.Background())
 		for _, c := range list {
-			_ = m.removeID(context.Background(), c.ID)
+			_ = m.first().removeID(context.Background(), c.ID)
 		}
 		_ = m.Close()
 	})

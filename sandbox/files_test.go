@@ -183,7 +183,7 @@ func TestFilesTmpfsAndLargeViaSupervisor(t *testing.T) {
 		t.Fatalf("read back %d bytes, want %d identical", len(got), len(data))
 	}
 	// The file tool's sessions are not left behind.
-	c, err := m.supervisorClient(ctx, mustEnsure(t, m, s).ID)
+	c, err := m.first().supervisorClient(ctx, mustEnsure(t, m, s).ID)
 	if err != nil {
 		t.Fatal(err)
 	}

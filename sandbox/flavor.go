@@ -30,7 +30,7 @@ type engineFlavor struct {
 // isPodman reports whether the Engine is Podman (its /version lists a
 // "Podman Engine" component). A failed lookup counts as Docker and is
 // asked again next time.
-func (m *Manager) isPodman(ctx context.Context) bool {
+func (m *DockerEngine) isPodman(ctx context.Context) bool {
 	m.flavor.mu.Lock()
 	defer m.flavor.mu.Unlock()
 	if !m.flavor.known {

@@ -36,7 +36,7 @@ const engineCheckTimeout = 2 * time.Second
 const sshEngineCheckTimeout = 15 * time.Second
 
 // checkTimeout is the bound of one health check of m's Engine.
-func (m *Manager) checkTimeout() time.Duration {
+func (m *DockerEngine) checkTimeout() time.Duration {
 	if m.engine.Scheme == "ssh" {
 		return sshEngineCheckTimeout
 	}
@@ -47,7 +47,7 @@ func (m *Manager) checkTimeout() time.Duration {
 // fails, Start fails at once with ErrEngineDown (naming the Engine and the
 // reason) instead of waiting on an Engine that does not answer, and
 // Engines reports it down; the next answer clears it.
-func (m *Manager) startHealth(interval time.Duration) {
+func (m *DockerEngine) startHealth(interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultEngineHealthInterval
 	}
@@ -69,7 +69,7 @@ func (m *Manager) startHealth(interval time.Duration) {
 	}()
 }
 
-func (m *Manager) stopHealth() {
+func (m *DockerEngine) stopHealth() {
 	if h := m.health; h != nil {
 		h.cancel()
 		<-h.done
@@ -77,7 +77,7 @@ func (m *Manager) stopHealth() {
 }
 
 // checkHealth pings the Engine once and records the outcome.
-func (m *Manager) checkHealth(ctx context.Context) {
+func (m *DockerEngine) checkHealth(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, m.checkTimeout())
 	_, err := m.cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
 	cancel()
@@ -111,7 +111,7 @@ func (m *Manager) checkHealth(ctx context.Context) {
 // check timed out (a stalled Engine, whose calls would block), else nil.
 // An Engine that refuses connections answers every call at once with
 // ErrDockerUnreachable and how to start it, so it is left to that.
-func (m *Manager) engineDown() error {
+func (m *DockerEngine) engineDown() error {
 	h := m.health
 	if h == nil {
 		return nil
@@ -124,7 +124,7 @@ func (m *Manager) engineDown() error {
 	return m.engineDownErr(h.err)
 }
 
-func (m *Manager) engineDownErr(err error) error {
+func (m *DockerEngine) engineDownErr(err error) error {
 	if err == nil {
 		err = fmt.Errorf("no answer within %v", m.checkTimeout())
 	}
@@ -132,7 +132,7 @@ func (m *Manager) engineDownErr(err error) error {
 }
 
 // healthStatus is the single Engine's entry of Engines.
-func (m *Manager) healthStatus() EngineStatus {
+func (m *DockerEngine) healthStatus() EngineStatus {
 	st := EngineStatus{Name: m.engine.Name, Host: m.cli.DaemonHost(), Healthy: true}
 	if h := m.health; h != nil {
 		h.mu.Lock()

@@ -132,7 +132,7 @@ func (ids *identities) slotOf(c uint32) (supervisor.Identity, bool) {
 // (probing from a hash of the name, so daemons sharing an Engine rarely
 // race for one). release must be called once the container exists (its
 // label then holds the identity) or was not made.
-func (m *Manager) allocIdentity(ctx context.Context, name, wsDir string) (id supervisor.Identity, release func(), err error) {
+func (m *DockerEngine) allocIdentity(ctx context.Context, name, wsDir string) (id supervisor.Identity, release func(), err error) {
 	ids := m.ident
 	// Every managed container of the Engine counts, this daemon's or not.
 	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelIdentity)})
@@ -220,7 +220,7 @@ func identityOf(labels map[string]string) (supervisor.Identity, bool) {
 // mounted at /workspace (workspaceAccess ro or none): mounted read-only at
 // the agent path (ro), the command uid reads it through its group (root
 // keeps it, mode 0750); unmounted (none), it is the daemon's alone (0700).
-func (m *Manager) agentDirFor(sh shape, id supervisor.Identity) error {
+func (m *DockerEngine) agentDirFor(sh shape, id supervisor.Identity) error {
 	dir := sh.Layout.AgentDir
 	if dir == "" || dir == sh.Layout.WorkspaceHost {
 		return nil
@@ -259,7 +259,7 @@ func (e *execUsers) forget(id string) {
 
 // execUser is the user for an Engine exec into container id: "" (the
 // container's user) unless the container has a sandbox identity.
-func (m *Manager) execUser(ctx context.Context, id string) (string, error) {
+func (m *DockerEngine) execUser(ctx context.Context, id string) (string, error) {
 	m.execUsers.mu.Lock()
 	u, ok := m.execUsers.m[id]
 	m.execUsers.mu.Unlock()

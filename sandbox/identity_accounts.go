@@ -41,7 +41,7 @@ type imageAccounts struct {
 // accountsOf reads image's /etc/passwd and /etc/group from a container
 // created (never started) for that and removed at once; a file the image
 // lacks is empty.
-func (m *Manager) accountsOf(ctx context.Context, image string) ([2][]byte, error) {
+func (m *DockerEngine) accountsOf(ctx context.Context, image string) ([2][]byte, error) {
 	m.accounts.mu.Lock()
 	defer m.accounts.mu.Unlock()
 	if got, ok := m.accounts.m[image]; ok {
@@ -115,7 +115,7 @@ func withIdentity(db []byte, id supervisor.Identity, passwd bool) []byte {
 // writeAccounts writes the account files of sandbox name under the state
 // directory (0644 files in a root-only directory; the container reads
 // them through its binds).
-func (m *Manager) writeAccounts(ctx context.Context, image, name string, id supervisor.Identity) (*identityAccounts, error) {
+func (m *DockerEngine) writeAccounts(ctx context.Context, image, name string, id supervisor.Identity) (*identityAccounts, error) {
 	base, err := m.accountsOf(ctx, image)
 	if err != nil {
 		return nil, err

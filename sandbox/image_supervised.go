@@ -155,7 +155,7 @@ var errSupervisorUnusable = errors.New("supervisor unusable with this image")
 // sandboxctl/supervised:<sha256(base image id, binary hash)[:12]>.
 // building is called when a build begins; its end func gets the build's
 // outcome.
-func (m *Manager) supervisedImage(ctx context.Context, base string, building func() (end func(error))) (_ string, err error) {
+func (m *DockerEngine) supervisedImage(ctx context.Context, base string, building func() (end func(error))) (_ string, err error) {
 	var endBuild func(error)
 	defer func() {
 		if endBuild != nil {
@@ -279,16 +279,7 @@ func readBuildStream(r io.Reader) error {
 // minutes ago (another process may be about to use a fresh one), and
 // returns their tags. Images a container still uses are kept (the Engine
 // refuses).
-func (m *Manager) PruneSupervisedImages(ctx context.Context) ([]string, error) {
-	if m.fleet != nil {
-		var out []string
-		err := m.fleet.eachHealthy(func(mb *member) error {
-			imgs, err := mb.m.PruneSupervisedImages(ctx)
-			out = append(out, imgs...)
-			return err
-		})
-		return out, err
-	}
+func (m *DockerEngine) PruneSupervisedImages(ctx context.Context) ([]string, error) {
 	list, err := m.cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("label", LabelSupervisor)})
 	if err != nil {
 		return nil, m.classify("list supervised images", err)

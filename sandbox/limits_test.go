@@ -19,7 +19,7 @@ func TestSecurityDefaultLimits(t *testing.T) {
 	s := Scope{AgentID: "limits"}
 	st := startCmd(t, m, s, `id -u; echo w > /workspace/w && cat /workspace/w; cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'; cat /proc/1/oom_score_adj`, nil)
 	out, errs, code, _ := drain(t, mustSupervised(t, st))
-	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
 	if err != nil {
 		t.Fatal(err)
 	}

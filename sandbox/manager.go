@@ -44,12 +44,12 @@ func stateID(dir string) string {
 
 // ownedBy reports whether a container's labels allow this Manager to use it
 // (containers made before the label existed carry none: they are adopted).
-func (m *Manager) ownedBy(labels map[string]string) bool {
+func (m *DockerEngine) ownedBy(labels map[string]string) bool {
 	id := labels[LabelStateID]
 	return id == "" || id == m.stateID
 }
 
-func (m *Manager) otherStateErr(name string, labels map[string]string) error {
+func (m *DockerEngine) otherStateErr(name string, labels map[string]string) error {
 	return fmt.Errorf("sandbox %s: %w (state id %s, this daemon's is %s): daemons with different state directories on one Engine need distinct sandbox.docker.containerPrefix values",
 		name, ErrOtherStateDir, labels[LabelStateID], m.stateID)
 }
@@ -96,9 +96,6 @@ type Options struct {
 	// EngineHealthInterval is how often each Engine of a multi-Engine
 	// config is pinged (default DefaultEngineHealthInterval).
 	EngineHealthInterval time.Duration
-	// fleetMember marks the Manager of one Engine of a fleet, which the
-	// fleet health-checks (no check of its own).
-	fleetMember bool
 	// Observer, when set, is told about costly and failing Engine work
 	// (the daemon's metrics).
 	Observer Observer
@@ -130,7 +127,7 @@ type StepObserver interface {
 }
 
 // step reports step for s to the StepObserver, if any.
-func (m *Manager) step(s Scope, step Step) func(error) {
+func (m *DockerEngine) step(s Scope, step Step) func(error) {
 	if m.steps == nil {
 		return func(error) {}
 	}
@@ -171,10 +168,13 @@ const (
 	PathPlain      = "plain"
 )
 
-// Manager creates, reuses, recreates and removes sandboxes.
-type Manager struct {
+// DockerEngine creates, reuses, recreates and removes the sandboxes of one
+// Docker Engine. A Manager holds one per configured Engine (engines.go)
+// and routes each call to the one that serves it.
+type DockerEngine struct {
 	cfg Config
-	// health is the single Engine's health check (nil in a fleet and its members).
+	// health is the Engine's own health check (set when it is the only
+	// Engine of its Manager; the Manager checks each Engine of several).
 	health *engineHealth
 	// stall ends the calls waiting on the Engine when its health check
 	// (health, or the fleet's for a member) finds it not answering.
@@ -188,8 +188,7 @@ type Manager struct {
 	now        func() time.Time
 	logf       func(format string, args ...any)
 
-	mu         sync.Mutex
-	scopeLocks map[string]*sync.Mutex
+	scopeLocks scopeLocks
 	reg        *registry
 
 	// snapMu serialises snapshots, so two never both fit in the room
@@ -217,12 +216,9 @@ type Manager struct {
 	// stream (the Engine is reached over a unix socket, so it may share
 	// this host's /proc).
 	localSupervisor bool
-	// engine is this Manager's Engine; fleet, when set, the several
-	// Engines the Manager places sandboxes on (engines.go), each with its
-	// own member Manager. eventsBroken tells the fleet a member's event
-	// stream broke.
+	// engine is this DockerEngine's entry of sandbox.engines.
+	// eventsBroken tells the Manager this Engine's event stream broke.
 	engine       Engine
-	fleet        *fleet
 	eventsBroken func(error)
 	flavor       engineFlavor
 	obs          Observer
@@ -240,10 +236,10 @@ type Manager struct {
 	egressIC  egress.Interceptor
 }
 
-// NewManager validates the config and prepares a Manager. It does not
-// contact the Engine, so a daemon can start while Docker is down; the first
-// call that needs the Engine reports ErrDockerUnreachable.
-func NewManager(ctx context.Context, opts Options) (*Manager, error) {
+// newDockerEngine validates the config and prepares the DockerEngine of e
+// (opts.Client when set, else a client of its own), sharing reg, the
+// registry of last-used times. It does not contact the Engine.
+func newDockerEngine(opts Options, e Engine, reg *registry) (*DockerEngine, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
@@ -265,21 +261,20 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if real, err := filepath.EvalSymlinks(absState); err == nil {
 		absState = real // one id however the directory is spelt
 	}
-	m := &Manager{
-		cfg:        opts.Config,
-		stateDir:   opts.StateDir,
-		stateID:    stateID(absState),
-		cli:        opts.Client,
-		labels:     opts.Labels,
-		now:        opts.Now,
-		logf:       opts.Logf,
-		scopeLocks: map[string]*sync.Mutex{},
-		idleClose:  opts.SupervisorIdleClose,
-		obs:        opts.Observer,
-		steps:      opts.Steps,
-		quota:      newSandboxQuota(opts.Config),
-		egressObs:  opts.EgressObserver,
-		egressIC:   opts.EgressInterceptor,
+	m := &DockerEngine{
+		cfg:       opts.Config,
+		stateDir:  opts.StateDir,
+		stateID:   stateID(absState),
+		cli:       opts.Client,
+		labels:    opts.Labels,
+		now:       opts.Now,
+		logf:      opts.Logf,
+		idleClose: opts.SupervisorIdleClose,
+		obs:       opts.Observer,
+		steps:     opts.Steps,
+		quota:     newSandboxQuota(opts.Config),
+		egressObs: opts.EgressObserver,
+		egressIC:  opts.EgressInterceptor,
 	}
 	if m.net, err = opts.Config.ParsedNetwork(); err != nil {
 		return nil, err
@@ -316,17 +311,8 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		}
 		m.brokered = &side
 	}
-	m.reg = newRegistry(filepath.Join(opts.StateDir, "sandboxes.json"), m.now)
-	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
-	if err != nil {
-		return nil, err
-	}
-	if len(engines) > 1 {
-		if err := m.newFleet(ctx, opts, engines); err != nil {
-			return nil, err
-		}
-	}
-	m.engine = engines[0]
+	m.reg = reg
+	m.engine = e
 	if m.cli == nil {
 		cli, err := newEngineClient(m.engine)
 		if err != nil {
@@ -342,15 +328,12 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if m.ident, err = newIdentities(opts.Config, os.Geteuid(), systemIDFiles); err != nil {
 		return nil, err
 	}
-	if m.fleet == nil && !opts.fleetMember {
-		m.startHealth(opts.EngineHealthInterval)
-	}
 	return m, nil
 }
 
 // setUser puts who the sandbox runs as into sh: a sandbox identity from
 // the configured range, or the effective sandbox.docker.user.
-func (m *Manager) setUser(sh *shape) {
+func (m *DockerEngine) setUser(sh *shape) {
 	if m.ident != nil {
 		sh.Docker.User, sh.Identity = "", m.ident.r.String()
 		return
@@ -360,15 +343,11 @@ func (m *Manager) setUser(sh *shape) {
 
 // Supervised reports whether new sandboxes run the in-container supervisor
 // (false: the plain Engine exec path, e.g. no supervisor binary was found).
-func (m *Manager) Supervised() bool { return m.sup != nil }
+func (m *DockerEngine) Supervised() bool { return m.sup != nil }
 
 // Close removes the untaken sandboxes of the warm pool, releases the
 // Engine client if the Manager created it and flushes last-used times.
-func (m *Manager) Close() error {
-	if m.fleet != nil {
-		defer m.reg.flush()
-		return m.fleet.close()
-	}
+func (m *DockerEngine) Close() error {
 	m.closePool()
 	m.stopHealth()
 	m.stopWatch()
@@ -382,12 +361,12 @@ func (m *Manager) Close() error {
 }
 
 // Config returns the sandbox configuration in force.
-func (m *Manager) Config() Config { return m.cfg }
+func (m *DockerEngine) Config() Config { return m.cfg }
 
 // Client returns the Engine client (for benchmarks and tests).
-func (m *Manager) Client() *client.Client { return m.cli }
+func (m *DockerEngine) Client() *client.Client { return m.cli }
 
-func (m *Manager) engineHost() string {
+func (m *DockerEngine) engineHost() string {
 	if m.engine.Name != "" && m.engine.Name != sandboxconfig.LocalEngineName {
 		return fmt.Sprintf("%s (Engine %q)", m.cli.DaemonHost(), m.engine.Name)
 	}
@@ -395,10 +374,7 @@ func (m *Manager) engineHost() string {
 }
 
 // Ping checks that the Engine answers.
-func (m *Manager) Ping(ctx context.Context) error {
-	if m.fleet != nil {
-		return m.fleet.ping(ctx)
-	}
+func (m *DockerEngine) Ping(ctx context.Context) error {
 	_, err := m.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	return m.classify("ping docker", err)
 }
@@ -432,14 +408,14 @@ type EnsureResult struct {
 
 // Layout returns the scope key, container name, agent workspace (host path)
 // and access mode for s without touching the Engine.
-func (m *Manager) Layout(s Scope) (scopeKey, name, agentWorkspace string, access workdir.Access) {
+func (m *DockerEngine) Layout(s Scope) (scopeKey, name, agentWorkspace string, access workdir.Access) {
 	scopeKey = ScopeKey(m.cfg.Scope, s)
 	name = ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	l := m.layoutFor(scopeKey, name)
 	return scopeKey, name, l.AgentDir, l.Access
 }
 
-func (m *Manager) layoutFor(scopeKey, name string) layout {
+func (m *DockerEngine) layoutFor(scopeKey, name string) layout {
 	access, _ := workdir.ParseAccess(m.cfg.WorkspaceAccess) // validated in NewManager
 	agentDir := filepath.Join(m.wsRoot, ContainerName("", scopeKey))
 	sandboxDir := filepath.Join(m.stateDir, "sandboxes", name, "workspace")
@@ -450,14 +426,14 @@ func (m *Manager) layoutFor(scopeKey, name string) layout {
 	return l
 }
 
-func (m *Manager) shapeFor(scopeKey, name string) shape {
+func (m *DockerEngine) shapeFor(scopeKey, name string) shape {
 	return m.shapeOf(scopeKey, name, "")
 }
 
 // shapeOf is the shape of a sandbox made from template tmpl ("": the
 // default; a template the config no longer defines: the default too, so
 // the sandbox is recreated from the settings in force).
-func (m *Manager) shapeOf(scopeKey, name, tmpl string) shape {
+func (m *DockerEngine) shapeOf(scopeKey, name, tmpl string) shape {
 	d, err := m.cfg.TemplateDocker(tmpl)
 	if err != nil {
 		d = m.cfg.Docker
@@ -473,26 +449,35 @@ func (m *Manager) shapeOf(scopeKey, name, tmpl string) shape {
 	return sh
 }
 
-func (m *Manager) scopeLock(key string) *sync.Mutex {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, ok := m.scopeLocks[key]
+// scopeLocks hands out one mutex per scope key: what holds it is the only
+// one in this process making or changing the scope's sandbox.
+type scopeLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (s *scopeLocks) of(key string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.locks[key]
 	if !ok {
+		if s.locks == nil {
+			s.locks = map[string]*sync.Mutex{}
+		}
 		l = &sync.Mutex{}
-		m.scopeLocks[key] = l
+		s.locks[key] = l
 	}
 	return l
 }
+
+func (m *DockerEngine) scopeLock(key string) *sync.Mutex { return m.scopeLocks.of(key) }
 
 // Ensure returns a running container for s: created and started when
 // missing, started when stopped, recreated when its config hash differs
 // (unless it was used within RecentUseWindow, then RecreatePending is set).
 // Concurrent calls for one scope, in this process or another, end with one
 // container.
-func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
-	if m.fleet != nil {
-		return m.fleetEnsure(ctx, s)
-	}
+func (m *DockerEngine) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	lock := m.scopeLock(scopeKey)
@@ -615,7 +600,7 @@ func (m *Manager) Ensure(ctx context.Context, s Scope) (EnsureResult, error) {
 // makeNew takes a pooled sandbox for the scope or creates one. A conflict
 // error means another process created the container first (Ensure retries
 // and uses theirs).
-func (m *Manager) makeNew(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, res EnsureResult, carry map[string]string) (EnsureResult, error) {
+func (m *DockerEngine) makeNew(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, res EnsureResult, carry map[string]string) (EnsureResult, error) {
 	var mem poolMember
 	var ok bool
 	if carry == nil {
@@ -660,7 +645,7 @@ func short(h string) string {
 
 // create makes and starts a sandbox; extra labels go on the container
 // (the pool's).
-func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, extra map[string]string) (id string, supervised bool, note string, err error) {
+func (m *DockerEngine) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, extra map[string]string) (id string, supervised bool, note string, err error) {
 	if err := m.checkRuntime(ctx); err != nil {
 		return "", false, "", err
 	}
@@ -794,7 +779,7 @@ func (m *Manager) create(ctx context.Context, s Scope, scopeKey, name string, sh
 
 // createStart creates and starts the container; image overrides the
 // configured image (the supervised derived image).
-func (m *Manager) createStart(ctx context.Context, name string, sh shape, labels map[string]string, image string) (string, error) {
+func (m *DockerEngine) createStart(ctx context.Context, name string, sh shape, labels map[string]string, image string) (string, error) {
 	if sh.Supervisor != "" {
 		labels[LabelSupervisor] = sh.Supervisor
 	} else {
@@ -836,7 +821,7 @@ func lastN(s string, n int) string {
 	return s
 }
 
-func (m *Manager) removeID(ctx context.Context, id string) error {
+func (m *DockerEngine) removeID(ctx context.Context, id string) error {
 	m.warm.forgetID(id)
 	m.clients.drop(id)
 	m.execUsers.forget(id)
@@ -891,7 +876,7 @@ type Info struct {
 // ownFilter selects this daemon's managed containers on the Engine: the
 // managed label and the owner labels (another daemon's sandboxes on the same
 // Engine are left out).
-func (m *Manager) ownFilter() client.Filters {
+func (m *DockerEngine) ownFilter() client.Filters {
 	f := make(client.Filters).Add("label", LabelManaged+"=1")
 	for k, v := range m.labels {
 		f.Add("label", k+"="+v)
@@ -902,10 +887,7 @@ func (m *Manager) ownFilter() client.Filters {
 // List returns the managed containers of this configuration (named with its
 // containerPrefix; another daemon's sandboxes on the same Engine are left
 // out), as the Engine reports them.
-func (m *Manager) List(ctx context.Context) ([]Info, error) {
-	if m.fleet != nil {
-		return m.fleetList(ctx)
-	}
+func (m *DockerEngine) List(ctx context.Context) ([]Info, error) {
 	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: m.ownFilter()})
 	if err != nil {
 		return nil, m.classify("list sandboxes", err)
@@ -958,17 +940,14 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 }
 
 // Remove force-removes the sandbox of scope s. ErrNotFound when none exists.
-func (m *Manager) Remove(ctx context.Context, s Scope) error {
+func (m *DockerEngine) Remove(ctx context.Context, s Scope) error {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	return m.RemoveByName(ctx, ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey))
 }
 
 // RemoveByName force-removes a managed container by name or id. A container
 // that is not managed by sandboxctl is never touched.
-func (m *Manager) RemoveByName(ctx context.Context, name string) error {
-	if m.fleet != nil {
-		return m.fleetRemoveByName(ctx, name)
-	}
+func (m *DockerEngine) RemoveByName(ctx context.Context, name string) error {
 	insp, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if isNotFound(err) {
 		return fmt.Errorf("%w: no container named %s", ErrNotFound, name)
@@ -1000,10 +979,7 @@ func trimSlash(s string) string {
 // Prune removes managed containers idle longer than prune.idleHours or
 // older than prune.maxAgeDays (0 disables a rule). With dryRun it only
 // reports what it would remove.
-func (m *Manager) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
-	if m.fleet != nil {
-		return m.fleetPrune(ctx, dryRun)
-	}
+func (m *DockerEngine) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
 	list, err := m.List(ctx)
 	if err != nil {
 		return nil, err
@@ -1099,10 +1075,7 @@ type Explanation struct {
 
 // Explain reports the effective config of scope s, its hash, the container
 // serving it and whether it would be recreated, and why.
-func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
-	if m.fleet != nil {
-		return m.fleetExplain(ctx, s)
-	}
+func (m *DockerEngine) Explain(ctx context.Context, s Scope) (Explanation, error) {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	sh := m.shapeFor(scopeKey, name)

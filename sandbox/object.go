@@ -112,12 +112,9 @@ func (o CreateOptions) check(cfg Config) error {
 // Create makes the sandbox of scope s from a template, with labels and a
 // TTL, and returns it. A scope that has a sandbox already is a conflict;
 // bad options are an invalid-argument error and change nothing.
-func (m *Manager) Create(ctx context.Context, s Scope, o CreateOptions) (Info, error) {
+func (m *DockerEngine) Create(ctx context.Context, s Scope, o CreateOptions) (Info, error) {
 	if err := o.check(m.cfg); err != nil {
 		return Info{}, err
-	}
-	if m.fleet != nil {
-		return Info{}, fmt.Errorf("%w: creating a sandbox with a template is not supported with several Engines (sandbox.engines) yet", errBadInput)
 	}
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	lock := m.scopeLock(scopeKey)
@@ -127,7 +124,7 @@ func (m *Manager) Create(ctx context.Context, s Scope, o CreateOptions) (Info, e
 }
 
 // createLocked is Create under the scope's lock, with o checked.
-func (m *Manager) createLocked(ctx context.Context, s Scope, o CreateOptions) (Info, error) {
+func (m *DockerEngine) createLocked(ctx context.Context, s Scope, o CreateOptions) (Info, error) {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	exists := func() error {
@@ -275,28 +272,30 @@ func (f ListFilter) Match(in Info) bool {
 	return true
 }
 
-// ListFiltered is List with a filter.
-func (m *Manager) ListFiltered(ctx context.Context, f ListFilter) ([]Info, error) {
-	list, err := m.List(ctx)
-	if err != nil {
-		return nil, err
-	}
+// filterInfos keeps the sandboxes of list that f matches.
+func filterInfos(list []Info, f ListFilter) []Info {
 	out := list[:0]
 	for _, in := range list {
 		if f.Match(in) {
 			out = append(out, in)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Get returns the sandbox whose id, unique id prefix (4 characters at
 // least) or name is ref; ErrNotFound when none.
-func (m *Manager) Get(ctx context.Context, ref string) (Info, error) {
+func (m *DockerEngine) Get(ctx context.Context, ref string) (Info, error) {
 	list, err := m.List(ctx)
 	if err != nil {
 		return Info{}, err
 	}
+	return findRef(list, ref)
+}
+
+// findRef is the sandbox of list whose id, unique id prefix (4 characters
+// at least) or name is ref; ErrNotFound when none.
+func findRef(list []Info, ref string) (Info, error) {
 	var found []Info
 	for _, in := range list {
 		switch {
@@ -317,7 +316,7 @@ func (m *Manager) Get(ctx context.Context, ref string) (Info, error) {
 
 // Delete removes the sandbox ref (see Get) and, with workspace, its
 // workspace directories on the host, and returns what it removed.
-func (m *Manager) Delete(ctx context.Context, ref string, workspace bool) (Info, error) {
+func (m *DockerEngine) Delete(ctx context.Context, ref string, workspace bool) (Info, error) {
 	in, err := m.Get(ctx, ref)
 	if err != nil {
 		return in, err
@@ -351,14 +350,14 @@ func (m *Manager) Delete(ctx context.Context, ref string, workspace bool) (Info,
 // Workspace returns the host directory of the agent workspace of the
 // sandbox in (what Delete with workspace removes, with the sandbox's own
 // directory in the state directory).
-func (m *Manager) Workspace(in Info) string {
+func (m *DockerEngine) Workspace(in Info) string {
 	return m.layoutFor(in.ScopeKey, in.Name).AgentDir
 }
 
 // Pause freezes the sandbox ref (the Engine's pause): its commands stop
 // where they are, and a new command for its scope is refused (ErrPaused)
 // until Resume.
-func (m *Manager) Pause(ctx context.Context, ref string) (Info, error) {
+func (m *DockerEngine) Pause(ctx context.Context, ref string) (Info, error) {
 	in, err := m.Get(ctx, ref)
 	if err != nil {
 		return in, err
@@ -383,7 +382,7 @@ func (m *Manager) Pause(ctx context.Context, ref string) (Info, error) {
 }
 
 // Resume unpauses the sandbox ref.
-func (m *Manager) Resume(ctx context.Context, ref string) (Info, error) {
+func (m *DockerEngine) Resume(ctx context.Context, ref string) (Info, error) {
 	in, err := m.Get(ctx, ref)
 	if err != nil {
 		return in, err
@@ -405,7 +404,7 @@ func (m *Manager) Resume(ctx context.Context, ref string) (Info, error) {
 }
 
 // Extend sets the sandbox ref to expire ttl from now.
-func (m *Manager) Extend(ctx context.Context, ref string, ttl time.Duration) (Info, error) {
+func (m *DockerEngine) Extend(ctx context.Context, ref string, ttl time.Duration) (Info, error) {
 	if ttl <= 0 || ttl > MaxTTL {
 		return Info{}, fmt.Errorf("%w: ttl %s: want more than 0 and at most %s", errBadInput, ttl, MaxTTL)
 	}
@@ -425,10 +424,7 @@ func (m *Manager) Extend(ctx context.Context, ref string, ttl time.Duration) (In
 // ExpireDue removes the sandboxes whose TTL passed and returns them. It
 // asks the Engine only when an expiry recorded in the state directory is
 // due, so it is cheap to call often.
-func (m *Manager) ExpireDue(ctx context.Context) ([]Info, error) {
-	if m.fleet != nil {
-		return nil, nil
-	}
+func (m *DockerEngine) ExpireDue(ctx context.Context) ([]Info, error) {
 	files, _ := filepath.Glob(filepath.Join(m.stateDir, "sandboxes", "*", expiryFile))
 	due := false
 	for _, f := range files {
@@ -507,7 +503,7 @@ type expiryRecord struct {
 	ExpiresAtMs int64  `json:"expiresAtMs"`
 }
 
-func (m *Manager) objectFile(name, file string) string {
+func (m *DockerEngine) objectFile(name, file string) string {
 	return filepath.Join(m.stateDir, "sandboxes", name, file)
 }
 
@@ -520,7 +516,7 @@ func readExpiry(path string) (expiryRecord, bool) {
 	return e, true
 }
 
-func (m *Manager) setExpiry(name, id string, at time.Time) error {
+func (m *DockerEngine) setExpiry(name, id string, at time.Time) error {
 	p := m.objectFile(name, expiryFile)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("sandbox %s: expiry: %w", name, err)
@@ -534,7 +530,7 @@ func (m *Manager) setExpiry(name, id string, at time.Time) error {
 
 // expiresAt is when sandbox name (container id) expires: its extension
 // in the state directory, else the expiry it was created with.
-func (m *Manager) expiresAt(name, id string, labels map[string]string) time.Time {
+func (m *DockerEngine) expiresAt(name, id string, labels map[string]string) time.Time {
 	if e, ok := readExpiry(m.objectFile(name, expiryFile)); ok && e.ID == id {
 		return time.UnixMilli(e.ExpiresAtMs)
 	}
@@ -544,7 +540,7 @@ func (m *Manager) expiresAt(name, id string, labels map[string]string) time.Time
 	return time.Time{}
 }
 
-func (m *Manager) markPaused(name, id string) error {
+func (m *DockerEngine) markPaused(name, id string) error {
 	p := m.objectFile(name, pausedFile)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("sandbox %s: %w", name, err)
@@ -557,12 +553,12 @@ func (m *Manager) markPaused(name, id string) error {
 
 // pausedOnRequest reports whether sandbox name (container id) was paused
 // by Pause rather than as idle.
-func (m *Manager) pausedOnRequest(name, id string) bool {
+func (m *DockerEngine) pausedOnRequest(name, id string) bool {
 	data, err := os.ReadFile(m.objectFile(name, pausedFile))
 	return err == nil && string(data) == id
 }
 
-func (m *Manager) forgetObject(name string) {
+func (m *DockerEngine) forgetObject(name string) {
 	_ = os.Remove(m.objectFile(name, expiryFile))
 	_ = os.Remove(m.objectFile(name, pausedFile))
 }
@@ -570,7 +566,7 @@ func (m *Manager) forgetObject(name string) {
 // carriedLabels are what a sandbox recreated for a config change keeps of
 // container id: its template (while the config defines it), labels and
 // expiry.
-func (m *Manager) carriedLabels(name, id string, labels map[string]string) map[string]string {
+func (m *DockerEngine) carriedLabels(name, id string, labels map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range labels {
 		if strings.HasPrefix(k, LabelUserPrefix) {

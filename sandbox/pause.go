@@ -17,13 +17,13 @@ import (
 const pauseEvery = 30 * time.Second
 
 // pauseAfter is the configured idle time (0: never pause).
-func (m *Manager) pauseAfter() time.Duration {
+func (m *DockerEngine) pauseAfter() time.Duration {
 	return time.Duration(m.cfg.PauseAfterMinutes * float64(time.Minute))
 }
 
 // pauseLoop pauses idle sandboxes until ctx ends (part of the Manager's
 // watch goroutines).
-func (m *Manager) pauseLoop(ctx context.Context) {
+func (m *DockerEngine) pauseLoop(ctx context.Context) {
 	after := m.pauseAfter()
 	if after <= 0 {
 		return
@@ -47,7 +47,7 @@ func (m *Manager) pauseLoop(ctx context.Context) {
 // PauseIdle pauses every running supervised sandbox of this Manager unused
 // for sandbox.pauseAfterMinutes whose supervisor runs no command, and
 // returns how many it paused.
-func (m *Manager) PauseIdle(ctx context.Context) (int, error) {
+func (m *DockerEngine) PauseIdle(ctx context.Context) (int, error) {
 	after := m.pauseAfter()
 	if after <= 0 {
 		return 0, nil
@@ -75,7 +75,7 @@ func (m *Manager) PauseIdle(ctx context.Context) (int, error) {
 
 // pauseIfIdle pauses c when its supervisor runs no command, under the
 // scope's lock (no command starts meanwhile).
-func (m *Manager) pauseIfIdle(ctx context.Context, c Info) error {
+func (m *DockerEngine) pauseIfIdle(ctx context.Context, c Info) error {
 	lock := m.scopeLock(c.ScopeKey)
 	lock.Lock()
 	defer lock.Unlock()
@@ -107,7 +107,7 @@ func (m *Manager) pauseIfIdle(ctx context.Context, c Info) error {
 }
 
 // resume unpauses a paused sandbox.
-func (m *Manager) resume(ctx context.Context, id, name string) error {
+func (m *DockerEngine) resume(ctx context.Context, id, name string) error {
 	if _, err := m.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil {
 		return m.classify("resume sandbox "+name, err)
 	}

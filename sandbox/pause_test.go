@@ -9,7 +9,7 @@ import (
 
 func paused(t *testing.T, m *Manager, id string) bool {
 	t.Helper()
-	insp, err := m.cli.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 var ErrNoCapacity = errors.New("no Engine can take another sandbox")
 
 // sandboxMemory is the memory limit of one sandbox (0: none configured).
-func (m *Manager) sandboxMemory() int64 {
+func (m *DockerEngine) sandboxMemory() int64 {
 	r, _ := sandboxconfig.ParseResources(m.cfg.Docker) // validated in NewManager
 	return r.Memory
 }

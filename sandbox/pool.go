@@ -130,7 +130,7 @@ func (c *claims) writeLocked() error {
 
 // ownerLabels are a container's labels with the owner of a taken pooled
 // sandbox filled in from its claim; a pooled one not taken has no owner.
-func (m *Manager) ownerLabels(id string, labels map[string]string) map[string]string {
+func (m *DockerEngine) ownerLabels(id string, labels map[string]string) map[string]string {
 	if labels[LabelPooled] != "1" {
 		return labels
 	}
@@ -152,7 +152,7 @@ func (m *Manager) ownerLabels(id string, labels map[string]string) map[string]st
 
 // wantHash is the config hash a container with these labels should carry
 // for the config in force: the pool's for a pooled one, else the scope's.
-func (m *Manager) wantHash(labels map[string]string, scopeKey, name string) string {
+func (m *DockerEngine) wantHash(labels map[string]string, scopeKey, name string) string {
 	if labels[LabelPooled] == "1" {
 		h, _ := configHash(m.poolShape(templateOf(labels), ""))
 		return h
@@ -183,7 +183,7 @@ type poolMember struct {
 
 // poolSize is the configured size of template t's pool (0: no pool; an
 // unknown template has none).
-func (m *Manager) poolSize(t string) int {
+func (m *DockerEngine) poolSize(t string) int {
 	if m.cfg.WorkspaceAccess == string(workdir.AccessRO) {
 		return 0 // refused by Validate; kept out here as well
 	}
@@ -194,7 +194,7 @@ func (m *Manager) poolSize(t string) int {
 }
 
 // poolTemplates are the templates with a pool, the default first.
-func (m *Manager) poolTemplates() []string {
+func (m *DockerEngine) poolTemplates() []string {
 	var out []string
 	for _, t := range m.cfg.TemplateNames() {
 		if m.poolSize(t) > 0 {
@@ -205,7 +205,7 @@ func (m *Manager) poolTemplates() []string {
 }
 
 // poolTotal is the size of all pools together.
-func (m *Manager) poolTotal() int {
+func (m *DockerEngine) poolTotal() int {
 	n := 0
 	for _, t := range m.poolTemplates() {
 		n += m.poolSize(t)
@@ -216,7 +216,7 @@ func (m *Manager) poolTotal() int {
 // poolShape is the shape of a pooled sandbox of template t: the workspace
 // is dir (made with the container); its hash leaves dir out, so every
 // member of one template and config hashes alike.
-func (m *Manager) poolShape(t, dir string) shape {
+func (m *DockerEngine) poolShape(t, dir string) shape {
 	access, _ := workdir.ParseAccess(m.cfg.WorkspaceAccess)
 	d, err := m.cfg.TemplateDocker(t)
 	if err != nil {
@@ -232,7 +232,7 @@ func (m *Manager) poolShape(t, dir string) shape {
 
 // poolDirRoot is where the workspaces of pooled sandboxes are made: on the
 // filesystem of the directory they move to when taken.
-func (m *Manager) poolDirRoot() string {
+func (m *DockerEngine) poolDirRoot() string {
 	if m.cfg.WorkspaceAccess == string(workdir.AccessRW) {
 		return filepath.Join(m.wsRoot, ".pool")
 	}
@@ -242,15 +242,7 @@ func (m *Manager) poolDirRoot() string {
 // startPool starts filling the pool (once; a no-op without one). Only a
 // daemon (StartPool) or WaitPool starts it: a short-lived Manager (the
 // CLI's) never makes pooled sandboxes.
-func (m *Manager) startPool() {
-	if m.fleet != nil {
-		// Several Engines: each member keeps a pool of its own (its
-		// Ensure takes from it).
-		for _, mb := range m.fleet.members {
-			mb.m.startPool()
-		}
-		return
-	}
+func (m *DockerEngine) startPool() {
 	if m.poolTotal() == 0 {
 		return
 	}
@@ -270,13 +262,13 @@ func (m *Manager) startPool() {
 
 // StartPool starts filling the warm pool now rather than at the first
 // sandbox call (a daemon calls it at start).
-func (m *Manager) StartPool() { m.startPool() }
+func (m *DockerEngine) StartPool() { m.startPool() }
 
 // fillPool keeps the pool full until ctx ends: one goroutine per Manager.
 // It first settles what earlier daemons left: pooled sandboxes of another
 // config are removed (a config change drains the pool), untaken ones of
 // this config are adopted.
-func (m *Manager) fillPool(ctx context.Context) {
+func (m *DockerEngine) fillPool(ctx context.Context) {
 	m.settlePool(ctx)
 	for ctx.Err() == nil {
 		short := ""
@@ -323,7 +315,7 @@ func (m *Manager) fillPool(ctx context.Context) {
 
 // settlePool removes pooled sandboxes of another config (or stopped) not
 // taken by anyone, and adopts running untaken ones of this config.
-func (m *Manager) settlePool(ctx context.Context) {
+func (m *DockerEngine) settlePool(ctx context.Context) {
 	list, err := m.listPooled(ctx)
 	if err != nil {
 		m.logf("sandbox pool: %v", err)
@@ -361,7 +353,7 @@ type pooledContainer struct {
 }
 
 // listPooled lists this Manager's pooled containers (taken or not).
-func (m *Manager) listPooled(ctx context.Context) ([]pooledContainer, error) {
+func (m *DockerEngine) listPooled(ctx context.Context) ([]pooledContainer, error) {
 	f := m.ownFilter().Add("label", LabelPooled+"=1").Add("label", LabelStateID+"="+m.stateID)
 	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
@@ -387,12 +379,12 @@ func (m *Manager) listPooled(ctx context.Context) ([]pooledContainer, error) {
 	return out, nil
 }
 
-func (m *Manager) isPoolName(name string) bool {
+func (m *DockerEngine) isPoolName(name string) bool {
 	return strings.HasPrefix(name, m.cfg.Docker.ContainerPrefix+poolNameInfix)
 }
 
 // makePooled creates and starts one pooled sandbox of template t.
-func (m *Manager) makePooled(ctx context.Context, t string) (poolMember, error) {
+func (m *DockerEngine) makePooled(ctx context.Context, t string) (poolMember, error) {
 	name := m.cfg.Docker.ContainerPrefix + poolNameInfix + randomHex(6)
 	dir := filepath.Join(m.poolDirRoot(), strings.TrimPrefix(name, m.cfg.Docker.ContainerPrefix))
 	sh := m.poolShape(t, dir)
@@ -413,7 +405,7 @@ func (m *Manager) makePooled(ctx context.Context, t string) (poolMember, error) 
 }
 
 // removePooled removes an untaken pooled sandbox and its workspace.
-func (m *Manager) removePooled(ctx context.Context, mem poolMember) {
+func (m *DockerEngine) removePooled(ctx context.Context, mem poolMember) {
 	if err := m.removeID(ctx, mem.id); err != nil {
 		m.logf("sandbox pool: remove %s: %v", mem.name, err)
 		return
@@ -431,7 +423,7 @@ func (m *Manager) removePooled(ctx context.Context, mem poolMember) {
 // returns it, or ok false when none can serve (no pool, empty, or the
 // scope's workspace directory exists already and holds files: a pooled
 // workspace is new and empty). The caller holds the scope's lock.
-func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string, sh shape, t string, labels map[string]string) (mem poolMember, ok bool, err error) {
+func (m *DockerEngine) takePooled(ctx context.Context, s Scope, scopeKey, name string, sh shape, t string, labels map[string]string) (mem poolMember, ok bool, err error) {
 	t = templateOrDefault(t)
 	if m.poolSize(t) == 0 {
 		return mem, false, nil
@@ -491,7 +483,7 @@ func (m *Manager) takePooled(ctx context.Context, s Scope, scopeKey, name string
 const poolRefillDelay = 250 * time.Millisecond
 
 // kickPool wakes the filler (after poolRefillDelay).
-func (m *Manager) kickPool() {
+func (m *DockerEngine) kickPool() {
 	time.AfterFunc(poolRefillDelay, func() {
 		select {
 		case m.pool.kick <- struct{}{}:
@@ -504,7 +496,7 @@ func (m *Manager) kickPool() {
 // scope s's name without one: only this daemon renames pooled sandboxes,
 // and only to the name of the scope that took it, so the name says whose
 // it is (a daemon that died between the rename and the claim's write).
-func (m *Manager) restoreClaim(id string, s Scope, scopeKey, name string) error {
+func (m *DockerEngine) restoreClaim(id string, s Scope, scopeKey, name string) error {
 	return m.claims.put(id, claim{Name: name, ScopeKey: scopeKey, AgentID: s.AgentID, SessionKey: s.SessionKey, TakenAtMs: m.now().UnixMilli()})
 }
 
@@ -512,7 +504,7 @@ func (m *Manager) restoreClaim(id string, s Scope, scopeKey, name string) error 
 // the scope's path, leaving a symlink where it was (the Engine mounts that
 // path again if the container is restarted). Idempotent: a daemon that
 // died half-way finishes it on the next Ensure.
-func (m *Manager) moveClaimedWorkspace(poolDir string, sh shape) error {
+func (m *DockerEngine) moveClaimedWorkspace(poolDir string, sh shape) error {
 	fi, err := os.Lstat(poolDir)
 	if err != nil || !fi.IsDir() {
 		return nil // moved already (a symlink), or gone
@@ -541,7 +533,7 @@ func (m *Manager) moveClaimedWorkspace(poolDir string, sh shape) error {
 
 // forgetPooled drops what is kept about a removed pooled sandbox: its
 // claim and the symlink left in the pool directory.
-func (m *Manager) forgetPooled(id string, labels map[string]string) {
+func (m *DockerEngine) forgetPooled(id string, labels map[string]string) {
 	if labels[LabelPooled] != "1" {
 		return
 	}
@@ -580,18 +572,7 @@ type PoolStatus struct {
 }
 
 // Pool reports the pool's state.
-func (m *Manager) Pool() PoolStatus {
-	if m.fleet != nil {
-		var st PoolStatus
-		for _, mb := range m.fleet.members {
-			ms := mb.m.Pool()
-			st.Size, st.Ready = st.Size+ms.Size, st.Ready+ms.Ready
-			if ms.LastErr != "" {
-				st.LastErr = ms.LastErr
-			}
-		}
-		return st
-	}
+func (m *DockerEngine) Pool() PoolStatus {
 	m.pool.mu.Lock()
 	defer m.pool.mu.Unlock()
 	st := PoolStatus{Size: m.poolTotal(), LastErr: m.pool.lastErr}
@@ -609,28 +590,8 @@ func (p *pool) addLocked(mem poolMember) {
 	p.ready[mem.template] = append(p.ready[mem.template], mem)
 }
 
-// WaitPool starts the pool and waits until it holds its full size (for
-// benchmarks, tests, and a daemon that wants it warm before serving).
-func (m *Manager) WaitPool(ctx context.Context) error {
-	if m.poolTotal() == 0 {
-		return nil
-	}
-	m.startPool()
-	for {
-		st := m.Pool()
-		if st.Ready >= st.Size {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sandbox pool: %d of %d ready (%s): %w", st.Ready, st.Size, st.LastErr, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // closePool stops filling and removes every untaken pooled sandbox.
-func (m *Manager) closePool() {
+func (m *DockerEngine) closePool() {
 	m.pool.mu.Lock()
 	m.pool.closed = true
 	cancel, done := m.pool.cancel, m.pool.done

@@ -44,7 +44,7 @@ func waitPool(t *testing.T, m *Manager) {
 
 func engineHas(t *testing.T, m *Manager, id string) bool {
 	t.Helper()
-	_, err := m.cli.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
+	_, err := m.first().cli.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
 	if err != nil && !isNotFound(err) {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestPoolTakeRefillNeverShared(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "from-a")); err != nil || string(b) != "hello\n" {
 		t.Fatalf("the agent's workspace on the host: %q %v", b, err)
 	}
-	insp, err := m.cli.ContainerInspect(ctxT(t), name, client.ContainerInspectOptions{})
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), name, client.ContainerInspectOptions{})
 	if err != nil || insp.Container.ID != st.Ensure.ID {
 		t.Fatalf("container %s: %v", name, err)
 	}
@@ -131,7 +131,7 @@ func TestPoolTakeRefillNeverShared(t *testing.T) {
 
 	// The taken sandbox restarts with its workspace (the Engine mounts
 	// the pool path again, which now leads to the agent's directory).
-	if _, err := m.cli.ContainerRestart(ctxT(t), st.Ensure.ID, client.ContainerRestartOptions{}); err != nil {
+	if _, err := m.first().cli.ContainerRestart(ctxT(t), st.Ensure.ID, client.ContainerRestartOptions{}); err != nil {
 		t.Fatalf("restart the taken sandbox: %v", err)
 	}
 	if out, code := run(t, m, a, `cat /workspace/from-a`); out != "hello\n" || code != 0 {
@@ -183,7 +183,7 @@ func TestPoolTakeRefillNeverShared(t *testing.T) {
 	if !engineHas(t, m2, stB.Ensure.ID) {
 		t.Fatal("Close removed an agent's sandbox taken from the pool")
 	}
-	ents, _ := os.ReadDir(m2.poolDirRoot())
+	ents, _ := os.ReadDir(m2.first().poolDirRoot())
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink == 0 {
 			t.Fatalf("pool directory %s left after Close", e.Name())
@@ -203,10 +203,10 @@ func TestPoolConfigChangeDrains(t *testing.T) {
 	waitPool(t, m)
 	old := readyIDs(t, m)
 	// Simulate a crash: the pool is not closed, its members stay.
-	m.pool.mu.Lock()
-	m.pool.closed, m.pool.ready = true, nil
-	cancel, done := m.pool.cancel, m.pool.done
-	m.pool.mu.Unlock()
+	m.first().pool.mu.Lock()
+	m.first().pool.closed, m.first().pool.ready = true, nil
+	cancel, done := m.first().pool.cancel, m.first().pool.done
+	m.first().pool.mu.Unlock()
 	cancel()
 	<-done
 
@@ -219,7 +219,7 @@ func TestPoolConfigChangeDrains(t *testing.T) {
 	t.Cleanup(func() {
 		list, _ := m2.List(context.Background())
 		for _, c := range list {
-			_ = m2.removeID(context.Background(), c.ID)
+			_ = m2.first().removeID(context.Background(), c.ID)
 		}
 		_ = m2.Close()
 	})
@@ -278,20 +278,20 @@ func TestPoolConfigRefusals(t *testing.T) {
 func TestPoolClaimRestored(t *testing.T) {
 	m := newManagerOpts(t, func(o *Options) { o.Config.Pool.Size = 1 })
 	waitPool(t, m)
-	m.pool.mu.Lock()
-	mem := m.pool.ready[sandboxconfig.DefaultTemplate][0]
-	m.pool.ready = nil
-	m.pool.mu.Unlock()
+	m.first().pool.mu.Lock()
+	mem := m.first().pool.ready[sandboxconfig.DefaultTemplate][0]
+	m.first().pool.ready = nil
+	m.first().pool.mu.Unlock()
 	s := Scope{AgentID: "restored"}
 	_, name, _, _ := m.Layout(s)
-	if _, err := m.cli.ContainerRename(ctxT(t), mem.id, client.ContainerRenameOptions{NewName: name}); err != nil {
+	if _, err := m.first().cli.ContainerRename(ctxT(t), mem.id, client.ContainerRenameOptions{NewName: name}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := m.Ensure(ctxT(t), s)
 	if err != nil || res.ID != mem.id {
 		t.Fatalf("Ensure after the half-done take: %s %v", short(res.ID), err)
 	}
-	if cl, ok := m.claims.get(mem.id); !ok || cl.AgentID != "restored" || cl.ScopeKey != res.ScopeKey {
+	if cl, ok := m.first().claims.get(mem.id); !ok || cl.AgentID != "restored" || cl.ScopeKey != res.ScopeKey {
 		t.Fatalf("claim %+v %v", cl, ok)
 	}
 	if out, code := run(t, m, s, `ls -d /workspace && touch /workspace/w && echo ok`); code != 0 || !strings.HasSuffix(out, "ok\n") {

@@ -37,7 +37,7 @@ func newSandboxQuota(cfg Config) *sandboxQuota {
 // admit reserves a slot for the new sandbox name of scope s, or returns an
 // error wrapping ErrSandboxQuota naming the cap. Call release once the
 // sandbox exists (or its creation failed).
-func (m *Manager) admit(ctx context.Context, s Scope, name string) (release func(), err error) {
+func (m *DockerEngine) admit(ctx context.Context, s Scope, name string) (release func(), err error) {
 	q := m.quota
 	q.mu.Lock()
 	defer q.mu.Unlock()

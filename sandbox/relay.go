@@ -32,15 +32,23 @@ var ErrNoRelay = fmt.Errorf("%w: the sandbox cannot relay a port", cerrdefs.ErrF
 // ErrPortClosed classes a port nothing listens on in the sandbox.
 var ErrPortClosed = fmt.Errorf("%w: nothing listens on the port in the sandbox", cerrdefs.ErrUnavailable)
 
+// checkPort refuses a port number out of range.
+func checkPort(port int) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("%w: port %d is out of range (1-65535)", cerrdefs.ErrInvalidArgument, port)
+	}
+	return nil
+}
+
 // DialPort connects to port on the loopback of scope s's existing
 // sandbox: the supervisor runs its relay tool (supervisor.RelayArg) as a
 // command of the sandbox, in the sandbox's own network namespace, and the
 // connection's bytes travel as that command's stdin and stdout. No port is
 // published on the Engine's host and the sandbox needs no network. The
 // returned connection is made (the relay said so) before DialPort returns.
-func (m *Manager) DialPort(ctx context.Context, s Scope, port int) (net.Conn, error) {
-	if port < 1 || port > 65535 {
-		return nil, fmt.Errorf("%w: port %d is out of range (1-65535)", cerrdefs.ErrInvalidArgument, port)
+func (m *DockerEngine) DialPort(ctx context.Context, s Scope, port int) (net.Conn, error) {
+	if err := checkPort(port); err != nil {
+		return nil, err
 	}
 	res, err := m.ensureExisting(ctx, s)
 	if err != nil {

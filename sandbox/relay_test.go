@@ -80,7 +80,7 @@ func TestDialPortReachesAServerInTheSandbox(t *testing.T) {
 		t.Fatalf("httpd's log does not show the request:\n%s", log.String())
 	}
 
-	insp, err := m.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
+	insp, err := m.first().cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

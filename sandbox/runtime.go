@@ -34,7 +34,7 @@ type engineRuntimes struct {
 }
 
 // runtimeInfo returns the Engine's runtimes (sorted) and its default one.
-func (m *Manager) runtimeInfo(ctx context.Context) (names []string, def string, err error) {
+func (m *DockerEngine) runtimeInfo(ctx context.Context) (names []string, def string, err error) {
 	info, err := m.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return nil, "", m.classify("docker info", err)
@@ -49,7 +49,7 @@ func (m *Manager) runtimeInfo(ctx context.Context) (names []string, def string, 
 // checkRuntime makes sure the Engine has the configured runtime: an
 // unknown one is an ErrInvalidConfig naming the runtimes it has. The
 // Engine's default runtime ("" configured) needs no check.
-func (m *Manager) checkRuntime(ctx context.Context) error {
+func (m *DockerEngine) checkRuntime(ctx context.Context) error {
 	want := m.cfg.Docker.Runtime
 	if want == "" {
 		return nil
@@ -92,7 +92,7 @@ func missingRuntime[V any](want string, runtimes map[string]V) string {
 
 // runtimeOf names the runtime of a sandbox for `sandbox explain`: the
 // configured one, else the Engine's default (asked, when it answers).
-func (m *Manager) runtimeOf(ctx context.Context) string {
+func (m *DockerEngine) runtimeOf(ctx context.Context) string {
 	if r := m.cfg.Docker.Runtime; r != "" {
 		return r
 	}

@@ -55,7 +55,7 @@ func TestRuntimeGVisorSupervised(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "gVisor") || !strings.HasSuffix(out, "ok\n") {
 		t.Fatalf("under runsc: code %d, out %q (want gVisor's boot messages)", code, out)
 	}
-	c, err := m.supervisorClient(ctxT(t), st.Ensure.ID)
+	c, err := m.first().supervisorClient(ctxT(t), st.Ensure.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestRuntimeGVisorSupervised(t *testing.T) {
 		t.Fatalf("explain: runtime %q note %q hardening runtime %v", ex.Runtime, ex.RuntimeNote, ex.Hardening["runtime"])
 	}
 	// A command with stdin: no input-wait channel, stdin works.
-	st = startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.Stdin = true })
+	st = startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.KeepStdin = true })
 	if p := mustSupervised(t, st); p.InputWaitChanged() != nil {
 		t.Fatal("input-wait channel offered under gVisor, where nothing reports it")
 	}
@@ -106,14 +106,14 @@ func TestSupervisorIdleClose(t *testing.T) {
 	st := startCmd(t, m, s, `true`, nil)
 	drain(t, mustSupervised(t, st))
 	id := st.Ensure.ID
-	waitUntil(t, func() bool { return !m.clients.alive(id) })
+	waitUntil(t, func() bool { return !m.first().clients.alive(id) })
 	// A command running longer than the idle time keeps its connection.
 	st = startCmd(t, m, s, `sleep 1; echo done`, nil)
 	out, _, code, _ := drain(t, mustSupervised(t, st))
 	if out != "done\n" || code != 0 {
 		t.Fatalf("command across the idle time: %q %d", out, code)
 	}
-	waitUntil(t, func() bool { return !m.clients.alive(id) })
+	waitUntil(t, func() bool { return !m.first().clients.alive(id) })
 	st = startCmd(t, m, s, `echo again`, nil)
 	if out, _, code, _ := drain(t, mustSupervised(t, st)); out != "again\n" || code != 0 {
 		t.Fatalf("after an idle close: %q %d", out, code)

@@ -29,11 +29,11 @@ func sibling(t *testing.T, m *Manager, mutate func(*Config), now func() time.Tim
 		cfg.Docker.Env[k] = v
 	}
 	mutate(&cfg)
-	m2, err := NewManager(context.Background(), Options{Config: cfg, StateDir: m.stateDir, Home: "/nonexistent", Labels: m.labels, Now: now})
+	m2, err := NewManager(context.Background(), Options{Config: cfg, StateDir: m.first().stateDir, Home: "/nonexistent", Labels: m.first().labels, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2.wsRoot = m.wsRoot
+	m2.first().wsRoot = m.first().wsRoot
 	t.Cleanup(func() { _ = m2.Close() })
 	return m2
 }
@@ -257,7 +257,7 @@ func TestBindAndConfigRefusals(t *testing.T) {
 	}
 	// Nothing was created by any refused config.
 	good := newTestManager(t, func(c *Config) { c.Docker.ContainerPrefix = prefix })
-	list, err := good.cli.ContainerList(ctxT(t), listAllWithPrefix(prefix))
+	list, err := good.first().cli.ContainerList(ctxT(t), listAllWithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestExecPlainPath(t *testing.T) {
 		}
 	})
 	t.Run("stdin with EOF", func(t *testing.T) {
-		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "cat; echo END"}, Stdin: true})
+		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "cat; echo END"}, KeepStdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -346,13 +346,13 @@ func TestExecPlainPath(t *testing.T) {
 	})
 	t.Run("no stdin means EOF at once", func(t *testing.T) {
 		start := time.Now()
-		out, code, err := m.run(ctx, res.ID, []string{"cat"})
+		out, code, err := m.first().run(ctx, res.ID, []string{"cat"})
 		if err != nil || code != 0 || out != "" || time.Since(start) > 10*time.Second {
 			t.Fatalf("cat without stdin: %q %d %v after %s", out, code, err, time.Since(start))
 		}
 	})
 	t.Run("tty size and resize", func(t *testing.T) {
-		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "stty size; tty; read x; stty size"}, TTY: true, Stdin: true})
+		e, err := m.ExecIn(ctx, res.ID, ExecOptions{Cmd: []string{"sh", "-c", "stty size; tty; read x; stty size"}, PTY: true, KeepStdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -586,7 +586,7 @@ func TestNames(t *testing.T) {
 func TestListOnlyOwnPrefix(t *testing.T) {
 	m1 := newTestManager(t, nil)
 	m2 := newManagerOpts(t, func(o *Options) {
-		o.Labels = m1.labels // the same labels, another containerPrefix
+		o.Labels = m1.first().labels // the same labels, another containerPrefix
 		o.DisableSupervisor = true
 	})
 	r1, err := m1.Ensure(ctxT(t), Scope{AgentID: "one"})

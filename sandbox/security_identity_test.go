@@ -74,11 +74,11 @@ func TestSecuritySandboxIdentityControlStream(t *testing.T) {
 		t.Run(rt, func(t *testing.T) {
 			m := newManagerOpts(t, func(o *Options) { o.Config.Docker.Runtime = rt })
 			if rt == RuntimeRunsc {
-				if err := m.checkRuntime(ctxT(t)); err != nil {
+				if err := m.first().checkRuntime(ctxT(t)); err != nil {
 					t.Skipf("the Engine has no runsc (scripts/docker-up.sh registers it): %v", err)
 				}
 			}
-			if m.ident == nil {
+			if m.first().ident == nil {
 				t.Fatal("sandbox identities are not in force (the test runs as root with no sandbox.docker.user)")
 			}
 			identityAttempt(t, m, rt)

@@ -195,7 +195,7 @@ func drainErr(t *testing.T, p Process) (string, string, int, error) {
 // main process's descriptors cannot be read, rather than find nothing.
 func streamHolders(t *testing.T, m *Manager, containerID string) []string {
 	t.Helper()
-	insp, err := m.cli.ContainerInspect(ctxT(t), containerID, clientInspect())
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), containerID, clientInspect())
 	if err != nil || insp.Container.State == nil || insp.Container.State.Pid <= 0 {
 		t.Fatalf("inspect %s: %v", containerID, err)
 	}
@@ -236,7 +236,7 @@ const drainDeadline = 90 * time.Second
 // workspaceOf is the host directory mounted at /workspace for s.
 func workspaceOf(m *Manager, s Scope) string {
 	scopeKey, name, _, _ := m.Layout(s)
-	return m.layoutFor(scopeKey, name).WorkspaceHost
+	return m.first().layoutFor(scopeKey, name).WorkspaceHost
 }
 
 // TestSecurityRecoverOwnerFromLabels: a session whose kept metadata names
@@ -310,13 +310,13 @@ func TestSupervisorPID1StopsOnSIGTERM(t *testing.T) {
 	mustSupervised(t, st)
 	timeout := 20
 	start := time.Now()
-	if _, err := m.cli.ContainerStop(ctxT(t), st.Ensure.ID, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+	if _, err := m.first().cli.ContainerStop(ctxT(t), st.Ensure.ID, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("docker stop took %s: the supervisor ignored SIGTERM", took)
 	}
-	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,16 +88,16 @@ var ErrSnapshotsFull = fmt.Errorf("%w: snapshot limit", cerrdefs.ErrResourceExha
 
 const snapshotMeta = "snapshot.json"
 
-func (m *Manager) snapshotsRoot() string { return filepath.Join(m.stateDir, "snapshots") }
+func (m *DockerEngine) snapshotsRoot() string { return filepath.Join(m.stateDir, "snapshots") }
 
-func (m *Manager) snapshotScopeDir(scopeKey string) string {
+func (m *DockerEngine) snapshotScopeDir(scopeKey string) string {
 	return filepath.Join(m.snapshotsRoot(), ContainerName("", scopeKey))
 }
 
 // SnapshotMethod is the method a snapshot of the workspace would use now:
 // SnapshotReflink when the state directory's filesystem clones files
 // from the workspace root's, else SnapshotCopy.
-func (m *Manager) SnapshotMethod() string {
+func (m *DockerEngine) SnapshotMethod() string {
 	if reflinkWorks(m.wsRoot, m.snapshotsRoot()) {
 		return SnapshotReflink
 	}
@@ -106,7 +106,7 @@ func (m *Manager) SnapshotMethod() string {
 
 // snapshotsExplained is Explanation.Snapshots: the copy method of
 // snapshots, rollbacks and forks, and where a fork's container comes from.
-func (m *Manager) snapshotsExplained() string {
+func (m *DockerEngine) snapshotsExplained() string {
 	method := fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied, into a snapshot and back into a rollback's or fork's workspace", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
 	if m.SnapshotMethod() == SnapshotReflink {
 		method = fmt.Sprintf("%s: the workspace is cloned (FICLONE, file by file) into %s and back into a rollback's or fork's workspace; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
@@ -155,10 +155,7 @@ func existingDir(p string) string {
 }
 
 // sandboxOf returns the sandbox serving scope s.
-func (m *Manager) sandboxOf(ctx context.Context, s Scope) (Info, error) {
-	if m.fleet != nil {
-		return Info{}, fmt.Errorf("%w: snapshots are not supported with several Engines (sandbox.engines) yet", errBadInput)
-	}
+func (m *DockerEngine) sandboxOf(ctx context.Context, s Scope) (Info, error) {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	in, err := m.Get(ctx, ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey))
 	if errors.Is(err, ErrNotFound) {
@@ -169,7 +166,7 @@ func (m *Manager) sandboxOf(ctx context.Context, s Scope) (Info, error) {
 
 // snapshotCheck refuses what snapshots do not support, before anything
 // changes.
-func (m *Manager) snapshotCheck(in Info) (DockerConfig, error) {
+func (m *DockerEngine) snapshotCheck(in Info) (DockerConfig, error) {
 	if in.Pool == PoolReady {
 		return DockerConfig{}, fmt.Errorf("%w: sandbox %s is a warm-pool sandbox: it has no agent files", errBadInput, in.Name)
 	}
@@ -193,7 +190,7 @@ func (m *Manager) snapshotCheck(in Info) (DockerConfig, error) {
 // ("": snap-<time>). The container is frozen (the Engine's pause) for the
 // copy, so no file is caught half-written, and thawed after unless it was
 // paused already; running commands carry on where they were.
-func (m *Manager) Snapshot(ctx context.Context, s Scope, name string) (SnapshotInfo, error) {
+func (m *DockerEngine) Snapshot(ctx context.Context, s Scope, name string) (SnapshotInfo, error) {
 	if name == "" {
 		name = "snap-" + m.now().UTC().Format("20060102-150405.000")
 	}
@@ -300,7 +297,7 @@ func (m *Manager) Snapshot(ctx context.Context, s Scope, name string) (SnapshotI
 	return m.snapshotCommit(info, tmp, final, name, &done)
 }
 
-func (m *Manager) snapshotTemp() (string, error) {
+func (m *DockerEngine) snapshotTemp() (string, error) {
 	if err := os.MkdirAll(m.snapshotsRoot(), 0o700); err != nil {
 		return "", fmt.Errorf("snapshots: %w", err)
 	}
@@ -313,7 +310,7 @@ func (m *Manager) snapshotTemp() (string, error) {
 
 // snapshotCopy copies the workspace and the tmpfs contents of the frozen
 // container (pid: its pid 1 on this host) into tmp, at most budget bytes.
-func (m *Manager) snapshotCopy(in Info, d DockerConfig, pid int, tmpfsList []sandboxconfig.Tmpfs, tmp string, budget int64) (SnapshotInfo, error) {
+func (m *DockerEngine) snapshotCopy(in Info, d DockerConfig, pid int, tmpfsList []sandboxconfig.Tmpfs, tmp string, budget int64) (SnapshotInfo, error) {
 	info := SnapshotInfo{
 		ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
 		CreatedAt: m.now().UTC(), Origin: in.Name, OriginID: in.ID,
@@ -368,7 +365,7 @@ func (m *Manager) snapshotCopy(in Info, d DockerConfig, pid int, tmpfsList []san
 	return info, nil
 }
 
-func (m *Manager) snapshotCommit(info SnapshotInfo, tmp, final, name string, done *bool) (SnapshotInfo, error) {
+func (m *DockerEngine) snapshotCommit(info SnapshotInfo, tmp, final, name string, done *bool) (SnapshotInfo, error) {
 	info.Name = name
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
@@ -389,7 +386,7 @@ func (m *Manager) snapshotCommit(info SnapshotInfo, tmp, final, name string, don
 }
 
 // snapshotList returns the snapshots of scopeKey, oldest first.
-func (m *Manager) snapshotList(scopeKey string) ([]SnapshotInfo, error) {
+func (m *DockerEngine) snapshotList(scopeKey string) ([]SnapshotInfo, error) {
 	dir := m.snapshotScopeDir(scopeKey)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -421,7 +418,7 @@ func readSnapshot(dir string) (SnapshotInfo, error) {
 }
 
 // snapshotBytes is what all snapshots of the state directory hold.
-func (m *Manager) snapshotBytes() (int64, error) {
+func (m *DockerEngine) snapshotBytes() (int64, error) {
 	metas, _ := filepath.Glob(filepath.Join(m.snapshotsRoot(), "*", "*", snapshotMeta))
 	var n int64
 	for _, f := range metas {
@@ -434,12 +431,12 @@ func (m *Manager) snapshotBytes() (int64, error) {
 
 // Snapshots lists the snapshots of scope s (its sandbox may be gone),
 // oldest first.
-func (m *Manager) Snapshots(s Scope) ([]SnapshotInfo, error) {
+func (m *DockerEngine) Snapshots(s Scope) ([]SnapshotInfo, error) {
 	return m.snapshotList(ScopeKey(m.cfg.Scope, s))
 }
 
 // SnapshotOf returns scope s's snapshot name.
-func (m *Manager) SnapshotOf(s Scope, name string) (SnapshotInfo, error) {
+func (m *DockerEngine) SnapshotOf(s Scope, name string) (SnapshotInfo, error) {
 	if err := CheckSnapshotName(name); err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -455,7 +452,7 @@ func (m *Manager) SnapshotOf(s Scope, name string) (SnapshotInfo, error) {
 }
 
 // RemoveSnapshot removes scope s's snapshot name.
-func (m *Manager) RemoveSnapshot(s Scope, name string) (SnapshotInfo, error) {
+func (m *DockerEngine) RemoveSnapshot(s Scope, name string) (SnapshotInfo, error) {
 	info, err := m.SnapshotOf(s, name)
 	if err != nil {
 		return info, err
@@ -475,7 +472,7 @@ func (m *Manager) RemoveSnapshot(s Scope, name string) (SnapshotInfo, error) {
 // PruneSnapshots removes scope s's snapshots older than olderThan (0: no
 // age rule) and all but the newest keep (negative: no count rule), and
 // returns them.
-func (m *Manager) PruneSnapshots(s Scope, olderThan time.Duration, keep int) ([]SnapshotInfo, error) {
+func (m *DockerEngine) PruneSnapshots(s Scope, olderThan time.Duration, keep int) ([]SnapshotInfo, error) {
 	list, err := m.Snapshots(s)
 	if err != nil {
 		return nil, err
@@ -500,7 +497,7 @@ func (m *Manager) PruneSnapshots(s Scope, olderThan time.Duration, keep int) ([]
 // replaced by the snapshot's, and a new container is made from the
 // snapshot's template, with the sandbox's labels and expiry, its tmpfs
 // contents restored.
-func (m *Manager) Rollback(ctx context.Context, s Scope, name string) (Info, error) {
+func (m *DockerEngine) Rollback(ctx context.Context, s Scope, name string) (Info, error) {
 	snap, err := m.SnapshotOf(s, name)
 	if err != nil {
 		return Info{}, err
@@ -553,7 +550,7 @@ func (m *Manager) Rollback(ctx context.Context, s Scope, name string) (Info, err
 // ("" name) from a snapshot of from's live sandbox taken for the fork and
 // removed after. The fork has its own copy of every file: nothing
 // writable is shared with the origin.
-func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (Info, error) {
+func (m *DockerEngine) Fork(ctx context.Context, from Scope, name string, to Scope) (Info, error) {
 	fromKey, toKey := ScopeKey(m.cfg.Scope, from), ScopeKey(m.cfg.Scope, to)
 	if fromKey == toKey {
 		return Info{}, fmt.Errorf("%w: a fork needs another scope than its origin's (%s)", errBadInput, fromKey)
@@ -632,7 +629,7 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 
 // forkTargetFree refuses a fork onto scope toKey when it has a sandbox
 // or a workspace with files.
-func (m *Manager) forkTargetFree(ctx context.Context, toKey, toName, ws string) error {
+func (m *DockerEngine) forkTargetFree(ctx context.Context, toKey, toName, ws string) error {
 	if _, err := m.cli.ContainerInspect(ctx, toName, client.ContainerInspectOptions{}); err == nil {
 		return fmt.Errorf("%w: scope %s has a sandbox already (%s): remove it first (sandboxctl sandbox rm %s)", cerrdefs.ErrConflict, toKey, toName, toName)
 	} else if !isNotFound(err) {
@@ -647,7 +644,7 @@ func (m *Manager) forkTargetFree(ctx context.Context, toKey, toName, ws string) 
 // forkWorkspace copies the snapshot's workspace (reflinks when the
 // filesystem allows) into ws, the empty workspace sandbox in mounts,
 // owned by in's sandbox identity when it has one.
-func (m *Manager) forkWorkspace(ctx context.Context, in Info, snapDir, ws string) error {
+func (m *DockerEngine) forkWorkspace(ctx context.Context, in Info, snapDir, ws string) error {
 	c := &treeCopier{budget: -1, reflink: true}
 	if m.ident != nil {
 		ci, err := m.cli.ContainerInspect(ctx, in.ID, client.ContainerInspectOptions{})
@@ -683,7 +680,7 @@ func (m *Manager) forkWorkspace(ctx context.Context, in Info, snapDir, ws string
 
 // restoreCheck refuses a restore this Manager cannot finish, before it
 // changes anything.
-func (m *Manager) restoreCheck(snap SnapshotInfo) error {
+func (m *DockerEngine) restoreCheck(snap SnapshotInfo) error {
 	if _, err := m.cfg.TemplateDocker(snap.Template); err != nil {
 		return fmt.Errorf("%w: snapshot %s was taken under template %q: %w", errBadInput, snap.Name, snap.Template, err)
 	}
@@ -728,7 +725,7 @@ func swapWorkspace(staged, ws string) error {
 
 // restoreTmpfs writes the snapshot's tmpfs contents into sandbox in
 // through its supervisor's file tool (as the sandbox's user).
-func (m *Manager) restoreTmpfs(ctx context.Context, in Info, snapDir string, snap SnapshotInfo) error {
+func (m *DockerEngine) restoreTmpfs(ctx context.Context, in Info, snapDir string, snap SnapshotInfo) error {
 	if len(snap.Tmpfs) == 0 {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 // a container no command has run in (made, or taken from the warm pool,
 // for a rollback or fork under its scope's lock): from the host when it
 // can (restoreTmpfsDirect), else through the supervisor's file tool.
-func (m *Manager) restoreFreshTmpfs(ctx context.Context, in Info, snapDir string, snap SnapshotInfo) error {
+func (m *DockerEngine) restoreFreshTmpfs(ctx context.Context, in Info, snapDir string, snap SnapshotInfo) error {
 	done, err := m.restoreTmpfsDirect(ctx, in, snapDir, snap)
 	if err != nil || done {
 		return err
@@ -34,7 +34,7 @@ func (m *Manager) restoreFreshTmpfs(ctx context.Context, in Info, snapDir string
 // it cannot: no sandbox identity (the owner would be a name inside the
 // container), a runtime other than runc, or a pid this host does not see
 // as the container's.
-func (m *Manager) restoreTmpfsDirect(ctx context.Context, in Info, snapDir string, snap SnapshotInfo) (done bool, err error) {
+func (m *DockerEngine) restoreTmpfsDirect(ctx context.Context, in Info, snapDir string, snap SnapshotInfo) (done bool, err error) {
 	if len(snap.Tmpfs) == 0 {
 		return true, nil
 	}

@@ -29,10 +29,10 @@ func digest(t *testing.T, m *Manager, s Scope) string {
 // noSnapshotTemps fails when a temporary snapshot directory is left.
 func noSnapshotTemps(t *testing.T, m *Manager) {
 	t.Helper()
-	ents, _ := os.ReadDir(m.snapshotsRoot())
+	ents, _ := os.ReadDir(m.first().snapshotsRoot())
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".") {
-			t.Errorf("left behind in %s: %s", m.snapshotsRoot(), e.Name())
+			t.Errorf("left behind in %s: %s", m.first().snapshotsRoot(), e.Name())
 		}
 	}
 }
@@ -70,7 +70,7 @@ echo var > /var/tmp/v.txt`)
 	if snap.Bytes < 305000 || snap.Files < 5 || snap.Method != m.SnapshotMethod() || snap.Origin == "" || len(snap.Tmpfs) != 3 || snap.Labels["team"] != "red" {
 		t.Fatalf("snapshot: %+v (method here %s)", snap, m.SnapshotMethod())
 	}
-	if in, err := m.sandboxOf(ctx, s); err != nil || in.State != "running" {
+	if in, err := m.first().sandboxOf(ctx, s); err != nil || in.State != "running" {
 		t.Fatalf("after the snapshot the sandbox is %q (%v), want running", in.State, err)
 	}
 	if _, err := m.Snapshot(ctx, s, "s1"); !cerrdefs.IsConflict(err) {
@@ -212,7 +212,7 @@ done; done`, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
+		dir := filepath.Join(m.first().snapshotScopeDir(snap.ScopeKey), name)
 		for _, f := range []string{"workspace/f", "tmpfs/tmp/f"} {
 			data, err := os.ReadFile(filepath.Join(dir, f))
 			if err != nil {
@@ -258,7 +258,7 @@ func TestSnapshotLimits(t *testing.T) {
 		t.Fatalf("a refused snapshot is listed: %+v", list)
 	}
 	noSnapshotTemps(t, m)
-	if in, err := m.sandboxOf(ctx, s); err != nil || in.State != "running" {
+	if in, err := m.first().sandboxOf(ctx, s); err != nil || in.State != "running" {
 		t.Fatalf("after a refused snapshot: %q %v", in.State, err)
 	}
 	run(t, m, s, "rm /workspace/big; echo small > /workspace/small")
@@ -289,7 +289,7 @@ func TestSecuritySnapshotSymlinksStayInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), "sec")
+	dir := filepath.Join(m.first().snapshotScopeDir(snap.ScopeKey), "sec")
 	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -438,7 +438,7 @@ func TestSecurityForkTmpfsSymlinkNotFollowed(t *testing.T) {
 	if ents, _ := os.ReadDir(host); len(ents) != 0 {
 		t.Fatalf("the fork wrote on the host: %v", ents)
 	}
-	if _, err := m2.sandboxOf(ctx, f); !errors.Is(err, ErrNotFound) {
+	if _, err := m2.first().sandboxOf(ctx, f); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a failed fork left its sandbox: %v", err)
 	}
 }

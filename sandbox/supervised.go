@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // LabelSupervisorNote on a container says why it runs without the
@@ -44,7 +45,7 @@ type warmEnsure struct {
 // ensureForStart is Ensure with a fast path for the hot loop of commands
 // into one sandbox: a supervised sandbox verified within warmWindow whose
 // supervisor connection is alive is used without an Engine round trip.
-func (m *Manager) ensureForStart(ctx context.Context, s Scope) (EnsureResult, error) {
+func (m *DockerEngine) ensureForStart(ctx context.Context, s Scope) (EnsureResult, error) {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	now := time.Now()
 	m.warm.mu.Lock()
@@ -242,7 +243,7 @@ const localRetryAfter = time.Minute
 // dialer connects to the supervisor of container id: its local socket when
 // this host can reach it (dialLocal) and it has not recently failed a
 // handshake, else the attach stream.
-func (m *Manager) dialer(id string) supervisor.Dialer {
+func (m *DockerEngine) dialer(id string) supervisor.Dialer {
 	attach := m.attachDialer(id)
 	if !m.localSupervisor {
 		return attach
@@ -275,7 +276,7 @@ func (m *Manager) dialer(id string) supervisor.Dialer {
 // attachDialer attaches to the main process of container id (stdin +
 // stdout + stderr, no TTY: the Engine multiplexes stdout and stderr, Demux
 // splits them; the supervisor's stderr is its log).
-func (m *Manager) attachDialer(id string) supervisor.Dialer {
+func (m *DockerEngine) attachDialer(id string) supervisor.Dialer {
 	return func(ctx context.Context) (supervisor.Conn, error) {
 		att, err := m.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 		if err != nil {
@@ -295,7 +296,7 @@ func (m *Manager) attachDialer(id string) supervisor.Dialer {
 
 // releaseIdleLoop closes supervisor connections idle for m.idleClose, until
 // ctx ends (part of the Manager's one watch goroutine pair).
-func (m *Manager) releaseIdleLoop(ctx context.Context) {
+func (m *DockerEngine) releaseIdleLoop(ctx context.Context) {
 	if m.idleClose < 0 {
 		return
 	}
@@ -338,7 +339,7 @@ func (cs *supervisorClients) releaseIdle(now time.Time, d time.Duration) int {
 
 // supervisorClient returns the live connection to container id's
 // supervisor, connecting (one connection per container) when needed.
-func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.Client, error) {
+func (m *DockerEngine) supervisorClient(ctx context.Context, id string) (*supervisor.Client, error) {
 	e := m.clients.entry(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -387,7 +388,7 @@ func (m *Manager) supervisorClient(ctx context.Context, id string) (*supervisor.
 }
 
 // checkSupervisor connects to a freshly started supervised container.
-func (m *Manager) checkSupervisor(ctx context.Context, id string) error {
+func (m *DockerEngine) checkSupervisor(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := m.supervisorClient(ctx, id)
@@ -401,13 +402,13 @@ func (m *Manager) checkSupervisor(ctx context.Context, id string) error {
 // includes sessions.Process (and Process) plus InputWait.
 type SupervisedExec struct {
 	*supervisor.Proc
-	m           *Manager
+	m           *DockerEngine
 	client      *supervisor.Client // the connection that follows it
 	containerID string
 	noInputWait bool
 }
 
-func (m *Manager) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
+func (m *DockerEngine) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
 	return &SupervisedExec{Proc: p, m: m, client: c, containerID: containerID, noInputWait: c.NoInputWait()}
 }
 
@@ -420,6 +421,20 @@ func (p *SupervisedExec) InputWaitChanged() <-chan struct{} {
 		return nil
 	}
 	return p.Proc.InputWaitChanged()
+}
+
+// HostStarted implements Process: on the supervisor path the command can
+// be signalled, may be in doubt while its Engine stalls (Doubt), and
+// Forget drops the finished session from the supervisor, which would
+// otherwise offer it to a restarted daemon; it reports input waits, but
+// not under gVisor, whose /proc cannot tell (a foreground command gets EOF
+// at once there instead).
+func (p *SupervisedExec) HostStarted() hostapi.Started {
+	out := hostapi.Started{Process: p, Forget: p.Forget, Signal: p.Signal, Doubt: p.Doubt}
+	if p.DetectsInputWait() {
+		out.InputWait = p
+	}
+	return out
 }
 
 // DetectsInputWait reports whether the sandbox's supervisor can tell when
@@ -442,7 +457,7 @@ func (p *SupervisedExec) Forget(ctx context.Context) error {
 // runtime, such as no input-wait detection under gVisor); an error when it cannot
 // tell whether the supervisor started the command (the plain path would
 // then risk running it twice).
-func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult, opts ExecOptions) (*SupervisedExec, string, error) {
+func (m *DockerEngine) startSupervised(ctx context.Context, s Scope, res EnsureResult, opts ExecOptions) (*SupervisedExec, string, error) {
 	if m.sup == nil {
 		return nil, m.supWarn, nil
 	}
@@ -469,8 +484,8 @@ func (m *Manager) startSupervised(ctx context.Context, s Scope, res EnsureResult
 		meta[k] = v
 	}
 	spec := supervisor.OpenSpec{
-		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.WorkingDir,
-		TTY: opts.TTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.Stdin, Meta: meta,
+		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.Dir,
+		TTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.KeepStdin, Meta: meta,
 	}
 	octx, cancel := ctx, context.CancelFunc(func() {})
 	if opts.StartWait > 0 {
@@ -547,7 +562,7 @@ var ErrStartUncertain = errors.New("the command may or may not have started (san
 // not knowing is an error, never a second run. A container (re)started
 // after the request went out may have run it and died since: its new
 // supervisor cannot know, so that is not knowing either.
-func (m *Manager) adoptUncertainStart(ctx context.Context, res EnsureResult, id string, sentAt time.Time, openErr error) (*SupervisedExec, string, error) {
+func (m *DockerEngine) adoptUncertainStart(ctx context.Context, res EnsureResult, id string, sentAt time.Time, openErr error) (*SupervisedExec, string, error) {
 	if id == "" || ctx.Err() != nil {
 		return nil, "", fmt.Errorf("sandbox %s: %w (its answer was lost: %w)", res.Name, ErrStartUncertain, openErr)
 	}
@@ -622,10 +637,7 @@ type RecoveredSession struct {
 // Sessions lists every session of every running supervised sandbox of this
 // Manager, oldest first, with its output so far. A restarted daemon calls it
 // once to re-adopt them; Reattach resumes a running one.
-func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
-	if m.fleet != nil {
-		return m.fleetSessions(ctx)
-	}
+func (m *DockerEngine) Sessions(ctx context.Context) ([]RecoveredSession, error) {
 	list, err := m.List(ctx)
 	if err != nil {
 		return nil, err
@@ -650,7 +662,7 @@ func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
 	return out, errors.Join(errs...)
 }
 
-func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSession, error) {
+func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]RecoveredSession, error) {
 	insp, err := m.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		return nil, m.classify("inspect sandbox "+c.Name, err)
@@ -717,14 +729,7 @@ func (m *Manager) containerSessions(ctx context.Context, c Info) ([]RecoveredSes
 // Reattach follows a session listed by Sessions: its output after
 // StdoutOffset/StderrOffset, live, then its exit (at once for a finished
 // one). The result is a Process.
-func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error) {
-	if m.fleet != nil {
-		mb, err := m.memberNamed(rs.Engine)
-		if err != nil {
-			return nil, err
-		}
-		return mb.m.Reattach(ctx, rs)
-	}
+func (m *DockerEngine) Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error) {
 	cl, err := m.supervisorClient(ctx, rs.ContainerID)
 	if err != nil {
 		return nil, err
@@ -741,14 +746,7 @@ func (m *Manager) Reattach(ctx context.Context, rs RecoveredSession) (*Supervise
 }
 
 // ForgetSession drops a finished session from its sandbox's supervisor.
-func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) error {
-	if m.fleet != nil {
-		mb, err := m.memberByID(ctx, containerID)
-		if err != nil {
-			return err
-		}
-		return mb.m.ForgetSession(ctx, containerID, id)
-	}
+func (m *DockerEngine) ForgetSession(ctx context.Context, containerID, id string) error {
 	cl, err := m.supervisorClient(ctx, containerID)
 	if err != nil {
 		return err
@@ -758,7 +756,7 @@ func (m *Manager) ForgetSession(ctx context.Context, containerID, id string) err
 
 // supervisorFallback reports that a supervised sandbox was reached without
 // its supervisor.
-func (m *Manager) supervisorFallback(op string) {
+func (m *DockerEngine) supervisorFallback(op string) {
 	if m.obs != nil {
 		m.obs.SupervisorFallback(op)
 	}

@@ -57,7 +57,7 @@ func (localConn) Local() bool { return true }
 // child (the supervisor under docker-init), never a process of the
 // sandbox that replaced the socket file. The supervisor in turn accepts
 // only peers outside the container's pid namespace.
-func (m *Manager) dialLocal(ctx context.Context, id string) (supervisor.Conn, error) {
+func (m *DockerEngine) dialLocal(ctx context.Context, id string) (supervisor.Conn, error) {
 	insp, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if isNotFound(err) {
 		return nil, fmt.Errorf("sandbox %s: %w: %w", short(id), supervisor.ErrGone, err)

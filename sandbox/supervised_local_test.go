@@ -49,7 +49,7 @@ func TestSupervisedLocalSocket(t *testing.T) {
 	if out, _, code, _ := drain(t, mustSupervised(t, st)); out != "hi\n" || code != 0 {
 		t.Fatalf("first command: %q %d", out, code)
 	}
-	cl, err := m.supervisorClient(ctxT(t), st.Ensure.ID)
+	cl, err := m.first().supervisorClient(ctxT(t), st.Ensure.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestSupervisedLocalSocket(t *testing.T) {
 	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
 		t.Skipf("no host Docker socket to aim at: %v", err)
 	}
-	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, client.ContainerInspectOptions{})
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), st.Ensure.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func newManagerOpts(t *testing.T, mutate func(*Options)) *Manager {
 		defer cancel()
 		list, _ := m.List(ctx)
 		for _, c := range list {
-			_ = m.removeID(ctx, c.ID)
+			_ = m.first().removeID(ctx, c.ID)
 		}
 		_ = m.Close()
 	})
@@ -156,7 +156,7 @@ func TestSupervisedExec(t *testing.T) {
 	if !strings.HasPrefix(ps, SupervisorPath+" ") || !strings.HasSuffix(strings.TrimSpace(ps), "\n1") {
 		t.Fatalf("process table: %q", ps)
 	}
-	insp, err := m.cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
+	insp, err := m.first().cli.ContainerInspect(ctxT(t), st.Ensure.ID, clientInspect())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestSupervisedExec(t *testing.T) {
 	// Session state lives under /run/sandboxctl, the supervisor uid's:
 	// commands (the command uid) cannot read it.
 	cat := []string{"cat", "/run/sandboxctl/" + p.ID() + "/meta.json", "/run/sandboxctl/" + p.ID() + "/exit"}
-	if out, code, _ := m.run(ctxT(t), st.Ensure.ID, cat); code == 0 {
+	if out, code, _ := m.first().run(ctxT(t), st.Ensure.ID, cat); code == 0 {
 		t.Fatalf("a command read the supervisor's state: %q", out)
 	}
 	id, ok := identityOf(insp.Container.Config.Labels)
@@ -246,9 +246,9 @@ func TestSupervised32Concurrent(t *testing.T) {
 		t.Error(err)
 	}
 	// One connection served them all.
-	m.clients.mu.Lock()
-	n := len(m.clients.entries)
-	m.clients.mu.Unlock()
+	m.first().clients.mu.Lock()
+	n := len(m.first().clients.entries)
+	m.first().clients.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d supervisor connections, want 1", n)
 	}
@@ -257,7 +257,7 @@ func TestSupervised32Concurrent(t *testing.T) {
 func TestSupervisedStdinPTYAndResize(t *testing.T) {
 	m := newTestManager(t, nil)
 	s := Scope{AgentID: "io"}
-	st := startCmd(t, m, s, "cat; echo END", func(o *ExecOptions) { o.Stdin = true })
+	st := startCmd(t, m, s, "cat; echo END", func(o *ExecOptions) { o.KeepStdin = true })
 	p := mustSupervised(t, st)
 	if _, err := p.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestSupervisedStdinPTYAndResize(t *testing.T) {
 	}
 
 	st = startCmd(t, m, s, "stty size; tty >/dev/null && echo ISTTY; read x; stty size", func(o *ExecOptions) {
-		o.TTY, o.Stdin, o.Cols, o.Rows = true, true, 120, 30
+		o.PTY, o.KeepStdin, o.Cols, o.Rows = true, true, 120, 30
 	})
 	p = mustSupervised(t, st)
 	var mu sync.Mutex
@@ -322,7 +322,7 @@ func TestSupervisedReconnect(t *testing.T) {
 	got := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(p.Stdout()); got <- string(b) }()
 	time.Sleep(200 * time.Millisecond)
-	cl, err := m.supervisorClient(ctxT(t), st.Ensure.ID)
+	cl, err := m.first().supervisorClient(ctxT(t), st.Ensure.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,12 +356,12 @@ func TestSupervisedDurableSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.stateDir, Home: "/nonexistent", Labels: m.labels, Logf: t.Logf})
+	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.first().stateDir, Home: "/nonexistent", Labels: m.first().labels, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m2.Close() })
-	m2.wsRoot = m.wsRoot
+	m2.first().wsRoot = m.first().wsRoot
 	sessions, err := m2.Sessions(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -407,7 +407,7 @@ func TestSupervisedInputWait(t *testing.T) {
 	s := Scope{AgentID: "iw"}
 	mustSupervised(t, startCmd(t, m, s, "true", nil))
 	start := time.Now()
-	st := startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.Stdin = true })
+	st := startCmd(t, m, s, `read x; echo "got $x"`, func(o *ExecOptions) { o.KeepStdin = true })
 	p := mustSupervised(t, st)
 	select {
 	case <-p.InputWaitChanged():
@@ -531,7 +531,7 @@ func TestSupervisedSurvivesDaemonSIGKILL(t *testing.T) {
 	m := newTestManager(t, nil)
 	cfgJSON, _ := json.Marshal(m.cfg)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDaemon$", "-test.v")
-	cmd.Env = append(os.Environ(), "SANDBOXCTL_HELPER_DAEMON=1", "SANDBOXCTL_HELPER_CONFIG="+string(cfgJSON), "SANDBOXCTL_HELPER_STATE="+m.stateDir)
+	cmd.Env = append(os.Environ(), "SANDBOXCTL_HELPER_DAEMON=1", "SANDBOXCTL_HELPER_CONFIG="+string(cfgJSON), "SANDBOXCTL_HELPER_STATE="+m.first().stateDir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -588,7 +588,7 @@ wait:
 	_ = cmd.Wait()
 
 	// The restarted daemon.
-	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.stateDir, Home: t.TempDir(), Labels: m.labels, Logf: t.Logf})
+	m2, err := NewManager(context.Background(), Options{Config: m.cfg, StateDir: m.first().stateDir, Home: t.TempDir(), Labels: m.first().labels, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestSecurityWeakeningConfigRefused(t *testing.T) {
 		}
 	}
 	mgr := newTestManager(t, nil)
-	list, err := mgr.cli.ContainerList(ctxT(t), listAllWithPrefix(prefix))
+	list, err := mgr.first().cli.ContainerList(ctxT(t), listAllWithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

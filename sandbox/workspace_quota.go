@@ -29,14 +29,14 @@ const WorkspaceQuotaKind = "loop-mounted ext4 image (sparse file, nodev,nosuid)"
 var ErrWorkspaceNotEmpty = errors.New("workspace already holds files and has no quota volume")
 
 // workspaceImage is the image file of sandbox name's workspace.
-func (m *Manager) workspaceImage(name string) string {
+func (m *DockerEngine) workspaceImage(name string) string {
 	return filepath.Join(m.stateDir, "workspace-images", name+".img")
 }
 
 // ensureWorkspaceVolume mounts the quota volume of size bytes of sandbox
 // name on dir (the directory mounted writable at /workspace), making it on
 // first use. A dir that is a mount point already is left as it is.
-func (m *Manager) ensureWorkspaceVolume(ctx context.Context, name, dir string, size int64) error {
+func (m *DockerEngine) ensureWorkspaceVolume(ctx context.Context, name, dir string, size int64) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("workspace dir: %w", err)
 	}
@@ -110,7 +110,7 @@ func isMountPoint(dir string) (bool, error) {
 // ReleaseWorkspaceVolume unmounts the quota volume of scope s's workspace
 // and deletes its image (and so the workspace's files). A workspace without
 // one is left alone.
-func (m *Manager) ReleaseWorkspaceVolume(s Scope) error {
+func (m *DockerEngine) ReleaseWorkspaceVolume(s Scope) error {
 	scopeKey := ScopeKey(m.cfg.Scope, s)
 	name := ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey)
 	dir := m.layoutFor(scopeKey, name).WorkspaceHost

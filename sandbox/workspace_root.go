@@ -46,7 +46,7 @@ func legacyWorkspaceRoot(home string) string {
 // agents keep their files and their containers their mounts. It is logged
 // at every start, with how to separate them. Later starts find root as it
 // was left, so the choice is made once.
-func (m *Manager) prepareWorkspaceRoot(root, home string, configured bool) (string, error) {
+func (m *DockerEngine) prepareWorkspaceRoot(root, home string, configured bool) (string, error) {
 	if !configured {
 		if _, err := os.Lstat(root); errors.Is(err, os.ErrNotExist) {
 			legacy := legacyWorkspaceRoot(home)
@@ -89,7 +89,7 @@ func (m *Manager) prepareWorkspaceRoot(root, home string, configured bool) (stri
 // hasLegacyWorkspaces reports whether a sandbox of this state directory
 // (sandboxes.json, written by every sandboxctl since before workspaces
 // moved) has its workspace in legacy.
-func (m *Manager) hasLegacyWorkspaces(legacy string) bool {
+func (m *DockerEngine) hasLegacyWorkspaces(legacy string) bool {
 	data, err := os.ReadFile(filepath.Join(m.stateDir, "sandboxes.json"))
 	if err != nil {
 		return false
@@ -108,4 +108,4 @@ func (m *Manager) hasLegacyWorkspaces(legacy string) bool {
 
 // WorkspaceRoot is the host directory of this Manager's agent workspaces
 // (symlinks resolved).
-func (m *Manager) WorkspaceRoot() string { return m.wsRoot }
+func (m *DockerEngine) WorkspaceRoot() string { return m.wsRoot }

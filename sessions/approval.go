@@ -14,28 +14,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// ApprovalWaiter is implemented by a Guard whose approval-pending verdicts
-// can be awaited. The Manager then keeps the request as a session at once
-// (status running, output empty) and starts the command itself when a human
-// decided: allow → it runs as that session; deny or an expiry that
-// askFallback refuses → the session fails with the reason (SECURITY.md, "The guard").
-type ApprovalWaiter interface {
-	AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error)
-}
-
-// ApprovalKeeper is implemented by a Guard whose approval requests outlive
-// the daemon (the gateway's approvals.json). The Manager records which
-// session waits on a request (AttachSession); a restarted daemon's Recover
-// cancels every request not used yet (CancelUnused): the exec that waited
-// on it died with the previous daemon, so an allow-once given now would run
-// nothing, and must not wait to be used by a later identical request. Each
-// waiting session comes back failed, with the reason (issue 32 item 2).
-type ApprovalKeeper interface {
-	AttachSession(ctx context.Context, v GuardVerdict, sessionID string) error
-	CancelUnused(ctx context.Context, reason string) ([]CancelledApproval, error)
-}
-
-// CancelledApproval is a request CancelUnused cancelled, with the sessions
+// CancelledApproval is a request GuardCaps.CancelUnused cancelled, with the sessions
 // that waited on it.
 type CancelledApproval struct {
 	Slug                string
@@ -67,7 +46,8 @@ type approvalProcess struct {
 
 	mu          sync.Mutex
 	proc        Process
-	ready       chan struct{} // closed by attach or fail
+	sendSignal  func(ctx context.Context, sig syscall.Signal) error // the started command's (Started.Signal)
+	ready       chan struct{}                                       // closed by attach or fail
 	failErr     error
 	stdinClosed bool
 	cols, rows  int
@@ -170,15 +150,16 @@ func (a *approvalProcess) Wait(ctx context.Context) (int, string, error) {
 // Signal delivers sig once the approved command runs; before that there is
 // nothing to signal.
 func (a *approvalProcess) Signal(ctx context.Context, sig syscall.Signal) error {
-	p := a.started()
+	a.mu.Lock()
+	p, send := a.proc, a.sendSignal
+	a.mu.Unlock()
 	if p == nil {
 		return errors.New("the command has not started (it awaits approval); kill without a signal cancels it")
 	}
-	sg, ok := p.(Signaler)
-	if !ok {
+	if send == nil {
 		return errSignalUnsupported
 	}
-	return sg.Signal(ctx, sig)
+	return send(ctx, sig)
 }
 
 func (a *approvalProcess) Kill(ctx context.Context) error {
@@ -192,7 +173,8 @@ func (a *approvalProcess) Kill(ctx context.Context) error {
 
 // attach hands over to the started command; false when the wait already
 // ended (killed), in which case the caller must kill proc.
-func (a *approvalProcess) attach(proc Process) bool {
+func (a *approvalProcess) attach(st Started) bool {
+	proc := st.Process
 	a.mu.Lock()
 	select {
 	case <-a.ready:
@@ -200,7 +182,7 @@ func (a *approvalProcess) attach(proc Process) bool {
 		return false
 	default:
 	}
-	a.proc = proc
+	a.proc, a.sendSignal = proc, st.Signal
 	closeStdin, cols, rows := a.stdinClosed, a.cols, a.rows
 	close(a.ready)
 	a.mu.Unlock()
@@ -244,7 +226,7 @@ func (a *approvalProcess) fail(err error) {
 
 // startAfterApproval keeps an approval-pending exec as a background session
 // and starts its command once the guard's approval is decided.
-func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (api.Result, error) {
+func (m *Manager) startAfterApproval(v GuardVerdict, plan execPlan, host Host, spec StartSpec, warnings []string) (api.Result, error) {
 	id, err := m.reserveID(plan.p.AgentID)
 	if err != nil {
 		return api.Result{}, err
@@ -253,7 +235,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	waitCtx, cancel := context.WithCancel(m.ctx)
 	slug := v.Approval.ApprovalSlug
 	proc := newApprovalProcess(spec.PTY, "waiting for approval "+slug, cancel)
-	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, Started{Process: proc}, plan.keepStdin)
+	s := m.newSession(plan.p, plan.host, spec.Dir, plan.p.Command, Started{Process: proc, Signal: proc.Signal}, plan.keepStdin)
 	s.id = id
 	s.reqID, s.actor, s.node = plan.reqID, plan.actor, m.nodeOf(plan)
 	s.visible = true
@@ -262,10 +244,10 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 		cancel()
 		return api.Result{}, err
 	}
-	if k, ok := m.guard.(ApprovalKeeper); ok {
+	if attach := v.Pending.Attach; attach != nil {
 		// Without the record, a restart still cancels the request; only
 		// this session would not come back to say so.
-		if err := k.AttachSession(m.ctx, v, id); err != nil {
+		if err := attach(m.ctx, id); err != nil {
 			m.logf("sessions: approval %s: record session %s: %v", slug, id, err)
 		}
 	}
@@ -282,7 +264,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
-		final, err := w.AwaitApproval(waitCtx, v)
+		final, err := v.Pending.Await(waitCtx)
 		s.mu.Lock()
 		s.awaitingApproval = false
 		s.mu.Unlock()
@@ -310,7 +292,7 @@ func (m *Manager) startAfterApproval(w ApprovalWaiter, v GuardVerdict, plan exec
 			proc.fail(fmt.Errorf("start after approval: %w", err))
 			return
 		}
-		if !proc.attach(real.Process) {
+		if !proc.attach(real) {
 			kctx, kcancel := context.WithTimeout(context.Background(), killCallTimeout)
 			_ = real.Kill(kctx)
 			kcancel()

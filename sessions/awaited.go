@@ -20,7 +20,7 @@ import (
 )
 
 // awaitedRecord is a running background session of a host whose sessions
-// come back late after a daemon restart (a LateRecoverer: an Engine that
+// come back late after a daemon restart (HostCaps.Later: an Engine that
 // may not answer yet, a node that has not reconnected yet). A restarted
 // daemon shows it as a placeholder session, in doubt, until its host
 // brings it back (issue 32 items 5 and 9): never "No session found".
@@ -167,7 +167,7 @@ func (a *awaitedStore) writeLocked() (usedReserve bool, err error) {
 // host brings its sessions back late after a restart, else nil; await
 // writes it (without s.mu held).
 func (m *Manager) awaitRecordLocked(s *session) *awaitedRecord {
-	if _, ok := m.hosts[s.host].(LateRecoverer); !ok || s.finished || s.awaited {
+	if !m.capsOf(s.host).late() || s.finished || s.awaited {
 		return nil
 	}
 	s.awaited = true
@@ -198,7 +198,7 @@ func (m *Manager) await(s *session, r *awaitedRecord) {
 var errAwaited = fmt.Errorf("%w: its host has not brought it back since the daemon restarted", ErrHostUnavailable)
 
 // unreachable is the error of action on s while its host cannot reach it
-// (a placeholder, or a process in doubt: hostapi.Doubter), else nil: the
+// (a placeholder, or a process in doubt: Started.Doubt), else nil: the
 // action would not be delivered, and the command may still run.
 func (s *session) unreachable(action string) error {
 	s.mu.Lock()
@@ -253,10 +253,11 @@ func (m *Manager) placeAwaited(host vocab.Host) {
 		if r.Host != host {
 			continue
 		}
+		ap := &awaitedProc{doubt: awaitedDoubt(host, r.Place)}
 		s := &session{
 			scope: scopeKey(r.AgentID, r.SessionKey), agentID: r.AgentID, sessionKey: r.SessionKey,
 			command: r.Command, name: deriveName(r.Command), cwd: r.Cwd, host: host, pty: r.PTY,
-			proc: &awaitedProc{doubt: awaitedDoubt(host, r.Place)}, place: r.Place, placeholder: true, awaited: true,
+			proc: ap, doubt: ap.Doubt, place: r.Place, placeholder: true, awaited: true,
 			startedAt: r.StartedAt, startedReal: time.Now(),
 			agg: output.NewLog(m.lim.MaxOutputChars), pendOut: output.NewTail(m.lim.PendingMaxOutputChars),
 			pendErr: output.NewTail(m.lim.PendingMaxOutputChars), visible: true, done: make(chan struct{}),
@@ -272,7 +273,7 @@ func (m *Manager) placeAwaited(host vocab.Host) {
 		s.id = r.ID
 		m.sessions[s.id] = s
 		m.mu.Unlock()
-		m.logf("sessions: %s session %s (%s) awaits its host: %s", host, r.ID, r.Command, s.proc.(*awaitedProc).doubt)
+		m.logf("sessions: %s session %s (%s) awaits its host: %s", host, r.ID, r.Command, ap.doubt)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // cursorStore keeps, per session of a host whose sessions outlive the
-// daemon (a Recoverer), how much of its output polls have delivered: a
+// daemon (HostCaps.Recover), how much of its output polls have delivered: a
 // raw byte position in the session's output (both streams counted). A
 // restarted daemon resumes the next poll there instead of repeating what
 // the agent already saw. The file is small and written atomically on each
@@ -118,10 +118,10 @@ func undelivered(output []byte, covered, delivered int64, known bool) []byte {
 }
 
 // cursorKey is the key of a session's cursor: its id, prefixed with its
-// host for a host whose sessions come back late (a LateRecoverer): Recover
+// host for a host whose sessions come back late (HostCaps.Later): Recover
 // cannot know yet which of those still exist, and keeps their cursors.
 func (m *Manager) cursorKey(host vocab.Host, id string) string {
-	if _, ok := m.hosts[host].(LateRecoverer); ok {
+	if m.capsOf(host).late() {
 		return string(host) + "/" + id
 	}
 	return id
@@ -155,7 +155,7 @@ func (m *Manager) retainCursors() {
 	m.mu.Unlock()
 	var late []string
 	for name, h := range m.hosts {
-		if _, ok := h.(LateRecoverer); ok {
+		if h.Caps().late() {
 			late = append(late, string(name)+"/")
 		}
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // doubtingProc is a fakeProc whose host can lose sight of it
-// (hostapi.Doubter), as a sandbox command does while its Engine stalls.
+// (Started.Doubt), as a sandbox command does while its Engine stalls.
 type doubtingProc struct {
 	*fakeProc
 	mu    sync.Mutex
@@ -77,7 +77,7 @@ func TestDoubtedSessionNotFailed(t *testing.T) {
 	}
 }
 
-// lateHost is a fakeHost whose sessions come back late (LateRecoverer).
+// lateHost is a fakeHost whose sessions come back late (HostCaps.Later).
 type lateHost struct {
 	*fakeHost
 	late chan RecoveredSession
@@ -85,6 +85,7 @@ type lateHost struct {
 
 func (h *lateHost) Recover(context.Context) ([]RecoveredSession, error) { return nil, nil }
 func (h *lateHost) Later(context.Context) <-chan RecoveredSession       { return h.late }
+func (h *lateHost) Caps() HostCaps                                      { return HostCaps{Recover: h.Recover, Later: h.Later} }
 
 // TestAwaitedSessionsAfterRestart: a background session of a host whose
 // sessions come back late is shown by the next Manager on the same state,

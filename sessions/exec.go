@@ -134,8 +134,8 @@ func (m *Manager) exec(ctx context.Context, p api.ExecParams, started func(toola
 			_ = m.record(ctx, approvalRecord(reqID, plan, v.Approval, spec.Command))
 			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: v.Approval,
 				Text: fmt.Sprintf("Approval requested (%v) :: %s", v.Approval.ApprovalSlug, spec.Command)})
-			if w, ok := m.guard.(ApprovalWaiter); ok && v.Ticket != nil {
-				return m.startAfterApproval(w, v, plan, host, spec, warnings)
+			if v.Pending != nil {
+				return m.startAfterApproval(v, plan, host, spec, warnings)
 			}
 			return approvalResult(v.Approval, plan, spec.Command, spec.Dir, warnings), nil
 		default:
@@ -194,11 +194,8 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 		return api.Result{}, err
 	}
 	// A foreground run on a host that detects input waits keeps stdin open
-	// and returns early if the command blocks on it (see InputWaitHost).
-	watchInput := false
-	if iwh, ok := host.(InputWaitHost); ok && !plan.keepStdin && iwh.DetectsInputWait() {
-		watchInput = true
-	}
+	// and returns early if the command blocks on it (see HostCaps.InputWait).
+	watchInput := !plan.keepStdin && host.Caps().InputWait
 	started := spec
 	started.SessionID = id
 	started.KeepStdin = spec.KeepStdin || watchInput
@@ -217,10 +214,11 @@ func (m *Manager) start(ctx context.Context, plan execPlan, host Host, spec Star
 			_ = m.record(ctx, approvalRecord(plan.reqID, plan, approval, spec.Command))
 			m.Publish(api.Event{Type: vocab.EventApproval, AgentID: p.AgentID, SessionKey: p.SessionKey, Details: approval,
 				Text: fmt.Sprintf("Approval requested on node %s (%v) :: %s", p.Node, approval.ApprovalSlug, spec.Command)})
-			if w, ok := host.(ApprovalWaiter); ok {
+			if await := host.Caps().AwaitApproval; await != nil {
 				// As on the gateway: the request is a session now, and its
 				// command starts once a human decided on the node.
-				return m.startAfterApproval(w, GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: approval, Ticket: pe}, plan, host, spec, warnings)
+				pending := &PendingApproval{Await: func(ctx context.Context) (GuardVerdict, error) { return await(ctx, pe) }}
+				return m.startAfterApproval(GuardVerdict{Decision: vocab.DecisionApprovalPending, Approval: approval, Pending: pending}, plan, host, spec, warnings)
 			}
 			return approvalResult(approval, plan, spec.Command, spec.Dir, warnings), nil
 		}

@@ -382,6 +382,8 @@ func (f guardFunc) Check(ctx context.Context, req GuardRequest) (GuardVerdict, e
 	return f(ctx, req)
 }
 
+func (f guardFunc) Caps() GuardCaps { return GuardCaps{} }
+
 func TestExecSecurityWithoutGuard(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,8 @@ type fakeHost struct {
 	mu    sync.Mutex
 	specs []StartSpec
 }
+
+func (h *fakeHost) Caps() HostCaps { return HostCaps{} }
 
 func (h *fakeHost) ResolveWorkdir(ctx context.Context, agentID, sessionKey, requested string) (string, string, error) {
 	if h.resolveFunc != nil {
@@ -57,6 +60,14 @@ func (h *fakeHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	}
 	if iw, ok := p.(InputWaiter); ok && iw.InputWaitChanged() != nil {
 		st.InputWait = iw
+	}
+	if d, ok := p.(interface{ Doubt() string }); ok {
+		st.Doubt = d.Doubt
+	}
+	if sg, ok := p.(interface {
+		Signal(context.Context, syscall.Signal) error
+	}); ok {
+		st.Signal = sg.Signal
 	}
 	return st, nil
 }

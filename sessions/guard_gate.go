@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -52,24 +51,35 @@ func (g *GateGuard) Check(ctx context.Context, req GuardRequest) (GuardVerdict, 
 	if err != nil {
 		return GuardVerdict{}, err
 	}
-	return toGuardVerdict(v), nil
+	out := toGuardVerdict(v)
+	if v.Decision == vocab.DecisionApprovalPending && v.Pending != nil {
+		out.Pending = g.pending(v)
+	}
+	return out, nil
 }
 
-// AwaitApproval implements ApprovalWaiter: it blocks until a human decided
-// (or the request expired into askFallback).
-func (g *GateGuard) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error) {
-	gv, ok := v.Ticket.(guard.GateVerdict)
-	if !ok {
-		return GuardVerdict{}, errors.New("guard: approval ticket of another guard")
+// pending is the gate's pending approval v as the Manager awaits it: Await
+// blocks until a human decided (or the request expired into askFallback);
+// Attach records the waiting session in approvals.json.
+func (g *GateGuard) pending(v guard.GateVerdict) *PendingApproval {
+	return &PendingApproval{
+		Await: func(ctx context.Context) (GuardVerdict, error) {
+			final, err := g.gate.Await(ctx, v)
+			if err != nil {
+				return GuardVerdict{}, err
+			}
+			out := toGuardVerdict(final)
+			out.Expired = final.Expired
+			return out, nil
+		},
+		Attach: func(ctx context.Context, sessionID string) error {
+			return g.gate.Store.AttachSession(ctx, v.Pending.ID, sessionID)
+		},
 	}
-	final, err := g.gate.Await(ctx, gv)
-	if err != nil {
-		return GuardVerdict{}, err
-	}
-	gv2 := toGuardVerdict(final)
-	gv2.Expired = final.Expired
-	return gv2, nil
 }
+
+// Caps implements Guard: the gate's approval requests outlive the daemon.
+func (g *GateGuard) Caps() GuardCaps { return GuardCaps{CancelUnused: g.cancelUnused} }
 
 func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 	switch v.Decision {
@@ -77,7 +87,7 @@ func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 		return GuardVerdict{Decision: vocab.DecisionRun, Reason: v.Reason, Command: v.Command, Confine: v.Confine}
 	case vocab.DecisionApprovalPending:
 		p := v.Pending
-		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Ticket: v, Approval: api.Details{
+		return GuardVerdict{Decision: vocab.DecisionApprovalPending, Reason: v.Reason, Approval: api.Details{
 			ApprovalID: p.ID, ApprovalSlug: p.Slug, ExpiresAtMs: p.ExpiresAtMs,
 			Host: string(p.Host), Command: p.Command, Cwd: p.Cwd, NodeID: new(p.NodeID),
 			Argv: p.Argv, Env: api.EnvOf(p.Env), AgentID: new(p.AgentID), SessionKey: new(p.SessionKey),
@@ -88,17 +98,8 @@ func toGuardVerdict(v guard.GateVerdict) GuardVerdict {
 	}
 }
 
-// AttachSession implements ApprovalKeeper.
-func (g *GateGuard) AttachSession(ctx context.Context, v GuardVerdict, sessionID string) error {
-	gv, ok := v.Ticket.(guard.GateVerdict)
-	if !ok || gv.Pending == nil {
-		return errors.New("guard: approval ticket of another guard")
-	}
-	return g.gate.Store.AttachSession(ctx, gv.Pending.ID, sessionID)
-}
-
-// CancelUnused implements ApprovalKeeper.
-func (g *GateGuard) CancelUnused(ctx context.Context, reason string) ([]CancelledApproval, error) {
+// cancelUnused is GuardCaps.CancelUnused.
+func (g *GateGuard) cancelUnused(ctx context.Context, reason string) ([]CancelledApproval, error) {
 	list, err := g.gate.Store.CancelUnused(ctx, reason)
 	out := make([]CancelledApproval, 0, len(list))
 	for _, p := range list {

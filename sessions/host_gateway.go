@@ -46,5 +46,9 @@ func (g *gatewayHost) Start(ctx context.Context, spec StartSpec) (Started, error
 	if err != nil {
 		return Started{}, fmt.Errorf("gateway: %w", err)
 	}
-	return Started{Process: p, Warnings: p.Warnings()}, nil
+	return Started{Process: p, Warnings: p.Warnings(), Signal: p.Signal}, nil
 }
+
+// Caps implements Host: the plain gateway host keeps nothing across a
+// restart and cannot see input waits (the supervised one can).
+func (g *gatewayHost) Caps() HostCaps { return HostCaps{} }

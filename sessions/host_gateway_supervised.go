@@ -51,14 +51,17 @@ func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Star
 	return st, nil
 }
 
-// DetectsInputWait implements InputWaitHost: the supervisor sees, from the
-// kernel, when a command blocks reading its stdin.
-func (g *supervisedGatewayHost) DetectsInputWait() bool { return true }
+// Caps implements Host: the supervisor sees, from the kernel, when a
+// command blocks reading its stdin, and keeps sessions across the daemon's
+// restart.
+func (g *supervisedGatewayHost) Caps() HostCaps {
+	return HostCaps{InputWait: true, Recover: g.recover}
+}
 
-// Recover implements Recoverer: the sessions the host supervisor kept
+// recover is HostCaps.Recover: the sessions the host supervisor kept
 // across the daemon's restart, and those of a supervisor that died, as
 // lost.
-func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession, error) {
+func (g *supervisedGatewayHost) recover(ctx context.Context) ([]RecoveredSession, error) {
 	found, lost, err := g.sup.Sessions(ctx)
 	out := make([]RecoveredSession, 0, len(found)+len(lost))
 	for _, l := range lost {
@@ -91,7 +94,7 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 			Output: f.Output, Covered: f.StdoutOffset + f.StderrOffset,
 			// A finished one's handle serves Forget: without it the
 			// session would come back after every restart.
-			Started: g.started(f.Proc),
+			Started: g.started(f.Proc), Skipped: f.Proc.Skipped,
 		}
 		if !in.Running && in.Exit != nil {
 			r.Finished, r.ExitCode, r.Signal, r.EndedAt = true, in.Exit.Code, in.Exit.Signal, time.UnixMilli(in.Exit.EndedAt)
@@ -108,5 +111,5 @@ func (g *supervisedGatewayHost) Recover(ctx context.Context) ([]RecoveredSession
 // Forget drops the finished session from the host supervisor, which would
 // otherwise offer it to a restarted daemon.
 func (g *supervisedGatewayHost) started(p *supervisor.Proc) Started {
-	return Started{Process: p, InputWait: p, Forget: func(ctx context.Context) error { return g.sup.Forget(ctx, p.ID()) }}
+	return Started{Process: p, InputWait: p, Signal: p.Signal, Forget: func(ctx context.Context) error { return g.sup.Forget(ctx, p.ID()) }}
 }

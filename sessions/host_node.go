@@ -56,17 +56,23 @@ func (h *nodeHost) Start(ctx context.Context, spec StartSpec) (Started, error) {
 	if err != nil {
 		return Started{}, fmt.Errorf("node: %w", err)
 	}
-	return Started{Process: p, Warnings: p.Warnings(), Place: fmt.Sprintf("node %q", p.Node())}, nil
+	return Started{Process: p, Warnings: p.Warnings(), Place: fmt.Sprintf("node %q", p.Node()), Doubt: p.Doubt}, nil
 }
 
-// Recover implements Recoverer: nothing comes back at the daemon's start
-// (no node is connected yet); see Later.
-func (h *nodeHost) Recover(context.Context) ([]RecoveredSession, error) { return nil, nil }
+// Caps implements Host: a node's runs come back when it reconnects, and a
+// node asks its own human for approvals.
+func (h *nodeHost) Caps() HostCaps {
+	return HostCaps{Recover: h.recover, Later: h.later, AwaitApproval: h.awaitApproval}
+}
 
-// Later implements LateRecoverer: the runs that an earlier incarnation of
+// recover is HostCaps.Recover: nothing comes back at the daemon's start
+// (no node is connected yet); see later.
+func (h *nodeHost) recover(context.Context) ([]RecoveredSession, error) { return nil, nil }
+
+// later is HostCaps.Later: the runs that an earlier incarnation of
 // this daemon started on a node, as the node reconnects, with the output the
 // node kept; each one keeps its session id.
-func (h *nodeHost) Later(ctx context.Context) <-chan RecoveredSession {
+func (h *nodeHost) later(ctx context.Context) <-chan RecoveredSession {
 	in := h.reg.Adoptions()
 	out := make(chan RecoveredSession)
 	go func() {
@@ -79,7 +85,7 @@ func (h *nodeHost) Later(ctx context.Context) <-chan RecoveredSession {
 				rs := RecoveredSession{
 					ID: st.SessionID, Command: st.Command, Cwd: st.Cwd, AgentID: st.AgentID, SessionKey: st.SessionKey,
 					PTY: st.PTY, StdinOpen: st.Stdin && st.Running, PID: st.PID, StartedAt: time.UnixMilli(st.StartedAtMs),
-					Output: a.Output, Covered: a.Covered, Started: Started{Process: a.Process},
+					Output: a.Output, Covered: a.Covered, Started: Started{Process: a.Process, Doubt: a.Process.Doubt},
 				}
 				select {
 				case out <- rs:
@@ -95,16 +101,11 @@ func (h *nodeHost) Later(ctx context.Context) <-chan RecoveredSession {
 // nodeApprovalPoll is how often a node is asked whether a human decided.
 const nodeApprovalPoll = 250 * time.Millisecond
 
-// AwaitApproval implements ApprovalWaiter for an approval pending on a node
-// (v.Ticket is its *nodeexec.ApprovalPendingError): it waits until a human
-// decided there. Allowed, or expired, the command is asked for again and
-// the node decides under its own record (an expiry applies the node's
-// askFallback); denied, it is denied.
-func (h *nodeHost) AwaitApproval(ctx context.Context, v GuardVerdict) (GuardVerdict, error) {
-	pe, ok := v.Ticket.(*nodeexec.ApprovalPendingError)
-	if !ok {
-		return GuardVerdict{}, fmt.Errorf("node approval: unexpected ticket %T", v.Ticket)
-	}
+// awaitApproval is HostCaps.AwaitApproval for an approval pending on a
+// node: it waits until a human decided there. Allowed, or expired, the
+// command is asked for again and the node decides under its own record (an
+// expiry applies the node's askFallback); denied, it is denied.
+func (h *nodeHost) awaitApproval(ctx context.Context, pe *nodeexec.ApprovalPendingError) (GuardVerdict, error) {
 	node := pe.Approval.NodeID
 	if node == "" {
 		node = pe.Node

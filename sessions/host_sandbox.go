@@ -16,7 +16,7 @@ import (
 type SandboxHost struct {
 	m *sandbox.Manager
 	// late carries the sessions re-adopted once an Engine that did not
-	// answer at Recover answers again (LateRecoverer); lateCtx is the
+	// answer at Recover answers again (HostCaps.Later); lateCtx is the
 	// Manager's, from Later.
 	late    chan RecoveredSession
 	lateCtx context.Context
@@ -31,7 +31,13 @@ func NewSandboxHost(m *sandbox.Manager) *SandboxHost {
 // that did not answer at the daemon's start for its sessions again.
 const recoverRetryEvery = 2 * time.Second
 
-// Later implements LateRecoverer: the sessions of an Engine that was down
+// Caps implements Host: supervised sandboxes see input waits, and their
+// sessions outlive the daemon (an Engine that was down comes back late).
+func (h *SandboxHost) Caps() HostCaps {
+	return HostCaps{InputWait: h.m.Supervised(), Recover: h.Recover, Later: h.Later}
+}
+
+// Later is HostCaps.Later: the sessions of an Engine that was down
 // when the daemon started come back once it answers (issue 32 item 5).
 func (h *SandboxHost) Later(ctx context.Context) <-chan RecoveredSession {
 	h.lateCtx = ctx
@@ -99,14 +105,14 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 	}
 	sort.Strings(env)
 	st, err := h.m.Start(ctx, sandbox.Scope{AgentID: spec.AgentID, SessionKey: spec.SessionKey}, sandbox.ExecOptions{
-		Cmd:        append(slices.Clone(sandboxRunner), spec.Command),
-		Env:        env,
-		WorkingDir: spec.Dir,
-		TTY:        spec.PTY,
-		Stdin:      spec.KeepStdin || spec.PTY,
-		Cols:       spec.Cols,
-		Rows:       spec.Rows,
-		StartWait:  spec.StartWait,
+		Cmd:       append(slices.Clone(sandboxRunner), spec.Command),
+		Env:       env,
+		Dir:       spec.Dir,
+		PTY:       spec.PTY,
+		KeepStdin: spec.KeepStdin || spec.PTY,
+		Cols:      spec.Cols,
+		Rows:      spec.Rows,
+		StartWait: spec.StartWait,
 		// A supervised sandbox keeps these with the session, so a restarted
 		// daemon re-adopts it under the same id and scope (Recover).
 		Meta: map[string]string{
@@ -125,10 +131,6 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 	return out, nil
 }
 
-// DetectsInputWait implements InputWaitHost: supervised sandboxes see, from
-// the kernel, when a command blocks reading its stdin.
-func (h *SandboxHost) DetectsInputWait() bool { return h.m.Supervised() }
-
 // Keys of the session metadata kept by a supervisor (of a sandbox or of
 // the gateway host).
 const (
@@ -139,7 +141,7 @@ const (
 	metaSessionKey = "sessionKey"
 )
 
-// Recover implements Recoverer: the sessions that the supervisors of the
+// Recover is HostCaps.Recover: the sessions that the supervisors of the
 // running sandboxes still hold (running and finished), with their output,
 // re-adopted by a restarted daemon. Plain-path sandboxes keep nothing.
 //
@@ -203,26 +205,13 @@ func (h *SandboxHost) recover(ctx context.Context, adopted map[string]bool) ([]R
 				errs = append(errs, err)
 				continue
 			}
-			r.Started = sandboxStarted(p)
+			r.Started, r.Skipped = sandboxStarted(p), p.Skipped
 		}
 		out = append(out, r)
 	}
 	return out, errors.Join(errs...)
 }
 
-// sandboxStarted is a command in a sandbox. On the supervisor path it
-// reports input waits, and Forget drops the finished session from the
-// supervisor, which would otherwise offer it to a restarted daemon.
-func sandboxStarted(p sandbox.Process) Started {
-	se, ok := p.(*sandbox.SupervisedExec)
-	if !ok {
-		return Started{Process: p}
-	}
-	out := Started{Process: p, Forget: se.Forget}
-	if se.DetectsInputWait() {
-		// Not under gVisor, whose /proc cannot tell: there a
-		// foreground command gets EOF at once instead.
-		out.InputWait = se
-	}
-	return out
-}
+// sandboxStarted is a command in a sandbox, with what it can do
+// (sandbox.Process.HostStarted).
+func sandboxStarted(p sandbox.Process) Started { return p.HostStarted() }

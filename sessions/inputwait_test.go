@@ -17,7 +17,7 @@ type inputWaitHost struct {
 	detects bool
 }
 
-func (h *inputWaitHost) DetectsInputWait() bool { return h.detects }
+func (h *inputWaitHost) Caps() HostCaps { return HostCaps{InputWait: h.detects} }
 
 type inputWaitProc struct {
 	*fakeProc

@@ -269,7 +269,7 @@ func (m *Manager) poll(ctx context.Context, s *session, p api.ProcessParams) (ap
 		state = fmt.Sprintf("Process failed: %s.", s.reason)
 	}
 	s.mu.Unlock()
-	if _, ok := m.hosts[s.host].(Recoverer); ok {
+	if m.capsOf(s.host).Recover != nil {
 		if err := m.cursors.set(m.cursorKey(s.host, s.id), delivered); err != nil {
 			m.logf("sessions: %s: %v", s.id, err)
 		}
@@ -474,11 +474,10 @@ func (m *Manager) signalAction(ctx context.Context, s *session, sig syscall.Sign
 		s.mu.Unlock()
 		return textResult(fmt.Sprintf("Session %s is not running (%s).", s.id, status), d), nil
 	}
-	sg, ok := s.proc.(Signaler)
-	if !ok {
+	if s.sendSignal == nil {
 		return api.Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
 	}
-	if err := sg.Signal(ctx, sig); err != nil {
+	if err := s.sendSignal(ctx, sig); err != nil {
 		if errors.Is(err, errSignalUnsupported) {
 			return api.Result{}, inputErr("signal", "the %s host cannot deliver %s; omit signal to end the session (SIGTERM, then SIGKILL)", s.host, name)
 		}

@@ -14,24 +14,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
-// Recoverer is implemented by a Host whose sessions outlive the daemon (the
-// supervised sandbox keeps output and exit status inside the container, docs/tools.md,
-// "process"). A restarted daemon calls Manager.Recover once, which lists them here
-// and adopts them as background sessions.
-type Recoverer interface {
-	Recover(ctx context.Context) ([]RecoveredSession, error)
-}
-
-// LateRecoverer is a Recoverer whose kept sessions come back later, one by
-// one, rather than at Recover: a node's runs, when the node reconnects to
-// the restarted daemon. Manager.Recover adopts each session Later delivers
-// until the Manager is closed (ctx ends then).
-type LateRecoverer interface {
-	Recoverer
-	Later(ctx context.Context) <-chan RecoveredSession
-}
-
-// RecoveredSession is one session found by a Recoverer.
+// RecoveredSession is one session found by a host's HostCaps.Recover.
 type RecoveredSession struct {
 	// ID is the session id to keep, if the host knows it; "" or an id already
 	// in use gets a fresh one.
@@ -51,6 +34,11 @@ type RecoveredSession struct {
 	// reports, with Skipped, output the host dropped in between).
 	Output  []byte
 	Covered int64
+	// Skipped, when set, is how much output after Covered the host no
+	// longer had when it re-attached the running process (a supervisor
+	// drops the oldest output it keeps): the process streams from that far
+	// past Covered.
+	Skipped func() int64
 	// Finished sessions carry their end; running ones carry the started
 	// Process, which streams the output after Output and reports the exit
 	// (a finished one may carry it for Forget).
@@ -65,7 +53,7 @@ type RecoveredSession struct {
 	Started
 }
 
-// Recover adopts the sessions that hosts implementing Recoverer still hold:
+// Recover adopts the sessions that hosts with HostCaps.Recover still hold:
 // they become background sessions of their scope (listed, polled, logged,
 // killed like any other). It returns how many it adopted; a host that fails
 // is reported in the error while the others are still adopted.
@@ -84,18 +72,18 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 		errs = append(errs, err)
 	}
 	for _, name := range names {
-		rec, ok := m.hosts[name].(Recoverer)
-		if !ok {
+		caps := m.capsOf(name)
+		if caps.Recover == nil {
 			continue
 		}
 		var late <-chan RecoveredSession
-		if lr, ok := rec.(LateRecoverer); ok {
+		if caps.late() {
 			// Its running sessions show, in doubt, until it brings
 			// them back.
 			m.placeAwaited(name)
-			late = lr.Later(m.ctx)
+			late = caps.Later(m.ctx)
 		}
-		list, err := rec.Recover(ctx)
+		list, err := caps.Recover(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recover %s sessions: %w", name, err))
 		}
@@ -117,14 +105,13 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 }
 
 // recoverApprovals cancels the approval requests the previous daemon left
-// unused (ApprovalKeeper) and brings back each session that waited on one
+// unused (GuardCaps.CancelUnused) and brings back each session that waited on one
 // as failed, with the reason and an exit event.
 func (m *Manager) recoverApprovals(ctx context.Context) (int, error) {
-	k, ok := m.guard.(ApprovalKeeper)
-	if !ok {
+	if m.guard == nil || m.guard.Caps().CancelUnused == nil {
 		return 0, nil
 	}
-	list, err := k.CancelUnused(ctx, approvalCancelReason)
+	list, err := m.guard.Caps().CancelUnused(ctx, approvalCancelReason)
 	if err != nil {
 		return 0, fmt.Errorf("cancel the previous daemon's approval requests: %w", err)
 	}
@@ -190,13 +177,6 @@ func (m *Manager) adoptLater(host vocab.Host, ch <-chan RecoveredSession) {
 	}()
 }
 
-// skipper is a recovered Process that can report how much output after
-// RecoveredSession.Covered its host no longer had when it was re-attached
-// (*supervisor.Proc).
-type skipper interface {
-	Skipped() int64
-}
-
 func (m *Manager) adopt(host vocab.Host, rs RecoveredSession) error {
 	_, err := m.adoptSession(host, rs)
 	return err
@@ -207,8 +187,8 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 	if !rs.Finished && rs.Process == nil {
 		return nil, errors.New("running session without a process")
 	}
-	if sk, ok := rs.Process.(skipper); ok {
-		if n := sk.Skipped(); n > 0 {
+	if rs.Skipped != nil {
+		if n := rs.Skipped(); n > 0 {
 			// The process streams from n bytes past the kept output: the
 			// kept output ends before a gap, and goes with it, so that
 			// every offset stays true.
@@ -227,6 +207,8 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 		proc:        rs.Process,
 		inputWait:   rs.InputWait,
 		forget:      rs.Forget,
+		sendSignal:  rs.Started.Signal, // rs.Signal is how a finished one ended
+		doubt:       rs.Doubt,
 		pid:         rs.PID,
 		startedAt:   rs.StartedAt,
 		startedReal: time.Now(),

@@ -22,6 +22,8 @@ func (h recoveringHost) Recover(ctx context.Context) ([]RecoveredSession, error)
 	return h.recoverFunc(ctx)
 }
 
+func (h recoveringHost) Caps() HostCaps { return HostCaps{Recover: h.Recover} }
+
 func TestRecover(t *testing.T) {
 	clk := newClock()
 	live := newFakeProc(false)

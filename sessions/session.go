@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -48,8 +49,10 @@ type session struct {
 	// after a restart (placeAwaited).
 	place                string
 	awaited, placeholder bool
-	inputWait            InputWaiter                     // nil: the host cannot tell
-	forget               func(ctx context.Context) error // nil: the host keeps nothing
+	inputWait            InputWaiter                                         // nil: the host cannot tell
+	forget               func(ctx context.Context) error                     // nil: the host keeps nothing
+	sendSignal           func(ctx context.Context, sig syscall.Signal) error // nil: the host cannot signal
+	doubt                func() string                                       // nil: the host never loses sight of it
 	pid                  int
 	startedAt            time.Time // by the injected clock (results, list, TTL)
 	startedReal          time.Time // by the real clock (timeouts run on real timers)
@@ -108,6 +111,8 @@ func (m *Manager) newSession(p api.ExecParams, host vocab.Host, cwd, command str
 		inputWait:   st.InputWait,
 		place:       st.Place,
 		forget:      st.Forget,
+		sendSignal:  st.Signal,
+		doubt:       st.Doubt,
 		pid:         st.PID(),
 		startedAt:   m.now(),
 		startedReal: time.Now(),
@@ -459,13 +464,13 @@ func (s *session) stateDetailsLocked() api.Details {
 }
 
 // doubtLocked is why the state of a running session is unknown right now
-// (hostapi.Doubter: its host lost sight of it), "" when it is known.
+// (Started.Doubt: its host lost sight of it), "" when it is known.
 func (s *session) doubtLocked() string {
 	if s.finished {
 		return ""
 	}
-	if d, ok := s.proc.(hostapi.Doubter); ok {
-		return d.Doubt()
+	if s.doubt != nil {
+		return s.doubt()
 	}
 	return ""
 }

@@ -161,16 +161,14 @@ func (s *Server) run(ctx context.Context, rec record, line string) error {
 	return nil
 }
 
+// quoteAll is the shell line of words (shellword.Join), a word that has
+// no POSIX form being the caller's bad argument.
 func quoteAll(words ...string) (string, error) {
-	out := make([]string, len(words))
-	for i, w := range words {
-		q, err := shellword.Quote(w)
-		if err != nil {
-			return "", connect.NewError(connect.CodeInvalidArgument, err)
-		}
-		out[i] = q
+	line, err := shellword.Join(words)
+	if err != nil {
+		return "", connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	return strings.Join(out, " "), nil
+	return line, nil
 }
 
 func (s *Server) fsMakeDir(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {

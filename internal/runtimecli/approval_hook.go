@@ -44,9 +44,7 @@ func (h *approvalHook) run(ctx context.Context, events <-chan api.Event) {
 func (h *approvalHook) decide(ctx context.Context, id string, ev api.Event) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	in, _ := json.Marshal(map[string]any{
-		"approvalId": id, "agentId": ev.AgentID, "sessionKey": ev.SessionKey, "details": ev.Details,
-	})
+	in, _ := json.Marshal(api.ApprovalHookInput{ApprovalID: id, AgentID: ev.AgentID, SessionKey: ev.SessionKey, Details: ev.Details})
 	cmd := exec.CommandContext(ctx, h.path)
 	cmd.Stdin = bytes.NewReader(in)
 	out, err := cmd.Output()

@@ -580,6 +580,8 @@ func (h unavailableHost) Start(context.Context, sessions.StartSpec) (sessions.St
 	return sessions.Started{}, h.err
 }
 
+func (h unavailableHost) Caps() sessions.HostCaps { return sessions.HostCaps{} }
+
 func runServeDetached(ctx context.Context, c *cli.CLI, state string, opts ServeOptions) error {
 	if opts.Listen != "" || opts.Token != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.E2B != "" {
 		return cli.UsageErrorf("serve: --listen, --token, --tls-* and --e2b need --foreground (run the daemon under a service manager instead)")

@@ -78,7 +78,7 @@ func RunSandboxShell(ctx context.Context, c *cli.CLI, opts ShellOptions) (err er
 	// Check the terminal before Attach: a failure after it would leave an
 	// exec running in the container with nobody to talk to.
 	exec, _, err := m.Attach(ctx, opts.scope(), sandbox.ExecOptions{
-		Cmd: cmdline, Env: env, TTY: true, Stdin: true, Cols: cols, Rows: rows,
+		Cmd: cmdline, Env: env, PTY: true, KeepStdin: true, Cols: cols, Rows: rows,
 	})
 	if err != nil {
 		return err

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
+	"github.com/sandboxctl/sandboxctl/api"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -399,7 +399,7 @@ func (p *Proc) Signal(ctx context.Context, sig syscall.Signal) error {
 // Kill ends the whole tree (SIGTERM, SIGKILL after KillGrace) and returns
 // once nothing of it is alive.
 func (p *Proc) Kill(ctx context.Context) error {
-	return p.KillGrace(ctx, hostapi.KillGrace)
+	return p.KillGrace(ctx, api.KillGrace)
 }
 
 // KillGrace is Kill with another grace period.

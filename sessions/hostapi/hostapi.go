@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -122,6 +123,18 @@ type Started struct {
 	// across daemon restarts (a supervisor keeps output and exit status),
 	// so a restarted daemon does not bring it back; nil when it keeps none.
 	Forget func(ctx context.Context) error
+	// Signal, when set, delivers one signal to the command's process tree
+	// (process kill with a signal); nil when the host cannot. Kill stays
+	// the way to end a tree (TERM, then KILL after a grace).
+	Signal func(ctx context.Context, sig syscall.Signal) error
+	// Doubt, when set, says why the command's state is unknown right now
+	// (its host lost sight of it: its Engine or node stopped answering),
+	// in words for the caller ("unknown: ...; the command may still be
+	// running"), and "" while the host sees it; nil when the host never
+	// loses sight of its commands. A session whose process is in doubt is
+	// never reported failed for that: it stays running, with the doubt as
+	// its reason, until the host sees its true end.
+	Doubt func() string
 }
 
 // InputWaiter reports input waits of a started command.
@@ -130,18 +143,4 @@ type InputWaiter interface {
 	InputWait() bool
 	// InputWaitChanged is closed at the next change of InputWait.
 	InputWaitChanged() <-chan struct{}
-}
-
-// KillGrace is how long every host gives a killed command's tree between
-// SIGTERM and SIGKILL (Process.Kill, a timeout, a removed session).
-const KillGrace = 3 * time.Second
-
-// Doubter is a Process whose host can lose sight of it for a while (its
-// Engine stops answering): Doubt says why its state is unknown right now,
-// in words for the caller ("unknown: ...; the command may still be
-// running"), and "" while the host sees it. A session whose process is in
-// doubt is never reported failed for that: it stays running, with the
-// doubt as its reason, until the host sees its true end.
-type Doubter interface {
-	Doubt() string
 }
