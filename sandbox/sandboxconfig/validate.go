@@ -175,6 +175,9 @@ func (c Config) Validate() error {
 	if _, err := ParseUIDRange(c.Identity.UIDRange); err != nil {
 		return err
 	}
+	if err := c.Kubernetes.Validate(); err != nil {
+		return err
+	}
 	if c.Pool.Size < 0 || c.Pool.Size > MaxPoolSize {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: fmt.Sprintf("must be between 0 and %d", MaxPoolSize)}
 	}

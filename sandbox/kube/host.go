@@ -1,0 +1,133 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+	"github.com/sandboxctl/sandboxctl/sessions"
+)
+
+// Host is the sandbox host (sessions.Host, Recoverer, InputWaitHost) over
+// an Engine.
+type Host struct{ e *Engine }
+
+// NewHost returns the sandbox host of Kubernetes sandboxes.
+func NewHost(e *Engine) *Host { return &Host{e: e} }
+
+// Keys of the session metadata the supervisor keeps for a restarted
+// daemon (the same keys the Docker engine's sandbox host writes).
+const (
+	metaSessionID = "sessionId"
+	metaCommand   = "command"
+	metaCwd       = "cwd"
+)
+
+// ResolveWorkdir maps a requested directory to a path in the sandbox:
+// "" is /workspace, a relative path lies under it, an absolute path
+// outside it falls back to /workspace with a warning.
+func (h *Host) ResolveWorkdir(_ context.Context, _, _ string, requested string) (string, string, error) {
+	if requested == "" {
+		return Workspace, "", nil
+	}
+	p := requested
+	if !path.IsAbs(p) {
+		p = path.Join(Workspace, p)
+	}
+	p = path.Clean(p)
+	if p != Workspace && !strings.HasPrefix(p, Workspace+"/") {
+		return Workspace, fmt.Sprintf("workdir %q is outside %s; using %s", requested, Workspace, Workspace), nil
+	}
+	return p, "", nil
+}
+
+// DetectsInputWait implements sessions.InputWaitHost.
+func (h *Host) DetectsInputWait() bool { return true }
+
+// Start runs `sh -c Command` in the caller's sandbox Pod.
+func (h *Host) Start(ctx context.Context, spec sessions.StartSpec) (sessions.Started, error) {
+	env := make([]string, 0, len(spec.Env)+len(h.e.shape.Env)+2)
+	env = append(env, "HOME="+Workspace)
+	for k, v := range h.e.shape.Env {
+		if _, over := spec.Env[k]; !over {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env[1:])
+	st, err := h.e.Start(ctx, StartSpec{
+		Scope: Scope{AgentID: spec.AgentID, SessionKey: spec.SessionKey},
+		OpenSpec: supervisor.OpenSpec{
+			ID: spec.Tag, Argv: []string{"sh", "-c", spec.Command}, Env: env, Dir: spec.Dir,
+			TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, Stdin: spec.KeepStdin || spec.PTY,
+			Meta: map[string]string{metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir},
+		},
+		StartWait: spec.StartWait,
+	})
+	if err != nil {
+		return sessions.Started{}, err
+	}
+	out := h.started(st.Proc, st.Pod)
+	if st.Warning != "" {
+		out.Warnings = []string{st.Warning}
+	}
+	return out, nil
+}
+
+// process is a supervised command of a Pod; Signal reaches its tree.
+type process struct {
+	*supervisor.Proc
+}
+
+func (h *Host) started(p *supervisor.Proc, pod string) sessions.Started {
+	return sessions.Started{
+		Process:   process{p},
+		InputWait: p,
+		Place:     fmt.Sprintf("pod %q", pod),
+		Forget:    func(ctx context.Context) error { return h.e.Forget(ctx, pod, p.ID()) },
+	}
+}
+
+// Recover implements sessions.Recoverer: the sessions the supervisors of
+// the running sandbox Pods still hold, re-adopted by a restarted daemon.
+// The owner comes from the Pod's annotations, never from the session's
+// own metadata.
+func (h *Host) Recover(ctx context.Context) ([]sessions.RecoveredSession, error) {
+	found, err := h.e.Sessions(ctx)
+	errs := []error{err}
+	out := make([]sessions.RecoveredSession, 0, len(found))
+	for _, s := range found {
+		in := s.Info
+		r := sessions.RecoveredSession{
+			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
+			AgentID: s.AgentID, SessionKey: s.SessionKey, PTY: in.TTY, StdinOpen: in.Stdin && in.Running,
+			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Output: s.Output, Covered: s.StdoutOff + s.StderrOff,
+		}
+		if r.Command == "" && len(in.Argv) > 0 {
+			r.Command = in.Argv[len(in.Argv)-1]
+		}
+		p, _, aerr := h.e.Reattach(ctx, s)
+		if !in.Running {
+			r.Finished = true
+			if in.Exit != nil {
+				r.ExitCode, r.Signal, r.EndedAt = in.Exit.Code, in.Exit.Signal, time.UnixMilli(in.Exit.EndedAt)
+			}
+		} else if aerr != nil {
+			errs = append(errs, aerr)
+			continue
+		}
+		if aerr == nil {
+			r.Started = h.started(p, s.Pod)
+		}
+		out = append(out, r)
+	}
+	return slices.Clip(out), errors.Join(errs...)
+}
