@@ -83,6 +83,10 @@ type Engine struct {
 	pods    listersv1.PodLister
 	stopInf context.CancelFunc
 
+	selectorSet labels.Set // what selects this Engine's Pods
+	poolSize    int
+	poolKick    chan struct{}
+
 	mu       sync.Mutex
 	clients  map[string]*supervisor.Client // by Pod name
 	ended    map[string]string             // Pod name -> why it ended
@@ -127,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		e.labels[LabelInstance] = opts.Instance
 		sel[LabelInstance] = opts.Instance
 	}
-	e.selector = sel.AsSelector()
+	e.selector, e.selectorSet = sel.AsSelector(), sel
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{}); err != nil {
 		return nil, fmt.Errorf("kubernetes namespace %q: %w", e.ns, classify(err))
 	}
@@ -275,6 +279,9 @@ func (e *Engine) Ensure(ctx context.Context, s Scope) (Sandbox, error) {
 		}
 		return Sandbox{Pod: p.Name}, nil
 	}
+	if name := e.claim(ctx, h, s); name != "" {
+		return Sandbox{Pod: name, Created: true}, nil
+	}
 	name := "sbx-" + h[:12] + "-" + randomSuffix()
 	lb := maps.Clone(e.labels)
 	lb[LabelScope] = h
@@ -356,6 +363,16 @@ func (e *Engine) waitRunning(ctx context.Context, name string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// containerRunning says whether the sandbox container of p runs.
+func containerRunning(p *corev1.Pod) bool {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == ContainerName && st.State.Running != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // podStuck says why a Pod will not start without help (a missing image, a
@@ -687,10 +704,10 @@ func (e *Engine) adoptUncertain(ctx context.Context, pod, id string, openErr err
 // Session is a command a sandbox Pod's supervisor knows about, as a new
 // daemon finds it.
 type Session struct {
-	Pod                 string
-	Info                supervisor.SessionInfo
-	AgentID, SessionKey string // from the Pod's annotations
-	Output              []byte
+	Pod                  string
+	Info                 supervisor.SessionInfo
+	AgentID, SessionKey  string // from the Pod's annotations
+	Output               []byte
 	StdoutOff, StderrOff int64
 }
 
