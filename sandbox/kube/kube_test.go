@@ -35,7 +35,7 @@ func cluster(t *testing.T) string {
 	return kc
 }
 
-func clientset(t *testing.T, kc string) kubernetes.Interface {
+func clientset(t testing.TB, kc string) kubernetes.Interface {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
@@ -56,7 +56,7 @@ func randomHex(n int) string {
 
 // namespace creates a namespace for one test and deletes it (with its
 // Pods) at the end.
-func namespace(t *testing.T, cs kubernetes.Interface) string {
+func namespace(t testing.TB, cs kubernetes.Interface) string {
 	t.Helper()
 	ns := "sbxt-" + randomHex(4)
 	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -93,7 +93,7 @@ type daemon struct {
 	mgr *sessions.Manager
 }
 
-func newDaemon(t *testing.T, cfg config.File, cursors string) daemon {
+func newDaemon(t testing.TB, cfg config.File, cursors string) daemon {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

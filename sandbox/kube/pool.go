@@ -111,3 +111,17 @@ func (e *Engine) claim(ctx context.Context, h string, s Scope) string {
 	}
 	return ""
 }
+
+// PoolReady says whether a warm Pod is ready to be claimed now.
+func (e *Engine) PoolReady() bool {
+	pods, err := e.pods.List(e.poolSelector())
+	if err != nil {
+		return false
+	}
+	for _, p := range pods {
+		if ended, _ := podEnded(p); !ended && containerRunning(p) {
+			return true
+		}
+	}
+	return false
+}
