@@ -132,9 +132,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		sel[LabelInstance] = opts.Instance
 	}
 	e.selector, e.selectorSet = sel.AsSelector(), sel
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{}); err != nil {
-		return nil, fmt.Errorf("kubernetes namespace %q: %w", e.ns, classify(err))
-	}
+	// The NetworkPolicy comes first: nothing runs in a namespace without
+	// it, and creating it checks that the namespace exists and that this
+	// daemon's Role allows it (namespaces are not readable with a Role).
 	if err := e.ensurePolicy(ctx, k.NetworkPolicy); err != nil {
 		return nil, err
 	}
