@@ -783,7 +783,3 @@ func (e *Engine) PodOf(s Scope) string {
 	}
 	return ""
 }
-
-func sortedKeys(m map[string]string) []string {
-	return slices.Sorted(maps.Keys(m))
-}

@@ -52,17 +52,13 @@ func (h *Host) DetectsInputWait() bool { return true }
 
 // Start runs `sh -c Command` in the caller's sandbox Pod.
 func (h *Host) Start(ctx context.Context, spec sessions.StartSpec) (sessions.Started, error) {
-	env := make([]string, 0, len(spec.Env)+len(h.e.shape.Env)+2)
-	env = append(env, "HOME="+Workspace)
-	for k, v := range h.e.shape.Env {
-		if _, over := spec.Env[k]; !over {
-			env = append(env, k+"="+v)
-		}
-	}
+	// The Pod's environment is the base (PATH, HOME, sandbox.docker.env);
+	// the request's goes on top.
+	env := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	sort.Strings(env[1:])
+	sort.Strings(env)
 	st, err := h.e.Start(ctx, StartSpec{
 		Scope: Scope{AgentID: spec.AgentID, SessionKey: spec.SessionKey},
 		OpenSpec: supervisor.OpenSpec{

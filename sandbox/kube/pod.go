@@ -2,11 +2,14 @@ package kube
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandboxctl/sandboxctl/envguard"
 )
 
 // Labels and annotations of sandbox Pods.
@@ -88,9 +91,13 @@ func buildPod(sh podShape, name, namespace string, labels, annotations map[strin
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
-	env := []corev1.EnvVar{{Name: "HOME", Value: Workspace}}
-	for _, k := range sortedKeys(sh.Env) {
-		env = append(env, corev1.EnvVar{Name: k, Value: sh.Env[k]})
+	// The supervisor's environment is every command's base (as in a
+	// Docker sandbox: PATH, HOME, sandbox.docker.env).
+	base := envguard.Merge([]string{"PATH=" + envguard.DefaultSandboxPath, "HOME=" + Workspace}, sh.Env)
+	env := make([]corev1.EnvVar, 0, len(base))
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
 	}
 	memDir := func(size resource.Quantity) corev1.VolumeSource {
 		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}
