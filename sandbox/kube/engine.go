@@ -91,6 +91,7 @@ type Engine struct {
 	clients  map[string]*supervisor.Client // by Pod name
 	ended    map[string]string             // Pod name -> why it ended
 	ensuring map[string]*sync.Mutex        // by scope hash
+	dialing  map[string]*sync.Mutex        // by Pod name
 }
 
 // New connects to the cluster, checks the namespace and the NetworkPolicy,
@@ -118,7 +119,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		cs: cs, rc: rc, ns: k.Namespace, scope: opts.Config.Scope, shape: sh, logf: opts.Logf,
 		labels:  maps.Clone(opts.Labels),
-		clients: map[string]*supervisor.Client{}, ended: map[string]string{}, ensuring: map[string]*sync.Mutex{},
+		clients: map[string]*supervisor.Client{}, ended: map[string]string{}, ensuring: map[string]*sync.Mutex{}, dialing: map[string]*sync.Mutex{},
 	}
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
@@ -498,10 +499,25 @@ func (e *Engine) gone(name string) (bool, string) {
 	return podEnded(p)
 }
 
-// client is the supervisor client of Pod name (one per Pod, reconnecting).
+// client is the supervisor client of Pod name: one per Pod, made under
+// the Pod's lock (a second client's Hello would take the stream over from
+// the first, which follows commands).
 func (e *Engine) client(ctx context.Context, name string) (*supervisor.Client, error) {
 	e.mu.Lock()
 	c := e.clients[name]
+	l := e.dialing[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		e.dialing[name] = l
+	}
+	e.mu.Unlock()
+	if c != nil && c.Err() == nil {
+		return c, nil
+	}
+	l.Lock()
+	defer l.Unlock()
+	e.mu.Lock()
+	c = e.clients[name]
 	e.mu.Unlock()
 	if c != nil && c.Err() == nil {
 		return c, nil
@@ -517,11 +533,6 @@ func (e *Engine) client(ctx context.Context, name string) (*supervisor.Client, e
 		return nil, fmt.Errorf("sandbox pod %s: supervisor: %w", name, err)
 	}
 	e.mu.Lock()
-	if old := e.clients[name]; old != nil && old.Err() == nil {
-		e.mu.Unlock()
-		_ = c.Close()
-		return old, nil
-	}
 	e.clients[name] = c
 	e.mu.Unlock()
 	// A Pod that ended between the check and now.
