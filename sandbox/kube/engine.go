@@ -613,7 +613,7 @@ func (e *Engine) Exec(ctx context.Context, name string, argv []string) (string, 
 	if err != nil {
 		return "", 0, err
 	}
-	var out bytes.Buffer
+	var out lockedBuffer
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
 	var ce utilexec.CodeExitError
 	if errors.As(err, &ce) {
@@ -623,6 +623,24 @@ func (e *Engine) Exec(ctx context.Context, name string, argv []string) (string, 
 		return out.String(), 0, fmt.Errorf("exec in sandbox pod %s: %w", name, err)
 	}
 	return out.String(), 0, nil
+}
+
+// lockedBuffer is one buffer for two streams copied into it at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // StartSpec is one command for a sandbox.

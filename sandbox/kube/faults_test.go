@@ -132,8 +132,15 @@ func TestKubeletRestartWhileRunning(t *testing.T) {
 	t.Logf("kubelet back")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, code, err := d.e.Exec(ctx, d.e.PodOf(kube.Scope{AgentID: agent}), []string{"touch", "/workspace/GATE"}); err != nil || code != 0 {
-		t.Fatalf("touch GATE: %v (exit %d)", err, code)
+	// The restarted kubelet knows the Pod again after its first sync.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, code, err := d.e.Exec(ctx, d.e.PodOf(kube.Scope{AgentID: agent}), []string{"touch", "/workspace/GATE"})
+		if err == nil && code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("touch GATE: %v (exit %d)", err, code)
+		}
 	}
 	r, _ := waitEnded(t, d, agent, id, 30*time.Second)
 	if r.Details.Status != api.StatusCompleted {
@@ -159,8 +166,10 @@ func repoRoot(t *testing.T) string {
 }
 
 // TestNetworkPolicyRequireRefuses: the test cluster's bridge CNI does not
-// enforce NetworkPolicy, and the probe shows it (a connection from outside
-// the policy reaches a sandbox Pod): networkPolicy require refuses.
+// enforce NetworkPolicy, and the probe cannot show enforcement (a
+// connection to a sandbox Pod is answered, or Pods do not reach each
+// other at all, e.g. a host firewall drops bridged traffic): networkPolicy
+// require refuses.
 func TestNetworkPolicyRequireRefuses(t *testing.T) {
 	kc := cluster(t)
 	cs := clientset(t, kc)
@@ -174,8 +183,8 @@ func TestNetworkPolicyRequireRefuses(t *testing.T) {
 		_ = e.Close()
 		t.Fatal("New succeeded on a cluster whose network plugin enforces no NetworkPolicy")
 	}
-	if !errors.Is(err, kube.ErrNetworkPolicyUnverified) || !strings.Contains(err.Error(), "answered") {
-		t.Fatalf("err = %v, want ErrNetworkPolicyUnverified from the probe's answered connection", err)
+	if !errors.Is(err, kube.ErrNetworkPolicyUnverified) {
+		t.Fatalf("err = %v, want ErrNetworkPolicyUnverified", err)
 	}
 	t.Logf("refused: %v", err)
 	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, kube.PolicyName, metav1.GetOptions{}); err != nil {

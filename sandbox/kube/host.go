@@ -27,6 +27,10 @@ const (
 	metaSessionID = "sessionId"
 	metaCommand   = "command"
 	metaCwd       = "cwd"
+	// metaAgentID and metaSessionKey are what a session says of its
+	// owner; the Pod's annotations decide (owner).
+	metaAgentID    = "agentId"
+	metaSessionKey = "sessionKey"
 )
 
 // ResolveWorkdir maps a requested directory to a path in the sandbox:
@@ -64,7 +68,10 @@ func (h *Host) Start(ctx context.Context, spec sessions.StartSpec) (sessions.Sta
 		OpenSpec: supervisor.OpenSpec{
 			ID: spec.Tag, Argv: []string{"sh", "-c", spec.Command}, Env: env, Dir: spec.Dir,
 			TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, Stdin: spec.KeepStdin || spec.PTY,
-			Meta: map[string]string{metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir},
+			Meta: map[string]string{
+				metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir,
+				metaAgentID: spec.AgentID, metaSessionKey: spec.SessionKey,
+			},
 		},
 		StartWait: spec.StartWait,
 	})
@@ -102,9 +109,14 @@ func (h *Host) Recover(ctx context.Context) ([]sessions.RecoveredSession, error)
 	out := make([]sessions.RecoveredSession, 0, len(found))
 	for _, s := range found {
 		in := s.Info
+		agentID, sessionKey, err := h.owner(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sandbox pod %s: session %s not adopted: %w", s.Pod, in.ID, err))
+			continue
+		}
 		r := sessions.RecoveredSession{
 			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
-			AgentID: s.AgentID, SessionKey: s.SessionKey, PTY: in.TTY, StdinOpen: in.Stdin && in.Running,
+			AgentID: agentID, SessionKey: sessionKey, PTY: in.TTY, StdinOpen: in.Stdin && in.Running,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Output: s.Output, Covered: s.StdoutOff + s.StderrOff,
 		}
 		if r.Command == "" && len(in.Argv) > 0 {
@@ -126,4 +138,32 @@ func (h *Host) Recover(ctx context.Context) ([]sessions.RecoveredSession, error)
 		out = append(out, r)
 	}
 	return slices.Clip(out), errors.Join(errs...)
+}
+
+// ErrOwnerMismatch: a session's metadata names another owner than its Pod.
+var ErrOwnerMismatch = errors.New("the session's owner does not match its sandbox pod's")
+
+// owner is the owner of a recovered session: the Pod's annotations say
+// whose the sandbox is (all of it under scope session, the agent under
+// scope agent, where the session key is the session's own); under scope
+// shared the sandbox is everyone's and the session's metadata says.
+func (h *Host) owner(s Session) (agentID, sessionKey string, err error) {
+	meta := s.Info.Meta
+	metaAgent, claimed := meta[metaAgentID]
+	metaKey, keyClaimed := meta[metaSessionKey]
+	switch h.e.scope {
+	case "shared":
+		return metaAgent, metaKey, nil
+	case "session":
+		agentID, sessionKey = s.AgentID, s.SessionKey
+		if keyClaimed && metaKey != sessionKey {
+			return "", "", fmt.Errorf("%w: it names session key %q", ErrOwnerMismatch, metaKey)
+		}
+	default:
+		agentID, sessionKey = s.AgentID, metaKey
+	}
+	if claimed && metaAgent != agentID {
+		return "", "", fmt.Errorf("%w: it names agent %q, the pod belongs to agent %q", ErrOwnerMismatch, metaAgent, agentID)
+	}
+	return agentID, sessionKey, nil
 }

@@ -50,47 +50,65 @@ func (e *Engine) ensurePolicy(ctx context.Context, mode string) error {
 }
 
 // probePolicy shows whether the network plugin enforces the deny-all
-// policy: a target Pod under it (nothing listens there) and a client Pod
-// outside it that connects to the target's IP. "Connection refused"
-// means the target's kernel answered, so the packet went through: not
-// enforced. A timeout means it was dropped: enforced.
+// policy: a target Pod under it and a control Pod outside it (nothing
+// listens on either), and a client Pod outside it that connects to both.
+// Enforced only when the control answers ("Connection refused": packets
+// between Pods flow) and the target does not (its packets were dropped).
+// Anything else cannot tell, and is reported as not shown.
 func (e *Engine) probePolicy(ctx context.Context) (enforced bool, why string, err error) {
 	suffix := randomSuffix()
-	target := "sandboxctl-np-target-" + suffix
-	client := "sandboxctl-np-client-" + suffix
+	target, control, client := "sandboxctl-np-target-"+suffix, "sandboxctl-np-control-"+suffix, "sandboxctl-np-client-"+suffix
 	defer e.deletePod(target)
+	defer e.deletePod(control)
 	defer e.deletePod(client)
 	tl := maps.Clone(e.labels)
 	tl[LabelProbe] = "target"
-	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.probePod(target, tl, []string{"sleep", "60"}), metav1.CreateOptions{}); err != nil {
+	outside := func(role string) map[string]string {
+		l := map[string]string{LabelProbe: role} // no LabelManaged: outside the policy
+		for k, v := range e.labels {
+			if k != LabelManaged {
+				l[k] = v
+			}
+		}
+		return l
+	}
+	sleep := []string{"sleep", "60"}
+	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.probePod(target, tl, sleep), metav1.CreateOptions{}); err != nil {
 		return false, "", classify(err)
 	}
-	ip, err := e.waitPodIP(ctx, target)
+	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.probePod(control, outside("control"), sleep), metav1.CreateOptions{}); err != nil {
+		return false, "", classify(err)
+	}
+	tip, err := e.waitPodIP(ctx, target)
 	if err != nil {
 		return false, "", err
 	}
-	cl := map[string]string{LabelProbe: "client"} // no LabelManaged: outside the policy
-	for k, v := range e.labels {
-		if k != LabelManaged {
-			cl[k] = v
-		}
+	cip, err := e.waitPodIP(ctx, control)
+	if err != nil {
+		return false, "", err
 	}
-	cmd := []string{"nc", "-w", "3", ip, "7"}
-	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.probePod(client, cl, cmd), metav1.CreateOptions{}); err != nil {
+	script := "echo target; nc -w 3 " + tip + " 7 2>&1; echo control; nc -w 3 " + cip + " 7 2>&1; echo end"
+	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.probePod(client, outside("client"), []string{"sh", "-c", script}), metav1.CreateOptions{}); err != nil {
 		return false, "", classify(err)
 	}
 	logs, err := e.waitLogs(ctx, client)
 	if err != nil {
 		return false, "", err
 	}
-	l := strings.ToLower(logs)
+	_, rest, _ := strings.Cut(logs, "target\n")
+	toTarget, rest, _ := strings.Cut(rest, "control\n")
+	toControl, _, _ := strings.Cut(rest, "end")
+	answered := func(s string) bool { return strings.Contains(strings.ToLower(s), "refused") }
+	dropped := func(s string) bool { return strings.Contains(strings.ToLower(s), "timed out") }
 	switch {
-	case strings.Contains(l, "refused"):
-		return false, fmt.Sprintf("a connection from a Pod outside the policy to a sandbox Pod (%s) was answered (%q)", ip, strings.TrimSpace(logs)), nil
-	case strings.Contains(l, "timed out"):
+	case answered(toControl) && dropped(toTarget):
 		return true, "", nil
+	case answered(toTarget):
+		return false, fmt.Sprintf("a connection from a Pod outside the policy to a sandbox Pod (%s) was answered (%q)", tip, strings.TrimSpace(toTarget)), nil
+	case !answered(toControl):
+		return false, fmt.Sprintf("Pods outside the policy do not reach each other either (%q), so a dropped connection proves nothing", strings.TrimSpace(toControl)), nil
 	}
-	return false, fmt.Sprintf("the probe's connection to a sandbox Pod gave %q, neither refused nor timed out", strings.TrimSpace(logs)), nil
+	return false, fmt.Sprintf("the probe's connections gave %q", strings.TrimSpace(logs)), nil
 }
 
 // probePod is a hardened run-to-completion Pod of the supervisor image.
