@@ -392,6 +392,12 @@ func podStuck(p *corev1.Pod) string {
 
 // podEnded says whether a sandbox Pod is over (or going), and why.
 func podEnded(p *corev1.Pod) (bool, string) {
+	// Why before that it goes: an evicted or preempted Pod is also deleted.
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return true, "the pod was evicted (" + c.Reason + ": " + c.Message + ")"
+		}
+	}
 	if p.DeletionTimestamp != nil {
 		return true, "the pod was deleted"
 	}
@@ -417,11 +423,6 @@ func podEnded(p *corev1.Pod) (bool, string) {
 		return true, "the pod failed: " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
 	case corev1.PodSucceeded:
 		return true, "the pod ended"
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return true, "the pod is being evicted: " + c.Reason + ": " + c.Message
-		}
 	}
 	return false, ""
 }

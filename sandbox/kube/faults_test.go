@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandboxctl/sandboxctl/api"
@@ -91,6 +92,31 @@ func TestPodDeletedFailsSession(t *testing.T) {
 	}
 	if r.Details.Status != api.StatusFailed || !strings.Contains(r.Details.Reason+r.Content[0].Text, "deleted") {
 		t.Errorf("status %q reason %q text %q: want failed, saying the pod was deleted", r.Details.Status, r.Details.Reason, r.Content[0].Text)
+	}
+}
+
+// TestPodEvictedFailsSession evicts a sandbox Pod (the Eviction API, as
+// a node drain does) while its command runs: the session fails within
+// 2 s, saying the Pod was evicted.
+func TestPodEvictedFailsSession(t *testing.T) {
+	kc := cluster(t)
+	cs := clientset(t, kc)
+	ns := namespace(t, cs)
+	d := newDaemon(t, testConfig(kc, ns), filepath.Join(t.TempDir(), "cursors.json"))
+	const agent = "evicted"
+	id := startBackground(t, d, agent, "echo started; sleep 120", "started")
+	pod := d.e.PodOf(kube.Scope{AgentID: agent})
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}}
+	if err := cs.PolicyV1().Evictions(ns).Evict(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	r, ended := waitEnded(t, d, agent, id, 10*time.Second)
+	if took := ended.Sub(at); took > 2*time.Second {
+		t.Errorf("the session ended %v after the eviction, want <= 2 s", took)
+	}
+	if r.Details.Status != api.StatusFailed || !strings.Contains(r.Details.Reason+r.Content[0].Text, "evicted") {
+		t.Errorf("status %q reason %q text %q: want failed, saying the pod was evicted", r.Details.Status, r.Details.Reason, r.Content[0].Text)
 	}
 }
 
