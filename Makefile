@@ -5,7 +5,8 @@
 #   make test   the same prerequisites, then every test (unit + integration/)
 #   make unit   the tests that need no Docker Engine, for the edit-test loop
 #
-# Other targets: docker-up docker-down images build lint clean clean-images help.
+# Other targets: docker-up docker-down images build lint test-k8s k8s-build k8s-up k8s-down clean
+# clean-images help.
 # `make images FORCE=1` rebuilds images that already exist.
 
 SHELL := /bin/bash
@@ -26,7 +27,7 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 
 IMAGES_FLAGS := $(if $(filter 1 yes true,$(FORCE)),--force,)
 
-.PHONY: help docker-up docker-down images build run test unit lint toolchain clean clean-images
+.PHONY: help docker-up docker-down images build run test test-go test-k8s k8s-build k8s-up k8s-down unit lint toolchain clean clean-images
 
 help:
 	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
@@ -58,9 +59,35 @@ build: toolchain
 run: docker-up images build
 	@STATE="$(STATE)" SANDBOXCTL_BIN=./$(BIN) scripts/demo.sh
 
+## Every test: the Go packages and, beside them (in parallel), the Kubernetes engine's tests
+## against a real single-node cluster (test-k8s). The cluster's output goes to
+## $(TEST_OUTPUT)/k8s.log and is printed at the end.
 test: toolchain docker-up images
 	@mkdir -p $(TEST_OUTPUT)
+	@scripts/k8s/test.sh >$(TEST_OUTPUT)/k8s.log 2>&1 & k8s=$$!; \
+	rc=0; $(GO) test $(TEST_FLAGS) $(PKGS) || rc=$$?; \
+	krc=0; wait $$k8s || krc=$$?; \
+	echo "---- test-k8s (scripts/k8s/test.sh, exit status $$krc) ----"; cat $(TEST_OUTPUT)/k8s.log; \
+	[ $$rc = 0 ] && [ $$krc = 0 ]
+
+## The Go packages only (no Kubernetes cluster).
+test-go: toolchain docker-up images
+	@mkdir -p $(TEST_OUTPUT)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## The Kubernetes engine (sandbox/kube) against a single-node cluster that scripts/k8s builds
+## (from the Go module proxy; cached), starts, and takes down again at the end.
+test-k8s: toolchain docker-up images
+	@scripts/k8s/test.sh
+
+## The test cluster by hand: k8s-up prints the kubeconfig path; k8s-down stops it and undoes
+## what it changed on the host.
+k8s-build: toolchain
+	@scripts/k8s/build.sh
+k8s-up: k8s-build
+	@K8S_BIN=$$(scripts/k8s/build.sh | tail -n 1) K8S_IMPORT_DOCKER="sandboxctl/testbb:1 sandboxctl/sandboxctld:dev" scripts/k8s/up.sh
+k8s-down:
+	@scripts/k8s/down.sh
 
 ## Every test that needs no Docker Engine: no set-up, no race detector. DOCKER_HOST
 ## names no socket and SANDBOXCTL_SKIP_DOCKER=1 turns the Docker tests into skips.

@@ -26,6 +26,8 @@ var lightForbidden = []string{
 	"github.com/sandboxctl/sandboxctl/sandbox",
 	"github.com/sandboxctl/sandboxctl/sessions",
 	"github.com/moby/moby/client",
+	"k8s.io/client-go/kubernetes",
+	"k8s.io/apimachinery/pkg/runtime",
 	"github.com/prometheus/client_golang/prometheus",
 	"github.com/modelcontextprotocol/go-sdk/mcp",
 	// The gateway's guard (Landlock, seccomp, PTYs): its package inits

@@ -31,6 +31,7 @@ import (
 	"github.com/sandboxctl/sandboxctl/internal/metrics"
 	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sandbox/kube"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/output"
@@ -487,6 +488,26 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
+	if cfg.Sandbox.Kubernetes.Enabled {
+		// Sandboxes are Pods of a Kubernetes cluster (docs/scale-out.md);
+		// the Docker sandbox Manager (and what needs it: snapshots, the
+		// sandbox API) is not there.
+		kctx, kcancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer kcancel()
+		eng, err := kube.New(kctx, kube.Options{Config: cfg.Sandbox, Logf: logf})
+		if err != nil {
+			if errors.Is(err, sandbox.ErrInvalidConfig) {
+				return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+			}
+			logf("sandbox host (Kubernetes) unavailable: %v", err)
+			hosts[vocab.HostSandbox] = unavailableHost{err: err}
+			return hosts, runner, nil, sup, nil
+		}
+		// The warm pool (sandbox.pool.size) of started Pods.
+		eng.StartPool(ctx, cfg.Sandbox.Pool.Size)
+		hosts[vocab.HostSandbox] = kube.NewHost(eng)
+		return hosts, runner, nil, sup, nil
+	}
 	sbxOpts.Config, sbxOpts.StateDir, sbxOpts.Logf = cfg.Sandbox, state, logf
 	sbx, err := sandbox.NewManager(ctx, sbxOpts)
 	if err != nil {

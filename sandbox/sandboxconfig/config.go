@@ -31,6 +31,8 @@ type Config struct {
 	// Engines are the Docker Engines sandboxes are placed on; none is the
 	// one Engine of the environment (see ParseEngines).
 	Engines []EngineConfig `yaml:"engines" json:"engines,omitempty"`
+	// Kubernetes runs sandboxes as Pods of a cluster instead (when enabled).
+	Kubernetes KubernetesConfig `yaml:"kubernetes" json:"kubernetes"`
 	// MaxPerAgent caps the sandboxes one agent id holds at once (with
 	// scope session an agent makes one per session key it invents);
 	// default DefaultMaxPerAgent.
@@ -145,6 +147,7 @@ func DefaultConfig() Config {
 		Secrets:         map[string]SecretConfig{},
 		Snapshots:       SnapshotsConfig{MaxCount: 20, MaxBytes: "10g"},
 		Network:         NetworkConfig{Egress: EgressNone, Agents: map[string][]AllowRule{}},
+		Kubernetes:      DefaultKubernetes(),
 		Docker: DockerConfig{
 			Image:           DefaultImage,
 			ContainerPrefix: "sandboxctl-",

@@ -190,6 +190,9 @@ func (c Config) Validate() error {
 	if f := c.SecretsUpstreamCAFile; f != "" && !filepath.IsAbs(f) {
 		return &ConfigError{Field: "sandbox.secretsUpstreamCAFile", Value: f, Msg: "must be an absolute path"}
 	}
+	if err := c.Kubernetes.Validate(); err != nil {
+		return err
+	}
 	if c.Pool.Size < 0 || c.Pool.Size > MaxPoolSize {
 		return &ConfigError{Field: "sandbox.pool.size", Value: fmt.Sprint(c.Pool.Size), Msg: fmt.Sprintf("must be between 0 and %d", MaxPoolSize)}
 	}

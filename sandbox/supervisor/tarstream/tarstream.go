@@ -86,10 +86,10 @@ const (
 	lenPrefix   = 155
 )
 
-var (
-	magicPOSIX = []byte("ustar\x0000")
-	magicGNU   = []byte("ustar  \x00")
-)
+// magicPOSIX is what the writer puts at offMagic. The reader does not
+// look at it: a header is checked by its checksum, so POSIX, GNU ("ustar  \x00")
+// and old headers read alike.
+var magicPOSIX = []byte("ustar\x0000")
 
 // octal field limits: an n-byte field holds n-1 octal digits and a NUL.
 const (

@@ -1,0 +1,127 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// PoolReady is LabelPool's value on a warm Pod waiting to be claimed.
+const PoolReady = "ready"
+
+// StartPool keeps size started sandbox Pods ready (sandbox.pool.size): the
+// first command of a new scope claims one by relabelling it instead of
+// waiting for a Pod to start. It runs until ctx ends.
+func (e *Engine) StartPool(ctx context.Context, size int) {
+	if size <= 0 {
+		return
+	}
+	e.poolSize = size
+	e.poolKick = make(chan struct{}, 1)
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			e.fillPool(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-e.poolKick:
+			}
+		}
+	}()
+}
+
+// poolSelector selects this Engine's unclaimed warm Pods.
+func (e *Engine) poolSelector() labels.Selector {
+	set := labels.Set{LabelPool: PoolReady}
+	for k, v := range e.selectorSet {
+		set[k] = v
+	}
+	return set.AsSelector()
+}
+
+// fillPool creates warm Pods up to the pool's size.
+func (e *Engine) fillPool(ctx context.Context) {
+	pods, err := e.pods.List(e.poolSelector())
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, p := range pods {
+		if ended, _ := podEnded(p); ended {
+			e.deletePod(p.Name)
+			continue
+		}
+		n++
+	}
+	for ; n < e.poolSize && ctx.Err() == nil; n++ {
+		lb := maps.Clone(e.labels)
+		lb[LabelPool] = PoolReady
+		name := "sbx-pool-" + randomSuffix()
+		if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, lb, nil), metav1.CreateOptions{}); err != nil {
+			e.logf("warm pool: create pod: %v", classify(err))
+			return
+		}
+	}
+}
+
+// claim takes a running warm Pod for scope hash h: its pool label goes,
+// the scope label and the owner's annotations come, in one update that
+// fails if another claim changed it first (resourceVersion). It returns
+// "" when none is ready.
+func (e *Engine) claim(ctx context.Context, h string, s Scope) string {
+	if e.poolSize == 0 {
+		return ""
+	}
+	pods, err := e.pods.List(e.poolSelector())
+	if err != nil {
+		return ""
+	}
+	defer func() {
+		select {
+		case e.poolKick <- struct{}{}:
+		default:
+		}
+	}()
+	for _, cached := range pods {
+		if ended, _ := podEnded(cached); ended || !containerRunning(cached) {
+			continue
+		}
+		p := cached.DeepCopy()
+		delete(p.Labels, LabelPool)
+		p.Labels[LabelScope] = h
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[AnnotationAgent], p.Annotations[AnnotationSessionKey] = s.AgentID, s.SessionKey
+		if _, err := e.cs.CoreV1().Pods(e.ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				e.logf("warm pool: claim %s: %v", p.Name, fmt.Errorf("%w", classify(err)))
+			}
+			continue
+		}
+		return p.Name
+	}
+	return ""
+}
+
+// PoolReady says whether a warm Pod is ready to be claimed now.
+func (e *Engine) PoolReady() bool {
+	pods, err := e.pods.List(e.poolSelector())
+	if err != nil {
+		return false
+	}
+	for _, p := range pods {
+		if ended, _ := podEnded(p); !ended && containerRunning(p) {
+			return true
+		}
+	}
+	return false
+}
