@@ -19,15 +19,10 @@ func SupervisorDir(stateDir string) string { return filepath.Join(stateDir, "sup
 // session's meta), so that the next agent can report it and its gateway
 // adopt it.
 const (
-	metaRunID      = "runId"
-	metaKey        = "idempotencyKey"
-	metaOwner      = "owner"
-	metaSessionID  = "sessionId"
-	metaAgentID    = "agentId"
-	metaSessionKey = "sessionKey"
-	metaCommand    = "command"
-	metaCwd        = "cwd"
-	metaDeadline   = "deadlineMs"
+	metaRunID    = "runId"
+	metaKey      = "idempotencyKey"
+	metaOwner    = "owner"
+	metaDeadline = "deadlineMs"
 )
 
 // maxKept is the most kept output a kept frame carries (base64 makes it
@@ -42,8 +37,8 @@ func (a *agent) openSupervised(ctx context.Context, spec hostapi.StartSpec, key 
 		return nil, err
 	}
 	meta := map[string]string{
-		metaRunID: st.RunID, metaKey: key, metaOwner: st.Owner, metaSessionID: st.SessionID,
-		metaAgentID: st.AgentID, metaSessionKey: st.SessionKey, metaCommand: st.Command, metaCwd: st.Cwd,
+		metaRunID: st.RunID, metaKey: key, metaOwner: st.Owner, supervisor.MetaSessionID: st.SessionID,
+		supervisor.MetaAgentID: st.AgentID, supervisor.MetaSessionKey: st.SessionKey, supervisor.MetaCommand: st.Command, supervisor.MetaCwd: st.Cwd,
 	}
 	if !deadline.IsZero() {
 		meta[metaDeadline] = strconv.FormatInt(deadline.UnixMilli(), 10)
@@ -61,9 +56,9 @@ func (a *agent) openSupervised(ctx context.Context, spec hostapi.StartSpec, key 
 // runStateOf is what the node reports of a supervisor session.
 func runStateOf(in supervisor.SessionInfo) RunState {
 	return RunState{
-		RunID: in.Meta[metaRunID], PID: in.PID, Running: in.Running, Command: in.Meta[metaCommand],
-		Owner: in.Meta[metaOwner], SessionID: in.Meta[metaSessionID], AgentID: in.Meta[metaAgentID],
-		SessionKey: in.Meta[metaSessionKey], Cwd: in.Meta[metaCwd], PTY: in.TTY, Stdin: in.Stdin || in.TTY,
+		RunID: in.Meta[metaRunID], PID: in.PID, Running: in.Running, Command: in.Meta[supervisor.MetaCommand],
+		Owner: in.Meta[metaOwner], SessionID: in.Meta[supervisor.MetaSessionID], AgentID: in.Meta[supervisor.MetaAgentID],
+		SessionKey: in.Meta[supervisor.MetaSessionKey], Cwd: in.Meta[supervisor.MetaCwd], PTY: in.TTY, Stdin: in.Stdin || in.TTY,
 		StartedAtMs: in.StartedAt,
 	}
 }

@@ -37,8 +37,8 @@ func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Star
 		ID: pr.Tag, Argv: pr.Argv, Env: pr.Env, Dir: pr.Dir,
 		TTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, Stdin: spec.KeepStdin || spec.PTY,
 		Meta: map[string]string{
-			metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir,
-			metaAgentID: spec.AgentID, metaSessionKey: spec.SessionKey,
+			supervisor.MetaSessionID: spec.SessionID, supervisor.MetaCommand: spec.Command, supervisor.MetaCwd: spec.Dir,
+			supervisor.MetaAgentID: spec.AgentID, supervisor.MetaSessionKey: spec.SessionKey,
 		},
 	})
 	if err != nil {
@@ -67,8 +67,8 @@ func (g *supervisedGatewayHost) recover(ctx context.Context) ([]RecoveredSession
 	for _, l := range lost {
 		in := l.Info
 		r := RecoveredSession{
-			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
-			AgentID: in.Meta[metaAgentID], SessionKey: in.Meta[metaSessionKey], PTY: in.TTY,
+			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Cwd: in.Meta[supervisor.MetaCwd],
+			AgentID: in.Meta[supervisor.MetaAgentID], SessionKey: in.Meta[supervisor.MetaSessionKey], PTY: in.TTY,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
 			Finished: true, Lost: l.Reason,
 		}
@@ -88,8 +88,8 @@ func (g *supervisedGatewayHost) recover(ctx context.Context) ([]RecoveredSession
 	for _, f := range found {
 		in := f.Info
 		r := RecoveredSession{
-			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
-			AgentID: in.Meta[metaAgentID], SessionKey: in.Meta[metaSessionKey], PTY: in.TTY,
+			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Cwd: in.Meta[supervisor.MetaCwd],
+			AgentID: in.Meta[supervisor.MetaAgentID], SessionKey: in.Meta[supervisor.MetaSessionKey], PTY: in.TTY,
 			StdinOpen: in.Stdin && in.Running, PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
 			Output: f.Output, Covered: f.StdoutOffset + f.StderrOffset,
 			// A finished one's handle serves Forget: without it the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
@@ -116,8 +117,8 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 		// A supervised sandbox keeps these with the session, so a restarted
 		// daemon re-adopts it under the same id and scope (Recover).
 		Meta: map[string]string{
-			metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir,
-			metaAgentID: spec.AgentID, metaSessionKey: spec.SessionKey,
+			supervisor.MetaSessionID: spec.SessionID, supervisor.MetaCommand: spec.Command, supervisor.MetaCwd: spec.Dir,
+			supervisor.MetaAgentID: spec.AgentID, supervisor.MetaSessionKey: spec.SessionKey,
 		},
 	})
 	if err != nil {
@@ -130,16 +131,6 @@ func (h *SandboxHost) Start(ctx context.Context, spec StartSpec) (Started, error
 	}
 	return out, nil
 }
-
-// Keys of the session metadata kept by a supervisor (of a sandbox or of
-// the gateway host).
-const (
-	metaSessionID  = "sessionId"
-	metaCommand    = "command"
-	metaCwd        = "cwd"
-	metaAgentID    = "agentId"
-	metaSessionKey = "sessionKey"
-)
 
 // Recover is HostCaps.Recover: the sessions that the supervisors of the
 // running sandboxes still hold (running and finished), with their output,
@@ -177,11 +168,11 @@ func (h *SandboxHost) recover(ctx context.Context, adopted map[string]bool) ([]R
 		errs = append(errs, err)
 	}
 	for _, rs := range found {
-		if adopted[rs.Meta[metaSessionID]] {
+		if adopted[rs.Meta[supervisor.MetaSessionID]] {
 			continue
 		}
 		r := RecoveredSession{
-			ID: rs.Meta[metaSessionID], Command: rs.Meta[metaCommand], Cwd: rs.Meta[metaCwd],
+			ID: rs.Meta[supervisor.MetaSessionID], Command: rs.Meta[supervisor.MetaCommand], Cwd: rs.Meta[supervisor.MetaCwd],
 			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.TTY, StdinOpen: rs.Stdin && rs.Running,
 			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output,
 			Covered: rs.StdoutOffset + rs.StderrOffset,

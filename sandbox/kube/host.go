@@ -21,18 +21,6 @@ type Host struct{ e *Engine }
 // NewHost returns the sandbox host of Kubernetes sandboxes.
 func NewHost(e *Engine) *Host { return &Host{e: e} }
 
-// Keys of the session metadata the supervisor keeps for a restarted
-// daemon (the same keys the Docker engine's sandbox host writes).
-const (
-	metaSessionID = "sessionId"
-	metaCommand   = "command"
-	metaCwd       = "cwd"
-	// metaAgentID and metaSessionKey are what a session says of its
-	// owner; the Pod's annotations decide (owner).
-	metaAgentID    = "agentId"
-	metaSessionKey = "sessionKey"
-)
-
 // ResolveWorkdir maps a requested directory to a path in the sandbox:
 // "" is /workspace, a relative path lies under it, an absolute path
 // outside it falls back to /workspace with a warning.
@@ -72,8 +60,8 @@ func (h *Host) Start(ctx context.Context, spec sessions.StartSpec) (sessions.Sta
 			ID: spec.Tag, Argv: []string{"sh", "-c", spec.Command}, Env: env, Dir: spec.Dir,
 			TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, Stdin: spec.KeepStdin || spec.PTY,
 			Meta: map[string]string{
-				metaSessionID: spec.SessionID, metaCommand: spec.Command, metaCwd: spec.Dir,
-				metaAgentID: spec.AgentID, metaSessionKey: spec.SessionKey,
+				supervisor.MetaSessionID: spec.SessionID, supervisor.MetaCommand: spec.Command, supervisor.MetaCwd: spec.Dir,
+				supervisor.MetaAgentID: spec.AgentID, supervisor.MetaSessionKey: spec.SessionKey,
 			},
 		},
 		StartWait: spec.StartWait,
@@ -114,7 +102,7 @@ func (h *Host) Recover(ctx context.Context) ([]sessions.RecoveredSession, error)
 			continue
 		}
 		r := sessions.RecoveredSession{
-			ID: in.Meta[metaSessionID], Command: in.Meta[metaCommand], Cwd: in.Meta[metaCwd],
+			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Cwd: in.Meta[supervisor.MetaCwd],
 			AgentID: agentID, SessionKey: sessionKey, PTY: in.TTY, StdinOpen: in.Stdin && in.Running,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Output: s.Output, Covered: s.StdoutOff + s.StderrOff,
 		}
@@ -148,8 +136,8 @@ var ErrOwnerMismatch = errors.New("the session's owner does not match its sandbo
 // shared the sandbox is everyone's and the session's metadata says.
 func (h *Host) owner(s Session) (agentID, sessionKey string, err error) {
 	meta := s.Info.Meta
-	metaAgent, claimed := meta[metaAgentID]
-	metaKey, keyClaimed := meta[metaSessionKey]
+	metaAgent, claimed := meta[supervisor.MetaAgentID]
+	metaKey, keyClaimed := meta[supervisor.MetaSessionKey]
 	switch h.e.scope {
 	case "shared":
 		return metaAgent, metaKey, nil

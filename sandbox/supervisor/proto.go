@@ -157,7 +157,7 @@ type OpenSpec struct {
 	// /dev/null (a TTY always has its terminal as stdin).
 	Stdin bool `json:"stdin,omitempty"`
 	// Meta is opaque caller data kept in meta.json (agent id, session key,
-	// the caller's session id, the command line).
+	// the caller's session id, the command line; the Meta* keys).
 	Meta map[string]string `json:"meta,omitempty"`
 	// Window is the initial output credit in bytes (default DefaultWindow).
 	Window int64 `json:"window,omitempty"`
@@ -263,3 +263,14 @@ const DefaultWindow = 4 << 20
 // (maxStdinQueue), so a command that reads slowly holds its writer back
 // instead of overflowing the queue.
 const StdinWindow = maxStdinQueue / 2
+
+// The keys of OpenSpec.Meta that sandboxctl's hosts (the sandbox engines,
+// the gateway, a node) keep for a restarted daemon. To the supervisor they
+// are opaque.
+const (
+	MetaSessionID  = "sessionId"  // the hub's session id
+	MetaCommand    = "command"    // the command line as the caller gave it
+	MetaCwd        = "cwd"        // the working directory
+	MetaAgentID    = "agentId"    // the scope's agent, as the session says
+	MetaSessionKey = "sessionKey" // and its session key
+)
