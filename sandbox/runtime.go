@@ -12,8 +12,17 @@ import (
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
-// RuntimeRunsc is gVisor's runtime name as `make docker-up` registers it.
-const RuntimeRunsc = "runsc"
+// The gVisor runtimes as `make docker-up` registers them: RuntimeRunsc
+// with no network interface at all (runsc --network=none), RuntimeRunscNet
+// with gVisor's own network stack on the container's network (runsc
+// --network=sandbox), which an egress allowlist sandbox needs.
+const (
+	RuntimeRunsc    = "runsc"
+	RuntimeRunscNet = "runsc-net"
+)
+
+// gvisorRuntime reports whether rt names one of the gVisor runtimes.
+func gvisorRuntime(rt string) bool { return rt == RuntimeRunsc || rt == RuntimeRunscNet }
 
 // Under runsc the container's pids limit bounds gVisor's host tasks:
 // runscBaseTasks for the sentry and gofer (38 measured idle), plus
@@ -74,8 +83,8 @@ func (m *DockerEngine) checkRuntime(ctx context.Context) error {
 		return nil
 	}
 	hint := ""
-	if want == RuntimeRunsc {
-		hint = " (`make docker-up` installs gVisor and registers runsc)"
+	if gvisorRuntime(want) {
+		hint = " (`make docker-up` installs gVisor and registers runsc and runsc-net)"
 	}
 	return &sandboxconfig.ConfigError{Field: "sandbox.docker.runtime", Value: want,
 		Msg: fmt.Sprintf("the Docker Engine at %s has no such runtime; it has: %s%s", m.engineHost(), strings.Join(names, ", "), hint)}
@@ -122,7 +131,7 @@ func runtimeNoteFor(rt string) string {
 	switch {
 	case localRuntime(rt):
 		return ""
-	case rt == RuntimeRunsc:
+	case gvisorRuntime(rt):
 		return "gVisor: the supervisor is reached over the Engine's attach stream only (its socket lives in the gVisor kernel); " +
 			"gVisor has no /proc/PID/syscall nor /proc/PID/wchan, so input-wait detection is off and commands never report \"waiting for input\"; " +
 			fmt.Sprintf("the Engine's pids limit counts gVisor's host tasks, so it is set to pidsLimit x %d + %d, and reaching it ends the whole sandbox", runscTasksPerProcess, runscBaseTasks)

@@ -16,13 +16,19 @@
 #   5. gVisor: make sure the Engine lists the runtimes "runsc" and "runsc-net"
 #      (sandbox.docker.runtime). If not, install Debian's runsc (and jq), add
 #        {"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},
-#                     "runsc-net":{"path":"/usr/bin/runsc","runtimeArgs":["--network=sandbox"]}}}
+#                     "runsc-net":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host"]}}}
 #      to the daemon's config file (merged into what it holds; an existing entry of
 #      either name is left as it is), and reload the daemon's runtimes with SIGHUP (no
 #      restart: running containers are not touched). Skipped with SANDBOXCTL_RUNSC=0.
 #      runsc has no network interface at all (the sandbox default, network none);
-#      runsc-net has gVisor's own network stack on the container's network, which an
-#      egress allowlist sandbox needs (docs/egress.md, "gVisor").
+#      runsc-net has the container's network, which an egress allowlist sandbox
+#      needs (docs/egress.md, "gVisor"). Its --network=host is gVisor's name for
+#      "the host kernel's network stack of the network namespace the sandbox runs
+#      in": the container's own namespace that Docker made, not the host's. gVisor's
+#      own stack (--network=sandbox) is not used: Debian's runsc (20221219) takes
+#      every namespace for the host's on current kernels ("cannot run with network
+#      enabled in root network namespace"), and Docker's resolver (127.0.0.11)
+#      would be gVisor's own loopback there.
 #
 # Environment:
 #   DOCKER                        docker CLI (default: docker)
@@ -114,7 +120,7 @@ GVISOR_RUNTIMES=(runsc runsc-net)
 gvisor_args() {
   case "$1" in
     runsc) echo '["--network=none"]' ;;
-    runsc-net) echo '["--network=sandbox"]' ;;
+    runsc-net) echo '["--network=host"]' ;;
   esac
 }
 
