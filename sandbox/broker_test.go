@@ -83,7 +83,7 @@ kill $srv
 // minted, but not one of another CA.
 func TestSandboxTrustsTheBrokerCA(t *testing.T) {
 	t.Setenv("SBXT_REAL_TOKEN", "the-real-value-never-in-the-sandbox")
-	for _, rt := range []string{"runc", RuntimeRunsc} {
+	for _, rt := range []string{"runc", RuntimeRunscNet} {
 		t.Run(rt, func(t *testing.T) { sandboxTrustsTheBrokerCA(t, rt) })
 	}
 }
@@ -97,7 +97,7 @@ func sandboxTrustsTheBrokerCA(t *testing.T, rt string) {
 		c.Network = sandboxconfig.NetworkConfig{Egress: sandboxconfig.EgressAllowlist, Allow: []sandboxconfig.AllowRule{{Domain: "api.bound.test"}}}
 		c.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_REAL_TOKEN", Hosts: []string{"api.bound.test"}, Env: "API_TOKEN"}}
 	})
-	if err := m.first().checkRuntime(ctxT(t)); err != nil {
+	if err := m.first().checkRuntime(ctxT(t), false); err != nil {
 		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc and runsc-net): %v", rt, err)
 	}
 	if m.first().brokered == nil {
@@ -182,7 +182,7 @@ func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool, 
 		}
 		o.EgressInterceptor = b
 	})
-	if err := m.first().checkRuntime(ctxT(t)); err != nil {
+	if err := m.first().checkRuntime(ctxT(t), false); err != nil {
 		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc and runsc-net): %v", rt, err)
 	}
 	return m
@@ -194,8 +194,8 @@ func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool, 
 // of its own, with its own test CA) logs the real value for the bound
 // host, and the placeholder, byte for byte, for another allowed host and
 // for plain HTTP. Nothing the sandbox can read holds the value. The same
-// under gVisor with its own network stack (runsc-net; runsc has no network
-// for the proxy to carry, TestSecurityEgressAllowlistUnderGVisor).
+// under gVisor on the container's network (runsc-net; under runsc an allowlist
+// sandbox is refused, TestSecurityEgressAllowlistUnderGVisor).
 func TestSecretReachesOnlyItsHost(t *testing.T) {
 	up := startUpstream(t, "-headers")
 	for _, rt := range []string{"runc", RuntimeRunscNet} {
@@ -207,7 +207,7 @@ func secretReachesOnlyItsHost(t *testing.T, up *upstream, rt string) {
 	real := "e2e-real-secret-value-" + rt
 	m := brokerManager(t, up, real, true, rt)
 	if info, err := m.first().cli.Info(ctxT(t), client.InfoOptions{}); err == nil && slices.Contains(info.Info.Runtimes[rt].Args, "--network=none") {
-		t.Fatalf("the Engine runs %s with --network=none: its sandboxes have no network for the proxy to carry (scripts/docker-up.sh registers runsc-net with gVisor's network stack)", rt)
+		t.Fatalf("the Engine runs %s with --network=none: its sandboxes have no network for the proxy to carry (scripts/docker-up.sh registers runsc-net with the container's network)", rt)
 	}
 	ph := m.first().brokered.Env["API_TOKEN"]
 	s := Scope{AgentID: "secret-" + randHex(3)}
