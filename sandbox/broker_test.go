@@ -83,7 +83,7 @@ kill $srv
 // minted, but not one of another CA.
 func TestSandboxTrustsTheBrokerCA(t *testing.T) {
 	t.Setenv("SBXT_REAL_TOKEN", "the-real-value-never-in-the-sandbox")
-	for _, rt := range []string{"runc", RuntimeRunsc} {
+	for _, rt := range []string{"runc", RuntimeRunscNet} {
 		t.Run(rt, func(t *testing.T) { sandboxTrustsTheBrokerCA(t, rt) })
 	}
 }
@@ -97,8 +97,8 @@ func sandboxTrustsTheBrokerCA(t *testing.T, rt string) {
 		c.Network = sandboxconfig.NetworkConfig{Egress: sandboxconfig.EgressAllowlist, Allow: []sandboxconfig.AllowRule{{Domain: "api.bound.test"}}}
 		c.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_REAL_TOKEN", Hosts: []string{"api.bound.test"}, Env: "API_TOKEN"}}
 	})
-	if err := m.first().checkRuntime(ctxT(t)); err != nil {
-		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc): %v", rt, err)
+	if err := m.first().checkRuntime(ctxT(t), false); err != nil {
+		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc and runsc-net): %v", rt, err)
 	}
 	if m.first().brokered == nil {
 		t.Fatal("secrets configured, no broker side")
@@ -182,8 +182,8 @@ func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool, 
 		}
 		o.EgressInterceptor = b
 	})
-	if err := m.first().checkRuntime(ctxT(t)); err != nil {
-		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc): %v", rt, err)
+	if err := m.first().checkRuntime(ctxT(t), false); err != nil {
+		t.Skipf("the Engine has no %s (scripts/docker-up.sh registers runsc and runsc-net): %v", rt, err)
 	}
 	return m
 }
@@ -193,10 +193,12 @@ func brokerManager(t *testing.T, up *upstream, real string, trustUpstream bool, 
 // and without it), Python and git; the upstream (a container on a network
 // of its own, with its own test CA) logs the real value for the bound
 // host, and the placeholder, byte for byte, for another allowed host and
-// for plain HTTP. Nothing the sandbox can read holds the value.
+// for plain HTTP. Nothing the sandbox can read holds the value. The same
+// under gVisor on the container's network (runsc-net; under runsc an allowlist
+// sandbox is refused, TestSecurityEgressAllowlistUnderGVisor).
 func TestSecretReachesOnlyItsHost(t *testing.T) {
 	up := startUpstream(t, "-headers")
-	for _, rt := range []string{"runc", RuntimeRunsc} {
+	for _, rt := range []string{"runc", RuntimeRunscNet} {
 		t.Run(rt, func(t *testing.T) { secretReachesOnlyItsHost(t, up, rt) })
 	}
 }
@@ -205,11 +207,13 @@ func secretReachesOnlyItsHost(t *testing.T, up *upstream, rt string) {
 	real := "e2e-real-secret-value-" + rt
 	m := brokerManager(t, up, real, true, rt)
 	if info, err := m.first().cli.Info(ctxT(t), client.InfoOptions{}); err == nil && slices.Contains(info.Info.Runtimes[rt].Args, "--network=none") {
-		t.Skipf("the Engine runs %s with --network=none: its sandboxes have no network for the proxy to carry", rt)
+		t.Fatalf("the Engine runs %s with --network=none: its sandboxes have no network for the proxy to carry (scripts/docker-up.sh registers runsc-net with the container's network)", rt)
 	}
 	ph := m.first().brokered.Env["API_TOKEN"]
 	s := Scope{AgentID: "secret-" + randHex(3)}
-	run(t, m, s, "true")
+	if out, _ := run(t, m, s, "dmesg 2>/dev/null | head -n 1"); gvisorRuntime(rt) != strings.Contains(out, "gVisor") {
+		t.Fatalf("runtime %s, but dmesg says %q", rt, out)
+	}
 	_, _, ws, _ := m.Layout(s)
 	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), up.caPEM, 0o644); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -223,11 +224,16 @@ attempt("host-service", lambda: tcp(GW, int(sys.argv[2])))
 // with curl and python) against an upstream that logs every arrival: the
 // allowed names work through the proxy variables and without them, and
 // every bypass is refused with no byte reaching the upstream.
-func TestSecurityEgressAllowlistHolds(t *testing.T) {
+func TestSecurityEgressAllowlistHolds(t *testing.T) { checkAllowlistHolds(t, "") }
+
+// checkAllowlistHolds is TestSecurityEgressAllowlistHolds under runtime rt
+// ("" = the Engine's default).
+func checkAllowlistHolds(t *testing.T, rt string) {
 	up := startUpstream(t)
 	obs := &decisions{}
 	m := newManagerOpts(t, func(o *Options) {
 		o.Config.Docker.Image = DefaultImage
+		o.Config.Docker.Runtime = rt
 		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{
 			{Domain: "allowed.test"},
 			{Domain: "*.wild.test"},
@@ -246,7 +252,9 @@ func TestSecurityEgressAllowlistHolds(t *testing.T) {
 		return out, code
 	}
 	// The CA for curl, through the workspace.
-	run("true")
+	if out, _ := run("dmesg 2>/dev/null | head -n 1"); gvisorRuntime(rt) != strings.Contains(out, "gVisor") {
+		t.Fatalf("runtime %q, but dmesg says %q", rt, out)
+	}
 	_, _, ws, _ := m.Layout(s)
 	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), up.caPEM, 0o644); err != nil {
 		t.Fatal(err)
@@ -326,8 +334,16 @@ func TestSecurityEgressAllowlistHolds(t *testing.T) {
 			t.Errorf("bypass got an answer: %s", line)
 		}
 	}
-	if out, _ := run("cat /proc/sys/net/ipv6/conf/all/disable_ipv6"); strings.TrimSpace(out) != "1" {
-		t.Errorf("IPv6 is on in the sandbox: %q", out)
+	if !gvisorRuntime(rt) {
+		if out, _ := run("cat /proc/sys/net/ipv6/conf/all/disable_ipv6"); strings.TrimSpace(out) != "1" {
+			t.Errorf("IPv6 is on in the sandbox: %q", out)
+		}
+	} else {
+		// gVisor's /proc has no such file: look at the host kernel's view
+		// of the sandbox's network namespace, whose sockets gVisor uses.
+		if v6 := hostNetnsIPv6(t, m, s); v6 != "" {
+			t.Errorf("the gVisor sandbox's network namespace has IPv6 addresses:\n%s", v6)
+		}
 	}
 
 	// The proof: nothing refused reached the upstream.
@@ -369,32 +385,45 @@ func TestSecurityEgressAllowlistHolds(t *testing.T) {
 	}
 }
 
-// TestSecurityEgressAllowlistUnderGVisor: an allowlist sandbox under runsc. `make
-// docker-up` registers runsc with --network=none, so gVisor gives the
-// sandbox no interface at all: nothing, not even an allowed name, reaches
-// the upstream or the host (docs/egress.md, "gVisor").
+// TestSecurityEgressAllowlistUnderGVisor: an allowlist sandbox under
+// gVisor. Under runsc-net (the container's network namespace) the allowed
+// names work and every bypass of TestSecurityEgressAllowlistHolds is
+// refused with no byte reaching the upstream. Under runsc as `make
+// docker-up` registers it (--network=none) the sandbox would have no
+// interface at all, so it is refused with a config error naming runsc-net,
+// and nothing is made or reached (docs/egress.md, "gVisor").
 func TestSecurityEgressAllowlistUnderGVisor(t *testing.T) {
-	up := startUpstream(t)
-	m := newManagerOpts(t, func(o *Options) {
-		o.Config.Docker.Image = DefaultImage
-		o.Config.Docker.Runtime = RuntimeRunsc
-		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{{Domain: "allowed.test"}}}
+	t.Run(RuntimeRunscNet, func(t *testing.T) {
+		requireRuntime(t, RuntimeRunscNet)
+		checkAllowlistHolds(t, RuntimeRunscNet)
 	})
-	s := Scope{AgentID: "egress-gvisor-" + randHex(3)}
-	ctx := ctxT(t)
-	out, code, err := m.Run(ctx, s, []string{"bash", "-c", "dmesg | head -n 1; curl -sS -k --max-time 10 https://allowed.test/g1; curl -sS -k --max-time 10 --noproxy '*' https://" + up.IP.String() + "/g2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "gVisor") {
-		t.Fatalf("not under gVisor: %q", out)
-	}
-	if code == 0 || strings.Contains(out, "hello from") {
-		t.Errorf("under gVisor a request got through: exit %d, %q", code, out)
-	}
-	if log := up.log(t); strings.Contains(log, "/g1") || strings.Contains(log, "/g2") || strings.Contains(log, "conn ") {
-		t.Errorf("the upstream saw the gVisor sandbox:\n%s", log)
-	}
+	t.Run(RuntimeRunsc+" is refused", func(t *testing.T) {
+		requireRuntime(t, RuntimeRunsc)
+		up := startUpstream(t)
+		m := newManagerOpts(t, func(o *Options) {
+			o.Config.Docker.Image = DefaultImage
+			o.Config.Docker.Runtime = RuntimeRunsc
+			o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{{Domain: "allowed.test"}}}
+		})
+		s := Scope{AgentID: "egress-gvisor-" + randHex(3)}
+		ctx := ctxT(t)
+		out, _, err := m.Run(ctx, s, []string{"bash", "-c", "curl -sS -k --max-time 10 https://allowed.test/g1; curl -sS -k --max-time 10 --noproxy '*' https://" + up.IP.String() + "/g2"})
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "--network=none") || !strings.Contains(err.Error(), RuntimeRunscNet) {
+			t.Fatalf("allowlist under runsc (--network=none): err %v, out %q; want a config error naming %s", err, out, RuntimeRunscNet)
+		}
+		all, err := m.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range all {
+			if in.AgentID == s.AgentID {
+				t.Errorf("a sandbox was left behind: %s", in.Name)
+			}
+		}
+		if log := up.log(t); strings.Contains(log, "/g1") || strings.Contains(log, "/g2") || strings.Contains(log, "conn ") {
+			t.Errorf("the upstream saw the gVisor sandbox:\n%s", log)
+		}
+	})
 }
 
 // TestEgressPerAgentRules: sandbox.network.agents replaces the allow list
@@ -439,4 +468,45 @@ func TestEgressPerAgentRules(t *testing.T) {
 	if len(ex.Egress.Rules) != 1 || ex.Egress.Rules[0] != "a.wild.test" || !strings.Contains(ex.Egress.Note, "sandbox.network.agents.narrow") {
 		t.Errorf("explain of the narrow agent: %+v", ex.Egress)
 	}
+}
+
+// requireRuntime skips t when the Engine has no runtime rt
+// (scripts/docker-up.sh registers runsc and runsc-net).
+func requireRuntime(t *testing.T, rt string) {
+	t.Helper()
+	cli := dockertest.Require(t)
+	info, err := cli.Info(ctxT(t), client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := info.Info.Runtimes[rt]; !ok {
+		t.Skipf("the Engine has no runtime %s (scripts/docker-up.sh registers it)", rt)
+	}
+}
+
+// hostNetnsIPv6 returns the IPv6 addresses of the network namespace of
+// scope s's sandbox as this host's kernel sees it (/proc/PID/net/if_inet6
+// of the container's process; "" = none: IPv6 is off in it).
+func hostNetnsIPv6(t *testing.T, m *Manager, s Scope) string {
+	t.Helper()
+	all, err := m.List(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range all {
+		if in.AgentID != s.AgentID {
+			continue
+		}
+		insp, err := m.first().cli.ContainerInspect(ctxT(t), in.ID, client.ContainerInspectOptions{})
+		if err != nil || insp.Container.State == nil || insp.Container.State.Pid <= 0 {
+			t.Fatalf("inspect %s: %v", in.Name, err)
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/if_inet6", insp.Container.State.Pid))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	t.Fatalf("no sandbox of agent %s", s.AgentID)
+	return ""
 }

@@ -646,7 +646,7 @@ func short(h string) string {
 // create makes and starts a sandbox; extra labels go on the container
 // (the pool's).
 func (m *DockerEngine) create(ctx context.Context, s Scope, scopeKey, name string, sh shape, hash string, canonical []byte, extra map[string]string) (id string, supervised bool, note string, err error) {
-	if err := m.checkRuntime(ctx); err != nil {
+	if err := m.checkRuntime(ctx, sh.Egress != ""); err != nil {
 		return "", false, "", err
 	}
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o700); err != nil {

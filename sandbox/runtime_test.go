@@ -155,3 +155,18 @@ func TestRuntimeGVisorConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestGVisorRuntimeNames: both runtimes `make docker-up` registers are
+// gVisor (the pids scaling and the runtime note follow), another is not.
+func TestGVisorRuntimeNames(t *testing.T) {
+	for _, rt := range []string{RuntimeRunsc, RuntimeRunscNet} {
+		if !gvisorRuntime(rt) || !strings.Contains(runtimeNoteFor(rt), "gVisor") {
+			t.Errorf("%s: gvisorRuntime %v, note %q", rt, gvisorRuntime(rt), runtimeNoteFor(rt))
+		}
+	}
+	for _, rt := range []string{"", "runc", "kata", "runsc-other"} {
+		if gvisorRuntime(rt) || strings.Contains(runtimeNoteFor(rt), "gVisor") {
+			t.Errorf("%s taken for gVisor", rt)
+		}
+	}
+}

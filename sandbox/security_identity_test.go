@@ -74,7 +74,7 @@ func TestSecuritySandboxIdentityControlStream(t *testing.T) {
 		t.Run(rt, func(t *testing.T) {
 			m := newManagerOpts(t, func(o *Options) { o.Config.Docker.Runtime = rt })
 			if rt == RuntimeRunsc {
-				if err := m.first().checkRuntime(ctxT(t)); err != nil {
+				if err := m.first().checkRuntime(ctxT(t), false); err != nil {
 					t.Skipf("the Engine has no runsc (scripts/docker-up.sh registers it): %v", err)
 				}
 			}

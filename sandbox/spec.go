@@ -242,7 +242,7 @@ func createSpec(sh shape, name string, labels map[string]string) (*container.Con
 	}
 	if pids > 0 {
 		hc.Resources.PidsLimit = &pids
-		if d.Runtime == RuntimeRunsc {
+		if gvisorRuntime(d.Runtime) {
 			// Under gVisor the pids cgroup counts the sandbox kernel's
 			// host tasks (its threads, and a ptrace stub per address
 			// space: ~10 per sandbox process here), not the sandbox's

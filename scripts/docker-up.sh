@@ -13,12 +13,22 @@
 #      $SANDBOXCTL_DOCKERD_WAIT seconds) for the socket and for `docker version`.
 #   4. Record that we started it ($SANDBOXCTL_DOCKERD_PIDFILE + a marker) so that
 #      scripts/docker-down.sh stops exactly that daemon and nothing else.
-#   5. gVisor: make sure the Engine lists the runtime "runsc" (sandbox.docker.runtime:
-#      runsc). If not, install Debian's runsc (and jq), add
-#        {"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]}}}
-#      to the daemon's config file (merged into what it holds; an existing "runsc"
-#      entry is left as it is), and reload the daemon's runtimes with SIGHUP (no
+#   5. gVisor: make sure the Engine lists the runtimes "runsc" and "runsc-net"
+#      (sandbox.docker.runtime). If not, install Debian's runsc (and jq), add
+#        {"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},
+#                     "runsc-net":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host"]}}}
+#      to the daemon's config file (merged into what it holds; an existing entry of
+#      either name is left as it is), and reload the daemon's runtimes with SIGHUP (no
 #      restart: running containers are not touched). Skipped with SANDBOXCTL_RUNSC=0.
+#      runsc has no network interface at all (the sandbox default, network none);
+#      runsc-net has the container's network, which an egress allowlist sandbox
+#      needs (docs/egress.md, "gVisor"). Its --network=host is gVisor's name for
+#      "the host kernel's network stack of the network namespace the sandbox runs
+#      in": the container's own namespace that Docker made, not the host's. gVisor's
+#      own stack (--network=sandbox) is not used: Debian's runsc (20221219) takes
+#      every namespace for the host's on current kernels ("cannot run with network
+#      enabled in root network namespace"), and Docker's resolver (127.0.0.11)
+#      would be gVisor's own loopback there.
 #
 # Environment:
 #   DOCKER                        docker CLI (default: docker)
@@ -105,7 +115,22 @@ apt_install() {
 
 engine_runtimes() { timeout 10 "$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' </dev/null 2>/dev/null; }
 
-has_runsc() { [[ " $(engine_runtimes) " == *" runsc "* ]]; }
+# The gVisor runtimes this script registers: name and runtimeArgs (JSON).
+GVISOR_RUNTIMES=(runsc runsc-net)
+gvisor_args() {
+  case "$1" in
+    runsc) echo '["--network=none"]' ;;
+    runsc-net) echo '["--network=host"]' ;;
+  esac
+}
+
+has_runsc() {
+  local have n
+  have=" $(engine_runtimes) "
+  for n in "${GVISOR_RUNTIMES[@]}"; do
+    [[ "$have" == *" $n "* ]] || return 1
+  done
+}
 
 # The pid of the dockerd serving $SOCK: on the default socket its pid file, else the
 # only dockerd running; on another socket only the daemon this script started.
@@ -141,19 +166,19 @@ dockerd_config() {
   echo "${SANDBOXCTL_DOCKERD_CONFIG:-/etc/docker/daemon.json}"
 }
 
-# 5. gVisor: the Engine lists "runsc", or we install and register it.
+# 5. gVisor: the Engine lists "runsc" and "runsc-net", or we install and register them.
 ensure_runsc() {
   [ "${SANDBOXCTL_RUNSC:-1}" = 0 ] && { say "SANDBOXCTL_RUNSC=0: gVisor (runsc) not set up"; return 0; }
   if has_runsc; then
-    say "gVisor: the Engine lists the runtime runsc; nothing to do"
+    say "gVisor: the Engine lists the runtimes ${GVISOR_RUNTIMES[*]}; nothing to do"
     return 0
   fi
   if [ "${REMOTE:-0}" = 1 ]; then
-    err "gVisor: the Engine at $DOCKER_HOST has no runtime runsc, and it is not this machine's to set up; register runsc there (or SANDBOXCTL_RUNSC=0)."
+    err "gVisor: the Engine at $DOCKER_HOST lacks a runtime of ${GVISOR_RUNTIMES[*]}, and it is not this machine's to set up; register them there (or SANDBOXCTL_RUNSC=0)."
     return 1
   fi
   if [ "$(id -u)" != 0 ]; then
-    err "gVisor: the Engine has no runtime runsc, and installing/registering it needs root: run 'sudo scripts/docker-up.sh' (or SANDBOXCTL_RUNSC=0 to go without)."
+    err "gVisor: the Engine lacks a runtime of ${GVISOR_RUNTIMES[*]}, and installing/registering them needs root: run 'sudo scripts/docker-up.sh' (or SANDBOXCTL_RUNSC=0 to go without)."
     return 1
   fi
   local need=()
@@ -172,18 +197,21 @@ ensure_runsc() {
     err "gVisor: $conf is not a JSON object; fix it, then run this again (nothing was changed)."
     return 1
   fi
-  if [ -s "$conf" ] && jq -e '.runtimes.runsc != null' "$conf" >/dev/null 2>&1; then
-    say "gVisor: $conf already has a runtime runsc ($(jq -c .runtimes.runsc "$conf")); left as it is"
-  else
+  local name
+  for name in "${GVISOR_RUNTIMES[@]}"; do
+    if [ -s "$conf" ] && jq -e --arg n "$name" '.runtimes[$n] != null' "$conf" >/dev/null 2>&1; then
+      say "gVisor: $conf already has a runtime $name ($(jq -c --arg n "$name" '.runtimes[$n]' "$conf")); left as it is"
+      continue
+    fi
     tmp=$(mktemp "$dir/.daemon.json.XXXXXX")
     if ! { if [ -s "$conf" ]; then cat "$conf"; else echo '{}'; fi; } |
-        jq '.runtimes.runsc = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}' >"$tmp"; then
-      rm -f "$tmp"; err "gVisor: could not merge the runsc runtime into $conf"; return 1
+        jq --arg n "$name" --argjson a "$(gvisor_args "$name")" '.runtimes[$n] = {"path": "/usr/bin/runsc", "runtimeArgs": $a}' >"$tmp"; then
+      rm -f "$tmp"; err "gVisor: could not merge the $name runtime into $conf"; return 1
     fi
     chmod 0644 "$tmp"
     mv -f "$tmp" "$conf"
-    say "gVisor: registered runsc in $conf"
-  fi
+    say "gVisor: registered $name in $conf"
+  done
   # Reload the runtimes: SIGHUP (systemd: reload, which sends it). No restart.
   if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker 2>/dev/null; then
     say "gVisor: systemctl reload docker"
@@ -192,18 +220,18 @@ ensure_runsc() {
     say "gVisor: SIGHUP to dockerd (pid $pid) to reload its runtimes"
     kill -HUP "$pid"
   else
-    err "gVisor: cannot tell which dockerd serves unix://$SOCK; send it SIGHUP (or restart it) to load the runsc runtime."
+    err "gVisor: cannot tell which dockerd serves unix://$SOCK; send it SIGHUP (or restart it) to load the gVisor runtimes."
     return 1
   fi
   local t0=$SECONDS
   until has_runsc; do
     if [ $((SECONDS - t0)) -ge 15 ]; then
-      err "gVisor: the Engine still does not list runsc 15s after the reload; see the daemon's log (a bad $conf is reported there)."
+      err "gVisor: the Engine still does not list ${GVISOR_RUNTIMES[*]} 15s after the reload; see the daemon's log (a bad $conf is reported there)."
       return 1
     fi
     sleep 0.3
   done
-  say "gVisor: the Engine lists runsc ($(/usr/bin/runsc --version 2>/dev/null | head -n 1))"
+  say "gVisor: the Engine lists ${GVISOR_RUNTIMES[*]} ($(/usr/bin/runsc --version 2>/dev/null | head -n 1))"
 }
 
 # finish: the Engine answers; set up gVisor, then exit with its outcome.

@@ -103,7 +103,8 @@ type PruneConfig struct {
 type DockerConfig struct {
 	Image string `yaml:"image" json:"image"`
 	// Runtime is the Engine's OCI runtime for the container ("" = the
-	// Engine's default, normally runc; "runsc" = gVisor). It must be one
+	// Engine's default, normally runc; "runsc" = gVisor with no network,
+	// "runsc-net" = gVisor on the container's network). It must be one
 	// the Engine lists (docker info).
 	Runtime         string   `yaml:"runtime" json:"runtime,omitempty"`
 	ContainerPrefix string   `yaml:"containerPrefix" json:"containerPrefix"`
