@@ -513,7 +513,21 @@ func TestConsoleBrowserSandbox(t *testing.T) {
 	if r := e.run(t, "exec", "--agent", agent, "--", "echo later > /workspace/later.txt"); r.code != 0 {
 		t.Fatalf("exec: %+v", r)
 	}
+	idOf := func() string {
+		return strings.TrimSpace(e.run(t, "sandbox", "ls", "--filter", "agent="+agent, "--format", "{{.ID}} {{.State}}").stdout)
+	}
+	before := idOf()
 	within(t, ctx, 10*time.Second, "roll back", chromedp.Click(chromedp.CSS(snapRow+` button[data-action="rollback"]`)))
+	// The rollback makes the container anew: done once another one runs
+	// (the row's Pause button is there before, during and after).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if now := idOf(); now != before && strings.HasSuffix(now, " running") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console's Roll back made no new container in 60 s (before: %q, now: %q)", before, idOf())
+		}
+	}
 	waitJS(t, ctx, 60*time.Second, "the sandbox rolled back and running", `!!document.querySelector('`+row+` button[data-action="pause"]')`)
 	if r := e.run(t, "exec", "--agent", agent, "--", "test ! -e /workspace/later.txt"); r.code != 0 {
 		t.Fatalf("a file written after the snapshot is still there after Roll back: %+v", r)
