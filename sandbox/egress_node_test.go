@@ -1,0 +1,171 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandboxctl/sandboxctl/envknob"
+	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+)
+
+// nodeImage is the sandbox image the Node egress tests run in: the
+// default image (images/build.sh puts Debian's nodejs in it), or a copy
+// named by SANDBOXCTL_TEST_SANDBOX_IMAGE.
+var nodeImage = envOr(string(envknob.TestSandboxImage), DefaultImage)
+
+// nodeProbe fetches argv[3] the way argv[2] says and prints one line,
+// "MODE: ok STATUS BODY" or "MODE: refused CODE":
+//
+//	https    https.get (ignores the proxy variables: the transparent path)
+//	fetch    the global fetch (undici; ignores them too)
+//	connect  a CONNECT to $HTTPS_PROXY, then TLS to the host over it (what a
+//	         proxy agent does)
+//
+// Each trusts the default roots plus NODE_EXTRA_CA_CERTS and nothing else.
+const nodeProbe = `
+const http = require('http'), https = require('https'), tls = require('tls');
+const [mode, url] = process.argv.slice(2);
+const T = 20000;
+function collect(res, rej) {
+  return r => { let b = ''; r.setEncoding('utf8'); r.on('data', d => b += d); r.on('end', () => res(r.statusCode + ' ' + b)); r.on('error', rej); };
+}
+function viaHttps(url, opts) {
+  return new Promise((res, rej) => {
+    const req = https.get(url, Object.assign({timeout: T}, opts || {}), collect(res, rej));
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', rej);
+  });
+}
+async function viaFetch(url) {
+  const r = await fetch(url, {signal: AbortSignal.timeout(T)});
+  return r.status + ' ' + await r.text();
+}
+function viaConnect(url) {
+  const u = new URL(url), p = new URL(process.env.HTTPS_PROXY);
+  return new Promise((res, rej) => {
+    const req = http.request({host: p.hostname, port: p.port, method: 'CONNECT', path: u.hostname + ':443', timeout: T});
+    req.on('connect', (r, socket) => {
+      if (r.statusCode !== 200) { socket.destroy(); rej(new Error('proxy answered ' + r.statusCode)); return; }
+      viaHttps(url, {defaultPort: 443, createConnection: () => tls.connect({socket, servername: u.hostname})}).then(res, rej);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', rej);
+    req.end();
+  });
+}
+const how = {https: u => viaHttps(u), insecure: u => viaHttps(u, {rejectUnauthorized: false}), fetch: viaFetch, connect: viaConnect}[mode];
+how(url).then(
+  b => console.log(mode + ': ok ' + b.trim()),
+  e => { const c = e.cause || e; console.log(mode + ': refused ' + (c.code || '') + ' ' + c.message); process.exitCode = 1; });
+`
+
+// requireNode fails the test when the sandbox has no node: the image
+// predates nodejs in images/build.sh.
+func requireNode(t *testing.T, m *Manager, s Scope) {
+	t.Helper()
+	out, code, err := m.Run(ctxT(t), s, []string{"bash", "-c", "node --version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "v") {
+		t.Fatalf("the image %s has no node (exit %d, %q): it predates nodejs in images/build.sh; rebuild it with `make images FORCE=1` (or name another with %s)",
+			nodeImage, code, out, envknob.TestSandboxImage)
+	}
+}
+
+// TestEgressNodeAllowlist: Node reaches an allowed name through the
+// allowlist with https.get, fetch and a CONNECT through $HTTPS_PROXY,
+// with the proxy variables set and unset, trusting the upstream's test
+// CA through NODE_EXTRA_CA_CERTS (and not without it); a denied name and
+// an IP literal fail, and the upstream, which logs every connection and
+// DNS question, saw nothing of them.
+func TestEgressNodeAllowlist(t *testing.T) {
+	dockertest.Require(t, nodeImage)
+	up := startUpstream(t)
+	m := newManagerOpts(t, func(o *Options) {
+		o.Config.Docker.Image = nodeImage
+		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{{Domain: "allowed.test"}}}
+	})
+	s := Scope{AgentID: "egress-node-" + randHex(3)}
+	requireNode(t, m, s)
+	_, _, ws, _ := m.Layout(s)
+	for name, b := range map[string][]byte{"ca.pem": up.caPEM, "probe.js": []byte(nodeProbe)} {
+		if err := os.WriteFile(filepath.Join(ws, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := func(script string) string {
+		t.Helper()
+		out, _, err := m.Run(ctxT(t), s, []string{"bash", "-c", script})
+		if err != nil {
+			t.Fatalf("%s: %v", script, err)
+		}
+		return out
+	}
+	const (
+		trust   = "NODE_EXTRA_CA_CERTS=/workspace/ca.pem node /workspace/probe.js "
+		noProxy = "unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy; "
+	)
+	if out := node("echo $HTTPS_PROXY"); !strings.HasPrefix(out, "http://") {
+		t.Fatalf("the allowlist sandbox has no HTTPS_PROXY: %q", out)
+	}
+
+	works := map[string]string{
+		"https.get, proxy variables set":   trust + "https https://allowed.test/n1",
+		"fetch, proxy variables set":       trust + "fetch https://allowed.test/n2",
+		"CONNECT through HTTPS_PROXY":      trust + "connect https://allowed.test/n3",
+		"https.get, proxy variables unset": noProxy + trust + "https https://allowed.test/n4",
+		"fetch, proxy variables unset":     noProxy + trust + "fetch https://allowed.test/n5",
+	}
+	for name, script := range works {
+		if out := node(script); !strings.Contains(out, ": ok 200 hello from allowed.test /n") {
+			t.Errorf("%s: %q", name, out)
+		}
+	}
+	// Without NODE_EXTRA_CA_CERTS the test CA is not trusted: the
+	// variable is what made the requests above verify.
+	for _, mode := range []string{"https", "fetch"} {
+		if out := node("node /workspace/probe.js " + mode + " https://allowed.test/untrusted"); !strings.Contains(out, mode+": refused") ||
+			!strings.Contains(strings.ToLower(out), "certificate") {
+			t.Errorf("%s without NODE_EXTRA_CA_CERTS: want a certificate error, got %q", mode, out)
+		}
+	}
+	log := up.log(t)
+	for _, p := range []string{"/n1", "/n2", "/n3", "/n4", "/n5"} {
+		if !strings.Contains(log, "http allowed.test GET "+p+" ") {
+			t.Errorf("the upstream never saw %s:\n%s", p, log)
+		}
+	}
+	if strings.Contains(log, "/untrusted") {
+		t.Errorf("a request over an unverified connection reached the upstream:\n%s", log)
+	}
+
+	// From here on nothing may arrive: every line the upstream logs from
+	// now (a connection, a request, a DNS question) is a byte that got out.
+	before := len(log)
+	marker := "m" + randHex(4)
+	ip := up.IP.String()
+	refused := map[string]string{
+		"https.get, denied name":             trust + "https https://denied.test/" + marker,
+		"fetch, denied name":                 trust + "fetch https://denied.test/" + marker,
+		"CONNECT to a denied name":           trust + "connect https://denied.test/" + marker,
+		"https.get, denied name, vars unset": noProxy + trust + "https https://denied.test/" + marker,
+		"https.get, IP literal":              trust + "insecure https://" + ip + "/" + marker,
+		"fetch, IP literal":                  "NODE_TLS_REJECT_UNAUTHORIZED=0 " + trust + "fetch https://" + ip + "/" + marker,
+		"CONNECT to an IP literal":           trust + "connect https://" + ip + "/" + marker,
+		"https.get, IP literal, vars unset":  noProxy + trust + "insecure https://" + ip + "/" + marker,
+		"fetch, plain http to IP literal":    noProxy + "node -e 'fetch(\"http://" + ip + "/" + marker + "\", {signal: AbortSignal.timeout(20000)}).then(r => r.text()).then(console.log, e => { console.log(\"refused\", (e.cause || e).code); process.exitCode = 1 })'",
+	}
+	for name, script := range refused {
+		out := node(script)
+		t.Logf("%s: %s", name, strings.TrimSpace(out))
+		if !strings.Contains(out, "refused") || strings.Contains(out, "hello from") {
+			t.Errorf("%s: got through: %q", name, out)
+		}
+	}
+	if after := up.log(t); len(after) != before {
+		t.Errorf("the upstream saw the refused attempts:\n%s", after[before:])
+	}
+}
