@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 )
 
 // nodeImage is the sandbox image the Node egress tests run in: the
@@ -23,23 +25,25 @@ var nodeImage = envOr(string(envknob.TestSandboxImage), DefaultImage)
 //	connect  a CONNECT to $HTTPS_PROXY, then TLS to the host over it (what a
 //	         proxy agent does)
 //
-// Each trusts the default roots plus NODE_EXTRA_CA_CERTS and nothing else.
+// Each trusts the default roots plus NODE_EXTRA_CA_CERTS and nothing else,
+// and sends "Authorization: Bearer $API_TOKEN" when API_TOKEN is set.
 const nodeProbe = `
 const http = require('http'), https = require('https'), tls = require('tls');
 const [mode, url] = process.argv.slice(2);
 const T = 20000;
+const headers = process.env.API_TOKEN ? {Authorization: 'Bearer ' + process.env.API_TOKEN} : {};
 function collect(res, rej) {
   return r => { let b = ''; r.setEncoding('utf8'); r.on('data', d => b += d); r.on('end', () => res(r.statusCode + ' ' + b)); r.on('error', rej); };
 }
 function viaHttps(url, opts) {
   return new Promise((res, rej) => {
-    const req = https.get(url, Object.assign({timeout: T}, opts || {}), collect(res, rej));
+    const req = https.get(url, Object.assign({timeout: T, headers}, opts || {}), collect(res, rej));
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', rej);
   });
 }
 async function viaFetch(url) {
-  const r = await fetch(url, {signal: AbortSignal.timeout(T)});
+  const r = await fetch(url, {headers, signal: AbortSignal.timeout(T)});
   return r.status + ' ' + await r.text();
 }
 function viaConnect(url) {
@@ -167,5 +171,94 @@ func TestEgressNodeAllowlist(t *testing.T) {
 	}
 	if after := up.log(t); len(after) != before {
 		t.Errorf("the upstream saw the refused attempts:\n%s", after[before:])
+	}
+}
+
+// TestEgressNodeBrokeredSecret: with a secret bound to allowed.test, Node
+// in the sandbox (https.get and fetch, the proxy variables set and unset)
+// trusts the broker's CA (Debian's node through the sandbox's CA bundle,
+// one with its own roots through the NODE_EXTRA_CA_CERTS the sandbox
+// already has, and not without it), and the upstream logs the real
+// value; to another allowed host the placeholder arrives as it was sent.
+// The output never holds the value.
+func TestEgressNodeBrokeredSecret(t *testing.T) {
+	dockertest.Require(t, nodeImage)
+	real := "node-real-secret-" + randHex(4)
+	up := startUpstream(t, "-headers")
+	m := newManagerOpts(t, func(o *Options) {
+		o.Config.Docker.Image = nodeImage
+		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{{Domain: "allowed.test"}, {Domain: "*.wild.test"}}}
+		o.Config.Secrets = map[string]sandboxconfig.SecretConfig{"api": {FromEnv: "SBXT_NODE_TOKEN", Hosts: []string{"allowed.test"}, Env: "API_TOKEN"}}
+		if err := o.Config.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		secrets, err := sandboxconfig.ParseSecrets(o.Config.Secrets, o.Config.Docker.Env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+		if err := os.WriteFile(caFile, up.caPEM, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := broker.New(broker.Options{Dir: broker.Dir(o.StateDir), Secrets: secrets, UpstreamCAFile: caFile,
+			Getenv: func(k string) string { return map[string]string{"SBXT_NODE_TOKEN": real}[k] }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.EgressInterceptor = b
+	})
+	ph := m.first().brokered.Env["API_TOKEN"]
+	s := Scope{AgentID: "egress-node-secret-" + randHex(3)}
+	requireNode(t, m, s)
+	_, _, ws, _ := m.Layout(s)
+	for name, b := range map[string][]byte{"ca.pem": up.caPEM, "probe.js": []byte(nodeProbe)} {
+		if err := os.WriteFile(filepath.Join(ws, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sandbox's own NODE_EXTRA_CA_CERTS (the broker's CA) for the
+	// bound host; for a.wild.test, which the broker does not terminate,
+	// the upstream's test CA beside it.
+	script := `set -u
+echo "NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS"
+node /workspace/probe.js https https://allowed.test/node-get
+node /workspace/probe.js fetch https://allowed.test/node-fetch
+(unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy; node /workspace/probe.js https https://allowed.test/node-noproxy)
+cat "$NODE_EXTRA_CA_CERTS" /workspace/ca.pem > /tmp/both.pem
+NODE_EXTRA_CA_CERTS=/tmp/both.pem node /workspace/probe.js https https://a.wild.test/node-elsewhere
+node --use-bundled-ca /workspace/probe.js https https://allowed.test/node-bundled
+env -u NODE_EXTRA_CA_CERTS node --use-bundled-ca /workspace/probe.js https https://allowed.test/node-untrusted
+`
+	out, _, err := m.Run(ctxT(t), s, []string{"bash", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("in the sandbox:\n%s", out)
+	if strings.Contains(out, real) {
+		t.Errorf("the real value reached the sandbox's output:\n%s", out)
+	}
+	// Debian's node reads OpenSSL's store (the sandbox's bundle holds the
+	// broker's CA); one with its own roots (--use-bundled-ca, as the
+	// builds of nodejs.org) trusts the broker through the variable alone.
+	if !strings.Contains(out, "https: refused") || !strings.Contains(strings.ToLower(out), "certificate") {
+		t.Errorf("without NODE_EXTRA_CA_CERTS the broker's certificate was not refused:\n%s", out)
+	}
+	if n := strings.Count(out, ": ok 200 hello from"); n != 5 || !strings.Contains(out, "NODE_EXTRA_CA_CERTS=/etc/sandboxctl/broker-ca.pem\n") {
+		t.Errorf("want 5 answers with the broker's CA in NODE_EXTRA_CA_CERTS, got %d:\n%s", n, out)
+	}
+	log := up.log(t)
+	if strings.Contains(log, "/node-untrusted") {
+		t.Errorf("a request Node did not verify reached the upstream:\n%s", log)
+	}
+	for _, want := range []string{
+		"header allowed.test /node-get Authorization: Bearer " + real + "\n",
+		"header allowed.test /node-fetch Authorization: Bearer " + real + "\n",
+		"header allowed.test /node-noproxy Authorization: Bearer " + real + "\n",
+		"header allowed.test /node-bundled Authorization: Bearer " + real + "\n",
+		"header a.wild.test /node-elsewhere Authorization: Bearer " + ph + "\n",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the upstream did not log %q; its log:\n%s", want, log)
+		}
 	}
 }
