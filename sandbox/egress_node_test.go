@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sandboxctl/sandboxctl/egress"
 	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/dockertest"
@@ -88,9 +91,11 @@ func requireNode(t *testing.T, m *Manager, s Scope) {
 func TestEgressNodeAllowlist(t *testing.T) {
 	dockertest.Require(t, nodeImage)
 	up := startUpstream(t)
+	obs := &decisions{}
 	m := newManagerOpts(t, func(o *Options) {
 		o.Config.Docker.Image = nodeImage
 		o.Config.Network = NetworkConfig{Egress: "allowlist", UpstreamDNS: up.IP.String(), Allow: []AllowRule{{Domain: "allowed.test"}}}
+		o.EgressObserver = obs
 	})
 	s := Scope{AgentID: "egress-node-" + randHex(3)}
 	requireNode(t, m, s)
@@ -128,6 +133,31 @@ func TestEgressNodeAllowlist(t *testing.T) {
 			t.Errorf("%s: %q", name, out)
 		}
 	}
+	// The way they went: https.get and fetch ignore the proxy variables
+	// (four transparent TLS connections, the gateway deciding on the SNI),
+	// the proxy agent's one is a CONNECT. A connection is reported when it
+	// ends.
+	count := func(kind string) int {
+		n := 0
+		for _, d := range obs.all {
+			if d.Allowed && d.Host == "allowed.test" && d.Kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		obs.mu.Lock()
+		tlsN, connectN := count(egress.KindTLS), count(egress.KindConnect)
+		obs.mu.Unlock()
+		if tlsN == 4 && connectN == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("allowed decisions for allowed.test: %d transparent TLS (want 4), %d CONNECT (want 1)", tlsN, connectN)
+			break
+		}
+	}
 	// Without NODE_EXTRA_CA_CERTS the test CA is not trusted: the
 	// variable is what made the requests above verify.
 	for _, mode := range []string{"https", "fetch"} {
@@ -151,22 +181,36 @@ func TestEgressNodeAllowlist(t *testing.T) {
 	before := len(log)
 	marker := "m" + randHex(4)
 	ip := up.IP.String()
-	refused := map[string]string{
-		"https.get, denied name":             trust + "https https://denied.test/" + marker,
-		"fetch, denied name":                 trust + "fetch https://denied.test/" + marker,
-		"CONNECT to a denied name":           trust + "connect https://denied.test/" + marker,
-		"https.get, denied name, vars unset": noProxy + trust + "https https://denied.test/" + marker,
-		"https.get, IP literal":              trust + "insecure https://" + ip + "/" + marker,
-		"fetch, IP literal":                  "NODE_TLS_REJECT_UNAUTHORIZED=0 " + trust + "fetch https://" + ip + "/" + marker,
-		"CONNECT to an IP literal":           trust + "connect https://" + ip + "/" + marker,
-		"https.get, IP literal, vars unset":  noProxy + trust + "insecure https://" + ip + "/" + marker,
-		"fetch, plain http to IP literal":    noProxy + "node -e 'fetch(\"http://" + ip + "/" + marker + "\", {signal: AbortSignal.timeout(20000)}).then(r => r.text()).then(console.log, e => { console.log(\"refused\", (e.cause || e).code); process.exitCode = 1 })'",
+	refused := []struct{ name, script string }{
+		{"https.get, denied name", trust + "https https://denied.test/" + marker},
+		{"fetch, denied name", trust + "fetch https://denied.test/" + marker},
+		{"CONNECT to a denied name", trust + "connect https://denied.test/" + marker},
+		{"https.get, denied name, vars unset", noProxy + trust + "https https://denied.test/" + marker},
+		{"https.get, IP literal", trust + "insecure https://" + ip + "/" + marker},
+		{"fetch, IP literal", "NODE_TLS_REJECT_UNAUTHORIZED=0 " + trust + "fetch https://" + ip + "/" + marker},
+		{"CONNECT to an IP literal", trust + "connect https://" + ip + "/" + marker},
+		{"https.get, IP literal, vars unset", noProxy + trust + "insecure https://" + ip + "/" + marker},
+		{"fetch, plain http to IP literal", noProxy + "node -e 'fetch(\"http://" + ip + "/" + marker + "\", {signal: AbortSignal.timeout(20000)}).then(r => r.text()).then(console.log, e => { console.log(\"refused\", (e.cause || e).code); process.exitCode = 1 })'"},
 	}
-	for name, script := range refused {
-		out := node(script)
-		t.Logf("%s: %s", name, strings.TrimSpace(out))
+	// All at once (an IP literal fails by timing out: no route), each
+	// one's output after a line "=== i".
+	var script strings.Builder
+	for i, r := range refused {
+		fmt.Fprintf(&script, "(%s) >/tmp/refused.%d 2>&1 &\n", r.script, i)
+	}
+	script.WriteString("wait\n")
+	for i := range refused {
+		fmt.Fprintf(&script, "echo '=== %d'; cat /tmp/refused.%d\n", i, i)
+	}
+	outs := strings.Split(node(script.String()), "=== ")
+	if len(outs) != len(refused)+1 {
+		t.Fatalf("the refused attempts printed %d sections, want %d: %q", len(outs)-1, len(refused), outs)
+	}
+	for i, r := range refused {
+		_, out, _ := strings.Cut(outs[i+1], "\n")
+		t.Logf("%s: %s", r.name, strings.TrimSpace(out))
 		if !strings.Contains(out, "refused") || strings.Contains(out, "hello from") {
-			t.Errorf("%s: got through: %q", name, out)
+			t.Errorf("%s: got through: %q", r.name, out)
 		}
 	}
 	if after := up.log(t); len(after) != before {
