@@ -27,6 +27,7 @@ const (
 	PendingMaxOutputChars Knob = "SANDBOXCTL_PENDING_MAX_OUTPUT_CHARS"
 	JobTTLMs              Knob = "SANDBOXCTL_JOB_TTL_MS"
 	SkipDocker            Knob = "SANDBOXCTL_SKIP_DOCKER"
+	TestSandboxImage      Knob = "SANDBOXCTL_TEST_SANDBOX_IMAGE"
 	DockerHost            Knob = "DOCKER_HOST"
 )
 
@@ -69,6 +70,7 @@ func All() []Info {
 		{Knob: JobTTLMs, Alias: JobTTLMsAlias, Doc: "overrides exec.cleanupMs"},
 		{Knob: DockerHost, Doc: "the Docker client's own variable: the Engine the daemon talks to; the CLI reaches only a daemon of the same Engine"},
 		{Knob: SkipDocker, Doc: "tests only: 1 skips the tests that need a Docker Engine (outside CI)"},
+		{Knob: TestSandboxImage, Doc: "tests only: the image with Node the Node egress tests of package sandbox run in instead of sandboxctl/sandbox:bookworm (a copy built with SANDBOX_IMAGE=... images/build.sh sandbox)"},
 	}
 }
 

@@ -4,7 +4,7 @@
 #   images/build.sh [--force] [sandbox|testbb|daemon|all]
 #
 #   sandbox  sandboxctl/sandbox:bookworm  Debian bookworm rootfs from debootstrap
-#            (bash coreutils procps git curl jq python3 ripgrep ca-certificates),
+#            (bash coreutils procps git curl jq python3 nodejs ripgrep ca-certificates),
 #            docker-imported. ~1 min.
 #   testbb   sandboxctl/testbb:1          FROM-scratch style image: Debian's static
 #            busybox plus its applet symlinks, docker-imported. ~1 s.
@@ -36,7 +36,7 @@ DAEMON_IMAGE=${DAEMON_IMAGE:-sandboxctl/sandboxctld:dev}
 GO=${GO:-go}
 REPO_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SUITE=bookworm
-SANDBOX_PACKAGES=bash,coreutils,procps,git,curl,jq,python3,ripgrep,ca-certificates
+SANDBOX_PACKAGES=bash,coreutils,procps,git,curl,jq,python3,nodejs,ripgrep,ca-certificates
 DEB_CACHE=${IMAGES_DEB_CACHE-/var/cache/sandboxctl/debootstrap}
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -315,7 +315,7 @@ build_sandbox() {
   skeleton "$root"
   add_sandbox_user "$root" /bin/bash
   local missing=()
-  for b in bash jq rg python3 git curl ps sleep; do
+  for b in bash jq rg python3 node git curl ps sleep; do
     [ -x "$root/usr/bin/$b" ] || [ -x "$root/bin/$b" ] || missing+=("$b")
   done
   [ ${#missing[@]} = 0 ] || die "sandbox rootfs lacks: ${missing[*]}"

@@ -33,6 +33,7 @@ func TestImagesProvideTheirTools(t *testing.T) {
 			"jq --version":             "jq-",
 			"rg --version":             "ripgrep",
 			"python3 -V":               "Python 3",
+			"node -p 6*7":              "42",
 			"git --version":            "git version",
 			"curl --version":           "curl",
 			"ps --version":             "procps",
