@@ -40,44 +40,7 @@ func (b *lockedBuffer) String() string {
 func TestServeJSONLogAndMetrics(t *testing.T) {
 	e := newEnv(t)
 	const token = "log-metrics-tool-token-0123456789"
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := exec.Command(binary, "--state", e.state, "--config", e.config, "serve", "--listen", addr, "--log-format", "json")
-	serve.Env = append(os.Environ(), "SANDBOXCTL_TOKEN="+token)
-	var stderr lockedBuffer
-	serve.Stderr = &stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = serve.Wait(); close(done) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = serve.Process.Kill()
-			<-done
-			t.Errorf("daemon did not stop on SIGTERM")
-		}
-	}
-	t.Cleanup(stop)
-	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not answer on TCP; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	base, stderr, stop := startJSONLogDaemon(t, e, token, nil)
 
 	if code, body := callTCP(t, base, token, "POST", "/v1/tools/exec", map[string]any{"command": "echo hi", "host": "gateway"}); code != 200 {
 		t.Fatalf("exec: %d %s", code, body)
@@ -141,4 +104,51 @@ func TestServeJSONLogAndMetrics(t *testing.T) {
 	if a := find("GET", "/v1/sessions"); a != nil && (a["caller"] != "none" || a["status"] != float64(401)) {
 		t.Errorf("access line of the refused request: %v", a)
 	}
+}
+
+// startJSONLogDaemon starts `serve --listen --log-format json` on e's state
+// with the tool token token (and extraEnv), waits until it answers on TCP,
+// and stops it (SIGTERM) at the test's end or when stop is called. stderr
+// is its log.
+func startJSONLogDaemon(t *testing.T, e *env, token string, extraEnv []string) (base string, stderr *lockedBuffer, stop func()) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	serve := exec.Command(binary, "--state", e.state, "--config", e.config, "serve", "--listen", addr, "--log-format", "json")
+	serve.Env = append(append(os.Environ(), "SANDBOXCTL_TOKEN="+token), extraEnv...)
+	stderr = &lockedBuffer{}
+	serve.Stderr = stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = serve.Wait(); close(done) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = serve.Process.Kill()
+			<-done
+			t.Errorf("daemon did not stop on SIGTERM")
+		}
+	}
+	t.Cleanup(stop)
+	base = "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon did not answer on TCP; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return base, stderr, stop
 }

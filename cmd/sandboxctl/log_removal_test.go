@@ -3,12 +3,8 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -35,44 +31,7 @@ func TestSandboxRemovalLogsNoError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e, alice, _ := filesEnv(t)
 			const token = "removal-log-tool-token-0123456789"
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-			serve := exec.Command(binary, "--state", e.state, "--config", e.config, "serve", "--listen", addr, "--log-format", "json")
-			serve.Env = append(append(os.Environ(), "SANDBOXCTL_TOKEN="+token), tc.environ...)
-			var stderr lockedBuffer
-			serve.Stderr = &stderr
-			if err := serve.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { _ = serve.Wait(); close(done) }()
-			stopped := false
-			stop := func() {
-				if stopped {
-					return
-				}
-				stopped = true
-				_ = serve.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					_ = serve.Process.Kill()
-					<-done
-					t.Errorf("daemon did not stop on SIGTERM")
-				}
-			}
-			t.Cleanup(stop)
-			base := "http://" + addr
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if resp, err := http.Get(base + "/healthz"); err == nil {
-					resp.Body.Close()
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("daemon did not answer on TCP; stderr:\n%s", stderr.String())
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			base, stderr, stop := startJSONLogDaemon(t, e, token, tc.environ)
 
 			// Two commands, one with a child of its own, left running.
 			var ids []string
