@@ -825,6 +825,11 @@ func (m *Manager) Explain(ctx context.Context, s Scope) (Explanation, error) {
 // restarted daemon calls it once to re-adopt them; Reattach resumes a
 // running one.
 func (m *Manager) Sessions(ctx context.Context) ([]RecoveredSession, error) {
+	if m.fleet.one() == nil {
+		// At a daemon's start no Engine is checked yet, and one not
+		// checked counts as down: its sessions would wait for the retry.
+		m.fleet.awaitFirstCheck(ctx)
+	}
 	out, err := collect(m.fleet, func(mb *member) ([]RecoveredSession, error) { return mb.m.Sessions(ctx) })
 	slices.SortStableFunc(out, func(a, b RecoveredSession) int { return a.StartedAt.Compare(b.StartedAt) })
 	return out, err
