@@ -108,6 +108,11 @@ type Options struct {
 	// EgressInterceptor, when set, is handed the allowed TLS connections
 	// it intercepts (the credential broker).
 	EgressInterceptor egress.Interceptor
+	// Backend, when set, is the one engine of the Manager instead of the
+	// Docker Engines of sandbox.engines (the Kubernetes engine, built by
+	// the composition root; backend.go). Client and the Docker-only
+	// options above are not used then.
+	Backend Backend
 }
 
 // Step names a step a command waits for.

@@ -125,6 +125,8 @@ func (a *sandboxAPI) Detail(ctx context.Context, sb api.Sandbox) (api.SandboxDet
 	d := api.SandboxDetail{Sandbox: sb, Explain: raw}
 	if sb.State != string(container.StateRunning) {
 		d.UsageError = "the sandbox is " + sb.State
+	} else if a.m.Client() == nil {
+		d.UsageError = "usage is not reported by the " + sb.Engine + " sandbox engine"
 	} else if u, err := sandboxUsage(ctx, a.m.Client(), sb.ID); err != nil {
 		d.UsageError = err.Error()
 	} else {

@@ -488,28 +488,8 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
-	if cfg.Sandbox.Kubernetes.Enabled {
-		// Sandboxes are Pods of a Kubernetes cluster (docs/scale-out.md);
-		// the Docker sandbox Manager (and what needs it: snapshots, the
-		// sandbox API) is not there.
-		kctx, kcancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer kcancel()
-		eng, err := kube.New(kctx, kube.Options{Config: cfg.Sandbox, Logf: logf})
-		if err != nil {
-			if errors.Is(err, sandbox.ErrInvalidConfig) {
-				return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
-			}
-			logf("sandbox host (Kubernetes) unavailable: %v", err)
-			hosts[vocab.HostSandbox] = unavailableHost{err: err}
-			return hosts, runner, nil, sup, nil
-		}
-		// The warm pool (sandbox.pool.size) of started Pods.
-		eng.StartPool(ctx, cfg.Sandbox.Pool.Size)
-		hosts[vocab.HostSandbox] = kube.NewHost(eng)
-		return hosts, runner, nil, sup, nil
-	}
 	sbxOpts.Config, sbxOpts.StateDir, sbxOpts.Logf = cfg.Sandbox, state, logf
-	sbx, err := sandbox.NewManager(ctx, sbxOpts)
+	sbx, kubeEng, err := newManager(ctx, sbxOpts)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
@@ -526,7 +506,36 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	// The warm pool (sandbox.pool.size) fills in the background.
 	sbx.StartPool()
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
+	if kubeEng != nil {
+		// Commands (and their re-adoption after a restart) go through the
+		// Kubernetes sessions host, over the same Engine as the Manager.
+		hosts[vocab.HostSandbox] = kube.NewHost(kubeEng)
+	}
 	return hosts, runner, sbx, sup, nil
+}
+
+// newManager is the composition root of the sandbox engines: a Manager
+// over the Docker Engines of sandbox.engines, or, with
+// sandbox.kubernetes.enabled, over the Kubernetes engine, which it returns
+// too (one Engine for the Manager and the sessions host).
+func newManager(ctx context.Context, opts sandbox.Options) (*sandbox.Manager, *kube.Engine, error) {
+	if !opts.Config.Kubernetes.Enabled {
+		m, err := sandbox.NewManager(ctx, opts)
+		return m, nil, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	eng, err := kube.New(kctx, kube.Options{Config: opts.Config, Labels: opts.Labels, Logf: opts.Logf})
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes sandbox engine: %w", err)
+	}
+	opts.Backend = kube.NewBackend(eng, opts.Config)
+	m, err := sandbox.NewManager(ctx, opts)
+	if err != nil {
+		_ = eng.Close()
+		return nil, nil, err
+	}
+	return m, eng, nil
 }
 
 // gatewayEnvelope is the envelope of every gateway command (exec.envelope):

@@ -1,0 +1,411 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sandboxctl/sandboxctl/sandbox"
+	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
+)
+
+// Annotations of the sandbox lifecycle (Backend).
+const (
+	// AnnotationExpiresAt is when the daemon removes the sandbox (its
+	// TTL), in Unix milliseconds.
+	AnnotationExpiresAt = "sandboxctl.io/expires-at"
+	// AnnotationLabels holds the labels a sandbox was created with, as a
+	// JSON object (label keys and values of the sandbox API are wider than
+	// a Kubernetes label's).
+	AnnotationLabels = "sandboxctl.io/labels"
+)
+
+// EngineName is the name of the Kubernetes engine in sandbox.Info.Engine,
+// the engine list and errors.
+const EngineName = "kubernetes"
+
+// Backend is the Engine as the sandbox Manager's engine (sandbox.Backend):
+// the sandboxes API, the CLI and the files API reach the Pods through the
+// Manager as they reach Docker containers. The sessions host (Host) and the
+// Backend share the one Engine.
+type Backend struct {
+	e   *Engine
+	cfg sandboxconfig.Config
+
+	poolOnce sync.Once
+	ctx      context.Context // the pool's, ended by Close
+	cancel   context.CancelFunc
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// NewBackend returns the sandbox.Backend over e, whose config is cfg (the
+// one e was made from: its scope mode, container prefix and pool size).
+func NewBackend(e *Engine, cfg sandboxconfig.Config) *Backend {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Backend{e: e, cfg: cfg, ctx: ctx, cancel: cancel}
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return EngineName }
+
+// Where implements sandbox.Backend: the API server and namespace.
+func (b *Backend) Where() string { return b.e.rc.Host + " namespace " + b.e.ns }
+
+// pauser is what pausing to zero adds to the Engine (Pause keeps the
+// workspace while the sandbox runs nothing).
+type pauser interface {
+	Pause(ctx context.Context, s Scope) error
+	Resume(ctx context.Context, s Scope) error
+}
+
+// Caps implements sandbox.Backend: files through the supervisor's file
+// tool; pause when the Engine pauses to zero.
+func (b *Backend) Caps() sandbox.BackendCaps {
+	_, canPause := any(b.e).(pauser)
+	return sandbox.BackendCaps{Pause: canPause, SupervisorPath: SupervisorBin}
+}
+
+// Ping implements sandbox.Backend: one list of this Engine's Pods (what
+// its Role allows).
+func (b *Backend) Ping(ctx context.Context) error {
+	_, err := b.e.cs.CoreV1().Pods(b.e.ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: b.e.selector.String()})
+	if err != nil {
+		return fmt.Errorf("kubernetes %s: %w", b.Where(), classify(err))
+	}
+	return nil
+}
+
+// Close implements sandbox.Backend: the pool stops filling, the watch and
+// supervisor connections close; the Pods go on.
+func (b *Backend) Close() error {
+	b.cancel()
+	return b.e.Close()
+}
+
+func (b *Backend) scopeKey(s sandbox.Scope) string { return sandbox.ScopeKey(b.cfg.Scope, s) }
+
+func (b *Backend) name(scopeKey string) string {
+	return sandbox.ContainerName(b.cfg.Docker.ContainerPrefix, scopeKey)
+}
+
+func (b *Backend) result(s sandbox.Scope, sb Sandbox) sandbox.EnsureResult {
+	k := b.scopeKey(s)
+	return sandbox.EnsureResult{ID: sb.Pod, Name: b.name(k), ScopeKey: k, Created: sb.Created, Started: sb.Created,
+		Supervised: true, Engine: EngineName}
+}
+
+// Ensure implements sandbox.Backend.
+func (b *Backend) Ensure(ctx context.Context, s sandbox.Scope) (sandbox.EnsureResult, error) {
+	sb, err := b.e.Ensure(ctx, Scope(s))
+	if err != nil {
+		return sandbox.EnsureResult{}, err
+	}
+	return b.result(s, sb), nil
+}
+
+// Create implements sandbox.Backend: the scope's Pod (from the warm pool
+// when one is ready), with o's labels and TTL in its annotations. Pods
+// have one shape (sandbox.docker and sandbox.kubernetes): another template
+// is not supported.
+func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateOptions) (sandbox.Info, error) {
+	if o.Template != "" && o.Template != sandboxconfig.DefaultTemplate {
+		return sandbox.Info{}, fmt.Errorf("%w: template %q: templates other than %q not supported by the %s sandbox engine",
+			sandbox.ErrNotImplemented, o.Template, sandboxconfig.DefaultTemplate, EngineName)
+	}
+	k := b.scopeKey(s)
+	if pod := b.e.PodOf(Scope(s)); pod != "" {
+		return sandbox.Info{}, fmt.Errorf("%w: scope %s has a sandbox already (pod %s)", cerrdefs.ErrConflict, k, pod)
+	}
+	sb, err := b.e.Ensure(ctx, Scope(s))
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	ann := map[string]*string{}
+	if len(o.Labels) > 0 {
+		raw, err := json.Marshal(o.Labels)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		v := string(raw)
+		ann[AnnotationLabels] = &v
+	}
+	if o.TTL > 0 {
+		v := strconv.FormatInt(time.Now().Add(o.TTL).UnixMilli(), 10)
+		ann[AnnotationExpiresAt] = &v
+	}
+	if len(ann) > 0 {
+		if err := b.annotate(ctx, sb.Pod, ann); err != nil {
+			return sandbox.Info{}, err
+		}
+	}
+	return b.get(ctx, sb.Pod)
+}
+
+// annotate sets (nil: removes) annotations of Pod name.
+func (b *Backend) annotate(ctx context.Context, name string, ann map[string]*string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	if _, err := b.e.cs.CoreV1().Pods(b.e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("sandbox pod %s: %w", name, classify(err))
+	}
+	return nil
+}
+
+// List implements sandbox.Backend, from the API server (not the watch's
+// cache: a TTL just set or a Pod just removed shows at once).
+func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
+	pods, err := b.e.cs.CoreV1().Pods(b.e.ns).List(ctx, metav1.ListOptions{LabelSelector: b.e.selector.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list sandbox pods: %w", classify(err))
+	}
+	out := make([]sandbox.Info, 0, len(pods.Items))
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Labels[LabelScope] == "" && p.Labels[LabelPool] == "" {
+			continue // not a sandbox (the NetworkPolicy's probe)
+		}
+		out = append(out, b.info(p))
+	}
+	return out, nil
+}
+
+func (b *Backend) get(ctx context.Context, pod string) (sandbox.Info, error) {
+	p, err := b.e.cs.CoreV1().Pods(b.e.ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return sandbox.Info{}, fmt.Errorf("sandbox pod %s: %w", pod, classify(err))
+	}
+	return b.info(p), nil
+}
+
+// info is Pod p as a sandbox: its id is the Pod's name; a claimed Pod is
+// named as a Docker sandbox of its scope is (so `sandbox rm NAME` and
+// Manager.Remove find it), a warm one by its Pod name.
+func (b *Backend) info(p *corev1.Pod) sandbox.Info {
+	in := sandbox.Info{
+		ID: p.Name, Name: p.Name, State: podState(p), Image: b.e.shape.Image, CreatedAt: p.CreationTimestamp.Time,
+		Engine: EngineName, Path: sandbox.PathSupervisor, Template: sandboxconfig.DefaultTemplate, Labels: map[string]string{},
+	}
+	for _, c := range p.Spec.Containers {
+		if c.Name == ContainerName {
+			in.Image = c.Image
+		}
+	}
+	// A Pod of another image is of another config (it is not recreated:
+	// remove it to get one of the config in force).
+	in.Current = in.Image == b.e.shape.Image
+	if p.Labels[LabelScope] == "" {
+		in.Pool = sandbox.PoolReady
+		return in
+	}
+	s := sandbox.Scope{AgentID: p.Annotations[AnnotationAgent], SessionKey: p.Annotations[AnnotationSessionKey]}
+	in.AgentID, in.SessionKey = s.AgentID, s.SessionKey
+	in.ScopeKey = b.scopeKey(s)
+	in.Name = b.name(in.ScopeKey)
+	if raw := p.Annotations[AnnotationLabels]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &in.Labels) // written by Create; a bad one shows no labels
+	}
+	if ms, err := strconv.ParseInt(p.Annotations[AnnotationExpiresAt], 10, 64); err == nil && ms > 0 {
+		in.ExpiresAt = time.UnixMilli(ms)
+	}
+	return in
+}
+
+// podState is a Pod's state in the words of sandbox.Info.State.
+func podState(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "removing"
+	}
+	if ended, _ := podEnded(p); ended {
+		return "exited"
+	}
+	if containerRunning(p) {
+		return "running"
+	}
+	return "created"
+}
+
+// Remove implements sandbox.Backend: the Pod is deleted (its sessions end
+// with it, and its workspace volume) and waited for, so the next List does
+// not show it.
+func (b *Backend) Remove(ctx context.Context, in sandbox.Info) error {
+	grace := int64(0)
+	err := b.e.cs.CoreV1().Pods(b.e.ns).Delete(ctx, in.ID, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: sandbox %s (pod %s) is gone", sandbox.ErrNotFound, in.Name, in.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("remove sandbox pod %s: %w", in.ID, classify(err))
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		_, err := b.e.cs.CoreV1().Pods(b.e.ns).Get(wctx, in.ID, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			// Deleted; the kubelet has not confirmed yet. It goes.
+			b.e.logf("sandbox pod %s: deleted, still terminating", in.ID)
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// SetExpiry implements sandbox.Backend: the TTL is an annotation of the
+// Pod (another daemon of the namespace sees it too).
+func (b *Backend) SetExpiry(ctx context.Context, in sandbox.Info, at time.Time) error {
+	var v *string
+	if !at.IsZero() {
+		s := strconv.FormatInt(at.UnixMilli(), 10)
+		v = &s
+	}
+	return b.annotate(ctx, in.ID, map[string]*string{AnnotationExpiresAt: v})
+}
+
+// Explain implements sandbox.Backend.
+func (b *Backend) Explain(ctx context.Context, s sandbox.Scope) (sandbox.Explanation, error) {
+	k := b.scopeKey(s)
+	raw, err := json.Marshal(b.cfg)
+	if err != nil {
+		return sandbox.Explanation{}, err
+	}
+	runtime := b.cfg.Kubernetes.RuntimeClassName
+	if runtime == "" {
+		runtime = "the cluster's default RuntimeClass"
+	}
+	ex := sandbox.Explanation{
+		ScopeKey: k, Name: b.name(k), Config: raw, Runtime: runtime, Engine: EngineName,
+		Limits: sandbox.Limits{
+			User: strconv.FormatInt(b.e.shape.RunAsUser, 10), Memory: b.e.shape.Memory.String(), CPUs: b.cfg.Docker.CPUs,
+			Tmpfs: map[string]string{"/tmp": b.e.shape.Tmp.String(), "/run": b.e.shape.Run.String()},
+		},
+		WorkspaceQuota: "emptyDir sizeLimit " + b.e.shape.Workspace.String() + " (sandbox.kubernetes.workspaceSize)",
+		Snapshots:      "not supported by the " + EngineName + " sandbox engine",
+		Recreate:       "no pod yet: the next command creates it",
+	}
+	if pod := b.e.PodOf(Scope(s)); pod != "" {
+		in, err := b.get(ctx, pod)
+		if err != nil {
+			return ex, err
+		}
+		ex.Container, ex.Recreate = &in, "no: pods are not recreated when the config changes (remove it to get one of the config in force)"
+		if in.Current {
+			ex.Recreate = "no: the pod is of the config in force"
+		}
+	}
+	return ex, nil
+}
+
+// Pause implements sandbox.Backend when the Engine pauses to zero (Caps).
+func (b *Backend) Pause(ctx context.Context, in sandbox.Info) error {
+	p, ok := any(b.e).(pauser)
+	if !ok {
+		return fmt.Errorf("%w: pausing a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
+	}
+	return p.Pause(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey})
+}
+
+// Resume implements sandbox.Backend when the Engine pauses to zero.
+func (b *Backend) Resume(ctx context.Context, in sandbox.Info) error {
+	p, ok := any(b.e).(pauser)
+	if !ok {
+		return fmt.Errorf("%w: resuming a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
+	}
+	return p.Resume(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey})
+}
+
+// Start implements sandbox.Backend: the command runs through the
+// supervisor of the scope's Pod (Engine.Start: at most once).
+func (b *Backend) Start(ctx context.Context, s sandbox.Scope, opts sandbox.ExecOptions) (*sandbox.Started, error) {
+	if len(opts.Cmd) == 0 {
+		return nil, fmt.Errorf("%w: sandbox exec: empty command", cerrdefs.ErrInvalidArgument)
+	}
+	id := opts.Tag
+	if id == "" {
+		id = newID()
+	}
+	dir := opts.Dir
+	if dir == "" {
+		dir = Workspace
+	}
+	st, err := b.e.Start(ctx, StartSpec{
+		Scope: Scope(s),
+		OpenSpec: supervisor.OpenSpec{ID: id, Argv: opts.Cmd, Env: opts.Env, Dir: dir,
+			TTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.KeepStdin || opts.PTY, Meta: maps.Clone(opts.Meta)},
+		StartWait: opts.StartWait,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pod := st.Pod
+	forget := func(ctx context.Context) error { return b.e.Forget(ctx, pod, st.Proc.ID()) }
+	k := b.scopeKey(s)
+	out := &sandbox.Started{
+		Process: sandbox.SupervisedProcess(st.Proc, forget),
+		Ensure:  sandbox.EnsureResult{ID: pod, Name: b.name(k), ScopeKey: k, Supervised: true, Engine: EngineName},
+	}
+	if st.Warning != "" {
+		out.Warnings = []string{st.Warning}
+	}
+	return out, nil
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Supervisor implements sandbox.Backend: the supervisor connection of the
+// scope's running Pod; a scope without one is sandbox.ErrNoSandbox (a
+// typo in an agent name must not create a sandbox).
+func (b *Backend) Supervisor(ctx context.Context, s sandbox.Scope) (*supervisor.Client, error) {
+	pod := b.e.PodOf(Scope(s))
+	if pod == "" {
+		k := b.scopeKey(s)
+		return nil, fmt.Errorf("%w for scope %s: run a command there first (sandboxctl exec --agent %s -- true)", sandbox.ErrNoSandbox, k, s.AgentID)
+	}
+	if err := b.e.waitRunning(ctx, pod); err != nil {
+		return nil, err
+	}
+	return b.e.client(ctx, pod)
+}
+
+// StartPool implements sandbox.Backend (sandbox.pool.size Pods; once).
+func (b *Backend) StartPool() {
+	b.poolOnce.Do(func() { b.e.StartPool(b.ctx, b.cfg.Pool.Size) })
+}
+
+// Pool implements sandbox.Backend: the warm Pods running now.
+func (b *Backend) Pool() sandbox.PoolStatus {
+	st := sandbox.PoolStatus{Size: max(b.cfg.Pool.Size, 0)}
+	pods, err := b.e.pods.List(b.e.poolSelector())
+	if err != nil {
+		st.LastErr = err.Error()
+		return st
+	}
+	for _, p := range pods {
+		if ended, _ := podEnded(p); !ended && containerRunning(p) {
+			st.Ready++
+		}
+	}
+	return st
+}
