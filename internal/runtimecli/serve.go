@@ -525,7 +525,7 @@ func newManager(ctx context.Context, opts sandbox.Options) (*sandbox.Manager, *k
 	}
 	kctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	eng, err := kube.New(kctx, kube.Options{Config: opts.Config, Labels: opts.Labels, Logf: opts.Logf})
+	eng, err := kube.New(kctx, kube.Options{Config: opts.Config, Logf: opts.Logf})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes sandbox engine: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -164,29 +165,66 @@ func (b *Backend) annotate(ctx context.Context, name string, ann map[string]*str
 	if _, err := b.e.cs.CoreV1().Pods(b.e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("sandbox pod %s: %w", name, classify(err))
 	}
-	return nil
+	return b.cached(ctx, name, true, func(p *corev1.Pod) bool {
+		for k, v := range ann {
+			got, ok := p.Annotations[k]
+			if (v == nil && ok) || (v != nil && got != *v) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
-// List implements sandbox.Backend, from the API server (not the watch's
-// cache: a TTL just set or a Pod just removed shows at once).
-func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
-	pods, err := b.e.cs.CoreV1().Pods(b.e.ns).List(ctx, metav1.ListOptions{LabelSelector: b.e.selector.String()})
+// List implements sandbox.Backend, from the watch's cache (the daemon's
+// expiry loop lists every second): the calls that change a Pod (Create,
+// SetExpiry, Remove) wait until the cache shows the change, so a List after
+// them sees it.
+func (b *Backend) List(context.Context) ([]sandbox.Info, error) {
+	pods, err := b.e.pods.List(b.e.selector)
 	if err != nil {
-		return nil, fmt.Errorf("list sandbox pods: %w", classify(err))
+		return nil, fmt.Errorf("list sandbox pods: %w", err)
 	}
-	out := make([]sandbox.Info, 0, len(pods.Items))
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	out := make([]sandbox.Info, 0, len(pods))
+	for _, p := range pods {
 		if p.Labels[LabelScope] == "" && p.Labels[LabelPool] == "" {
 			continue // not a sandbox (the NetworkPolicy's probe)
 		}
 		out = append(out, b.info(p))
 	}
+	slices.SortFunc(out, func(x, y sandbox.Info) int { return x.CreatedAt.Compare(y.CreatedAt) })
 	return out, nil
 }
 
+// cacheWait is how long a change waits for the watch's cache to show it.
+const cacheWait = 30 * time.Second
+
+// cached waits until the watch's cache holds Pod name (found) and ok says
+// it shows the change, or, with found false, until it no longer holds it.
+func (b *Backend) cached(ctx context.Context, name string, found bool, ok func(*corev1.Pod) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, cacheWait)
+	defer cancel()
+	for {
+		p, err := b.e.pods.Pods(b.e.ns).Get(name)
+		switch {
+		case !found && apierrors.IsNotFound(err):
+			return nil
+		case found && err == nil && (ok == nil || ok(p)):
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox pod %s: the watch did not show the change: %w", name, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 func (b *Backend) get(ctx context.Context, pod string) (sandbox.Info, error) {
-	p, err := b.e.cs.CoreV1().Pods(b.e.ns).Get(ctx, pod, metav1.GetOptions{})
+	if err := b.cached(ctx, pod, true, nil); err != nil {
+		return sandbox.Info{}, err
+	}
+	p, err := b.e.pods.Pods(b.e.ns).Get(pod)
 	if err != nil {
 		return sandbox.Info{}, fmt.Errorf("sandbox pod %s: %w", pod, classify(err))
 	}
@@ -252,21 +290,11 @@ func (b *Backend) Remove(ctx context.Context, in sandbox.Info) error {
 	if err != nil {
 		return fmt.Errorf("remove sandbox pod %s: %w", in.ID, classify(err))
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		_, err := b.e.cs.CoreV1().Pods(b.e.ns).Get(wctx, in.ID, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		select {
-		case <-wctx.Done():
-			// Deleted; the kubelet has not confirmed yet. It goes.
-			b.e.logf("sandbox pod %s: deleted, still terminating", in.ID)
-			return nil
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := b.cached(ctx, in.ID, false, nil); err != nil {
+		// Deleted; the kubelet has not confirmed yet. It goes.
+		b.e.logf("sandbox pod %s: deleted, still terminating: %v", in.ID, err)
 	}
+	return nil
 }
 
 // SetExpiry implements sandbox.Backend: the TTL is an annotation of the
