@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
-	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 )
 
 // Backend is a sandbox engine built outside this package (the Kubernetes
@@ -62,8 +62,11 @@ type Backend interface {
 	Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error)
 	// Supervisor is the supervisor connection of scope s's existing
 	// sandbox (ErrNoSandbox when it has none): the files API runs the
-	// supervisor's file tool over it.
+	// supervisor's file tool over it. SupervisorOf is that of the sandbox
+	// whose id is id (a restarted daemon re-adopts its sessions over it).
+	// One connection per sandbox: a second would take the stream over.
 	Supervisor(ctx context.Context, s Scope) (*supervisor.Client, error)
+	SupervisorOf(ctx context.Context, id string) (*supervisor.Client, error)
 
 	// StartPool starts filling the warm pool; Pool reports it.
 	StartPool()
@@ -89,22 +92,6 @@ var ErrNotImplemented = cerrdefs.ErrNotImplemented
 // notImplemented is ErrNotImplemented for what on the engine named engine.
 func notImplemented(engine, what string) error {
 	return fmt.Errorf("%w: %s not supported by the %s sandbox engine", ErrNotImplemented, what, engine)
-}
-
-// SupervisedProcess is a command a Backend started through a sandbox's
-// supervisor, as a Process: forget, when set, drops the finished session
-// from the supervisor (hostapi.Started.Forget).
-func SupervisedProcess(p *supervisor.Proc, forget func(ctx context.Context) error) Process {
-	return &backendProc{Proc: p, forget: forget}
-}
-
-type backendProc struct {
-	*supervisor.Proc
-	forget func(ctx context.Context) error
-}
-
-func (p *backendProc) HostStarted() hostapi.Started {
-	return hostapi.Started{Process: p, InputWait: p, Signal: p.Signal, Forget: p.forget}
 }
 
 // backendEngine is a Backend as the Manager's engine (engines.go).
@@ -141,6 +128,7 @@ func (e *backendEngine) Create(ctx context.Context, s Scope, o CreateOptions) (I
 	in, err := e.b.Create(ctx, s, o)
 	if err == nil {
 		e.reg.touch(in.Name, in.ScopeKey)
+		in.Engine = e.b.Name()
 	}
 	return in, err
 }
@@ -381,18 +369,102 @@ func (e *backendEngine) KillTagged(context.Context, string, string, time.Duratio
 	return e.unsupported("killing by run tag is")
 }
 
-// Sessions, Reattach and ForgetSession: a restarted daemon re-adopts this
-// engine's sessions through its own sessions host (kube.Host).
-func (e *backendEngine) Sessions(context.Context) ([]RecoveredSession, error) {
-	return nil, e.unsupported("re-adopting sessions through the sandbox Manager is")
+// Sessions lists the sessions the supervisors of the running sandboxes
+// hold, as DockerEngine.Sessions does: the file tool's runs are ended and
+// dropped, a session whose metadata names another owner than its sandbox
+// is refused (sessionOwner).
+func (e *backendEngine) Sessions(ctx context.Context) ([]RecoveredSession, error) {
+	list, err := e.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []RecoveredSession
+	var errs []error
+	for _, in := range list {
+		if in.State != "running" || in.Pool == PoolReady {
+			continue
+		}
+		rs, err := e.sandboxSessions(ctx, in)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out = append(out, rs...)
+	}
+	slices.SortStableFunc(out, func(a, b RecoveredSession) int { return a.StartedAt.Compare(b.StartedAt) })
+	return out, errors.Join(errs...)
 }
 
-func (e *backendEngine) Reattach(context.Context, RecoveredSession) (*SupervisedExec, error) {
-	return nil, e.unsupported("re-adopting sessions through the sandbox Manager is")
+func (e *backendEngine) sandboxSessions(ctx context.Context, in Info) ([]RecoveredSession, error) {
+	c, err := e.b.SupervisorOf(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := c.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: list sessions: %w", in.Name, err)
+	}
+	owner := map[string]string{LabelScopeKey: in.ScopeKey, LabelAgentID: in.AgentID, LabelSessionKey: in.SessionKey}
+	var out []RecoveredSession
+	var refused []error
+	for _, si := range infos {
+		if si.Meta[MetaFiles] != "" || si.Meta[MetaRelay] != "" {
+			if si.Running {
+				_ = c.KillTree(ctx, si.ID, time.Second)
+			}
+			_ = c.Forget(ctx, si.ID)
+			continue
+		}
+		agentID, sessionKey, err := sessionOwner(owner, si.Meta)
+		if err != nil {
+			refused = append(refused, fmt.Errorf("sandbox %s: session %s not adopted: %w", in.Name, si.ID, err))
+			continue
+		}
+		rs := RecoveredSession{
+			ContainerID: in.ID, ContainerName: in.Name, ScopeKey: in.ScopeKey, Engine: e.b.Name(),
+			ID: si.ID, Argv: si.Argv, Dir: si.Dir, TTY: si.TTY, Stdin: si.Stdin,
+			AgentID: agentID, SessionKey: sessionKey, Meta: si.Meta,
+			PID: si.PID, StartedAt: time.UnixMilli(si.StartedAt), Running: si.Running, InputWait: si.InputWait,
+			Dropped: si.Dropped, StdoutOffset: si.Stdout, StderrOffset: si.Stderr, info: si,
+		}
+		if si.Exit != nil {
+			code := si.Exit.Code
+			rs.ExitCode, rs.Signal, rs.EndedAt = &code, si.Exit.Signal, time.UnixMilli(si.Exit.EndedAt)
+		}
+		// One read for the output and the offsets: Reattach neither
+		// repeats nor skips a byte.
+		if rs.Output, rs.StdoutOffset, rs.StderrOffset, err = c.Read(ctx, si.ID); err != nil {
+			return out, fmt.Errorf("sandbox %s: read session %s: %w", in.Name, si.ID, err)
+		}
+		out = append(out, rs)
+	}
+	return out, errors.Join(refused...)
 }
 
-func (e *backendEngine) ForgetSession(context.Context, string, string) error {
-	return e.unsupported("forgetting sessions by container is")
+// Reattach follows a session listed by Sessions after its offsets.
+func (e *backendEngine) Reattach(ctx context.Context, rs RecoveredSession) (*SupervisedExec, error) {
+	c, err := e.b.SupervisorOf(ctx, rs.ContainerID)
+	if err != nil {
+		return nil, err
+	}
+	info := rs.info
+	if info.ID == "" {
+		info = supervisor.SessionInfo{ID: rs.ID, TTY: rs.TTY, Stdin: rs.Stdin}
+	}
+	p, err := c.Attach(ctx, info, rs.StdoutOffset, rs.StderrOffset)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: reattach %s: %w", rs.ContainerName, rs.ID, err)
+	}
+	id, sid := rs.ContainerID, rs.ID
+	return NewSupervisedExec(c, p, id, func(ctx context.Context) error { return e.ForgetSession(ctx, id, sid) }), nil
+}
+
+// ForgetSession drops a finished session from its sandbox's supervisor.
+func (e *backendEngine) ForgetSession(ctx context.Context, sandboxID, id string) error {
+	c, err := e.b.SupervisorOf(ctx, sandboxID)
+	if err != nil {
+		return err
+	}
+	return c.Forget(ctx, id)
 }
 
 func (e *backendEngine) DialPort(context.Context, Scope, int) (net.Conn, error) {

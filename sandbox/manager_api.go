@@ -114,7 +114,7 @@ func (m *Manager) Ping(ctx context.Context) error {
 func (m *Manager) Layout(s Scope) (scopeKey, name, agentWorkspace string, access workdir.Access) {
 	if m.backend != nil {
 		scopeKey = ScopeKey(m.cfg.Scope, s)
-		return scopeKey, ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey), "", access
+		return scopeKey, ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey), "", workdir.AccessRW
 	}
 	return m.first().Layout(s)
 }

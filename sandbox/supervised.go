@@ -402,14 +402,24 @@ func (m *DockerEngine) checkSupervisor(ctx context.Context, id string) error {
 // includes sessions.Process (and Process) plus InputWait.
 type SupervisedExec struct {
 	*supervisor.Proc
-	m           *DockerEngine
+	m           *DockerEngine      // nil for a Backend's (NewSupervisedExec)
 	client      *supervisor.Client // the connection that follows it
 	containerID string
 	noInputWait bool
+	// forget drops the finished session (a Backend's; m's ForgetSession
+	// when nil).
+	forget func(ctx context.Context) error
 }
 
 func (m *DockerEngine) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
 	return &SupervisedExec{Proc: p, m: m, client: c, containerID: containerID, noInputWait: c.NoInputWait()}
+}
+
+// NewSupervisedExec is a command a Backend's sandbox sandboxID runs
+// through its supervisor, followed by c; forget drops the finished
+// session from the supervisor (it is the sessions layer's Forget).
+func NewSupervisedExec(c *supervisor.Client, p *supervisor.Proc, sandboxID string, forget func(ctx context.Context) error) *SupervisedExec {
+	return &SupervisedExec{Proc: p, client: c, containerID: sandboxID, noInputWait: c.NoInputWait(), forget: forget}
 }
 
 // InputWaitChanged is the supervisor's, or nil (never ready) when its
@@ -447,6 +457,9 @@ func (p *SupervisedExec) ContainerID() string { return p.containerID }
 // Forget drops the finished session from the supervisor's state (its output
 // and exit files); the sessions layer calls it on clear/remove.
 func (p *SupervisedExec) Forget(ctx context.Context) error {
+	if p.forget != nil {
+		return p.forget(ctx)
+	}
 	return p.m.ForgetSession(ctx, p.containerID, p.ID())
 }
 

@@ -489,7 +489,7 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	}
 
 	sbxOpts.Config, sbxOpts.StateDir, sbxOpts.Logf = cfg.Sandbox, state, logf
-	sbx, kubeEng, err := newManager(ctx, sbxOpts)
+	sbx, err := newManager(ctx, sbxOpts)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
@@ -505,37 +505,33 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	}
 	// The warm pool (sandbox.pool.size) fills in the background.
 	sbx.StartPool()
+	// Commands go through the Manager whatever its engine (Docker or
+	// Kubernetes), as every other front door does.
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
-	if kubeEng != nil {
-		// Commands (and their re-adoption after a restart) go through the
-		// Kubernetes sessions host, over the same Engine as the Manager.
-		hosts[vocab.HostSandbox] = kube.NewHost(kubeEng)
-	}
 	return hosts, runner, sbx, sup, nil
 }
 
 // newManager is the composition root of the sandbox engines: a Manager
 // over the Docker Engines of sandbox.engines, or, with
-// sandbox.kubernetes.enabled, over the Kubernetes engine, which it returns
-// too (one Engine for the Manager and the sessions host).
-func newManager(ctx context.Context, opts sandbox.Options) (*sandbox.Manager, *kube.Engine, error) {
+// sandbox.kubernetes.enabled, over the Kubernetes engine (sandbox/kube,
+// built here and handed over as the Manager's Backend).
+func newManager(ctx context.Context, opts sandbox.Options) (*sandbox.Manager, error) {
 	if !opts.Config.Kubernetes.Enabled {
-		m, err := sandbox.NewManager(ctx, opts)
-		return m, nil, err
+		return sandbox.NewManager(ctx, opts)
 	}
 	kctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	eng, err := kube.New(kctx, kube.Options{Config: opts.Config, Logf: opts.Logf})
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes sandbox engine: %w", err)
+		return nil, fmt.Errorf("kubernetes sandbox engine: %w", err)
 	}
 	opts.Backend = kube.NewBackend(eng, opts.Config)
 	m, err := sandbox.NewManager(ctx, opts)
 	if err != nil {
 		_ = eng.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return m, eng, nil
+	return m, nil
 }
 
 // gatewayEnvelope is the envelope of every gateway command (exec.envelope):

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -383,11 +384,11 @@ func (b *Backend) Start(ctx context.Context, s sandbox.Scope, opts sandbox.ExecO
 	if err != nil {
 		return nil, err
 	}
-	pod := st.Pod
-	forget := func(ctx context.Context) error { return b.e.Forget(ctx, pod, st.Proc.ID()) }
+	pod, id := st.Pod, st.Proc.ID()
+	forget := func(ctx context.Context) error { return b.e.Forget(ctx, pod, id) }
 	k := b.scopeKey(s)
 	out := &sandbox.Started{
-		Process: sandbox.SupervisedProcess(st.Proc, forget),
+		Process: sandbox.NewSupervisedExec(st.Client, st.Proc, pod, forget),
 		Ensure:  sandbox.EnsureResult{ID: pod, Name: b.name(k), ScopeKey: k, Supervised: true, Engine: EngineName},
 	}
 	if st.Warning != "" {
@@ -415,6 +416,16 @@ func (b *Backend) Supervisor(ctx context.Context, s sandbox.Scope) (*supervisor.
 		return nil, err
 	}
 	return b.e.client(ctx, pod)
+}
+
+// SupervisorOf implements sandbox.Backend: the supervisor connection of
+// this Engine's Pod id.
+func (b *Backend) SupervisorOf(ctx context.Context, id string) (*supervisor.Client, error) {
+	p, err := b.e.pods.Pods(b.e.ns).Get(id)
+	if err != nil || !b.e.selector.Matches(labels.Set(p.Labels)) {
+		return nil, fmt.Errorf("%w: no sandbox pod %s", sandbox.ErrNotFound, id)
+	}
+	return b.e.client(ctx, id)
 }
 
 // StartPool implements sandbox.Backend (sandbox.pool.size Pods; once).
