@@ -116,6 +116,31 @@ sandbox:
 		t.Fatalf("POST snapshots: %d %s, want 501 naming the engine", code, body)
 	}
 
+	// The CLI reaches the same Pods (its own Manager over the engine).
+	if r := e.run(t, "sandbox", "ls", "--format", "{{.FullID}} {{.Agent}}"); r.code != 0 || strings.TrimSpace(r.stdout) != sb.ID+" kalpha" {
+		t.Fatalf("sandbox ls: %+v", r)
+	}
+	if r := e.run(t, "--json", "sandbox", "explain", "--agent", "kalpha"); r.code != 0 || !strings.Contains(r.stdout, `"engine": "kubernetes"`) || !strings.Contains(r.stdout, sb.ID) {
+		t.Fatalf("sandbox explain: %+v", r)
+	}
+	r := e.run(t, "--json", "sandbox", "create", "--agent", "kbeta", "--label", "team=cli", "--ttl", "1h")
+	if r.code != 0 {
+		t.Fatalf("sandbox create: %+v", r)
+	}
+	beta := decodeInto[sandboxObject](t, "sandbox create", []byte(r.stdout))
+	if beta.Labels["team"] != "cli" || time.Until(beta.ExpiresAt) < 50*time.Minute {
+		t.Fatalf("sandbox create: %+v", beta)
+	}
+	if r := e.run(t, "sandbox", "snapshot", "kbeta", "--name", "s1"); r.code == 0 || !strings.Contains(r.stderr, "not supported by the kubernetes sandbox engine") {
+		t.Fatalf("sandbox snapshot: %+v", r)
+	}
+	if r := e.run(t, "sandbox", "rm", "--agent", "kbeta"); r.code != 0 {
+		t.Fatalf("sandbox rm: %+v", r)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, beta.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the CLI-made sandbox's Pod after sandbox rm: %v", err)
+	}
+
 	if code, body := call("DELETE", "/v1/sandboxes/"+sb.Name, "", nil); code != http.StatusOK {
 		t.Fatalf("DELETE: %d %s", code, body)
 	}
