@@ -102,9 +102,11 @@ type backendEngine struct {
 	now  func() time.Time
 	logf func(format string, args ...any)
 
-	mu      sync.Mutex
-	lastErr error // of the last health check (healthStatus)
-	since   time.Time
+	mu       sync.Mutex
+	lastErr  error     // of the last Ping
+	since    time.Time // of the current health (Ping's answer)
+	status   EngineStatus
+	statusAt time.Time // of status (healthStatus)
 }
 
 var _ engine = (*backendEngine)(nil)
@@ -580,15 +582,23 @@ func (e *backendEngine) failAll(error) int          { return 0 }
 func (e *backendEngine) onEventsBroken(func(error)) {}
 func (e *backendEngine) Close() error               { return e.b.Close() }
 
-// healthStatus pings the engine (bounded) and reports it.
+// healthStatusTTL is how long a health check answers for (the metrics
+// ask for it twice a scrape).
+const healthStatusTTL = time.Second
+
+// healthStatus pings the engine (bounded) and reports it, with its
+// sandboxes; a check less than healthStatusTTL old answers for it.
 func (e *backendEngine) healthStatus() EngineStatus {
+	e.mu.Lock()
+	if st, at := e.status, e.statusAt; !at.IsZero() && time.Since(at) < healthStatusTTL {
+		e.mu.Unlock()
+		return st
+	}
+	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := e.Ping(ctx)
 	st := EngineStatus{Name: e.b.Name(), Host: e.b.Where(), Healthy: err == nil}
-	e.mu.Lock()
-	st.Since = e.since
-	e.mu.Unlock()
 	if err != nil {
 		st.Error = err.Error()
 	}
@@ -599,5 +609,9 @@ func (e *backendEngine) healthStatus() EngineStatus {
 			}
 		}
 	}
+	e.mu.Lock()
+	st.Since = e.since
+	e.status, e.statusAt = st, time.Now()
+	e.mu.Unlock()
 	return st
 }

@@ -129,6 +129,8 @@ func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateO
 			sandbox.ErrNotImplemented, o.Template, sandboxconfig.DefaultTemplate, EngineName)
 	}
 	k := b.scopeKey(s)
+	// Two Creates of one scope at the same instant may both find none and
+	// both get the one Pod Ensure makes (it serialises per scope).
 	if pod := b.e.PodOf(Scope(s)); pod != "" {
 		return sandbox.Info{}, fmt.Errorf("%w: scope %s has a sandbox already (pod %s)", cerrdefs.ErrConflict, k, pod)
 	}
