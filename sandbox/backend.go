@@ -54,9 +54,10 @@ type Backend interface {
 	// SetExpiry records when the sandbox in is removed (zero: never).
 	SetExpiry(ctx context.Context, in Info, at time.Time) error
 	Explain(ctx context.Context, s Scope) (Explanation, error)
-	// Pause and Resume the sandbox in (Caps.Pause).
-	Pause(ctx context.Context, in Info) error
-	Resume(ctx context.Context, in Info) error
+	// Pause and Resume the sandbox in (Caps.Pause), and return it as it
+	// is then (a paused sandbox is still listed, in state "paused").
+	Pause(ctx context.Context, in Info) (Info, error)
+	Resume(ctx context.Context, in Info) (Info, error)
 
 	// Start ensures scope s's sandbox and starts opts.Cmd there.
 	Start(ctx context.Context, s Scope, opts ExecOptions) (*Started, error)
@@ -96,11 +97,10 @@ func notImplemented(engine, what string) error {
 
 // backendEngine is a Backend as the Manager's engine (engines.go).
 type backendEngine struct {
-	b    Backend
-	cfg  Config
-	reg  *registry
-	now  func() time.Time
-	logf func(format string, args ...any)
+	b   Backend
+	cfg Config
+	reg *registry
+	now func() time.Time
 
 	mu       sync.Mutex
 	lastErr  error     // of the last Ping
@@ -193,7 +193,7 @@ func (e *backendEngine) Resume(ctx context.Context, ref string) (Info, error) {
 	return e.pauseResume(ctx, ref, "resuming a sandbox is", e.b.Resume)
 }
 
-func (e *backendEngine) pauseResume(ctx context.Context, ref, what string, fn func(context.Context, Info) error) (Info, error) {
+func (e *backendEngine) pauseResume(ctx context.Context, ref, what string, fn func(context.Context, Info) (Info, error)) (Info, error) {
 	if !e.b.Caps().Pause {
 		return Info{}, e.unsupported(what)
 	}
@@ -204,10 +204,12 @@ func (e *backendEngine) pauseResume(ctx context.Context, ref, what string, fn fu
 	if in.Pool == PoolReady {
 		return in, fmt.Errorf("%w: sandbox %s is a warm-pool sandbox", errBadInput, in.Name)
 	}
-	if err := fn(ctx, in); err != nil {
+	out, err := fn(ctx, in)
+	if err != nil {
 		return in, err
 	}
-	return e.Get(ctx, in.ID)
+	out.Engine = e.b.Name()
+	return out, nil
 }
 
 func (e *backendEngine) Extend(ctx context.Context, ref string, ttl time.Duration) (Info, error) {

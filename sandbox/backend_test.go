@@ -95,8 +95,22 @@ func (b *memBackend) SetExpiry(_ context.Context, in Info, at time.Time) error {
 func (b *memBackend) Explain(_ context.Context, s Scope) (Explanation, error) {
 	return Explanation{ScopeKey: ScopeKey("agent", s)}, nil
 }
-func (b *memBackend) Pause(context.Context, Info) error  { return nil }
-func (b *memBackend) Resume(context.Context, Info) error { return nil }
+func (b *memBackend) Pause(_ context.Context, in Info) (Info, error) {
+	return b.setState(in, "paused")
+}
+
+func (b *memBackend) Resume(_ context.Context, in Info) (Info, error) {
+	return b.setState(in, "running")
+}
+
+func (b *memBackend) setState(in Info, state string) (Info, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	in = b.sbx[in.ID]
+	in.State = state
+	b.sbx[in.ID] = in
+	return in, nil
+}
 func (b *memBackend) Start(context.Context, Scope, ExecOptions) (*Started, error) {
 	return nil, errors.New("memBackend runs no commands")
 }
@@ -215,8 +229,11 @@ func TestBackendManager(t *testing.T) {
 		t.Fatalf("after the refused calls: %+v %v", got, err)
 	}
 	b.caps.Pause = true
-	if _, err := m.Pause(ctx, c.ID); err != nil {
-		t.Fatalf("Pause with Caps.Pause: %v", err)
+	if p, err := m.Pause(ctx, c.ID); err != nil || p.State != "paused" || p.Engine != "mem" {
+		t.Fatalf("Pause with Caps.Pause: %+v %v", p, err)
+	}
+	if r, err := m.Resume(ctx, c.Name); err != nil || r.State != "running" {
+		t.Fatalf("Resume: %+v %v", r, err)
 	}
 	if st := m.Engines(); len(st) != 1 || st[0].Name != "mem" || !st[0].Healthy || st[0].Sandboxes != 1 {
 		t.Fatalf("Engines: %+v", st)

@@ -147,7 +147,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if b := opts.Backend; b != nil {
 		// One engine built outside (Kubernetes): everything goes to it.
 		m.backend = b
-		be := &backendEngine{b: b, cfg: opts.Config, reg: m.reg, now: now, logf: m.logf}
+		be := &backendEngine{b: b, cfg: opts.Config, reg: m.reg, now: now}
 		f.members = []*member{{eng: Engine{Name: b.Name()}, m: be, kick: make(chan struct{}, 1)}}
 		return m, nil
 	}

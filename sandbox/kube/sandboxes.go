@@ -346,21 +346,34 @@ func (b *Backend) Explain(ctx context.Context, s sandbox.Scope) (sandbox.Explana
 }
 
 // Pause implements sandbox.Backend when the Engine pauses to zero (Caps).
-func (b *Backend) Pause(ctx context.Context, in sandbox.Info) error {
+func (b *Backend) Pause(ctx context.Context, in sandbox.Info) (sandbox.Info, error) {
 	p, ok := any(b.e).(pauser)
 	if !ok {
-		return fmt.Errorf("%w: pausing a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
+		return in, fmt.Errorf("%w: pausing a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
 	}
-	return p.Pause(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey})
+	if err := p.Pause(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}); err != nil {
+		return in, err
+	}
+	// Its Pod is gone; its workspace is kept.
+	in.State = "paused"
+	return in, nil
 }
 
 // Resume implements sandbox.Backend when the Engine pauses to zero.
-func (b *Backend) Resume(ctx context.Context, in sandbox.Info) error {
+func (b *Backend) Resume(ctx context.Context, in sandbox.Info) (sandbox.Info, error) {
 	p, ok := any(b.e).(pauser)
 	if !ok {
-		return fmt.Errorf("%w: resuming a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
+		return in, fmt.Errorf("%w: resuming a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
 	}
-	return p.Resume(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey})
+	s := Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}
+	if err := p.Resume(ctx, s); err != nil {
+		return in, err
+	}
+	pod := b.e.PodOf(s)
+	if pod == "" {
+		return in, fmt.Errorf("sandbox %s: resumed, but its pod is not seen yet: %w", in.Name, cerrdefs.ErrUnavailable)
+	}
+	return b.get(ctx, pod)
 }
 
 // Start implements sandbox.Backend: the command runs through the
