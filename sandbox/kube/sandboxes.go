@@ -116,6 +116,11 @@ func (b *Backend) Ensure(ctx context.Context, s sandbox.Scope) (sandbox.EnsureRe
 	if err != nil {
 		return sandbox.EnsureResult{}, err
 	}
+	// The files API finds the Pod in the watch's cache (Supervisor): a
+	// call right after this one must find it there.
+	if err := b.cached(ctx, sb.Pod, true, nil); err != nil {
+		return sandbox.EnsureResult{}, err
+	}
 	return b.result(s, sb), nil
 }
 
@@ -400,6 +405,10 @@ func (b *Backend) Start(ctx context.Context, s sandbox.Scope, opts sandbox.ExecO
 		return nil, err
 	}
 	pod, id := st.Pod, st.Proc.ID()
+	if err := b.cached(ctx, pod, true, nil); err != nil {
+		// As in Ensure; the command runs already, so it is not failed.
+		b.e.logf("sandbox pod %s: %v", pod, err)
+	}
 	forget := func(ctx context.Context) error { return b.e.Forget(ctx, pod, id) }
 	k := b.scopeKey(s)
 	out := &sandbox.Started{

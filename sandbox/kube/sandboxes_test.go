@@ -203,6 +203,10 @@ func TestKubeManagerLifecycle(t *testing.T) {
 	if out, code := run(ctx, t, m, bScope, nil, "echo", "made by exec"); code != 0 || out != "made by exec\n" {
 		t.Fatalf("exec in beta: %d %q", code, out)
 	}
+	// The files API finds a sandbox a command just made.
+	if fi, err := m.StatFile(ctx, bScope, "/workspace"); err != nil || fi.Type != "dir" {
+		t.Fatalf("StatFile right after the command that made the sandbox: %+v %v", fi, err)
+	}
 	_, bName, _, _ := m.Layout(bScope)
 	bIn, err := m.Extend(ctx, bName, time.Second)
 	if err != nil {
