@@ -116,13 +116,16 @@ func (b *Backend) Ensure(ctx context.Context, s sandbox.Scope) (sandbox.EnsureRe
 	if err != nil {
 		return sandbox.EnsureResult{}, err
 	}
-	// The files API finds the Pod in the watch's cache (Supervisor): a
-	// call right after this one must find it there.
-	if err := b.cached(ctx, sb.Pod, true, nil); err != nil {
+	// The files API and List find the Pod in the watch's cache: a call
+	// right after this one must find it there, claimed.
+	if err := b.cached(ctx, sb.Pod, true, claimed); err != nil {
 		return sandbox.EnsureResult{}, err
 	}
 	return b.result(s, sb), nil
 }
+
+// claimed says whether p is a scope's (not a warm Pod waiting).
+func claimed(p *corev1.Pod) bool { return p.Labels[LabelScope] != "" }
 
 // Create implements sandbox.Backend: the scope's Pod (from the warm pool
 // when one is ready), with o's labels and TTL in its annotations. Pods
@@ -139,7 +142,7 @@ func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateO
 	if pod := b.e.PodOf(Scope(s)); pod != "" {
 		return sandbox.Info{}, fmt.Errorf("%w: scope %s has a sandbox already (pod %s)", cerrdefs.ErrConflict, k, pod)
 	}
-	sb, err := b.e.Ensure(ctx, Scope(s))
+	res, err := b.Ensure(ctx, s)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
@@ -157,11 +160,11 @@ func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateO
 		ann[AnnotationExpiresAt] = &v
 	}
 	if len(ann) > 0 {
-		if err := b.annotate(ctx, sb.Pod, ann); err != nil {
+		if err := b.annotate(ctx, res.ID, ann); err != nil {
 			return sandbox.Info{}, err
 		}
 	}
-	return b.get(ctx, sb.Pod)
+	return b.get(ctx, res.ID)
 }
 
 // annotate sets (nil: removes) annotations of Pod name.
@@ -286,17 +289,26 @@ func podState(p *corev1.Pod) string {
 	return "created"
 }
 
-// Remove implements sandbox.Backend: the Pod is deleted (its sessions end
-// with it, and its workspace volume) and waited for, so the next List does
-// not show it.
+// Remove implements sandbox.Backend: the scope's sandbox is removed
+// (Engine.Remove: its Pod, so its sessions end, and its workspace) and
+// waited for, so the next List does not show it; a warm Pod is deleted.
 func (b *Backend) Remove(ctx context.Context, in sandbox.Info) error {
-	grace := int64(0)
-	err := b.e.cs.CoreV1().Pods(b.e.ns).Delete(ctx, in.ID, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-	if apierrors.IsNotFound(err) {
+	if _, err := b.e.pods.Pods(b.e.ns).Get(in.ID); apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: sandbox %s (pod %s) is gone", sandbox.ErrNotFound, in.Name, in.ID)
 	}
+	var err error
+	if in.Pool == sandbox.PoolReady {
+		grace := int64(0)
+		err = b.e.cs.CoreV1().Pods(b.e.ns).Delete(ctx, in.ID, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		err = classify(err)
+	} else {
+		err = b.e.Remove(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey})
+	}
 	if err != nil {
-		return fmt.Errorf("remove sandbox pod %s: %w", in.ID, classify(err))
+		return fmt.Errorf("remove sandbox %s (pod %s): %w", in.Name, in.ID, err)
 	}
 	if err := b.cached(ctx, in.ID, false, nil); err != nil {
 		// Deleted; the kubelet has not confirmed yet. It goes.
@@ -405,7 +417,7 @@ func (b *Backend) Start(ctx context.Context, s sandbox.Scope, opts sandbox.ExecO
 		return nil, err
 	}
 	pod, id := st.Pod, st.Proc.ID()
-	if err := b.cached(ctx, pod, true, nil); err != nil {
+	if err := b.cached(ctx, pod, true, claimed); err != nil {
 		// As in Ensure; the command runs already, so it is not failed.
 		b.e.logf("sandbox pod %s: %v", pod, err)
 	}

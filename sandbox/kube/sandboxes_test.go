@@ -16,13 +16,17 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sandbox/kube"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
 // newKubeManager is a sandbox.Manager whose engine is the Kubernetes one
 // (as the daemon builds it with sandbox.kubernetes.enabled).
-func newKubeManager(t *testing.T, kc, ns string) (*sandbox.Manager, *kube.Backend) {
+func newKubeManager(t *testing.T, kc, ns string, mutate ...func(*config.File)) (*sandbox.Manager, *kube.Backend) {
 	t.Helper()
 	cfg := testConfig(kc, ns)
+	for _, f := range mutate {
+		f(&cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e, err := kube.New(ctx, kube.Options{Config: cfg.Sandbox, Logf: t.Logf})
@@ -245,5 +249,47 @@ func TestKubeManagerLifecycle(t *testing.T) {
 	}
 	if st := m.Engines(); len(st) != 1 || st[0].Name != kube.EngineName || !st[0].Healthy {
 		t.Fatalf("Engines: %+v", st)
+	}
+}
+
+// TestKubeManagerPool: the warm Pods show in the Manager's list as warm
+// (no scope), stay through a prune, take no TTL, and the first command of
+// a scope claims one.
+func TestKubeManagerPool(t *testing.T) {
+	kc := cluster(t)
+	cs := clientset(t, kc)
+	ns := namespace(t, cs)
+	m, _ := newKubeManager(t, kc, ns, func(c *config.File) { c.Sandbox.Pool.Size = 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := m.WaitPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Pool != sandbox.PoolReady || list[0].AgentID != "" {
+		t.Fatalf("List with a warm Pod: %+v %v", list, err)
+	}
+	warm := list[0]
+	if pruned, err := m.Prune(ctx, true); err != nil || len(pruned) != 0 {
+		t.Fatalf("Prune would remove the warm Pod: %+v %v", pruned, err)
+	}
+	if _, err := m.Extend(ctx, warm.ID, time.Hour); !cerrdefs.IsInvalidArgument(err) {
+		t.Fatalf("Extend of a warm Pod: %v", err)
+	}
+	res, err := m.Ensure(ctx, sandbox.Scope{AgentID: "claimer"})
+	if err != nil || res.ID != warm.ID {
+		t.Fatalf("Ensure did not claim the warm Pod %s: %+v %v", warm.ID, res, err)
+	}
+	got, err := m.Get(ctx, warm.ID)
+	if err != nil || got.Pool != "" || got.AgentID != "claimer" {
+		t.Fatalf("the claimed Pod: %+v %v", got, err)
+	}
+	// Create takes the next warm Pod (the pool refills).
+	if err := m.WaitPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in, err := m.Create(ctx, sandbox.Scope{AgentID: "creator"}, sandbox.CreateOptions{})
+	if err != nil || in.Pool != "" || in.AgentID != "creator" || in.State != "running" {
+		t.Fatalf("Create with a warm Pod: %+v %v", in, err)
 	}
 }
