@@ -207,6 +207,12 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		defer sbx.Close()
 	}
+	if kh, ok := hosts[vocab.HostSandbox].(*kube.Host); ok {
+		// The Kubernetes engine's watches and warm pool stop after the
+		// sessions Manager closed (deferred later, so run earlier); its
+		// Pods and their commands go on for the next daemon.
+		defer kh.Close()
+	}
 	journalFile, err := eventjournal.Open(filepath.Join(state, "events"), 0)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

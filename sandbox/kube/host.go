@@ -21,6 +21,10 @@ type Host struct{ e *Engine }
 // NewHost returns the sandbox host of Kubernetes sandboxes.
 func NewHost(e *Engine) *Host { return &Host{e: e} }
 
+// Close closes the Engine (its watches, warm pool and supervisor
+// connections; the Pods go on).
+func (h *Host) Close() error { return h.e.Close() }
+
 // ResolveWorkdir maps a requested directory to a path in the sandbox:
 // "" is /workspace, a relative path lies under it, an absolute path
 // outside it falls back to /workspace with a warning.

@@ -16,20 +16,31 @@ const PoolReady = "ready"
 
 // StartPool keeps size started sandbox Pods ready (sandbox.pool.size): the
 // first command of a new scope claims one by relabelling it instead of
-// waiting for a Pod to start. It runs until ctx ends.
+// waiting for a Pod to start. It runs until ctx ends or the Engine is
+// closed. Only sandboxes with an emptyDir workspace come from the pool.
 func (e *Engine) StartPool(ctx context.Context, size int) {
 	if size <= 0 {
 		return
 	}
+	if e.shape.StorageClass != "" {
+		// A running Pod cannot be given a volume: with a claim per
+		// workspace, every sandbox's Pod is made for it.
+		e.logf("warm pool (sandbox.pool.size %d) not used: sandboxes with sandbox.kubernetes.workspaceStorageClass get their Pod with their own workspace claim", size)
+		return
+	}
 	e.poolSize = size
 	e.poolKick = make(chan struct{}, 1)
+	e.bg.Add(1)
 	go func() {
+		defer e.bg.Done()
 		t := time.NewTicker(5 * time.Second)
 		defer t.Stop()
 		for {
 			e.fillPool(ctx)
 			select {
 			case <-ctx.Done():
+				return
+			case <-e.stopped.Done():
 				return
 			case <-t.C:
 			case <-e.poolKick:
@@ -65,7 +76,7 @@ func (e *Engine) fillPool(ctx context.Context) {
 		lb := maps.Clone(e.labels)
 		lb[LabelPool] = PoolReady
 		name := "sbx-pool-" + randomSuffix()
-		if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, lb, nil), metav1.CreateOptions{}); err != nil {
+		if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, "", lb, nil), metav1.CreateOptions{}); err != nil {
 			e.logf("warm pool: create pod: %v", classify(err))
 			return
 		}
