@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox/kube"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
 // hostPathStorage makes a StorageClass without a provisioner (volumes
@@ -211,5 +213,60 @@ func TestPauseNeedsStorageClass(t *testing.T) {
 	}
 	if p := d.e.PodOf(scope); p != sb.Pod {
 		t.Fatalf("after the refused Pause the pod is %q, want %q still", p, sb.Pod)
+	}
+}
+
+// engineGoroutines counts the goroutines running the Engine's code or
+// client-go's watches and streams (the informers, the attach streams).
+func engineGoroutines() (int, string) {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	var which []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "sandboxctl/sandbox/kube.") || strings.Contains(g, "k8s.io/client-go/tools/cache.") ||
+			strings.Contains(g, "sandboxctl/sandbox/supervisor.") || strings.Contains(g, "client-go/tools/remotecommand.") {
+			n++
+			which = append(which, g)
+		}
+	}
+	return n, strings.Join(which, "\n\n")
+}
+
+// TestCloseEndsGoroutines: Close stops the Pod and Node watches, the warm
+// pool and the supervisor connections, and every goroutine of theirs ends
+// (a daemon that shuts down leaves none behind).
+func TestCloseEndsGoroutines(t *testing.T) {
+	kc := cluster(t)
+	cs := clientset(t, kc)
+	ns := namespace(t, cs)
+	cfg := testConfig(kc, ns)
+	before, _ := engineGoroutines()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := kube.New(ctx, kube.Options{Config: cfg.Sandbox, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.StartPool(context.Background(), 1) // stopped by Close, not by its ctx
+	st, err := e.Start(ctx, kube.StartSpec{Scope: kube.Scope{AgentID: "closer"}, OpenSpec: supervisor.OpenSpec{ID: "c1", Argv: []string{"sleep", "60"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running, _ := engineGoroutines(); running <= before {
+		t.Fatalf("%d engine goroutines with a watch, a pool and a command running (%d before): the check sees nothing", running, before)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = st
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		n, which := engineGoroutines()
+		if n <= before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d engine goroutines 15 s after Close (%d before):\n%s", n, before, which)
+		}
 	}
 }
