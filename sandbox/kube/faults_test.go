@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox/kube"
@@ -267,5 +270,82 @@ func TestPodHardening(t *testing.T) {
 	}
 	if p.Status.QOSClass != "Guaranteed" {
 		t.Errorf("QoS class %q, want Guaranteed (limits = requests)", p.Status.QOSClass)
+	}
+}
+
+// setNodeReady writes the Ready condition of node through the status
+// subresource (what the node lifecycle controller and the kubelet write).
+func setNodeReady(ctx context.Context, cs kubernetes.Interface, node string, status corev1.ConditionStatus, reason, message string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		for i, c := range n.Status.Conditions {
+			if c.Type != corev1.NodeReady {
+				continue
+			}
+			if c.Status != status {
+				n.Status.Conditions[i].LastTransitionTime = now
+			}
+			n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason, n.Status.Conditions[i].Message = status, reason, message
+			n.Status.Conditions[i].LastHeartbeatTime = now
+		}
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// TestNodeLostFailsSession loses the node of a sandbox Pod while its
+// command runs: its Ready condition goes Unknown, written through the
+// status subresource exactly as the node lifecycle controller writes it
+// when the kubelet stops posting status (the controller's 50 s grace
+// period is what this skips; stopping the kubelet for that long, or
+// deleting the Node, whose Pods the pod GC then deletes, would take down
+// every Pod of this shared node). The session fails within 2 s naming the
+// lost node, the node is given back its Ready condition at once (its
+// kubelet would rewrite it within 10 s anyway), and the agent's next
+// command runs in a new Pod.
+func TestNodeLostFailsSession(t *testing.T) {
+	kc := cluster(t)
+	cs := clientset(t, kc)
+	ns := namespace(t, cs)
+	d := newDaemon(t, testConfig(kc, ns), filepath.Join(t.TempDir(), "cursors.json"))
+	const agent = "nodelost"
+	id := startBackground(t, d, agent, "echo started; sleep 120", "started")
+	pod := d.e.PodOf(kube.Scope{AgentID: agent})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := p.Spec.NodeName
+	restore := func() {
+		if err := setNodeReady(context.Background(), cs, node, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"); err != nil {
+			t.Errorf("give node %s its Ready condition back: %v", node, err)
+		}
+	}
+	if err := setNodeReady(ctx, cs, node, corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	r, ended := func() (api.Result, time.Time) {
+		defer restore()
+		return waitEnded(t, d, agent, id, 10*time.Second)
+	}()
+	if took := ended.Sub(at); took > 2*time.Second {
+		t.Errorf("the session ended %v after the node was lost, want <= 2 s", took)
+	}
+	if text := r.Details.Reason + r.Content[0].Text; r.Details.Status != api.StatusFailed || !strings.Contains(text, "node "+node+" was lost") {
+		t.Errorf("status %q reason %q text %q: want failed, saying node %s was lost", r.Details.Status, r.Details.Reason, r.Content[0].Text, node)
+	}
+	r, err = d.mgr.Exec(ctx, api.ExecParams{Host: "sandbox", AgentID: agent, Security: "full", Command: "echo again"})
+	if err != nil || r.Details.Status != api.StatusCompleted {
+		t.Fatalf("the next command: %v %+v", err, r)
+	}
+	if now := d.e.PodOf(kube.Scope{AgentID: agent}); now == pod || now == "" {
+		t.Errorf("the next command ran in pod %q, want a new one (not %s, on the lost node)", now, pod)
 	}
 }
