@@ -477,7 +477,7 @@ func podEnded(p *corev1.Pod) (bool, string) {
 		}
 		if t := st.State.Terminated; t != nil {
 			if t.Reason == "OOMKilled" {
-				return true, "the sandbox was OOM-killed (over its memory limit)"
+				return true, "the sandbox container was OOMKilled: the sandbox ran out of memory (sandbox.docker.memory)"
 			}
 			return true, fmt.Sprintf("the sandbox container ended (%s, exit code %d)", t.Reason, t.ExitCode)
 		}
