@@ -90,7 +90,7 @@ type Engine struct {
 
 	selectorSet labels.Set // what selects this Engine's Pods
 	poolSize    int
-	poolKick    chan struct{}
+	poolKick    chan struct{} // buffered 1: the pool looks again
 
 	mu       sync.Mutex
 	clients  map[string]*supervisor.Client // by Pod name
@@ -125,6 +125,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		cs: cs, rc: rc, ns: k.Namespace, scope: opts.Config.Scope, shape: sh, logf: opts.Logf,
 		labels:  maps.Clone(opts.Labels),
 		clients: map[string]*supervisor.Client{}, ended: map[string]string{}, ensuring: map[string]*sync.Mutex{}, dialing: map[string]*sync.Mutex{},
+		poolKick: make(chan struct{}, 1),
 	}
 	e.stopped, e.stop = context.WithCancel(context.Background())
 	if e.logf == nil {
@@ -499,11 +500,18 @@ func (e *Engine) startWatch(ctx context.Context) error {
 	inf := f.Core().V1().Pods()
 	e.pods = inf.Lister()
 	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
-				if ended, why := podEnded(p); ended {
-					e.podEnded(p.Name, why)
-				}
+		UpdateFunc: func(old, obj any) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			if ended, why := podEnded(p); ended {
+				e.podEnded(p.Name, why)
+				return
+			}
+			// A warm Pod that started: the pool connects to it.
+			if o, ok := old.(*corev1.Pod); ok && p.Labels[LabelPool] == PoolReady && containerRunning(p) && !containerRunning(o) {
+				e.kickPool()
 			}
 		},
 		DeleteFunc: func(obj any) {
