@@ -172,10 +172,21 @@ func TestPauseKeepsWorkspace(t *testing.T) {
 	if _, ok := c.Annotations[kube.AnnotationPausedAt]; ok {
 		t.Errorf("the claim is still marked paused after Resume: %v", c.Annotations)
 	}
-	// A command after Resume runs in the same workspace.
+	// Paused again, the agent's next command resumes it, in the same
+	// workspace.
+	if err := d.e.Pause(ctx, scope); err != nil {
+		t.Fatal(err)
+	}
+	if pods := scopePods(t, cs, ns); len(pods) != 0 {
+		t.Fatalf("after the second Pause the API still has the sandbox pods %v", pods)
+	}
 	r, err = d.mgr.Exec(ctx, api.ExecParams{Host: "sandbox", AgentID: agent, Security: "full", Command: "wc -c < /workspace/data"})
-	if err != nil || r.Details.Status != api.StatusCompleted || strings.TrimSpace(r.Content[0].Text) != "65542" {
-		t.Fatalf("wc after resume: %v %+v", err, r)
+	// (The first command of a new Pod carries the NetworkPolicy warning.)
+	if err != nil || r.Details.Status != api.StatusCompleted || !strings.HasSuffix(strings.TrimSpace(r.Content[0].Text), "\n65542") {
+		t.Fatalf("wc in the paused sandbox: %v %+v", err, r)
+	}
+	if list, err := d.e.List(ctx); err != nil || len(list) != 1 || list[0].Paused || list[0].Pod == "" {
+		t.Fatalf("List after a command resumed it: %+v %v", list, err)
 	}
 
 	if err := d.e.Remove(ctx, scope); err != nil {
