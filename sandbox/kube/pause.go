@@ -99,6 +99,9 @@ func (e *Engine) Pause(ctx context.Context, s Scope) error {
 	if err == nil && !e.selector.Matches(labels.Set(c.Labels)) {
 		err = apierrors.NewNotFound(corev1.Resource("persistentvolumeclaims"), claimName(h))
 	}
+	if apierrors.IsNotFound(err) && e.livePod(h) != "" {
+		return fmt.Errorf("%w: pause: the sandbox's workspace is an emptyDir (its pod was made before sandbox.kubernetes.workspaceStorageClass was set); remove it to get one with a claim", cerrdefs.ErrFailedPrecondition)
+	}
 	if err != nil {
 		return fmt.Errorf("pause: no sandbox for this scope: %w", classify(err))
 	}
