@@ -1,0 +1,69 @@
+package nodeexec
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/vocab"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the testdata/*.golden files")
+
+// checkGolden compares got with testdata/name.golden byte for byte.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *updateGolden {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s changed:\n got %s\nwant %s", name, got, want)
+	}
+}
+
+// wireJSON encodes v as the link writes a frame (wsjson: json.Encoder).
+func wireJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestApprovalWireGolden: the approval frames of the node protocol
+// (approval-pending, the reply to approvals.list, the hello's approvals
+// summary) are byte for byte what nodes and gateways already exchange.
+func TestApprovalWireGolden(t *testing.T) {
+	p := guard.Pending{
+		ID: "0b6f2c1e-aaaa-bbbb-cccc-000000000001", Slug: "0b6f2c1e", Command: "rm -rf build",
+		Argv: []string{"/bin/sh", "-c", "rm -rf build"}, Cwd: "/work", Host: vocab.HostNode, NodeID: "node-1",
+		Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, AgentID: "agent-a", SessionKey: "s1",
+		EnvHash: "h", Env: map[string]string{"B": "2", "A": "1"}, Explain: "rm is not allowlisted",
+		CreatedAtMs: 1764300000000, ExpiresAtMs: 1764300120000,
+	}
+	now := time.UnixMilli(1764300060000)
+	full := toApproval(p, now)
+	full.Node = "build-box"
+	minimal := toApproval(guard.Pending{ID: "x", Slug: "x", Command: "true", Cwd: "/", ExpiresAtMs: 1}, now)
+	var buf bytes.Buffer
+	buf.Write(wireJSON(t, &frame{Type: framePending, RunID: "r1", Reason: "approval required", Approval: &full}))
+	buf.Write(wireJSON(t, &frame{Type: framePending, RunID: "r2", Approval: &Approval{NodeID: "node-1"}}))
+	buf.Write(wireJSON(t, &frame{Type: frameReply, ReqID: "q1", Approvals: []Approval{full, minimal}}))
+	buf.Write(wireJSON(t, &frame{Type: frameHello, Hello: &Hello{Protocol: 1, NodeID: "node-1", Name: "build-box", Platform: "linux",
+		Capabilities: []string{"system.run"}, Approvals: ApprovalSummary{Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss,
+			AskFallback: vocab.SecurityDeny, Pending: 2, Allowlist: 3, Error: "e"}}}))
+	checkGolden(t, "approval-frames", buf.Bytes())
+}
