@@ -45,7 +45,7 @@ func (a *agent) openSupervised(ctx context.Context, spec hostapi.StartSpec, key 
 	}
 	p, err := a.sup.Open(ctx, supervisor.OpenSpec{
 		ID: pr.Tag, Argv: pr.Argv, Env: pr.Env, Dir: pr.Dir,
-		TTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, Stdin: spec.KeepStdin || spec.PTY, Meta: meta,
+		PTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, KeepStdin: spec.KeepStdin || spec.PTY, Meta: meta,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("host supervisor: %w", err)
@@ -58,7 +58,7 @@ func runStateOf(in supervisor.SessionInfo) RunState {
 	return RunState{
 		RunID: in.Meta[metaRunID], PID: in.PID, Running: in.Running, Command: in.Meta[supervisor.MetaCommand],
 		Owner: in.Meta[metaOwner], SessionID: in.Meta[supervisor.MetaSessionID], AgentID: in.Meta[supervisor.MetaAgentID],
-		SessionKey: in.Meta[supervisor.MetaSessionKey], Cwd: in.Meta[supervisor.MetaCwd], PTY: in.TTY, Stdin: in.Stdin || in.TTY,
+		SessionKey: in.Meta[supervisor.MetaSessionKey], Cwd: in.Meta[supervisor.MetaCwd], PTY: in.PTY, Stdin: in.KeepStdin || in.PTY,
 		StartedAtMs: in.StartedAt,
 	}
 }

@@ -92,7 +92,7 @@ func TestRecoveredSessionGolden(t *testing.T) {
 	var b bytes.Buffer
 	for _, v := range []any{
 		sandbox.RecoveredSession{ContainerID: "c0ffee", ContainerName: "sbx-a", ScopeKey: "agent:a", Engine: "local", ID: "run-1",
-			Argv: []string{"/bin/sh", "-c", "top"}, Dir: "/work", TTY: true, Stdin: true, AgentID: "a", SessionKey: "s1",
+			Argv: []string{"/bin/sh", "-c", "top"}, Dir: "/work", PTY: true, KeepStdin: true, AgentID: "a", SessionKey: "s1",
 			Meta: map[string]string{"k": "v"}, PID: 7, StartedAt: at, ExitCode: &code, Signal: "SIGKILL", EndedAt: at.Add(time.Second),
 			InputWait: true, Output: []byte("x"), Dropped: 3, StdoutOffset: 4, StderrOffset: 5},
 		sandbox.RecoveredSession{ID: "run-2", Running: true, StartedAt: at},

@@ -18,10 +18,10 @@ func TestStartSpecWireGolden(t *testing.T) {
 	code := 0
 	var b bytes.Buffer
 	for _, v := range []any{
-		OpenSpec{ID: "run-1", Argv: []string{"/bin/sh", "-c", "top"}, Env: []string{"A=1"}, Dir: "/work", TTY: true, Cols: 120, Rows: 30,
-			Stdin: true, Meta: map[string]string{"agent": "a"}, Window: 1 << 20, StartBy: 1764300000000},
+		OpenSpec{ID: "run-1", Argv: []string{"/bin/sh", "-c", "top"}, Env: []string{"A=1"}, Dir: "/work", PTY: true, Cols: 120, Rows: 30,
+			KeepStdin: true, Meta: map[string]string{"agent": "a"}, Window: 1 << 20, StartBy: 1764300000000},
 		OpenSpec{ID: "run-2", Argv: []string{"true"}},
-		SessionInfo{ID: "run-1", Argv: []string{"/bin/sh", "-c", "top"}, Dir: "/work", TTY: true, Stdin: true, Meta: map[string]string{"agent": "a"},
+		SessionInfo{ID: "run-1", Argv: []string{"/bin/sh", "-c", "top"}, Dir: "/work", PTY: true, KeepStdin: true, Meta: map[string]string{"agent": "a"},
 			PID: 7, StartedAt: 1764300000000, Running: false, Exit: &ExitStatus{Code: code, EndedAt: 1764300001000}, InputWait: true,
 			Stdout: 10, Stderr: 2, Dropped: 1, LogCap: 100},
 		SessionInfo{ID: "run-2", Argv: []string{"true"}, PID: 8, Running: true},
