@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -64,16 +65,25 @@ func TestApprovalsBodyGolden(t *testing.T) {
 // the API answered them before.
 func TestSandboxInfoGolden(t *testing.T) {
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	full := sandbox.Info{ID: "c0ffee", Name: "sbx-a", ScopeKey: "agent:a", AgentID: "a", SessionKey: "s1", State: "running",
+	full := sandbox.Info{Sandbox: api.Sandbox{ID: "c0ffee", Name: "sbx-a", ScopeKey: "agent:a", AgentID: "a", SessionKey: "s1", State: "running",
 		Image: "img:1", CreatedAt: at, LastUsedAt: at.Add(time.Second), ConfigHash: "h", Current: true, Engine: "local",
-		Path: sandbox.PathSupervisor, Pool: "taken", Template: "default", Labels: map[string]string{"k": "v"}, ExpiresAt: at.Add(time.Hour)}
-	minimal := sandbox.Info{ID: "id", Name: "n", CreatedAt: at}
-	dc := sandbox.DefaultConfig().Docker
-	snap := sandbox.SnapshotInfo{Name: "s", ScopeKey: "agent:a", AgentID: "a", SessionKey: "s1", CreatedAt: at, Origin: "sbx-a",
+		Path: sandbox.PathSupervisor, Pool: "taken", Template: "default", Labels: map[string]string{"k": "v"}, ExpiresAt: at.Add(time.Hour)}}
+	minimal := sandbox.Info{Sandbox: api.Sandbox{ID: "id", Name: "n", CreatedAt: at}}
+	dc, err := json.Marshal(sandbox.DefaultConfig().Docker) // as the snapshot records it
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := sandbox.SnapshotInfo{Snapshot: api.Snapshot{Name: "s", ScopeKey: "agent:a", AgentID: "a", SessionKey: "s1", CreatedAt: at, Origin: "sbx-a",
 		OriginID: "c0ffee", Template: "default", Labels: map[string]string{"k": "v"}, Config: dc, Bytes: 10, Files: 2,
-		Method: sandbox.SnapshotCopy, Tmpfs: []string{"/tmp"}, Skipped: 1}
+		Method: sandbox.SnapshotCopy, Tmpfs: []string{"/tmp"}, Skipped: 1}}
+	// Every snapshot records the config it was taken under (snapshotCopy),
+	// even a zero one.
+	zeroConfig, err := json.Marshal(sandbox.DockerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b bytes.Buffer
-	for _, v := range []any{full, minimal, snap, sandbox.SnapshotInfo{Name: "s"}} {
+	for _, v := range []any{full, minimal, snap, sandbox.SnapshotInfo{Snapshot: api.Snapshot{Name: "s", Config: zeroConfig}}} {
 		b.Write(jsonOf(t, v))
 	}
 	// A snapshot's record on disk (snapshot.json) is its indented JSON.
