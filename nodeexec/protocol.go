@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/shellword"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -252,25 +253,15 @@ type exitInfo struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// Approval is an approval request pending (or decided) on a node.
+// Approval is an approval request pending (or decided) on a node: the
+// request (api.ApprovalRequest) with the node that holds it and the modes
+// it was judged under.
 type Approval struct {
-	ID      string   `json:"id"`
-	Slug    string   `json:"slug"`
-	NodeID  string   `json:"nodeId"`
-	Node    string   `json:"node,omitempty"` // node name, filled in by the gateway
-	Command string   `json:"command"`
-	Argv    []string `json:"argv,omitempty"`
-	// Env is the env the request adds, names and values.
-	Env         map[string]string `json:"env,omitempty"`
-	Cwd         string            `json:"cwd"`
-	AgentID     string            `json:"agentId,omitempty"`
-	SessionKey  string            `json:"sessionKey,omitempty"`
-	Security    vocab.Security    `json:"security,omitempty"`
-	Ask         vocab.Ask         `json:"ask,omitempty"`
-	Explain     string            `json:"explain,omitempty"`
-	CreatedAtMs int64             `json:"createdAtMs,omitempty"`
-	ExpiresAtMs int64             `json:"expiresAtMs"`
-	Status      string            `json:"status"`
+	api.ApprovalRequest
+	NodeID   string         `json:"nodeId"`
+	Node     string         `json:"node,omitempty"` // node name, filled in by the gateway
+	Security vocab.Security `json:"security,omitempty"`
+	Ask      vocab.Ask      `json:"ask,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)

