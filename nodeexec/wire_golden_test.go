@@ -3,7 +3,6 @@ package nodeexec
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,26 +12,6 @@ import (
 	"github.com/sandboxctl/sandboxctl/hostexec/guard"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite the testdata/*.golden files")
-
-// checkGolden compares got with testdata/name.golden byte for byte.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *updateGolden {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s changed:\n got %s\nwant %s", name, got, want)
-	}
-}
 
 // checkGoldenValue compares got with testdata/name.golden line by line as
 // JSON values: the same members (none added, none left out), the same
