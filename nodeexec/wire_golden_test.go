@@ -85,13 +85,13 @@ func TestRunWireGolden(t *testing.T) {
 	yes := true
 	var buf bytes.Buffer
 	buf.Write(wireJSON(t, &frame{Type: frameRun, RunID: "r1", Run: &RunParams{Argv: []string{"/bin/sh", "-c", "top"}, RawCommand: "top",
-		Cwd: "/work", Env: map[string]string{"A": "1"}, TimeoutMs: 5000, AgentID: "agent-a", SessionKey: "s1", RunID: "r1", IdempotencyKey: "k1",
-		Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, TTY: true, Cols: 120, Rows: 30, KeepStdin: true, Owner: "gw-1", SessionID: "sess-1",
+		Dir: "/work", Env: map[string]string{"A": "1"}, TimeoutMs: 5000, AgentID: "agent-a", SessionKey: "s1", RunID: "r1", IdempotencyKey: "k1",
+		Security: vocab.SecurityAllowlist, Ask: vocab.AskOnMiss, PTY: true, Cols: 120, Rows: 30, KeepStdin: true, Owner: "gw-1", SessionID: "sess-1",
 		Approved: &yes, ApprovalDecision: "allow-once"}}))
 	buf.Write(wireJSON(t, &frame{Type: frameRun, RunID: "r2", Run: &RunParams{Argv: []string{"true"}, RunID: "r2", IdempotencyKey: "k2"}}))
 	buf.Write(wireJSON(t, &frame{Type: frameHello, Hello: &Hello{Protocol: 1, NodeID: "node-1", Name: "build-box", Platform: "linux",
 		Running: []RunState{{RunID: "r1", PID: 7, Running: true, Command: "top", Owner: "gw-1", SessionID: "sess-1", AgentID: "agent-a",
-			SessionKey: "s1", Cwd: "/work", PTY: true, Stdin: true, StartedAtMs: 1764300000000}, {RunID: "r2"}}}}))
+			SessionKey: "s1", Dir: "/work", PTY: true, KeepStdin: true, StartedAtMs: 1764300000000}, {RunID: "r2"}}}}))
 	want, err := os.ReadFile(filepath.Join("testdata", "run-frames.golden"))
 	if err != nil {
 		t.Fatal(err)
