@@ -222,11 +222,11 @@ const fileToolKillGrace = 15 * time.Second
 // session is forgotten afterwards.
 func (m *DockerEngine) fileTool(ctx context.Context, c *supervisor.Client, args []string, stdin io.Reader, stdout io.Writer) error {
 	p, err := c.Open(ctx, supervisor.OpenSpec{
-		Argv:  append([]string{SupervisorPath, supervisor.FilesArg}, args...),
-		Env:   []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + HomeDir},
-		Dir:   "/",
-		Stdin: stdin != nil,
-		Meta:  map[string]string{MetaFiles: args[0]},
+		Argv:      append([]string{SupervisorPath, supervisor.FilesArg}, args...),
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + HomeDir},
+		Dir:       "/",
+		KeepStdin: stdin != nil,
+		Meta:      map[string]string{MetaFiles: args[0]},
 	})
 	if err != nil {
 		return fmt.Errorf("files %s: start the file tool: %w", args[0], err)

@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
@@ -44,32 +45,11 @@ const (
 	SnapshotCopy = "copy"
 )
 
-// SnapshotInfo describes one snapshot.
+// SnapshotInfo describes one snapshot: api.Snapshot, the one definition
+// of its fields (snapshot.json holds its JSON). Config is the DockerConfig
+// the sandbox ran under, encoded.
 type SnapshotInfo struct {
-	Name       string    `json:"name"`
-	ScopeKey   string    `json:"scopeKey"`
-	AgentID    string    `json:"agentId,omitempty"`
-	SessionKey string    `json:"sessionKey,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
-	// Origin and OriginID name the container it was taken from.
-	Origin   string `json:"origin"`
-	OriginID string `json:"originId"`
-	// Template, Labels and Config are what the sandbox ran under: a
-	// rollback or fork is made from Template (Config is the record).
-	Template string            `json:"template"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	Config   DockerConfig      `json:"config"`
-	// Bytes and Files count the regular files' content kept.
-	Bytes int64 `json:"bytes"`
-	Files int   `json:"files"`
-	// Method is how the workspace was copied: SnapshotReflink or
-	// SnapshotCopy (tmpfs contents are always copied).
-	Method string `json:"method"`
-	// Tmpfs are the tmpfs mounts whose contents it holds.
-	Tmpfs []string `json:"tmpfs"`
-	// Skipped counts entries that are neither files, directories nor
-	// symlinks (sockets, fifos, devices): not kept.
-	Skipped int `json:"skipped,omitempty"`
+	api.Snapshot
 }
 
 var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -311,11 +291,15 @@ func (m *DockerEngine) snapshotTemp() (string, error) {
 // snapshotCopy copies the workspace and the tmpfs contents of the frozen
 // container (pid: its pid 1 on this host) into tmp, at most budget bytes.
 func (m *DockerEngine) snapshotCopy(in Info, d DockerConfig, pid int, tmpfsList []sandboxconfig.Tmpfs, tmp string, budget int64) (SnapshotInfo, error) {
-	info := SnapshotInfo{
+	config, err := json.Marshal(d)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("snapshot of sandbox %s: config: %w", in.Name, err)
+	}
+	info := SnapshotInfo{api.Snapshot{
 		ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
 		CreatedAt: m.now().UTC(), Origin: in.Name, OriginID: in.ID,
-		Template: in.Template, Labels: in.Labels, Config: d, Tmpfs: []string{},
-	}
+		Template: in.Template, Labels: in.Labels, Config: config, Tmpfs: []string{},
+	}}
 	c := &treeCopier{budget: budget, reflink: true}
 	ws := m.layoutFor(in.ScopeKey, in.Name).WorkspaceHost
 	if err := c.copyDir(ws, filepath.Join(tmp, "workspace"), nil); err != nil {

@@ -485,7 +485,7 @@ func (m *DockerEngine) startSupervised(ctx context.Context, s Scope, res EnsureR
 	}
 	spec := supervisor.OpenSpec{
 		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.Dir,
-		TTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.KeepStdin, Meta: meta,
+		PTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, KeepStdin: opts.KeepStdin, Meta: meta,
 	}
 	octx, cancel := ctx, context.CancelFunc(func() {})
 	if opts.StartWait > 0 {
@@ -607,8 +607,8 @@ type RecoveredSession struct {
 	ID         string            `json:"id"`
 	Argv       []string          `json:"argv"`
 	Dir        string            `json:"dir,omitempty"`
-	TTY        bool              `json:"tty,omitempty"`
-	Stdin      bool              `json:"stdin,omitempty"`
+	PTY        bool              `json:"tty,omitempty"`
+	KeepStdin  bool              `json:"stdin,omitempty"`
 	AgentID    string            `json:"agentId,omitempty"`
 	SessionKey string            `json:"sessionKey,omitempty"`
 	Meta       map[string]string `json:"meta,omitempty"` // ExecOptions.Meta as given
@@ -707,7 +707,7 @@ func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]Recover
 		}
 		rs := RecoveredSession{
 			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey, Engine: m.engine.Name,
-			ID: in.ID, Argv: in.Argv, Dir: in.Dir, TTY: in.TTY, Stdin: in.Stdin,
+			ID: in.ID, Argv: in.Argv, Dir: in.Dir, PTY: in.PTY, KeepStdin: in.KeepStdin,
 			AgentID: agentID, SessionKey: sessionKey, Meta: in.Meta,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
 			Dropped: in.Dropped, StdoutOffset: in.Stdout, StderrOffset: in.Stderr, info: in,
@@ -736,7 +736,7 @@ func (m *DockerEngine) Reattach(ctx context.Context, rs RecoveredSession) (*Supe
 	}
 	info := rs.info
 	if info.ID == "" {
-		info = supervisor.SessionInfo{ID: rs.ID, TTY: rs.TTY, Stdin: rs.Stdin}
+		info = supervisor.SessionInfo{ID: rs.ID, PTY: rs.PTY, KeepStdin: rs.KeepStdin}
 	}
 	p, err := cl.Attach(ctx, info, rs.StdoutOffset, rs.StderrOffset)
 	if err != nil {
