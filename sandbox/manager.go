@@ -649,6 +649,12 @@ func (m *DockerEngine) create(ctx context.Context, s Scope, scopeKey, name strin
 	if err := m.checkRuntime(ctx, sh.Egress != ""); err != nil {
 		return "", false, "", err
 	}
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q == 0 {
+		// A subvolume on btrfs: a snapshot of it is made at once.
+		if err := makeWorkspaceDir(sh.Layout.WorkspaceHost); err != nil {
+			return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
+		}
+	}
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o700); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}

@@ -33,6 +33,7 @@ func BenchmarkSnapshotFork(b *testing.B) {
 			o.StateDir = filepath.Join(dir, "state")
 			o.Config.WorkspaceRoot = filepath.Join(dir, "ws")
 			o.Config.Pool.Size = pool
+			o.Logf = b.Logf
 		}
 	}
 	m := benchManagerOpts(b, opts(0))
@@ -75,6 +76,9 @@ func BenchmarkSnapshotFork(b *testing.B) {
 	if _, err := m.Snapshot(ctx, s, "base"); err != nil {
 		b.Fatal(err)
 	}
+	// Before the temporary directory goes: a read-only subvolume is not
+	// removed file by file.
+	b.Cleanup(func() { _, _ = m.RemoveSnapshot(s, "base") })
 	b.Run("fork-to-first-command", func(b *testing.B) {
 		for i := range b.N {
 			f := Scope{AgentID: fmt.Sprintf("bench-fork-%d", i)}
