@@ -50,6 +50,12 @@ func TestSnapshotBtrfsForkFromPool(t *testing.T) {
 	testSnapshotForkFromPool(t, btrfsManager(t, func(o *Options) { o.Config.Pool.Size = 1 }))
 }
 
+// TestSnapshotBtrfsLimits is TestSnapshotLimits on btrfs: a subvolume
+// snapshot over maxBytes is destroyed, nothing left.
+func TestSnapshotBtrfsLimits(t *testing.T) {
+	testSnapshotLimits(t, btrfsManager(t, func(o *Options) { snapshotLimits(&o.Config) }))
+}
+
 // TestSnapshotBtrfsNestedSubvolume: a subvolume inside the workspace (a
 // sandbox can make one) is not in a snapshot of the workspace's
 // subvolume; its files must not go missing: the snapshot clones them one

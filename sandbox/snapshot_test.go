@@ -253,10 +253,15 @@ done; done`, nil)
 // TestSnapshotLimits: over maxBytes or maxCount a snapshot is refused with
 // a clear error, leaves nothing behind and the sandbox runs on.
 func TestSnapshotLimits(t *testing.T) {
-	m := newTestManager(t, func(c *Config) {
-		c.Snapshots.MaxCount = 1
-		c.Snapshots.MaxBytes = "1m"
-	})
+	testSnapshotLimits(t, newTestManager(t, snapshotLimits))
+}
+
+func snapshotLimits(c *Config) {
+	c.Snapshots.MaxCount = 1
+	c.Snapshots.MaxBytes = "1m"
+}
+
+func testSnapshotLimits(t *testing.T, m *Manager) {
 	ctx := objectCtx(t)
 	s := Scope{AgentID: "snap-lim"}
 	run(t, m, s, "head -c 2000000 /dev/urandom > /workspace/big")
