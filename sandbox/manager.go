@@ -1072,8 +1072,9 @@ type Explanation struct {
 	// WorkspaceQuota says how the workspace's disk is capped ("none" when
 	// sandbox.workspaceQuota is unset).
 	WorkspaceQuota string `json:"workspaceQuota"`
-	// Snapshots says how a snapshot copies the workspace here
-	// (SnapshotReflink or SnapshotCopy, with why; docs/snapshots.md).
+	// Snapshots says how a snapshot keeps the workspace here
+	// (SnapshotSubvolume, SnapshotReflink or SnapshotCopy, with why;
+	// docs/snapshots.md).
 	Snapshots string `json:"snapshots,omitempty"`
 	// Egress is the effective egress policy (sandbox.network; docs/egress.md).
 	Egress EgressExplained `json:"egress"`

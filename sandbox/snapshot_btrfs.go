@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -307,9 +308,11 @@ func (m *DockerEngine) forkSubvolume(ctx context.Context, in Info, snapDir, ws s
 		return false, nil
 	}
 	staged := filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".fork-"+randomHex(6))
+	start := time.Now()
 	if err := snapshotSubvolume(src, staged, false); err != nil {
 		return false, nil
 	}
+	made := time.Now()
 	placed := false
 	defer func() {
 		if !placed {
@@ -321,6 +324,7 @@ func (m *DockerEngine) forkSubvolume(ctx context.Context, in Info, snapDir, ws s
 			return true, err
 		}
 	}
+	handed := time.Now()
 	pid, err := m.localPid(ctx, in)
 	if err != nil {
 		return true, err
@@ -340,6 +344,8 @@ func (m *DockerEngine) forkSubvolume(ctx context.Context, in Info, snapDir, ws s
 		return true, fmt.Errorf("workspace %s: %w", ws, err)
 	}
 	placed = true
+	m.logf("sandbox %s: workspace from the snapshot's subvolume in %s (snapshot %s, owners %s, mount %s)", in.Name,
+		time.Since(start).Round(time.Millisecond), made.Sub(start).Round(time.Millisecond), handed.Sub(made).Round(time.Millisecond), time.Since(handed).Round(time.Millisecond))
 	return true, nil
 }
 
