@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -320,7 +319,7 @@ func (m *DockerEngine) forkSubvolume(ctx context.Context, in Info, snapDir, ws s
 		}
 	}()
 	if owner != nil {
-		if err := chownTree(staged, owner.uid, owner.gid); err != nil {
+		if err := handOver(staged, owner.uid, owner.gid); err != nil {
 			return true, err
 		}
 	}
@@ -369,38 +368,4 @@ func (m *DockerEngine) localPid(ctx context.Context, in Info) (int, error) {
 		return 0, fmt.Errorf("%w: sandbox %s: pid %d on this host is not its container's (the daemon must share the Engine's pid namespace)", errBadInput, in.Name, pid)
 	}
 	return pid, nil
-}
-
-// chownTree gives every entry of the tree at dir (symlinks not followed)
-// to uid and gid, copyWorkers at once (each a metadata change that waits
-// on the filesystem), then makes dir 0700 (the workspace of a sandbox
-// identity: its command uid's alone). No process but this one may reach
-// the tree meanwhile.
-func chownTree(dir string, uid, gid int) error {
-	paths := make(chan string, 256)
-	var wg sync.WaitGroup
-	var errOnce sync.Once
-	var firstErr error
-	for range copyWorkers {
-		wg.Go(func() {
-			for p := range paths {
-				if err := os.Lchown(p, uid, gid); err != nil {
-					errOnce.Do(func() { firstErr = err })
-				}
-			}
-		})
-	}
-	walkErr := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		paths <- p
-		return nil
-	})
-	close(paths)
-	wg.Wait()
-	if err := errors.Join(walkErr, firstErr); err != nil {
-		return fmt.Errorf("workspace %s: hand it to the sandbox identity %d: %w", dir, uid, err)
-	}
-	return os.Chmod(dir, 0o700)
 }
