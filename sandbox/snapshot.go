@@ -603,10 +603,11 @@ func (m *DockerEngine) Fork(ctx context.Context, from Scope, name string, to Sco
 	}
 	// The container first, its workspace empty: a warm pool's sandbox
 	// serves when one is ready (takePooled takes only an empty
-	// workspace), and the files are then cloned into the directory its
-	// container mounts, owned by its identity from the start (no walk to
-	// hand them over). No command runs in it meanwhile: the scope is
-	// locked.
+	// workspace). Then the workspace: a writable snapshot of the
+	// snapshot's subvolume, mounted in place of the empty one, or the
+	// files cloned into the directory its container mounts, owned by
+	// its identity from the start (no walk to hand them over). No
+	// command runs in it meanwhile: the scope is locked.
 	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
 	t0 := time.Now()
 	out, err := m.createLocked(ctx, to, CreateOptions{Template: snap.Template, Labels: snap.Labels})
@@ -666,9 +667,11 @@ func (m *DockerEngine) forkTargetFree(ctx context.Context, toKey, toName, ws str
 	return nil
 }
 
-// forkWorkspace copies the snapshot's workspace (reflinks when the
-// filesystem allows) into ws, the empty workspace sandbox in mounts,
-// owned by in's sandbox identity when it has one.
+// forkWorkspace gives sandbox in the snapshot's workspace, owned by its
+// sandbox identity when it has one: a snapshot of the snapshot's
+// subvolume in place of ws, the empty workspace in mounts
+// (forkSubvolume), else a copy into ws (reflinks when the filesystem
+// allows).
 func (m *DockerEngine) forkWorkspace(ctx context.Context, in Info, snapDir, ws string) error {
 	c := &treeCopier{budget: -1, reflink: true}
 	if m.ident != nil {
