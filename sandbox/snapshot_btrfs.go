@@ -210,10 +210,7 @@ func makeWorkspaceDir(p string) error {
 // no other, else ws's files cloned into a new one), else files cloned or
 // copied one by one.
 func snapshotWorkspace(c *treeCopier, ws, dst string) (string, error) {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return "", err
-	}
-	if !onBtrfs(filepath.Dir(dst)) {
+	oneByOne := func() (string, error) {
 		if err := c.copyDir(ws, dst, nil); err != nil {
 			return "", err
 		}
@@ -222,7 +219,14 @@ func snapshotWorkspace(c *treeCopier, ws, dst string) (string, error) {
 		}
 		return SnapshotCopy, nil
 	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", err
+	}
+	if !onBtrfs(filepath.Dir(dst)) {
+		return oneByOne()
+	}
 	if isSubvolume(ws) && snapshotSubvolume(ws, dst, true) == nil {
+		budget := c.budget
 		whole, err := c.count(dst)
 		if err == nil && whole {
 			return SnapshotSubvolume, nil
@@ -235,18 +239,12 @@ func snapshotWorkspace(c *treeCopier, ws, dst string) (string, error) {
 		}
 		// A subvolume nested in the workspace (a sandbox can make one)
 		// is not in a snapshot of it: its files are cloned one by one.
-		c.bytes, c.files, c.skipped = 0, 0, 0
+		c.budget, c.bytes, c.files = budget, 0, 0
 	}
 	if err := createSubvolume(dst); err != nil {
-		// Not the same btrfs as the workspace's, or no right to
-		// make subvolumes: one by one.
-		if err := c.copyDir(ws, dst, nil); err != nil {
-			return "", err
-		}
-		if c.cloned > 0 && c.reflink {
-			return SnapshotReflink, nil
-		}
-		return SnapshotCopy, nil
+		// Not the same btrfs as the workspace's, or no right to make
+		// subvolumes.
+		return oneByOne()
 	}
 	if err := c.copyDir(ws, dst, nil); err != nil {
 		return "", err
