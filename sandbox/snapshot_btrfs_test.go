@@ -27,6 +27,10 @@ func btrfsManager(t *testing.T, mutate func(*Options)) *Manager {
 	if got := m.SnapshotMethod(); got != SnapshotSubvolume {
 		t.Fatalf("snapshot method on btrfs: %s, want %s", got, SnapshotSubvolume)
 	}
+	ex, err := m.Explain(objectCtx(t), Scope{AgentID: "explain"})
+	if err != nil || !strings.HasPrefix(ex.Snapshots, SnapshotSubvolume+": ") {
+		t.Fatalf("explain on btrfs: %q %v", ex.Snapshots, err)
+	}
 	return m
 }
 
