@@ -296,7 +296,7 @@ func (c *treeCopier) count(dir string) (whole bool, err error) {
 // subvolume on the workspace root's btrfs: a writable snapshot of it,
 // made beside ws, handed to owner (a walk that changes owners only),
 // renamed into ws's place (where its container's bind mount finds it on
-// a restart) and mounted over the workspace of the running container.
+// a restart) and mounted in place of the running container's workspace.
 // done is false, with nothing changed, when the snapshot is no subvolume
 // or ws is on another filesystem: the caller copies file by file.
 func (m *DockerEngine) forkSubvolume(ctx context.Context, in Info, snapDir, ws string, owner *fileOwner) (done bool, err error) {
@@ -326,21 +326,22 @@ func (m *DockerEngine) forkSubvolume(ctx context.Context, in Info, snapDir, ws s
 	if err != nil {
 		return true, err
 	}
-	// The new workspace into the running container first (its mount
-	// of the empty one detached), then in place of the empty one on the
-	// host, where the container's bind mount finds it on a restart.
-	// rename(2) does not replace a subvolume, even an empty one: the
-	// empty one goes first.
-	if err := replaceMountInContainer(pid, staged, workdir.ContainerWorkspace); err != nil {
-		return true, err
-	}
+	// In place of the empty workspace on the host first, where the
+	// container's bind mount finds it on a restart (a daemon that dies
+	// before the mount below leaves a sandbox whose restart is whole),
+	// then into the running container, whose mount of the empty one is
+	// detached. rename(2) does not replace a subvolume, even an empty
+	// one: the empty one goes first.
 	if err := os.Remove(ws); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return true, fmt.Errorf("workspace %s: %w", ws, err)
 	}
 	if err := os.Rename(staged, ws); err != nil {
 		return true, fmt.Errorf("workspace %s: %w", ws, err)
 	}
-	placed = true
+	placed = true // ws now: the caller removes it if what follows fails
+	if err := replaceMountInContainer(pid, ws, workdir.ContainerWorkspace); err != nil {
+		return true, err
+	}
 	m.logf("sandbox %s: workspace from the snapshot's subvolume in %s (snapshot %s, owners %s, mount %s)", in.Name,
 		time.Since(start).Round(time.Millisecond), made.Sub(start).Round(time.Millisecond), handed.Sub(made).Round(time.Millisecond), time.Since(handed).Round(time.Millisecond))
 	return true, nil
