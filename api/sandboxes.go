@@ -100,7 +100,7 @@ type Snapshot struct {
 	// Bytes and Files count the regular files' content kept.
 	Bytes int64 `json:"bytes"`
 	Files int   `json:"files"`
-	// Method is how the workspace was copied: "reflink" or "copy" (tmpfs
+	// Method is how the workspace was copied: "subvolume" (a btrfs snapshot), "reflink" or "copy" (tmpfs
 	// contents are always copied).
 	Method string `json:"method"`
 	// Tmpfs are the tmpfs mounts whose contents it holds.

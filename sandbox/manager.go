@@ -650,6 +650,12 @@ func (m *DockerEngine) create(ctx context.Context, s Scope, scopeKey, name strin
 	if err := m.checkRuntime(ctx, sh.Egress != ""); err != nil {
 		return "", false, "", err
 	}
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q == 0 {
+		// A subvolume on btrfs: a snapshot of it is made at once.
+		if err := makeWorkspaceDir(sh.Layout.WorkspaceHost); err != nil {
+			return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
+		}
+	}
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o700); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
@@ -1047,8 +1053,9 @@ type Explanation struct {
 	// WorkspaceQuota says how the workspace's disk is capped ("none" when
 	// sandbox.workspaceQuota is unset).
 	WorkspaceQuota string `json:"workspaceQuota"`
-	// Snapshots says how a snapshot copies the workspace here
-	// (SnapshotReflink or SnapshotCopy, with why; docs/snapshots.md).
+	// Snapshots says how a snapshot keeps the workspace here
+	// (SnapshotSubvolume, SnapshotReflink or SnapshotCopy, with why;
+	// docs/snapshots.md).
 	Snapshots string `json:"snapshots,omitempty"`
 	// Egress is the effective egress policy (sandbox.network; docs/egress.md).
 	Egress EgressExplained `json:"egress"`

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
+	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
 // LabelSupervisorNote on a container says why it runs without the
@@ -483,8 +484,17 @@ func (m *DockerEngine) startSupervised(ctx context.Context, s Scope, res EnsureR
 	for k, v := range opts.Meta {
 		meta[k] = v
 	}
+	// The working directory is named, never inherited from the
+	// supervisor: the container's working directory resolved when the
+	// command starts, so a workspace mounted over the one the container
+	// was made with (a fork's, taken from the warm pool) is the one it
+	// runs in.
+	dir := opts.Dir
+	if dir == "" {
+		dir = workdir.ContainerWorkspace
+	}
 	spec := supervisor.OpenSpec{
-		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.Dir,
+		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: dir,
 		PTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, KeepStdin: opts.KeepStdin, Meta: meta,
 	}
 	octx, cancel := ctx, context.CancelFunc(func() {})
