@@ -425,7 +425,7 @@ func (e *backendEngine) sandboxSessions(ctx context.Context, in Info) ([]Recover
 		}
 		rs := RecoveredSession{
 			ContainerID: in.ID, ContainerName: in.Name, ScopeKey: in.ScopeKey, Engine: e.b.Name(),
-			ID: si.ID, Argv: si.Argv, Dir: si.Dir, TTY: si.TTY, Stdin: si.Stdin,
+			ID: si.ID, Argv: si.Argv, Dir: si.Dir, PTY: si.PTY, KeepStdin: si.KeepStdin,
 			AgentID: agentID, SessionKey: sessionKey, Meta: si.Meta,
 			PID: si.PID, StartedAt: time.UnixMilli(si.StartedAt), Running: si.Running, InputWait: si.InputWait,
 			Dropped: si.Dropped, StdoutOffset: si.Stdout, StderrOffset: si.Stderr, info: si,
@@ -452,7 +452,7 @@ func (e *backendEngine) Reattach(ctx context.Context, rs RecoveredSession) (*Sup
 	}
 	info := rs.info
 	if info.ID == "" {
-		info = supervisor.SessionInfo{ID: rs.ID, TTY: rs.TTY, Stdin: rs.Stdin}
+		info = supervisor.SessionInfo{ID: rs.ID, PTY: rs.PTY, KeepStdin: rs.KeepStdin}
 	}
 	p, err := c.Attach(ctx, info, rs.StdoutOffset, rs.StderrOffset)
 	if err != nil {

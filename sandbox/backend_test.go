@@ -11,6 +11,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/workdir"
@@ -44,8 +45,8 @@ func (b *memBackend) Ensure(_ context.Context, s Scope) (EnsureResult, error) {
 		}
 	}
 	b.n++
-	in := Info{ID: fmt.Sprintf("pod%04d", b.n), Name: ContainerName("sandboxctl-", k), ScopeKey: k, AgentID: s.AgentID,
-		State: "running", CreatedAt: time.Now(), Current: true}
+	in := Info{Sandbox: api.Sandbox{ID: fmt.Sprintf("pod%04d", b.n), Name: ContainerName("sandboxctl-", k), ScopeKey: k, AgentID: s.AgentID,
+		State: "running", CreatedAt: time.Now(), Current: true}}
 	b.sbx[in.ID] = in
 	return EnsureResult{ID: in.ID, Name: in.Name, ScopeKey: k, Created: true}, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
+	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
 // LabelSupervisorNote on a container says why it runs without the
@@ -496,9 +497,18 @@ func (m *DockerEngine) startSupervised(ctx context.Context, s Scope, res EnsureR
 	for k, v := range opts.Meta {
 		meta[k] = v
 	}
+	// The working directory is named, never inherited from the
+	// supervisor: the container's working directory resolved when the
+	// command starts, so a workspace mounted over the one the container
+	// was made with (a fork's, taken from the warm pool) is the one it
+	// runs in.
+	dir := opts.Dir
+	if dir == "" {
+		dir = workdir.ContainerWorkspace
+	}
 	spec := supervisor.OpenSpec{
-		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.Dir,
-		TTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.KeepStdin, Meta: meta,
+		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: dir,
+		PTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, KeepStdin: opts.KeepStdin, Meta: meta,
 	}
 	octx, cancel := ctx, context.CancelFunc(func() {})
 	if opts.StartWait > 0 {
@@ -620,8 +630,8 @@ type RecoveredSession struct {
 	ID         string            `json:"id"`
 	Argv       []string          `json:"argv"`
 	Dir        string            `json:"dir,omitempty"`
-	TTY        bool              `json:"tty,omitempty"`
-	Stdin      bool              `json:"stdin,omitempty"`
+	PTY        bool              `json:"tty,omitempty"`
+	KeepStdin  bool              `json:"stdin,omitempty"`
 	AgentID    string            `json:"agentId,omitempty"`
 	SessionKey string            `json:"sessionKey,omitempty"`
 	Meta       map[string]string `json:"meta,omitempty"` // ExecOptions.Meta as given
@@ -720,7 +730,7 @@ func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]Recover
 		}
 		rs := RecoveredSession{
 			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey, Engine: m.engine.Name,
-			ID: in.ID, Argv: in.Argv, Dir: in.Dir, TTY: in.TTY, Stdin: in.Stdin,
+			ID: in.ID, Argv: in.Argv, Dir: in.Dir, PTY: in.PTY, KeepStdin: in.KeepStdin,
 			AgentID: agentID, SessionKey: sessionKey, Meta: in.Meta,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
 			Dropped: in.Dropped, StdoutOffset: in.Stdout, StderrOffset: in.Stderr, info: in,
@@ -749,7 +759,7 @@ func (m *DockerEngine) Reattach(ctx context.Context, rs RecoveredSession) (*Supe
 	}
 	info := rs.info
 	if info.ID == "" {
-		info = supervisor.SessionInfo{ID: rs.ID, TTY: rs.TTY, Stdin: rs.Stdin}
+		info = supervisor.SessionInfo{ID: rs.ID, PTY: rs.PTY, KeepStdin: rs.KeepStdin}
 	}
 	p, err := cl.Attach(ctx, info, rs.StdoutOffset, rs.StderrOffset)
 	if err != nil {

@@ -205,6 +205,10 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return err
 	}
 	if sbx != nil {
+		// After the sessions Manager closed (deferred later, so run
+		// earlier): its engines' watches, warm pools and connections stop
+		// (the Kubernetes engine's too, through the Manager); the
+		// sandboxes and their commands go on for the next daemon.
 		defer sbx.Close()
 	}
 	journalFile, err := eventjournal.Open(filepath.Join(state, "events"), 0)

@@ -21,6 +21,10 @@ type Host struct{ e *Engine }
 // NewHost returns the sandbox host of Kubernetes sandboxes.
 func NewHost(e *Engine) *Host { return &Host{e: e} }
 
+// Close closes the Engine (its watches, warm pool and supervisor
+// connections; the Pods go on).
+func (h *Host) Close() error { return h.e.Close() }
+
 // ResolveWorkdir maps a requested directory to a path in the sandbox:
 // "" is /workspace, a relative path lies under it, an absolute path
 // outside it falls back to /workspace with a warning.
@@ -58,7 +62,7 @@ func (h *Host) Start(ctx context.Context, spec sessions.StartSpec) (sessions.Sta
 		Scope: Scope{AgentID: spec.AgentID, SessionKey: spec.SessionKey},
 		OpenSpec: supervisor.OpenSpec{
 			ID: spec.Tag, Argv: []string{"sh", "-c", spec.Command}, Env: env, Dir: spec.Dir,
-			TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, Stdin: spec.KeepStdin || spec.PTY,
+			PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin || spec.PTY,
 			Meta: map[string]string{
 				supervisor.MetaSessionID: spec.SessionID, supervisor.MetaCommand: spec.Command, supervisor.MetaCwd: spec.Dir,
 				supervisor.MetaAgentID: spec.AgentID, supervisor.MetaSessionKey: spec.SessionKey,
@@ -102,8 +106,8 @@ func (h *Host) Recover(ctx context.Context) ([]sessions.RecoveredSession, error)
 			continue
 		}
 		r := sessions.RecoveredSession{
-			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Cwd: in.Meta[supervisor.MetaCwd],
-			AgentID: agentID, SessionKey: sessionKey, PTY: in.TTY, StdinOpen: in.Stdin && in.Running,
+			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Dir: in.Meta[supervisor.MetaCwd],
+			AgentID: agentID, SessionKey: sessionKey, PTY: in.PTY, StdinOpen: in.KeepStdin && in.Running,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Output: s.Output, Covered: s.StdoutOff + s.StderrOff,
 		}
 		if r.Command == "" && len(in.Argv) > 0 {

@@ -102,9 +102,15 @@ type daemon struct {
 // restarted daemon shares it).
 func newDaemon(t testing.TB, cfg config.File, cursors string) daemon {
 	t.Helper()
+	return newDaemonLogf(t, cfg, cursors, t.Logf)
+}
+
+// newDaemonLogf is newDaemon with the Engine's log going to logf.
+func newDaemonLogf(t testing.TB, cfg config.File, cursors string, logf func(string, ...any)) daemon {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e, err := kube.New(ctx, kube.Options{Config: cfg.Sandbox, Logf: t.Logf})
+	e, err := kube.New(ctx, kube.Options{Config: cfg.Sandbox, Logf: logf})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
@@ -246,10 +247,10 @@ func (b *Backend) get(ctx context.Context, pod string) (sandbox.Info, error) {
 // named as a Docker sandbox of its scope is (so `sandbox rm NAME` and
 // Manager.Remove find it), a warm one by its Pod name.
 func (b *Backend) info(p *corev1.Pod) sandbox.Info {
-	in := sandbox.Info{
+	in := sandbox.Info{Sandbox: api.Sandbox{
 		ID: p.Name, Name: p.Name, State: podState(p), Image: b.e.shape.Image, CreatedAt: p.CreationTimestamp.Time,
 		Engine: EngineName, Path: sandbox.PathSupervisor, Template: sandboxconfig.DefaultTemplate, Labels: map[string]string{},
-	}
+	}}
 	for _, c := range p.Spec.Containers {
 		if c.Name == ContainerName {
 			in.Image = c.Image
@@ -410,7 +411,7 @@ func (b *Backend) Start(ctx context.Context, s sandbox.Scope, opts sandbox.ExecO
 	st, err := b.e.Start(ctx, StartSpec{
 		Scope: Scope(s),
 		OpenSpec: supervisor.OpenSpec{ID: id, Argv: opts.Cmd, Env: opts.Env, Dir: dir,
-			TTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.KeepStdin || opts.PTY, Meta: maps.Clone(opts.Meta)},
+			PTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, KeepStdin: opts.KeepStdin || opts.PTY, Meta: maps.Clone(opts.Meta)},
 		StartWait: opts.StartWait,
 	})
 	if err != nil {
