@@ -76,10 +76,11 @@ type pauser interface {
 }
 
 // Caps implements sandbox.Backend: files through the supervisor's file
-// tool; pause when the Engine pauses to zero.
+// tool; pause when the Engine pauses to zero, which needs a workspace claim
+// (sandbox.kubernetes.workspaceStorageClass).
 func (b *Backend) Caps() sandbox.BackendCaps {
 	_, canPause := any(b.e).(pauser)
-	return sandbox.BackendCaps{Pause: canPause, SupervisorPath: SupervisorBin}
+	return sandbox.BackendCaps{Pause: canPause && b.e.shape.StorageClass != "", SupervisorPath: SupervisorBin}
 }
 
 // Ping implements sandbox.Backend: one list of this Engine's Pods (what
@@ -160,20 +161,33 @@ func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateO
 		v := strconv.FormatInt(time.Now().Add(o.TTL).UnixMilli(), 10)
 		ann[AnnotationExpiresAt] = &v
 	}
-	if len(ann) > 0 {
-		if err := b.annotate(ctx, res.ID, ann); err != nil {
-			return sandbox.Info{}, err
-		}
+	in, err := b.get(ctx, res.ID)
+	if err != nil || len(ann) == 0 {
+		return in, err
+	}
+	if err := b.annotate(ctx, in, ann); err != nil {
+		return sandbox.Info{}, err
 	}
 	return b.get(ctx, res.ID)
 }
 
-// annotate sets (nil: removes) annotations of Pod name.
-func (b *Backend) annotate(ctx context.Context, name string, ann map[string]*string) error {
+// annotate sets (nil: removes) the lifecycle annotations (labels, TTL) of
+// the sandbox in: on its workspace claim when it has one (they outlive a
+// pause there), else on its Pod.
+func (b *Backend) annotate(ctx context.Context, in sandbox.Info, ann map[string]*string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
 	if err != nil {
 		return err
 	}
+	if b.e.shape.StorageClass != "" {
+		if claim := b.claimOf(in); claim != "" {
+			if _, err := b.e.cs.CoreV1().PersistentVolumeClaims(b.e.ns).Patch(ctx, claim, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("sandbox workspace claim %s: %w", claim, classify(err))
+			}
+			return nil // List reads claims from the API server
+		}
+	}
+	name := in.ID
 	if _, err := b.e.cs.CoreV1().Pods(b.e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("sandbox pod %s: %w", name, classify(err))
 	}
@@ -192,20 +206,92 @@ func (b *Backend) annotate(ctx context.Context, name string, ann map[string]*str
 // expiry loop lists every second): the calls that change a Pod (Create,
 // SetExpiry, Remove) wait until the cache shows the change, so a List after
 // them sees it.
-func (b *Backend) List(context.Context) ([]sandbox.Info, error) {
+//
+// With workspace claims (sandbox.kubernetes.workspaceStorageClass) the
+// claims come from the API server: a paused sandbox is its claim alone.
+func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	pods, err := b.e.pods.List(b.e.selector)
 	if err != nil {
 		return nil, fmt.Errorf("list sandbox pods: %w", err)
 	}
+	claims, err := b.claims(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]sandbox.Info, 0, len(pods))
+	live := map[string]bool{}
 	for _, p := range pods {
-		if p.Labels[LabelScope] == "" && p.Labels[LabelPool] == "" {
+		h := p.Labels[LabelScope]
+		if h == "" && p.Labels[LabelPool] == "" {
 			continue // not a sandbox (the NetworkPolicy's probe)
 		}
-		out = append(out, b.info(p))
+		if h != "" && p.DeletionTimestamp == nil {
+			live[h] = true
+		}
+		out = append(out, b.info(p, claims[h]))
+	}
+	for h, c := range claims {
+		if !live[h] {
+			out = append(out, b.pausedInfo(c))
+		}
 	}
 	slices.SortFunc(out, func(x, y sandbox.Info) int { return x.CreatedAt.Compare(y.CreatedAt) })
 	return out, nil
+}
+
+// claims are this Engine's workspace claims by scope hash (none without
+// a workspaceStorageClass).
+func (b *Backend) claims(ctx context.Context) (map[string]*corev1.PersistentVolumeClaim, error) {
+	if b.e.shape.StorageClass == "" {
+		return nil, nil
+	}
+	list, err := b.e.cs.CoreV1().PersistentVolumeClaims(b.e.ns).List(ctx, metav1.ListOptions{LabelSelector: b.e.selector.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list workspace claims: %w", classify(err))
+	}
+	out := make(map[string]*corev1.PersistentVolumeClaim, len(list.Items))
+	for i := range list.Items {
+		c := &list.Items[i]
+		if h := c.Labels[LabelScope]; h != "" && c.DeletionTimestamp == nil {
+			out[h] = c
+		}
+	}
+	return out, nil
+}
+
+// claimOf is the workspace claim of the sandbox in ("" for a warm Pod).
+func (b *Backend) claimOf(in sandbox.Info) string {
+	if in.Pool == sandbox.PoolReady {
+		return ""
+	}
+	return claimName(scopeHash(b.e.key(Scope{AgentID: in.AgentID, SessionKey: in.SessionKey})))
+}
+
+// pausedInfo is a sandbox paused to zero: its workspace claim, no Pod.
+func (b *Backend) pausedInfo(c *corev1.PersistentVolumeClaim) sandbox.Info {
+	in := sandbox.Info{Sandbox: api.Sandbox{
+		ID: c.Name, State: "paused", Image: b.e.shape.Image, CreatedAt: c.CreationTimestamp.Time, Current: true,
+		Engine: EngineName, Path: sandbox.PathSupervisor, Template: sandboxconfig.DefaultTemplate,
+	}}
+	b.owned(&in, c.Annotations, c.Annotations)
+	return in
+}
+
+// owned fills in the owner of a sandbox (from its Pod's or claim's
+// annotations) and its labels and TTL (from lc's: the claim's when it has
+// one).
+func (b *Backend) owned(in *sandbox.Info, owner, lc map[string]string) {
+	s := sandbox.Scope{AgentID: owner[AnnotationAgent], SessionKey: owner[AnnotationSessionKey]}
+	in.AgentID, in.SessionKey = s.AgentID, s.SessionKey
+	in.ScopeKey = b.scopeKey(s)
+	in.Name = b.name(in.ScopeKey)
+	in.Labels = map[string]string{}
+	if raw := lc[AnnotationLabels]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &in.Labels) // written by Create; a bad one shows no labels
+	}
+	if ms, err := strconv.ParseInt(lc[AnnotationExpiresAt], 10, 64); err == nil && ms > 0 {
+		in.ExpiresAt = time.UnixMilli(ms)
+	}
 }
 
 // cacheWait is how long a change waits for the watch's cache to show it.
@@ -240,13 +326,23 @@ func (b *Backend) get(ctx context.Context, pod string) (sandbox.Info, error) {
 	if err != nil {
 		return sandbox.Info{}, fmt.Errorf("sandbox pod %s: %w", pod, classify(err))
 	}
-	return b.info(p), nil
+	var claim *corev1.PersistentVolumeClaim
+	if h := p.Labels[LabelScope]; h != "" && b.e.shape.StorageClass != "" {
+		c, err := b.e.cs.CoreV1().PersistentVolumeClaims(b.e.ns).Get(ctx, claimName(h), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return sandbox.Info{}, fmt.Errorf("sandbox workspace claim %s: %w", claimName(h), classify(err))
+		}
+		if err == nil {
+			claim = c
+		}
+	}
+	return b.info(p, claim), nil
 }
 
 // info is Pod p as a sandbox: its id is the Pod's name; a claimed Pod is
 // named as a Docker sandbox of its scope is (so `sandbox rm NAME` and
 // Manager.Remove find it), a warm one by its Pod name.
-func (b *Backend) info(p *corev1.Pod) sandbox.Info {
+func (b *Backend) info(p *corev1.Pod, claim *corev1.PersistentVolumeClaim) sandbox.Info {
 	in := sandbox.Info{Sandbox: api.Sandbox{
 		ID: p.Name, Name: p.Name, State: podState(p), Image: b.e.shape.Image, CreatedAt: p.CreationTimestamp.Time,
 		Engine: EngineName, Path: sandbox.PathSupervisor, Template: sandboxconfig.DefaultTemplate, Labels: map[string]string{},
@@ -263,16 +359,11 @@ func (b *Backend) info(p *corev1.Pod) sandbox.Info {
 		in.Pool = sandbox.PoolReady
 		return in
 	}
-	s := sandbox.Scope{AgentID: p.Annotations[AnnotationAgent], SessionKey: p.Annotations[AnnotationSessionKey]}
-	in.AgentID, in.SessionKey = s.AgentID, s.SessionKey
-	in.ScopeKey = b.scopeKey(s)
-	in.Name = b.name(in.ScopeKey)
-	if raw := p.Annotations[AnnotationLabels]; raw != "" {
-		_ = json.Unmarshal([]byte(raw), &in.Labels) // written by Create; a bad one shows no labels
+	lc := p.Annotations
+	if claim != nil {
+		lc = claim.Annotations
 	}
-	if ms, err := strconv.ParseInt(p.Annotations[AnnotationExpiresAt], 10, 64); err == nil && ms > 0 {
-		in.ExpiresAt = time.UnixMilli(ms)
-	}
+	b.owned(&in, p.Annotations, lc)
 	return in
 }
 
@@ -294,6 +385,13 @@ func podState(p *corev1.Pod) string {
 // (Engine.Remove: its Pod, so its sessions end, and its workspace) and
 // waited for, so the next List does not show it; a warm Pod is deleted.
 func (b *Backend) Remove(ctx context.Context, in sandbox.Info) error {
+	if in.State == "paused" {
+		// Its claim alone (no Pod).
+		if err := b.e.Remove(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}); err != nil {
+			return fmt.Errorf("remove sandbox %s: %w", in.Name, err)
+		}
+		return nil
+	}
 	if _, err := b.e.pods.Pods(b.e.ns).Get(in.ID); apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: sandbox %s (pod %s) is gone", sandbox.ErrNotFound, in.Name, in.ID)
 	}
@@ -326,7 +424,7 @@ func (b *Backend) SetExpiry(ctx context.Context, in sandbox.Info, at time.Time) 
 		s := strconv.FormatInt(at.UnixMilli(), 10)
 		v = &s
 	}
-	return b.annotate(ctx, in.ID, map[string]*string{AnnotationExpiresAt: v})
+	return b.annotate(ctx, in, map[string]*string{AnnotationExpiresAt: v})
 }
 
 // Explain implements sandbox.Backend.
@@ -372,9 +470,15 @@ func (b *Backend) Pause(ctx context.Context, in sandbox.Info) (sandbox.Info, err
 	if err := p.Pause(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}); err != nil {
 		return in, err
 	}
-	// Its Pod is gone; its workspace is kept.
-	in.State = "paused"
-	return in, nil
+	// Its Pod is gone; its workspace claim is kept, and is the sandbox.
+	c, err := b.e.cs.CoreV1().PersistentVolumeClaims(b.e.ns).Get(ctx, b.claimOf(in), metav1.GetOptions{})
+	if err != nil {
+		return in, fmt.Errorf("sandbox %s: paused; its workspace claim: %w", in.Name, classify(err))
+	}
+	if err := b.cached(ctx, in.ID, false, nil); err != nil {
+		b.e.logf("sandbox pod %s: paused, still terminating: %v", in.ID, err)
+	}
+	return b.pausedInfo(c), nil
 }
 
 // Resume implements sandbox.Backend when the Engine pauses to zero.
@@ -383,15 +487,15 @@ func (b *Backend) Resume(ctx context.Context, in sandbox.Info) (sandbox.Info, er
 	if !ok {
 		return in, fmt.Errorf("%w: resuming a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
 	}
-	s := Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}
-	if err := p.Resume(ctx, s); err != nil {
+	s := sandbox.Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}
+	if err := p.Resume(ctx, Scope(s)); err != nil {
 		return in, err
 	}
-	pod := b.e.PodOf(s)
-	if pod == "" {
-		return in, fmt.Errorf("sandbox %s: resumed, but its pod is not seen yet: %w", in.Name, cerrdefs.ErrUnavailable)
+	res, err := b.Ensure(ctx, s) // its new Pod, as the watch's cache shows it
+	if err != nil {
+		return in, err
 	}
-	return b.get(ctx, pod)
+	return b.get(ctx, res.ID)
 }
 
 // Start implements sandbox.Backend: the command runs through the

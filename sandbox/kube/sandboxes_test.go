@@ -195,10 +195,12 @@ func TestKubeManagerLifecycle(t *testing.T) {
 			t.Errorf("%s: %v, want not implemented, naming the engine", what, err)
 		}
 	}
-	if !b.Caps().Pause {
-		if _, err := m.Pause(ctx, in.Name); !cerrdefs.IsNotImplemented(err) {
-			t.Errorf("Pause: %v, want not implemented", err)
-		}
+	// Pause needs a workspace claim (TestKubeManagerPause).
+	if b.Caps().Pause {
+		t.Error("Caps: pause without a workspaceStorageClass")
+	}
+	if _, err := m.Pause(ctx, in.Name); !cerrdefs.IsNotImplemented(err) {
+		t.Errorf("Pause: %v, want not implemented", err)
 	}
 
 	// A sandbox made by a command, with a TTL that passes: ExpireDue
@@ -291,5 +293,77 @@ func TestKubeManagerPool(t *testing.T) {
 	in, err := m.Create(ctx, sandbox.Scope{AgentID: "creator"}, sandbox.CreateOptions{})
 	if err != nil || in.Pool != "" || in.AgentID != "creator" || in.State != "running" {
 		t.Fatalf("Create with a warm Pod: %+v %v", in, err)
+	}
+}
+
+// TestKubeManagerPause pauses and resumes a sandbox through the Manager
+// (the sandboxes API's pause and resume) on a workspace claim: the paused
+// sandbox is listed with its labels and TTL and no Pod, the resumed one
+// runs in a new Pod with its files, and removing a paused sandbox deletes
+// its claim. Without a workspaceStorageClass pause is not implemented.
+func TestKubeManagerPause(t *testing.T) {
+	kc := cluster(t)
+	cs := clientset(t, kc)
+	ns := namespace(t, cs)
+	sc := hostPathStorage(t, cs, 1)
+	m, b := newKubeManager(t, kc, ns, func(c *config.File) { c.Sandbox.Kubernetes.WorkspaceStorageClass = sc })
+	if !b.Caps().Pause {
+		t.Fatal("Caps: no pause with a workspaceStorageClass")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := sandbox.Scope{AgentID: "sleeper"}
+	in, err := m.Create(ctx, s, sandbox.CreateOptions{Labels: map[string]string{"team": "night"}, TTL: time.Hour})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	const body = "kept across a pause\n"
+	if err := m.WriteFile(ctx, s, "/workspace/keep.txt", 0o644, 1<<20, strings.NewReader(body)); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	paused, err := m.Pause(ctx, in.Name)
+	if err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if paused.State != "paused" || paused.Name != in.Name || paused.Labels["team"] != "night" || !paused.ExpiresAt.Equal(in.ExpiresAt) {
+		t.Fatalf("Pause: %+v (created %+v)", paused, in)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, in.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Pod of a paused sandbox: %v", err)
+	}
+	if list, err := m.List(ctx); err != nil || len(list) != 1 || list[0].State != "paused" || list[0].ID != paused.ID {
+		t.Fatalf("List with a paused sandbox: %+v %v", list, err)
+	}
+	resumed, err := m.Resume(ctx, in.Name)
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if resumed.State != "running" || resumed.ID == in.ID || resumed.Labels["team"] != "night" || !resumed.ExpiresAt.Equal(in.ExpiresAt) {
+		t.Fatalf("Resume: %+v", resumed)
+	}
+	if out, code := run(ctx, t, m, s, nil, "cat", "/workspace/keep.txt"); code != 0 || out != body {
+		t.Fatalf("the file after a pause: %d %q", code, out)
+	}
+	ext, err := m.Extend(ctx, in.Name, 2*time.Hour)
+	if err != nil || time.Until(ext.ExpiresAt) < 110*time.Minute {
+		t.Fatalf("Extend: %+v %v", ext, err)
+	}
+	if _, err := m.Pause(ctx, in.Name); err != nil {
+		t.Fatalf("second Pause: %v", err)
+	}
+	if _, err := m.Delete(ctx, in.Name, true); err != nil {
+		t.Fatalf("Delete of a paused sandbox: %v", err)
+	}
+	if list, err := m.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("List after removing the paused sandbox: %+v %v", list, err)
+	}
+	claims, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims.Items {
+		if c.DeletionTimestamp == nil {
+			t.Fatalf("claim %s left after Delete", c.Name)
+		}
 	}
 }
