@@ -42,11 +42,17 @@ const EngineName = "kubernetes"
 
 // Backend is the Engine as the sandbox Manager's engine (sandbox.Backend):
 // the sandboxes API, the CLI and the files API reach the Pods through the
-// Manager as they reach Docker containers. The sessions host (Host) and the
-// Backend share the one Engine.
+// Manager as they reach Docker containers, and sessions runs the Pods'
+// commands through the Manager too.
 type Backend struct {
 	e   *Engine
 	cfg sandboxconfig.Config
+
+	// creating holds the scopes whose Create is under way: a second
+	// Create of one of them is a conflict, as it is once the first made
+	// its Pod.
+	mu       sync.Mutex
+	creating map[string]bool
 
 	poolOnce sync.Once
 	ctx      context.Context // the pool's, ended by Close
@@ -59,7 +65,7 @@ var _ sandbox.Backend = (*Backend)(nil)
 // one e was made from: its scope mode, container prefix and pool size).
 func NewBackend(e *Engine, cfg sandboxconfig.Config) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{e: e, cfg: cfg, ctx: ctx, cancel: cancel}
+	return &Backend{e: e, cfg: cfg, ctx: ctx, cancel: cancel, creating: map[string]bool{}}
 }
 
 // Name implements sandbox.Backend.
@@ -68,19 +74,11 @@ func (b *Backend) Name() string { return EngineName }
 // Where implements sandbox.Backend: the API server and namespace.
 func (b *Backend) Where() string { return b.e.rc.Host + " namespace " + b.e.ns }
 
-// pauser is what pausing to zero adds to the Engine (Pause keeps the
-// workspace while the sandbox runs nothing).
-type pauser interface {
-	Pause(ctx context.Context, s Scope) error
-	Resume(ctx context.Context, s Scope) error
-}
-
 // Caps implements sandbox.Backend: files through the supervisor's file
 // tool; pause when the Engine pauses to zero, which needs a workspace claim
 // (sandbox.kubernetes.workspaceStorageClass).
 func (b *Backend) Caps() sandbox.BackendCaps {
-	_, canPause := any(b.e).(pauser)
-	return sandbox.BackendCaps{Pause: canPause && b.e.shape.StorageClass != "", SupervisorPath: SupervisorBin}
+	return sandbox.BackendCaps{Pause: b.e.shape.StorageClass != "", SupervisorPath: SupervisorBin}
 }
 
 // Ping implements sandbox.Backend: one list of this Engine's Pods (what
@@ -139,8 +137,18 @@ func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateO
 			sandbox.ErrNotImplemented, o.Template, sandboxconfig.DefaultTemplate, EngineName)
 	}
 	k := b.scopeKey(s)
-	// Two Creates of one scope at the same instant may both find none and
-	// both get the one Pod Ensure makes (it serialises per scope).
+	b.mu.Lock()
+	if b.creating[k] {
+		b.mu.Unlock()
+		return sandbox.Info{}, fmt.Errorf("%w: scope %s: a sandbox is being created for it already", cerrdefs.ErrConflict, k)
+	}
+	b.creating[k] = true
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.creating, k)
+		b.mu.Unlock()
+	}()
 	if pod := b.e.PodOf(Scope(s)); pod != "" {
 		return sandbox.Info{}, fmt.Errorf("%w: scope %s has a sandbox already (pod %s)", cerrdefs.ErrConflict, k, pod)
 	}
@@ -166,6 +174,11 @@ func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateO
 		return in, err
 	}
 	if err := b.annotate(ctx, in, ann); err != nil {
+		// A sandbox without the labels or TTL asked for is not the one
+		// asked for: it goes, and the error says why.
+		if rerr := b.Remove(context.WithoutCancel(ctx), in); rerr != nil {
+			return sandbox.Info{}, fmt.Errorf("%w (and removing the sandbox made for it: %v)", err, rerr)
+		}
 		return sandbox.Info{}, err
 	}
 	return b.get(ctx, res.ID)
@@ -461,13 +474,11 @@ func (b *Backend) Explain(ctx context.Context, s sandbox.Scope) (sandbox.Explana
 	return ex, nil
 }
 
-// Pause implements sandbox.Backend when the Engine pauses to zero (Caps).
+// Pause implements sandbox.Backend: the Pod is deleted, the workspace
+// claim kept (Engine.Pause; without a claim it answers
+// ErrFailedPrecondition, and Caps says Pause is false).
 func (b *Backend) Pause(ctx context.Context, in sandbox.Info) (sandbox.Info, error) {
-	p, ok := any(b.e).(pauser)
-	if !ok {
-		return in, fmt.Errorf("%w: pausing a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
-	}
-	if err := p.Pause(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}); err != nil {
+	if err := b.e.Pause(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}); err != nil {
 		return in, err
 	}
 	// Its Pod is gone; its workspace claim is kept, and is the sandbox.
@@ -481,14 +492,10 @@ func (b *Backend) Pause(ctx context.Context, in sandbox.Info) (sandbox.Info, err
 	return b.pausedInfo(c), nil
 }
 
-// Resume implements sandbox.Backend when the Engine pauses to zero.
+// Resume implements sandbox.Backend: a new Pod on the kept claim.
 func (b *Backend) Resume(ctx context.Context, in sandbox.Info) (sandbox.Info, error) {
-	p, ok := any(b.e).(pauser)
-	if !ok {
-		return in, fmt.Errorf("%w: resuming a sandbox not supported by the %s sandbox engine", sandbox.ErrNotImplemented, EngineName)
-	}
 	s := sandbox.Scope{AgentID: in.AgentID, SessionKey: in.SessionKey}
-	if err := p.Resume(ctx, Scope(s)); err != nil {
+	if err := b.e.Resume(ctx, Scope(s)); err != nil {
 		return in, err
 	}
 	res, err := b.Ensure(ctx, s) // its new Pod, as the watch's cache shows it

@@ -102,6 +102,30 @@ func TestKubeManagerLifecycle(t *testing.T) {
 	if _, err := m.Create(ctx, a, sandbox.CreateOptions{}); !cerrdefs.IsConflict(err) {
 		t.Fatalf("second Create of a scope: %v, want a conflict", err)
 	}
+	// Two Creates of one new scope at once: one sandbox, one conflict.
+	race := sandbox.Scope{AgentID: "twice"}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := m.Create(ctx, race, sandbox.CreateOptions{}); errs <- err }()
+	}
+	var made, conflicts int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			made++
+		case cerrdefs.IsConflict(err):
+			conflicts++
+		default:
+			t.Fatalf("concurrent Create: %v", err)
+		}
+	}
+	if made != 1 || conflicts != 1 {
+		t.Fatalf("two concurrent Creates of one scope: %d made, %d conflicts; want 1 and 1", made, conflicts)
+	}
+	_, raceName, _, _ := m.Layout(race)
+	if _, err := m.Delete(ctx, raceName, true); err != nil {
+		t.Fatalf("Delete %s: %v", raceName, err)
+	}
 	if _, err := m.Create(ctx, sandbox.Scope{AgentID: "tmpl"}, sandbox.CreateOptions{Template: "big"}); err == nil {
 		t.Fatal("Create with an unknown template succeeded")
 	}
