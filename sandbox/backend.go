@@ -245,16 +245,8 @@ func (e *backendEngine) Prune(ctx context.Context, dryRun bool) ([]Info, error) 
 			if c.Current && c.State == "running" {
 				continue
 			}
-		} else {
-			last := c.LastUsedAt
-			if last.IsZero() {
-				last = c.CreatedAt
-			}
-			idle := e.cfg.Prune.IdleHours > 0 && now.Sub(last) > time.Duration(e.cfg.Prune.IdleHours*float64(time.Hour))
-			old := e.cfg.Prune.MaxAgeDays > 0 && now.Sub(c.CreatedAt) > time.Duration(e.cfg.Prune.MaxAgeDays*24*float64(time.Hour))
-			if !idle && !old {
-				continue
-			}
+		} else if !pruneDue(e.cfg.Prune, c, now) {
+			continue
 		}
 		if !dryRun {
 			if err := e.remove(ctx, c); err != nil {
@@ -403,45 +395,8 @@ func (e *backendEngine) sandboxSessions(ctx context.Context, in Info) ([]Recover
 	if err != nil {
 		return nil, err
 	}
-	infos, err := c.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: list sessions: %w", in.Name, err)
-	}
 	owner := map[string]string{LabelScopeKey: in.ScopeKey, LabelAgentID: in.AgentID, LabelSessionKey: in.SessionKey}
-	var out []RecoveredSession
-	var refused []error
-	for _, si := range infos {
-		if si.Meta[MetaFiles] != "" || si.Meta[MetaRelay] != "" {
-			if si.Running {
-				_ = c.KillTree(ctx, si.ID, time.Second)
-			}
-			_ = c.Forget(ctx, si.ID)
-			continue
-		}
-		agentID, sessionKey, err := sessionOwner(owner, si.Meta)
-		if err != nil {
-			refused = append(refused, fmt.Errorf("sandbox %s: session %s not adopted: %w", in.Name, si.ID, err))
-			continue
-		}
-		rs := RecoveredSession{
-			ContainerID: in.ID, ContainerName: in.Name, ScopeKey: in.ScopeKey, Engine: e.b.Name(),
-			ID: si.ID, Argv: si.Argv, Dir: si.Dir, PTY: si.PTY, KeepStdin: si.KeepStdin,
-			AgentID: agentID, SessionKey: sessionKey, Meta: si.Meta,
-			PID: si.PID, StartedAt: time.UnixMilli(si.StartedAt), Running: si.Running, InputWait: si.InputWait,
-			Dropped: si.Dropped, StdoutOffset: si.Stdout, StderrOffset: si.Stderr, info: si,
-		}
-		if si.Exit != nil {
-			code := si.Exit.Code
-			rs.ExitCode, rs.Signal, rs.EndedAt = &code, si.Exit.Signal, time.UnixMilli(si.Exit.EndedAt)
-		}
-		// One read for the output and the offsets: Reattach neither
-		// repeats nor skips a byte.
-		if rs.Output, rs.StdoutOffset, rs.StderrOffset, err = c.Read(ctx, si.ID); err != nil {
-			return out, fmt.Errorf("sandbox %s: read session %s: %w", in.Name, si.ID, err)
-		}
-		out = append(out, rs)
-	}
-	return out, errors.Join(refused...)
+	return listSessions(ctx, c, in, owner, e.b.Name())
 }
 
 // Reattach follows a session listed by Sessions after its offsets.

@@ -991,13 +991,7 @@ func (m *DockerEngine) Prune(ctx context.Context, dryRun bool) ([]Info, error) {
 			pruned = append(pruned, c)
 			continue
 		}
-		last := c.LastUsedAt
-		if last.IsZero() {
-			last = c.CreatedAt
-		}
-		idle := m.cfg.Prune.IdleHours > 0 && now.Sub(last) > time.Duration(m.cfg.Prune.IdleHours*float64(time.Hour))
-		old := m.cfg.Prune.MaxAgeDays > 0 && now.Sub(c.CreatedAt) > time.Duration(m.cfg.Prune.MaxAgeDays*24*float64(time.Hour))
-		if !idle && !old {
+		if !pruneDue(m.cfg.Prune, c, now) {
 			continue
 		}
 		if !dryRun {
@@ -1228,4 +1222,17 @@ func diffConfig(recorded string, current []byte) string {
 	}
 	sort.Strings(fields)
 	return fmt.Sprint(fields)
+}
+
+// pruneDue says whether sandbox.prune's rules remove c at now: idle
+// (unused since LastUsedAt, or CreatedAt when never used) beyond
+// idleHours, or older than maxAgeDays; a rule at 0 is off.
+func pruneDue(p sandboxconfig.PruneConfig, c Info, now time.Time) bool {
+	last := c.LastUsedAt
+	if last.IsZero() {
+		last = c.CreatedAt
+	}
+	idle := p.IdleHours > 0 && now.Sub(last) > time.Duration(p.IdleHours*float64(time.Hour))
+	old := p.MaxAgeDays > 0 && now.Sub(c.CreatedAt) > time.Duration(p.MaxAgeDays*24*float64(time.Hour))
+	return idle || old
 }

@@ -97,17 +97,7 @@ func openParent(p string) (int, string, error) {
 // createSubvolume makes p, which must not exist, an empty subvolume
 // (root's, mode 0755, as btrfs makes it).
 func createSubvolume(p string) error {
-	dir, name, err := openParent(p)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
-	var a btrfsVolArgs
-	copy(a.name[:], name)
-	if err := btrfsIoctl(dir, btrfsIocSubvolCreate, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("create subvolume %s: %w", p, err)
-	}
-	return nil
+	return subvolumeByName(p, btrfsIocSubvolCreate, "create")
 }
 
 // snapshotSubvolume makes dst, which must not exist, a snapshot of the
@@ -152,6 +142,12 @@ func setSubvolumeReadOnly(p string) error {
 // destroySubvolume removes the subvolume p with what it holds (btrfs
 // frees its blocks in the background), read-only or not.
 func destroySubvolume(p string) error {
+	return subvolumeByName(p, btrfsIocSnapDestroy, "remove")
+}
+
+// subvolumeByName runs the btrfs ioctl req (one that names a subvolume in
+// its parent directory) on p; verb names it in the error.
+func subvolumeByName(p string, req uintptr, verb string) error {
 	dir, name, err := openParent(p)
 	if err != nil {
 		return err
@@ -159,8 +155,8 @@ func destroySubvolume(p string) error {
 	defer unix.Close(dir)
 	var a btrfsVolArgs
 	copy(a.name[:], name)
-	if err := btrfsIoctl(dir, btrfsIocSnapDestroy, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("remove subvolume %s: %w", p, err)
+	if err := btrfsIoctl(dir, req, unsafe.Pointer(&a)); err != nil {
+		return fmt.Errorf("%s subvolume %s: %w", verb, p, err)
 	}
 	return nil
 }

@@ -706,6 +706,15 @@ func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]Recover
 	if err != nil {
 		return nil, err
 	}
+	return listSessions(ctx, cl, c, m.ownerLabels(c.ID, insp.Container.Config.Labels), m.engine.Name)
+}
+
+// listSessions lists the sessions the supervisor cl of sandbox c keeps, as
+// RecoveredSessions of engine (owner: c's owner labels, which each
+// session's metadata must match). Runs of the file tool and previews'
+// relays are ended and forgotten: their request or connection is gone
+// with the daemon that made them.
+func listSessions(ctx context.Context, cl *supervisor.Client, c Info, owner map[string]string, engine string) ([]RecoveredSession, error) {
 	infos, err := cl.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: list sessions: %w", c.Name, err)
@@ -714,22 +723,19 @@ func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]Recover
 	var refused []error
 	for _, in := range infos {
 		if in.Meta[MetaFiles] != "" || in.Meta[MetaRelay] != "" {
-			// A run of the file tool (the files API) or a preview's
-			// relay, not a command: its request or connection is gone
-			// with the daemon that made it.
 			if in.Running {
 				_ = cl.KillTree(ctx, in.ID, time.Second)
 			}
 			_ = cl.Forget(ctx, in.ID)
 			continue
 		}
-		agentID, sessionKey, err := sessionOwner(m.ownerLabels(c.ID, insp.Container.Config.Labels), in.Meta)
+		agentID, sessionKey, err := sessionOwner(owner, in.Meta)
 		if err != nil {
 			refused = append(refused, fmt.Errorf("sandbox %s: session %s not adopted: %w", c.Name, in.ID, err))
 			continue
 		}
 		rs := RecoveredSession{
-			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey, Engine: m.engine.Name,
+			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey, Engine: engine,
 			ID: in.ID, Argv: in.Argv, Dir: in.Dir, PTY: in.PTY, KeepStdin: in.KeepStdin,
 			AgentID: agentID, SessionKey: sessionKey, Meta: in.Meta,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
@@ -742,7 +748,7 @@ func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]Recover
 		// Output and the resume offsets come from one read, so Reattach
 		// neither repeats nor skips a byte.
 		if rs.Output, rs.StdoutOffset, rs.StderrOffset, err = cl.Read(ctx, in.ID); err != nil {
-			return nil, fmt.Errorf("sandbox %s: read session %s: %w", c.Name, in.ID, err)
+			return out, fmt.Errorf("sandbox %s: read session %s: %w", c.Name, in.ID, err)
 		}
 		out = append(out, rs)
 	}
