@@ -90,9 +90,7 @@ func benchSnapshotFork(b *testing.B, dir string) {
 			if _, err := m.Fork(ctx, s, "base", f); err != nil {
 				b.Fatal(err)
 			}
-			if _, code, err := m.Run(ctx, f, []string{"true"}); err != nil || code != 0 {
-				b.Fatalf("first command: %d %v", code, err)
-			}
+			firstCommand(b, m, f)
 			b.StopTimer()
 			_, name, _, _ := m.Layout(f)
 			if _, err := m.Delete(ctx, name, true); err != nil {
@@ -119,9 +117,7 @@ func benchSnapshotFork(b *testing.B, dir string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, code, err := mp.Run(ctx, f, []string{"true"}); err != nil || code != 0 {
-				b.Fatalf("first command: %d %v", code, err)
-			}
+			firstCommand(b, mp, f)
 			b.StopTimer()
 			if in.Pool != PoolTaken {
 				b.Fatalf("the fork did not take the pool's sandbox: %+v", in)
@@ -173,5 +169,24 @@ func requireDockerB(b *testing.B) {
 	b.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
 		b.Skip("no docker CLI")
+	}
+}
+
+// firstCommand runs `true` in f's sandbox the way the sandbox host runs an
+// agent's command (Start: through the supervisor of a supervised sandbox),
+// not Run's plain Engine exec, and fails b unless it exits 0.
+func firstCommand(b *testing.B, m *Manager, f Scope) {
+	b.Helper()
+	ctx := context.Background()
+	st, err := m.Start(ctx, f, ExecOptions{Cmd: []string{"true"}})
+	if err != nil {
+		b.Fatalf("first command: %v", err)
+	}
+	code, _, err := st.Wait(ctx)
+	if err != nil || code != 0 {
+		b.Fatalf("first command: exit %d, %v", code, err)
+	}
+	if _, ok := st.Process.(*SupervisedExec); !ok {
+		b.Fatalf("first command: ran as %T, not through the supervisor (the sandbox is not supervised: %s)", st.Process, st.Ensure.SupervisorNote)
 	}
 }
