@@ -1,18 +1,17 @@
 package api
 
-// Approval is one approval request as GET /v1/approvals lists it: the
-// gateway's own (where "gateway") and those pending on nodes. It shows
-// everything that decides what runs: the command, the exact argv (its
-// first word is the shell), the cwd, the host, the env the request adds
-// (names and values) and who asked.
-type Approval struct {
+// ApprovalRequest is one approval request as a human is shown it: what it
+// asks to run (the command, the exact argv, the cwd, the env the request
+// adds, names and values), who asked, when it expires and its status. It
+// is the one definition of an approval request: the approvals API
+// (Approval) and the node protocol (nodeexec.Approval) embed it, each with
+// the members only it carries. The audit log's approval records
+// (audit.Approval) name a request by its ID and Slug.
+type ApprovalRequest struct {
 	ID          string            `json:"id"`
 	Slug        string            `json:"slug"`
-	Where       string            `json:"where"` // "gateway" or the node's name
-	Host        string            `json:"host"`
 	Command     string            `json:"command"`
 	Argv        []string          `json:"argv,omitempty"`
-	Shell       string            `json:"shell,omitempty"` // argv[0]
 	Env         map[string]string `json:"env,omitempty"`
 	Cwd         string            `json:"cwd"`
 	AgentID     string            `json:"agentId,omitempty"`
@@ -20,7 +19,30 @@ type Approval struct {
 	Explain     string            `json:"explain,omitempty"`
 	CreatedAtMs int64             `json:"createdAtMs,omitempty"`
 	ExpiresAtMs int64             `json:"expiresAtMs"`
-	Status      string            `json:"status"`
+	// Status is "pending", "expired", a decision, "<decision> (used)" or
+	// "cancelled".
+	Status string `json:"status"`
+}
+
+// Approval is one approval request as GET /v1/approvals lists it: the
+// gateway's own (where "gateway") and those pending on nodes. It shows
+// everything that decides what runs: the request, its exact argv (whose
+// first word, Shell, is the shell), the host and where it waits.
+type Approval struct {
+	ApprovalRequest
+	Where string `json:"where"` // "gateway" or the node's name
+	Host  string `json:"host"`
+	Shell string `json:"shell,omitempty"` // argv[0]
+}
+
+// NewApproval is r as the approvals API lists it, waiting at where on
+// host.
+func NewApproval(r ApprovalRequest, where, host string) Approval {
+	a := Approval{ApprovalRequest: r, Where: where, Host: host}
+	if len(r.Argv) > 0 {
+		a.Shell = r.Argv[0]
+	}
+	return a
 }
 
 // ApprovalHookInput is what the approval hook (approvals.approvalHook,

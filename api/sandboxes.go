@@ -9,25 +9,37 @@ import (
 // snapshots' (docs/snapshots.md).
 
 // Sandbox is a sandbox as the lifecycle API answers it (POST, GET
-// /v1/sandboxes and /v1/sandboxes/{id}; docs/sandboxes.md).
+// /v1/sandboxes and /v1/sandboxes/{id}; docs/sandboxes.md). The sandbox
+// package's sandbox.Info embeds it.
 type Sandbox struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
-	ScopeKey   string            `json:"scopeKey"`
-	AgentID    string            `json:"agentId,omitempty"`
-	SessionKey string            `json:"sessionKey,omitempty"`
-	State      string            `json:"state"`
-	Image      string            `json:"image"`
-	CreatedAt  time.Time         `json:"createdAt"`
-	LastUsedAt time.Time         `json:"lastUsedAt,omitzero"`
-	ConfigHash string            `json:"configHash"`
-	Current    bool              `json:"current"`
-	Engine     string            `json:"engine"`
-	Path       string            `json:"path"`
-	Pool       string            `json:"pool,omitempty"`
-	Template   string            `json:"template"`
-	Labels     map[string]string `json:"labels"`
-	ExpiresAt  time.Time         `json:"expiresAt,omitzero"`
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	ScopeKey   string    `json:"scopeKey"`
+	AgentID    string    `json:"agentId,omitempty"`
+	SessionKey string    `json:"sessionKey,omitempty"`
+	State      string    `json:"state"`
+	Image      string    `json:"image"`
+	CreatedAt  time.Time `json:"createdAt"`
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
+	ConfigHash string    `json:"configHash"`
+	// Current is false when the container's config hash differs from the
+	// config in force (it will be recreated).
+	Current bool `json:"current"`
+	// Engine names the Engine the sandbox lives on.
+	Engine string `json:"engine"`
+	// Path is how commands reach it: sandbox.PathSupervisor or
+	// sandbox.PathPlain.
+	Path string `json:"path"`
+	// Pool is sandbox.PoolReady for a warm-pool sandbox no scope has taken
+	// yet (no scope, agent or session), sandbox.PoolTaken for one taken
+	// from it.
+	Pool string `json:"pool,omitempty"`
+	// Template is the template it was made from (the default template
+	// unless created with another), Labels the labels given at its creation
+	// and ExpiresAt when the daemon removes it (zero: never).
+	Template  string            `json:"template"`
+	Labels    map[string]string `json:"labels"`
+	ExpiresAt time.Time         `json:"expiresAt,omitzero"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. An agent token
@@ -66,25 +78,36 @@ type ForkRequest struct {
 	Snapshot   string `json:"snapshot,omitempty"`
 }
 
-// Snapshot is a snapshot as the API answers it (docs/snapshots.md).
+// Snapshot is a snapshot as the API answers it (docs/snapshots.md). The
+// sandbox package's sandbox.SnapshotInfo embeds it.
 type Snapshot struct {
-	Name       string            `json:"name"`
-	ScopeKey   string            `json:"scopeKey"`
-	AgentID    string            `json:"agentId,omitempty"`
-	SessionKey string            `json:"sessionKey,omitempty"`
-	CreatedAt  time.Time         `json:"createdAt"`
-	Origin     string            `json:"origin"`
-	OriginID   string            `json:"originId"`
-	Template   string            `json:"template"`
-	Labels     map[string]string `json:"labels,omitempty"`
+	Name       string    `json:"name"`
+	ScopeKey   string    `json:"scopeKey"`
+	AgentID    string    `json:"agentId,omitempty"`
+	SessionKey string    `json:"sessionKey,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	// Origin and OriginID name the container it was taken from.
+	Origin   string `json:"origin"`
+	OriginID string `json:"originId"`
+	// Template, Labels and Config are what the sandbox ran under: a
+	// rollback or fork is made from Template.
+	Template string            `json:"template"`
+	Labels   map[string]string `json:"labels,omitempty"`
 	// Config is the container settings (sandbox.docker of its template)
-	// it ran under, as the daemon records them.
-	Config  json.RawMessage `json:"config"`
-	Bytes   int64           `json:"bytes"`
-	Files   int             `json:"files"`
-	Method  string          `json:"method"`
-	Tmpfs   []string        `json:"tmpfs"`
-	Skipped int             `json:"skipped,omitempty"`
+	// it ran under, as the daemon records them: the record, never used to
+	// make a container.
+	Config json.RawMessage `json:"config"`
+	// Bytes and Files count the regular files' content kept.
+	Bytes int64 `json:"bytes"`
+	Files int   `json:"files"`
+	// Method is how the workspace was copied: "subvolume" (a btrfs snapshot), "reflink" or "copy" (tmpfs
+	// contents are always copied).
+	Method string `json:"method"`
+	// Tmpfs are the tmpfs mounts whose contents it holds.
+	Tmpfs []string `json:"tmpfs"`
+	// Skipped counts entries that are neither files, directories nor
+	// symlinks (sockets, fifos, devices): not kept.
+	Skipped int `json:"skipped,omitempty"`
 }
 
 // SandboxDetail is the body of GET /v1/sandboxes/{id}: the sandbox, what

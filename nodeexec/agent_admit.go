@@ -136,12 +136,12 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 		a.refused(p, err.Error())
 		return denied(p.RunID, err.Error()), nil
 	}
-	cwd, warnings := a.resolveCwd(p.Cwd)
+	cwd, warnings := a.resolveCwd(p.Dir)
 	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	defer cancel()
 	v, err := a.guard.Check(ctx, GuardRequest{
 		Line: line, Argv: p.Argv, Cwd: cwd, Env: p.Env, Path: a.runner.Path(),
-		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask, NodeID: a.nodeID, PTY: p.TTY,
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask, NodeID: a.nodeID, PTY: p.PTY,
 	})
 	if err != nil {
 		a.refused(p, "the node's guard failed: "+err.Error())
@@ -172,12 +172,12 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 	}
 	command, _ = peelShell(command, a.runner.Shell())
 	spec := hostapi.StartSpec{
-		Command: command, Env: p.Env, Dir: cwd, PTY: p.TTY, Cols: p.Cols, Rows: p.Rows,
+		Command: command, Env: p.Env, Dir: cwd, PTY: p.PTY, Cols: p.Cols, Rows: p.Rows,
 		KeepStdin: p.KeepStdin, Tag: hostexec.NewTag(),
 	}
 	st := RunState{
 		RunID: p.RunID, Command: truncate(line, 200), Owner: p.Owner, SessionID: p.SessionID,
-		AgentID: p.AgentID, SessionKey: p.SessionKey, Cwd: cwd, PTY: p.TTY, Stdin: p.KeepStdin || p.TTY,
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Dir: cwd, PTY: p.PTY, KeepStdin: p.KeepStdin || p.PTY,
 		StartedAtMs: time.Now().UnixMilli(),
 	}
 	var deadline time.Time
@@ -186,7 +186,7 @@ func (a *agent) admit(p *RunParams) (*frame, *nodeRun) {
 	}
 	var proc runProc
 
-	pty := p.TTY
+	pty := p.PTY
 	if a.sup != nil {
 		proc, err = a.openSupervised(ctx, spec, p.IdempotencyKey, st, deadline)
 	} else {
@@ -266,8 +266,8 @@ func requestOf(p *RunParams) *audit.Exec {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	return &audit.Exec{Command: p.RawCommand, Argv: p.Argv, EnvNames: names, Cwd: p.Cwd,
-		Security: string(p.Security), Ask: string(p.Ask), PTY: p.TTY}
+	return &audit.Exec{Command: p.RawCommand, Argv: p.Argv, EnvNames: names, Cwd: p.Dir,
+		Security: string(p.Security), Ask: string(p.Ask), PTY: p.PTY}
 }
 
 // refused records why run p did not start.

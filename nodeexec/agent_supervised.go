@@ -38,14 +38,14 @@ func (a *agent) openSupervised(ctx context.Context, spec hostapi.StartSpec, key 
 	}
 	meta := map[string]string{
 		metaRunID: st.RunID, metaKey: key, metaOwner: st.Owner, supervisor.MetaSessionID: st.SessionID,
-		supervisor.MetaAgentID: st.AgentID, supervisor.MetaSessionKey: st.SessionKey, supervisor.MetaCommand: st.Command, supervisor.MetaCwd: st.Cwd,
+		supervisor.MetaAgentID: st.AgentID, supervisor.MetaSessionKey: st.SessionKey, supervisor.MetaCommand: st.Command, supervisor.MetaCwd: st.Dir,
 	}
 	if !deadline.IsZero() {
 		meta[metaDeadline] = strconv.FormatInt(deadline.UnixMilli(), 10)
 	}
 	p, err := a.sup.Open(ctx, supervisor.OpenSpec{
 		ID: pr.Tag, Argv: pr.Argv, Env: pr.Env, Dir: pr.Dir,
-		TTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, Stdin: spec.KeepStdin || spec.PTY, Meta: meta,
+		PTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, KeepStdin: spec.KeepStdin || spec.PTY, Meta: meta,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("host supervisor: %w", err)
@@ -58,7 +58,7 @@ func runStateOf(in supervisor.SessionInfo) RunState {
 	return RunState{
 		RunID: in.Meta[metaRunID], PID: in.PID, Running: in.Running, Command: in.Meta[supervisor.MetaCommand],
 		Owner: in.Meta[metaOwner], SessionID: in.Meta[supervisor.MetaSessionID], AgentID: in.Meta[supervisor.MetaAgentID],
-		SessionKey: in.Meta[supervisor.MetaSessionKey], Cwd: in.Meta[supervisor.MetaCwd], PTY: in.TTY, Stdin: in.Stdin || in.TTY,
+		SessionKey: in.Meta[supervisor.MetaSessionKey], Dir: in.Meta[supervisor.MetaCwd], PTY: in.PTY, KeepStdin: in.KeepStdin || in.PTY,
 		StartedAtMs: in.StartedAt,
 	}
 }
@@ -116,7 +116,7 @@ func (a *agent) hold(r *nodeRun) {
 	a.runs[r.id] = r
 	if r.key != "" && validID("idempotencyKey", r.key) == nil {
 		e := &idemEntry{runID: r.id, at: time.Now(), ready: make(chan struct{}),
-			answer: &frame{Type: frameStarted, RunID: r.id, Started: &startedInfo{PID: r.state.PID, PTY: r.state.PTY, Cwd: r.state.Cwd}}}
+			answer: &frame{Type: frameStarted, RunID: r.id, Started: &startedInfo{PID: r.state.PID, PTY: r.state.PTY, Cwd: r.state.Dir}}}
 		close(e.ready)
 		a.idem[r.key] = e
 	}

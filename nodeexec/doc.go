@@ -95,6 +95,14 @@
 //	                | system.which {reqId, names}
 //	node → gateway  reply {reqId, approvals | paths | error, reason}
 //
+// The member names above are the wire's and never change: nodes and
+// gateways are released separately. Go names may differ where they follow
+// the start spec (sessions/hostapi.StartSpec): RunParams.PTY is sent as
+// "tty", RunParams.Dir and RunState.Dir as "cwd", RunState.KeepStdin as
+// "stdin" (testdata/run-frames.golden holds the bytes). An approval
+// (approval-pending, the reply to approvals.list) is api.ApprovalRequest
+// with nodeId, node, security and ask.
+//
 // Liveness: both ends send WebSocket pings every PingInterval (default 15 s)
 // and drop the link when one goes unanswered for as long.
 //

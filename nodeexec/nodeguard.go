@@ -157,11 +157,7 @@ func (g *PolicyGuard) Approvals(ctx context.Context) ([]Approval, error) {
 }
 
 func toApproval(p guard.Pending, now time.Time) Approval {
-	return Approval{
-		ID: p.ID, Slug: p.Slug, NodeID: p.NodeID, Command: p.Command, Argv: p.Argv, Env: p.Env, Cwd: p.Cwd,
-		AgentID: p.AgentID, SessionKey: p.SessionKey, Security: p.Security, Ask: p.Ask,
-		Explain: p.Explain, CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now),
-	}
+	return Approval{ApprovalRequest: p.View(now), NodeID: p.NodeID, Security: p.Security, Ask: p.Ask}
 }
 
 // Resolve implements Guard.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/shellword"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -172,9 +173,9 @@ type RunState struct {
 	SessionID   string `json:"sessionId,omitempty"`
 	AgentID     string `json:"agentId,omitempty"`
 	SessionKey  string `json:"sessionKey,omitempty"`
-	Cwd         string `json:"cwd,omitempty"`
+	Dir         string `json:"cwd,omitempty"`
 	PTY         bool   `json:"pty,omitempty"`
-	Stdin       bool   `json:"stdin,omitempty"`
+	KeepStdin   bool   `json:"stdin,omitempty"`
 	StartedAtMs int64  `json:"startedAtMs,omitempty"`
 }
 
@@ -204,8 +205,9 @@ type RunParams struct {
 	Argv []string `json:"argv"`
 	// RawCommand is the text shown to humans and analysed by the guards. It
 	// must describe Argv exactly (see CheckRawCommand); "" = derived.
-	RawCommand     string            `json:"rawCommand,omitempty"`
-	Cwd            string            `json:"cwd,omitempty"`
+	RawCommand string `json:"rawCommand,omitempty"`
+	// Dir is the working directory (wire name "cwd").
+	Dir            string            `json:"cwd,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutMs      int64             `json:"timeoutMs,omitempty"`
 	AgentID        string            `json:"agentId,omitempty"`
@@ -216,9 +218,9 @@ type RunParams struct {
 	// get stricter from them: it uses min(own, Security) and max(own, Ask).
 	Security vocab.Security `json:"security,omitempty"`
 	Ask      vocab.Ask      `json:"ask,omitempty"`
-	// TTY asks for a pseudo-terminal of Cols x Rows; KeepStdin keeps a
-	// stdin pipe open for stdin frames.
-	TTY       bool `json:"tty,omitempty"`
+	// PTY asks for a pseudo-terminal of Cols x Rows (wire name "tty");
+	// KeepStdin keeps a stdin pipe open for stdin frames.
+	PTY       bool `json:"tty,omitempty"`
 	Cols      int  `json:"cols,omitempty"`
 	Rows      int  `json:"rows,omitempty"`
 	KeepStdin bool `json:"keepStdin,omitempty"`
@@ -252,25 +254,15 @@ type exitInfo struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// Approval is an approval request pending (or decided) on a node.
+// Approval is an approval request pending (or decided) on a node: the
+// request (api.ApprovalRequest) with the node that holds it and the modes
+// it was judged under.
 type Approval struct {
-	ID      string   `json:"id"`
-	Slug    string   `json:"slug"`
-	NodeID  string   `json:"nodeId"`
-	Node    string   `json:"node,omitempty"` // node name, filled in by the gateway
-	Command string   `json:"command"`
-	Argv    []string `json:"argv,omitempty"`
-	// Env is the env the request adds, names and values.
-	Env         map[string]string `json:"env,omitempty"`
-	Cwd         string            `json:"cwd"`
-	AgentID     string            `json:"agentId,omitempty"`
-	SessionKey  string            `json:"sessionKey,omitempty"`
-	Security    vocab.Security    `json:"security,omitempty"`
-	Ask         vocab.Ask         `json:"ask,omitempty"`
-	Explain     string            `json:"explain,omitempty"`
-	CreatedAtMs int64             `json:"createdAtMs,omitempty"`
-	ExpiresAtMs int64             `json:"expiresAtMs"`
-	Status      string            `json:"status"`
+	api.ApprovalRequest
+	NodeID   string         `json:"nodeId"`
+	Node     string         `json:"node,omitempty"` // node name, filled in by the gateway
+	Security vocab.Security `json:"security,omitempty"`
+	Ask      vocab.Ask      `json:"ask,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
@@ -329,7 +321,7 @@ func (p *RunParams) validate() error {
 	if err := validText("rawCommand", p.RawCommand, MaxArgvBytes); err != nil {
 		return err
 	}
-	if err := validText("cwd", p.Cwd, maxPathLen); err != nil {
+	if err := validText("cwd", p.Dir, maxPathLen); err != nil {
 		return err
 	}
 	if len(p.Env) > MaxEnvEntries {
@@ -414,7 +406,7 @@ func (h *Hello) validate() error {
 				return err
 			}
 		}
-		for kind, v := range map[string]string{"command": r.Command, "cwd": r.Cwd} {
+		for kind, v := range map[string]string{"command": r.Command, "cwd": r.Dir} {
 			if err := validText(kind, v, maxPathLen); err != nil {
 				return err
 			}

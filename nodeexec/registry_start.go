@@ -39,9 +39,9 @@ func (r *Registry) Start(ctx context.Context, node string, spec hostapi.StartSpe
 	}
 	params := RunParams{
 		Argv: []string{"/bin/sh", "-c", spec.Command}, RawCommand: spec.Command,
-		Cwd: spec.Dir, Env: spec.Env, AgentID: spec.AgentID, SessionKey: spec.SessionKey,
+		Dir: spec.Dir, Env: spec.Env, AgentID: spec.AgentID, SessionKey: spec.SessionKey,
 		RunID: NewID(), IdempotencyKey: NewID(), Security: spec.Security, Ask: spec.Ask,
-		TTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
+		PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, KeepStdin: spec.KeepStdin,
 		SessionID: spec.SessionID,
 	}
 	if spec.Timeout > 0 {

@@ -212,7 +212,7 @@ func newRemoteProcess(reg *Registry, node *nodeEntry, p RunParams) *RemoteProces
 		stdout: newStream(), answer: make(chan *frame, 4), done: make(chan struct{}),
 		durable: slices.Contains(node.hello.Capabilities, CapDurableRuns),
 	}
-	if !p.TTY {
+	if !p.PTY {
 		rp.stderr = newStream()
 	}
 	return rp
@@ -223,12 +223,12 @@ func newRemoteProcess(reg *Registry, node *nodeEntry, p RunParams) *RemoteProces
 // output (adopt).
 func newAdoptedProcess(reg *Registry, node *nodeEntry, rs RunState, l *gwLink) *RemoteProcess {
 	p := newRemoteProcess(reg, node, RunParams{
-		RunID: rs.RunID, RawCommand: rs.Command, Cwd: rs.Cwd, AgentID: rs.AgentID, SessionKey: rs.SessionKey,
-		TTY: rs.PTY, KeepStdin: rs.Stdin, Owner: rs.Owner, SessionID: rs.SessionID,
+		RunID: rs.RunID, RawCommand: rs.Command, Dir: rs.Dir, AgentID: rs.AgentID, SessionKey: rs.SessionKey,
+		PTY: rs.PTY, KeepStdin: rs.KeepStdin, Owner: rs.Owner, SessionID: rs.SessionID,
 	})
 	st := rs
-	p.started, p.pid, p.pty, p.cwd, p.link, p.adopting = true, rs.PID, rs.PTY, rs.Cwd, l, &st
-	p.stdinOpen = rs.Stdin && rs.Running
+	p.started, p.pid, p.pty, p.cwd, p.link, p.adopting = true, rs.PID, rs.PTY, rs.Dir, l, &st
+	p.stdinOpen = rs.KeepStdin && rs.Running
 	return p
 }
 

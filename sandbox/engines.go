@@ -110,8 +110,10 @@ type Manager struct {
 	fleet *fleet
 	// local is the first Engine's DockerEngine: it answers for what every
 	// Engine of the Manager shares on this host (the workspace layout, the
-	// state directory's snapshots, the supervisor binary).
-	local *DockerEngine
+	// state directory's snapshots, the supervisor binary). It is nil for a
+	// Manager over a Backend, which is set instead.
+	local   *DockerEngine
+	backend Backend
 
 	scopeLocks scopeLocks
 }
@@ -128,10 +130,6 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.StateDir == "" {
 		return nil, errors.New("sandbox: Options.StateDir is required")
 	}
-	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
-	if err != nil {
-		return nil, err
-	}
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -146,6 +144,17 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		f.interval = DefaultEngineHealthInterval
 	}
 	m.fleet = f
+	if b := opts.Backend; b != nil {
+		// One engine built outside (Kubernetes): everything goes to it.
+		m.backend = b
+		be := &backendEngine{b: b, cfg: opts.Config, reg: m.reg, now: now}
+		f.members = []*member{{eng: Engine{Name: b.Name()}, m: be, kick: make(chan struct{}, 1)}}
+		return m, nil
+	}
+	engines, err := sandboxconfig.ParseEngines(opts.Config.Engines)
+	if err != nil {
+		return nil, err
+	}
 	if len(engines) == 1 {
 		d, err := newDockerEngine(opts, engines[0], m.reg)
 		if err != nil {

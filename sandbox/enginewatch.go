@@ -107,6 +107,9 @@ func (w *engineWatch) downErr() error {
 // Engine answers or the supervisor's local socket, which does not go
 // through the Engine, follows it.
 func (p *SupervisedExec) Doubt() string {
+	if p.m == nil {
+		return "" // a Backend's: its engine ends the session when it loses it
+	}
 	err := p.m.stall.downErr()
 	if err == nil || (p.client != nil && p.client.Local()) {
 		return ""

@@ -221,12 +221,18 @@ const fileToolKillGrace = 15 * time.Second
 // tool's acknowledgements; stdout, when set, receives its output. The
 // session is forgotten afterwards.
 func (m *DockerEngine) fileTool(ctx context.Context, c *supervisor.Client, args []string, stdin io.Reader, stdout io.Writer) error {
+	return runFileTool(ctx, c, SupervisorPath, args, stdin, stdout)
+}
+
+// runFileTool is fileTool for a supervisor binary at tool in the sandbox
+// (every engine's sandboxes run the same file tool).
+func runFileTool(ctx context.Context, c *supervisor.Client, tool string, args []string, stdin io.Reader, stdout io.Writer) error {
 	p, err := c.Open(ctx, supervisor.OpenSpec{
-		Argv:  append([]string{SupervisorPath, supervisor.FilesArg}, args...),
-		Env:   []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + HomeDir},
-		Dir:   "/",
-		Stdin: stdin != nil,
-		Meta:  map[string]string{MetaFiles: args[0]},
+		Argv:      append([]string{tool, supervisor.FilesArg}, args...),
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + HomeDir},
+		Dir:       "/",
+		KeepStdin: stdin != nil,
+		Meta:      map[string]string{MetaFiles: args[0]},
 	})
 	if err != nil {
 		return fmt.Errorf("files %s: start the file tool: %w", args[0], err)

@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/egress"
 	"github.com/sandboxctl/sandboxctl/egress/broker"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
@@ -108,6 +109,11 @@ type Options struct {
 	// EgressInterceptor, when set, is handed the allowed TLS connections
 	// it intercepts (the credential broker).
 	EgressInterceptor egress.Interceptor
+	// Backend, when set, is the one engine of the Manager instead of the
+	// Docker Engines of sandbox.engines (the Kubernetes engine, built by
+	// the composition root; backend.go). Client and the Docker-only
+	// options above are not used then.
+	Backend Backend
 }
 
 // Step names a step a command waits for.
@@ -649,6 +655,12 @@ func (m *DockerEngine) create(ctx context.Context, s Scope, scopeKey, name strin
 	if err := m.checkRuntime(ctx, sh.Egress != ""); err != nil {
 		return "", false, "", err
 	}
+	if q, _ := m.cfg.WorkspaceQuotaBytes(); q == 0 {
+		// A subvolume on btrfs: a snapshot of it is made at once.
+		if err := makeWorkspaceDir(sh.Layout.WorkspaceHost); err != nil {
+			return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
+		}
+	}
 	if err := os.MkdirAll(sh.Layout.AgentDir, 0o700); err != nil {
 		return "", false, "", fmt.Errorf("sandbox: workspace dir: %w", err)
 	}
@@ -841,34 +853,11 @@ func (m *DockerEngine) removeID(ctx context.Context, id string) error {
 	return nil
 }
 
-// Info describes one managed container.
+// Info describes one managed container: the sandbox as the API answers it
+// (api.Sandbox, the one definition of its fields) and the owner labels
+// the Engine found on it.
 type Info struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	ScopeKey   string    `json:"scopeKey"`
-	AgentID    string    `json:"agentId,omitempty"`
-	SessionKey string    `json:"sessionKey,omitempty"`
-	State      string    `json:"state"`
-	Image      string    `json:"image"`
-	CreatedAt  time.Time `json:"createdAt"`
-	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
-	ConfigHash string    `json:"configHash"`
-	// Current is false when the container's config hash differs from the
-	// config in force (it will be recreated).
-	Current bool `json:"current"`
-	// Engine names the Engine the sandbox lives on.
-	Engine string `json:"engine"`
-	// Path is how commands reach it: PathSupervisor or PathPlain.
-	Path string `json:"path"`
-	// Pool is PoolReady for a warm-pool sandbox no scope has taken yet
-	// (no scope, agent or session), PoolTaken for one taken from it.
-	Pool string `json:"pool,omitempty"`
-	// Template is the template it was made from (DefaultTemplate unless
-	// created with another), Labels the labels given at its creation and
-	// ExpiresAt when the daemon removes it (zero: never; object.go).
-	Template  string            `json:"template"`
-	Labels    map[string]string `json:"labels"`
-	ExpiresAt time.Time         `json:"expiresAt,omitzero"`
+	api.Sandbox
 
 	labels map[string]string // owner labels (ownerLabels)
 }
@@ -926,14 +915,17 @@ func (m *DockerEngine) List(ctx context.Context) ([]Info, error) {
 			created = time.Unix(c.Created, 0)
 		}
 		out = append(out, Info{
-			ID: c.ID, Name: name, ScopeKey: scopeKey,
-			AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
-			State: string(c.State), Image: c.Image, CreatedAt: created,
-			LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
-			Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
-			Path: map[bool]string{true: PathSupervisor, false: PathPlain}[c.Labels[LabelSupervisor] != ""],
-			Pool: pool, labels: labels,
-			Template: templateOf(c.Labels), Labels: userLabels(labels), ExpiresAt: m.expiresAt(name, c.ID, c.Labels),
+			Sandbox: api.Sandbox{
+				ID: c.ID, Name: name, ScopeKey: scopeKey,
+				AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
+				State: string(c.State), Image: c.Image, CreatedAt: created,
+				LastUsedAt: m.reg.lastUsed(name), ConfigHash: c.Labels[LabelConfigHash],
+				Current: c.Labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
+				Path:     map[bool]string{true: PathSupervisor, false: PathPlain}[c.Labels[LabelSupervisor] != ""],
+				Pool:     pool,
+				Template: templateOf(c.Labels), Labels: userLabels(labels), ExpiresAt: m.expiresAt(name, c.ID, c.Labels),
+			},
+			labels: labels,
 		})
 	}
 	return out, nil
@@ -1066,8 +1058,9 @@ type Explanation struct {
 	// WorkspaceQuota says how the workspace's disk is capped ("none" when
 	// sandbox.workspaceQuota is unset).
 	WorkspaceQuota string `json:"workspaceQuota"`
-	// Snapshots says how a snapshot copies the workspace here
-	// (SnapshotReflink or SnapshotCopy, with why; docs/snapshots.md).
+	// Snapshots says how a snapshot keeps the workspace here
+	// (SnapshotSubvolume, SnapshotReflink or SnapshotCopy, with why;
+	// docs/snapshots.md).
 	Snapshots string `json:"snapshots,omitempty"`
 	// Egress is the effective egress policy (sandbox.network; docs/egress.md).
 	Egress EgressExplained `json:"egress"`
@@ -1110,10 +1103,10 @@ func (m *DockerEngine) Explain(ctx context.Context, s Scope) (Explanation, error
 	}
 	labels := m.ownerLabels(c.ID, c.Config.Labels)
 	ms, _ := strconv.ParseInt(labels[LabelCreatedAt], 10, 64)
-	info := Info{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
+	info := Info{Sandbox: api.Sandbox{ID: c.ID, Name: name, ScopeKey: scopeKey, AgentID: labels[LabelAgentID], SessionKey: labels[LabelSessionKey],
 		Image: c.Config.Image, CreatedAt: time.UnixMilli(ms), LastUsedAt: m.reg.lastUsed(name),
 		ConfigHash: labels[LabelConfigHash], Current: labels[LabelConfigHash] == m.wantHash(labels, scopeKey, name), Engine: m.engine.Name,
-		Template: templateOf(c.Config.Labels), Labels: userLabels(labels), ExpiresAt: m.expiresAt(name, c.ID, c.Config.Labels)}
+		Template: templateOf(c.Config.Labels), Labels: userLabels(labels), ExpiresAt: m.expiresAt(name, c.ID, c.Config.Labels)}}
 	if labels[LabelPooled] == "1" {
 		info.Pool = PoolTaken
 	}

@@ -71,7 +71,12 @@ func (m *Manager) byRef(ctx context.Context, ref string) (engine, error) {
 
 // Supervised reports whether new sandboxes run the in-container supervisor
 // (false: the plain Engine exec path, e.g. no supervisor binary was found).
-func (m *Manager) Supervised() bool { return m.first().Supervised() }
+func (m *Manager) Supervised() bool {
+	if m.backend != nil {
+		return m.backend.Caps().SupervisorPath != ""
+	}
+	return m.first().Supervised()
+}
 
 // Close removes the untaken sandboxes of the warm pools, releases the
 // Engine clients the Manager created and flushes last-used times.
@@ -83,8 +88,14 @@ func (m *Manager) Close() error {
 // Config returns the sandbox configuration in force.
 func (m *Manager) Config() Config { return m.cfg }
 
-// Client returns the first Engine's client (for benchmarks and tests).
-func (m *Manager) Client() *client.Client { return m.first().Client() }
+// Client returns the first Engine's client (for benchmarks and tests);
+// nil for a Manager over a Backend, which has no Docker Engine.
+func (m *Manager) Client() *client.Client {
+	if m.backend != nil {
+		return nil
+	}
+	return m.first().Client()
+}
 
 // Ping checks that the Engines answer (with several: it reports those
 // that do not).
@@ -97,16 +108,35 @@ func (m *Manager) Ping(ctx context.Context) error {
 
 // Layout returns the scope key, container name, agent workspace (host path)
 // and access mode for s without touching an Engine.
+//
+// Over a Backend the workspace is the sandbox's own volume, not a host
+// directory: agentWorkspace is "".
 func (m *Manager) Layout(s Scope) (scopeKey, name, agentWorkspace string, access workdir.Access) {
+	if m.backend != nil {
+		scopeKey = ScopeKey(m.cfg.Scope, s)
+		return scopeKey, ContainerName(m.cfg.Docker.ContainerPrefix, scopeKey), "", workdir.AccessRW
+	}
 	return m.first().Layout(s)
 }
 
 // WorkspaceRoot is the host directory holding the agent workspaces.
-func (m *Manager) WorkspaceRoot() string { return m.first().WorkspaceRoot() }
+// It is "" over a Backend (workspaces are the sandboxes' volumes).
+func (m *Manager) WorkspaceRoot() string {
+	if m.backend != nil {
+		return ""
+	}
+	return m.first().WorkspaceRoot()
+}
 
 // Workspace returns the host directory of the agent workspace of the
 // sandbox in (what Delete with workspace removes).
-func (m *Manager) Workspace(in Info) string { return m.first().Workspace(in) }
+// It is "" over a Backend.
+func (m *Manager) Workspace(in Info) string {
+	if m.backend != nil {
+		return ""
+	}
+	return m.first().Workspace(in)
+}
 
 // Remove force-removes the sandbox of scope s. ErrNotFound when none exists.
 func (m *Manager) Remove(ctx context.Context, s Scope) error {
@@ -364,7 +394,7 @@ func (m *Manager) Pool() PoolStatus {
 // WaitPool starts the pools and waits until they hold their full size (for
 // benchmarks, tests, and a daemon that wants them warm before serving).
 func (m *Manager) WaitPool(ctx context.Context) error {
-	if m.first().poolTotal() == 0 {
+	if m.backend == nil && m.first().poolTotal() == 0 {
 		return nil
 	}
 	m.StartPool()
@@ -382,7 +412,21 @@ func (m *Manager) WaitPool(ctx context.Context) error {
 }
 
 // SnapshotMethod is the method a snapshot of the workspace would use now.
-func (m *Manager) SnapshotMethod() string { return m.first().SnapshotMethod() }
+// It is "" over a Backend (no snapshots).
+func (m *Manager) SnapshotMethod() string {
+	if m.backend != nil {
+		return ""
+	}
+	return m.first().SnapshotMethod()
+}
+
+// noSnapshots is the error of the snapshot calls over a Backend.
+func (m *Manager) noSnapshots() error {
+	if m.backend != nil {
+		return notImplemented(m.backend.Name(), "snapshots are")
+	}
+	return nil
+}
 
 // Snapshot takes a snapshot of scope s's sandbox named name.
 func (m *Manager) Snapshot(ctx context.Context, s Scope, name string) (SnapshotInfo, error) {
@@ -394,21 +438,35 @@ func (m *Manager) Snapshot(ctx context.Context, s Scope, name string) (SnapshotI
 }
 
 // Snapshots lists scope s's snapshots.
-func (m *Manager) Snapshots(s Scope) ([]SnapshotInfo, error) { return m.first().Snapshots(s) }
+func (m *Manager) Snapshots(s Scope) ([]SnapshotInfo, error) {
+	if err := m.noSnapshots(); err != nil {
+		return nil, err
+	}
+	return m.first().Snapshots(s)
+}
 
 // SnapshotOf returns scope s's snapshot name.
 func (m *Manager) SnapshotOf(s Scope, name string) (SnapshotInfo, error) {
+	if err := m.noSnapshots(); err != nil {
+		return SnapshotInfo{}, err
+	}
 	return m.first().SnapshotOf(s, name)
 }
 
 // RemoveSnapshot removes scope s's snapshot name.
 func (m *Manager) RemoveSnapshot(s Scope, name string) (SnapshotInfo, error) {
+	if err := m.noSnapshots(); err != nil {
+		return SnapshotInfo{}, err
+	}
 	return m.first().RemoveSnapshot(s, name)
 }
 
 // PruneSnapshots removes scope s's snapshots older than olderThan beyond
 // the newest keep.
 func (m *Manager) PruneSnapshots(s Scope, olderThan time.Duration, keep int) ([]SnapshotInfo, error) {
+	if err := m.noSnapshots(); err != nil {
+		return nil, err
+	}
 	return m.first().PruneSnapshots(s, olderThan, keep)
 }
 
@@ -432,6 +490,11 @@ func (m *Manager) Fork(ctx context.Context, from Scope, name string, to Scope) (
 
 // ReleaseWorkspaceVolume unmounts the quota volume of scope s's workspace
 // and deletes its image (and so the workspace's files).
+//
+// Over a Backend there is none (the workspace goes with its sandbox).
 func (m *Manager) ReleaseWorkspaceVolume(s Scope) error {
+	if m.backend != nil {
+		return nil
+	}
 	return m.first().ReleaseWorkspaceVolume(s)
 }

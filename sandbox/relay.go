@@ -65,11 +65,11 @@ func (m *DockerEngine) DialPort(ctx context.Context, s Scope, port int) (net.Con
 		return nil, fmt.Errorf("%w: sandbox %s runs a supervisor without the relay tool (recreate the sandbox)", ErrNoRelay, res.Name)
 	}
 	p, err := c.Open(ctx, supervisor.OpenSpec{
-		Argv:  []string{SupervisorPath, supervisor.RelayArg, strconv.Itoa(port)},
-		Env:   []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + HomeDir},
-		Dir:   "/",
-		Stdin: true,
-		Meta:  map[string]string{MetaRelay: strconv.Itoa(port)},
+		Argv:      []string{SupervisorPath, supervisor.RelayArg, strconv.Itoa(port)},
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + HomeDir},
+		Dir:       "/",
+		KeepStdin: true,
+		Meta:      map[string]string{MetaRelay: strconv.Itoa(port)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("port %d: start the relay: %w", port, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
@@ -42,34 +43,19 @@ const (
 	SnapshotReflink = "reflink"
 	// SnapshotCopy: every byte is copied.
 	SnapshotCopy = "copy"
+	// SnapshotSubvolume: the snapshot's workspace is a read-only btrfs
+	// subvolume (a snapshot of the workspace's subvolume, made at once,
+	// or its files cloned into one), and a fork's or rollback's
+	// workspace is a writable snapshot of it, made at once whatever the
+	// number of files.
+	SnapshotSubvolume = "subvolume"
 )
 
-// SnapshotInfo describes one snapshot.
+// SnapshotInfo describes one snapshot: api.Snapshot, the one definition
+// of its fields (snapshot.json holds its JSON). Config is the DockerConfig
+// the sandbox ran under, encoded.
 type SnapshotInfo struct {
-	Name       string    `json:"name"`
-	ScopeKey   string    `json:"scopeKey"`
-	AgentID    string    `json:"agentId,omitempty"`
-	SessionKey string    `json:"sessionKey,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
-	// Origin and OriginID name the container it was taken from.
-	Origin   string `json:"origin"`
-	OriginID string `json:"originId"`
-	// Template, Labels and Config are what the sandbox ran under: a
-	// rollback or fork is made from Template (Config is the record).
-	Template string            `json:"template"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	Config   DockerConfig      `json:"config"`
-	// Bytes and Files count the regular files' content kept.
-	Bytes int64 `json:"bytes"`
-	Files int   `json:"files"`
-	// Method is how the workspace was copied: SnapshotReflink or
-	// SnapshotCopy (tmpfs contents are always copied).
-	Method string `json:"method"`
-	// Tmpfs are the tmpfs mounts whose contents it holds.
-	Tmpfs []string `json:"tmpfs"`
-	// Skipped counts entries that are neither files, directories nor
-	// symlinks (sockets, fifos, devices): not kept.
-	Skipped int `json:"skipped,omitempty"`
+	api.Snapshot
 }
 
 var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -95,10 +81,14 @@ func (m *DockerEngine) snapshotScopeDir(scopeKey string) string {
 }
 
 // SnapshotMethod is the method a snapshot of the workspace would use now:
-// SnapshotReflink when the state directory's filesystem clones files
-// from the workspace root's, else SnapshotCopy.
+// SnapshotSubvolume when the state directory and the workspace root are
+// on one btrfs, SnapshotReflink when the state directory's filesystem
+// clones files from the workspace root's, else SnapshotCopy.
 func (m *DockerEngine) SnapshotMethod() string {
 	if reflinkWorks(m.wsRoot, m.snapshotsRoot()) {
+		if onBtrfs(existingDir(m.snapshotsRoot())) {
+			return SnapshotSubvolume
+		}
 		return SnapshotReflink
 	}
 	return SnapshotCopy
@@ -108,12 +98,17 @@ func (m *DockerEngine) SnapshotMethod() string {
 // snapshots, rollbacks and forks, and where a fork's container comes from.
 func (m *DockerEngine) snapshotsExplained() string {
 	method := fmt.Sprintf("%s: the filesystem of %s does not clone files from %s (no reflinks): every byte is copied, into a snapshot and back into a rollback's or fork's workspace", SnapshotCopy, m.snapshotsRoot(), m.wsRoot)
-	if m.SnapshotMethod() == SnapshotReflink {
+	fill := "clones the files into its workspace"
+	switch m.SnapshotMethod() {
+	case SnapshotSubvolume:
+		method = fmt.Sprintf("%s: %s and %s are on one btrfs: a workspace is a subvolume, a snapshot keeps a read-only snapshot of it in %s, and a rollback's or fork's workspace is a writable snapshot of that, each made at once whatever the number of files; blocks are shared until written", SnapshotSubvolume, m.snapshotsRoot(), m.wsRoot, m.snapshotsRoot())
+		fill = "puts the snapshot's subvolume in its workspace (mounted into its running container) and hands the files to its identity"
+	case SnapshotReflink:
 		method = fmt.Sprintf("%s: the workspace is cloned (FICLONE, file by file) into %s and back into a rollback's or fork's workspace; blocks are shared until written", SnapshotReflink, m.snapshotsRoot())
 	}
-	fork := "a fork makes its container, then clones the files into its workspace"
+	fork := "a fork makes its container, then " + fill
 	if n := m.poolSize(sandboxconfig.DefaultTemplate); n > 0 {
-		fork = fmt.Sprintf("a fork takes a sandbox of the warm pool (sandbox.pool.size %d) when one is ready, else makes its container, then clones the files into its workspace", n)
+		fork = fmt.Sprintf("a fork takes a sandbox of the warm pool (sandbox.pool.size %d) when one is ready, else makes its container, then %s", n, fill)
 	}
 	return method + "; " + fork
 }
@@ -258,7 +253,7 @@ func (m *DockerEngine) Snapshot(ctx context.Context, s Scope, name string) (Snap
 	done := false
 	defer func() {
 		if !done {
-			_ = os.RemoveAll(tmp)
+			_ = removeTree(tmp)
 		}
 	}()
 
@@ -311,20 +306,22 @@ func (m *DockerEngine) snapshotTemp() (string, error) {
 // snapshotCopy copies the workspace and the tmpfs contents of the frozen
 // container (pid: its pid 1 on this host) into tmp, at most budget bytes.
 func (m *DockerEngine) snapshotCopy(in Info, d DockerConfig, pid int, tmpfsList []sandboxconfig.Tmpfs, tmp string, budget int64) (SnapshotInfo, error) {
-	info := SnapshotInfo{
+	config, err := json.Marshal(d)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("snapshot of sandbox %s: config: %w", in.Name, err)
+	}
+	info := SnapshotInfo{api.Snapshot{
 		ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
 		CreatedAt: m.now().UTC(), Origin: in.Name, OriginID: in.ID,
-		Template: in.Template, Labels: in.Labels, Config: d, Tmpfs: []string{},
-	}
+		Template: in.Template, Labels: in.Labels, Config: config, Tmpfs: []string{},
+	}}
 	c := &treeCopier{budget: budget, reflink: true}
 	ws := m.layoutFor(in.ScopeKey, in.Name).WorkspaceHost
-	if err := c.copyDir(ws, filepath.Join(tmp, "workspace"), nil); err != nil {
+	method, err := snapshotWorkspace(c, ws, filepath.Join(tmp, "workspace"))
+	if err != nil {
 		return info, fmt.Errorf("snapshot of sandbox %s: workspace: %w", in.Name, err)
 	}
-	info.Method = SnapshotCopy
-	if c.cloned > 0 && c.reflink {
-		info.Method = SnapshotReflink
-	}
+	info.Method = method
 	root := fmt.Sprintf("/proc/%d/root", pid)
 	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -463,7 +460,7 @@ func (m *DockerEngine) RemoveSnapshot(s Scope, name string) (SnapshotInfo, error
 	if err := os.Rename(dir, gone); err != nil {
 		return info, fmt.Errorf("remove snapshot %s: %w", name, err)
 	}
-	if err := os.RemoveAll(gone); err != nil {
+	if err := removeTree(gone); err != nil {
 		return info, fmt.Errorf("remove snapshot %s: %w", name, err)
 	}
 	return info, nil
@@ -528,7 +525,7 @@ func (m *DockerEngine) Rollback(ctx context.Context, s Scope, name string) (Info
 		return Info{}, fmt.Errorf("rollback of sandbox %s to %s: %w", in.Name, name, err)
 	}
 	if err := m.RemoveByName(ctx, in.ID); err != nil {
-		_ = os.RemoveAll(staged)
+		_ = removeTree(staged)
 		return Info{}, err
 	}
 	m.forgetObject(in.Name)
@@ -589,12 +586,15 @@ func (m *DockerEngine) Fork(ctx context.Context, from Scope, name string, to Sco
 	}
 	// The container first, its workspace empty: a warm pool's sandbox
 	// serves when one is ready (takePooled takes only an empty
-	// workspace), and the files are then cloned into the directory its
-	// container mounts, owned by its identity from the start (no walk to
-	// hand them over). No command runs in it meanwhile: the scope is
-	// locked.
+	// workspace). Then the workspace: a writable snapshot of the
+	// snapshot's subvolume, mounted in place of the empty one, or the
+	// files cloned into the directory its container mounts, owned by
+	// its identity from the start (no walk to hand them over). No
+	// command runs in it meanwhile: the scope is locked.
 	snapDir := filepath.Join(m.snapshotScopeDir(snap.ScopeKey), name)
+	t0 := time.Now()
 	out, err := m.createLocked(ctx, to, CreateOptions{Template: snap.Template, Labels: snap.Labels})
+	tContainer := time.Since(t0)
 	if err != nil {
 		if !isConflict(err) {
 			_ = os.Remove(ws) // made empty, if at all (a conflict: another's)
@@ -603,15 +603,23 @@ func (m *DockerEngine) Fork(ctx context.Context, from Scope, name string, to Sco
 	}
 	undo := func() {
 		_ = m.RemoveByName(context.WithoutCancel(ctx), out.ID)
-		_ = os.RemoveAll(ws)
+		_ = removeTree(ws)
 	}
 	// The workspace and the tmpfs contents at once: neither reads what
 	// the other writes.
 	tmpfsErr := make(chan error, 1)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { tmpfsErr <- m.restoreFreshTmpfs(tctx, out, snapDir, snap) }()
+	var tTmpfs time.Duration
+	go func() {
+		t := time.Now()
+		err := m.restoreFreshTmpfs(tctx, out, snapDir, snap)
+		tTmpfs = time.Since(t)
+		tmpfsErr <- err
+	}()
+	t1 := time.Now()
 	wsErr := m.forkWorkspace(ctx, out, snapDir, ws)
+	tWorkspace := time.Since(t1)
 	if wsErr != nil {
 		cancel()
 	}
@@ -623,7 +631,8 @@ func (m *DockerEngine) Fork(ctx context.Context, from Scope, name string, to Sco
 		undo()
 		return Info{}, fmt.Errorf("fork of %s: %w", name, err)
 	}
-	m.logf("sandbox %s: forked from %s's snapshot %s", out.Name, snap.Origin, name)
+	m.logf("sandbox %s: forked from %s's snapshot %s in %s (container %s, pool %t; workspace %s; tmpfs %s at once)", out.Name, snap.Origin, name,
+		time.Since(t0).Round(time.Millisecond), tContainer.Round(time.Millisecond), out.Pool == PoolTaken, tWorkspace.Round(time.Millisecond), tTmpfs.Round(time.Millisecond))
 	return out, nil
 }
 
@@ -641,9 +650,11 @@ func (m *DockerEngine) forkTargetFree(ctx context.Context, toKey, toName, ws str
 	return nil
 }
 
-// forkWorkspace copies the snapshot's workspace (reflinks when the
-// filesystem allows) into ws, the empty workspace sandbox in mounts,
-// owned by in's sandbox identity when it has one.
+// forkWorkspace gives sandbox in the snapshot's workspace, owned by its
+// sandbox identity when it has one: a snapshot of the snapshot's
+// subvolume in place of ws, the empty workspace in mounts
+// (forkSubvolume), else a copy into ws (reflinks when the filesystem
+// allows).
 func (m *DockerEngine) forkWorkspace(ctx context.Context, in Info, snapDir, ws string) error {
 	c := &treeCopier{budget: -1, reflink: true}
 	if m.ident != nil {
@@ -657,6 +668,9 @@ func (m *DockerEngine) forkWorkspace(ctx context.Context, in Info, snapDir, ws s
 	}
 	if !emptyOrMissing(ws) {
 		return fmt.Errorf("%w: the new sandbox's workspace %s is not empty", cerrdefs.ErrConflict, ws)
+	}
+	if done, err := m.forkSubvolume(ctx, in, snapDir, ws, c.owner); done || err != nil {
+		return err
 	}
 	if c.owner != nil && os.Geteuid() == 0 {
 		// The daemon's alone while it fills it (no process of the sandbox
@@ -697,9 +711,12 @@ func stageWorkspace(snapDir, ws string) (string, error) {
 		return "", err
 	}
 	staged := filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".restore-"+randomHex(6))
+	if src := filepath.Join(snapDir, "workspace"); isSubvolume(src) && snapshotSubvolume(src, staged, false) == nil {
+		return staged, nil
+	}
 	c := &treeCopier{budget: -1, reflink: true}
 	if err := c.copyDir(filepath.Join(snapDir, "workspace"), staged, nil); err != nil {
-		_ = os.RemoveAll(staged)
+		_ = removeTree(staged)
 		return "", fmt.Errorf("copy the workspace: %w", err)
 	}
 	return staged, nil
@@ -709,15 +726,15 @@ func stageWorkspace(snapDir, ws string) (string, error) {
 func swapWorkspace(staged, ws string) error {
 	old := filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".old-"+randomHex(6))
 	if err := os.Rename(ws, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		_ = os.RemoveAll(staged)
+		_ = removeTree(staged)
 		return fmt.Errorf("set the old workspace aside: %w", err)
 	}
 	if err := os.Rename(staged, ws); err != nil {
 		_ = os.Rename(old, ws)
-		_ = os.RemoveAll(staged)
+		_ = removeTree(staged)
 		return fmt.Errorf("put the workspace in place: %w", err)
 	}
-	if err := os.RemoveAll(old); err != nil {
+	if err := removeTree(old); err != nil {
 		return fmt.Errorf("remove the old workspace: %w", err)
 	}
 	return nil

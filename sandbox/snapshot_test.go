@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,7 +43,10 @@ func noSnapshotTemps(t *testing.T, m *Manager) {
 // every byte; then forks twice from the snapshot and once from the live
 // sandbox and checks that the three diverge independently.
 func TestSnapshotRollbackFork(t *testing.T) {
-	m := newTestManager(t, nil)
+	testSnapshotRollbackFork(t, newTestManager(t, nil))
+}
+
+func testSnapshotRollbackFork(t *testing.T, m *Manager) {
 	ctx := objectCtx(t)
 	s := Scope{AgentID: "snap-a"}
 	if _, err := m.Create(ctx, s, CreateOptions{Labels: map[string]string{"team": "red"}}); err != nil {
@@ -103,6 +107,9 @@ echo var > /var/tmp/v.txt`)
 		}
 		if got := digest(t, m, f); got != want {
 			t.Fatalf("fork %s:\n%s\nwant:\n%s", f.AgentID, got, want)
+		}
+		if _, _, ws, _ := m.Layout(f); m.SnapshotMethod() == SnapshotSubvolume && !isSubvolume(ws) {
+			t.Fatalf("fork %s: its workspace %s is no subvolume", f.AgentID, ws)
 		}
 	}
 	if _, err := m.Fork(ctx, s, "s1", f1); !cerrdefs.IsConflict(err) {
@@ -184,7 +191,10 @@ echo var > /var/tmp/v.txt`)
 // whole (all 'a' or all 'b') and whole lines. Without the freeze the copy
 // reads across the writes and mixes them.
 func TestSnapshotNeverTorn(t *testing.T) {
-	m := newTestManager(t, nil)
+	testSnapshotNeverTorn(t, newTestManager(t, nil))
+}
+
+func testSnapshotNeverTorn(t *testing.T, m *Manager) {
 	ctx := objectCtx(t)
 	s := Scope{AgentID: "snap-torn"}
 	run(t, m, s, `head -c 1048576 /dev/zero | tr '\0' a > /tmp/A; head -c 1048576 /dev/zero | tr '\0' b > /tmp/B; cp /tmp/A /workspace/f; cp /tmp/A /tmp/f`)
@@ -243,10 +253,15 @@ done; done`, nil)
 // TestSnapshotLimits: over maxBytes or maxCount a snapshot is refused with
 // a clear error, leaves nothing behind and the sandbox runs on.
 func TestSnapshotLimits(t *testing.T) {
-	m := newTestManager(t, func(c *Config) {
-		c.Snapshots.MaxCount = 1
-		c.Snapshots.MaxBytes = "1m"
-	})
+	testSnapshotLimits(t, newTestManager(t, snapshotLimits))
+}
+
+func snapshotLimits(c *Config) {
+	c.Snapshots.MaxCount = 1
+	c.Snapshots.MaxBytes = "1m"
+}
+
+func testSnapshotLimits(t *testing.T, m *Manager) {
 	ctx := objectCtx(t)
 	s := Scope{AgentID: "snap-lim"}
 	run(t, m, s, "head -c 2000000 /dev/urandom > /workspace/big")
@@ -366,9 +381,13 @@ func TestSnapshotAcrossRestart(t *testing.T) {
 // sandbox (made before the fork was asked for) and clones the snapshot's
 // workspace into the directory its container mounts: the fork sees every
 // file byte for byte, owns them (it can change a mode-0600 file), and a
-// daemon restart keeps its workspace; the origin never sees its writes.
+// daemon restart and a restart of its container keep its workspace; the
+// origin never sees its writes.
 func TestSnapshotForkFromPool(t *testing.T) {
-	m := newManagerOpts(t, func(o *Options) { o.Config.Pool.Size = 1 })
+	testSnapshotForkFromPool(t, newManagerOpts(t, func(o *Options) { o.Config.Pool.Size = 1 }))
+}
+
+func testSnapshotForkFromPool(t *testing.T, m *Manager) {
 	ctx := objectCtx(t)
 	s := Scope{AgentID: "snap-pool-a"}
 	waitPool(t, m)
@@ -409,6 +428,14 @@ func TestSnapshotForkFromPool(t *testing.T) {
 	m2 := sibling(t, m, func(*Config) {}, nil)
 	if out, _ := run(t, m2, f, "cat /workspace/d/o.txt"); out != "own\nforked\n" {
 		t.Fatalf("the pooled fork after a restart: %q", out)
+	}
+	// The Engine binds the workspace again when the container restarts:
+	// the fork's, not the empty one the pooled container was made with.
+	if out, err := exec.Command("docker", "restart", "-t", "1", in.ID).CombinedOutput(); err != nil {
+		t.Fatalf("docker restart: %v %s", err, out)
+	}
+	if out, _ := run(t, m2, f, "cat /workspace/d/o.txt; find /workspace -type f | wc -l"); out != "own\nforked\n2\n" {
+		t.Fatalf("the pooled fork after its container restarted: %q", out)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
+	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
 // LabelSupervisorNote on a container says why it runs without the
@@ -402,14 +403,24 @@ func (m *DockerEngine) checkSupervisor(ctx context.Context, id string) error {
 // includes sessions.Process (and Process) plus InputWait.
 type SupervisedExec struct {
 	*supervisor.Proc
-	m           *DockerEngine
+	m           *DockerEngine      // nil for a Backend's (NewSupervisedExec)
 	client      *supervisor.Client // the connection that follows it
 	containerID string
 	noInputWait bool
+	// forget drops the finished session (a Backend's; m's ForgetSession
+	// when nil).
+	forget func(ctx context.Context) error
 }
 
 func (m *DockerEngine) supervisedExec(c *supervisor.Client, p *supervisor.Proc, containerID string) *SupervisedExec {
 	return &SupervisedExec{Proc: p, m: m, client: c, containerID: containerID, noInputWait: c.NoInputWait()}
+}
+
+// NewSupervisedExec is a command a Backend's sandbox sandboxID runs
+// through its supervisor, followed by c; forget drops the finished
+// session from the supervisor (it is the sessions layer's Forget).
+func NewSupervisedExec(c *supervisor.Client, p *supervisor.Proc, sandboxID string, forget func(ctx context.Context) error) *SupervisedExec {
+	return &SupervisedExec{Proc: p, client: c, containerID: sandboxID, noInputWait: c.NoInputWait(), forget: forget}
 }
 
 // InputWaitChanged is the supervisor's, or nil (never ready) when its
@@ -447,6 +458,9 @@ func (p *SupervisedExec) ContainerID() string { return p.containerID }
 // Forget drops the finished session from the supervisor's state (its output
 // and exit files); the sessions layer calls it on clear/remove.
 func (p *SupervisedExec) Forget(ctx context.Context) error {
+	if p.forget != nil {
+		return p.forget(ctx)
+	}
 	return p.m.ForgetSession(ctx, p.containerID, p.ID())
 }
 
@@ -483,9 +497,18 @@ func (m *DockerEngine) startSupervised(ctx context.Context, s Scope, res EnsureR
 	for k, v := range opts.Meta {
 		meta[k] = v
 	}
+	// The working directory is named, never inherited from the
+	// supervisor: the container's working directory resolved when the
+	// command starts, so a workspace mounted over the one the container
+	// was made with (a fork's, taken from the warm pool) is the one it
+	// runs in.
+	dir := opts.Dir
+	if dir == "" {
+		dir = workdir.ContainerWorkspace
+	}
 	spec := supervisor.OpenSpec{
-		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: opts.Dir,
-		TTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, Stdin: opts.KeepStdin, Meta: meta,
+		ID: opts.Tag, Argv: opts.Cmd, Env: opts.Env, Dir: dir,
+		PTY: opts.PTY, Cols: opts.Cols, Rows: opts.Rows, KeepStdin: opts.KeepStdin, Meta: meta,
 	}
 	octx, cancel := ctx, context.CancelFunc(func() {})
 	if opts.StartWait > 0 {
@@ -607,8 +630,8 @@ type RecoveredSession struct {
 	ID         string            `json:"id"`
 	Argv       []string          `json:"argv"`
 	Dir        string            `json:"dir,omitempty"`
-	TTY        bool              `json:"tty,omitempty"`
-	Stdin      bool              `json:"stdin,omitempty"`
+	PTY        bool              `json:"tty,omitempty"`
+	KeepStdin  bool              `json:"stdin,omitempty"`
 	AgentID    string            `json:"agentId,omitempty"`
 	SessionKey string            `json:"sessionKey,omitempty"`
 	Meta       map[string]string `json:"meta,omitempty"` // ExecOptions.Meta as given
@@ -707,7 +730,7 @@ func (m *DockerEngine) containerSessions(ctx context.Context, c Info) ([]Recover
 		}
 		rs := RecoveredSession{
 			ContainerID: c.ID, ContainerName: c.Name, ScopeKey: c.ScopeKey, Engine: m.engine.Name,
-			ID: in.ID, Argv: in.Argv, Dir: in.Dir, TTY: in.TTY, Stdin: in.Stdin,
+			ID: in.ID, Argv: in.Argv, Dir: in.Dir, PTY: in.PTY, KeepStdin: in.KeepStdin,
 			AgentID: agentID, SessionKey: sessionKey, Meta: in.Meta,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt), Running: in.Running, InputWait: in.InputWait,
 			Dropped: in.Dropped, StdoutOffset: in.Stdout, StderrOffset: in.Stderr, info: in,
@@ -736,7 +759,7 @@ func (m *DockerEngine) Reattach(ctx context.Context, rs RecoveredSession) (*Supe
 	}
 	info := rs.info
 	if info.ID == "" {
-		info = supervisor.SessionInfo{ID: rs.ID, TTY: rs.TTY, Stdin: rs.Stdin}
+		info = supervisor.SessionInfo{ID: rs.ID, PTY: rs.PTY, KeepStdin: rs.KeepStdin}
 	}
 	p, err := cl.Attach(ctx, info, rs.StdoutOffset, rs.StderrOffset)
 	if err != nil {

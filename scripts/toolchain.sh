@@ -48,10 +48,12 @@ fi
 # the official MCP TypeScript SDK against the daemon (internal/mcpserver/testdata/node,
 # npm ci from its committed lockfile) and the TypeScript client, prometheus scrapes the
 # daemon's /metrics in the metrics test (a private instance on a temporary config and
-# port), python3 runs the standard-library client (clients/python), and the ssh:// Engine
-# test runs its own sshd (openssh-server; the service itself is kept from starting).
+# port), python3 runs the standard-library client (clients/python), the ssh:// Engine
+# test runs its own sshd (openssh-server; the service itself is kept from starting), and
+# the snapshot tests and benchmark make btrfs and XFS loop filesystems (btrfs-progs,
+# xfsprogs: go test -run 'Snapshot' ./sandbox/).
 need=()
-for pair in /usr/sbin/sshd:openssh-server ssh:openssh-client tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip unzip:unzip wget:wget rg:ripgrep chromium:chromium node:nodejs npm:npm prometheus:prometheus python3:python3; do
+for pair in /usr/sbin/sshd:openssh-server ssh:openssh-client tmux:tmux ip:iproute2 curl:curl ps:procps man:man-db less:less perl:perl shasum:perl git:git vim:vim zip:zip unzip:unzip wget:wget rg:ripgrep chromium:chromium node:nodejs npm:npm prometheus:prometheus python3:python3 /usr/sbin/mkfs.btrfs:btrfs-progs /usr/sbin/mkfs.xfs:xfsprogs; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

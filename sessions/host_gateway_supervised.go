@@ -35,7 +35,7 @@ func (g *supervisedGatewayHost) Start(ctx context.Context, spec StartSpec) (Star
 	}
 	p, err := g.sup.Open(ctx, supervisor.OpenSpec{
 		ID: pr.Tag, Argv: pr.Argv, Env: pr.Env, Dir: pr.Dir,
-		TTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, Stdin: spec.KeepStdin || spec.PTY,
+		PTY: spec.PTY, Cols: pr.Cols, Rows: pr.Rows, KeepStdin: spec.KeepStdin || spec.PTY,
 		Meta: map[string]string{
 			supervisor.MetaSessionID: spec.SessionID, supervisor.MetaCommand: spec.Command, supervisor.MetaCwd: spec.Dir,
 			supervisor.MetaAgentID: spec.AgentID, supervisor.MetaSessionKey: spec.SessionKey,
@@ -67,8 +67,8 @@ func (g *supervisedGatewayHost) recover(ctx context.Context) ([]RecoveredSession
 	for _, l := range lost {
 		in := l.Info
 		r := RecoveredSession{
-			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Cwd: in.Meta[supervisor.MetaCwd],
-			AgentID: in.Meta[supervisor.MetaAgentID], SessionKey: in.Meta[supervisor.MetaSessionKey], PTY: in.TTY,
+			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Dir: in.Meta[supervisor.MetaCwd],
+			AgentID: in.Meta[supervisor.MetaAgentID], SessionKey: in.Meta[supervisor.MetaSessionKey], PTY: in.PTY,
 			PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
 			Finished: true, Lost: l.Reason,
 		}
@@ -88,9 +88,9 @@ func (g *supervisedGatewayHost) recover(ctx context.Context) ([]RecoveredSession
 	for _, f := range found {
 		in := f.Info
 		r := RecoveredSession{
-			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Cwd: in.Meta[supervisor.MetaCwd],
-			AgentID: in.Meta[supervisor.MetaAgentID], SessionKey: in.Meta[supervisor.MetaSessionKey], PTY: in.TTY,
-			StdinOpen: in.Stdin && in.Running, PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
+			ID: in.Meta[supervisor.MetaSessionID], Command: in.Meta[supervisor.MetaCommand], Dir: in.Meta[supervisor.MetaCwd],
+			AgentID: in.Meta[supervisor.MetaAgentID], SessionKey: in.Meta[supervisor.MetaSessionKey], PTY: in.PTY,
+			StdinOpen: in.KeepStdin && in.Running, PID: in.PID, StartedAt: time.UnixMilli(in.StartedAt),
 			Output: f.Output, Covered: f.StdoutOffset + f.StderrOffset,
 			// A finished one's handle serves Forget: without it the
 			// session would come back after every restart.

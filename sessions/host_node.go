@@ -83,8 +83,8 @@ func (h *nodeHost) later(ctx context.Context) <-chan RecoveredSession {
 			case a := <-in:
 				st := a.State
 				rs := RecoveredSession{
-					ID: st.SessionID, Command: st.Command, Cwd: st.Cwd, AgentID: st.AgentID, SessionKey: st.SessionKey,
-					PTY: st.PTY, StdinOpen: st.Stdin && st.Running, PID: st.PID, StartedAt: time.UnixMilli(st.StartedAtMs),
+					ID: st.SessionID, Command: st.Command, Dir: st.Dir, AgentID: st.AgentID, SessionKey: st.SessionKey,
+					PTY: st.PTY, StdinOpen: st.KeepStdin && st.Running, PID: st.PID, StartedAt: time.UnixMilli(st.StartedAtMs),
 					Output: a.Output, Covered: a.Covered, Started: Started{Process: a.Process, Doubt: a.Process.Doubt},
 				}
 				select {

@@ -172,8 +172,8 @@ func (h *SandboxHost) recover(ctx context.Context, adopted map[string]bool) ([]R
 			continue
 		}
 		r := RecoveredSession{
-			ID: rs.Meta[supervisor.MetaSessionID], Command: rs.Meta[supervisor.MetaCommand], Cwd: rs.Meta[supervisor.MetaCwd],
-			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.TTY, StdinOpen: rs.Stdin && rs.Running,
+			ID: rs.Meta[supervisor.MetaSessionID], Command: rs.Meta[supervisor.MetaCommand], Dir: rs.Meta[supervisor.MetaCwd],
+			AgentID: rs.AgentID, SessionKey: rs.SessionKey, PTY: rs.PTY, StdinOpen: rs.KeepStdin && rs.Running,
 			PID: rs.PID, StartedAt: rs.StartedAt, Output: rs.Output,
 			Covered: rs.StdoutOffset + rs.StderrOffset,
 		}

@@ -20,7 +20,7 @@ type RecoveredSession struct {
 	// in use gets a fresh one.
 	ID                  string
 	Command             string
-	Cwd                 string
+	Dir                 string // the working directory (hostapi.StartSpec.Dir)
 	AgentID, SessionKey string
 	PTY                 bool
 	// StdinOpen says whether process write can still reach the process.
@@ -128,7 +128,7 @@ func (m *Manager) recoverApprovals(ctx context.Context) (int, error) {
 			if host == "" {
 				host = vocab.HostGateway
 			}
-			rs := RecoveredSession{ID: id, Command: a.Command, Cwd: a.Cwd, AgentID: a.AgentID, SessionKey: a.SessionKey,
+			rs := RecoveredSession{ID: id, Command: a.Command, Dir: a.Cwd, AgentID: a.AgentID, SessionKey: a.SessionKey,
 				StartedAt: a.CreatedAt, Finished: true, Lost: reason}
 			s, err := m.adoptSession(host, rs)
 			if err != nil {
@@ -201,7 +201,7 @@ func (m *Manager) adoptSession(host vocab.Host, rs RecoveredSession) (*session, 
 		sessionKey:  rs.SessionKey,
 		command:     rs.Command,
 		name:        deriveName(rs.Command),
-		cwd:         rs.Cwd,
+		cwd:         rs.Dir,
 		host:        host,
 		pty:         rs.PTY,
 		proc:        rs.Process,

@@ -30,10 +30,10 @@ func TestRecover(t *testing.T) {
 	boom := errors.New("one container unreadable")
 	host := recoveringHost{fakeHost: &fakeHost{}, recoverFunc: func(context.Context) ([]RecoveredSession, error) {
 		return []RecoveredSession{
-			{ID: "brisk-otter", Command: "make test", Cwd: "/workspace", SessionKey: "s1", PID: 7,
+			{ID: "brisk-otter", Command: "make test", Dir: "/workspace", SessionKey: "s1", PID: 7,
 				StartedAt: clk.Now().Add(-time.Minute), Output: []byte("ok 1\nok 2\n"), Covered: 110,
 				Finished: true, ExitCode: 0, EndedAt: clk.Now().Add(-time.Second)},
-			{ID: "calm-heron", Command: "npm run dev", Cwd: "/workspace", SessionKey: "s1", PID: 9,
+			{ID: "calm-heron", Command: "npm run dev", Dir: "/workspace", SessionKey: "s1", PID: 9,
 				StartedAt: clk.Now().Add(-2 * time.Minute), Output: []byte("listening\n"), StdinOpen: true, Started: Started{Process: live}},
 			{ID: "bad-one", Command: "x", SessionKey: "s1"}, // running without a process
 		}, boom

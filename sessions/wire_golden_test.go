@@ -103,8 +103,8 @@ func TestWireGoldenResults(t *testing.T) {
 	ap := approvalResult(gate, plan, "rm -rf /tmp/x", "/home/u", nil)
 	ap.Details.SessionID = "sess-2"
 	checkWire(t, "exec-approval-pending-gateway", ap)
-	node := (&nodeexec.ApprovalPendingError{Node: "n1", Approval: nodeexec.Approval{ID: "ap-2", Slug: "calm-fox", ExpiresAtMs: 1767323045000,
-		Command: "ls", Cwd: "/srv", NodeID: "node-1"}}).Details()
+	node := (&nodeexec.ApprovalPendingError{Node: "n1", Approval: nodeexec.Approval{ApprovalRequest: api.ApprovalRequest{ID: "ap-2", Slug: "calm-fox", ExpiresAtMs: 1767323045000,
+		Command: "ls", Cwd: "/srv"}, NodeID: "node-1"}}).Details()
 	checkWire(t, "exec-approval-pending-node", approvalResult(node, execPlan{host: vocab.HostNode}, "ls", "/srv", warn))
 
 	// The process tool.

@@ -155,7 +155,7 @@ export interface Snapshot {
   config: unknown;
   bytes: number;
   files: number;
-  method: "reflink" | "copy";
+  method: "subvolume" | "reflink" | "copy";
   tmpfs: string[];
   skipped?: number;
 }

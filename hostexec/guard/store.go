@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -93,6 +94,16 @@ type Pending struct {
 	// Cancelled, when set, says why the request can no longer be decided
 	// or used (CancelUnused): it is used up, never runs anything.
 	Cancelled string `json:"cancelled,omitempty"`
+}
+
+// View is p as a human is shown it (api.ApprovalRequest), with its
+// status at now.
+func (p Pending) View(now time.Time) api.ApprovalRequest {
+	return api.ApprovalRequest{
+		ID: p.ID, Slug: p.Slug, Command: p.Command, Argv: p.Argv, Env: p.Env, Cwd: p.Cwd,
+		AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
+		CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now),
+	}
 }
 
 // Status is "pending", "expired", a decision, "<decision> (used)" or

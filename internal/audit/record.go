@@ -132,7 +132,11 @@ type Guard struct {
 	Confine  bool   `json:"confine,omitempty"`
 }
 
-// Approval is an approval request, decision or outcome.
+// Approval is an approval request, decision or outcome: an event about
+// one api.ApprovalRequest, named by its ID (and Slug, and Command for the
+// request), not a copy of it. Every member may be left out (a decision
+// names the id it was given only), so the lines, and the hashes chained
+// over them, stay what they were.
 type Approval struct {
 	ID       string `json:"id,omitempty"`
 	Slug     string `json:"slug,omitempty"`

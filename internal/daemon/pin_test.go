@@ -48,7 +48,9 @@ func TestAgentTokenPinsTheClient(t *testing.T) {
 		}
 		return ch
 	})
-	approvals := fakeApprovals{list: []api.Approval{{ID: "a1", AgentID: "alice"}, {ID: "b1", AgentID: "bob"}}}
+	approvals := fakeApprovals{list: []api.Approval{
+		{ApprovalRequest: api.ApprovalRequest{ID: "a1", AgentID: "alice"}}, {ApprovalRequest: api.ApprovalRequest{ID: "b1", AgentID: "bob"}},
+	}}
 	secret := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, "secret") })
 	r := startServer(t, Options{Tools: tools, Events: events, Listen: "127.0.0.1:0", Token: tool,
 		AgentTokens: map[string]string{aliceTok: "alice"},

@@ -235,6 +235,8 @@ func (a sandboxRoutes) fail(w http.ResponseWriter, err error) {
 		code = http.StatusConflict
 	case cerrdefs.IsResourceExhausted(err):
 		code = http.StatusTooManyRequests
+	case cerrdefs.IsNotImplemented(err):
+		code = http.StatusNotImplemented // what the sandbox engine cannot do
 	case a.isDown != nil && a.isDown(err), cerrdefs.IsUnavailable(err):
 		code = http.StatusServiceUnavailable
 	}

@@ -55,9 +55,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]api.Approval, error) {
 	now := a.now()
 	out := make([]api.Approval, 0, len(list))
 	for _, p := range list {
-		out = append(out, api.Approval{ID: p.ID, Slug: p.Slug, Where: "gateway", Host: string(p.Host), Command: p.Command, Argv: p.Argv,
-			Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
-			CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status(now)})
+		out = append(out, api.NewApproval(p.View(now), "gateway", string(p.Host)))
 	}
 	if a.nodes != nil {
 		remote, err := a.nodes.Approvals(ctx)
@@ -65,13 +63,7 @@ func (a *approvalsAPI) collect(ctx context.Context) ([]api.Approval, error) {
 			return nil, err
 		}
 		for _, p := range remote {
-			where := p.Node
-			if where == "" {
-				where = p.NodeID
-			}
-			out = append(out, api.Approval{ID: p.ID, Slug: p.Slug, Where: where, Host: "node", Command: p.Command, Argv: p.Argv,
-				Shell: argv0(p.Argv), Env: p.Env, Cwd: p.Cwd, AgentID: p.AgentID, SessionKey: p.SessionKey, Explain: p.Explain,
-				CreatedAtMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs, Status: p.Status})
+			out = append(out, nodeApproval(p))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAtMs > out[j].CreatedAtMs })
@@ -100,9 +92,12 @@ func (a *approvalsAPI) decide(ctx context.Context, id string, d vocab.ApprovalDe
 	return err
 }
 
-func argv0(argv []string) string {
-	if len(argv) == 0 {
-		return ""
+// nodeApproval is a node's approval request as the approvals API lists
+// it: waiting on the node (its name, else its id).
+func nodeApproval(p nodeexec.Approval) api.Approval {
+	where := p.Node
+	if where == "" {
+		where = p.NodeID
 	}
-	return argv[0]
+	return api.NewApproval(p.ApprovalRequest, where, string(vocab.HostNode))
 }

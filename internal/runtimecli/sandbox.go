@@ -233,7 +233,7 @@ func newSandboxManager(ctx context.Context, c *cli.CLI) (*sandbox.Manager, error
 	if err := c.CheckDaemonConfig(state); err != nil {
 		return nil, err
 	}
-	m, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state})
+	m, err := newManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: state})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}

@@ -58,8 +58,8 @@ func (e cliEvents) snapshot(action string, in sandbox.Info, snapshot string) {
 // snapshotOrigin is the sandbox a snapshot was taken of, as far as the
 // snapshot knows it (the sandbox may be gone).
 func snapshotOrigin(snap sandbox.SnapshotInfo) sandbox.Info {
-	return sandbox.Info{ID: snap.OriginID, Name: snap.Origin, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
-		ScopeKey: snap.ScopeKey, Template: snap.Template}
+	return sandbox.Info{Sandbox: api.Sandbox{ID: snap.OriginID, Name: snap.Origin, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
+		ScopeKey: snap.ScopeKey, Template: snap.Template}}
 }
 
 // drainSpooledEvents journals the events spooled by CLI commands, now and

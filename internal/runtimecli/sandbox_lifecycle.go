@@ -72,7 +72,7 @@ func (a *sandboxAPI) Create(ctx context.Context, req api.CreateSandboxRequest) (
 		return api.Sandbox{}, classify(err)
 	}
 	a.event(ctx, "created", in)
-	return clientSandbox(in), nil
+	return in.Sandbox, nil
 }
 
 // CreateSandbox implements mcpserver.Sandboxes.
@@ -98,7 +98,7 @@ func (a *sandboxAPI) List(ctx context.Context, owner string, filters []string) (
 	}
 	out := make([]api.Sandbox, 0, len(list))
 	for _, in := range list {
-		out = append(out, clientSandbox(in))
+		out = append(out, in.Sandbox)
 	}
 	return out, nil
 }
@@ -109,7 +109,7 @@ func (a *sandboxAPI) Get(ctx context.Context, owner, ref string) (api.Sandbox, e
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	return clientSandbox(in), nil
+	return in.Sandbox, nil
 }
 
 // Detail implements daemon.Sandboxes.
@@ -125,6 +125,8 @@ func (a *sandboxAPI) Detail(ctx context.Context, sb api.Sandbox) (api.SandboxDet
 	d := api.SandboxDetail{Sandbox: sb, Explain: raw}
 	if sb.State != string(container.StateRunning) {
 		d.UsageError = "the sandbox is " + sb.State
+	} else if a.m.Client() == nil {
+		d.UsageError = "usage is not reported by the " + sb.Engine + " sandbox engine"
 	} else if u, err := sandboxUsage(ctx, a.m.Client(), sb.ID); err != nil {
 		d.UsageError = err.Error()
 	} else {
@@ -143,7 +145,7 @@ func (a *sandboxAPI) Remove(ctx context.Context, owner, ref string, workspace bo
 		return api.Sandbox{}, classify(err)
 	}
 	a.event(ctx, "removed", in, workspace)
-	return clientSandbox(in), nil
+	return in.Sandbox, nil
 }
 
 // Pause implements daemon.Sandboxes.
@@ -165,7 +167,7 @@ func (a *sandboxAPI) change(ctx context.Context, owner, ref, action string, do f
 		return api.Sandbox{}, classify(err)
 	}
 	a.event(ctx, action, in)
-	return clientSandbox(in), nil
+	return in.Sandbox, nil
 }
 
 // Extend implements daemon.Sandboxes.
@@ -182,7 +184,7 @@ func (a *sandboxAPI) Extend(ctx context.Context, owner, ref string, ttlSeconds i
 		return api.Sandbox{}, classify(err)
 	}
 	a.event(ctx, "extended", in)
-	return clientSandbox(in), nil
+	return in.Sandbox, nil
 }
 
 // event records (with the actor of ctx) and publishes a lifecycle event
@@ -237,7 +239,7 @@ func (a *sandboxAPI) ScopeSandbox(ctx context.Context, agentID, sessionKey strin
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	return clientSandbox(in), nil
+	return in.Sandbox, nil
 }
 
 // DeleteScopeSandbox implements mcpserver.Sandboxes.
@@ -250,13 +252,5 @@ func (a *sandboxAPI) DeleteScopeSandbox(ctx context.Context, agentID, sessionKey
 		return api.Sandbox{}, err
 	}
 	a.event(ctx, "removed", in, workspace)
-	return clientSandbox(in), nil
-}
-
-// clientSandbox is in as the API answers it.
-func clientSandbox(in sandbox.Info) api.Sandbox {
-	return api.Sandbox{ID: in.ID, Name: in.Name, ScopeKey: in.ScopeKey, AgentID: in.AgentID, SessionKey: in.SessionKey,
-		State: in.State, Image: in.Image, Template: in.Template, Labels: in.Labels, CreatedAt: in.CreatedAt,
-		LastUsedAt: in.LastUsedAt, ExpiresAt: in.ExpiresAt, ConfigHash: in.ConfigHash, Current: in.Current,
-		Engine: in.Engine, Path: in.Path, Pool: in.Pool}
+	return in.Sandbox, nil
 }

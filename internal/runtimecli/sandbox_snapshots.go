@@ -2,9 +2,7 @@ package runtimecli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	cerrdefs "github.com/containerd/errdefs"
 
@@ -46,7 +44,7 @@ func (a *sandboxAPI) Snapshot(ctx context.Context, owner, ref, name string) (api
 			return api.Snapshot{}, err
 		}
 		a.snapshotEvent(ctx, "snapshotted", in, snap.Name)
-		return clientSnapshot(snap)
+		return snap.Snapshot, nil
 	})
 }
 
@@ -59,11 +57,7 @@ func (a *sandboxAPI) Snapshots(ctx context.Context, owner, ref string) ([]api.Sn
 		}
 		out := make([]api.Snapshot, 0, len(list))
 		for _, snap := range list {
-			s, err := clientSnapshot(snap)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, s)
+			out = append(out, snap.Snapshot)
 		}
 		return out, nil
 	})
@@ -76,7 +70,7 @@ func (a *sandboxAPI) SnapshotOf(ctx context.Context, owner, ref, name string) (a
 		if err != nil {
 			return api.Snapshot{}, err
 		}
-		return clientSnapshot(snap)
+		return snap.Snapshot, nil
 	})
 }
 
@@ -88,7 +82,7 @@ func (a *sandboxAPI) RemoveSnapshot(ctx context.Context, owner, ref, name string
 			return api.Snapshot{}, err
 		}
 		a.snapshotEvent(ctx, "snapshot-removed", in, snap.Name)
-		return clientSnapshot(snap)
+		return snap.Snapshot, nil
 	})
 }
 
@@ -103,7 +97,7 @@ func (a *sandboxAPI) Rollback(ctx context.Context, owner, ref, snapshot string) 
 			return api.Sandbox{}, err
 		}
 		a.snapshotEvent(ctx, "rolled-back", out, snapshot)
-		return clientSandbox(out), nil
+		return out.Sandbox, nil
 	})
 }
 
@@ -126,7 +120,7 @@ func (a *sandboxAPI) Fork(ctx context.Context, owner, ref string, req api.ForkRe
 			return api.Sandbox{}, err
 		}
 		a.snapshotEvent(ctx, "forked", out, req.Snapshot)
-		return clientSandbox(out), nil
+		return out.Sandbox, nil
 	})
 }
 
@@ -143,7 +137,7 @@ func (a *sandboxAPI) SnapshotScope(ctx context.Context, agentID, sessionKey, nam
 		return api.Snapshot{}, err
 	}
 	a.snapshotEvent(ctx, "snapshotted", in, snap.Name)
-	return clientSnapshot(snap)
+	return snap.Snapshot, nil
 }
 
 // RollbackScope implements mcpserver.SandboxSnapshots.
@@ -157,7 +151,7 @@ func (a *sandboxAPI) RollbackScope(ctx context.Context, agentID, sessionKey, sna
 		return api.Sandbox{}, err
 	}
 	a.snapshotEvent(ctx, "rolled-back", out, snapshot)
-	return clientSandbox(out), nil
+	return out.Sandbox, nil
 }
 
 // ForkScope implements mcpserver.SandboxSnapshots.
@@ -171,18 +165,7 @@ func (a *sandboxAPI) ForkScope(ctx context.Context, agentID, sessionKey string, 
 		return api.Sandbox{}, err
 	}
 	a.snapshotEvent(ctx, "forked", out, req.Snapshot)
-	return clientSandbox(out), nil
-}
-
-// clientSnapshot is snap as the API answers it.
-func clientSnapshot(snap sandbox.SnapshotInfo) (api.Snapshot, error) {
-	config, err := json.Marshal(snap.Config)
-	if err != nil {
-		return api.Snapshot{}, fmt.Errorf("snapshot %s: config: %w", snap.Name, err)
-	}
-	return api.Snapshot{Config: config, Name: snap.Name, ScopeKey: snap.ScopeKey, AgentID: snap.AgentID, SessionKey: snap.SessionKey,
-		CreatedAt: snap.CreatedAt, Origin: snap.Origin, OriginID: snap.OriginID, Template: snap.Template, Labels: snap.Labels,
-		Bytes: snap.Bytes, Files: snap.Files, Method: snap.Method, Tmpfs: snap.Tmpfs, Skipped: snap.Skipped}, nil
+	return out.Sandbox, nil
 }
 
 // SnapshotScope implements mcpserver.SandboxSnapshots for `sandboxctl mcp`.

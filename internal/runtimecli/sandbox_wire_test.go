@@ -78,17 +78,13 @@ func TestSandboxBodiesAsBefore(t *testing.T) {
 			fill(t, reflect.ValueOf(&in), 0)
 			fill(t, reflect.ValueOf(&snap), 100)
 		} else {
-			in = sandbox.Info{ID: "id", Name: "n", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
-			snap = sandbox.SnapshotInfo{Name: "s"}
+			in = sandbox.Info{Sandbox: api.Sandbox{ID: "id", Name: "n", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}}
+			snap = sandbox.SnapshotInfo{Snapshot: api.Snapshot{Name: "s"}}
 		}
-		if got, want := jsonOf(t, clientSandbox(in)), jsonOf(t, in); !bytes.Equal(got, want) {
+		if got, want := jsonOf(t, in.Sandbox), jsonOf(t, in); !bytes.Equal(got, want) {
 			t.Errorf("sandbox (full %v):\n got %s\nwant %s", full, got, want)
 		}
-		s, err := clientSnapshot(snap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := jsonOf(t, s), jsonOf(t, snap); !bytes.Equal(got, want) {
+		if got, want := jsonOf(t, snap.Snapshot), jsonOf(t, snap); !bytes.Equal(got, want) {
 			t.Errorf("snapshot (full %v):\n got %s\nwant %s", full, got, want)
 		}
 
@@ -106,7 +102,7 @@ func TestSandboxBodiesAsBefore(t *testing.T) {
 			t.Fatal(err)
 		}
 		old := before{Info: in, Explain: ex, UsageError: "the sandbox is exited"}
-		now := api.SandboxDetail{Sandbox: clientSandbox(in), Explain: raw, UsageError: old.UsageError}
+		now := api.SandboxDetail{Sandbox: in.Sandbox, Explain: raw, UsageError: old.UsageError}
 		if full {
 			old.Usage = &api.SandboxUsage{CPUPercent: 1.5, MemoryBytes: 2, MemoryLimitBytes: 3, Pids: 4, PidsLimit: 5}
 			old.UsageError, now.Usage, now.UsageError = "", old.Usage, ""

@@ -205,6 +205,10 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 		return err
 	}
 	if sbx != nil {
+		// After the sessions Manager closed (deferred later, so run
+		// earlier): its engines' watches, warm pools and connections stop
+		// (the Kubernetes engine's too, through the Manager); the
+		// sandboxes and their commands go on for the next daemon.
 		defer sbx.Close()
 	}
 	journalFile, err := eventjournal.Open(filepath.Join(state, "events"), 0)
@@ -490,28 +494,8 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 		hosts[vocab.HostGateway] = sessions.NewSupervisedGatewayHost(runner, cwd, sup)
 	}
 
-	if cfg.Sandbox.Kubernetes.Enabled {
-		// Sandboxes are Pods of a Kubernetes cluster (docs/scale-out.md);
-		// the Docker sandbox Manager (and what needs it: snapshots, the
-		// sandbox API) is not there.
-		kctx, kcancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer kcancel()
-		eng, err := kube.New(kctx, kube.Options{Config: cfg.Sandbox, Logf: logf})
-		if err != nil {
-			if errors.Is(err, sandbox.ErrInvalidConfig) {
-				return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
-			}
-			logf("sandbox host (Kubernetes) unavailable: %v", err)
-			hosts[vocab.HostSandbox] = unavailableHost{err: err}
-			return hosts, runner, nil, sup, nil
-		}
-		// The warm pool (sandbox.pool.size) of started Pods.
-		eng.StartPool(ctx, cfg.Sandbox.Pool.Size)
-		hosts[vocab.HostSandbox] = kube.NewHost(eng)
-		return hosts, runner, nil, sup, nil
-	}
 	sbxOpts.Config, sbxOpts.StateDir, sbxOpts.Logf = cfg.Sandbox, state, logf
-	sbx, err := sandbox.NewManager(ctx, sbxOpts)
+	sbx, err := newManager(ctx, sbxOpts)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrInvalidConfig) {
 			return nil, nil, nil, nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
@@ -527,8 +511,33 @@ func buildHosts(ctx context.Context, cfg config.File, state string, sbxOpts sand
 	}
 	// The warm pool (sandbox.pool.size) fills in the background.
 	sbx.StartPool()
+	// Commands go through the Manager whatever its engine (Docker or
+	// Kubernetes), as every other front door does.
 	hosts[vocab.HostSandbox] = sessions.NewSandboxHost(sbx)
 	return hosts, runner, sbx, sup, nil
+}
+
+// newManager is the composition root of the sandbox engines: a Manager
+// over the Docker Engines of sandbox.engines, or, with
+// sandbox.kubernetes.enabled, over the Kubernetes engine (sandbox/kube,
+// built here and handed over as the Manager's Backend).
+func newManager(ctx context.Context, opts sandbox.Options) (*sandbox.Manager, error) {
+	if !opts.Config.Kubernetes.Enabled {
+		return sandbox.NewManager(ctx, opts)
+	}
+	kctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	eng, err := kube.New(kctx, kube.Options{Config: opts.Config, Logf: opts.Logf})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes sandbox engine: %w", err)
+	}
+	opts.Backend = kube.NewBackend(eng, opts.Config)
+	m, err := sandbox.NewManager(ctx, opts)
+	if err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
+	return m, nil
 }
 
 // gatewayEnvelope is the envelope of every gateway command (exec.envelope):

@@ -80,12 +80,17 @@ type Engine struct {
 	logf     func(string, ...any)
 	warning  string // the NetworkPolicy's, said with the first command of a sandbox
 
-	pods    listersv1.PodLister
-	stopInf context.CancelFunc
+	pods listersv1.PodLister
+	// stop ends the watches and the warm pool; bg counts their goroutines
+	// (Close waits for them).
+	stop      context.CancelFunc
+	stopped   context.Context
+	informers []informers.SharedInformerFactory
+	bg        sync.WaitGroup
 
 	selectorSet labels.Set // what selects this Engine's Pods
 	poolSize    int
-	poolKick    chan struct{}
+	poolKick    chan struct{} // buffered 1: the pool looks again
 
 	mu       sync.Mutex
 	clients  map[string]*supervisor.Client // by Pod name
@@ -120,7 +125,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		cs: cs, rc: rc, ns: k.Namespace, scope: opts.Config.Scope, shape: sh, logf: opts.Logf,
 		labels:  maps.Clone(opts.Labels),
 		clients: map[string]*supervisor.Client{}, ended: map[string]string{}, ensuring: map[string]*sync.Mutex{}, dialing: map[string]*sync.Mutex{},
+		poolKick: make(chan struct{}, 1),
 	}
+	e.stopped, e.stop = context.WithCancel(context.Background())
 	if e.logf == nil {
 		e.logf = func(string, ...any) {}
 	}
@@ -140,6 +147,11 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	if err := e.startWatch(ctx); err != nil {
+		e.shutdown()
+		return nil, err
+	}
+	if err := e.startNodeWatch(ctx); err != nil {
+		e.shutdown()
 		return nil, err
 	}
 	return e, nil
@@ -172,7 +184,8 @@ func shapeOf(c sandboxconfig.Config) (podShape, error) {
 	}
 	ws, _ := units.RAMInBytes(k.WorkspaceSize)
 	sh := podShape{
-		Image: d.Image, Env: maps.Clone(d.Env), RunAsUser: k.RunAsUser, RuntimeClassName: k.RuntimeClassName,
+		StorageClass: k.WorkspaceStorageClass,
+		Image:        d.Image, Env: maps.Clone(d.Env), RunAsUser: k.RunAsUser, RuntimeClassName: k.RuntimeClassName,
 		SupervisorImage: k.SupervisorImage, SupervisorPath: k.SupervisorPath, Labels: maps.Clone(k.Labels),
 		Memory: *resource.NewQuantity(mem, resource.BinarySI),
 		CPU:    *resource.NewMilliQuantity(int64(d.CPUs*1000), resource.DecimalSI),
@@ -211,10 +224,11 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %w", cerrdefs.ErrUnavailable, err)
 }
 
-// Close stops the watch and closes the supervisor connections; the Pods
-// and their commands go on (a new Engine re-adopts them).
+// Close stops the watches and the warm pool (and waits for their
+// goroutines) and closes the supervisor connections; the Pods and their
+// commands go on (a new Engine re-adopts them).
 func (e *Engine) Close() error {
-	e.stopInf()
+	e.shutdown()
 	e.mu.Lock()
 	cl := slices.Collect(maps.Values(e.clients))
 	e.clients = map[string]*supervisor.Client{}
@@ -223,6 +237,15 @@ func (e *Engine) Close() error {
 		_ = c.Close()
 	}
 	return nil
+}
+
+// shutdown stops the watches and the warm pool and waits for them.
+func (e *Engine) shutdown() {
+	e.stop()
+	for _, f := range e.informers {
+		f.Shutdown()
+	}
+	e.bg.Wait()
 }
 
 // Scope is the caller a sandbox belongs to.
@@ -253,8 +276,50 @@ type Sandbox struct {
 
 // Ensure returns the running Pod of the scope, creating it (and waiting
 // until it runs) when there is none.
+//
+// With a workspace storage class the scope's claim is made first (or
+// found again: a paused sandbox resumes on it), and no warm Pod is taken.
 func (e *Engine) Ensure(ctx context.Context, s Scope) (Sandbox, error) {
 	h := scopeHash(e.key(s))
+	defer e.lockScope(h)()
+	if p := e.livePod(h); p != "" {
+		if err := e.waitRunning(ctx, p); err != nil {
+			return Sandbox{}, err
+		}
+		return Sandbox{Pod: p}, nil
+	}
+	lb := maps.Clone(e.labels)
+	lb[LabelScope] = h
+	ann := map[string]string{AnnotationAgent: s.AgentID, AnnotationSessionKey: s.SessionKey}
+	claim := ""
+	if e.shape.StorageClass != "" {
+		c, err := e.ensureClaim(ctx, h, lb, ann)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		claim = c.Name
+	} else if name := e.claim(ctx, h, s); name != "" {
+		return Sandbox{Pod: name, Created: true}, nil
+	}
+	name := "sbx-" + h[:12] + "-" + randomSuffix()
+	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, claim, lb, ann), metav1.CreateOptions{}); err != nil {
+		return Sandbox{}, fmt.Errorf("create sandbox pod: %w", classify(err))
+	}
+	if err := e.waitRunning(ctx, name); err != nil {
+		e.deletePod(name)
+		return Sandbox{}, err
+	}
+	if claim != "" {
+		if err := e.markResumed(ctx, claim); err != nil {
+			e.logf("sandbox pod %s: %v", name, err)
+		}
+	}
+	return Sandbox{Pod: name, Created: true}, nil
+}
+
+// lockScope serialises what changes the sandbox of scope hash h (Ensure,
+// Pause, Remove); it returns the unlock.
+func (e *Engine) lockScope(h string) func() {
 	e.mu.Lock()
 	l := e.ensuring[h]
 	if l == nil {
@@ -263,38 +328,26 @@ func (e *Engine) Ensure(ctx context.Context, s Scope) (Sandbox, error) {
 	}
 	e.mu.Unlock()
 	l.Lock()
-	defer l.Unlock()
+	return l.Unlock
+}
+
+// livePod is the name of the Pod of scope hash h that has not ended (in
+// the watch's view or this Engine's: a Pod on a lost node), or "".
+func (e *Engine) livePod(h string) string {
 	pods, err := e.pods.List(labels.SelectorFromSet(labels.Set{LabelScope: h}))
 	if err != nil {
-		return Sandbox{}, err
+		return ""
 	}
 	for _, p := range pods {
 		if !e.selector.Matches(labels.Set(p.Labels)) {
 			continue
 		}
-		if ended, _ := podEnded(p); ended {
+		if gone, _ := e.podGone(p); gone {
 			continue
 		}
-		if err := e.waitRunning(ctx, p.Name); err != nil {
-			return Sandbox{}, err
-		}
-		return Sandbox{Pod: p.Name}, nil
+		return p.Name
 	}
-	if name := e.claim(ctx, h, s); name != "" {
-		return Sandbox{Pod: name, Created: true}, nil
-	}
-	name := "sbx-" + h[:12] + "-" + randomSuffix()
-	lb := maps.Clone(e.labels)
-	lb[LabelScope] = h
-	ann := map[string]string{AnnotationAgent: s.AgentID, AnnotationSessionKey: s.SessionKey}
-	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, lb, ann), metav1.CreateOptions{}); err != nil {
-		return Sandbox{}, fmt.Errorf("create sandbox pod: %w", classify(err))
-	}
-	if err := e.waitRunning(ctx, name); err != nil {
-		e.deletePod(name)
-		return Sandbox{}, err
-	}
-	return Sandbox{Pod: name, Created: true}, nil
+	return ""
 }
 
 func randomSuffix() string {
@@ -311,9 +364,12 @@ func (e *Engine) deletePod(name string) {
 	_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 }
 
-// Remove deletes the scope's Pod (its sessions end with it).
+// Remove deletes the scope's Pod (its sessions end with it) and its
+// workspace claim.
 func (e *Engine) Remove(ctx context.Context, s Scope) error {
-	pods, err := e.pods.List(labels.SelectorFromSet(labels.Set{LabelScope: scopeHash(e.key(s))}))
+	h := scopeHash(e.key(s))
+	defer e.lockScope(h)()
+	pods, err := e.pods.List(labels.SelectorFromSet(labels.Set{LabelScope: h}))
 	if err != nil {
 		return err
 	}
@@ -327,14 +383,23 @@ func (e *Engine) Remove(ctx context.Context, s Scope) error {
 			errs = append(errs, classify(err))
 		}
 	}
+	if e.shape.StorageClass != "" {
+		errs = append(errs, e.deleteClaim(ctx, h))
+	}
 	return errors.Join(errs...)
 }
 
-// RemoveAll deletes every Pod of this Engine (tests, prune).
+// RemoveAll deletes every Pod of this Engine, and every workspace claim
+// when it makes them (tests, prune).
 func (e *Engine) RemoveAll(ctx context.Context) error {
 	grace := int64(0)
-	return classify(e.cs.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace},
+	err := classify(e.cs.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace},
 		metav1.ListOptions{LabelSelector: e.selector.String()}))
+	if e.shape.StorageClass != "" {
+		err = errors.Join(err, classify(e.cs.CoreV1().PersistentVolumeClaims(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: e.selector.String()})))
+	}
+	return err
 }
 
 // waitRunning waits until the sandbox container of Pod name runs, or
@@ -413,7 +478,7 @@ func podEnded(p *corev1.Pod) (bool, string) {
 		}
 		if t := st.State.Terminated; t != nil {
 			if t.Reason == "OOMKilled" {
-				return true, "the sandbox was OOM-killed (over its memory limit)"
+				return true, "the sandbox container was OOMKilled: the sandbox ran out of memory (sandbox.docker.memory)"
 			}
 			return true, fmt.Sprintf("the sandbox container ended (%s, exit code %d)", t.Reason, t.ExitCode)
 		}
@@ -435,11 +500,18 @@ func (e *Engine) startWatch(ctx context.Context) error {
 	inf := f.Core().V1().Pods()
 	e.pods = inf.Lister()
 	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
-				if ended, why := podEnded(p); ended {
-					e.podEnded(p.Name, why)
-				}
+		UpdateFunc: func(old, obj any) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			if ended, why := podEnded(p); ended {
+				e.podEnded(p.Name, why)
+				return
+			}
+			// A warm Pod that started: the pool connects to it.
+			if o, ok := old.(*corev1.Pod); ok && p.Labels[LabelPool] == PoolReady && containerRunning(p) && !containerRunning(o) {
+				e.kickPool()
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -454,13 +526,11 @@ func (e *Engine) startWatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ictx, cancel := context.WithCancel(context.Background())
-	e.stopInf = cancel
-	f.Start(ictx.Done())
+	e.informers = append(e.informers, f)
+	f.Start(e.stopped.Done())
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if !cache.WaitForCacheSync(wctx.Done(), inf.Informer().HasSynced) {
-		cancel()
 		return fmt.Errorf("%w: the watch of sandbox pods did not sync", cerrdefs.ErrUnavailable)
 	}
 	return nil
@@ -480,6 +550,18 @@ func (e *Engine) podEnded(name, why string) {
 		e.logf("sandbox pod %s: %s", name, why)
 		c.Fail(fmt.Errorf("sandbox pod %s: %w: %s", name, ErrPodGone, why))
 	}
+}
+
+// podGone says whether Pod p is over, and why: in the watch's view or
+// this Engine's (its node lost, its sandbox paused).
+func (e *Engine) podGone(p *corev1.Pod) (bool, string) {
+	e.mu.Lock()
+	why, ok := e.ended[p.Name]
+	e.mu.Unlock()
+	if ok {
+		return true, why
+	}
+	return podEnded(p)
 }
 
 // gone says whether Pod name is over, and why, from the watch's view.
@@ -752,7 +834,7 @@ func (e *Engine) Sessions(ctx context.Context) ([]Session, error) {
 	var out []Session
 	var errs []error
 	for _, p := range pods {
-		if ended, _ := podEnded(p); ended || p.Labels[LabelScope] == "" {
+		if ended, _ := e.podGone(p); ended || p.Labels[LabelScope] == "" {
 			continue
 		}
 		c, err := e.client(ctx, p.Name)
@@ -802,14 +884,5 @@ func (e *Engine) Forget(ctx context.Context, pod, id string) error {
 
 // PodOf returns the running Pod of a scope, or "" when it has none.
 func (e *Engine) PodOf(s Scope) string {
-	pods, err := e.pods.List(labels.SelectorFromSet(labels.Set{LabelScope: scopeHash(e.key(s))}))
-	if err != nil {
-		return ""
-	}
-	for _, p := range pods {
-		if ended, _ := podEnded(p); !ended && e.selector.Matches(labels.Set(p.Labels)) {
-			return p.Name
-		}
-	}
-	return ""
+	return e.livePod(scopeHash(e.key(s)))
 }

@@ -3,17 +3,22 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox/kube"
@@ -267,5 +272,186 @@ func TestPodHardening(t *testing.T) {
 	}
 	if p.Status.QOSClass != "Guaranteed" {
 		t.Errorf("QoS class %q, want Guaranteed (limits = requests)", p.Status.QOSClass)
+	}
+}
+
+// setNodeReady writes the Ready condition of node through the status
+// subresource (what the node lifecycle controller and the kubelet write).
+func setNodeReady(ctx context.Context, cs kubernetes.Interface, node string, status corev1.ConditionStatus, reason, message string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		for i, c := range n.Status.Conditions {
+			if c.Type != corev1.NodeReady {
+				continue
+			}
+			if c.Status != status {
+				n.Status.Conditions[i].LastTransitionTime = now
+			}
+			n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason, n.Status.Conditions[i].Message = status, reason, message
+			n.Status.Conditions[i].LastHeartbeatTime = now
+		}
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// TestNodeLostFailsSession loses the node of a sandbox Pod while its
+// command runs: its Ready condition goes Unknown, written through the
+// status subresource exactly as the node lifecycle controller writes it
+// when the kubelet stops posting status (the controller's 50 s grace
+// period is what this skips; stopping the kubelet for that long, or
+// deleting the Node, whose Pods the pod GC then deletes, would take down
+// every Pod of this shared node). The session fails within 2 s naming the
+// lost node, the node is given back its Ready condition at once (its
+// kubelet would rewrite it within 10 s anyway), and the agent's next
+// command runs in a new Pod.
+func TestNodeLostFailsSession(t *testing.T) {
+	kc := cluster(t)
+	cs := clientset(t, kc)
+	ns := namespace(t, cs)
+	d := newDaemon(t, testConfig(kc, ns), filepath.Join(t.TempDir(), "cursors.json"))
+	const agent = "nodelost"
+	id := startBackground(t, d, agent, "echo started; sleep 120", "started")
+	pod := d.e.PodOf(kube.Scope{AgentID: agent})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := p.Spec.NodeName
+	restore := func() {
+		if err := setNodeReady(context.Background(), cs, node, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"); err != nil {
+			t.Errorf("give node %s its Ready condition back: %v", node, err)
+		}
+	}
+	if err := setNodeReady(ctx, cs, node, corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	r, ended := func() (api.Result, time.Time) {
+		defer restore()
+		return waitEnded(t, d, agent, id, 10*time.Second)
+	}()
+	if took := ended.Sub(at); took > 2*time.Second {
+		t.Errorf("the session ended %v after the node was lost, want <= 2 s", took)
+	}
+	if text := r.Details.Reason + r.Content[0].Text; r.Details.Status != api.StatusFailed || !strings.Contains(text, "node "+node+" was lost") {
+		t.Errorf("status %q reason %q text %q: want failed, saying node %s was lost", r.Details.Status, r.Details.Reason, r.Content[0].Text, node)
+	}
+	r, err = d.mgr.Exec(ctx, api.ExecParams{Host: "sandbox", AgentID: agent, Security: "full", Command: "echo again"})
+	if err != nil || r.Details.Status != api.StatusCompleted {
+		t.Fatalf("the next command: %v %+v", err, r)
+	}
+	if now := d.e.PodOf(kube.Scope{AgentID: agent}); now == pod || now == "" {
+		t.Errorf("the next command ran in pod %q, want a new one (not %s, on the lost node)", now, pod)
+	}
+}
+
+// logLines collects an Engine's log lines, with when each was said (and
+// passes them to t.Logf).
+type logLines struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+	at    []time.Time
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	l.t.Log(line)
+	l.mu.Lock()
+	l.lines, l.at = append(l.lines, line), append(l.at, time.Now())
+	l.mu.Unlock()
+}
+
+// find waits up to within for a line holding all of want and returns
+// when it was said (zero: never).
+func (l *logLines) find(within time.Duration, want ...string) time.Time {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		l.mu.Lock()
+		for i, line := range l.lines {
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				l.mu.Unlock()
+				return l.at[i]
+			}
+		}
+		l.mu.Unlock()
+	}
+	return time.Time{}
+}
+
+// TestPodOOMKilledFailsSession runs a sandbox Pod out of memory for real
+// (32 MiB, and both memory-backed volumes, /tmp and /run, filled through
+// the exec API: tmpfs pages that no process kill frees, so the kernel ends
+// up killing the container) while a command runs. The container ends
+// OOMKilled and the Pod watch fails the Pod's supervisor connection within
+// 2 s, naming OOMKilled. Where the kubelet kills a container's processes
+// together on OOM (cgroup v2, memory.oom.group) the running session fails
+// with that reason. On cgroup v1 (this test cluster) the kernel kills the
+// processes one by one, the command first (the supervisor raises its
+// commands' OOM score to outlive them), so the session may end with the
+// SIGKILL the supervisor reported before it was killed in turn: the test
+// accepts that there, and only there.
+func TestPodOOMKilledFailsSession(t *testing.T) {
+	kc := cluster(t)
+	cs := clientset(t, kc)
+	ns := namespace(t, cs)
+	cfg := testConfig(kc, ns)
+	cfg.Sandbox.Docker.Memory, cfg.Sandbox.Docker.MemorySwap = "32m", "32m"
+	cfg.Sandbox.Docker.Tmpfs = []string{"/tmp:size=16m", "/run:size=16m"}
+	log := &logLines{t: t}
+	d := newDaemonLogf(t, cfg, filepath.Join(t.TempDir(), "cursors.json"), log.logf)
+	const agent = "oom"
+	id := startBackground(t, d, agent, "echo started; sleep 120", "started")
+	pod := d.e.PodOf(kube.Scope{AgentID: agent})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, v2, err := d.e.Exec(ctx, pod, []string{"test", "-e", "/sys/fs/cgroup/memory.oom.group"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupKill := v2 == 0
+	out, code, err := d.e.Exec(ctx, pod, []string{"sh", "-c", "cat /dev/zero > /tmp/fill; cat /dev/zero > /run/fill; echo survived"})
+	at := time.Now()
+	t.Logf("the memory hog: %q, exit %d, %v (memory.oom.group: %v)", out, code, err, groupKill)
+	r, ended := waitEnded(t, d, agent, id, 10*time.Second)
+	if took := ended.Sub(at); took > 2*time.Second {
+		t.Errorf("the session ended %v after the hog was killed, want <= 2 s", took)
+	}
+	t.Logf("the session: %s %q", r.Details.Status, r.Content[0].Text)
+	if said := log.find(10*time.Second, pod, "OOMKilled"); said.IsZero() || said.Sub(at) > 2*time.Second {
+		t.Errorf("the engine said that pod %s was OOMKilled at %v, %v after the hog was killed; want <= 2 s", pod, said, said.Sub(at))
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var term *corev1.ContainerStateTerminated
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == kube.ContainerName {
+			term = st.State.Terminated
+		}
+	}
+	if term == nil || term.Reason != "OOMKilled" {
+		t.Fatalf("the sandbox container is %+v, want terminated OOMKilled (the test did not run it out of memory)", p.Status.ContainerStatuses)
+	}
+	text := r.Details.Reason + r.Content[0].Text
+	switch {
+	case r.Details.Status != api.StatusFailed:
+		t.Errorf("status %q, want failed", r.Details.Status)
+	case strings.Contains(text, "OOMKilled"):
+	case !groupKill && strings.Contains(text, "SIGKILL"):
+		t.Logf("cgroup v1: the kernel killed the command before the supervisor, which reported it")
+	default:
+		t.Errorf("reason %q text %q: want it to name OOMKilled", r.Details.Reason, r.Content[0].Text)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandboxctl/sandboxctl/sandbox"
 	"github.com/sandboxctl/sandboxctl/sandbox/kube"
 	"github.com/sandboxctl/sandboxctl/sessions"
 	"github.com/sandboxctl/sandboxctl/sessions/config"
@@ -87,31 +88,49 @@ func testConfig(kc, ns string) config.File {
 	return cfg
 }
 
-// daemon is one daemon's Kubernetes engine and sessions Manager.
+// daemon is one daemon as `serve` builds it with
+// sandbox.kubernetes.enabled: the Kubernetes engine behind a
+// sandbox.Manager (kube.Backend), and the sessions Manager whose sandbox
+// host is the sandbox.Manager's.
 type daemon struct {
 	e   *kube.Engine
+	m   *sandbox.Manager
 	mgr *sessions.Manager
 }
 
+// newDaemon starts a daemon whose state directory is cursors' (a
+// restarted daemon shares it).
 func newDaemon(t testing.TB, cfg config.File, cursors string) daemon {
+	t.Helper()
+	return newDaemonLogf(t, cfg, cursors, t.Logf)
+}
+
+// newDaemonLogf is newDaemon with the Engine's log going to logf.
+func newDaemonLogf(t testing.TB, cfg config.File, cursors string, logf func(string, ...any)) daemon {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e, err := kube.New(ctx, kube.Options{Config: cfg.Sandbox, Logf: t.Logf})
+	e, err := kube.New(ctx, kube.Options{Config: cfg.Sandbox, Logf: logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{"sandbox": kube.NewHost(e)}, CursorFile: cursors})
+	m, err := sandbox.NewManager(ctx, sandbox.Options{Config: cfg.Sandbox, StateDir: filepath.Dir(cursors), Backend: kube.NewBackend(e, cfg.Sandbox), Logf: t.Logf})
 	if err != nil {
+		_ = e.Close()
+		t.Fatal(err)
+	}
+	mgr, err := sessions.New(sessions.Options{Config: cfg, Hosts: map[vocab.Host]sessions.Host{"sandbox": sessions.NewSandboxHost(m)}, CursorFile: cursors})
+	if err != nil {
+		_ = m.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = mgr.Close(c)
-		_ = e.Close()
+		_ = m.Close()
 	})
-	return daemon{e: e, mgr: mgr}
+	return daemon{e: e, m: m, mgr: mgr}
 }
 
 // inspect runs a command in the scope's Pod through the exec API, outside
@@ -131,9 +150,11 @@ func inspect(e *kube.Engine, s kube.Scope) func(ctx context.Context, command str
 }
 
 // TestKubeConformance runs the Host conformance suite on the Kubernetes
-// engine: the supervisor over the Pod's attach stream, one Pod for every
-// case, and a daemon that dies (its tools dropped unclosed, as SIGKILL
-// leaves them) and a new one that re-adopts the running command.
+// engine, through the sandbox.Manager as the daemon runs commands: the
+// supervisor over the Pod's attach stream, one Pod for every case, and a
+// daemon that dies (its tools dropped unclosed, as SIGKILL leaves them)
+// and a new one that re-adopts the running command (Manager.Sessions,
+// Reattach).
 func TestKubeConformance(t *testing.T) {
 	kc := cluster(t)
 	cs := clientset(t, kc)

@@ -27,6 +27,9 @@ const (
 	// session's own metadata says.
 	AnnotationAgent      = "sandboxctl.io/agent-id"
 	AnnotationSessionKey = "sandboxctl.io/session-key"
+	// AnnotationPausedAt, on a workspace claim, says since when (RFC 3339)
+	// its sandbox is paused: its Pod deleted, the claim kept.
+	AnnotationPausedAt = "sandboxctl.io/paused-at"
 )
 
 // Paths in the sandbox container.
@@ -46,11 +49,14 @@ const PolicyName = "sandboxctl-deny-all"
 
 // podShape is what a sandbox Pod is made of, parsed from the config once.
 type podShape struct {
-	Image            string
-	Env              map[string]string
-	Memory           resource.Quantity
-	CPU              resource.Quantity
-	Workspace        resource.Quantity
+	Image     string
+	Env       map[string]string
+	Memory    resource.Quantity
+	CPU       resource.Quantity
+	Workspace resource.Quantity
+	// StorageClass, when set, makes the workspace a PersistentVolumeClaim
+	// of that class (buildClaim) instead of an emptyDir.
+	StorageClass     string
 	Tmp, Run         resource.Quantity
 	RunAsUser        int64
 	RuntimeClassName string
@@ -65,10 +71,33 @@ var initResources = corev1.ResourceList{
 	corev1.ResourceMemory: resource.MustParse("32Mi"),
 }
 
+// claimName is the name of the workspace claim of scope hash h.
+func claimName(h string) string { return "sbx-ws-" + h }
+
+// buildClaim is the workspace PersistentVolumeClaim of one sandbox (with
+// sh.StorageClass): ReadWriteOnce, of the workspace size.
+func buildClaim(sh podShape, name, namespace string, labels, annotations map[string]string) *corev1.PersistentVolumeClaim {
+	all := map[string]string{}
+	for k, v := range labels {
+		all[k] = v
+	}
+	all[LabelManaged] = "1"
+	sc := sh.StorageClass
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: all, Annotations: annotations},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: sh.Workspace}},
+		},
+	}
+}
+
 // buildPod is the Pod of one sandbox: the user's image unchanged, the
 // supervisor as its main process (pid 1, reached over the attach stream),
-// hardened as docs/scale-out.md says.
-func buildPod(sh podShape, name, namespace string, labels, annotations map[string]string) *corev1.Pod {
+// hardened as docs/scale-out.md says. Its workspace is the claim named
+// claim, or an emptyDir when claim is "".
+func buildPod(sh podShape, name, namespace, claim string, labels, annotations map[string]string) *corev1.Pod {
 	yes, no := true, false
 	uid := sh.RunAsUser
 	grace := int64(2)
@@ -103,6 +132,10 @@ func buildPod(sh podShape, name, namespace string, labels, annotations map[strin
 		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}
 	}
 	ws := sh.Workspace
+	workspace := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &ws}}
+	if claim != "" {
+		workspace = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}
+	}
 	supSize := resource.MustParse("32Mi")
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: all, Annotations: annotations},
@@ -149,7 +182,7 @@ func buildPod(sh podShape, name, namespace string, labels, annotations map[strin
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "supervisor", VolumeSource: memDir(supSize)},
-				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &ws}}},
+				{Name: "workspace", VolumeSource: workspace},
 				{Name: "tmp", VolumeSource: memDir(sh.Tmp)},
 				{Name: "run", VolumeSource: memDir(sh.Run)},
 			},

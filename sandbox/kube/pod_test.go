@@ -18,7 +18,7 @@ func TestBuildPodHardening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := buildPod(sh, "sbx-x", "ns", map[string]string{LabelScope: "h"}, nil)
+	p := buildPod(sh, "sbx-x", "ns", "", map[string]string{LabelScope: "h"}, nil)
 	s := p.Spec
 	if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {
 		t.Error("automountServiceAccountToken is not false")

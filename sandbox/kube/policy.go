@@ -113,7 +113,7 @@ func (e *Engine) probePolicy(ctx context.Context) (enforced bool, why string, er
 
 // probePod is a hardened run-to-completion Pod of the supervisor image.
 func (e *Engine) probePod(name string, lb map[string]string, cmd []string) *corev1.Pod {
-	p := buildPod(e.shape, name, e.ns, nil, nil)
+	p := buildPod(e.shape, name, e.ns, "", nil, nil)
 	p.Labels = lb
 	p.Spec.InitContainers = nil
 	c := &p.Spec.Containers[0]

@@ -16,14 +16,26 @@ const PoolReady = "ready"
 
 // StartPool keeps size started sandbox Pods ready (sandbox.pool.size): the
 // first command of a new scope claims one by relabelling it instead of
-// waiting for a Pod to start. It runs until ctx ends.
+// waiting for a Pod to start. It runs until ctx ends or the Engine is
+// closed. Only sandboxes with an emptyDir workspace come from the pool.
 func (e *Engine) StartPool(ctx context.Context, size int) {
 	if size <= 0 {
 		return
 	}
+	if e.shape.StorageClass != "" {
+		// A running Pod cannot be given a volume: with a claim per
+		// workspace, every sandbox's Pod is made for it.
+		e.logf("warm pool (sandbox.pool.size %d) not used: sandboxes with sandbox.kubernetes.workspaceStorageClass get their Pod with their own workspace claim", size)
+		return
+	}
 	e.poolSize = size
-	e.poolKick = make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(e.stopped, cancel)
+	e.bg.Add(1)
 	go func() {
+		defer e.bg.Done()
+		defer stop()
+		defer cancel()
 		t := time.NewTicker(5 * time.Second)
 		defer t.Stop()
 		for {
@@ -60,12 +72,20 @@ func (e *Engine) fillPool(ctx context.Context) {
 			continue
 		}
 		n++
+		// Connected ahead: the Pod keeps its name when it is claimed, so
+		// the first command of its agent finds the supervisor connection
+		// made (the attach stream's set-up is most of a cold command).
+		if containerRunning(p) && !e.connected(p.Name) {
+			if _, err := e.client(ctx, p.Name); err != nil {
+				e.logf("warm pool: connect to %s: %v", p.Name, err)
+			}
+		}
 	}
 	for ; n < e.poolSize && ctx.Err() == nil; n++ {
 		lb := maps.Clone(e.labels)
 		lb[LabelPool] = PoolReady
 		name := "sbx-pool-" + randomSuffix()
-		if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, lb, nil), metav1.CreateOptions{}); err != nil {
+		if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, "", lb, nil), metav1.CreateOptions{}); err != nil {
 			e.logf("warm pool: create pod: %v", classify(err))
 			return
 		}
@@ -84,12 +104,7 @@ func (e *Engine) claim(ctx context.Context, h string, s Scope) string {
 	if err != nil {
 		return ""
 	}
-	defer func() {
-		select {
-		case e.poolKick <- struct{}{}:
-		default:
-		}
-	}()
+	defer e.kickPool()
 	for _, cached := range pods {
 		if ended, _ := podEnded(cached); ended || !containerRunning(cached) {
 			continue
@@ -112,16 +127,35 @@ func (e *Engine) claim(ctx context.Context, h string, s Scope) string {
 	return ""
 }
 
-// PoolReady says whether a warm Pod is ready to be claimed now.
+// PoolReady says whether a warm Pod is ready to be claimed now: it runs
+// and its supervisor connection is made.
 func (e *Engine) PoolReady() bool {
 	pods, err := e.pods.List(e.poolSelector())
 	if err != nil {
 		return false
 	}
 	for _, p := range pods {
-		if ended, _ := podEnded(p); !ended && containerRunning(p) {
+		if ended, _ := podEnded(p); !ended && containerRunning(p) && e.connected(p.Name) {
 			return true
 		}
 	}
 	return false
+}
+
+// connected says whether this Engine holds a live supervisor connection
+// to Pod name.
+func (e *Engine) connected(name string) bool {
+	e.mu.Lock()
+	c := e.clients[name]
+	e.mu.Unlock()
+	return c != nil && c.Err() == nil
+}
+
+// kickPool asks the warm pool to look again now (a warm Pod started, or
+// one was claimed).
+func (e *Engine) kickPool() {
+	select {
+	case e.poolKick <- struct{}{}:
+	default:
+	}
 }

@@ -30,9 +30,16 @@ type KubernetesConfig struct {
 	// RunAsUser is the uid (and gid) of every container of a sandbox Pod;
 	// never 0.
 	RunAsUser int64 `yaml:"runAsUser" json:"runAsUser"`
-	// WorkspaceSize caps the workspace volume (an emptyDir on the node's
-	// disk at /workspace, removed with the Pod).
+	// WorkspaceSize caps the workspace volume at /workspace: the sizeLimit
+	// of an emptyDir on the node's disk (removed with the Pod), or the
+	// request of its PersistentVolumeClaim (WorkspaceStorageClass).
 	WorkspaceSize string `yaml:"workspaceSize" json:"workspaceSize"`
+	// WorkspaceStorageClass, when set, gives each sandbox a
+	// PersistentVolumeClaim of that StorageClass for /workspace instead of
+	// an emptyDir: the workspace outlives the Pod, so a sandbox can be
+	// paused (its Pod deleted) and resumed on the same files. Sandboxes
+	// with one are not taken from the warm pool.
+	WorkspaceStorageClass string `yaml:"workspaceStorageClass" json:"workspaceStorageClass,omitempty"`
 	// NetworkPolicy says what happens when the cluster's network plugin
 	// cannot be shown to enforce the deny-all NetworkPolicy of the sandbox
 	// Pods: "require" refuses to start sandboxes, "unenforced" starts them
@@ -64,6 +71,10 @@ func DefaultKubernetes() KubernetesConfig {
 // dnsLabel is a Kubernetes namespace name (RFC 1123 label).
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
+// dnsSubdomain is an object name such as a StorageClass's (RFC 1123
+// subdomain).
+var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
 // Validate checks sandbox.kubernetes (only when enabled).
 func (k KubernetesConfig) Validate() error {
 	if !k.Enabled {
@@ -87,6 +98,9 @@ func (k KubernetesConfig) Validate() error {
 	}
 	if n, err := units.RAMInBytes(k.WorkspaceSize); err != nil || n <= 0 {
 		return &ConfigError{Field: f + "workspaceSize", Value: k.WorkspaceSize, Msg: "must be a size above 0, such as 1g"}
+	}
+	if k.WorkspaceStorageClass != "" && !dnsSubdomain.MatchString(k.WorkspaceStorageClass) {
+		return &ConfigError{Field: f + "workspaceStorageClass", Value: k.WorkspaceStorageClass, Msg: "must be a StorageClass name (lower-case letters, digits, '-', '.')"}
 	}
 	switch k.NetworkPolicy {
 	case NetworkPolicyRequire, NetworkPolicyUnenforced:

@@ -729,7 +729,7 @@ func (c *Client) Open(ctx context.Context, spec OpenSpec) (*Proc, error) {
 	if d, ok := ctx.Deadline(); ok && c.Local() {
 		spec.StartBy = d.UnixMilli()
 	}
-	p := c.newProc(spec.ID, spec.TTY, spec.TTY || spec.Stdin, [2]int64{})
+	p := c.newProc(spec.ID, spec.PTY, spec.PTY || spec.KeepStdin, [2]int64{})
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor open: %w", err)
@@ -764,7 +764,7 @@ func (c *Client) endLateStart(id string) {
 // Attach follows an existing session (after a restart of the host side):
 // output from the given per-stream offsets on, then live, then its exit.
 func (c *Client) Attach(ctx context.Context, info SessionInfo, stdoutOff, stderrOff int64) (*Proc, error) {
-	p := c.newProc(info.ID, info.TTY, info.TTY || info.Stdin, [2]int64{stdoutOff, stderrOff})
+	p := c.newProc(info.ID, info.PTY, info.PTY || info.KeepStdin, [2]int64{stdoutOff, stderrOff})
 	b, _ := json.Marshal(AttachSpec{ID: info.ID, Stdout: stdoutOff, Stderr: stderrOff, Window: c.window})
 	return c.startProc(ctx, p, FrameAttach, b)
 }

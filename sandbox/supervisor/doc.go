@@ -115,6 +115,16 @@
 // connection that sent it, so nothing meant for one client reaches the
 // next under the same id.
 //
+// # Wire names are fixed
+//
+// The JSON member names of the payloads are a protocol between two
+// binaries released separately: a daemon talks to supervisors already
+// running in containers it did not start, so a name once sent is never
+// renamed. The Go names follow the start spec used everywhere else
+// (sessions/hostapi.StartSpec): OpenSpec.PTY and OpenSpec.KeepStdin (and
+// SessionInfo's) are sent as "tty" and "stdin", their names of the first
+// protocol version; testdata/start-spec.golden holds the bytes.
+//
 // # Flow control
 //
 // Each command has an output credit (4 MiB by default, raw bytes) that the

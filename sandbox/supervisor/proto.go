@@ -148,14 +148,17 @@ type OpenSpec struct {
 	// Env is the full environment of the command (KEY=VALUE); the server
 	// adds SANDBOXCTL_RUN and, for a TTY, TERM=xterm-256color unless Env
 	// itself has a TERM (the container's own TERM is replaced).
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir,omitempty"`
-	TTY  bool     `json:"tty,omitempty"`
-	Cols int      `json:"cols,omitempty"`
-	Rows int      `json:"rows,omitempty"`
-	// Stdin keeps stdin open for Stdin frames; without it the command reads
-	// /dev/null (a TTY always has its terminal as stdin).
-	Stdin bool `json:"stdin,omitempty"`
+	Env []string `json:"env"`
+	Dir string   `json:"dir,omitempty"`
+	// PTY runs the command on a pseudo-terminal of Cols x Rows (wire name
+	// "tty", doc.go).
+	PTY  bool `json:"tty,omitempty"`
+	Cols int  `json:"cols,omitempty"`
+	Rows int  `json:"rows,omitempty"`
+	// KeepStdin keeps stdin open for Stdin frames; without it the command
+	// reads /dev/null (a PTY always has its terminal as stdin). Wire name
+	// "stdin" (doc.go).
+	KeepStdin bool `json:"stdin,omitempty"`
 	// Meta is opaque caller data kept in meta.json (agent id, session key,
 	// the caller's session id, the command line; the Meta* keys).
 	Meta map[string]string `json:"meta,omitempty"`
@@ -228,8 +231,8 @@ type SessionInfo struct {
 	ID        string            `json:"id"`
 	Argv      []string          `json:"argv"`
 	Dir       string            `json:"dir,omitempty"`
-	TTY       bool              `json:"tty,omitempty"`
-	Stdin     bool              `json:"stdin,omitempty"`
+	PTY       bool              `json:"tty,omitempty"`   // OpenSpec.PTY
+	KeepStdin bool              `json:"stdin,omitempty"` // OpenSpec.KeepStdin
 	Meta      map[string]string `json:"meta,omitempty"`
 	PID       int               `json:"pid"`
 	StartedAt int64             `json:"startedAtMs"`

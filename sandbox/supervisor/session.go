@@ -93,7 +93,7 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	if spec.Window <= 0 {
 		spec.Window = DefaultWindow
 	}
-	if spec.TTY {
+	if spec.PTY {
 		if spec.Cols <= 0 {
 			spec.Cols = termsize.DefaultCols
 		}
@@ -167,7 +167,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	for _, e := range spec.Env {
 		hasTerm = hasTerm || strings.HasPrefix(e, "TERM=")
 	}
-	if spec.TTY && !hasTerm {
+	if spec.PTY && !hasTerm {
 		env = mergeEnv(env, []string{"TERM=xterm-256color"})
 	}
 	env = append(env, sess.tag)
@@ -187,7 +187,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	}()
 	var files []uintptr
 	attr := &syscall.SysProcAttr{Credential: sess.srv.cred}
-	if spec.TTY {
+	if spec.PTY {
 		master, slave, err := openPTY(spec.Cols, spec.Rows)
 		if err != nil {
 			return fmt.Errorf("open: %w", err)
@@ -214,7 +214,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		sess.readFds = []*os.File{outR, errR}
 		setPipeSize(outR, 1<<20) // room for bulk output between reads
 		var in *os.File
-		if spec.Stdin {
+		if spec.KeepStdin {
 			r, w, err := os.Pipe()
 			if err != nil {
 				_ = outR.Close()
@@ -548,7 +548,7 @@ func (sess *session) info() SessionInfo {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	in := SessionInfo{
-		ID: sess.id, Argv: sess.spec.Argv, Dir: sess.spec.Dir, TTY: sess.spec.TTY, Stdin: sess.spec.Stdin,
+		ID: sess.id, Argv: sess.spec.Argv, Dir: sess.spec.Dir, PTY: sess.spec.PTY, KeepStdin: sess.spec.KeepStdin,
 		Meta: sess.spec.Meta, PID: sess.pid, StartedAt: sess.startedAt, Running: !sess.exited,
 		InputWait: sess.inputWait, Stdout: sess.total[0], Stderr: sess.total[1],
 	}

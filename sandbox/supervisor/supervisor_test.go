@@ -202,7 +202,7 @@ func TestConcurrentCommandsOneConnection(t *testing.T) {
 func TestStdinAndEOF(t *testing.T) {
 	e, _ := startServer(t)
 	c := newTestClient(t, e)
-	p := shell(t, c, `cat; echo END`, func(s *OpenSpec) { s.Stdin = true })
+	p := shell(t, c, `cat; echo END`, func(s *OpenSpec) { s.KeepStdin = true })
 	if _, err := p.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestStdinAndEOF(t *testing.T) {
 func TestPTYSizeAndResize(t *testing.T) {
 	e, _ := startServer(t)
 	c := newTestClient(t, e)
-	p := shell(t, c, `stty size; tty >/dev/null && echo ISTTY; read x; stty size`, func(s *OpenSpec) { s.TTY, s.Cols, s.Rows = true, 120, 30 })
+	p := shell(t, c, `stty size; tty >/dev/null && echo ISTTY; read x; stty size`, func(s *OpenSpec) { s.PTY, s.Cols, s.Rows = true, 120, 30 })
 	var mu sync.Mutex
 	var buf bytes.Buffer
 	done := make(chan struct{})
@@ -372,7 +372,7 @@ func TestNewClientAdoptsSessions(t *testing.T) {
 func TestInputWait(t *testing.T) {
 	e, _ := startServer(t)
 	c := newTestClient(t, e)
-	p := shell(t, c, `echo ask; read x; echo "got $x"`, func(s *OpenSpec) { s.Stdin = true })
+	p := shell(t, c, `echo ask; read x; echo "got $x"`, func(s *OpenSpec) { s.KeepStdin = true })
 	select {
 	case <-p.InputWaitChanged():
 	case <-time.After(20 * time.Second):
@@ -394,7 +394,7 @@ func TestInputWait(t *testing.T) {
 		t.Fatalf("out %q code %d", out, code)
 	}
 	// A busy command is never waiting for input.
-	q := shell(t, c, `sleep 0.6`, func(s *OpenSpec) { s.Stdin = true })
+	q := shell(t, c, `sleep 0.6`, func(s *OpenSpec) { s.KeepStdin = true })
 	collect(t, q)
 	if q.InputWait() {
 		t.Fatal("sleep reported as waiting for input")
