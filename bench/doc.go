@@ -5,6 +5,12 @@
 //
 //	go test -run '^$' -bench Supervisor -benchtime 1x ./bench/
 //
+// BenchmarkCLIProcess (no Docker) measures the sandboxctl process's own
+// share of `sandboxctl exec -- true` against a stand-in daemon that answers
+// at once, beside a Go program that only exits:
+//
+//	go test -run '^$' -bench CLIProcess -benchtime 1x ./bench/
+//
 // BenchmarkRuntimes puts runc and gVisor (runsc) side by side: the first
 // command of a new agent from the warm pool and cold, beside `docker run`,
 // warm exec, throughput, resume after an idle pause and idle memory:

@@ -72,7 +72,17 @@ type execPlan struct {
 // expiry the whole tree is killed and the session fails with signal SIGKILL
 // and reason "timeout after Ns".
 func (m *Manager) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
-	return m.exec(ctx, p, nil)
+	return m.observedExec(ctx, p, nil)
+}
+
+// observedExec is exec, reported to the Observer as it answers.
+func (m *Manager) observedExec(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
+	begun := time.Now()
+	res, err := m.exec(ctx, p, started)
+	if m.obs != nil {
+		m.obs.ExecAnswered(res, err, time.Since(begun))
+	}
+	return res, err
 }
 
 // exec is Exec, calling started (when not nil) once the session exists.

@@ -58,14 +58,22 @@ type Options struct {
 	// approval and session start and exit (audit.Log). An error from it
 	// refuses the request before anything runs (audit.onFailure refuse).
 	Audit audit.Recorder
-	// Observer, when set, is told when commands end and approvals are
-	// decided (the daemon's metrics).
+	// Observer, when set, is told when tool calls answer, commands end and
+	// approvals are decided (the daemon's metrics): the calls are counted
+	// here, where every front door arrives, and no layer is added to a
+	// request's path.
 	Observer Observer
 }
 
-// Observer is told about commands and approvals as they end. Its methods
-// must be quick and safe for concurrent use.
+// Observer is told about tool calls, commands and approvals as they end.
+// Its methods must be quick and safe for concurrent use.
 type Observer interface {
+	// ExecAnswered reports an exec call (streamed or not) as it answers:
+	// its result, or err, and how long the call took.
+	ExecAnswered(res api.Result, err error, took time.Duration)
+	// ProcessAnswered reports a process call as it answers: its input,
+	// and its result or err.
+	ProcessAnswered(p api.ProcessParams, res api.Result, err error)
 	// CommandFinished reports a command that ended on host with status
 	// (completed or failed) after running for ran.
 	CommandFinished(host vocab.Host, status string, ran time.Duration)

@@ -41,6 +41,15 @@ const (
 // running session, resize of a non-PTY session — returns an *InputError
 // (errors.Is(err, ErrInvalidInput)).
 func (m *Manager) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
+	res, err := m.process(ctx, p)
+	if m.obs != nil {
+		m.obs.ProcessAnswered(p, res, err)
+	}
+	return res, err
+}
+
+// process is Process, unreported.
+func (m *Manager) process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
 	if m.isClosed() {
 		return api.Result{}, ErrClosed
 	}

@@ -47,7 +47,7 @@ func (m *Manager) Follow(agentID, sessionKey, id string) (toolapi.Follower, erro
 // stream its output while Exec waits. started is not called when nothing
 // starts (bad input, a refusal); it must not block.
 func (m *Manager) ExecStream(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
-	return m.exec(ctx, p, started)
+	return m.observedExec(ctx, p, started)
 }
 
 // SessionID is the followed session's id.

@@ -7,8 +7,10 @@
 // (CGO_ENABLED=0) so no dynamic loader runs at start.
 //
 // It is one request and an answer: it neither needs parallelism nor should
-// pay for it, so it runs on one P and skips the runtime's cgroup probing
-// for a CPU quota (together ~0.7 ms of ~18 ms, measured with perf stat).
+// pay for it, so it runs on one P and does not follow the cgroup's CPU
+// quota (the runtime still reads the cgroup files once at start, whatever
+// containermaxprocs says). docs/architecture.md says where the rest of its
+// time goes; bench's BenchmarkCLIProcess measures it.
 //
 //go:debug containermaxprocs=0
 //go:debug updatemaxprocs=0

@@ -1,7 +1,8 @@
 // Package metrics instruments the daemon for its GET /metrics (Prometheus
-// text format): the exec and process tools (it wraps whatever serves them,
-// a sessions.Manager), the sandbox manager (as its sandbox.Observer) and,
-// at scrape time, the sandboxes, running sessions and pending approvals. It
+// text format): the exec and process tools and the commands and approvals
+// (as the sessions.Manager's sessions.Observer, so it is no layer on a
+// request's path), the sandbox manager (as its sandbox.Observer) and, at
+// scrape time, the sandboxes, running sessions and pending approvals. It
 // owns its own registry: nothing is registered in the Prometheus client's
 // global default registry.
 //
@@ -32,9 +33,6 @@ import (
 	"github.com/sandboxctl/sandboxctl/vocab"
 	"runtime"
 )
-
-// Tools is the tool contract (toolapi.Tools).
-type Tools = toolapi.Tools
 
 // Label values beyond the vocabularies.
 const (
@@ -68,8 +66,8 @@ type Sources struct {
 }
 
 // Set is the daemon's metrics: its registry and every series. It is the
-// sandbox manager's Observer (make it before the manager) and wraps the
-// tools (Wrap, once the tools exist).
+// sandbox manager's and the sessions manager's Observer (make it before
+// them); AddSources adds the scrape-time gauges once their sources exist.
 type Set struct {
 	registry *prometheus.Registry
 
@@ -107,18 +105,9 @@ var (
 	approvalDeciders  = []string{"human", "fallback"}
 )
 
-// Instrumented wraps Tools and records calls, outcomes and latencies.
-type Instrumented struct {
-	*Set
-	next Tools
-}
-
-// New is NewSet().Wrap(next, Sources{}).
-func New(next Tools) *Instrumented { return NewSet().Wrap(next, Sources{}) }
-
-// Wrap returns next instrumented, and adds the scrape-time gauges read from
-// src. Call it once.
-func (in *Set) Wrap(next Tools, src Sources) *Instrumented {
+// AddSources adds the scrape-time gauges read from src and the build info.
+// Call it once.
+func (in *Set) AddSources(src Sources) {
 	in.registry.MustRegister(&sourceCollector{src: src})
 	version := src.Version
 	if version == "" {
@@ -129,7 +118,6 @@ func (in *Set) Wrap(next Tools, src Sources) *Instrumented {
 		Help:        "Always 1, labelled with the daemon's version and the Go version it was built with.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
-	return &Instrumented{Set: in, next: next}
 }
 
 // NewSet makes the registry with every series of the fixed label sets at
@@ -259,42 +247,9 @@ func oneOf(v string, set []string, other string) string {
 	return other
 }
 
-// Exec forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Exec(ctx context.Context, p api.ExecParams) (api.Result, error) {
-	start := time.Now()
-	res, err := in.next.Exec(ctx, p)
-	in.recordExec(start, res, err)
-	return res, err
-}
-
-// Streams returns next, the streamed exec ("stream": true), recording each
-// call as Exec does: a streamed call is an exec call like any other.
-func (in *Set) Streams(next toolapi.Streamer) toolapi.Streamer {
-	return &instrumentedStreamer{set: in, next: next}
-}
-
-type instrumentedStreamer struct {
-	set  *Set
-	next toolapi.Streamer
-}
-
-func (s *instrumentedStreamer) ExecStream(ctx context.Context, p api.ExecParams, started func(toolapi.Follower)) (api.Result, error) {
-	start := time.Now()
-	res, err := s.next.ExecStream(ctx, p, started)
-	s.set.recordExec(start, res, err)
-	return res, err
-}
-
-func (s *instrumentedStreamer) Follow(agentID, sessionKey, id string) (toolapi.Follower, error) {
-	return s.next.Follow(agentID, sessionKey, id)
-}
-
-func (s *instrumentedStreamer) FollowRaw(agentID, sessionKey, id string) (toolapi.Follower, error) {
-	return s.next.FollowRaw(agentID, sessionKey, id)
-}
-
-// recordExec counts one exec call that began at start and answered res, err.
-func (in *Set) recordExec(start time.Time, res api.Result, err error) {
+// ExecAnswered counts one exec call that answered res, err after took
+// (sessions.Observer).
+func (in *Set) ExecAnswered(res api.Result, err error, took time.Duration) {
 	host := hostNone
 	status := valueError
 	if err == nil {
@@ -306,12 +261,12 @@ func (in *Set) recordExec(start time.Time, res api.Result, err error) {
 		status = valueInvalid
 	}
 	in.execs.WithLabelValues(host, status).Inc()
-	in.execDur.WithLabelValues(host).Observe(time.Since(start).Seconds())
+	in.execDur.WithLabelValues(host).Observe(took.Seconds())
 }
 
-// Process forwards to the wrapped tools and records the outcome.
-func (in *Instrumented) Process(ctx context.Context, p api.ProcessParams) (api.Result, error) {
-	res, err := in.next.Process(ctx, p)
+// ProcessAnswered counts one process call of p that answered res, err
+// (sessions.Observer).
+func (in *Set) ProcessAnswered(p api.ProcessParams, res api.Result, err error) {
 	outcome := "ok"
 	switch {
 	case errors.Is(err, toolapi.ErrInvalidInput):
@@ -325,12 +280,11 @@ func (in *Instrumented) Process(ctx context.Context, p api.ProcessParams) (api.R
 		in.outputBytes.WithLabelValues("process").Add(float64(textBytes(res)))
 	}
 	in.procs.WithLabelValues(oneOf(p.Action, api.ProcessActions, valueInvalid), outcome).Inc()
-	return res, err
 }
 
 // Register adds collectors of other parts of the daemon (the sandbox
 // Engines' health) to the registry.
-func (in *Instrumented) Register(cs ...prometheus.Collector) error {
+func (in *Set) Register(cs ...prometheus.Collector) error {
 	for _, c := range cs {
 		if err := in.registry.Register(c); err != nil {
 			return err
@@ -391,15 +345,6 @@ func (in *Set) ApprovalDecided(decision vocab.Decision, expired bool, waited tim
 // Handler serves the registry in the Prometheus text format.
 func (in *Set) Handler() http.Handler {
 	return promhttp.HandlerFor(in.registry, promhttp.HandlerOpts{Registry: in.registry})
-}
-
-// Close closes the wrapped tools when they can be closed (a
-// sessions.Manager kills what it started).
-func (in *Instrumented) Close(ctx context.Context) error {
-	if c, ok := in.next.(interface{ Close(context.Context) error }); ok {
-		return c.Close(ctx)
-	}
-	return nil
 }
 
 // sourceCollector reports the scrape-time gauges.

@@ -7,35 +7,49 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxctl/sandboxctl/api"
-
+	"github.com/sandboxctl/sandboxctl/hostexec"
+	"github.com/sandboxctl/sandboxctl/sessions"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
 	"github.com/sandboxctl/sandboxctl/sessions/toolapi"
+	"github.com/sandboxctl/sandboxctl/vocab"
 )
 
 // stubTools returns canned results; the claim under test is the counting.
-type stubTools struct{}
+// Its answers reach the Set as the sessions.Manager reports them
+// (sessions.Observer).
+type stubTools struct{ set *Set }
 
-func (stubTools) Exec(_ context.Context, p api.ExecParams) (api.Result, error) {
+func (s stubTools) Exec(_ context.Context, p api.ExecParams) (api.Result, error) {
+	res, err := api.Result{Details: api.Details{Status: "completed", Host: p.Host}}, error(nil)
 	if p.Command == "" {
-		return api.Result{}, fmt.Errorf("%w: empty", toolapi.ErrInvalidInput)
+		res, err = api.Result{}, fmt.Errorf("%w: empty", toolapi.ErrInvalidInput)
 	}
-	return api.Result{Details: api.Details{Status: "completed", Host: p.Host}}, nil
+	s.set.ExecAnswered(res, err, time.Millisecond)
+	return res, err
 }
 
-func (stubTools) Process(_ context.Context, p api.ProcessParams) (api.Result, error) {
-	return api.Result{Details: api.Details{Status: "failed", Error: "not_found"}}, nil
+func (s stubTools) Process(_ context.Context, p api.ProcessParams) (api.Result, error) {
+	res := api.Result{Details: api.Details{Status: "failed", Error: "not_found"}}
+	s.set.ProcessAnswered(p, res, nil)
+	return res, nil
 }
+
+var _ sessions.Observer = (*Set)(nil)
 
 func TestCountsAppearInExposition(t *testing.T) {
-	in := New(stubTools{})
+	set := NewSet()
+	set.AddSources(Sources{})
+	in := stubTools{set}
 	ctx := context.Background()
 	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox"})
 	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "sandbox"})
 	_, _ = in.Exec(ctx, api.ExecParams{})
 	_, _ = in.Process(ctx, api.ProcessParams{Action: "poll", SessionID: "x"})
 	rec := httptest.NewRecorder()
-	in.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	set.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
 		`sandboxctl_exec_total{host="sandbox",status="completed"} 2`,
@@ -50,35 +64,40 @@ func TestCountsAppearInExposition(t *testing.T) {
 	}
 }
 
-// stubStreamer answers a streamed exec like stubTools' Exec.
-type stubStreamer struct{ stubTools }
-
-func (s stubStreamer) ExecStream(ctx context.Context, p api.ExecParams, _ func(toolapi.Follower)) (api.Result, error) {
-	return s.Exec(ctx, p)
-}
-
-func (stubStreamer) Follow(_, _, id string) (toolapi.Follower, error) {
-	return nil, fmt.Errorf("%s: %w", id, api.ErrNoSession)
-}
-
-func (stubStreamer) FollowRaw(_, _, id string) (toolapi.Follower, error) {
-	return nil, fmt.Errorf("%s: %w", id, api.ErrNoSession)
-}
-
-// A streamed exec ("stream": true) is counted like any other exec call.
+// A streamed exec ("stream": true) is counted like any other exec call:
+// the sessions.Manager reports both to the Set, its Observer, as the
+// daemon wires them.
 func TestStreamedExecIsCounted(t *testing.T) {
+	runner, err := hostexec.NewRunner(t.Context(), hostexec.Options{
+		Shell:   "/bin/sh",
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"},
+		Logf:    t.Logf,
+	})
+	if err != nil {
+		t.Skipf("gateway host not available on this system: %v", err)
+	}
+	cfg := config.Default()
+	cfg.Exec.Host, cfg.Exec.Security, cfg.Exec.Ask = "gateway", "full", "off"
 	set := NewSet()
-	in := set.Wrap(stubTools{}, Sources{})
-	st := set.Streams(stubStreamer{})
-	ctx := context.Background()
-	_, _ = in.Exec(ctx, api.ExecParams{Command: "true", Host: "gateway"})
-	_, _ = st.ExecStream(ctx, api.ExecParams{Command: "true", Host: "gateway"}, nil)
-	_, _ = st.ExecStream(ctx, api.ExecParams{}, nil)
-	if _, err := st.Follow("a", "", "nope"); err == nil {
+	mgr, err := sessions.New(sessions.Options{
+		Config:   cfg,
+		Hosts:    map[vocab.Host]sessions.Host{"gateway": sessions.NewGatewayHost(runner, t.TempDir())},
+		Logf:     t.Logf,
+		Observer: set,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	ctx := t.Context()
+	_, _ = mgr.Exec(ctx, api.ExecParams{Command: "true", Host: "gateway"})
+	_, _ = mgr.ExecStream(ctx, api.ExecParams{Command: "true", Host: "gateway"}, func(f toolapi.Follower) { f.Close() })
+	_, _ = mgr.ExecStream(ctx, api.ExecParams{}, nil)
+	if _, err := mgr.Follow("a", "", "nope"); err == nil {
 		t.Error("Follow of an unknown session answered no error")
 	}
 	rec := httptest.NewRecorder()
-	in.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	set.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
 		`sandboxctl_exec_total{host="gateway",status="completed"} 2`,

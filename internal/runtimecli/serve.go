@@ -259,24 +259,26 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if sbx != nil {
 		src.Sandboxes = sbx.List
 	}
-	tools := metricSet.Wrap(mgr, src)
-	if err := tools.Register(auditLog.gauges()...); err != nil {
+	// The tool calls are counted where they all arrive: the manager
+	// reports them to metricSet, its Observer.
+	metricSet.AddSources(src)
+	if err := metricSet.Register(auditLog.gauges()...); err != nil {
 		return fmt.Errorf("serve: metrics: %w", err)
 	}
 	if sbx != nil {
-		if err := tools.Register(engineGauges(sbx)...); err != nil {
+		if err := metricSet.Register(engineGauges(sbx)...); err != nil {
 			return fmt.Errorf("serve: metrics: %w", err)
 		}
 	}
 	dopts := daemon.Options{
 		Identity:       identity,
 		StateDir:       state,
-		Tools:          tools,
-		Streams:        metricSet.Streams(mgr),
+		Tools:          mgr,
+		Streams:        mgr,
 		Sessions:       mgr,
 		Journal:        journalFile,
 		AuditDir:       auditLog.dir(),
-		Metrics:        tools.Handler(),
+		Metrics:        metricSet.Handler(),
 		IsInvalidInput: toolapi.IsInvalidInput,
 		IsUnavailable: func(err error) bool {
 			return errors.Is(err, sandbox.ErrDockerUnreachable) || errors.Is(err, sandbox.ErrImageMissing) || errors.Is(err, sandbox.ErrEngineDown) ||
@@ -318,7 +320,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if lifecycle != nil && cfg.MCP.SandboxLifecycle {
 		mcpSandboxes = lifecycle
 	}
-	dopts.MCP = mcpHandler(tools, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
+	dopts.MCP = mcpHandler(mgr, sbx, mcpSandboxes, mcpserver.PolicyOf(cfg), opts.FilesMaxBytes, auditLog.files(), c.Version, logf)
 	if nodes != nil {
 		dopts.Nodes = nodes
 		if opts.TLSCert != "" {
@@ -357,7 +359,7 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	// previous daemon left running (issue 32 item 1).
 	var e2bAPI *e2bListener
 	if opts.E2B != "" {
-		if e2bAPI, err = listenE2B(opts.E2B, opts.TLSCert, opts.TLSKey, cfg, state, tools, mgr, dopts.Streams, sbx, opts.FilesMaxBytes, logf); err != nil {
+		if e2bAPI, err = listenE2B(opts.E2B, opts.TLSCert, opts.TLSKey, cfg, state, mgr, mgr, dopts.Streams, sbx, opts.FilesMaxBytes, logf); err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = mgr.Close(closeCtx)

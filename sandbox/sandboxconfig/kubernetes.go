@@ -3,6 +3,7 @@ package sandboxconfig
 import (
 	"fmt"
 	"regexp"
+	"sync"
 
 	"github.com/docker/go-units"
 )
@@ -69,11 +70,13 @@ func DefaultKubernetes() KubernetesConfig {
 }
 
 // dnsLabel is a Kubernetes namespace name (RFC 1123 label).
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+var dnsLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`) })
 
 // dnsSubdomain is an object name such as a StorageClass's (RFC 1123
 // subdomain).
-var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+var dnsSubdomain = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+})
 
 // Validate checks sandbox.kubernetes (only when enabled).
 func (k KubernetesConfig) Validate() error {
@@ -81,10 +84,10 @@ func (k KubernetesConfig) Validate() error {
 		return nil
 	}
 	const f = "sandbox.kubernetes."
-	if !dnsLabel.MatchString(k.Namespace) {
+	if !dnsLabel().MatchString(k.Namespace) {
 		return &ConfigError{Field: f + "namespace", Value: k.Namespace, Msg: "must be a namespace name (lower-case letters, digits, '-')"}
 	}
-	if k.RuntimeClassName != "" && !dnsLabel.MatchString(k.RuntimeClassName) {
+	if k.RuntimeClassName != "" && !dnsLabel().MatchString(k.RuntimeClassName) {
 		return &ConfigError{Field: f + "runtimeClassName", Value: k.RuntimeClassName, Msg: "must be a RuntimeClass name"}
 	}
 	if k.SupervisorImage == "" {
@@ -99,7 +102,7 @@ func (k KubernetesConfig) Validate() error {
 	if n, err := units.RAMInBytes(k.WorkspaceSize); err != nil || n <= 0 {
 		return &ConfigError{Field: f + "workspaceSize", Value: k.WorkspaceSize, Msg: "must be a size above 0, such as 1g"}
 	}
-	if k.WorkspaceStorageClass != "" && !dnsSubdomain.MatchString(k.WorkspaceStorageClass) {
+	if k.WorkspaceStorageClass != "" && !dnsSubdomain().MatchString(k.WorkspaceStorageClass) {
 		return &ConfigError{Field: f + "workspaceStorageClass", Value: k.WorkspaceStorageClass, Msg: "must be a StorageClass name (lower-case letters, digits, '-', '.')"}
 	}
 	switch k.NetworkPolicy {

@@ -6,12 +6,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // domainName is a lower-case ASCII host name: dot-separated labels of
 // letters, digits and inner hyphens (an internationalised name is written
 // in its punycode form, xn--...).
-var domainName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var domainName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+})
 
 // Egress modes of sandbox.network.egress.
 const (
@@ -196,7 +199,7 @@ func parseRule(field string, i int, a AllowRule) (Rule, error) {
 			return r, &ConfigError{Field: field + ".domain", Value: a.Domain, Msg: "is an IP address; use cidr (e.g. " + d + "/32)"}
 		}
 		ascii := strings.ToLower(d)
-		if len(ascii) > 253 || !domainName.MatchString(ascii) {
+		if len(ascii) > 253 || !domainName().MatchString(ascii) {
 			return r, &ConfigError{Field: field + ".domain", Value: a.Domain, Msg: "not a domain name (an internationalised name is written in punycode, xn--...)"}
 		}
 		if r.Wildcard && !strings.Contains(ascii, ".") {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sandboxctl/sandboxctl/envguard"
 )
@@ -27,7 +28,7 @@ type SecretConfig struct {
 
 // secretName is the shape of a secret's name: it is part of its
 // placeholder, so it stays short and plain.
-var secretName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+var secretName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`) })
 
 // HostPattern is a parsed host of a secret: an exact name, or with Wildcard
 // every name under Domain (*.example.com matches a.example.com and
@@ -98,7 +99,7 @@ func ParseSecrets(secrets map[string]SecretConfig, env map[string]string) ([]Sec
 		bad := func(sub, value, msg string) error {
 			return &ConfigError{Field: field + sub, Value: value, Msg: msg}
 		}
-		if !secretName.MatchString(n) {
+		if !secretName().MatchString(n) {
 			return nil, bad("", "", "a secret's name must match ^[a-z][a-z0-9_]{0,31}$")
 		}
 		s := Secret{Name: n, FromEnv: c.FromEnv, FromFile: c.FromFile, Env: c.Env}
