@@ -486,7 +486,7 @@ func daemonFigures(ctx context.Context, b *testing.B, tab *table, cliBin, dir, s
 	}
 	cliExecMed, dockerMed := median(ours), median(theirs)
 	ratio := float64(cliExecMed) / float64(dockerMed)
-	tab.add("`sandboxctl exec -- true` (whole process)", ms(cliExecMed), "docker exec CLI "+ms(dockerMed)+" (interleaved)", check(ratio <= 0.15, fmt.Sprintf("ratio %.3f <= 0.15", ratio)))
+	tab.add("`sandboxctl exec -- true` (whole process)", ms(cliExecMed), "docker exec CLI "+ms(dockerMed)+" (interleaved)", check(ratio <= 0.10, fmt.Sprintf("ratio %.3f <= 0.10", ratio)))
 	b.ReportMetric(ratio, "cli-ratio")
 }
 
