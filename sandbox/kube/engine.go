@@ -288,33 +288,115 @@ func (e *Engine) Ensure(ctx context.Context, s Scope) (Sandbox, error) {
 		}
 		return Sandbox{Pod: p}, nil
 	}
+	return e.create(ctx, h, s)
+}
+
+// Create makes the scope's sandbox as Ensure does, and refuses
+// (ErrConflict) when the scope has one already: a Pod that has not ended,
+// or a workspace claim (a paused sandbox). The check and the making are
+// under the scope's lock, so of a Create and an Ensure (or two Creates)
+// of one scope at once, one makes the sandbox.
+func (e *Engine) Create(ctx context.Context, s Scope) (Sandbox, error) {
+	h := scopeHash(e.key(s))
+	defer e.lockScope(h)()
+	// From the API server, not the watch's cache: a Pod made a moment ago
+	// by another Engine of the namespace counts too.
+	pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Merge(e.selectorSet, labels.Set{LabelScope: h})).String()})
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("list the scope's sandbox pods: %w", classify(err))
+	}
+	for i := range pods.Items {
+		if gone, _ := e.podGone(&pods.Items[i]); !gone {
+			return Sandbox{}, fmt.Errorf("%w: the scope has a sandbox already (pod %s)", cerrdefs.ErrConflict, pods.Items[i].Name)
+		}
+	}
+	if e.shape.StorageClass != "" {
+		c, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, claimName(h), metav1.GetOptions{})
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			return Sandbox{}, fmt.Errorf("sandbox workspace claim %s: %w", claimName(h), classify(err))
+		case err == nil && c.DeletionTimestamp == nil && e.selector.Matches(labels.Set(c.Labels)):
+			return Sandbox{}, fmt.Errorf("%w: the scope has a paused sandbox (workspace claim %s): resume it, or remove it first", cerrdefs.ErrConflict, c.Name)
+		}
+	}
+	return e.create(ctx, h, s)
+}
+
+// create makes the sandbox of scope hash h, which has no Pod, and waits
+// until it runs and the watch's cache shows it (so the next Ensure of the
+// scope finds it). A workspace claim it made goes again when the Pod
+// cannot be made or does not start (a claim alone is a paused sandbox).
+// The caller holds the scope's lock.
+func (e *Engine) create(ctx context.Context, h string, s Scope) (Sandbox, error) {
 	lb := maps.Clone(e.labels)
 	lb[LabelScope] = h
 	ann := map[string]string{AnnotationAgent: s.AgentID, AnnotationSessionKey: s.SessionKey}
-	claim := ""
+	claim, made := "", false
 	if e.shape.StorageClass != "" {
-		c, err := e.ensureClaim(ctx, h, lb, ann)
+		c, mk, err := e.ensureClaim(ctx, h, lb, ann)
 		if err != nil {
 			return Sandbox{}, err
 		}
-		claim = c.Name
+		claim, made = c.Name, mk
 	} else if name := e.claim(ctx, h, s); name != "" {
+		if err := e.cached(ctx, name, true, func(p *corev1.Pod) bool { return p.Labels[LabelScope] == h }); err != nil {
+			e.logf("sandbox pod %s: %v", name, err)
+		}
 		return Sandbox{Pod: name, Created: true}, nil
+	}
+	fail := func(err error) (Sandbox, error) {
+		if !made {
+			return Sandbox{}, err
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := e.deleteClaim(dctx, h); derr != nil {
+			return Sandbox{}, fmt.Errorf("%w (and removing the workspace claim made for it: %v)", err, derr)
+		}
+		return Sandbox{}, err
 	}
 	name := "sbx-" + h[:12] + "-" + randomSuffix()
 	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, buildPod(e.shape, name, e.ns, claim, lb, ann), metav1.CreateOptions{}); err != nil {
-		return Sandbox{}, fmt.Errorf("create sandbox pod: %w", classify(err))
+		return fail(fmt.Errorf("create sandbox pod: %w", classify(err)))
 	}
 	if err := e.waitRunning(ctx, name); err != nil {
 		e.deletePod(name)
-		return Sandbox{}, err
+		return fail(err)
 	}
 	if claim != "" {
 		if err := e.markResumed(ctx, claim); err != nil {
 			e.logf("sandbox pod %s: %v", name, err)
 		}
 	}
+	if err := e.cached(ctx, name, true, nil); err != nil {
+		e.logf("sandbox pod %s: %v", name, err)
+	}
 	return Sandbox{Pod: name, Created: true}, nil
+}
+
+// cacheWait is how long a change waits for the watch's cache to show it.
+const cacheWait = 30 * time.Second
+
+// cached waits until the watch's cache holds Pod name (found) and ok says
+// it shows the change, or, with found false, until it no longer holds it.
+func (e *Engine) cached(ctx context.Context, name string, found bool, ok func(*corev1.Pod) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, cacheWait)
+	defer cancel()
+	for {
+		p, err := e.pods.Pods(e.ns).Get(name)
+		switch {
+		case !found && apierrors.IsNotFound(err):
+			return nil
+		case found && err == nil && (ok == nil || ok(p)):
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox pod %s: the watch did not show the change: %w", name, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // lockScope serialises what changes the sandbox of scope hash h (Ensure,

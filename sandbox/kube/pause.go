@@ -23,23 +23,24 @@ var ErrPauseNeedsClaim = fmt.Errorf("%w: pause needs sandbox.kubernetes.workspac
 const ReasonPaused = "the sandbox was paused: its pod was deleted, its workspace kept"
 
 // ensureClaim returns the workspace claim of scope hash h, making it when
-// there is none.
-func (e *Engine) ensureClaim(ctx context.Context, h string, lb, ann map[string]string) (*corev1.PersistentVolumeClaim, error) {
+// there is none; made says it made it.
+func (e *Engine) ensureClaim(ctx context.Context, h string, lb, ann map[string]string) (c *corev1.PersistentVolumeClaim, made bool, err error) {
 	claims := e.cs.CoreV1().PersistentVolumeClaims(e.ns)
-	c, err := claims.Get(ctx, claimName(h), metav1.GetOptions{})
+	c, err = claims.Get(ctx, claimName(h), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		c, err = claims.Create(ctx, buildClaim(e.shape, claimName(h), e.ns, lb, ann), metav1.CreateOptions{})
+		made = err == nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sandbox workspace claim %s: %w", claimName(h), classify(err))
+		return nil, false, fmt.Errorf("sandbox workspace claim %s: %w", claimName(h), classify(err))
 	}
 	if !e.selector.Matches(labels.Set(c.Labels)) {
-		return nil, fmt.Errorf("%w: claim %s in namespace %s is not this daemon's", cerrdefs.ErrConflict, c.Name, e.ns)
+		return nil, false, fmt.Errorf("%w: claim %s in namespace %s is not this daemon's", cerrdefs.ErrConflict, c.Name, e.ns)
 	}
 	if c.DeletionTimestamp != nil {
-		return nil, fmt.Errorf("%w: the workspace claim %s of this sandbox is being deleted; try again when it is gone", cerrdefs.ErrUnavailable, c.Name)
+		return nil, false, fmt.Errorf("%w: the workspace claim %s of this sandbox is being deleted; try again when it is gone", cerrdefs.ErrUnavailable, c.Name)
 	}
-	return c, nil
+	return c, made, nil
 }
 
 // setPausedAt sets (at non-zero) or clears the paused mark of claim name.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/sandbox"
@@ -48,12 +50,6 @@ type Backend struct {
 	e   *Engine
 	cfg sandboxconfig.Config
 
-	// creating holds the scopes whose Create is under way: a second
-	// Create of one of them is a conflict, as it is once the first made
-	// its Pod.
-	mu       sync.Mutex
-	creating map[string]bool
-
 	poolOnce sync.Once
 	ctx      context.Context // the pool's, ended by Close
 	cancel   context.CancelFunc
@@ -65,7 +61,7 @@ var _ sandbox.Backend = (*Backend)(nil)
 // one e was made from: its scope mode, container prefix and pool size).
 func NewBackend(e *Engine, cfg sandboxconfig.Config) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{e: e, cfg: cfg, ctx: ctx, cancel: cancel, creating: map[string]bool{}}
+	return &Backend{e: e, cfg: cfg, ctx: ctx, cancel: cancel}
 }
 
 // Name implements sandbox.Backend.
@@ -118,7 +114,7 @@ func (b *Backend) Ensure(ctx context.Context, s sandbox.Scope) (sandbox.EnsureRe
 	}
 	// The files API and List find the Pod in the watch's cache: a call
 	// right after this one must find it there, claimed.
-	if err := b.cached(ctx, sb.Pod, true, claimed); err != nil {
+	if err := b.e.cached(ctx, sb.Pod, true, claimed); err != nil {
 		return sandbox.EnsureResult{}, err
 	}
 	return b.result(s, sb), nil
@@ -136,26 +132,14 @@ func (b *Backend) Create(ctx context.Context, s sandbox.Scope, o sandbox.CreateO
 		return sandbox.Info{}, fmt.Errorf("%w: template %q: templates other than %q not supported by the %s sandbox engine",
 			sandbox.ErrNotImplemented, o.Template, sandboxconfig.DefaultTemplate, EngineName)
 	}
-	k := b.scopeKey(s)
-	b.mu.Lock()
-	if b.creating[k] {
-		b.mu.Unlock()
-		return sandbox.Info{}, fmt.Errorf("%w: scope %s: a sandbox is being created for it already", cerrdefs.ErrConflict, k)
-	}
-	b.creating[k] = true
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.creating, k)
-		b.mu.Unlock()
-	}()
-	if pod := b.e.PodOf(Scope(s)); pod != "" {
-		return sandbox.Info{}, fmt.Errorf("%w: scope %s has a sandbox already (pod %s)", cerrdefs.ErrConflict, k, pod)
-	}
-	res, err := b.Ensure(ctx, s)
+	// Engine.Create refuses a scope with a sandbox (running or paused)
+	// under the scope's lock: of two Creates, or a Create and a command's
+	// Ensure, of one scope at once, one makes it.
+	sb, err := b.e.Create(ctx, Scope(s))
 	if err != nil {
-		return sandbox.Info{}, err
+		return sandbox.Info{}, fmt.Errorf("create sandbox for scope %s: %w", b.scopeKey(s), err)
 	}
+	res := b.result(s, sb)
 	ann := map[string]*string{}
 	if len(o.Labels) > 0 {
 		raw, err := json.Marshal(o.Labels)
@@ -204,7 +188,7 @@ func (b *Backend) annotate(ctx context.Context, in sandbox.Info, ann map[string]
 	if _, err := b.e.cs.CoreV1().Pods(b.e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("sandbox pod %s: %w", name, classify(err))
 	}
-	return b.cached(ctx, name, true, func(p *corev1.Pod) bool {
+	return b.e.cached(ctx, name, true, func(p *corev1.Pod) bool {
 		for k, v := range ann {
 			got, ok := p.Annotations[k]
 			if (v == nil && ok) || (v != nil && got != *v) {
@@ -307,32 +291,8 @@ func (b *Backend) owned(in *sandbox.Info, owner, lc map[string]string) {
 	}
 }
 
-// cacheWait is how long a change waits for the watch's cache to show it.
-const cacheWait = 30 * time.Second
-
-// cached waits until the watch's cache holds Pod name (found) and ok says
-// it shows the change, or, with found false, until it no longer holds it.
-func (b *Backend) cached(ctx context.Context, name string, found bool, ok func(*corev1.Pod) bool) error {
-	ctx, cancel := context.WithTimeout(ctx, cacheWait)
-	defer cancel()
-	for {
-		p, err := b.e.pods.Pods(b.e.ns).Get(name)
-		switch {
-		case !found && apierrors.IsNotFound(err):
-			return nil
-		case found && err == nil && (ok == nil || ok(p)):
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sandbox pod %s: the watch did not show the change: %w", name, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 func (b *Backend) get(ctx context.Context, pod string) (sandbox.Info, error) {
-	if err := b.cached(ctx, pod, true, nil); err != nil {
+	if err := b.e.cached(ctx, pod, true, nil); err != nil {
 		return sandbox.Info{}, err
 	}
 	p, err := b.e.pods.Pods(b.e.ns).Get(pod)
@@ -410,23 +370,48 @@ func (b *Backend) Remove(ctx context.Context, in sandbox.Info) error {
 	}
 	var err error
 	if in.Pool == sandbox.PoolReady {
-		grace := int64(0)
-		err = b.e.cs.CoreV1().Pods(b.e.ns).Delete(ctx, in.ID, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-		if apierrors.IsNotFound(err) {
-			err = nil
-		}
-		err = classify(err)
+		err = b.removeWarm(ctx, in.ID)
 	} else {
 		err = b.e.Remove(ctx, Scope{AgentID: in.AgentID, SessionKey: in.SessionKey})
 	}
 	if err != nil {
 		return fmt.Errorf("remove sandbox %s (pod %s): %w", in.Name, in.ID, err)
 	}
-	if err := b.cached(ctx, in.ID, false, nil); err != nil {
+	if err := b.e.cached(ctx, in.ID, false, nil); err != nil {
 		// Deleted; the kubelet has not confirmed yet. It goes.
 		b.e.logf("sandbox pod %s: deleted, still terminating: %v", in.ID, err)
 	}
 	return nil
+}
+
+// removeWarm deletes warm Pod name if it is still warm: a claim relabels a
+// warm Pod in place, so an Info listed before it is claimed must not delete
+// the scope's sandbox it has become. The Pod is read again from the API
+// server and deleted on the condition that it did not change since
+// (its resourceVersion); a change in between is read again.
+func (b *Backend) removeWarm(ctx context.Context, name string) error {
+	pods := b.e.cs.CoreV1().Pods(b.e.ns)
+	claimedErr := fmt.Errorf("%w: the warm pod %s was just claimed (it is a sandbox now; list again)", cerrdefs.ErrConflict, name)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Labels[LabelPool] != PoolReady {
+			return claimedErr
+		}
+		grace, rv := int64(0), p.ResourceVersion
+		return pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case errors.Is(err, claimedErr):
+		return err
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%w: the warm pod %s was just claimed or changed: %w", cerrdefs.ErrConflict, name, err)
+	}
+	return classify(err)
 }
 
 // SetExpiry implements sandbox.Backend: the TTL is an annotation of the
@@ -486,7 +471,7 @@ func (b *Backend) Pause(ctx context.Context, in sandbox.Info) (sandbox.Info, err
 	if err != nil {
 		return in, fmt.Errorf("sandbox %s: paused; its workspace claim: %w", in.Name, classify(err))
 	}
-	if err := b.cached(ctx, in.ID, false, nil); err != nil {
+	if err := b.e.cached(ctx, in.ID, false, nil); err != nil {
 		b.e.logf("sandbox pod %s: paused, still terminating: %v", in.ID, err)
 	}
 	return b.pausedInfo(c), nil
@@ -529,7 +514,7 @@ func (b *Backend) Start(ctx context.Context, s sandbox.Scope, opts sandbox.ExecO
 		return nil, err
 	}
 	pod, id := st.Pod, st.Proc.ID()
-	if err := b.cached(ctx, pod, true, claimed); err != nil {
+	if err := b.e.cached(ctx, pod, true, claimed); err != nil {
 		// As in Ensure; the command runs already, so it is not failed.
 		b.e.logf("sandbox pod %s: %v", pod, err)
 	}
