@@ -43,39 +43,57 @@ func replaceMountInContainer(pid int, host, target string) error {
 	// umount2 takes a path: a thread of its own enters the container's
 	// namespace and root, and is never given back to the Go scheduler
 	// (the goroutine ends locked to it, so the thread ends with it).
+	enter := func() error {
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			return fmt.Errorf("unshare CLONE_FS: %w", err)
+		}
+		if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("enter its mount namespace: %w", err)
+		}
+		if err := unix.Fchdir(root); err != nil {
+			return fmt.Errorf("enter its root: %w", err)
+		}
+		if err := unix.Chroot("."); err != nil {
+			return fmt.Errorf("enter its root: %w", err)
+		}
+		// Its mount first: a mount over it would sit on the
+		// directory it mounts, which may be gone from the host
+		// (move_mount refuses a deleted mount point), and would go
+		// with it.
+		if err := unix.Unmount("/"+rel, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+			return fmt.Errorf("detach the mount at %s: %w", target, err)
+		}
+		at, err := unix.Openat2(unix.AT_FDCWD, rel, how)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", target, err)
+		}
+		defer unix.Close(at)
+		if err := unix.MoveMount(tree, "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+			return fmt.Errorf("move_mount: %w", err)
+		}
+		return nil
+	}
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		done <- func() error {
-			if err := unix.Unshare(unix.CLONE_FS); err != nil {
-				return fmt.Errorf("unshare CLONE_FS: %w", err)
-			}
-			if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("enter its mount namespace: %w", err)
-			}
-			if err := unix.Fchdir(root); err != nil {
-				return fmt.Errorf("enter its root: %w", err)
-			}
-			if err := unix.Chroot("."); err != nil {
-				return fmt.Errorf("enter its root: %w", err)
-			}
-			// Its mount first: a mount over it would sit on the
-			// directory it mounts, which may be gone from the host
-			// (move_mount refuses a deleted mount point), and would go
-			// with it.
-			if err := unix.Unmount("/"+rel, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
-				return fmt.Errorf("detach the mount at %s: %w", target, err)
-			}
-			at, err := unix.Openat2(unix.AT_FDCWD, rel, how)
-			if err != nil {
-				return fmt.Errorf("open %s: %w", target, err)
-			}
-			defer unix.Close(at)
-			if err := unix.MoveMount(tree, "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-				return fmt.Errorf("move_mount: %w", err)
-			}
-			return nil
+		if unix.Gettid() != unix.Getpid() {
+			done <- enter()
+			return
+		}
+		// The process's main thread: Go does not end it when a goroutine
+		// locked to it exits, but parks it for good, and the process
+		// (its /proc/self/ns/mnt, its root) would stay in the
+		// container's. Another goroutine does the work, on a thread
+		// other than this one (locked here, it runs no other goroutine),
+		// and this one is handed back untouched.
+		inner := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			inner <- enter()
 		}()
+		err := <-inner
+		runtime.UnlockOSThread()
+		done <- err
 	}()
 	if err := <-done; err != nil {
 		return fmt.Errorf("mount %s into the sandbox at %s: %w", host, target, err)
