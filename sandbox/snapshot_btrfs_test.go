@@ -1,10 +1,15 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // onLoopBtrfs puts a Manager's state directory and workspace root on a
@@ -107,5 +112,79 @@ func TestSnapshotBtrfsNestedSubvolume(t *testing.T) {
 	noSnapshotTemps(t, m)
 	if out, _ := run(t, m, s, "ls /workspace"); !strings.Contains(out, "inner") {
 		t.Fatalf("origin: %q", out)
+	}
+}
+
+// roSubvolume does what a sandbox's user can do in its workspace on
+// btrfs, with no capability (setpriv as the workspace's owner, all
+// capabilities dropped): make a subvolume, put a file in it and make it
+// read-only (BTRFS_IOC_SUBVOL_SETFLAGS, which Docker's default seccomp
+// profile allows). os.RemoveAll can no longer empty it.
+func roSubvolume(t *testing.T, ws, name string) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		t.Fatal(err)
+	}
+	// In the workspace already (its parents are not the user's to
+	// cross), as the sandbox is.
+	script := fmt.Sprintf("set -e; mkdir -p \"$(dirname %[1]s)\"; btrfs -q subvolume create %[1]s; echo trap > %[1]s/f; btrfs property set -t subvol %[1]s ro true", name)
+	cmd := exec.Command("setpriv", "--reuid", fmt.Sprint(st.Uid), "--regid", fmt.Sprint(st.Gid), "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "sh", "-c", script)
+	cmd.Dir = ws
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("as uid %d: %s: %v %s", st.Uid, script, err, out)
+	}
+	if err := os.Remove(filepath.Join(ws, name, "f")); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("remove in the read-only subvolume: %v, want EROFS", err)
+	}
+}
+
+// TestSecurityBtrfsReadOnlySubvolumeInWorkspace: a read-only subvolume a
+// sandbox's user made in its workspace neither fails a rollback (which
+// would leave the scope with no container and the old workspace aside)
+// nor keeps `rm --workspace` from removing the workspace.
+func TestSecurityBtrfsReadOnlySubvolumeInWorkspace(t *testing.T) {
+	if _, err := exec.LookPath("btrfs"); err != nil {
+		t.Skip("no btrfs (btrfs-progs) to replay a sandbox's ioctls")
+	}
+	m := btrfsManager(t, nil)
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-rosub"}
+	run(t, m, s, "echo one > /workspace/a")
+	if _, err := m.Snapshot(ctx, s, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := m.first().sandboxOf(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := m.Workspace(in)
+	roSubvolume(t, ws, "trap")
+	roSubvolume(t, ws, "d/e/deep")
+	if _, err := m.Rollback(ctx, s, "r1"); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	if out, code := run(t, m, s, "ls -A /workspace; cat /workspace/a"); code != 0 || out != "a\none\n" {
+		t.Fatalf("after the rollback: %q %d", out, code)
+	}
+	ents, err := os.ReadDir(filepath.Dir(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left beside the workspace: %s", e.Name())
+		}
+	}
+	in, err = m.first().sandboxOf(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roSubvolume(t, ws, "trap")
+	if _, err := m.Delete(ctx, in.ID, true); err != nil {
+		t.Fatalf("rm --workspace: %v", err)
+	}
+	if _, err := os.Lstat(ws); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the workspace %s is left: %v", ws, err)
 	}
 }
