@@ -188,3 +188,61 @@ func TestSecurityBtrfsReadOnlySubvolumeInWorkspace(t *testing.T) {
 		t.Fatalf("the workspace %s is left: %v", ws, err)
 	}
 }
+
+// TestSecurityBtrfsForkFromPoolPrivateMount: the workspace a fork mounts
+// into a pooled container is private, as Docker's own binds are, even
+// when the host's filesystem is a shared mount: the sandbox's /workspace
+// joins no host peer group, and what the host mounts under the workspace
+// does not appear in the sandbox.
+func TestSecurityBtrfsForkFromPoolPrivateMount(t *testing.T) {
+	m := btrfsManager(t, func(o *Options) { o.Config.Pool.Size = 1 })
+	mnt := filepath.Dir(m.WorkspaceRoot())
+	if out, err := exec.Command("mount", "--make-shared", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount --make-shared %s: %v %s", mnt, err, out)
+	}
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-prop-a"}
+	waitPool(t, m)
+	run(t, m, s, "mkdir /workspace/sub")
+	if _, err := m.Snapshot(ctx, s, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, m)
+	f := Scope{AgentID: "snap-prop-f"}
+	in, err := m.Fork(ctx, s, "p1", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Pool != PoolTaken {
+		t.Fatalf("fork %+v, want a pooled sandbox", in)
+	}
+	pid, err := m.first().localPid(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range strings.Split(string(info), "\n") {
+		if fs := strings.Fields(l); len(fs) > 6 && fs[4] == "/workspace" {
+			found = true
+			if strings.Contains(l, " shared:") {
+				t.Errorf("the fork's /workspace is in a host peer group: %s", l)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no /workspace in the fork's mountinfo:\n%s", info)
+	}
+	sub := filepath.Join(m.Workspace(in), "sub")
+	if out, err := exec.Command("mount", "-t", "tmpfs", "hostonly", sub).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs at %s: %v %s", sub, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", sub).Run() })
+	// Propagation is done when mount(2) returns: no wait is needed.
+	if out, code := run(t, m, f, "grep -c '^hostonly ' /proc/mounts"); out != "0\n" {
+		t.Errorf("a host mount under the workspace shows in the fork: %q %d", out, code)
+	}
+}

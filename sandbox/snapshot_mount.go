@@ -24,6 +24,13 @@ func replaceMountInContainer(pid int, host, target string) error {
 		return fmt.Errorf("mount %s into the sandbox: open_tree: %w", host, err)
 	}
 	defer unix.Close(tree)
+	// The clone keeps the source's propagation: were the host's mount
+	// shared, the sandbox's /workspace would join its peer group (a host
+	// mount under the workspace showing in the sandbox, and back). Private,
+	// as Docker's own binds are.
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Propagation: unix.MS_PRIVATE}); err != nil {
+		return fmt.Errorf("mount %s into the sandbox: make it private: %w", host, err)
+	}
 	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("mount %s into the sandbox: its mount namespace: %w", host, err)
