@@ -824,3 +824,43 @@ func writeTar(dir string, w io.Writer) error {
 	}
 	return tw.Close()
 }
+
+// stagedName matches what a fork or rollback stages beside a workspace
+// (its ".<ws>.fork-", ".restore-" and ".old-" directories, each with
+// randomHex(6)), and stagedSnapshot what a snapshot or its removal stages
+// in snapshotsRoot.
+var (
+	stagedName     = regexp.MustCompile(`^\..+\.(fork|restore|old)-[0-9a-f]{12}$`)
+	stagedSnapshot = regexp.MustCompile(`^\.(tmp-[0-9]+|rm-[0-9a-f]{12})$`)
+)
+
+// sweepStaged removes what a fork, rollback or snapshot stages and a
+// crash of the daemon in the middle of it left (its subvolumes with it):
+// run when the Engine is made, before it does anything.
+func (m *DockerEngine) sweepStaged() {
+	sweep := func(dir string, re *regexp.Regexp) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !re.MatchString(e.Name()) {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if err := removeTree(p); err != nil {
+				m.logf("left by an earlier run: %s: %v", p, err)
+				continue
+			}
+			m.logf("removed %s, left by an earlier run", p)
+		}
+	}
+	sweep(m.snapshotsRoot(), stagedSnapshot)
+	sweep(m.wsRoot, stagedName)
+	sandboxes, _ := os.ReadDir(filepath.Join(m.stateDir, "sandboxes"))
+	for _, e := range sandboxes {
+		if e.IsDir() {
+			sweep(filepath.Join(m.stateDir, "sandboxes", e.Name()), stagedName)
+		}
+	}
+}

@@ -246,3 +246,69 @@ func TestSecurityBtrfsForkFromPoolPrivateMount(t *testing.T) {
 		t.Errorf("a host mount under the workspace shows in the fork: %q %d", out, code)
 	}
 }
+
+// TestSnapshotBtrfsSweepsStaged: what a daemon that crashed in a fork,
+// rollback or snapshot leaves (a fork's or rollback's staged workspace,
+// an old workspace set aside, a snapshot's temporary or removed
+// directory, read-only subvolumes in them) is removed when a Manager
+// starts on the state directory; nothing else is.
+func TestSnapshotBtrfsSweepsStaged(t *testing.T) {
+	m := btrfsManager(t, nil)
+	d := m.first()
+	sandboxes := filepath.Join(d.stateDir, "sandboxes", "sbx-x")
+	if err := os.MkdirAll(d.snapshotsRoot(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(sandboxes, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(d.wsRoot, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	left := []string{
+		filepath.Join(d.wsRoot, ".agent-x.fork-0123456789ab"),
+		filepath.Join(d.wsRoot, ".agent-x.restore-0123456789ab"),
+		filepath.Join(d.wsRoot, ".agent-x.old-0123456789ab"),
+		filepath.Join(sandboxes, ".workspace.old-0123456789ab"),
+		filepath.Join(d.snapshotsRoot(), ".tmp-12345"),
+		filepath.Join(d.snapshotsRoot(), ".rm-0123456789ab"),
+	}
+	kept := []string{
+		filepath.Join(d.wsRoot, "agent-x"),
+		filepath.Join(d.wsRoot, ".agent-x.old-not-hex"),
+		filepath.Join(sandboxes, "workspace"),
+		filepath.Join(d.snapshotsRoot(), "agent-x"),
+	}
+	for i, p := range append(append([]string{}, left...), kept...) {
+		// Subvolumes, one in two, each with a read-only one inside (as
+		// root: a model of what a sandbox's user can make).
+		if i%2 == 0 {
+			if err := createSubvolume(p); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		inner := filepath.Join(p, "in")
+		if err := createSubvolume(inner); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(inner, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := setSubvolumeReadOnly(inner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sibling(t, m, func(*Config) {}, nil)
+	for _, p := range left {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("left after a restart: %s (%v)", p, err)
+		}
+	}
+	for _, p := range kept {
+		if _, err := os.Stat(filepath.Join(p, "in", "f")); err != nil {
+			t.Errorf("removed at a restart: %s (%v)", p, err)
+		}
+	}
+}
