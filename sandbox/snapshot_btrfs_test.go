@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -310,5 +311,77 @@ func TestSnapshotBtrfsSweepsStaged(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(p, "in", "f")); err != nil {
 			t.Errorf("removed at a restart: %s (%v)", p, err)
 		}
+	}
+}
+
+// TestSnapshotBtrfsRollbackOldWorkspaceLeft: a rollback whose old
+// workspace cannot be removed (injected: a subvolume in an immutable
+// directory, which root cannot destroy either) still ends with its container running the
+// snapshot's workspace; the old one is logged, and removed by a later
+// start once it can be.
+func TestSnapshotBtrfsRollbackOldWorkspaceLeft(t *testing.T) {
+	if _, err := exec.LookPath("chattr"); err != nil {
+		t.Skip("no chattr (e2fsprogs) to make a file immutable")
+	}
+	var mu sync.Mutex
+	var logs []string
+	m := btrfsManager(t, func(o *Options) {
+		o.Logf = func(f string, a ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, fmt.Sprintf(f, a...))
+		}
+	})
+	ctx := objectCtx(t)
+	s := Scope{AgentID: "snap-oldleft"}
+	run(t, m, s, "echo one > /workspace/a")
+	if _, err := m.Snapshot(ctx, s, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := m.first().sandboxOf(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := m.Workspace(in)
+	// A subvolume in an immutable directory: neither it nor so the
+	// workspace's subvolume can be destroyed.
+	stuck := filepath.Join(ws, "stuck")
+	if err := os.Mkdir(stuck, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := createSubvolume(filepath.Join(stuck, "inner")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+		t.Fatalf("chattr +i: %v %s", err, out)
+	}
+	var olds []string
+	t.Cleanup(func() {
+		for _, o := range olds {
+			_ = exec.Command("chattr", "-i", filepath.Join(o, "stuck")).Run()
+		}
+	})
+	if _, err := m.Rollback(ctx, s, "r1"); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	olds, _ = filepath.Glob(filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".old-*"))
+	if len(olds) != 1 {
+		t.Fatalf("old workspaces left: %v, want the one that cannot be removed", olds)
+	}
+	if out, code := run(t, m, s, "ls -A /workspace"); code != 0 || out != "a\n" {
+		t.Fatalf("after the rollback: %q %d", out, code)
+	}
+	mu.Lock()
+	logged := strings.Join(logs, "\n")
+	mu.Unlock()
+	if !strings.Contains(logged, olds[0]+" is left") {
+		t.Errorf("the leftover is not logged:\n%s", logged)
+	}
+	if out, err := exec.Command("chattr", "-i", filepath.Join(olds[0], "stuck")).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v %s", err, out)
+	}
+	sibling(t, m, func(*Config) {}, nil)
+	if _, err := os.Lstat(olds[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the old workspace is left after a restart: %v", err)
 	}
 }
