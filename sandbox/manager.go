@@ -301,6 +301,7 @@ func newDockerEngine(opts Options, e Engine, reg *registry) (*DockerEngine, erro
 	if m.wsRoot, err = m.prepareWorkspaceRoot(root, home, opts.Config.WorkspaceRoot != ""); err != nil {
 		return nil, err
 	}
+	m.sweepStaged()
 	// No bind may reach the daemon's own state (its socket, approvals) or
 	// the workspaces of every agent.
 	if err := opts.Config.CheckBinds(sandboxconfig.BindPolicy{Protected: []string{opts.StateDir, m.wsRoot}}); err != nil {

@@ -339,7 +339,7 @@ func (m *DockerEngine) Delete(ctx context.Context, ref string, workspace bool) (
 	if workspace {
 		l := m.layoutFor(in.ScopeKey, in.Name)
 		for _, dir := range []string{l.AgentDir, filepath.Dir(l.SandboxDir)} {
-			if err := os.RemoveAll(dir); err != nil {
+			if err := removeTree(dir); err != nil {
 				return in, fmt.Errorf("sandbox %s: removed; its workspace %s: %w", in.Name, dir, err)
 			}
 		}

@@ -529,10 +529,18 @@ func (m *DockerEngine) Rollback(ctx context.Context, s Scope, name string) (Info
 		return Info{}, err
 	}
 	m.forgetObject(in.Name)
-	if err := swapWorkspace(staged, ws); err != nil {
+	old, err := swapWorkspace(staged, ws)
+	if err != nil {
 		return Info{}, fmt.Errorf("rollback of sandbox %s to %s: its container is removed; %w", in.Name, name, err)
 	}
 	out, err := m.createLocked(ctx, s, o)
+	if old != "" {
+		// After the new container: a leftover fails nothing (NewManager
+		// sweeps it).
+		if err := removeTree(old); err != nil {
+			m.logf("sandbox %s: rolled back; its old workspace %s is left: %v", in.Name, old, err)
+		}
+	}
 	if err != nil {
 		return out, fmt.Errorf("rollback of sandbox %s to %s: the workspace is restored; make the container: %w", in.Name, name, err)
 	}
@@ -722,22 +730,27 @@ func stageWorkspace(snapDir, ws string) (string, error) {
 	return staged, nil
 }
 
-// swapWorkspace puts staged in ws's place and removes the old ws.
-func swapWorkspace(staged, ws string) error {
+// swapWorkspace puts staged in ws's place and returns the old ws, set
+// aside beside it ("" when there was none), for the caller to remove
+// (removeTree) once it is done: a failure to remove it (a leftover) then
+// fails nothing.
+func swapWorkspace(staged, ws string) (string, error) {
 	old := filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".old-"+randomHex(6))
-	if err := os.Rename(ws, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		_ = removeTree(staged)
-		return fmt.Errorf("set the old workspace aside: %w", err)
+	if err := os.Rename(ws, old); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			_ = removeTree(staged)
+			return "", fmt.Errorf("set the old workspace aside: %w", err)
+		}
+		old = ""
 	}
 	if err := os.Rename(staged, ws); err != nil {
-		_ = os.Rename(old, ws)
+		if old != "" {
+			_ = os.Rename(old, ws)
+		}
 		_ = removeTree(staged)
-		return fmt.Errorf("put the workspace in place: %w", err)
+		return "", fmt.Errorf("put the workspace in place: %w", err)
 	}
-	if err := removeTree(old); err != nil {
-		return fmt.Errorf("remove the old workspace: %w", err)
-	}
-	return nil
+	return old, nil
 }
 
 // restoreTmpfs writes the snapshot's tmpfs contents into sandbox in
@@ -810,4 +823,44 @@ func writeTar(dir string, w io.Writer) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// stagedName matches what a fork or rollback stages beside a workspace
+// (its ".<ws>.fork-", ".restore-" and ".old-" directories, each with
+// randomHex(6)), and stagedSnapshot what a snapshot or its removal stages
+// in snapshotsRoot.
+var (
+	stagedName     = regexp.MustCompile(`^\..+\.(fork|restore|old)-[0-9a-f]{12}$`)
+	stagedSnapshot = regexp.MustCompile(`^\.(tmp-[0-9]+|rm-[0-9a-f]{12})$`)
+)
+
+// sweepStaged removes what a fork, rollback or snapshot stages and a
+// crash of the daemon in the middle of it left (its subvolumes with it):
+// run when the Engine is made, before it does anything.
+func (m *DockerEngine) sweepStaged() {
+	sweep := func(dir string, re *regexp.Regexp) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !re.MatchString(e.Name()) {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if err := removeTree(p); err != nil {
+				m.logf("left by an earlier run: %s: %v", p, err)
+				continue
+			}
+			m.logf("removed %s, left by an earlier run", p)
+		}
+	}
+	sweep(m.snapshotsRoot(), stagedSnapshot)
+	sweep(m.wsRoot, stagedName)
+	sandboxes, _ := os.ReadDir(filepath.Join(m.stateDir, "sandboxes"))
+	for _, e := range sandboxes {
+		if e.IsDir() {
+			sweep(filepath.Join(m.stateDir, "sandboxes", e.Name()), stagedName)
+		}
+	}
 }

@@ -161,22 +161,59 @@ func subvolumeByName(p string, req uintptr, verb string) error {
 	return nil
 }
 
-// removeTree removes p and what it holds: at once when it is a
-// subvolume, else as os.RemoveAll, first destroying the subvolume of a
-// snapshot directory's workspace (read-only: os.RemoveAll could not
-// empty it).
+// removeTree removes p and what it holds, as os.RemoveAll, and also the
+// btrfs subvolumes in it, read-only ones included (a snapshot's
+// workspace; one a sandbox's user made in its workspace and set
+// read-only, which os.RemoveAll could not empty): they are destroyed
+// first, deepest first, each at once.
 func removeTree(p string) error {
-	if isSubvolume(p) {
-		if err := destroySubvolume(p); err == nil {
+	if isSubvolume(p) && destroySubvolume(p) == nil {
+		return nil
+	}
+	if onBtrfs(p) {
+		if err := destroySubvolumesIn(p); err != nil {
+			return err
+		}
+		if isSubvolume(p) {
+			if err := destroySubvolume(p); err != nil {
+				return err
+			}
 			return nil
 		}
 	}
-	if ws := filepath.Join(p, "workspace"); isSubvolume(ws) {
-		if err := destroySubvolume(ws); err != nil {
+	return os.RemoveAll(p)
+}
+
+// destroySubvolumesIn destroys every subvolume below the directory dir
+// (not dir itself), not following symlinks: each at once when it holds
+// no other, else after those it holds.
+func destroySubvolumesIn(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		sub := isSubvolume(p)
+		if sub && destroySubvolume(p) == nil {
+			continue
+		}
+		if err := destroySubvolumesIn(p); err != nil {
 			return err
 		}
+		if sub {
+			if err := destroySubvolume(p); err != nil {
+				return err
+			}
+		}
 	}
-	return os.RemoveAll(p)
+	return nil
 }
 
 // makeWorkspaceDir makes the directory a sandbox's workspace is (0700):

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/docker/go-units"
+
+	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
 // DefaultTmpfsSize is the size of a tmpfs entry that names none. A tmpfs is
@@ -55,6 +57,13 @@ func ParseTmpfs(field, entry string) (Tmpfs, error) {
 		return bad("must be an absolute container path, optionally followed by :size=SIZE[,mode=OCTAL][,exec|noexec]")
 	}
 	t := Tmpfs{Path: path.Clean(p)}
+	// As a bind there: it would hide the workspace, and a fork or
+	// rollback could not put one under it.
+	for _, reserved := range []string{workdir.ContainerWorkspace, workdir.ContainerAgent} {
+		if workdir.ContainsPath(reserved, t.Path) {
+			return bad(fmt.Sprintf("tmpfs path %s is reserved for the workspace (%s)", t.Path, reserved))
+		}
+	}
 	size, mode, exec := DefaultTmpfsSize, "1777", ""
 	if opts != "" {
 		for _, o := range strings.Split(opts, ",") {

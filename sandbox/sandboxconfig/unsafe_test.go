@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/workdir"
 )
 
 const allowAllSeccomp = `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[]}`
@@ -113,6 +115,16 @@ func TestParseTmpfs(t *testing.T) {
 		if tc.bad != (err != nil) || (!tc.bad && (got.MountOptions() != tc.opts || got.Size != tc.size)) {
 			t.Errorf("%s: %+v %v", tc.in, got, err)
 		}
+	}
+	// A tmpfs in the workspace would hide it (and no fork or rollback
+	// could put the workspace back under it): refused, saying why.
+	for _, p := range []string{"/workspace", "/workspace/", "/workspace/cache:size=64m", workdir.ContainerAgent + "/x"} {
+		if _, err := ParseTmpfs("f", p); err == nil || !strings.Contains(err.Error(), "reserved for the workspace") {
+			t.Errorf("tmpfs %s: %v, want it refused as the workspace's", p, err)
+		}
+	}
+	if _, err := ParseTmpfs("f", "/workspaces"); err != nil {
+		t.Errorf("tmpfs /workspaces (beside the workspace): %v", err)
 	}
 	c := DefaultConfig()
 	c.Docker.Tmpfs = []string{"/tmp", "/tmp/"}
