@@ -720,9 +720,15 @@ type attachConn struct {
 
 func (a *attachConn) Read(p []byte) (int, error)  { return a.out.Read(p) }
 func (a *attachConn) Write(p []byte) (int, error) { return a.in.Write(p) }
+// Close ends the stream: its stdin ends (EOF) and what is still in flight
+// of its output is drained, not refused: client-go's copy loops report
+// a read or write on a closed pipe as an unhandled error (a log line for
+// every normal close otherwise). A Read waiting on the output ends with
+// the stream, which ends with the context.
 func (a *attachConn) Close() error {
 	a.cancel()
-	_ = a.out.Close()
+	_ = a.in.Close()
+	go func() { _, _ = io.Copy(io.Discard, a.out) }()
 	return nil
 }
 
@@ -762,7 +768,9 @@ func (e *Engine) dialer(name string) supervisor.Dialer {
 				err = io.EOF
 			}
 			_ = outW.CloseWithError(err)
-			_ = inR.CloseWithError(err)
+			// The writer's side: a Write from now on fails, and
+			// client-go's stdin copy reads an end, not a closed pipe.
+			_ = inW.CloseWithError(io.EOF)
 		}()
 		return a, nil
 	}
