@@ -720,6 +720,7 @@ type attachConn struct {
 
 func (a *attachConn) Read(p []byte) (int, error)  { return a.out.Read(p) }
 func (a *attachConn) Write(p []byte) (int, error) { return a.in.Write(p) }
+
 // Close ends the stream: its stdin ends (EOF) and what is still in flight
 // of its output is drained, not refused: client-go's copy loops report
 // a read or write on a closed pipe as an unhandled error (a log line for
