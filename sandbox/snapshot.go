@@ -186,6 +186,11 @@ func (m *DockerEngine) snapshotCheck(in Info) (DockerConfig, error) {
 // copy, so no file is caught half-written, and thawed after unless it was
 // paused already; running commands carry on where they were.
 func (m *DockerEngine) Snapshot(ctx context.Context, s Scope, name string) (SnapshotInfo, error) {
+	release, err := m.staging()
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer release()
 	if name == "" {
 		name = "snap-" + m.now().UTC().Format("20060102-150405.000")
 	}
@@ -450,6 +455,11 @@ func (m *DockerEngine) SnapshotOf(s Scope, name string) (SnapshotInfo, error) {
 
 // RemoveSnapshot removes scope s's snapshot name.
 func (m *DockerEngine) RemoveSnapshot(s Scope, name string) (SnapshotInfo, error) {
+	release, err := m.staging()
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer release()
 	info, err := m.SnapshotOf(s, name)
 	if err != nil {
 		return info, err
@@ -495,6 +505,11 @@ func (m *DockerEngine) PruneSnapshots(s Scope, olderThan time.Duration, keep int
 // snapshot's template, with the sandbox's labels and expiry, its tmpfs
 // contents restored.
 func (m *DockerEngine) Rollback(ctx context.Context, s Scope, name string) (Info, error) {
+	release, err := m.staging()
+	if err != nil {
+		return Info{}, err
+	}
+	defer release()
 	snap, err := m.SnapshotOf(s, name)
 	if err != nil {
 		return Info{}, err
@@ -556,6 +571,11 @@ func (m *DockerEngine) Rollback(ctx context.Context, s Scope, name string) (Info
 // removed after. The fork has its own copy of every file: nothing
 // writable is shared with the origin.
 func (m *DockerEngine) Fork(ctx context.Context, from Scope, name string, to Scope) (Info, error) {
+	release, err := m.staging()
+	if err != nil {
+		return Info{}, err
+	}
+	defer release()
 	fromKey, toKey := ScopeKey(m.cfg.Scope, from), ScopeKey(m.cfg.Scope, to)
 	if fromKey == toKey {
 		return Info{}, fmt.Errorf("%w: a fork needs another scope than its origin's (%s)", errBadInput, fromKey)
@@ -834,10 +854,42 @@ var (
 	stagedSnapshot = regexp.MustCompile(`^\.(tmp-[0-9]+|rm-[0-9a-f]{12})$`)
 )
 
+// stagingLock is the file whose lock says whether staged directories are
+// in use: every fork, rollback and snapshot change holds it shared for as
+// long as it runs, in whatever process works on this state directory (the
+// daemon and a local CLI share one); sweepStaged takes it exclusively.
+func (m *DockerEngine) stagingLock() string { return filepath.Join(m.stateDir, "staging.lock") }
+
+// staging holds the staging lock shared until release is called: a
+// sweep (another process starting on this state directory) waits, and
+// never removes what this operation staged.
+func (m *DockerEngine) staging() (release func(), err error) {
+	f, err := os.OpenFile(m.stagingLock(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("staging lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("staging lock %s: %w", f.Name(), err)
+	}
+	return func() { _ = f.Close() }, nil // closing the file drops the lock
+}
+
 // sweepStaged removes what a fork, rollback or snapshot stages and a
 // crash of the daemon in the middle of it left (its subvolumes with it):
-// run when the Engine is made, before it does anything.
+// run when the Engine is made, before it does anything, and only when no
+// process holds the staging lock (one that does is still using what it
+// staged: the sweep is left to a later start).
 func (m *DockerEngine) sweepStaged() {
+	f, err := os.OpenFile(m.stagingLock(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		m.logf("staged directories not swept: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return // a fork, rollback or snapshot runs in another process
+	}
 	sweep := func(dir string, re *regexp.Regexp) {
 		ents, err := os.ReadDir(dir)
 		if err != nil {

@@ -469,3 +469,34 @@ func TestSecurityForkTmpfsSymlinkNotFollowed(t *testing.T) {
 		t.Fatalf("a failed fork left its sandbox: %v", err)
 	}
 }
+
+// TestSweepSparesStagingInUse: a process that starts on a state directory
+// while another one forks, rolls back or snapshots there (a local CLI
+// beside the daemon, each making its own Manager) must not sweep what that
+// operation staged. It did: the console's rollback lost its staged
+// workspace to the `sandbox ls` the test ran meanwhile, and the scope was
+// left with no container.
+func TestSweepSparesStagingInUse(t *testing.T) {
+	m := newTestManager(t, nil)
+	d := m.first()
+	if err := os.MkdirAll(d.wsRoot, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	staged := filepath.Join(d.wsRoot, ".agent-x.restore-0123456789ab")
+	if err := os.Mkdir(staged, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	release, err := d.staging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sibling(t, m, func(*Config) {}, nil)
+	if _, err := os.Stat(staged); err != nil {
+		t.Fatalf("a start swept %s while an operation held the staging lock: %v", staged, err)
+	}
+	release()
+	sibling(t, m, func(*Config) {}, nil)
+	if _, err := os.Lstat(staged); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a start after the operation ended left %s (%v)", staged, err)
+	}
+}
