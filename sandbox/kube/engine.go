@@ -362,6 +362,11 @@ func (e *Engine) create(ctx context.Context, h string, s Scope) (Sandbox, error)
 	}
 	if err := e.waitRunning(ctx, name); err != nil {
 		e.deletePod(name)
+		// From here List shows the Pod going (or nothing), never a
+		// sandbox this failed call made.
+		if cerr := e.cachedGoing(context.WithoutCancel(ctx), name); cerr != nil {
+			e.logf("sandbox pod %s: %v", name, cerr)
+		}
 		return fail(err)
 	}
 	if claim != "" {
@@ -394,6 +399,24 @@ func (e *Engine) cached(ctx context.Context, name string, found bool, ok func(*c
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("sandbox pod %s: the watch did not show the change: %w", name, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// cachedGoing waits, cacheWait at most, until the watch's cache shows Pod
+// name deleted or being deleted.
+func (e *Engine) cachedGoing(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, cacheWait)
+	defer cancel()
+	for {
+		p, err := e.pods.Pods(e.ns).Get(name)
+		if apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox pod %s: the watch did not show it going: %w", name, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
