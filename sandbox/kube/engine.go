@@ -17,7 +17,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -494,19 +493,6 @@ func (e *Engine) Remove(ctx context.Context, s Scope) error {
 	return errors.Join(errs...)
 }
 
-// RemoveAll deletes every Pod of this Engine, and every workspace claim
-// when it makes them (tests, prune).
-func (e *Engine) RemoveAll(ctx context.Context) error {
-	grace := int64(0)
-	err := classify(e.cs.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace},
-		metav1.ListOptions{LabelSelector: e.selector.String()}))
-	if e.shape.StorageClass != "" {
-		err = errors.Join(err, classify(e.cs.CoreV1().PersistentVolumeClaims(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: e.selector.String()})))
-	}
-	return err
-}
-
 // waitRunning waits until the sandbox container of Pod name runs, or
 // fails with why it cannot.
 func (e *Engine) waitRunning(ctx context.Context, name string) error {
@@ -925,66 +911,6 @@ func (e *Engine) adoptUncertain(ctx context.Context, pod, id string, openErr err
 		}
 	}
 	return Started{}, fmt.Errorf("sandbox pod %s: %w: the supervisor lost the request and did not start it: %w", pod, cerrdefs.ErrUnavailable, openErr)
-}
-
-// Session is a command a sandbox Pod's supervisor knows about, as a new
-// daemon finds it.
-type Session struct {
-	Pod                  string
-	Info                 supervisor.SessionInfo
-	AgentID, SessionKey  string // from the Pod's annotations
-	Output               []byte
-	StdoutOff, StderrOff int64
-}
-
-// Sessions lists the sessions of every running Pod of this Engine, oldest
-// first, with their output so far (one read, so Reattach neither repeats
-// nor skips a byte).
-func (e *Engine) Sessions(ctx context.Context) ([]Session, error) {
-	pods, err := e.pods.List(e.selector)
-	if err != nil {
-		return nil, err
-	}
-	var out []Session
-	var errs []error
-	for _, p := range pods {
-		if ended, _ := e.podGone(p); ended || p.Labels[LabelScope] == "" {
-			continue
-		}
-		c, err := e.client(ctx, p.Name)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		infos, err := c.List(ctx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sandbox pod %s: list sessions: %w", p.Name, err))
-			continue
-		}
-		for _, in := range infos {
-			s := Session{Pod: p.Name, Info: in, AgentID: p.Annotations[AnnotationAgent], SessionKey: p.Annotations[AnnotationSessionKey]}
-			if s.Output, s.StdoutOff, s.StderrOff, err = c.Read(ctx, in.ID); err != nil {
-				errs = append(errs, fmt.Errorf("sandbox pod %s: read session %s: %w", p.Name, in.ID, err))
-				continue
-			}
-			out = append(out, s)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Info.StartedAt < out[j].Info.StartedAt })
-	return out, errors.Join(errs...)
-}
-
-// Reattach follows a session listed by Sessions after its offsets.
-func (e *Engine) Reattach(ctx context.Context, s Session) (*supervisor.Proc, *supervisor.Client, error) {
-	c, err := e.client(ctx, s.Pod)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := c.Attach(ctx, s.Info, s.StdoutOff, s.StderrOff)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox pod %s: reattach %s: %w", s.Pod, s.Info.ID, err)
-	}
-	return p, c, nil
 }
 
 // Forget drops a finished session from its Pod's supervisor.
