@@ -63,9 +63,12 @@ func TestSecurityDefaultLimits(t *testing.T) {
 // a new session, one that also drops the SANDBOXCTL_RUN tag.
 const leftoverScript = `(setsid sh -c 'while :; do :; done' &); (env -u SANDBOXCTL_RUN setsid sh -c 'while :; do :; done' &); echo started`
 
-// strays lists the processes of the sandbox other than pid 1 and the
-// listing itself (its shell and the shell's children).
-const straysScript = `for p in /proc/[0-9]*; do pid=${p#/proc/}; [ "$pid" = 1 ] && continue; [ "$pid" = $$ ] && continue; pp=$(awk '{print $4}' $p/stat 2>/dev/null); [ "$pp" = $$ ] && continue; [ -n "$pp" ] && echo "$pid $(tr '\0' ' ' < $p/cmdline)"; done; true`
+// strays lists the processes of the sandbox other than pid 1, the
+// supervisor's spare launcher (its child, which the next command runs in)
+// and the listing itself (its shell and the shell's children).
+const straysScript = `for p in /proc/[0-9]*; do pid=${p#/proc/}; [ "$pid" = 1 ] && continue; [ "$pid" = $$ ] && continue; pp=$(awk '{print $4}' $p/stat 2>/dev/null); [ "$pp" = $$ ] && continue; ` +
+	`[ "$pp" = 1 ] && [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "` + SupervisorPath + ` ` + supervisor.SpareLaunchArg + ` " ] && continue; ` +
+	`[ -n "$pp" ] && echo "$pid $(tr '\0' ' ' < $p/cmdline)"; done; true`
 
 // TestSecurityLeftoversEndWithSession replays the detached fork bomb of
 // issue 12: processes a command leaves behind (setsid, even without its

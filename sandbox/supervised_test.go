@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxctl/sandboxctl/envknob"
 	"github.com/sandboxctl/sandboxctl/internal/testbuild"
+	"github.com/sandboxctl/sandboxctl/sandbox/supervisor"
 )
 
 // supervisorBinPath is the binary TestMain built ("" if the build failed).
@@ -151,8 +152,9 @@ func TestSupervisedExec(t *testing.T) {
 		t.Fatalf("out %q err %q code %d sig %q", out, errs, code, sig)
 	}
 	// The supervisor is the main process, pid 1 (no docker-init), and the
-	// container keeps its hardening.
-	ps, _ := run(t, m, s, `cat /proc/1/cmdline | tr '\0' ' '; echo; for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\0' ' '; echo; done | grep -c "^`+SupervisorPath+`"`)
+	// container keeps its hardening. (Its spare launcher, the next
+	// command's process, is the same binary.)
+	ps, _ := run(t, m, s, `cat /proc/1/cmdline | tr '\0' ' '; echo; for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\0' ' '; echo; done | grep -v -e "^`+SupervisorPath+` `+supervisor.SpareLaunchArg+` $" | grep -c "^`+SupervisorPath+`"`)
 	if !strings.HasPrefix(ps, SupervisorPath+" ") || !strings.HasSuffix(strings.TrimSpace(ps), "\n1") {
 		t.Fatalf("process table: %q", ps)
 	}
@@ -210,6 +212,48 @@ func TestSupervisedTimeoutKillsSetsidChild(t *testing.T) {
 		if strings.Contains(out, "/tmp/PROOF") || time.Now().After(deadline) {
 			t.Fatalf("after the kill: %q (want no PROOF and no stray process)", out)
 		}
+	}
+}
+
+// TestSupervisedSpareLauncher: once a command ran, the supervisor keeps a
+// spare launcher (supervisor.SpareLaunchArg) for the next one: a child of
+// pid 1 with the commands' OOM score, non-dumpable while it waits (no
+// other process of the sandbox opens its descriptors). It outlives the
+// end of the session that listed it (the sweep of orphans spares it), and
+// the next command runs in it, dumpable again.
+func TestSupervisedSpareLauncher(t *testing.T) {
+	m := newTestManager(t, nil)
+	s := Scope{AgentID: "spare"}
+	// Through the supervisor (Run takes the Engine's exec path).
+	sup := func(script string) string {
+		t.Helper()
+		out, errs, code, _ := drain(t, mustSupervised(t, startCmd(t, m, s, script, nil)))
+		if code != 0 {
+			t.Fatalf("%q: exit %d, stderr %q", script, code, errs)
+		}
+		return out
+	}
+	list := `for p in /proc/[0-9]*; do [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "` + SupervisorPath + ` ` + supervisor.SpareLaunchArg + ` " ] && ` +
+		`echo "$(basename $p) $(awk '{print $4}' $p/stat) $(cat $p/oom_score_adj) $(ls $p/fd >/dev/null 2>&1 && echo readable || echo denied)"; done; true`
+	for try := 0; ; try++ {
+		seen := sup(list)
+		f := strings.Fields(seen)
+		if len(f) == 4 {
+			if f[1] != "1" || f[2] != "1000" || f[3] != "denied" {
+				t.Fatalf("the waiting spare (pid, parent, oom_score_adj, its fds): %q", seen)
+			}
+			next := sup(`echo $$ $(cat /proc/self/oom_score_adj); ls /proc/self/fd >/dev/null && echo dumpable`)
+			if next == f[0]+" 1000\ndumpable\n" {
+				return
+			}
+			t.Logf("try %d: the spare %s listed, the next command: %q", try, f[0], next)
+		} else if seen != "" {
+			t.Fatalf("more than one spare: %q", seen)
+		}
+		if try == 20 {
+			t.Fatalf("no command ran in the spare launcher listed before it; processes:\n%s", sup(`ps -o pid,ppid,user,args`))
+		}
+		time.Sleep(100 * time.Millisecond) // let the refill finish
 	}
 }
 

@@ -35,6 +35,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandboxctl:", err)
 		os.Exit(127)
 	}
+	if len(os.Args) > 1 && os.Args[1] == supervisor.SpareLaunchArg {
+		// A launcher started ahead of its command (the server keeps one
+		// ready): it returns only if it did not exec one.
+		if err := supervisor.RunSpare(); err != nil {
+			fmt.Fprintln(os.Stderr, "sandboxctl:", err)
+			os.Exit(127)
+		}
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == supervisor.FilesArg {
 		// The files API's tool, run as a command of the sandbox; not
 		// dumpable, so other processes of the sandbox cannot trace it or

@@ -192,7 +192,14 @@
 // `supervisor --launch PATH ARGV...`), which sets its oom_score_adj to
 // ChildOOMScoreAdj and execs the command: when the sandbox runs out of
 // memory the kernel kills commands before the supervisor (raising a score
-// needs no privilege, lowering the supervisor's would). The server is pid
+// needs no privilege, lowering the supervisor's would). Once a command
+// has started, the server keeps one spare launcher ready (SpareLaunchArg:
+// forked, its runtime up, its score raised, non-dumpable while it waits)
+// and hands it the next command's descriptors and argv over a socket, so
+// that command does not wait for a Go runtime to start; it runs in the
+// spare's own pid. A spare that is gone (killed, or never started at the
+// pids limit) costs nothing: the command forks through the launcher. The
+// sweep of orphans spares it; Shutdown ends it. The server is pid
 // 1 and a child subreaper, so orphans (setsid escapees, daemons) reparent
 // to it and are reaped. A tree kill signals the process group, every
 // descendant of the leader by parent links and every process whose

@@ -13,6 +13,10 @@ import (
 // no room for another process or thread (its pids limit).
 var ErrPidsLimit = errors.New("pids limit reached")
 
+// errLauncherDied is a launcher that died before its code ran
+// (launcherDied says why).
+var errLauncherDied = errors.New("the launcher died before it ran")
+
 // launchStartWait bounds the wait for a launcher's start byte; a launcher
 // that has neither run nor died by then is taken as started.
 const launchStartWait = 10 * time.Second

@@ -111,6 +111,15 @@ type Server struct {
 	order    []string // finished session ids, oldest first
 	deflate  atomic.Bool
 	zpool    sync.Pool // *flate.Writer
+
+	// spare is the ready spare launcher (SpareLaunchArg), spareStarting
+	// says one is being started, sparePID is the pid of the one started
+	// and not yet a session's leader (endOrphans spares it), spareClosed
+	// that Shutdown ended them. Under mu.
+	spare         *spareLauncher
+	spareStarting bool
+	sparePID      int
+	spareClosed   bool
 }
 
 // NewServer prepares a Server; Serve runs it.
@@ -553,6 +562,13 @@ func (s *Server) reaper(sigc <-chan os.Signal) {
 			s.mu.Lock()
 			sess := s.byPID[pid]
 			delete(s.byPID, pid)
+			if pid == s.sparePID { // a spare that died waiting
+				s.sparePID = 0
+				if s.spare != nil && s.spare.pid == pid {
+					_ = s.spare.conn.Close()
+					s.spare = nil
+				}
+			}
 			s.mu.Unlock()
 			if sess != nil {
 				sess.leaderExited(ws)
@@ -563,6 +579,7 @@ func (s *Server) reaper(sigc <-chan os.Signal) {
 
 // Shutdown ends every running session's tree (SIGTERM, SIGKILL after grace).
 func (s *Server) Shutdown(grace time.Duration) {
+	s.closeSpare()
 	s.mu.Lock()
 	var running []*session
 	for _, sess := range s.sessions {

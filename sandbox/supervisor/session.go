@@ -259,27 +259,8 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		sess.closeFds()
 		return errors.New("open: the connection was superseded by a newer client")
 	}
-	exe, argv := path, spec.Argv
-	var startR, startW *os.File
-	if s.launcher != "" {
-		exe, argv = s.launcher, append([]string{spec.Argv[0], LaunchArg, path}, spec.Argv...)
-		// The start pipe (launchStartFD) tells a launcher that died
-		// before its code ran from one that runs.
-		if startR, startW, err = os.Pipe(); err != nil {
-			s.mu.Unlock()
-			sess.closeFds()
-			return fmt.Errorf("open: %w", err)
-		}
-		defer startR.Close()
-		files = append(files, startW.Fd())
-	}
-	pid, err := syscall.ForkExec(exe, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
-	if startW != nil {
-		_ = startW.Close()
-	}
-	if err == nil && startR != nil && !launcherStarted(startR) {
-		// Died before it ran (nothing ran: the reaper collects it, as
-		// no session claims its pid).
+	pid, err := s.forkCommand(sess, path, env, dir, files, attr)
+	if errors.Is(err, errLauncherDied) {
 		s.mu.Unlock()
 		why := sess.launcherDied()
 		sess.closeFds()
@@ -288,20 +269,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	if err != nil {
 		s.mu.Unlock()
 		sess.closeFds()
-		if errors.Is(err, syscall.EAGAIN) {
-			return fmt.Errorf("open: start %s: %w (%w)", spec.Argv[0], pidsLimitErr(), err)
-		}
-		if s.cred != nil && dir != "" && s.launcher != "" &&
-			(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EACCES)) {
-			// The launcher exists: what failed is the working directory.
-			return fmt.Errorf("open: working directory %s: %w", dir, err)
-		}
-		return fmt.Errorf("open: start %s: %w", spec.Argv[0], err)
-	}
-	if s.launcher == "" {
-		if err := setOOMScoreAdj(pid, ChildOOMScoreAdj); err != nil {
-			s.logf("supervisor: %s: %v", sess.id, err)
-		}
+		return err
 	}
 	sess.pid, sess.pgid = pid, pid
 	sess.startedAt = time.Now().UnixMilli()
@@ -310,6 +278,9 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	s.byPID[pid] = sess
 	s.streams[stream] = sess
 	s.mu.Unlock()
+	if s.launcher != "" {
+		go s.refillSpare() // for the next command
+	}
 
 	sess.writeMeta()
 	s.sendJSON(c, FrameStarted, stream, Started{ID: sess.id, PID: pid, StartedAt: sess.startedAt})
@@ -322,6 +293,74 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	}
 	go sess.finish()
 	return nil
+}
+
+// forkCommand starts the session's command, with s.mu held: through the
+// spare launcher when one is ready, else forked through the Launcher (or
+// directly without one). Its pid leads the session's process group. An
+// error means that nothing ran.
+func (s *Server) forkCommand(sess *session, path string, env []string, dir string, files []uintptr, attr *syscall.SysProcAttr) (int, error) {
+	spec := sess.spec
+	if sp := s.takeSpareLocked(); sp != nil {
+		fds := files
+		if spec.PTY {
+			fds = files[:1] // the terminal, for 0, 1 and 2
+		}
+		err := sp.run(spareOrder{Path: path, Argv: spec.Argv, Env: env, Dir: dir, Terminal: spec.PTY}, fds)
+		var refused *spareError
+		switch {
+		case err == nil:
+			s.sparePID = 0 // a session's leader from now on (the caller, under s.mu)
+			return sp.pid, nil
+		case errors.As(err, &refused):
+			s.sparePID = 0 // it exits; the reaper collects it
+			if refused.Step == "chdir" {
+				return 0, fmt.Errorf("open: working directory %s: %w", dir, refused.Errno)
+			}
+			return 0, fmt.Errorf("open: start %s: %w", spec.Argv[0], refused)
+		default:
+			s.dropSpareLocked(sp) // nothing ran: fork as usual
+		}
+	}
+	exe, argv := path, spec.Argv
+	var startR, startW *os.File
+	if s.launcher != "" {
+		exe, argv = s.launcher, append([]string{spec.Argv[0], LaunchArg, path}, spec.Argv...)
+		// The start pipe (launchStartFD) tells a launcher that died
+		// before its code ran from one that runs.
+		var err error
+		if startR, startW, err = os.Pipe(); err != nil {
+			return 0, fmt.Errorf("open: %w", err)
+		}
+		defer startR.Close()
+		files = append(files, startW.Fd())
+	}
+	pid, err := syscall.ForkExec(exe, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
+	if startW != nil {
+		_ = startW.Close()
+	}
+	if err == nil && startR != nil && !launcherStarted(startR) {
+		// Died before it ran (nothing ran: the reaper collects it, as
+		// no session claims its pid).
+		return 0, errLauncherDied
+	}
+	if err != nil {
+		if errors.Is(err, syscall.EAGAIN) {
+			return 0, fmt.Errorf("open: start %s: %w (%w)", spec.Argv[0], pidsLimitErr(), err)
+		}
+		if s.cred != nil && dir != "" && s.launcher != "" &&
+			(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EACCES)) {
+			// The launcher exists: what failed is the working directory.
+			return 0, fmt.Errorf("open: working directory %s: %w", dir, err)
+		}
+		return 0, fmt.Errorf("open: start %s: %w", spec.Argv[0], err)
+	}
+	if s.launcher == "" {
+		if err := setOOMScoreAdj(pid, ChildOOMScoreAdj); err != nil {
+			s.logf("supervisor: %s: %v", sess.id, err)
+		}
+	}
+	return pid, nil
 }
 
 func (sess *session) closeFds() {

@@ -48,6 +48,9 @@ func (s *Server) endOrphans() {
 		leaders[pid] = true
 		tags = append(tags, sess.tag)
 	}
+	if s.sparePID > 0 {
+		leaders[s.sparePID] = true // the spare launcher, the next command's
+	}
 	for _, sess := range s.sessions {
 		if !sess.isExited() {
 			tags = append(tags, sess.tag)

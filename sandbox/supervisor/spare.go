@@ -1,0 +1,440 @@
+package supervisor
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxctl/sandboxctl/api"
+)
+
+// SpareLaunchArg, as the first argument of the supervisor binary, makes it
+// a spare launcher: a launcher (LaunchArg) started before its command is
+// known, so that a command does not wait for a Go runtime to start before
+// it runs. The server keeps one ready once it has started a command
+// through its Launcher, and hands it the next command.
+//
+// The spare is forked as the launcher would be (the command uid, the
+// server's process group), raises its OOM score to ChildOOMScoreAdj, makes
+// itself non-dumpable (a process of the sandbox that runs as the same uid
+// may signal it, but not read its descriptors, its memory or trace it
+// while it waits), writes sparePhaseReady on its socket (spareFD) and
+// reads one spareOrder: a 4-byte big-endian length, that many bytes of
+// JSON, and the command's stdin, stdout and stderr (or its terminal, once)
+// as SCM_RIGHTS on the first byte. It then does what the fork would have
+// done (its own process group, or a new session with the terminal as its
+// controlling tty; the three descriptors as 0, 1 and 2; the working
+// directory), looks the command up as the command uid when the path has
+// no slash, writes sparePhaseStarted and execs: the pid the server
+// registers is the spare's own. A working directory it cannot enter is
+// sparePhaseFailed and a spareFailure, and nothing runs. EOF on its
+// socket (the server is gone) ends it.
+const SpareLaunchArg = "--launch-spare"
+
+// spareFD is the spare launcher's end of its socket.
+const spareFD = 3
+
+// The spare's one-byte reports on its socket.
+const (
+	sparePhaseReady   = 'R'
+	sparePhaseStarted = 'S'
+	sparePhaseFailed  = 'F'
+)
+
+// spareReplyWait bounds the wait for a spare's answer to an order (it
+// takes well under a millisecond); one that does not answer is killed and
+// the command starts the usual way.
+const spareReplyWait = 3 * time.Second
+
+// maxSpareOrder bounds an order's JSON (argv and environment together
+// cannot pass execve beyond a few MiB).
+const maxSpareOrder = 16 << 20
+
+// spareOrder is the command a spare launcher runs.
+type spareOrder struct {
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir,omitempty"`
+	// Terminal: one descriptor (the terminal's slave) for 0, 1 and 2, a
+	// new session with it as the controlling tty; otherwise three
+	// descriptors and a new process group.
+	Terminal bool `json:"terminal,omitempty"`
+}
+
+// spareFailure follows sparePhaseFailed: the step that failed and its
+// errno, so the server reports it as a failed fork would.
+type spareFailure struct {
+	Step  string `json:"step"`
+	Errno int    `json:"errno"`
+}
+
+// spareLauncher is a spare the server started: its pid and the server's
+// end of its socket.
+type spareLauncher struct {
+	pid  int
+	conn *os.File // non-blocking: reads and writes take deadlines
+}
+
+// errSpareGone is a spare that died or broke its socket before it reported
+// the start: nothing ran, and the command starts the usual way.
+var errSpareGone = errors.New("the spare launcher is gone")
+
+// refillSpare starts a spare launcher unless one is ready or starting.
+// Errors are not reported: a sandbox at its pids limit has no room for
+// one, and commands start through the Launcher as before.
+func (s *Server) refillSpare() {
+	s.mu.Lock()
+	if s.launcher == "" || s.spare != nil || s.spareStarting || s.spareClosed {
+		s.mu.Unlock()
+		return
+	}
+	s.spareStarting = true
+	sp, err := s.forkSpare()
+	s.mu.Unlock()
+	if err == nil {
+		err = sp.awaitReady()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spareStarting = false
+	if err != nil || s.spareClosed {
+		if sp != nil {
+			s.dropSpareLocked(sp)
+		}
+		return
+	}
+	s.spare = sp
+}
+
+// forkSpare forks a spare launcher; s.mu is held, so its pid is the
+// server's before endOrphans can see it.
+func (s *Server) forkSpare() (*spareLauncher, error) {
+	// No package net: it would link cgo's resolver into the supervisor,
+	// which must stay static (TestSupervisorBuilds).
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	theirs := os.NewFile(uintptr(fds[1]), "spare-child")
+	defer theirs.Close()
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		_ = unix.Close(fds[0])
+		return nil, err
+	}
+	ours := os.NewFile(uintptr(fds[0]), "spare")
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		_ = ours.Close()
+		return nil, err
+	}
+	defer null.Close()
+	n := null.Fd()
+	pid, err := syscall.ForkExec(s.launcher, []string{os.Args[0], SpareLaunchArg}, &syscall.ProcAttr{
+		Env:   []string{"GOMAXPROCS=1"},
+		Files: []uintptr{n, n, n, theirs.Fd()},
+		Sys:   &syscall.SysProcAttr{Credential: s.cred},
+	})
+	if err != nil {
+		_ = ours.Close()
+		return nil, err
+	}
+	s.sparePID = pid
+	return &spareLauncher{pid: pid, conn: ours}, nil
+}
+
+// awaitReady reads the spare's ready byte.
+func (sp *spareLauncher) awaitReady() error {
+	_ = sp.conn.SetReadDeadline(time.Now().Add(launchStartWait))
+	var b [1]byte
+	if _, err := io.ReadFull(sp.conn, b[:]); err != nil || b[0] != sparePhaseReady {
+		return errSpareGone
+	}
+	return nil
+}
+
+// dropSpareLocked ends a spare that will not be used; s.mu is held.
+func (s *Server) dropSpareLocked(sp *spareLauncher) {
+	_ = sp.conn.Close() // EOF ends it
+	if s.sparePID == sp.pid {
+		// Not reaped yet (the reaper clears sparePID), so the pid is
+		// still the spare's.
+		_ = unix.Kill(sp.pid, unix.SIGKILL)
+		s.sparePID = 0
+	}
+	if s.spare == sp {
+		s.spare = nil
+	}
+}
+
+// closeSpare ends the spare for good (Shutdown).
+func (s *Server) closeSpare() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spareClosed = true
+	if s.spare != nil {
+		s.dropSpareLocked(s.spare)
+	}
+}
+
+// takeSpareLocked hands out the ready spare, if any; s.mu is held. The
+// pid stays exempt from endOrphans (sparePID) until the caller registers
+// it as a session's leader or drops it.
+func (s *Server) takeSpareLocked() *spareLauncher {
+	sp := s.spare
+	s.spare = nil
+	return sp
+}
+
+// run hands the spare its command. It returns errSpareGone when nothing
+// ran (the command may start another way), a *spareError when the spare
+// refused the command (nothing ran either), nil once the command is
+// being exec'd.
+func (sp *spareLauncher) run(o spareOrder, files []uintptr) error {
+	defer sp.conn.Close()
+	body, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	msg := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	msg = append(msg, body...)
+	ints := make([]int, len(files))
+	for i, f := range files {
+		ints[i] = int(f)
+	}
+	_ = sp.conn.SetDeadline(time.Now().Add(spareReplyWait))
+	rc, err := sp.conn.SyscallConn()
+	if err != nil {
+		return errSpareGone
+	}
+	var n int
+	var sendErr error
+	err = rc.Write(func(fd uintptr) bool {
+		n, sendErr = unix.SendmsgN(int(fd), msg, unix.UnixRights(ints...), nil, 0)
+		return sendErr != unix.EAGAIN && sendErr != unix.EINTR
+	})
+	if err == nil {
+		err = sendErr
+	}
+	if err == nil && n < len(msg) {
+		_, err = sp.conn.Write(msg[n:])
+	}
+	if err != nil {
+		return errSpareGone
+	}
+	_ = sp.conn.SetReadDeadline(time.Now().Add(spareReplyWait))
+	var b [1]byte
+	_, err = io.ReadFull(sp.conn, b[:])
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Stalled (a process of the sandbox may stop it): killed, it
+		// either reported the start just before (the command ran and
+		// was killed) or never will (nothing ran).
+		_ = unix.Kill(sp.pid, unix.SIGKILL)
+		_ = sp.conn.SetReadDeadline(time.Now().Add(launchStartWait))
+		_, err = io.ReadFull(sp.conn, b[:])
+	}
+	if err != nil {
+		return errSpareGone
+	}
+	switch b[0] {
+	case sparePhaseStarted:
+		return nil
+	case sparePhaseFailed:
+		var f spareFailure
+		if err := json.NewDecoder(io.LimitReader(sp.conn, 4<<10)).Decode(&f); err != nil {
+			return errSpareGone
+		}
+		return &spareError{Step: f.Step, Errno: syscall.Errno(f.Errno)}
+	}
+	return errSpareGone
+}
+
+// spareError is a command the spare refused before it ran.
+type spareError struct {
+	Step  string
+	Errno syscall.Errno
+}
+
+func (e *spareError) Error() string { return e.Step + ": " + e.Errno.Error() }
+func (e *spareError) Unwrap() error { return e.Errno }
+
+// RunSpare is the spare launcher mode (SpareLaunchArg). It returns only if
+// it did not exec a command: the server went away (nil), or a failure.
+func RunSpare() error {
+	if err := setOOMScoreAdj(0, ChildOOMScoreAdj); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("PR_SET_DUMPABLE: %w", err)
+	}
+	// Idle threads for the runtime to take between the order and the
+	// exec: in a sandbox at its pids limit it could not make one.
+	ReserveThreads(2)
+	if err := writeAll(spareFD, []byte{sparePhaseReady}); err != nil {
+		return err
+	}
+	o, fds, err := readSpareOrder(spareFD)
+	if err != nil || o == nil {
+		return err // nil: EOF, the server is gone
+	}
+	if step, errno := o.prepare(fds); errno != 0 {
+		b, _ := json.Marshal(spareFailure{Step: step, Errno: int(errno)})
+		_ = writeAll(spareFD, append([]byte{sparePhaseFailed}, b...))
+		return nil
+	}
+	path := o.Path
+	var lookErr error
+	if !strings.Contains(path, "/") {
+		// As the command uid: the supervisor may not search every PATH
+		// directory the command uid may.
+		if path, lookErr = lookPath(path, o.Env); lookErr != nil {
+			lookErr = fmt.Errorf("%s: %s", o.Path, api.CommandNotFound)
+		}
+	}
+	if err := writeAll(spareFD, []byte{sparePhaseStarted}); err != nil {
+		return err // the server is gone: nothing runs
+	}
+	_ = unix.Close(spareFD)
+	if lookErr != nil {
+		return lookErr
+	}
+	if err := unix.Exec(path, o.Argv, o.Env); err != nil {
+		return fmt.Errorf("exec %s: %w", o.Path, err)
+	}
+	return nil
+}
+
+// readSpareOrder reads the order and its descriptors (nil, nil, nil at
+// EOF before any byte).
+func readSpareOrder(fd int) (*spareOrder, []int, error) {
+	var head [4]byte
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(fd, head[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("spare: read the order: %w", err)
+	}
+	if n == 0 {
+		return nil, nil, nil
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, nil, fmt.Errorf("spare: the order's descriptors: %w", err)
+		}
+		for _, m := range msgs {
+			r, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				return nil, nil, fmt.Errorf("spare: the order's descriptors: %w", err)
+			}
+			fds = append(fds, r...)
+		}
+	}
+	if err := readFull(fd, head[n:]); err != nil {
+		return nil, nil, err
+	}
+	size := binary.BigEndian.Uint32(head[:])
+	if size > maxSpareOrder {
+		return nil, nil, fmt.Errorf("spare: an order of %d bytes", size)
+	}
+	body := make([]byte, size)
+	if err := readFull(fd, body); err != nil {
+		return nil, nil, err
+	}
+	var o spareOrder
+	if err := json.Unmarshal(body, &o); err != nil {
+		return nil, nil, fmt.Errorf("spare: the order: %w", err)
+	}
+	if len(o.Argv) == 0 || (o.Terminal && len(fds) != 1) || (!o.Terminal && len(fds) != 3) {
+		return nil, nil, fmt.Errorf("spare: an order with %d arguments and %d descriptors", len(o.Argv), len(fds))
+	}
+	return &o, fds, nil
+}
+
+// prepare does in this process what a fork for the command does in the
+// child, in the same order as syscall.ForkExec: the session or process
+// group, the working directory, the descriptors, the controlling tty.
+func (o *spareOrder) prepare(fds []int) (step string, errno syscall.Errno) {
+	fail := func(step string, err error) (string, syscall.Errno) {
+		var e syscall.Errno
+		if !errors.As(err, &e) {
+			e = unix.EINVAL
+		}
+		return step, e
+	}
+	if o.Terminal {
+		if _, err := unix.Setsid(); err != nil {
+			return fail("setsid", err)
+		}
+	} else if err := unix.Setpgid(0, 0); err != nil {
+		return fail("setpgid", err)
+	}
+	if o.Dir != "" {
+		if err := unix.Chdir(o.Dir); err != nil {
+			return fail("chdir", err)
+		}
+	}
+	for i := range 3 {
+		src := fds[0]
+		if !o.Terminal {
+			src = fds[i]
+		}
+		if err := unix.Dup3(src, i, 0); err != nil {
+			return fail("dup3", err)
+		}
+	}
+	if o.Terminal {
+		if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
+			return fail("ioctl(TIOCSCTTY)", err)
+		}
+	}
+	return "", 0
+}
+
+// writeAll writes b to a blocking descriptor.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// readFull fills b from a blocking descriptor.
+func readFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Read(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("spare: read the order: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("spare: read the order: %w", io.ErrUnexpectedEOF)
+		}
+		b = b[n:]
+	}
+	return nil
+}
