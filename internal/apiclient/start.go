@@ -26,6 +26,10 @@ type StartOptions struct {
 	// CommandErr says why Command is empty (e.g. the daemon binary was not
 	// found); it is reported only if a daemon must be started.
 	CommandErr error
+	// FindCommand, when set and Command is empty, gives Command and
+	// CommandErr, only when a daemon must be started: finding the daemon
+	// binary costs a command nothing while one runs.
+	FindCommand func() ([]string, error)
 	// Timeout bounds the wait for /healthz to answer (default 10 s).
 	Timeout time.Duration
 	// Progress, when set, is told that the daemon is being started; the
@@ -53,6 +57,9 @@ func EnsureRunning(ctx context.Context, opts StartOptions) (*Client, error) {
 // StartDetached starts a daemon in the background and waits until it answers
 // on its socket.
 func StartDetached(ctx context.Context, opts StartOptions) error {
+	if len(opts.Command) == 0 && opts.CommandErr == nil && opts.FindCommand != nil {
+		opts.Command, opts.CommandErr = opts.FindCommand()
+	}
 	if len(opts.Command) == 0 {
 		if opts.CommandErr != nil {
 			return fmt.Errorf("daemon: none is running for %s and none can be started: %w", opts.StateDir, opts.CommandErr)

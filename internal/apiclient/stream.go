@@ -91,7 +91,7 @@ func noEOF(err error) error {
 
 func newFrameStream(body io.ReadCloser, raw bool) *FrameStream {
 	if raw {
-		return &FrameStream{body: body, br: bufio.NewReaderSize(body, 256<<10)}
+		return &FrameStream{body: body, br: bufio.NewReaderSize(body, 64<<10)}
 	}
 	return &FrameStream{body: body, dec: json.NewDecoder(bufio.NewReader(body))}
 }

@@ -154,6 +154,32 @@ func TestNoDaemon(t *testing.T) {
 	}
 }
 
+// Connect looks for the daemon's command (FindCommand) only when a daemon
+// must be started: a request to a running daemon does not, and a start
+// that cannot find one reports why.
+func TestConnectFindsTheCommandOnlyToStart(t *testing.T) {
+	var finds atomic.Int32
+	why := errors.New("sandboxctld not found")
+	find := func() ([]string, error) {
+		finds.Add(1)
+		return nil, why
+	}
+	sock := serveUnix(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	if _, err := Connect(StartOptions{StateDir: filepath.Dir(sock), FindCommand: find}).Health(t.Context()); err != nil {
+		t.Fatalf("health of a running daemon: %v", err)
+	}
+	if n := finds.Load(); n != 0 {
+		t.Fatalf("FindCommand was called %d times for a running daemon", n)
+	}
+	_, err := Connect(StartOptions{StateDir: t.TempDir(), FindCommand: find}).Health(t.Context())
+	if !errors.Is(err, why) || finds.Load() != 1 {
+		t.Fatalf("auto-start without a daemon binary: %v (FindCommand called %d times)", err, finds.Load())
+	}
+}
+
 // An answer cut short of its Content-Length is an error, not a shorter
 // body.
 func TestUnixTransportTruncatedAnswer(t *testing.T) {

@@ -441,12 +441,15 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A missing sandboxctld matters only when no daemon runs yet.
-	argv, argvErr := c.DaemonCommand(state)
+	// A missing sandboxctld matters only when no daemon runs yet: it is
+	// looked for only then.
+	opts := apiclient.StartOptions{StateDir: state, Progress: c.stepProgress().step,
+		FindCommand: func() ([]string, error) { return c.DaemonCommand(state) }}
 	if envknob.RunTag.Get(c.Getenv) != "" {
 		// A daemon started from a command would run under that command's
 		// supervisor, which serves no descendant of its own.
-		argv, argvErr = nil, fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", envknob.RunTag)
+		opts.FindCommand = nil
+		opts.CommandErr = fmt.Errorf("this process runs under sandboxctl (%s is set), which does not start a daemon from one of its own commands; start one with 'sandboxctl serve'", envknob.RunTag)
 	}
 	// A daemon of another configuration refuses the requests (409),
 	// naming both.
@@ -454,7 +457,7 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := apiclient.Connect(apiclient.StartOptions{StateDir: state, Command: argv, CommandErr: argvErr, Progress: c.stepProgress().step})
+	client := apiclient.Connect(opts)
 	client.SetIdentity(id)
 	return client, nil
 }

@@ -123,25 +123,18 @@ func runWaiting(ctx context.Context, c *CLI, client *apiclient.Client, p api.Exe
 // answered ends the request (the command, if it started, goes on in the
 // background, as the daemon keeps the run of a caller that went away).
 func (w *waiter) startStream(ctx, life context.Context, cancel context.CancelFunc) (*apiclient.FrameStream, error) {
-	type answer struct {
-		fs  *apiclient.FrameStream
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		fs, err := w.client.ExecStream(life, w.p)
-		ch <- answer{fs, err}
-	}()
-	select {
-	case a := <-ch:
-		return a.fs, a.err
-	case <-ctx.Done():
-		cancel()
-		if a := <-ch; a.fs != nil {
-			_ = a.fs.Close()
+	// On this goroutine, not one of its own: the request's encoding would
+	// grow a fresh goroutine's stack, and handing the answer over costs a
+	// switch. A Ctrl-C cancels life, which ends the request.
+	stop := context.AfterFunc(ctx, cancel)
+	fs, err := w.client.ExecStream(life, w.p)
+	if !stop() {
+		if fs != nil {
+			_ = fs.Close()
 		}
 		return nil, fmt.Errorf("exec: %w", ctx.Err())
 	}
+	return fs, err
 }
 
 // begin starts forwarding, once the session id is known: the terminal
