@@ -52,9 +52,14 @@ toolchain:
 
 ## The three binaries, built as internal/testbuild builds them for the tests
 ## (static, -trimpath, stripped), so the tested binary is the shipped one.
+## They are linked into bin/.link and installed (copied) into bin/: the
+## linker writes through a memory mapping, which leaves a file in the page
+## cache in small pages, and a run of `sandboxctl exec` from it takes
+## 0.4-0.9 ms more in page faults than from an installed copy.
 build: toolchain
-	@mkdir -p bin
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/ ./cmd/sandboxctl ./cmd/sandboxctld ./cmd/sandboxctl-supervisor
+	@mkdir -p bin/.link
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/.link/ ./cmd/sandboxctl ./cmd/sandboxctld ./cmd/sandboxctl-supervisor
+	@install -m 0755 bin/.link/sandboxctl bin/.link/sandboxctld bin/.link/sandboxctl-supervisor bin/
 
 run: docker-up images build
 	@STATE="$(STATE)" SANDBOXCTL_BIN=./$(BIN) scripts/demo.sh

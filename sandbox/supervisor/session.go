@@ -279,7 +279,9 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	s.streams[stream] = sess
 	s.mu.Unlock()
 	if s.launcher != "" {
-		go s.refillSpare() // for the next command
+		// For the next command, once this one had the CPU to itself
+		// for a while (a spare's start is a fork and a Go runtime).
+		time.AfterFunc(spareRefillDelay, s.refillSpare)
 	}
 
 	sess.writeMeta()

@@ -54,6 +54,11 @@ const (
 // the command starts the usual way.
 const spareReplyWait = 3 * time.Second
 
+// spareRefillDelay is how long after a command starts the server starts
+// the next spare: a short command has ended and been reported by then,
+// so the spare's fork and runtime start do not take its CPU.
+const spareRefillDelay = 30 * time.Millisecond
+
 // maxSpareOrder bounds an order's JSON (argv and environment together
 // cannot pass execve beyond a few MiB).
 const maxSpareOrder = 16 << 20
@@ -278,6 +283,7 @@ func RunSpare() error {
 	// Idle threads for the runtime to take between the order and the
 	// exec: in a sandbox at its pids limit it could not make one.
 	ReserveThreads(2)
+	warmSpare()
 	if err := writeAll(spareFD, []byte{sparePhaseReady}); err != nil {
 		return err
 	}
@@ -310,6 +316,15 @@ func RunSpare() error {
 		return fmt.Errorf("exec %s: %w", o.Path, err)
 	}
 	return nil
+}
+
+// warmSpare runs, while the spare waits, the code an order takes (the
+// JSON decoder's caches for spareOrder, a PATH search), so that its pages
+// are mapped and its caches built before a command waits for them.
+func warmSpare() {
+	var o spareOrder
+	_ = json.Unmarshal([]byte(`{"path":"sh","argv":["sh","-c","true"],"env":["PATH=/usr/bin:/bin"],"dir":"/","terminal":false}`), &o)
+	_, _ = lookPath(o.Path, o.Env)
 }
 
 // readSpareOrder reads the order and its descriptors (nil, nil, nil at
