@@ -233,27 +233,28 @@ func TestSupervisedSpareLauncher(t *testing.T) {
 		}
 		return out
 	}
-	list := `for p in /proc/[0-9]*; do [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "` + SupervisorPath + ` ` + supervisor.SpareLaunchArg + ` " ] && ` +
-		`echo "$(basename $p) $(awk '{print $4}' $p/stat) $(cat $p/oom_score_adj) $(ls $p/fd >/dev/null 2>&1 && echo readable || echo denied)"; done; true`
+	// The spare is started a moment after the command that took the last
+	// one: this one waits (5 s at most) until it is there and has raised
+	// its score and made itself non-dumpable, and prints it (pid, parent,
+	// oom_score_adj, whether its fds can be opened).
+	list := `for i in $(seq 100); do seen=; for p in /proc/[0-9]*; do [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "` + SupervisorPath + ` ` + supervisor.SpareLaunchArg + ` " ] && ` +
+		`seen="$seen$(basename $p) $(awk '{print $4}' $p/stat) $(cat $p/oom_score_adj) $(ls $p/fd >/dev/null 2>&1 && echo readable || echo denied) "; done; ` +
+		`case "$seen" in *" 1000 denied ") break;; esac; sleep 0.05; done; echo "$seen"`
 	for try := 0; ; try++ {
 		seen := sup(list)
 		f := strings.Fields(seen)
-		if len(f) == 4 {
-			if f[1] != "1" || f[2] != "1000" || f[3] != "denied" {
-				t.Fatalf("the waiting spare (pid, parent, oom_score_adj, its fds): %q", seen)
-			}
-			next := sup(`echo $$ $(cat /proc/self/oom_score_adj); ls /proc/self/fd >/dev/null && echo dumpable`)
-			if next == f[0]+" 1000\ndumpable\n" {
-				return
-			}
-			t.Logf("try %d: the spare %s listed, the next command: %q", try, f[0], next)
-		} else if seen != "" {
-			t.Fatalf("more than one spare: %q", seen)
+		if len(f) != 4 || f[1] != "1" || f[2] != "1000" || f[3] != "denied" {
+			t.Fatalf("the waiting spare (pid, parent, oom_score_adj, its fds): %q", seen)
 		}
-		if try == 20 {
+		time.Sleep(200 * time.Millisecond) // its runtime's start, before it reports ready
+		next := sup(`echo $$ $(cat /proc/self/oom_score_adj); ls /proc/self/fd >/dev/null && echo dumpable`)
+		if next == f[0]+" 1000\ndumpable\n" {
+			return
+		}
+		t.Logf("try %d: the spare %s listed, the next command: %q", try, f[0], next)
+		if try == 5 {
 			t.Fatalf("no command ran in the spare launcher listed before it; processes:\n%s", sup(`ps -o pid,ppid,user,args`))
 		}
-		time.Sleep(100 * time.Millisecond) // let the refill finish
 	}
 }
 
