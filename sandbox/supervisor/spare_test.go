@@ -158,25 +158,31 @@ func TestSpareLauncherRefusals(t *testing.T) {
 	}
 }
 
-// TestSpareLauncherKilledWhileWaiting: a spare killed while it waits (a
-// process of the sandbox may signal it) costs nothing: the next command
-// runs, once.
-func TestSpareLauncherKilledWhileWaiting(t *testing.T) {
-	e, s := startLauncherServer(t)
-	c := newTestClient(t, e)
-	collect(t, shell(t, c, `true`, nil))
-	spare := readySpare(t, s)
-	if err := unix.Kill(spare, unix.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	count := t.TempDir() + "/count"
-	p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
-	out, _, code, _ := collect(t, p)
-	if code != 0 || out != "ok\n" || p.PID() == spare {
-		t.Fatalf("after the spare was killed: pid %d (spare %d) code %d out %q", p.PID(), spare, code, out)
-	}
-	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
-		t.Fatalf("the command ran %q", b)
+// TestSpareLauncherSignalledWhileWaiting: a spare killed or stopped while
+// it waits (a process of the sandbox may signal it) costs nothing: the next
+// command runs the usual way, once (a stopped one after spareReplyWait),
+// and the spare is gone.
+func TestSpareLauncherSignalledWhileWaiting(t *testing.T) {
+	for _, sig := range []unix.Signal{unix.SIGKILL, unix.SIGSTOP} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			e, s := startLauncherServer(t)
+			c := newTestClient(t, e)
+			collect(t, shell(t, c, `true`, nil))
+			spare := readySpare(t, s)
+			if err := unix.Kill(spare, sig); err != nil {
+				t.Fatal(err)
+			}
+			count := t.TempDir() + "/count"
+			p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
+			out, _, code, _ := collect(t, p)
+			if code != 0 || out != "ok\n" || p.PID() == spare {
+				t.Fatalf("after the spare got %v: pid %d (spare %d) code %d out %q", sig, p.PID(), spare, code, out)
+			}
+			if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+				t.Fatalf("the command ran %q", b)
+			}
+			waitGone(t, spare)
+		})
 	}
 }
 
@@ -193,29 +199,6 @@ func TestSpareLauncherEndsWithShutdown(t *testing.T) {
 	if s.spare != nil {
 		t.Fatal("a spare is kept after Shutdown")
 	}
-}
-
-// TestSpareLauncherStopped: a spare stopped while it waits (SIGSTOP from a
-// process of the sandbox) does not hold the next command: after
-// spareReplyWait it is killed and the command runs the usual way, once.
-func TestSpareLauncherStopped(t *testing.T) {
-	e, s := startLauncherServer(t)
-	c := newTestClient(t, e)
-	collect(t, shell(t, c, `true`, nil))
-	spare := readySpare(t, s)
-	if err := unix.Kill(spare, unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	count := t.TempDir() + "/count"
-	p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
-	out, _, code, _ := collect(t, p)
-	if code != 0 || out != "ok\n" || p.PID() == spare {
-		t.Fatalf("after the spare was stopped: pid %d (spare %d) code %d out %q", p.PID(), spare, code, out)
-	}
-	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
-		t.Fatalf("the command ran %q", b)
-	}
-	waitGone(t, spare)
 }
 
 // waitGone waits until pid has ended: gone, or a zombie the reaper has
