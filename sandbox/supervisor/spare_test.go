@@ -24,6 +24,13 @@ func TestMain(m *testing.M) {
 				os.Exit(127)
 			}
 			os.Exit(0)
+		case reviewTraceArg:
+			pid, _ := strconv.Atoi(os.Args[2])
+			if err := traceSpareDup(pid); err != nil {
+				fmt.Fprintln(os.Stderr, "tracer:", err)
+				os.Exit(1)
+			}
+			os.Exit(0)
 		case LaunchArg:
 			err := Launch(os.Args[2:])
 			fmt.Fprintln(os.Stderr, "sandboxctl:", err)
