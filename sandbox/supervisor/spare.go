@@ -219,6 +219,11 @@ func (sp *spareLauncher) run(o spareOrder, files []uintptr) error {
 	for i, f := range files {
 		ints[i] = int(f)
 	}
+	// A process of the sandbox may have stopped it while it waited
+	// (SIGSTOP): continued, it takes the order at once instead of being
+	// killed after spareReplyWait with s.mu held. (Had it died and its
+	// pid been reused meanwhile, SIGCONT would harm nothing.)
+	_ = unix.Kill(sp.pid, unix.SIGCONT)
 	_ = sp.conn.SetDeadline(time.Now().Add(spareReplyWait))
 	rc, err := sp.conn.SyscallConn()
 	if err != nil {

@@ -14,20 +14,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reviewTraceArg, as the first argument of this test binary, makes it the
-// tracer of TestSpareCrashTextNeverReachesACommandThatRan (traceSpareDup).
-const reviewTraceArg = "--review-trace-spare-dup"
+// reviewTraceArg, as the first argument of this test binary, makes it a
+// tracer of a spare (traceSpare): --review-trace-spare MODE PID.
+const reviewTraceArg = "--review-trace-spare"
 
-// traceSpareDup traces every thread of the spare pid (this test binary is
-// run as root, or with CAP_SYS_PTRACE: the spare is not dumpable) and,
-// when one returns from dup3(_, 2, _) — the spare has put the command's
-// stderr in place — queues SIGQUIT on that thread and exits, which
-// detaches the tracer: the thread takes the signal before its next
-// instruction, as it would take one sent by a process of the sandbox at
-// that moment. The Go runtime's answer to SIGQUIT is a goroutine dump on
-// descriptor 2 and exit 2. It writes "traced" once it follows every
-// thread, then "hit" when it sent the signal.
-func traceSpareDup(pid int) error {
+// The tracer's modes.
+const (
+	// traceQuitAtDup2: SIGQUIT right after the spare's dup3 onto 2.
+	traceQuitAtDup2 = "quit-at-dup2"
+	// traceHoldAtOrder: the spare stays in a ptrace stop once its
+	// recvmsg of the order returned (neither SIGCONT nor a reply
+	// frees it; SIGKILL ends it).
+	traceHoldAtOrder = "hold-at-order"
+)
+
+// traceSpare traces every thread of the spare pid (this test binary is
+// run as root, or with CAP_SYS_PTRACE: the spare is not dumpable). In
+// traceQuitAtDup2, when a thread returns from dup3(_, 2, _) — the spare
+// has put the command's stderr in place — it queues SIGQUIT on that
+// thread and exits, which detaches the tracer: the thread takes the signal
+// before its next instruction, as it would take one sent by a process of
+// the sandbox at that moment. The Go runtime's answer to SIGQUIT is a
+// goroutine dump on descriptor 2 and exit 2. In traceHoldAtOrder, a thread
+// that returns from recvmsg is left stopped until the spare dies. It
+// writes "traced" once it follows every thread, then "hit".
+func traceSpare(mode string, pid int) error {
 	runtime.LockOSThread()
 	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
@@ -51,8 +62,11 @@ func traceSpareDup(pid int) error {
 		if err == unix.EINTR {
 			continue
 		}
+		if err == unix.ECHILD {
+			return nil // every thread gone
+		}
 		if err != nil {
-			return err // every thread gone
+			return err
 		}
 		if !ws.Stopped() {
 			continue
@@ -61,13 +75,17 @@ func traceSpareDup(pid int) error {
 		switch {
 		case sig == unix.SIGTRAP|0x80: // a system call's entry or exit
 			var r unix.PtraceRegs
-			if unix.PtraceGetRegs(tid, &r) == nil && r.Orig_rax == unix.SYS_DUP3 &&
-				int64(r.Rax) != -int64(unix.ENOSYS) && r.Rsi == 2 {
+			exit := unix.PtraceGetRegs(tid, &r) == nil && int64(r.Rax) != -int64(unix.ENOSYS)
+			switch {
+			case mode == traceQuitAtDup2 && exit && r.Orig_rax == unix.SYS_DUP3 && r.Rsi == 2:
 				_ = unix.Tgkill(pid, tid, unix.SIGQUIT)
 				os.Stdout.WriteString("hit\n")
 				os.Exit(0) // detaches every thread
+			case mode == traceHoldAtOrder && exit && r.Orig_rax == unix.SYS_RECVMSG:
+				os.Stdout.WriteString("hit\n") // and left stopped
+			default:
+				_ = unix.PtraceSyscall(tid, 0)
 			}
-			_ = unix.PtraceSyscall(tid, 0)
 		case sig == unix.SIGTRAP && ws.TrapCause() > 0, sig == unix.SIGSTOP && ws.TrapCause() > 0:
 			_ = unix.PtraceSyscall(tid, 0) // an event stop: interrupt, clone
 		default:
@@ -77,28 +95,22 @@ func traceSpareDup(pid int) error {
 	return os.ErrDeadlineExceeded
 }
 
-// TestSpareCrashTextNeverReachesACommandThatRan: a spare that dies with
-// the Go runtime's report (SIGQUIT from a process of the sandbox, or a
-// thread it cannot make at the pids limit) once it holds the order must
-// not leave that report in the output of the command that then runs: the
-// command's output is its own. Here the spare is made to take SIGQUIT
-// right after it put the command's stderr on its descriptor 2.
-func TestSpareCrashTextNeverReachesACommandThatRan(t *testing.T) {
+// traceSpareFor starts this test binary as the tracer of the spare pid in
+// mode and returns once it traces every thread; the function it returns
+// waits for the tracer's hit.
+func traceSpareFor(t *testing.T, mode string, pid int) (hit func()) {
+	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the tracer reads amd64 registers")
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("tracing the non-dumpable spare needs root")
 	}
-	e, s := startLauncherServer(t)
-	c := newTestClient(t, e)
-	collect(t, shell(t, c, `true`, nil))
-	spare := readySpare(t, s)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracer := exec.Command(self, reviewTraceArg, strconv.Itoa(spare))
+	tracer := exec.Command(self, reviewTraceArg, mode, strconv.Itoa(pid))
 	tracer.Stderr = os.Stderr
 	out, err := tracer.StdoutPipe()
 	if err != nil {
@@ -109,15 +121,34 @@ func TestSpareCrashTextNeverReachesACommandThatRan(t *testing.T) {
 	if err := tracer.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = tracer.Process.Kill() })
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() || lines.Text() != "traced" {
 		t.Fatalf("the tracer did not trace the spare: %q", lines.Text())
 	}
+	return func() {
+		t.Helper()
+		if !lines.Scan() || lines.Text() != "hit" {
+			t.Fatalf("the tracer (%s) did not stop the spare: %q", mode, lines.Text())
+		}
+	}
+}
+
+// TestSpareCrashTextNeverReachesACommandThatRan: a spare that dies with
+// the Go runtime's report (SIGQUIT from a process of the sandbox, or a
+// thread it cannot make at the pids limit) once it holds the order must
+// not leave that report in the output of the command that then runs: the
+// command's output is its own. Here the spare is made to take SIGQUIT
+// right after it put the command's stderr on its descriptor 2.
+func TestSpareCrashTextNeverReachesACommandThatRan(t *testing.T) {
+	e, s := startLauncherServer(t)
+	c := newTestClient(t, e)
+	collect(t, shell(t, c, `true`, nil))
+	spare := readySpare(t, s)
+	hit := traceSpareFor(t, traceQuitAtDup2, spare)
 	proof := filepath.Join(t.TempDir(), "ran")
 	p, openErr := c.Open(ctxT(t), OpenSpec{Argv: []string{"sh", "-c", `echo ran >> ` + proof + `; echo ok`}, Env: hostEnv()})
-	if !lines.Scan() || lines.Text() != "hit" {
-		t.Fatalf("the tracer did not stop the spare at its dup3 of stderr: %q", lines.Text())
-	}
+	hit()
 	var stdout, stderr string
 	var code int
 	if openErr == nil {
@@ -136,4 +167,47 @@ func TestSpareCrashTextNeverReachesACommandThatRan(t *testing.T) {
 	default:
 		t.Fatalf("the command ran %d times", strings.Count(string(ran), "ran"))
 	}
+}
+
+// TestSpareStoppedWhileWaitingIsContinued: a spare that a process of the
+// sandbox stopped (SIGSTOP) while it waits is continued when it is handed
+// the next command, which runs in it, once, and does not wait
+// spareReplyWait with the server's lock held.
+func TestSpareStoppedWhileWaitingIsContinued(t *testing.T) {
+	e, s := startLauncherServer(t)
+	c := newTestClient(t, e)
+	collect(t, shell(t, c, `true`, nil))
+	spare := readySpare(t, s)
+	if err := unix.Kill(spare, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for procState(spare) != 'T' {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spare %d did not stop", spare)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	count := filepath.Join(t.TempDir(), "count")
+	p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
+	out, _, code, _ := collect(t, p)
+	if code != 0 || out != "ok\n" || p.PID() != spare {
+		t.Fatalf("after the spare was stopped: pid %d (spare %d) code %d out %q", p.PID(), spare, code, out)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+		t.Fatalf("the command ran %q", b)
+	}
+}
+
+// procState is the state letter of /proc/PID/stat (0 when gone).
+func procState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }

@@ -25,8 +25,8 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(0)
 		case reviewTraceArg:
-			pid, _ := strconv.Atoi(os.Args[2])
-			if err := traceSpareDup(pid); err != nil {
+			pid, _ := strconv.Atoi(os.Args[3])
+			if err := traceSpare(os.Args[2], pid); err != nil {
 				fmt.Fprintln(os.Stderr, "tracer:", err)
 				os.Exit(1)
 			}
@@ -202,19 +202,19 @@ func TestSpareLauncherEndsWithShutdown(t *testing.T) {
 	}
 }
 
-// TestSpareLauncherStopped: a spare stopped while it waits (SIGSTOP from a
-// process of the sandbox) does not hold the next command: after
-// spareReplyWait it is killed and the command runs the usual way, once.
+// TestSpareLauncherStopped: a spare that takes the order and then does
+// not answer (held here in a ptrace stop, which SIGCONT does not end) does
+// not hold the next command: after spareReplyWait it is killed and the
+// command runs the usual way, once.
 func TestSpareLauncherStopped(t *testing.T) {
 	e, s := startLauncherServer(t)
 	c := newTestClient(t, e)
 	collect(t, shell(t, c, `true`, nil))
 	spare := readySpare(t, s)
-	if err := unix.Kill(spare, unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	hit := traceSpareFor(t, traceHoldAtOrder, spare)
 	count := t.TempDir() + "/count"
 	p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
+	hit()
 	out, _, code, _ := collect(t, p)
 	if code != 0 || out != "ok\n" || p.PID() == spare {
 		t.Fatalf("after the spare was stopped: pid %d (spare %d) code %d out %q", p.PID(), spare, code, out)
