@@ -31,12 +31,16 @@ import (
 // JSON, and the command's stdin, stdout and stderr (or its terminal, once)
 // as SCM_RIGHTS on the first byte. It then does what the fork would have
 // done (its own process group, or a new session with the terminal as its
-// controlling tty; the three descriptors as 0, 1 and 2; the working
-// directory), looks the command up as the command uid when the path has
-// no slash, writes sparePhaseStarted and execs: the pid the server
-// registers is the spare's own. A working directory it cannot enter is
-// sparePhaseFailed and a spareFailure, and nothing runs. EOF on its
-// socket (the server is gone) ends it.
+// controlling tty; the working directory), looks the command up as the
+// command uid when the path has no slash, writes sparePhaseStarted, puts
+// the three descriptors on 0, 1 and 2 and execs: the pid the server
+// registers is the spare's own. It writes nothing on the command's
+// descriptors before sparePhaseStarted, so a spare that dies before it
+// (the Go runtime's report of a SIGQUIT, or of a thread it could not make)
+// leaves nothing in the output of the command that then forks the usual
+// way. A working directory it cannot enter is sparePhaseFailed and a
+// spareFailure, and nothing runs. EOF on its socket (the server is gone)
+// ends it.
 const SpareLaunchArg = "--launch-spare"
 
 // spareFD is the spare launcher's end of its socket.
@@ -215,6 +219,11 @@ func (sp *spareLauncher) run(o spareOrder, files []uintptr) error {
 	for i, f := range files {
 		ints[i] = int(f)
 	}
+	// A process of the sandbox may have stopped it while it waited
+	// (SIGSTOP): continued, it takes the order at once instead of being
+	// killed after spareReplyWait with s.mu held. (Had it died and its
+	// pid been reused meanwhile, SIGCONT would harm nothing.)
+	_ = unix.Kill(sp.pid, unix.SIGCONT)
 	_ = sp.conn.SetDeadline(time.Now().Add(spareReplyWait))
 	rc, err := sp.conn.SyscallConn()
 	if err != nil {
@@ -309,6 +318,9 @@ func RunSpare() error {
 		return err // the server is gone: nothing runs
 	}
 	_ = unix.Close(spareFD)
+	if err := o.install(fds); err != nil {
+		return err
+	}
 	if lookErr != nil {
 		return lookErr
 	}
@@ -382,8 +394,10 @@ func readSpareOrder(fd int) (*spareOrder, []int, error) {
 }
 
 // prepare does in this process what a fork for the command does in the
-// child, in the same order as syscall.ForkExec: the session or process
-// group, the working directory, the descriptors, the controlling tty.
+// child, in the order of syscall.ForkExec: the session or process group,
+// the working directory, the controlling tty (the terminal, still on its
+// received descriptor). The descriptors go on 0, 1 and 2 later (install),
+// once the start is reported.
 func (o *spareOrder) prepare(fds []int) (step string, errno syscall.Errno) {
 	fail := func(step string, err error) (string, syscall.Errno) {
 		var e syscall.Errno
@@ -404,21 +418,27 @@ func (o *spareOrder) prepare(fds []int) (step string, errno syscall.Errno) {
 			return fail("chdir", err)
 		}
 	}
+	if o.Terminal {
+		if err := unix.IoctlSetInt(fds[0], unix.TIOCSCTTY, 0); err != nil {
+			return fail("ioctl(TIOCSCTTY)", err)
+		}
+	}
+	return "", 0
+}
+
+// install puts the command's descriptors on 0, 1 and 2 (the received ones
+// are close-on-exec).
+func (o *spareOrder) install(fds []int) error {
 	for i := range 3 {
 		src := fds[0]
 		if !o.Terminal {
 			src = fds[i]
 		}
 		if err := unix.Dup3(src, i, 0); err != nil {
-			return fail("dup3", err)
+			return fmt.Errorf("spare: dup3: %w", err)
 		}
 	}
-	if o.Terminal {
-		if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
-			return fail("ioctl(TIOCSCTTY)", err)
-		}
-	}
-	return "", 0
+	return nil
 }
 
 // writeAll writes b to a blocking descriptor.

@@ -24,6 +24,13 @@ func TestMain(m *testing.M) {
 				os.Exit(127)
 			}
 			os.Exit(0)
+		case traceSpareArg:
+			pid, _ := strconv.Atoi(os.Args[3])
+			if err := traceSpare(os.Args[2], pid); err != nil {
+				fmt.Fprintln(os.Stderr, "tracer:", err)
+				os.Exit(1)
+			}
+			os.Exit(0)
 		case LaunchArg:
 			err := Launch(os.Args[2:])
 			fmt.Fprintln(os.Stderr, "sandboxctl:", err)
@@ -158,25 +165,41 @@ func TestSpareLauncherRefusals(t *testing.T) {
 	}
 }
 
-// TestSpareLauncherSignalledWhileWaiting: a spare killed or stopped while
-// it waits (a process of the sandbox may signal it) costs nothing: the next
-// command runs the usual way, once (a stopped one after spareReplyWait),
-// and the spare is gone.
-func TestSpareLauncherSignalledWhileWaiting(t *testing.T) {
-	for _, sig := range []unix.Signal{unix.SIGKILL, unix.SIGSTOP} {
-		t.Run(unix.SignalName(sig), func(t *testing.T) {
+// TestSpareLauncherGoneOrStalled: a spare killed while it waits (a
+// process of the sandbox may signal it), or one that takes the order and
+// then does not answer (held here in a ptrace stop, which the SIGCONT
+// sent with the order does not end), costs nothing: the next command runs
+// the usual way, once (after spareReplyWait for the stalled one), and the
+// spare is gone. A stop alone is continued: TestSpareStoppedWhileWaitingIsContinued.
+func TestSpareLauncherGoneOrStalled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// upset acts on the waiting spare; the func it returns runs once
+		// the command was asked for.
+		upset func(t *testing.T, spare int) func()
+	}{
+		{"killed", func(t *testing.T, spare int) func() {
+			if err := unix.Kill(spare, unix.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			return func() {}
+		}},
+		{"stalled after the order", func(t *testing.T, spare int) func() {
+			return traceSpareFor(t, traceHoldAtOrder, spare)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			e, s := startLauncherServer(t)
 			c := newTestClient(t, e)
 			collect(t, shell(t, c, `true`, nil))
 			spare := readySpare(t, s)
-			if err := unix.Kill(spare, sig); err != nil {
-				t.Fatal(err)
-			}
+			after := tc.upset(t, spare)
 			count := t.TempDir() + "/count"
 			p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
+			after()
 			out, _, code, _ := collect(t, p)
 			if code != 0 || out != "ok\n" || p.PID() == spare {
-				t.Fatalf("after the spare got %v: pid %d (spare %d) code %d out %q", sig, p.PID(), spare, code, out)
+				t.Fatalf("pid %d (spare %d) code %d out %q", p.PID(), spare, code, out)
 			}
 			if b, _ := os.ReadFile(count); string(b) != "ran\n" {
 				t.Fatalf("the command ran %q", b)

@@ -1,0 +1,213 @@
+package supervisor
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// traceSpareArg, as the first argument of this test binary, makes it a
+// tracer of a spare (traceSpare): --trace-spare MODE PID.
+const traceSpareArg = "--trace-spare"
+
+// The tracer's modes.
+const (
+	// traceQuitAtDup2: SIGQUIT right after the spare's dup3 onto 2.
+	traceQuitAtDup2 = "quit-at-dup2"
+	// traceHoldAtOrder: the spare stays in a ptrace stop once its
+	// recvmsg of the order returned (neither SIGCONT nor a reply
+	// frees it; SIGKILL ends it).
+	traceHoldAtOrder = "hold-at-order"
+)
+
+// traceSpare traces every thread of the spare pid (this test binary is
+// run as root, or with CAP_SYS_PTRACE: the spare is not dumpable). In
+// traceQuitAtDup2, when a thread returns from dup3(_, 2, _) — the spare
+// has put the command's stderr in place — it queues SIGQUIT on that
+// thread and exits, which detaches the tracer: the thread takes the signal
+// before its next instruction, as it would take one sent by a process of
+// the sandbox at that moment. The Go runtime's answer to SIGQUIT is a
+// goroutine dump on descriptor 2 and exit 2. In traceHoldAtOrder, a thread
+// that returns from recvmsg is left stopped until the spare dies. It
+// writes "traced" once it follows every thread, then "hit".
+func traceSpare(mode string, pid int) error {
+	runtime.LockOSThread()
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return err
+	}
+	const opts = unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_TRACECLONE
+	for _, d := range tasks {
+		tid, _ := strconv.Atoi(d.Name())
+		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, opts, 0, 0); e != 0 {
+			return e
+		}
+		if err := unix.PtraceInterrupt(tid); err != nil {
+			return err
+		}
+	}
+	os.Stdout.WriteString("traced\n")
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ECHILD {
+			return nil // every thread gone
+		}
+		if err != nil {
+			return err
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		sig := ws.StopSignal()
+		switch {
+		case sig == unix.SIGTRAP|0x80: // a system call's entry or exit
+			var r unix.PtraceRegs
+			exit := unix.PtraceGetRegs(tid, &r) == nil && int64(r.Rax) != -int64(unix.ENOSYS)
+			switch {
+			case mode == traceQuitAtDup2 && exit && r.Orig_rax == unix.SYS_DUP3 && r.Rsi == 2:
+				_ = unix.Tgkill(pid, tid, unix.SIGQUIT)
+				os.Stdout.WriteString("hit\n")
+				os.Exit(0) // detaches every thread
+			case mode == traceHoldAtOrder && exit && r.Orig_rax == unix.SYS_RECVMSG:
+				os.Stdout.WriteString("hit\n") // and left stopped
+			default:
+				_ = unix.PtraceSyscall(tid, 0)
+			}
+		case sig == unix.SIGTRAP && ws.TrapCause() > 0, sig == unix.SIGSTOP && ws.TrapCause() > 0:
+			_ = unix.PtraceSyscall(tid, 0) // an event stop: interrupt, clone
+		default:
+			_ = unix.PtraceSyscall(tid, int(sig)) // the thread's own signal
+		}
+	}
+	return os.ErrDeadlineExceeded
+}
+
+// traceSpareFor starts this test binary as the tracer of the spare pid in
+// mode and returns once it traces every thread; the function it returns
+// waits for the tracer's hit.
+func traceSpareFor(t *testing.T, mode string, pid int) (hit func()) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the tracer reads amd64 registers")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("tracing the non-dumpable spare needs root")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := exec.Command(self, traceSpareArg, mode, strconv.Itoa(pid))
+	tracer.Stderr = os.Stderr
+	out, err := tracer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's reaper collects the tracer (wait4(-1)): its stdout
+	// ending is its end.
+	if err := tracer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tracer.Process.Kill() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "traced" {
+		t.Fatalf("the tracer did not trace the spare: %q", lines.Text())
+	}
+	return func() {
+		t.Helper()
+		if !lines.Scan() || lines.Text() != "hit" {
+			t.Fatalf("the tracer (%s) did not stop the spare: %q", mode, lines.Text())
+		}
+	}
+}
+
+// TestSpareCrashTextNeverReachesACommandThatRan: a spare that dies with
+// the Go runtime's report (SIGQUIT from a process of the sandbox, or a
+// thread it cannot make at the pids limit) once it holds the order must
+// not leave that report in the output of the command that then runs: the
+// command's output is its own. Here the spare is made to take SIGQUIT
+// right after it put the command's stderr on its descriptor 2.
+func TestSpareCrashTextNeverReachesACommandThatRan(t *testing.T) {
+	e, s := startLauncherServer(t)
+	c := newTestClient(t, e)
+	collect(t, shell(t, c, `true`, nil))
+	spare := readySpare(t, s)
+	hit := traceSpareFor(t, traceQuitAtDup2, spare)
+	proof := filepath.Join(t.TempDir(), "ran")
+	p, openErr := c.Open(ctxT(t), OpenSpec{Argv: []string{"sh", "-c", `echo ran >> ` + proof + `; echo ok`}, Env: hostEnv()})
+	hit()
+	var stdout, stderr string
+	var code int
+	if openErr == nil {
+		stdout, stderr, code, _ = collect(t, p)
+	}
+	ran, _ := os.ReadFile(proof)
+	switch string(ran) {
+	case "":
+		// Nothing ran: the open failed, or the start was reported and
+		// the spare died before it exec'd the command.
+		t.Logf("nothing ran: open %v, code %d", openErr, code)
+	case "ran\n":
+		if stdout != "ok\n" || stderr != "" || code != 0 {
+			t.Fatalf("the command ran with output not its own: out %q, code %d, err %.300q", stdout, code, stderr)
+		}
+	default:
+		t.Fatalf("the command ran %d times", strings.Count(string(ran), "ran"))
+	}
+}
+
+// TestSpareStoppedWhileWaitingIsContinued: a spare that a process of the
+// sandbox stopped (SIGSTOP) while it waits is continued when it is handed
+// the next command, which runs in it, once, and does not wait
+// spareReplyWait with the server's lock held.
+func TestSpareStoppedWhileWaitingIsContinued(t *testing.T) {
+	e, s := startLauncherServer(t)
+	c := newTestClient(t, e)
+	collect(t, shell(t, c, `true`, nil))
+	spare := readySpare(t, s)
+	if err := unix.Kill(spare, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for procState(spare) != 'T' {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spare %d did not stop", spare)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	count := filepath.Join(t.TempDir(), "count")
+	p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
+	out, _, code, _ := collect(t, p)
+	if code != 0 || out != "ok\n" || p.PID() != spare {
+		t.Fatalf("after the spare was stopped: pid %d (spare %d) code %d out %q", p.PID(), spare, code, out)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+		t.Fatalf("the command ran %q", b)
+	}
+}
+
+// procState is the state letter of /proc/PID/stat (0 when gone).
+func procState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
