@@ -121,6 +121,22 @@ func TestSnapshotBtrfsNestedSubvolume(t *testing.T) {
 // capabilities dropped): make a subvolume, put a file in it and make it
 // read-only (BTRFS_IOC_SUBVOL_SETFLAGS, which Docker's default seccomp
 // profile allows). os.RemoveAll can no longer empty it.
+// snapshottedWorkspace gives scope s a sandbox with /workspace/a = "one",
+// snapshots it as r1, and returns its workspace on the host.
+func snapshottedWorkspace(t *testing.T, m *Manager, s Scope) string {
+	t.Helper()
+	ctx := objectCtx(t)
+	run(t, m, s, "echo one > /workspace/a")
+	if _, err := m.Snapshot(ctx, s, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := m.first().sandboxOf(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Workspace(in)
+}
+
 func roSubvolume(t *testing.T, ws, name string) {
 	t.Helper()
 	var st unix.Stat_t
@@ -151,15 +167,7 @@ func TestSecurityBtrfsReadOnlySubvolumeInWorkspace(t *testing.T) {
 	m := btrfsManager(t, nil)
 	ctx := objectCtx(t)
 	s := Scope{AgentID: "snap-rosub"}
-	run(t, m, s, "echo one > /workspace/a")
-	if _, err := m.Snapshot(ctx, s, "r1"); err != nil {
-		t.Fatal(err)
-	}
-	in, err := m.first().sandboxOf(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := m.Workspace(in)
+	ws := snapshottedWorkspace(t, m, s)
 	roSubvolume(t, ws, "trap")
 	roSubvolume(t, ws, "d/e/deep")
 	if _, err := m.Rollback(ctx, s, "r1"); err != nil {
@@ -177,7 +185,7 @@ func TestSecurityBtrfsReadOnlySubvolumeInWorkspace(t *testing.T) {
 			t.Errorf("left beside the workspace: %s", e.Name())
 		}
 	}
-	in, err = m.first().sandboxOf(ctx, s)
+	in, err := m.first().sandboxOf(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,15 +342,7 @@ func TestSnapshotBtrfsRollbackOldWorkspaceLeft(t *testing.T) {
 	})
 	ctx := objectCtx(t)
 	s := Scope{AgentID: "snap-oldleft"}
-	run(t, m, s, "echo one > /workspace/a")
-	if _, err := m.Snapshot(ctx, s, "r1"); err != nil {
-		t.Fatal(err)
-	}
-	in, err := m.first().sandboxOf(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := m.Workspace(in)
+	ws := snapshottedWorkspace(t, m, s)
 	// A subvolume in an immutable directory: neither it nor so the
 	// workspace's subvolume can be destroyed.
 	stuck := filepath.Join(ws, "stuck")
