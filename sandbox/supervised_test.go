@@ -219,8 +219,9 @@ func TestSupervisedTimeoutKillsSetsidChild(t *testing.T) {
 // spare launcher (supervisor.SpareLaunchArg) for the next one: a child of
 // pid 1 with the commands' OOM score, non-dumpable while it waits (no
 // other process of the sandbox opens its descriptors). It outlives the
-// end of the session that listed it (the sweep of orphans spares it), and
-// the next command runs in it, dumpable again.
+// end of the session that listed it (the sweep of orphans spares it), the
+// next commands are forked as pid 1's children, dumpable again, and it
+// stays, the same process, for the ones after.
 func TestSupervisedSpareLauncher(t *testing.T) {
 	m := newTestManager(t, nil)
 	s := Scope{AgentID: "spare"}
@@ -233,28 +234,28 @@ func TestSupervisedSpareLauncher(t *testing.T) {
 		}
 		return out
 	}
-	// The spare is started a moment after the command that took the last
-	// one: this one waits (5 s at most) until it is there and has raised
-	// its score and made itself non-dumpable, and prints it (pid, parent,
+	// The spare is started a moment after the first command: this one
+	// waits (5 s at most) until it is there and has raised its score and
+	// made itself non-dumpable, and prints it (pid, parent,
 	// oom_score_adj, whether its fds can be opened).
 	list := `for i in $(seq 100); do seen=; for p in /proc/[0-9]*; do [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "` + SupervisorPath + ` ` + supervisor.SpareLaunchArg + ` " ] && ` +
 		`seen="$seen$(basename $p) $(awk '{print $4}' $p/stat) $(cat $p/oom_score_adj) $(ls $p/fd >/dev/null 2>&1 && echo readable || echo denied) "; done; ` +
 		`case "$seen" in *" 1000 denied ") break;; esac; sleep 0.05; done; echo "$seen"`
-	for try := 0; ; try++ {
-		seen := sup(list)
-		f := strings.Fields(seen)
-		if len(f) != 4 || f[1] != "1" || f[2] != "1000" || f[3] != "denied" {
-			t.Fatalf("the waiting spare (pid, parent, oom_score_adj, its fds): %q", seen)
+	seen := sup(list)
+	f := strings.Fields(seen)
+	if len(f) != 4 || f[1] != "1" || f[2] != "1000" || f[3] != "denied" {
+		t.Fatalf("the waiting spare (pid, parent, oom_score_adj, its fds): %q", seen)
+	}
+	time.Sleep(200 * time.Millisecond) // its runtime's start, before it reports ready
+	// The commands it forks are the supervisor's children, with the
+	// raised score, dumpable once they exec; it stays for the next.
+	for range 3 {
+		if next := sup(`echo $PPID $(cat /proc/self/oom_score_adj); ls /proc/self/fd >/dev/null && echo dumpable`); next != "1 1000\ndumpable\n" {
+			t.Fatalf("a command after the spare %s was ready: %q", f[0], next)
 		}
-		time.Sleep(200 * time.Millisecond) // its runtime's start, before it reports ready
-		next := sup(`echo $$ $(cat /proc/self/oom_score_adj); ls /proc/self/fd >/dev/null && echo dumpable`)
-		if next == f[0]+" 1000\ndumpable\n" {
-			return
-		}
-		t.Logf("try %d: the spare %s listed, the next command: %q", try, f[0], next)
-		if try == 5 {
-			t.Fatalf("no command ran in the spare launcher listed before it; processes:\n%s", sup(`ps -o pid,ppid,user,args`))
-		}
+	}
+	if again := sup(list); again != seen {
+		t.Fatalf("the spare %q was replaced by %q; processes:\n%s", seen, again, sup(`ps -o pid,ppid,user,args`))
 	}
 }
 

@@ -195,10 +195,14 @@
 // needs no privilege, lowering the supervisor's would). Once a command
 // has started, the server keeps one spare launcher ready (SpareLaunchArg:
 // forked, its runtime up, its score raised, non-dumpable while it waits)
-// and hands it the next command's descriptors and argv over a socket, so
-// that command does not wait for a Go runtime to start; it runs in the
-// spare's own pid. A spare that is gone (killed, or never started at the
-// pids limit) costs nothing: the command forks through the launcher. The
+// and hands it each next command's descriptors and argv over a socket, so
+// a command does not wait for a Go runtime to start: the spare forks it as
+// the server's child (CLONE_PARENT) and waits for the next. Where it
+// cannot fork (the pids limit, gVisor), it runs the command in its own
+// pid and a new spare follows. A spare that is gone (killed, or never
+// started at the pids limit) costs nothing: the command forks through the
+// launcher. One that took a command and then stops answering is killed,
+// and the open fails instead of starting the command a second time. The
 // sweep of orphans spares it; Shutdown ends it. The server is pid
 // 1 and a child subreaper, so orphans (setsid escapees, daemons) reparent
 // to it and are reaped. A tree kill signals the process group, every

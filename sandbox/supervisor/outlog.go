@@ -34,11 +34,15 @@ const recHeader = 5 // stream u8 + length u32
 //
 // The files reserve their space when the log is made (fallocate of both
 // segments, which rotation reuses without truncating), so a filesystem
-// that fills up later (the sandbox's /run) cannot cut the log short. A log
-// made when the filesystem is already full has no reservation (its command
-// still starts: refusing it would let kept sessions lock a sandbox up).
-// Should a write fail, everything before it counts as dropped (base), so
-// offsets and the dropped count stay exact and the loss is reported.
+// that fills up later (the sandbox's /run) cannot cut the log short. The
+// reservation runs while the command is being forked (newOutlog starts
+// it, awaitReserved ends it before the start is reported and the first
+// byte is appended). A log made when the filesystem is already full has no
+// reservation (its command still starts: refusing it would let kept
+// sessions lock a sandbox up), nor does one whose reservation failed
+// otherwise (the error is logged). Should a write fail, everything before
+// it counts as dropped (base), so offsets and the dropped count stay exact
+// and the loss is reported.
 type outlog struct {
 	dir   string
 	f     [2]*os.File
@@ -53,9 +57,13 @@ type outlog struct {
 	counts [2][2]int64
 	base   [2]int64
 	old    bool // the other segment holds older output
-	// unreserved: the filesystem had no room to reserve the segments.
-	unreserved bool
+	// reserving delivers the reservation's outcome (newOutlog):
+	// errReserveNoRoom when the filesystem had no room for it.
+	reserving chan error
 }
+
+// errReserveNoRoom is a reservation the filesystem had no room for.
+var errReserveNoRoom = errors.New("no room to reserve the output log")
 
 func newOutlog(dir string, capBytes int64) (*outlog, error) {
 	if capBytes <= 0 {
@@ -72,19 +80,39 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 			return nil, fmt.Errorf("output log: %w", err)
 		}
 		l.f[i] = f
+	}
+	l.reserving = make(chan error, 1)
+	go func() { l.reserving <- l.reserveAll() }()
+	return l, nil
+}
+
+// reserveAll reserves both segments' space; on a full filesystem it
+// leaves them empty (what a partial reservation took is given back).
+func (l *outlog) reserveAll() error {
+	for _, f := range l.f {
 		if err := reserve(f, l.reserved()); err != nil {
-			if !errors.Is(err, unix.ENOSPC) {
-				l.close()
-				return nil, fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.reserved(), dir, err)
+			for _, f := range l.f {
+				_ = f.Truncate(0)
 			}
-			// The state filesystem is full (many kept sessions, or
-			// something else filled it): the command still runs, its log
-			// keeps what fits, and what does not is counted as dropped.
-			_ = f.Truncate(0)
-			l.unreserved = true
+			if errors.Is(err, unix.ENOSPC) {
+				return errReserveNoRoom
+			}
+			return fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.reserved(), l.dir, err)
 		}
 	}
-	return l, nil
+	return nil
+}
+
+// awaitReserved waits for the reservation newOutlog started and returns
+// its error (nil, errReserveNoRoom, or another failure, after which the
+// log works unreserved). Only the first call waits; later ones return nil.
+func (l *outlog) awaitReserved() error {
+	if l.reserving == nil {
+		return nil
+	}
+	err := <-l.reserving
+	l.reserving = nil
+	return err
 }
 
 // reserved is the space reserved for each segment file: its output and
@@ -247,6 +275,7 @@ func (l *outlog) aggregated() ([]byte, error) {
 func (l *outlog) dropped() int64 { return l.base[0] + l.base[1] }
 
 func (l *outlog) close() {
+	_ = l.awaitReserved() // its goroutine uses the descriptors
 	for i, f := range l.f {
 		if f != nil {
 			_ = f.Close()

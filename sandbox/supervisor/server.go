@@ -115,11 +115,17 @@ type Server struct {
 	// spare is the ready spare launcher (SpareLaunchArg), spareStarting
 	// says one is being started, sparePID is the pid of the one started
 	// and not yet a session's leader (endOrphans spares it), spareClosed
-	// that Shutdown ended them. Under mu.
+	// that Shutdown ended them, spareForks how many commands spares
+	// forked. Under mu.
 	spare         *spareLauncher
 	spareStarting bool
 	sparePID      int
 	spareClosed   bool
+	spareForks    int
+
+	// finishing counts the sessions whose end is not yet recorded
+	// (session.finish).
+	finishing sync.WaitGroup
 }
 
 // NewServer prepares a Server; Serve runs it.
@@ -594,7 +600,21 @@ func (s *Server) Shutdown(grace time.Duration) {
 		go func() { defer wg.Done(); sess.killTree(grace) }()
 	}
 	wg.Wait()
+	// Then their exits (and those of commands that had just ended) are
+	// recorded before it returns; a client that stopped reading cannot
+	// hold it for more than shutdownRecordWait.
+	recorded := make(chan struct{})
+	go func() { s.finishing.Wait(); close(recorded) }()
+	select {
+	case <-recorded:
+	case <-time.After(shutdownRecordWait):
+		s.logf("supervisor: shutdown: exits not recorded within %v", shutdownRecordWait)
+	}
 }
+
+// shutdownRecordWait bounds Shutdown's wait for sessions that ended to be
+// recorded.
+const shutdownRecordWait = 5 * time.Second
 
 func (s *Server) inputWaitLoop() {
 	t := time.NewTicker(s.iwInterval)

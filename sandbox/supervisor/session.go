@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,14 +28,19 @@ const maxStdinQueue = 8 << 20
 
 // session is one command on the server side.
 type session struct {
-	srv       *Server
-	id        string
-	spec      OpenSpec
-	dir       string // session state dir ("" in memory)
-	tag       string // the environment entry SANDBOXCTL_RUN=ID
-	pid       int
-	pgid      int
-	startedAt int64
+	srv  *Server
+	id   string
+	spec OpenSpec
+	dir  string // session state dir ("" in memory)
+	// filesMu orders the writes of the state files (writeFile) with their
+	// removal (removeFiles), after which nothing is written: a client may
+	// forget the session as soon as it learns of its exit.
+	filesMu      sync.Mutex
+	filesRemoved bool
+	tag          string // the environment entry SANDBOXCTL_RUN=ID
+	pid          int
+	pgid         int
+	startedAt    int64
 
 	stdin    *os.File // pipe write end, or the pty master; nil without stdin
 	ptmx     *os.File
@@ -277,13 +283,23 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	s.sessions[sess.id] = sess
 	s.byPID[pid] = sess
 	s.streams[stream] = sess
+	refill := s.launcher != "" && s.spare == nil
 	s.mu.Unlock()
-	if s.launcher != "" {
+	if refill {
 		// For the next command, once this one had the CPU to itself
 		// for a while (a spare's start is a fork and a Go runtime).
 		time.AfterFunc(spareRefillDelay, s.refillSpare)
 	}
 
+	switch err := sess.log.awaitReserved(); {
+	case err == nil:
+	case errors.Is(err, errReserveNoRoom):
+		// The state filesystem is full (many kept sessions, or something
+		// else filled it): the command runs, its log keeps what fits, and
+		// what does not is counted as dropped.
+	default:
+		s.logf("supervisor: %s: %v; its output is kept while there is room", sess.id, err)
+	}
 	sess.writeMeta()
 	s.sendJSON(c, FrameStarted, stream, Started{ID: sess.id, PID: pid, StartedAt: sess.startedAt})
 	if sess.stdin != nil {
@@ -293,7 +309,8 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		sess.readersWG.Add(1)
 		go sess.reader(f, byte(i+1))
 	}
-	go sess.finish()
+	s.finishing.Add(1)
+	go func() { defer s.finishing.Done(); sess.finish() }()
 	return nil
 }
 
@@ -308,18 +325,33 @@ func (s *Server) forkCommand(sess *session, path string, env []string, dir strin
 		if spec.PTY {
 			fds = files[:1] // the terminal, for 0, 1 and 2
 		}
-		err := sp.run(spareOrder{Path: path, Argv: spec.Argv, Env: env, Dir: dir, Terminal: spec.PTY}, fds)
+		st, err := sp.run(spareOrder{Path: path, Argv: spec.Argv, Env: env, Dir: dir, Terminal: spec.PTY}, fds)
 		var refused *spareError
 		switch {
+		case err == nil && st.kept:
+			s.spare = sp // ready for the next command; sparePID stays its
+			s.spareForks++
+			return st.pid, nil
 		case err == nil:
+			_ = sp.conn.Close()
 			s.sparePID = 0 // a session's leader from now on (the caller, under s.mu)
-			return sp.pid, nil
+			return st.pid, nil
 		case errors.As(err, &refused):
+			_ = sp.conn.Close()
 			s.sparePID = 0 // it exits; the reaper collects it
 			if refused.Step == "chdir" {
 				return 0, fmt.Errorf("open: working directory %s: %w", dir, refused.Errno)
 			}
 			return 0, fmt.Errorf("open: start %s: %w", spec.Argv[0], refused)
+		case errors.Is(err, errSpareUnconfirmed):
+			// The command may run: it is ended, now if it carries its
+			// tag, else by the next sweep of orphans (nothing claims
+			// it), and not started again.
+			s.dropSpareLocked(sp)
+			for _, pid := range treeOf(listProcs(), 0, 0, sess.tag) {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+			return 0, fmt.Errorf("open: start %s: %w", spec.Argv[0], err)
 		default:
 			s.dropSpareLocked(sp) // nothing ran: fork as usual
 		}
@@ -381,7 +413,7 @@ func (sess *session) writeMeta() {
 	info := sess.info()
 	info.Running = true
 	b, _ := json.MarshalIndent(info, "", "  ")
-	if err := writeStateFile(sess.dir, "meta.json", b); err != nil {
+	if err := sess.writeFile("meta.json", b); err != nil {
 		sess.srv.logf("supervisor: meta %s: %v", sess.id, err)
 	}
 }
@@ -491,11 +523,8 @@ func (sess *session) leaderExited(ws unix.WaitStatus) {
 // background child still holds the pipe), then records the exit.
 func (sess *session) finish() {
 	<-sess.leaderDone
-	// What the command left behind (background children, setsid
-	// escapees, daemons) ends with it: its group and tagged processes,
-	// then, in the container's pid 1, orphans no running session claims.
-	sess.killTree(LeftoverGrace)
-	sess.srv.endOrphans()
+	// What the command left behind ends with it.
+	sess.endLeftovers()
 	done := make(chan struct{})
 	go func() { sess.readersWG.Wait(); close(done) }()
 	t := time.NewTicker(50 * time.Millisecond)
@@ -559,16 +588,25 @@ wait:
 		close(sess.stdinC)
 	}
 	sess.mu.Unlock()
+	// The exit is on disk before it is reported (a daemon that finds
+	// this supervisor dead reads it back); the final record (byte counts)
+	// follows the report, which it does not change.
 	if sess.dir != "" {
 		b, _ := json.Marshal(st)
-		if err := writeStateFile(sess.dir, "exit", b); err != nil {
+		if err := sess.writeFile("exit", b); err != nil {
 			sess.srv.logf("supervisor: exit %s: %v", sess.id, err)
 		}
-		sess.writeMetaFinal()
 	}
 	if stream != 0 {
 		sess.srv.sendJSON(conn, FrameExit, stream, st)
 		sess.srv.unbind(stream, sess)
+	}
+	if sess.dir != "" {
+		// The writer goroutine sends the exit first: in a sandbox of one
+		// CPU this process has one P, which it would otherwise only get
+		// once this goroutine blocks.
+		runtime.Gosched()
+		sess.writeMetaFinal()
 	}
 	sess.srv.finished(sess)
 }
@@ -576,7 +614,18 @@ wait:
 func (sess *session) writeMetaFinal() {
 	info := sess.info()
 	b, _ := json.MarshalIndent(info, "", "  ")
-	_ = writeStateFile(sess.dir, "meta.json", b)
+	_ = sess.writeFile("meta.json", b)
+}
+
+// writeFile replaces the session's state file name with b, unless the
+// session's files were removed.
+func (sess *session) writeFile(name string, b []byte) error {
+	sess.filesMu.Lock()
+	defer sess.filesMu.Unlock()
+	if sess.filesRemoved {
+		return nil
+	}
+	return writeStateFile(sess.dir, name, b)
 }
 
 func (sess *session) isExited() bool {
@@ -730,6 +779,9 @@ func (sess *session) resize(sz Size) error {
 const LeftoverGrace = 500 * time.Millisecond
 
 func (sess *session) removeFiles() {
+	sess.filesMu.Lock()
+	defer sess.filesMu.Unlock()
+	sess.filesRemoved = true
 	if sess.dir != "" {
 		_ = os.RemoveAll(sess.dir)
 	}

@@ -29,18 +29,30 @@ func (sess *session) signal(sig unix.Signal) error {
 	return nil
 }
 
+// endLeftovers ends what the command left behind (background children,
+// setsid escapees, daemons): its tree, then, in the container's pid 1,
+// the orphans no running session claims. One listing of /proc serves both
+// when the tree is already empty, as it usually is.
+func (sess *session) endLeftovers() {
+	procs := listProcs()
+	if sess.killTreeFrom(procs, LeftoverGrace) {
+		procs = listProcs()
+	}
+	sess.srv.endOrphans(procs)
+}
+
 // endOrphans kills the children of this process that are no session's
 // leader and carry no running session's tag: processes whose command
 // ended and that shed their tag and process group to outlive it. Only pid
-// 1 does it, where every orphan of the sandbox is its child.
-func (s *Server) endOrphans() {
+// 1 does it, where every orphan of the sandbox is its child. procs is a
+// listing of /proc taken before the call: a process in it was forked
+// before the snapshot of sessions below, so a session starting meanwhile
+// is in that snapshot.
+func (s *Server) endOrphans(procs []procfs.Stat) {
 	self := os.Getpid()
 	if self != 1 {
 		return
 	}
-	// The list comes first: a process in it was forked before the
-	// snapshot below, so a session starting meanwhile is in it.
-	procs := listProcs()
 	s.mu.Lock()
 	var tags []string
 	leaders := map[int]bool{}
@@ -82,6 +94,12 @@ func (s *Server) endOrphans() {
 // meanwhile. It returns once nothing of the tree is alive (or gives up
 // after a few rounds of SIGKILL).
 func (sess *session) killTree(grace time.Duration) {
+	sess.killTreeFrom(listProcs(), grace)
+}
+
+// killTreeFrom is killTree with the first listing of /proc given; it
+// reports whether the tree had any process.
+func (sess *session) killTreeFrom(first []procfs.Stat, grace time.Duration) bool {
 	sess.mu.Lock()
 	leader := 0
 	if sess.leaderWS == nil {
@@ -100,9 +118,9 @@ func (sess *session) killTree(grace time.Duration) {
 			}
 		}
 	}
-	pids := procs()
+	pids := treeOf(first, leader, pgid, sess.tag)
 	if len(pids) == 0 {
-		return
+		return false
 	}
 	// Freeze the tree before SIGTERM: otherwise a shell whose child dies
 	// first (`sleep 3; touch PROOF`) runs its next command in the moment
@@ -117,15 +135,16 @@ func (sess *session) killTree(grace time.Duration) {
 	for time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		if pids = procs(); len(pids) == 0 {
-			return
+			return true
 		}
 	}
 	for range 10 {
 		send(pids, unix.SIGKILL)
 		time.Sleep(20 * time.Millisecond)
 		if pids = procs(); len(pids) == 0 {
-			return
+			return true
 		}
 	}
 	sess.srv.logf("supervisor: %s: processes survive SIGKILL: %v", sess.id, pids)
+	return true
 }

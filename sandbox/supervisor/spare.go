@@ -17,30 +17,37 @@ import (
 )
 
 // SpareLaunchArg, as the first argument of the supervisor binary, makes it
-// a spare launcher: a launcher (LaunchArg) started before its command is
+// a spare launcher: a launcher (LaunchArg) started before its commands are
 // known, so that a command does not wait for a Go runtime to start before
 // it runs. The server keeps one ready once it has started a command
-// through its Launcher, and hands it the next command.
+// through its Launcher, and hands it the commands that follow.
 //
 // The spare is forked as the launcher would be (the command uid, the
 // server's process group), raises its OOM score to ChildOOMScoreAdj, makes
 // itself non-dumpable (a process of the sandbox that runs as the same uid
 // may signal it, but not read its descriptors, its memory or trace it
 // while it waits), writes sparePhaseReady on its socket (spareFD) and
-// reads one spareOrder: a 4-byte big-endian length, that many bytes of
-// JSON, and the command's stdin, stdout and stderr (or its terminal, once)
-// as SCM_RIGHTS on the first byte. It then does what the fork would have
-// done (its own process group, or a new session with the terminal as its
-// controlling tty; the working directory), looks the command up as the
-// command uid when the path has no slash, writes sparePhaseStarted, puts
-// the three descriptors on 0, 1 and 2 and execs: the pid the server
-// registers is the spare's own. It writes nothing on the command's
-// descriptors before sparePhaseStarted, so a spare that dies before it
-// (the Go runtime's report of a SIGQUIT, or of a thread it could not make)
-// leaves nothing in the output of the command that then forks the usual
-// way. A working directory it cannot enter is sparePhaseFailed and a
-// spareFailure, and nothing runs. EOF on its socket (the server is gone)
-// ends it.
+// reads orders (spareOrder): a 4-byte big-endian length, that many bytes
+// of JSON, and the command's stdin, stdout and stderr (or its terminal,
+// once) as SCM_RIGHTS on the first byte. For each it changes into the
+// working directory (one it cannot enter is sparePhaseFailed and a
+// spareFailure, nothing runs, and it ends), looks the command up as the
+// command uid when the path has no slash, writes sparePhaseTaken, and
+// forks the command as a child of the server (CLONE_PARENT: the server
+// reaps it as any command), with its own process group, or a new session
+// with the terminal as its controlling tty, and the descriptors on 0, 1
+// and 2; the child inherits the raised score, and its exec makes it
+// dumpable. It then writes sparePhaseForked and the child's pid (4 bytes,
+// big-endian), and waits for the next order. When it cannot fork (no pid
+// is left under the sandbox's pids limit), the command was not found, or
+// the kernel is gVisor's (cloneParentReaped), it runs the command in its
+// own process instead, as a launcher does: the same steps in itself,
+// sparePhaseStarted, the descriptors on 0, 1 and 2, and the exec (or the error, as the command's output, and exit
+// 127). It writes nothing on a command's descriptors before it reported
+// the start, so a spare that dies before (the Go runtime's report of a
+// SIGQUIT, or of a thread it could not make) leaves nothing in the output
+// of the command that then starts the usual way. EOF on its socket (the
+// server is gone) ends it.
 const SpareLaunchArg = "--launch-spare"
 
 // spareFD is the spare launcher's end of its socket.
@@ -48,8 +55,13 @@ const spareFD = 3
 
 // The spare's one-byte reports on its socket.
 const (
-	sparePhaseReady   = 'R'
-	sparePhaseStarted = 'S'
+	sparePhaseReady = 'R'
+	// sparePhaseTaken: it took the order and starts the command; from
+	// here the command may run, so a spare that goes silent is not
+	// replaced by another start (errSpareUnconfirmed).
+	sparePhaseTaken   = 'T'
+	sparePhaseForked  = 'C' // and the child's pid; it stays ready
+	sparePhaseStarted = 'S' // it runs the command in its own process
 	sparePhaseFailed  = 'F'
 )
 
@@ -59,8 +71,9 @@ const (
 const spareReplyWait = 3 * time.Second
 
 // spareRefillDelay is how long after a command starts the server starts
-// the next spare: a short command has ended and been reported by then,
-// so the spare's fork and runtime start do not take its CPU.
+// a new spare when the last one was used up: a short command has ended
+// and been reported by then, so the spare's fork and runtime start do not
+// take its CPU.
 const spareRefillDelay = 30 * time.Millisecond
 
 // maxSpareOrder bounds an order's JSON (argv and environment together
@@ -93,9 +106,22 @@ type spareLauncher struct {
 	conn *os.File // non-blocking: reads and writes take deadlines
 }
 
-// errSpareGone is a spare that died or broke its socket before it reported
-// the start: nothing ran, and the command starts the usual way.
+// errSpareGone is a spare that died or broke its socket before it took
+// the order: nothing ran, and the command starts the usual way.
 var errSpareGone = errors.New("the spare launcher is gone")
+
+// errSpareUnconfirmed is a spare that took the order and then died or
+// stalled before it said how the command started: the command may run,
+// so it is neither started again nor reported as started.
+var errSpareUnconfirmed = errors.New("the spare launcher took the command and stopped answering")
+
+// spareStart is how a spare started a command: the pid that leads it,
+// and whether the spare forked it and stays ready for the next one, or
+// runs it in its own process.
+type spareStart struct {
+	pid  int
+	kept bool
+}
 
 // refillSpare starts a spare launcher unless one is ready or starting.
 // Errors are not reported: a sandbox at its pids limit has no room for
@@ -196,22 +222,23 @@ func (s *Server) closeSpare() {
 
 // takeSpareLocked hands out the ready spare, if any; s.mu is held. The
 // pid stays exempt from endOrphans (sparePID) until the caller registers
-// it as a session's leader or drops it.
+// it as a session's leader or drops it (or puts the spare back: it forked
+// the command and stays).
 func (s *Server) takeSpareLocked() *spareLauncher {
 	sp := s.spare
 	s.spare = nil
 	return sp
 }
 
-// run hands the spare its command. It returns errSpareGone when nothing
+// run hands the spare a command. It returns errSpareGone when nothing
 // ran (the command may start another way), a *spareError when the spare
-// refused the command (nothing ran either), nil once the command is
-// being exec'd.
-func (sp *spareLauncher) run(o spareOrder, files []uintptr) error {
-	defer sp.conn.Close()
+// refused the command (nothing ran either), errSpareUnconfirmed when the
+// command may run but its start is unknown, and otherwise how it started.
+// The caller closes sp.conn unless the spare stays (spareStart.kept).
+func (sp *spareLauncher) run(o spareOrder, files []uintptr) (spareStart, error) {
 	body, err := json.Marshal(o)
 	if err != nil {
-		return err
+		return spareStart{}, err
 	}
 	msg := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	msg = append(msg, body...)
@@ -227,7 +254,7 @@ func (sp *spareLauncher) run(o spareOrder, files []uintptr) error {
 	_ = sp.conn.SetDeadline(time.Now().Add(spareReplyWait))
 	rc, err := sp.conn.SyscallConn()
 	if err != nil {
-		return errSpareGone
+		return spareStart{}, errSpareGone
 	}
 	var n int
 	var sendErr error
@@ -242,33 +269,57 @@ func (sp *spareLauncher) run(o spareOrder, files []uintptr) error {
 		_, err = sp.conn.Write(msg[n:])
 	}
 	if err != nil {
-		return errSpareGone
+		return spareStart{}, errSpareGone
 	}
-	_ = sp.conn.SetReadDeadline(time.Now().Add(spareReplyWait))
-	var b [1]byte
-	_, err = io.ReadFull(sp.conn, b[:])
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// Stalled (a process of the sandbox may stop it): killed, it
-		// either reported the start just before (the command ran and
-		// was killed) or never will (nothing ran).
-		_ = unix.Kill(sp.pid, unix.SIGKILL)
-		_ = sp.conn.SetReadDeadline(time.Now().Add(launchStartWait))
-		_, err = io.ReadFull(sp.conn, b[:])
-	}
-	if err != nil {
-		return errSpareGone
+	var b [5]byte
+	if err := sp.reply(b[:1]); err != nil {
+		return spareStart{}, errSpareGone
 	}
 	switch b[0] {
-	case sparePhaseStarted:
-		return nil
 	case sparePhaseFailed:
-		var f spareFailure
-		if err := json.NewDecoder(io.LimitReader(sp.conn, 4<<10)).Decode(&f); err != nil {
-			return errSpareGone
-		}
-		return &spareError{Step: f.Step, Errno: syscall.Errno(f.Errno)}
+		return spareStart{}, sp.failure()
+	case sparePhaseTaken:
+	default:
+		return spareStart{}, errSpareGone
 	}
-	return errSpareGone
+	if err := sp.reply(b[:1]); err != nil {
+		return spareStart{}, errSpareUnconfirmed
+	}
+	switch b[0] {
+	case sparePhaseForked:
+		if err := sp.reply(b[1:5]); err != nil {
+			return spareStart{}, errSpareUnconfirmed
+		}
+		return spareStart{pid: int(binary.BigEndian.Uint32(b[1:5])), kept: true}, nil
+	case sparePhaseStarted:
+		return spareStart{pid: sp.pid}, nil
+	case sparePhaseFailed:
+		return spareStart{}, sp.failure()
+	}
+	return spareStart{}, errSpareUnconfirmed
+}
+
+// reply reads b from the spare: within spareReplyWait, after which a
+// stalled spare (a process of the sandbox may stop it) is killed and what
+// it wrote before is still read.
+func (sp *spareLauncher) reply(b []byte) error {
+	_ = sp.conn.SetReadDeadline(time.Now().Add(spareReplyWait))
+	n, err := io.ReadFull(sp.conn, b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		_ = unix.Kill(sp.pid, unix.SIGKILL)
+		_ = sp.conn.SetReadDeadline(time.Now().Add(launchStartWait))
+		_, err = io.ReadFull(sp.conn, b[n:])
+	}
+	return err
+}
+
+// failure reads the spareFailure that follows sparePhaseFailed.
+func (sp *spareLauncher) failure() error {
+	var f spareFailure
+	if err := json.NewDecoder(io.LimitReader(sp.conn, 4<<10)).Decode(&f); err != nil {
+		return errSpareGone
+	}
+	return &spareError{Step: f.Step, Errno: syscall.Errno(f.Errno)}
 }
 
 // spareError is a command the spare refused before it ran.
@@ -289,30 +340,113 @@ func RunSpare() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("PR_SET_DUMPABLE: %w", err)
 	}
-	// Idle threads for the runtime to take between the order and the
-	// exec: in a sandbox at its pids limit it could not make one.
+	// The commands it forks must not inherit its socket; orders without a
+	// working directory run where it started.
+	unix.CloseOnExec(spareFD)
+	home, err := unix.Open(".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("spare: its working directory: %w", err)
+	}
+	forks := cloneParentReaped()
+	// Idle threads for the runtime to take between an order and the
+	// fork: in a sandbox at its pids limit it could not make one.
 	ReserveThreads(2)
 	warmSpare()
 	if err := writeAll(spareFD, []byte{sparePhaseReady}); err != nil {
 		return err
 	}
-	o, fds, err := readSpareOrder(spareFD)
-	if err != nil || o == nil {
-		return err // nil: EOF, the server is gone
+	for {
+		o, fds, err := readSpareOrder(spareFD)
+		if err != nil || o == nil {
+			return err // nil: EOF, the server is gone
+		}
+		if o.Dir == "" {
+			err = unix.Fchdir(home)
+		} else {
+			err = unix.Chdir(o.Dir)
+		}
+		if err != nil {
+			var errno syscall.Errno
+			if !errors.As(err, &errno) {
+				errno = unix.EINVAL
+			}
+			b, _ := json.Marshal(spareFailure{Step: "chdir", Errno: int(errno)})
+			_ = writeAll(spareFD, append([]byte{sparePhaseFailed}, b...))
+			return nil
+		}
+		path := o.Path
+		var lookErr error
+		if !strings.Contains(path, "/") {
+			// As the command uid: the supervisor may not search every PATH
+			// directory the command uid may.
+			if path, lookErr = lookPath(path, o.Env); lookErr != nil {
+				lookErr = fmt.Errorf("%s: %s", o.Path, api.CommandNotFound)
+			}
+		}
+		if err := writeAll(spareFD, []byte{sparePhaseTaken}); err != nil {
+			return err // the server is gone: nothing runs
+		}
+		if lookErr == nil && forks {
+			pid, err := o.fork(path, fds)
+			if err == nil {
+				for _, fd := range fds {
+					_ = unix.Close(fd)
+				}
+				if err := writeAll(spareFD, binary.BigEndian.AppendUint32([]byte{sparePhaseForked}, uint32(pid))); err != nil {
+					return err // the server is gone
+				}
+				continue
+			}
+			// No fork (no pid left under the sandbox's pids limit, or a
+			// step of the child failed): the command runs in this
+			// process, which needs no new pid and reports a failure as
+			// the launcher does.
+		}
+		return o.runInPlace(path, fds, lookErr)
 	}
+}
+
+// cloneParentReaped reports whether the kernel lets the server reap the
+// children the spare forks with CLONE_PARENT as they end. gVisor's does
+// not: it reports them to the server's wait only once the spare has
+// exited (runsc release-2024 and later, TestRuntimeGVisorConcurrent), so
+// there the spare runs its one command in place. gVisor names itself in
+// /proc/cmdline ("BOOT_IMAGE=/vmlinuz-<release>-gvisor quiet").
+func cloneParentReaped() bool {
+	b, err := os.ReadFile("/proc/cmdline")
+	return err != nil || !strings.Contains(string(b), "-gvisor ")
+}
+
+// fork starts the command as a child of the server (CLONE_PARENT), in
+// the spare's working directory, with fds on 0, 1 and 2.
+func (o *spareOrder) fork(path string, fds []int) (int, error) {
+	files := make([]uintptr, 3)
+	for i := range files {
+		src := fds[0]
+		if !o.Terminal {
+			src = fds[i]
+		}
+		files[i] = uintptr(src)
+	}
+	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_PARENT}
+	if o.Terminal {
+		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
+	} else {
+		sys.Setpgid = true
+	}
+	return syscall.ForkExec(path, o.Argv, &syscall.ProcAttr{Env: o.Env, Files: files, Sys: sys})
+}
+
+// runInPlace runs the command in the spare's own process, as a launcher:
+// the fork's steps, sparePhaseStarted, the descriptors, the exec. It
+// returns only if the command did not run: nil when it was refused
+// (reported), otherwise the error, which the caller prints on the
+// command's stderr before it exits 127.
+func (o *spareOrder) runInPlace(path string, fds []int, lookErr error) error {
 	if step, errno := o.prepare(fds); errno != 0 {
 		b, _ := json.Marshal(spareFailure{Step: step, Errno: int(errno)})
 		_ = writeAll(spareFD, append([]byte{sparePhaseFailed}, b...))
 		return nil
-	}
-	path := o.Path
-	var lookErr error
-	if !strings.Contains(path, "/") {
-		// As the command uid: the supervisor may not search every PATH
-		// directory the command uid may.
-		if path, lookErr = lookPath(path, o.Env); lookErr != nil {
-			lookErr = fmt.Errorf("%s: %s", o.Path, api.CommandNotFound)
-		}
 	}
 	if err := writeAll(spareFD, []byte{sparePhaseStarted}); err != nil {
 		return err // the server is gone: nothing runs

@@ -20,23 +20,29 @@ const traceSpareArg = "--trace-spare"
 
 // The tracer's modes.
 const (
-	// traceQuitAtDup2: SIGQUIT right after the spare's dup3 onto 2.
+	// traceQuitAtDup2: SIGQUIT right after a dup3 onto 2 by the spare
+	// or by the child it forks for the command.
 	traceQuitAtDup2 = "quit-at-dup2"
 	// traceHoldAtOrder: the spare stays in a ptrace stop once its
 	// recvmsg of the order returned (neither SIGCONT nor a reply
 	// frees it; SIGKILL ends it).
 	traceHoldAtOrder = "hold-at-order"
+	// traceHoldAtFork: the spare stays in a ptrace stop once its
+	// vfork of the command returned (the child runs on).
+	traceHoldAtFork = "hold-at-fork"
 )
 
-// traceSpare traces every thread of the spare pid (this test binary is
-// run as root, or with CAP_SYS_PTRACE: the spare is not dumpable). In
-// traceQuitAtDup2, when a thread returns from dup3(_, 2, _) — the spare
-// has put the command's stderr in place — it queues SIGQUIT on that
-// thread and exits, which detaches the tracer: the thread takes the signal
+// traceSpare traces every thread of the spare pid and the children it
+// forks (this test binary is run as root, or with CAP_SYS_PTRACE: the
+// spare is not dumpable). In traceQuitAtDup2, when a thread returns from
+// dup3(_, 2, _) — the command's stderr is in place, in the child the
+// spare forked or in the spare itself — it queues SIGQUIT on that thread
+// and exits, which detaches the tracer: the thread takes the signal
 // before its next instruction, as it would take one sent by a process of
 // the sandbox at that moment. The Go runtime's answer to SIGQUIT is a
 // goroutine dump on descriptor 2 and exit 2. In traceHoldAtOrder, a thread
-// that returns from recvmsg is left stopped until the spare dies. It
+// that returns from recvmsg is left stopped until the spare dies; in
+// traceHoldAtFork, one that returns from its vfork of a command. It
 // writes "traced" once it follows every thread, then "hit".
 func traceSpare(mode string, pid int) error {
 	runtime.LockOSThread()
@@ -44,7 +50,7 @@ func traceSpare(mode string, pid int) error {
 	if err != nil {
 		return err
 	}
-	const opts = unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_TRACECLONE
+	const opts = unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK
 	for _, d := range tasks {
 		tid, _ := strconv.Atoi(d.Name())
 		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, opts, 0, 0); e != 0 {
@@ -78,10 +84,12 @@ func traceSpare(mode string, pid int) error {
 			exit := unix.PtraceGetRegs(tid, &r) == nil && int64(r.Rax) != -int64(unix.ENOSYS)
 			switch {
 			case mode == traceQuitAtDup2 && exit && r.Orig_rax == unix.SYS_DUP3 && r.Rsi == 2:
-				_ = unix.Tgkill(pid, tid, unix.SIGQUIT)
+				_ = unix.Tgkill(tgidOf(tid), tid, unix.SIGQUIT)
 				os.Stdout.WriteString("hit\n")
 				os.Exit(0) // detaches every thread
 			case mode == traceHoldAtOrder && exit && r.Orig_rax == unix.SYS_RECVMSG:
+				os.Stdout.WriteString("hit\n") // and left stopped
+			case mode == traceHoldAtFork && exit && r.Orig_rax == unix.SYS_CLONE && r.Rdi&unix.CLONE_VFORK != 0 && int64(r.Rax) > 0:
 				os.Stdout.WriteString("hit\n") // and left stopped
 			default:
 				_ = unix.PtraceSyscall(tid, 0)
@@ -93,6 +101,18 @@ func traceSpare(mode string, pid int) error {
 		}
 	}
 	return os.ErrDeadlineExceeded
+}
+
+// tgidOf is the process a thread belongs to (0 when it is gone).
+func tgidOf(tid int) int {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // traceSpareFor starts this test binary as the tracer of the spare pid in
@@ -171,8 +191,8 @@ func TestSpareCrashTextNeverReachesACommandThatRan(t *testing.T) {
 
 // TestSpareStoppedWhileWaitingIsContinued: a spare that a process of the
 // sandbox stopped (SIGSTOP) while it waits is continued when it is handed
-// the next command, which runs in it, once, and does not wait
-// spareReplyWait with the server's lock held.
+// the next command, which it forks, once, without waiting spareReplyWait
+// with the server's lock held.
 func TestSpareStoppedWhileWaitingIsContinued(t *testing.T) {
 	e, s := startLauncherServer(t)
 	c := newTestClient(t, e)
@@ -188,11 +208,13 @@ func TestSpareStoppedWhileWaitingIsContinued(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	forks := spareForks(s)
 	count := filepath.Join(t.TempDir(), "count")
 	p := shell(t, c, `echo ran >> `+count+`; echo ok`, nil)
 	out, _, code, _ := collect(t, p)
-	if code != 0 || out != "ok\n" || p.PID() != spare {
-		t.Fatalf("after the spare was stopped: pid %d (spare %d) code %d out %q", p.PID(), spare, code, out)
+	if code != 0 || out != "ok\n" || spareForks(s) != forks+1 || readySpare(t, s) != spare {
+		t.Fatalf("after the spare was stopped: pid %d, code %d, out %q; the spare %d forked %d commands and is now %d",
+			p.PID(), code, out, spare, spareForks(s)-forks, readySpare(t, s))
 	}
 	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
 		t.Fatalf("the command ran %q", b)
@@ -210,4 +232,51 @@ func procState(pid int) byte {
 		return 0
 	}
 	return b[i+2]
+}
+
+// TestSpareStalledAfterItForkedRunsNothingTwice: a spare that forked the
+// command and then stops answering (held in a ptrace stop right after its
+// vfork returned) is killed after spareReplyWait. The command may have
+// run, so the open fails saying so, the command is not started again
+// (it ran once, in the child) and nothing carrying its tag is left
+// running.
+func TestSpareStalledAfterItForkedRunsNothingTwice(t *testing.T) {
+	e, s := startLauncherServer(t)
+	c := newTestClient(t, e)
+	collect(t, shell(t, c, `true`, nil))
+	spare := readySpare(t, s)
+	hit := traceSpareFor(t, traceHoldAtFork, spare)
+	count := filepath.Join(t.TempDir(), "count")
+	p, err := c.Open(ctxT(t), OpenSpec{Argv: []string{"sh", "-c", `echo ran >> ` + count + `; exec sleep 30.25`}, Env: hostEnv()})
+	hit()
+	if err == nil {
+		collect(t, p)
+		t.Fatalf("the open succeeded (pid %d) though the spare never said how it started the command", p.PID())
+	}
+	if !strings.Contains(err.Error(), "stopped answering") {
+		t.Fatalf("open: %v", err)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+		t.Fatalf("the command ran %q", b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := 0
+		for _, pr := range listProcs() {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pr.PID) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x0030.25") && !pr.Dead() {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the unconfirmed command still run", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitGone(t, spare)
+	if out, _, code, _ := collect(t, shell(t, c, `echo after`, nil)); code != 0 || out != "after\n" {
+		t.Fatalf("the next command: %q %d", out, code)
+	}
 }

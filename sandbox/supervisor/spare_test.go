@@ -82,11 +82,31 @@ func procStat(t *testing.T, pid int) (pgid, sid int) {
 	return pgid, sid
 }
 
+// spareForks is how many commands the server's spares forked.
+func spareForks(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spareForks
+}
+
+// procPPID is /proc/PID/stat's parent pid.
+func procPPID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ppid, _ := strconv.Atoi(strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))[1])
+	return ppid
+}
+
 // TestSpareLauncherRunsTheNextCommand: after a command, the server keeps a
-// spare launcher, and the next command runs in that very process (its
-// pid), as a forked one would: its own process group, the working
-// directory, the environment with its tag, output and exit code, and the
-// raised OOM score.
+// spare launcher, which forks the next commands as children of the server,
+// as a launcher's fork would start them: each its own process group, the
+// working directory (or the server's without one, whatever the command
+// before used), the environment with its tag, output and exit code, the
+// raised OOM score, and not the spare's socket. The same spare
+// stays ready after each.
 func TestSpareLauncherRunsTheNextCommand(t *testing.T) {
 	e, s := startLauncherServer(t)
 	c := newTestClient(t, e)
@@ -97,15 +117,30 @@ func TestSpareLauncherRunsTheNextCommand(t *testing.T) {
 	if pgid, sid := procStat(t, spare); pgid != syscall.Getpgrp() || sid != mustSid(t) {
 		t.Fatalf("the waiting spare: pgid %d sid %d", pgid, sid)
 	}
-	dir := t.TempDir()
-	p := shell(t, c, `echo "$$ $(cat /proc/self/oom_score_adj) $(pwd) $SANDBOXCTL_RUN"; cut -d' ' -f5 /proc/$$/stat; echo err >&2; exit 3`, func(o *OpenSpec) { o.Dir = dir })
-	if p.PID() != spare {
-		t.Fatalf("the command's pid %d, the spare's %d: the spare was not used", p.PID(), spare)
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
 	}
-	out, errs, code, _ := collect(t, p)
-	want := fmt.Sprintf("%d %d %s %s\n%d\n", spare, ChildOOMScoreAdj, dir, p.ID(), spare)
-	if out != want || errs != "err\n" || code != 3 {
-		t.Fatalf("through the spare: out %q (want %q) err %q code %d", out, want, errs, code)
+	dir := t.TempDir()
+	for i, d := range []string{dir, "", dir} {
+		forks := spareForks(s)
+		p := shell(t, c, `echo "$$ $(cat /proc/self/oom_score_adj) $(pwd) $SANDBOXCTL_RUN"; cut -d' ' -f5 /proc/$$/stat; ls -l /proc/self/fd | grep -c socket:; echo err >&2; sleep 0.2; exit 3`, func(o *OpenSpec) { o.Dir = d })
+		ppid := procPPID(t, p.PID())
+		out, errs, code, _ := collect(t, p)
+		wd := d
+		if d == "" {
+			wd = cwd
+		}
+		want := fmt.Sprintf("%d %d %s %s\n%d\n0\n", p.PID(), ChildOOMScoreAdj, wd, p.ID(), p.PID())
+		if out != want || errs != "err\n" || code != 3 {
+			t.Fatalf("command %d through the spare: out %q (want %q) err %q code %d", i, out, want, errs, code)
+		}
+		if ppid != os.Getpid() || spareForks(s) != forks+1 {
+			t.Fatalf("command %d: parent %d (the server is %d), %d forks by the spare", i, ppid, os.Getpid(), spareForks(s)-forks)
+		}
+		if now := readySpare(t, s); now != spare {
+			t.Fatalf("command %d: the spare %d was replaced by %d", i, spare, now)
+		}
 	}
 }
 
@@ -118,18 +153,19 @@ func mustSid(t *testing.T) int {
 	return sid
 }
 
-// TestSpareLauncherTerminal: a PTY command through the spare is a session
+// TestSpareLauncherTerminal: a PTY command the spare forks is a session
 // leader with the terminal as its controlling tty.
 func TestSpareLauncherTerminal(t *testing.T) {
 	e, s := startLauncherServer(t)
 	c := newTestClient(t, e)
 	collect(t, shell(t, c, `true`, nil))
-	spare := readySpare(t, s)
+	readySpare(t, s)
+	forks := spareForks(s)
 	p := shell(t, c, `tty >/dev/null && echo tty; cut -d' ' -f6 /proc/$$/stat; echo $$`, func(o *OpenSpec) { o.PTY, o.Cols, o.Rows = true, 80, 24 })
 	out, _, code, _ := collect(t, p)
-	want := fmt.Sprintf("tty\r\n%d\r\n%d\r\n", spare, spare)
-	if p.PID() != spare || code != 0 || out != want {
-		t.Fatalf("PTY through the spare (pid %d, spare %d): code %d out %q, want %q", p.PID(), spare, code, out, want)
+	want := fmt.Sprintf("tty\r\n%d\r\n%d\r\n", p.PID(), p.PID())
+	if spareForks(s) != forks+1 || code != 0 || out != want {
+		t.Fatalf("PTY through the spare (pid %d, %d forks by the spare): code %d out %q, want %q", p.PID(), spareForks(s)-forks, code, out, want)
 	}
 }
 
