@@ -130,6 +130,11 @@ type Manager struct {
 	sweepStop chan struct{}
 	sweepDone chan struct{}
 	wg        sync.WaitGroup // session goroutines
+
+	// rawBufs recycles raw sessions' read buffers (*[rawReadChunk]byte):
+	// two fresh ones per command, allocated and zeroed, were a visible
+	// part of a short command's cost.
+	rawBufs sync.Pool
 }
 
 // EventJournal numbers and keeps events: Append returns ev with its

@@ -43,7 +43,14 @@ type textBacklog struct {
 // the raw output (which may hold the command back) and to the text
 // backlog.
 func (m *Manager) readRawOutput(s *session, r io.Reader, stream output.Stream) {
-	buf := make([]byte, rawReadChunk)
+	// What is read is copied out (appendRaw, backlogText) before the next
+	// read, so the buffer goes back to the pool when the stream ends.
+	b, _ := m.rawBufs.Get().(*[rawReadChunk]byte)
+	if b == nil {
+		b = new([rawReadChunk]byte)
+	}
+	defer m.rawBufs.Put(b)
+	buf := b[:]
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {

@@ -6,11 +6,12 @@
 // handed over to sandboxctld, installed beside it. Build it static
 // (CGO_ENABLED=0) so no dynamic loader runs at start.
 //
-// It is one request and an answer: it neither needs parallelism nor should
-// pay for it, so it runs on one P and does not follow the cgroup's CPU
+// It is one request and an answer, so it does not follow the cgroup's CPU
 // quota (the runtime still reads the cgroup files once at start, whatever
-// containermaxprocs says). docs/architecture.md says where the rest of its
-// time goes; bench's BenchmarkCLIProcess measures it.
+// containermaxprocs says). It keeps the runtime's GOMAXPROCS: setting it
+// stops the world, which cost a quarter of a millisecond per run, more
+// than it saved. docs/architecture.md says where the rest of its time
+// goes; bench's BenchmarkCLIProcess measures it.
 //
 //go:debug containermaxprocs=0
 //go:debug updatemaxprocs=0
@@ -18,7 +19,6 @@ package main
 
 import (
 	"os"
-	"runtime"
 
 	"github.com/sandboxctl/sandboxctl/internal/cli"
 )
@@ -27,6 +27,5 @@ import (
 var version = "dev"
 
 func main() {
-	runtime.GOMAXPROCS(1)
 	os.Exit(cli.Main(version, "", cli.ForwardingCommands))
 }

@@ -61,6 +61,9 @@ type CLI struct {
 	steps *stepProgress
 	// loaded is the configuration LoadConfig read.
 	loaded *loadedConfig
+	// signalsWatched, when set, is closed once Ctrl-C cancels the
+	// command's context (watchSignals); Client waits for it.
+	signalsWatched <-chan struct{}
 }
 
 // stepProgress returns the CLI's progress writer of long steps.
@@ -77,14 +80,32 @@ func (c *CLI) stepProgress() *stepProgress {
 // then kills its remote command, as Ctrl-C does); a second one kills at
 // once. daemonBinary is CLI.DaemonBinary ("" = find sandboxctld).
 func Main(version, daemonBinary string, extra func(*CLI) []*cobra.Command) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	c := &CLI{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Version: version, Argv: os.Args, DaemonBinary: daemonBinary}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &CLI{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Version: version, Argv: os.Args, DaemonBinary: daemonBinary,
+		signalsWatched: watchSignals(cancel)}
 	return Report(NewRootCommand(c, extra(c)...).ExecuteContext(ctx), os.Stderr)
+}
+
+// watchSignals makes the first SIGINT, SIGTERM or SIGHUP call cancel and
+// then gives the signals their default action back, so a second one
+// kills. The Go runtime installs each handler by a round trip to a thread
+// it makes for signals (a quarter of a millisecond on a small VM), so this
+// runs beside the start-up: the channel it returns is closed once the
+// handlers are in place, and the first request to the daemon waits for it
+// (CLI.Client). A signal before that ends the process before it asked the
+// daemon anything.
+func watchSignals(cancel context.CancelFunc) <-chan struct{} {
+	watched := make(chan struct{})
+	go func() {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		close(watched)
+		<-sigs
+		signal.Stop(sigs)
+		cancel()
+	}()
+	return watched
 }
 
 // ExitError ends the process with Code. A nil Err exits silently (the
@@ -456,6 +477,9 @@ func (c *CLI) Client(cfg config.File) (*apiclient.Client, error) {
 	id, err := c.Identity()
 	if err != nil {
 		return nil, err
+	}
+	if c.signalsWatched != nil {
+		<-c.signalsWatched // a Ctrl-C from now on reaches the command
 	}
 	client := apiclient.Connect(opts)
 	client.SetIdentity(id)

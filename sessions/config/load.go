@@ -62,13 +62,31 @@ func Load(path string) (File, error) {
 }
 
 // Parse is Load for bytes already read; name is used in errors. It
-// returns the first problem of Check.
+// returns the first problem of Check. A valid file, the usual case, is
+// decoded in one strict pass (every CLI command parses its configuration
+// on its way to the daemon); Check runs only to find and word what is
+// wrong with one that is not, so both give the same File.
 func Parse(name string, data []byte) (File, error) {
+	if f, ok := decodeValid(data); ok {
+		return f, nil
+	}
 	f, problems := Check(name, data)
 	if len(problems) > 0 {
 		return File{}, problems[0]
 	}
 	return f, nil
+}
+
+// decodeValid decodes data over the defaults, refusing unknown keys, and
+// reports whether that gave a valid configuration.
+func decodeValid(data []byte) (File, bool) {
+	f := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return File{}, false
+	}
+	return f, f.Validate() == nil
 }
 
 // Check parses data (the file name) once and returns the configuration
