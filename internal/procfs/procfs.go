@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -122,13 +123,20 @@ func PIDs(root string) ([]int, error) {
 
 // List reads the stat of every process under root. Processes that exit
 // during the scan, or whose stat cannot be read, are left out.
-func List(root string) ([]Stat, error) {
+func List(root string) ([]Stat, error) { return ListExcept(root) }
+
+// ListExcept is List without the processes skip names: their stat is not
+// read.
+func ListExcept(root string, skip ...int) ([]Stat, error) {
 	pids, err := PIDs(root)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Stat, 0, len(pids))
 	for _, pid := range pids {
+		if slices.Contains(skip, pid) {
+			continue
+		}
 		// gVisor shows pid 0 in the stat of a task that is exiting: an
 		// entry must name the pid it was listed under.
 		if st, err := ReadStat(root, pid); err == nil && st.PID == pid {

@@ -61,20 +61,14 @@ func pendingBytes(f *os.File) int {
 	return n
 }
 
-// listProcs reads the stat of every process but this one.
-func listProcs() []procfs.Stat {
-	all, err := procfs.List("/proc")
+// listProcs reads the stat of every process but this one and those
+// named in skip.
+func listProcs(skip ...int) []procfs.Stat {
+	all, err := procfs.ListExcept("/proc", append(skip, os.Getpid())...)
 	if err != nil {
 		return nil
 	}
-	self := os.Getpid()
-	out := all[:0]
-	for _, p := range all {
-		if p.PID != self {
-			out = append(out, p)
-		}
-	}
-	return out
+	return all
 }
 
 // treeOf returns the live (non-zombie) processes of a session: its process

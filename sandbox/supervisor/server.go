@@ -556,29 +556,36 @@ func (s *Server) reaper(sigc <-chan os.Signal) {
 		case <-s.stop:
 			return
 		}
-		for {
-			var ws unix.WaitStatus
-			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-			if err == unix.EINTR {
-				continue
+		s.reapExited()
+	}
+}
+
+// reapExited collects every child that has exited, dispatching session
+// leaders to their session and discarding the rest. The reaper calls it
+// on SIGCHLD; a session's reader too, when its stream ends.
+func (s *Server) reapExited() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		s.mu.Lock()
+		sess := s.byPID[pid]
+		delete(s.byPID, pid)
+		if pid == s.sparePID { // a spare that died waiting
+			s.sparePID = 0
+			if s.spare != nil && s.spare.pid == pid {
+				_ = s.spare.conn.Close()
+				s.spare = nil
 			}
-			if pid <= 0 || err != nil {
-				break
-			}
-			s.mu.Lock()
-			sess := s.byPID[pid]
-			delete(s.byPID, pid)
-			if pid == s.sparePID { // a spare that died waiting
-				s.sparePID = 0
-				if s.spare != nil && s.spare.pid == pid {
-					_ = s.spare.conn.Close()
-					s.spare = nil
-				}
-			}
-			s.mu.Unlock()
-			if sess != nil {
-				sess.leaderExited(ws)
-			}
+		}
+		s.mu.Unlock()
+		if sess != nil {
+			sess.leaderExited(ws)
 		}
 	}
 }

@@ -423,6 +423,9 @@ func (sess *session) writeMeta() {
 // command blocks on a full pipe instead of memory growing).
 func (sess *session) reader(f *os.File, which byte) {
 	defer sess.readersWG.Done()
+	// The end of a stream is mostly its command's exit: collecting it
+	// now saves the wait for SIGCHLD to come round to the reaper.
+	defer sess.srv.reapExited()
 	// A quiet stream reads into a small buffer; once a read fills it, the
 	// stream reads straight into pooled frame buffers (no copy on the way
 	// out).

@@ -34,9 +34,14 @@ func (sess *session) signal(sig unix.Signal) error {
 // the orphans no running session claims. One listing of /proc serves both
 // when the tree is already empty, as it usually is.
 func (sess *session) endLeftovers() {
-	procs := listProcs()
+	// The spare launcher is part of no session and no orphan: its stat
+	// and environment need no reading.
+	sess.srv.mu.Lock()
+	spare := sess.srv.sparePID
+	sess.srv.mu.Unlock()
+	procs := listProcs(spare)
 	if sess.killTreeFrom(procs, LeftoverGrace) {
-		procs = listProcs()
+		procs = listProcs(spare)
 	}
 	sess.srv.endOrphans(procs)
 }
