@@ -154,6 +154,18 @@ func traceSpareFor(t *testing.T, mode string, pid int) (hit func()) {
 	}
 }
 
+// tracedSpare starts a server whose spare launcher is ready (a first
+// command ran) and traced in mode, and returns its client, the spare's
+// pid and the tracer's hit (traceSpareFor).
+func tracedSpare(t *testing.T, mode string) (*Client, int, func()) {
+	t.Helper()
+	e, s := startLauncherServer(t)
+	c := newTestClient(t, e)
+	collect(t, shell(t, c, `true`, nil))
+	spare := readySpare(t, s)
+	return c, spare, traceSpareFor(t, mode, spare)
+}
+
 // TestSpareCrashTextNeverReachesACommandThatRan: a spare that dies with
 // the Go runtime's report (SIGQUIT from a process of the sandbox, or a
 // thread it cannot make at the pids limit) once it holds the order must
@@ -161,11 +173,7 @@ func traceSpareFor(t *testing.T, mode string, pid int) (hit func()) {
 // command's output is its own. Here the spare is made to take SIGQUIT
 // right after it put the command's stderr on its descriptor 2.
 func TestSpareCrashTextNeverReachesACommandThatRan(t *testing.T) {
-	e, s := startLauncherServer(t)
-	c := newTestClient(t, e)
-	collect(t, shell(t, c, `true`, nil))
-	spare := readySpare(t, s)
-	hit := traceSpareFor(t, traceQuitAtDup2, spare)
+	c, _, hit := tracedSpare(t, traceQuitAtDup2)
 	proof := filepath.Join(t.TempDir(), "ran")
 	p, openErr := c.Open(ctxT(t), OpenSpec{Argv: []string{"sh", "-c", `echo ran >> ` + proof + `; echo ok`}, Env: hostEnv()})
 	hit()
@@ -241,11 +249,7 @@ func procState(pid int) byte {
 // (it ran once, in the child) and nothing carrying its tag is left
 // running.
 func TestSpareStalledAfterItForkedRunsNothingTwice(t *testing.T) {
-	e, s := startLauncherServer(t)
-	c := newTestClient(t, e)
-	collect(t, shell(t, c, `true`, nil))
-	spare := readySpare(t, s)
-	hit := traceSpareFor(t, traceHoldAtFork, spare)
+	c, spare, hit := tracedSpare(t, traceHoldAtFork)
 	count := filepath.Join(t.TempDir(), "count")
 	p, err := c.Open(ctxT(t), OpenSpec{Argv: []string{"sh", "-c", `echo ran >> ` + count + `; exec sleep 30.25`}, Env: hostEnv()})
 	hit()
