@@ -130,8 +130,32 @@ func TestKubeCreateConflicts(t *testing.T) {
 	if c := liveClaims(ctx, t, cs, ns); len(c) != 1 {
 		t.Fatalf("claims after a failed resume: %v, want the paused sandbox's", c)
 	}
-	if list, err := m.List(ctx); err != nil || len(list) != 1 || list[0].State != "paused" {
-		t.Fatalf("List after a failed resume: %+v %v (want the sandbox still paused)", list, err)
+	// The failed attempt's Pod is deleted: until the watch sees it go, List
+	// shows it too, "removing" and not current; nothing else may appear.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		list, err := m.List(ctx)
+		if err != nil {
+			t.Fatalf("List after a failed resume: %v", err)
+		}
+		var paused, others int
+		for _, sb := range list {
+			switch {
+			case sb.State == "paused":
+				paused++
+			case sb.State == "removing" && !sb.Current:
+				others++
+			default:
+				t.Fatalf("List after a failed resume: %+v (want the sandbox still paused)", list)
+			}
+		}
+		if paused == 1 && others == 0 {
+			break
+		}
+		if paused != 1 || time.Now().After(deadline) {
+			t.Fatalf("List after a failed resume: %+v (want the sandbox still paused, alone within a minute)", list)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
