@@ -122,10 +122,6 @@ type Server struct {
 	sparePID      int
 	spareClosed   bool
 	spareForks    int
-
-	// finishing counts the sessions whose end is not yet recorded
-	// (session.finish).
-	finishing sync.WaitGroup
 }
 
 // NewServer prepares a Server; Serve runs it.
@@ -594,9 +590,11 @@ func (s *Server) reapExited() {
 func (s *Server) Shutdown(grace time.Duration) {
 	s.closeSpare()
 	s.mu.Lock()
-	var running []*session
+	var running, ending []*session
 	for _, sess := range s.sessions {
-		if !sess.isExited() {
+		if sess.isExited() {
+			ending = append(ending, sess)
+		} else {
 			running = append(running, sess)
 		}
 	}
@@ -607,21 +605,24 @@ func (s *Server) Shutdown(grace time.Duration) {
 		go func() { defer wg.Done(); sess.killTree(grace) }()
 	}
 	wg.Wait()
-	// Then their exits (and those of commands that had just ended) are
-	// recorded before it returns; a client that stopped reading cannot
-	// hold it for more than shutdownRecordWait.
-	recorded := make(chan struct{})
-	go func() { s.finishing.Wait(); close(recorded) }()
-	select {
-	case <-recorded:
-	case <-time.After(shutdownRecordWait):
-		s.logf("supervisor: shutdown: exits not recorded within %v", shutdownRecordWait)
+	// A command that had ended has its exit recorded and reported, and
+	// its final record is being written (a matter of milliseconds): that
+	// is waited for. Those it ended now are not: a stop must be quick
+	// (docker stop -t1 kills the sandbox a second after its SIGTERM).
+	deadline := time.After(shutdownRecordWait)
+	for _, sess := range ending {
+		select {
+		case <-sess.recorded:
+		case <-deadline:
+			s.logf("supervisor: shutdown: final records not written within %v", shutdownRecordWait)
+			return
+		}
 	}
 }
 
-// shutdownRecordWait bounds Shutdown's wait for sessions that ended to be
-// recorded.
-const shutdownRecordWait = 5 * time.Second
+// shutdownRecordWait bounds Shutdown's wait for the final records of
+// commands that had ended.
+const shutdownRecordWait = time.Second
 
 func (s *Server) inputWaitLoop() {
 	t := time.NewTicker(s.iwInterval)

@@ -32,6 +32,8 @@ type session struct {
 	id   string
 	spec OpenSpec
 	dir  string // session state dir ("" in memory)
+	// recorded is closed once finish wrote the session's final record.
+	recorded chan struct{}
 	// filesMu orders the writes of the state files (writeFile) with their
 	// removal (removeFiles), after which nothing is written: a client may
 	// forget the session as soon as it learns of its exit.
@@ -107,7 +109,7 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 			spec.Rows = termsize.DefaultRows
 		}
 	}
-	sess := &session{srv: s, id: spec.ID, spec: spec, tag: string(envknob.RunTag) + "=" + spec.ID, leaderDone: make(chan struct{})}
+	sess := &session{srv: s, id: spec.ID, spec: spec, tag: string(envknob.RunTag) + "=" + spec.ID, leaderDone: make(chan struct{}), recorded: make(chan struct{})}
 	sess.cond = sync.NewCond(&sess.mu)
 	if s.dir != "" {
 		sess.dir = filepath.Join(s.dir, spec.ID)
@@ -309,8 +311,7 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		sess.readersWG.Add(1)
 		go sess.reader(f, byte(i+1))
 	}
-	s.finishing.Add(1)
-	go func() { defer s.finishing.Done(); sess.finish() }()
+	go sess.finish()
 	return nil
 }
 
@@ -611,6 +612,7 @@ wait:
 		runtime.Gosched()
 		sess.writeMetaFinal()
 	}
+	close(sess.recorded)
 	sess.srv.finished(sess)
 }
 
