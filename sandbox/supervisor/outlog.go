@@ -9,8 +9,6 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 )
 
 // DefaultLogCap is how many bytes of output each session keeps at least:
@@ -282,13 +280,4 @@ func (l *outlog) close() {
 			l.f[i] = nil
 		}
 	}
-}
-
-// writeStateFile replaces dir/name with b atomically and durably; without
-// a state directory it keeps nothing.
-func writeStateFile(dir, name string, b []byte) error {
-	if dir == "" {
-		return nil
-	}
-	return atomicfile.Write(filepath.Join(dir, name), b, 0o600)
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxctl/sandboxctl/envknob"
+	"github.com/sandboxctl/sandboxctl/internal/atomicfile"
 	"github.com/sandboxctl/sandboxctl/internal/termsize"
 )
 
@@ -622,15 +623,16 @@ func (sess *session) writeMetaFinal() {
 	_ = sess.writeFile("meta.json", b)
 }
 
-// writeFile replaces the session's state file name with b, unless the
-// session's files were removed.
+// writeFile replaces the session's state file name with b atomically and
+// durably; a session kept in memory, or whose files were removed, keeps
+// nothing.
 func (sess *session) writeFile(name string, b []byte) error {
 	sess.filesMu.Lock()
 	defer sess.filesMu.Unlock()
-	if sess.filesRemoved {
+	if sess.dir == "" || sess.filesRemoved {
 		return nil
 	}
-	return writeStateFile(sess.dir, name, b)
+	return atomicfile.Write(filepath.Join(sess.dir, name), b, 0o600)
 }
 
 func (sess *session) isExited() bool {

@@ -42,8 +42,8 @@ import (
 // is left under the sandbox's pids limit), the command was not found, or
 // the kernel is gVisor's (cloneParentReaped), it runs the command in its
 // own process instead, as a launcher does: the same steps in itself,
-// sparePhaseStarted, the descriptors on 0, 1 and 2, and the exec (or the error, as the command's output, and exit
-// 127). It writes nothing on a command's descriptors before it reported
+// sparePhaseStarted, the descriptors on 0, 1 and 2, and the exec (or the
+// error, as the command's output, and exit 127). It writes nothing on a command's descriptors before it reported
 // the start, so a spare that dies before (the Go runtime's report of a
 // SIGQUIT, or of a thread it could not make) leaves nothing in the output
 // of the command that then starts the usual way. EOF on its socket (the
@@ -366,12 +366,7 @@ func RunSpare() error {
 			err = unix.Chdir(o.Dir)
 		}
 		if err != nil {
-			var errno syscall.Errno
-			if !errors.As(err, &errno) {
-				errno = unix.EINVAL
-			}
-			b, _ := json.Marshal(spareFailure{Step: "chdir", Errno: int(errno)})
-			_ = writeAll(spareFD, append([]byte{sparePhaseFailed}, b...))
+			reportFailure("chdir", errnoOf(err))
 			return nil
 		}
 		path := o.Path
@@ -420,13 +415,9 @@ func cloneParentReaped() bool {
 // fork starts the command as a child of the server (CLONE_PARENT), in
 // the spare's working directory, with fds on 0, 1 and 2.
 func (o *spareOrder) fork(path string, fds []int) (int, error) {
-	files := make([]uintptr, 3)
-	for i := range files {
-		src := fds[0]
-		if !o.Terminal {
-			src = fds[i]
-		}
-		files[i] = uintptr(src)
+	var files []uintptr
+	for _, fd := range o.stdio(fds) {
+		files = append(files, uintptr(fd))
 	}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_PARENT}
 	if o.Terminal {
@@ -444,8 +435,7 @@ func (o *spareOrder) fork(path string, fds []int) (int, error) {
 // command's stderr before it exits 127.
 func (o *spareOrder) runInPlace(path string, fds []int, lookErr error) error {
 	if step, errno := o.prepare(fds); errno != 0 {
-		b, _ := json.Marshal(spareFailure{Step: step, Errno: int(errno)})
-		_ = writeAll(spareFD, append([]byte{sparePhaseFailed}, b...))
+		reportFailure(step, errno)
 		return nil
 	}
 	if err := writeAll(spareFD, []byte{sparePhaseStarted}); err != nil {
@@ -528,51 +518,59 @@ func readSpareOrder(fd int) (*spareOrder, []int, error) {
 }
 
 // prepare does in this process what a fork for the command does in the
-// child, in the order of syscall.ForkExec: the session or process group,
-// the working directory, the controlling tty (the terminal, still on its
-// received descriptor). The descriptors go on 0, 1 and 2 later (install),
-// once the start is reported.
+// child, in the order of syscall.ForkExec: the session or process group
+// and the controlling tty (the terminal, still on its received
+// descriptor). RunSpare changed into the working directory already; the
+// descriptors go on 0, 1 and 2 later (install), once the start is
+// reported.
 func (o *spareOrder) prepare(fds []int) (step string, errno syscall.Errno) {
-	fail := func(step string, err error) (string, syscall.Errno) {
-		var e syscall.Errno
-		if !errors.As(err, &e) {
-			e = unix.EINVAL
-		}
-		return step, e
-	}
 	if o.Terminal {
 		if _, err := unix.Setsid(); err != nil {
-			return fail("setsid", err)
+			return "setsid", errnoOf(err)
+		}
+		if err := unix.IoctlSetInt(fds[0], unix.TIOCSCTTY, 0); err != nil {
+			return "ioctl(TIOCSCTTY)", errnoOf(err)
 		}
 	} else if err := unix.Setpgid(0, 0); err != nil {
-		return fail("setpgid", err)
-	}
-	if o.Dir != "" {
-		if err := unix.Chdir(o.Dir); err != nil {
-			return fail("chdir", err)
-		}
-	}
-	if o.Terminal {
-		if err := unix.IoctlSetInt(fds[0], unix.TIOCSCTTY, 0); err != nil {
-			return fail("ioctl(TIOCSCTTY)", err)
-		}
+		return "setpgid", errnoOf(err)
 	}
 	return "", 0
+}
+
+// errnoOf is err's errno (EINVAL for an error that carries none).
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if !errors.As(err, &e) {
+		e = unix.EINVAL
+	}
+	return e
+}
+
+// reportFailure tells the server that the step of its command failed:
+// sparePhaseFailed and the spareFailure.
+func reportFailure(step string, errno syscall.Errno) {
+	b, _ := json.Marshal(spareFailure{Step: step, Errno: int(errno)})
+	_ = writeAll(spareFD, append([]byte{sparePhaseFailed}, b...))
 }
 
 // install puts the command's descriptors on 0, 1 and 2 (the received ones
 // are close-on-exec).
 func (o *spareOrder) install(fds []int) error {
-	for i := range 3 {
-		src := fds[0]
-		if !o.Terminal {
-			src = fds[i]
-		}
+	for i, src := range o.stdio(fds) {
 		if err := unix.Dup3(src, i, 0); err != nil {
 			return fmt.Errorf("spare: dup3: %w", err)
 		}
 	}
 	return nil
+}
+
+// stdio is the command's descriptors for 0, 1 and 2: the three received,
+// or the terminal for all three.
+func (o *spareOrder) stdio(fds []int) [3]int {
+	if o.Terminal {
+		return [3]int{fds[0], fds[0], fds[0]}
+	}
+	return [3]int{fds[0], fds[1], fds[2]}
 }
 
 // writeAll writes b to a blocking descriptor.
