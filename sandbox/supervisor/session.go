@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -593,25 +592,20 @@ wait:
 		close(sess.stdinC)
 	}
 	sess.mu.Unlock()
-	// The exit is on disk before it is reported (a daemon that finds
-	// this supervisor dead reads it back); the final record (byte counts)
-	// follows the report, which it does not change.
+	// The exit and the final record are on disk before the exit is
+	// reported (a daemon that finds this supervisor dead reads them back),
+	// so nothing of the session is written once a client has seen it end
+	// (and may remove the state directory).
 	if sess.dir != "" {
 		b, _ := json.Marshal(st)
 		if err := sess.writeFile("exit", b); err != nil {
 			sess.srv.logf("supervisor: exit %s: %v", sess.id, err)
 		}
+		sess.writeMetaFinal()
 	}
 	if stream != 0 {
 		sess.srv.sendJSON(conn, FrameExit, stream, st)
 		sess.srv.unbind(stream, sess)
-	}
-	if sess.dir != "" {
-		// The writer goroutine sends the exit first: in a sandbox of one
-		// CPU this process has one P, which it would otherwise only get
-		// once this goroutine blocks.
-		runtime.Gosched()
-		sess.writeMetaFinal()
 	}
 	close(sess.recorded)
 	sess.srv.finished(sess)
