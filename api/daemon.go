@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,9 +87,24 @@ const ConsoleClientPIDsHeader = "X-Sandboxctl-Console-Client-Pids"
 const ConsoleLoginPath = "/v1/ui/login"
 
 // CommandNotFound ends the message of a command that could not start
-// because its program is not found (a 400 whose field is "start"); the CLI
-// exits 127 on it, as a shell does. The supervisor writes it.
+// because its program is not found; the supervisor writes it, and its
+// client reads it back as ErrCommandNotFound.
 const CommandNotFound = "command not found"
+
+// ErrCommandNotFound is a command that did not start because its program
+// is not found. Its answer is a 400 whose field is "start" and whose code
+// is ErrorCodeCommandNotFound; the CLI exits 127 on it, as a shell does.
+var ErrCommandNotFound = errors.New(CommandNotFound)
+
+// ErrorCode classes an error answer for a client that branches on it
+// (ErrorBody.Code); most answers have none, their status says enough.
+type ErrorCode string
+
+// The error codes.
+const (
+	// ErrorCodeCommandNotFound: ErrCommandNotFound.
+	ErrorCodeCommandNotFound ErrorCode = "command-not-found"
+)
 
 // ErrorBody is the body of every non-2xx answer of the daemon.
 type ErrorBody struct {
@@ -97,6 +113,9 @@ type ErrorBody struct {
 	// "workdir", "env", ...; "start" when the command itself could not
 	// start (its program, its environment).
 	Field string `json:"field,omitempty"`
+	// Code classes the error further, where a client branches on more
+	// than the status and field.
+	Code ErrorCode `json:"code,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions.

@@ -239,14 +239,24 @@ func SignalReason(sig string) string { return reasonSignalPrefix + sig }
 // runs, or for details of no command (a process list, an event of
 // another kind).
 func (d Details) Exit() (Exit, bool) {
+	if d.Status == StatusFailed && d.Error != "" {
+		return Exit{}, false
+	}
 	sig := ""
 	if d.Signal != nil {
 		sig = *d.Signal
 	}
-	switch d.Status {
+	code, hasCode := d.ExitCode.Int()
+	return exitOf(d.Status, code, hasCode, sig, d.Reason)
+}
+
+// exitOf is how a command ended, from the fields a result's details and
+// an exit frame share: its status, exit code (hasCode: it has one), the
+// signal that ended it and the reason it failed.
+func exitOf(status string, code int, hasCode bool, sig, reason string) (Exit, bool) {
+	switch status {
 	case StatusCompleted:
-		code, ok := d.ExitCode.Int()
-		if !ok {
+		if !hasCode {
 			return Exit{}, false
 		}
 		return Exit{Reason: ExitExited, Code: code}, true
@@ -255,13 +265,10 @@ func (d Details) Exit() (Exit, bool) {
 	case StatusApprovalPending:
 		return Exit{Reason: ExitApprovalPending}, true
 	case StatusFailed:
-		if d.Error != "" {
-			return Exit{}, false
-		}
 		switch {
-		case strings.HasPrefix(d.Reason, reasonTimeoutPrefix):
+		case strings.HasPrefix(reason, reasonTimeoutPrefix):
 			return Exit{Reason: ExitTimeout, Signal: sig}, true
-		case d.Reason == KillReasonKilled || d.Reason == KillReasonRemoved || d.Reason == KillReasonClosed:
+		case reason == KillReasonKilled || reason == KillReasonRemoved || reason == KillReasonClosed:
 			return Exit{Reason: ExitKilled, Signal: sig}, true
 		case sig != "":
 			return Exit{Reason: ExitSignaled, Signal: sig}, true

@@ -42,3 +42,34 @@ func TestDetailsExit(t *testing.T) {
 		t.Error("exitCode 1.5 decoded without an error")
 	}
 }
+
+// TestStreamFrameExit: an exit frame is read as the details of the same
+// end are (the fields they share mean the same); another frame has none.
+func TestStreamFrameExit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		json string
+		want api.Exit
+		ok   bool
+	}{
+		{"exited", `{"type":"exit","status":"completed","exitCode":3}`, api.Exit{Reason: api.ExitExited, Code: 3}, true},
+		{"exited 0", `{"type":"exit","status":"completed","exitCode":0}`, api.Exit{Reason: api.ExitExited}, true},
+		{"no code", `{"type":"exit","status":"completed"}`, api.Exit{}, false},
+		{"timeout", `{"type":"exit","status":"failed","signal":"SIGKILL","reason":"` + api.TimeoutReason("5s") + `"}`, api.Exit{Reason: api.ExitTimeout, Signal: "SIGKILL"}, true},
+		{"killed", `{"type":"exit","status":"failed","signal":"SIGKILL","reason":"` + api.KillReasonClosed + `"}`, api.Exit{Reason: api.ExitKilled, Signal: "SIGKILL"}, true},
+		{"signaled", `{"type":"exit","status":"failed","signal":"SIGTERM","reason":"` + api.SignalReason("SIGTERM") + `"}`, api.Exit{Reason: api.ExitSignaled, Signal: "SIGTERM"}, true},
+		{"lost", `{"type":"exit","status":"failed","reason":"the sandbox was removed"}`, api.Exit{Reason: api.ExitLost}, true},
+		{"a reason that only starts like a timeout", `{"type":"exit","status":"failed","reason":"timeouts file missing"}`, api.Exit{Reason: api.ExitLost}, true},
+		{"start frame", `{"type":"start","sessionId":"s","pid":3}`, api.Exit{}, false},
+		{"result frame", `{"type":"result","result":{"details":{"status":"completed","exitCode":0}}}`, api.Exit{}, false},
+	} {
+		var f api.StreamFrame
+		if err := json.Unmarshal([]byte(tc.json), &f); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, ok := f.Exit()
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: Exit() = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

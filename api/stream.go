@@ -46,6 +46,19 @@ type StreamFrame struct {
 	Error    string  `json:"error,omitempty"`
 }
 
+// Exit returns how the command of an exit frame ended (as Details.Exit
+// reads a result); false for a frame of another type.
+func (f StreamFrame) Exit() (Exit, bool) {
+	if f.Type != FrameExit {
+		return Exit{}, false
+	}
+	code, hasCode := 0, f.ExitCode != nil
+	if hasCode {
+		code = *f.ExitCode
+	}
+	return exitOf(f.Status, code, hasCode, f.Signal, f.Reason)
+}
+
 // ContentTypeFrames is the media type of a raw stream: binary frames, each
 // a kind byte (FrameKind...), a big-endian uint32 payload length and the
 // payload. A stdout or stderr frame's payload is the absolute offset of

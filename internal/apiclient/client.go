@@ -93,10 +93,17 @@ func (c *Client) CloseIdleConnections() {
 type APIError struct {
 	StatusCode int
 	Message    string
-	Field      string // see api.ErrorBody.Field
+	Field      string        // see api.ErrorBody.Field
+	Code       api.ErrorCode // see api.ErrorBody.Code
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// Is matches the error its code names: api.ErrCommandNotFound for
+// api.ErrorCodeCommandNotFound.
+func (e *APIError) Is(target error) bool {
+	return e.Code == api.ErrorCodeCommandNotFound && target == api.ErrCommandNotFound
+}
 
 // Unwrap returns the errdefs class of the status code, so that callers
 // branch with cerrdefs.IsNotFound(err) and the like.
@@ -318,5 +325,5 @@ func (c *Client) roundTrip(ctx context.Context, req Request) (io.ReadCloser, err
 	if msg == "" {
 		msg = fmt.Sprintf("HTTP status %d", status)
 	}
-	return nil, &APIError{StatusCode: status, Message: msg, Field: eb.Field}
+	return nil, &APIError{StatusCode: status, Message: msg, Field: eb.Field, Code: eb.Code}
 }

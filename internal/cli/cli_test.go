@@ -51,6 +51,43 @@ func TestExecExitCode(t *testing.T) {
 	}
 }
 
+// TestExitFrameError: the exit code of a waiting exec, from its exit
+// frame (api.StreamFrame.Exit), and the reason of a failure on stderr.
+func TestExitFrameError(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		frame      string
+		want       int // 0: no error
+		wantStderr string
+	}{
+		{"exited 0", `{"type":"exit","status":"completed","exitCode":0}`, 0, ""},
+		{"exited 3", `{"type":"exit","status":"completed","exitCode":3}`, 3, ""},
+		{"timeout", `{"type":"exit","status":"failed","signal":"SIGKILL","reason":"` + api.TimeoutReason("1s") + `"}`, ExitTimeout, "sandboxctl: timeout after 1s\n"},
+		{"killed", `{"type":"exit","status":"failed","signal":"SIGKILL","reason":"` + api.KillReasonKilled + `"}`, 137, "sandboxctl: killed\n"},
+		{"signaled", `{"type":"exit","status":"failed","signal":"SIGTERM","reason":"` + api.SignalReason("SIGTERM") + `"}`, 143, "sandboxctl: terminated by signal SIGTERM\n"},
+		{"lost", `{"type":"exit","status":"failed","reason":"the sandbox was removed"}`, ExitOwnFailure, "sandboxctl: the sandbox was removed\n"},
+		{"no exit code", `{"type":"exit","status":"completed"}`, ExitOwnFailure, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var f api.StreamFrame
+			if err := json.Unmarshal([]byte(tc.frame), &f); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			err := exitFrameError(&stderr, f)
+			got := 0
+			if ee := (*ExitError)(nil); errors.As(err, &ee) {
+				got = ee.Code
+			} else if err != nil {
+				t.Fatalf("error %v is no ExitError", err)
+			}
+			if got != tc.want || stderr.String() != tc.wantStderr {
+				t.Errorf("exit %d, stderr %q; want %d, %q", got, stderr.String(), tc.want, tc.wantStderr)
+			}
+		})
+	}
+}
+
 func TestExecParams(t *testing.T) {
 	tests := []struct {
 		name    string

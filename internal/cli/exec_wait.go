@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -372,7 +371,7 @@ func startError(ctx context.Context, err error) error {
 	switch {
 	case !errors.As(err, &apiErr) || !cerrdefs.IsInvalidArgument(err):
 		return &ExitError{Code: ExitOwnFailure, Err: err}
-	case apiErr.Field == "start" && strings.Contains(apiErr.Message, "command not found"):
+	case errors.Is(err, api.ErrCommandNotFound):
 		return &ExitError{Code: ExitNotFound, Err: err}
 	case apiErr.Field == "start" || apiErr.Field == "workdir":
 		return &ExitError{Code: ExitCannotRun, Err: err}
@@ -381,22 +380,24 @@ func startError(ctx context.Context, err error) error {
 	}
 }
 
-// exitFrameError maps the exit frame to the CLI's exit: the command's code,
-// 124 for a timeout, 128+N for signal N, 125 for another failure (its
-// reason on stderr).
+// exitFrameError maps the exit frame to the CLI's exit (api.Exit): the
+// command's code, 124 for a timeout, 128+N for signal N, 125 for another
+// failure (its reason on stderr).
 func exitFrameError(stderr io.Writer, f api.StreamFrame) error {
-	if f.Status == api.StatusCompleted && f.ExitCode != nil {
-		if *f.ExitCode == 0 {
+	exit, _ := f.Exit()
+	code := ExitOwnFailure
+	switch exit.Reason {
+	case api.ExitExited:
+		if exit.Code == 0 {
 			return nil
 		}
-		return &ExitError{Code: *f.ExitCode}
-	}
-	code := ExitOwnFailure
-	switch {
-	case strings.HasPrefix(f.Reason, "timeout"):
+		return &ExitError{Code: exit.Code}
+	case api.ExitTimeout:
 		code = ExitTimeout
-	case SignalNumber(f.Signal) > 0:
-		code = 128 + SignalNumber(f.Signal)
+	case api.ExitKilled, api.ExitSignaled:
+		if n := SignalNumber(exit.Signal); n > 0 {
+			code = 128 + n
+		}
 	}
 	if f.Reason != "" {
 		fmt.Fprintf(stderr, "sandboxctl: %s\n", f.Reason)

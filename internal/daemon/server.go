@@ -829,6 +829,9 @@ func (s *Server) writeResult(w http.ResponseWriter, res api.Result, err error) {
 		if ie := (*toolapi.InputError)(nil); errors.As(err, &ie) {
 			body.Field = ie.Field
 		}
+		if errors.Is(err, api.ErrCommandNotFound) {
+			body.Code = api.ErrorCodeCommandNotFound
+		}
 		writeJSON(w, s.statusFor(err), body)
 		return
 	}

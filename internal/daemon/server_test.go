@@ -224,8 +224,17 @@ func TestErrorClasses(t *testing.T) {
 		}
 	}
 	next = &toolapi.InputError{Msg: "bad"}
-	if _, err := r.client.Exec(t.Context(), api.ExecParams{}); !cerrdefs.IsInvalidArgument(err) {
-		t.Errorf("400 is not ErrInvalidArgument on the client side: %v", err)
+	if _, err := r.client.Exec(t.Context(), api.ExecParams{}); !cerrdefs.IsInvalidArgument(err) || errors.Is(err, api.ErrCommandNotFound) {
+		t.Errorf("400 is not ErrInvalidArgument on the client side, or is a command not found: %v", err)
+	}
+	// A program not found crosses as its code, not only as its text: the
+	// client's error is api.ErrCommandNotFound whatever the message says.
+	next = &toolapi.InputError{Field: "start", Msg: "exec: start on sandbox host: no program here", Err: fmt.Errorf("refused: %w", api.ErrCommandNotFound)}
+	_, err := r.client.Exec(t.Context(), api.ExecParams{Command: "x"})
+	var apiErr *apiclient.APIError
+	if !errors.As(err, &apiErr) || apiErr.Field != "start" || apiErr.Code != api.ErrorCodeCommandNotFound ||
+		!errors.Is(err, api.ErrCommandNotFound) || !cerrdefs.IsInvalidArgument(err) {
+		t.Errorf("command not found: %v (%#v)", err, apiErr)
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandboxctl/sandboxctl/api"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // Proc is a command followed by a Client. Its method set satisfies
@@ -86,7 +88,7 @@ func (p *Proc) startFailed(err error) {
 func (p *Proc) serverError(msg string) {
 	started := false
 	p.startOnce.Do(func() {
-		p.startErr = fmt.Errorf("%w: %s", ErrRefused, msg)
+		p.startErr = newRefusal(msg)
 		close(p.started)
 		started = true
 	})
@@ -551,4 +553,25 @@ func (b *streamBuf) Read(d []byte) (int, error) {
 	b.mu.Unlock()
 	b.p.consumed(n)
 	return n, nil
+}
+
+// refusal is the server's Error answer to an Open: nothing started. It is
+// ErrRefused, and api.ErrCommandNotFound too when the server did not find
+// the program (its message ends with api.CommandNotFound, as the server
+// writes it): read here, where the answer enters, once.
+type refusal struct {
+	msg      string
+	notFound bool
+}
+
+func newRefusal(msg string) *refusal {
+	return &refusal{msg: msg, notFound: strings.HasSuffix(msg, api.CommandNotFound)}
+}
+
+func (r *refusal) Error() string { return ErrRefused.Error() + ": " + r.msg }
+
+// Is matches ErrRefused, and api.ErrCommandNotFound for a program not
+// found.
+func (r *refusal) Is(target error) bool {
+	return target == ErrRefused || r.notFound && target == api.ErrCommandNotFound
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/api"
 )
 
 // engine stands in for the Docker Engine's attach: every attached
@@ -167,6 +170,23 @@ func TestOutputExitAndTag(t *testing.T) {
 	out, errs, code, sig := collect(t, p)
 	if code != 7 || sig != "" || errs != "err\n" || out != "out\ntag="+p.ID()+"\n" {
 		t.Fatalf("got out %q err %q code %d sig %q", out, errs, code, sig)
+	}
+}
+
+// TestOpenRefusalIsTyped: a program the server does not find is refused
+// as api.ErrCommandNotFound (and ErrRefused), which callers branch on
+// rather than on the message; a working directory that cannot be used is
+// refused, and is not that.
+func TestOpenRefusalIsTyped(t *testing.T) {
+	e, _ := startServer(t)
+	c := newTestClient(t, e)
+	_, err := c.Open(ctxT(t), OpenSpec{Argv: []string{"no-such-command-xyz"}, Env: hostEnv()})
+	if !errors.Is(err, api.ErrCommandNotFound) || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no-such-command-xyz: "+api.CommandNotFound) {
+		t.Fatalf("open of a missing program: %v", err)
+	}
+	_, err = c.Open(ctxT(t), OpenSpec{Argv: []string{"true"}, Env: hostEnv(), Dir: "/nonexistent/dir"})
+	if !errors.Is(err, ErrRefused) || errors.Is(err, api.ErrCommandNotFound) {
+		t.Fatalf("open in a missing directory: %v", err)
 	}
 }
 
