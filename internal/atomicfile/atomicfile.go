@@ -1,6 +1,7 @@
 // Package atomicfile writes a file so that readers see the old content or
 // the new, never a part, and the new survives a crash once Write returned:
-// a temp file beside it, fsync, rename, fsync of the directory. Standard
+// a temp file beside it, fsync, rename, fsync of the directory
+// (WriteVolatile leaves the fsyncs out, for a file in memory). Standard
 // library only, so the static supervisor can use it too.
 //
 // It calls the system directly rather than through os.File: the supervisor
@@ -22,12 +23,23 @@ import (
 
 // Write replaces path with data, mode perm.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, true)
+}
+
+// WriteVolatile replaces path with data, mode perm, atomically but without
+// the fsyncs that make it survive a crash of the machine: for a file on a
+// filesystem that does not survive one (tmpfs), where they buy nothing.
+func WriteVolatile(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, false)
+}
+
+func write(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	tmp, fd, err := createTemp(dir, "."+filepath.Base(path)+".tmp-")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	err = fill(fd, data, perm)
+	err = fill(fd, data, perm, durable)
 	if cerr := syscall.Close(fd); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -37,6 +49,9 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		_ = syscall.Unlink(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	// The rename is durable once the directory is.
 	dfd, err := open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
@@ -63,9 +78,9 @@ func createTemp(dir, prefix string) (string, int, error) {
 	return "", -1, fmt.Errorf("no unused temporary name in %s", dir)
 }
 
-// fill sets fd's mode to perm (whatever the umask) and writes data to it
-// durably.
-func fill(fd int, data []byte, perm os.FileMode) error {
+// fill sets fd's mode to perm (whatever the umask) and writes data to it,
+// durably if asked.
+func fill(fd int, data []byte, perm os.FileMode, durable bool) error {
 	if err := syscall.Fchmod(fd, uint32(perm.Perm())); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
@@ -78,6 +93,9 @@ func fill(fd int, data []byte, perm os.FileMode) error {
 			return err
 		}
 		data = data[n:]
+	}
+	if !durable {
+		return nil
 	}
 	if err := retry(func() error { return syscall.Fsync(fd) }); err != nil {
 		return fmt.Errorf("fsync: %w", err)

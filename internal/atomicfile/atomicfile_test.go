@@ -9,10 +9,16 @@ import (
 )
 
 func TestWrite(t *testing.T) {
+	for name, write := range map[string]func(string, []byte, os.FileMode) error{"Write": Write, "WriteVolatile": WriteVolatile} {
+		t.Run(name, func(t *testing.T) { testWrite(t, write) })
+	}
+}
+
+func testWrite(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f.json")
 	for _, content := range []string{"one", "two, longer"} {
-		if err := Write(p, []byte(content), 0o600); err != nil {
+		if err := write(p, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(p)
@@ -28,7 +34,7 @@ func TestWrite(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("temp files left: %v", entries)
 	}
-	if err := Write(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
+	if err := write(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
 		t.Fatal("no error for a missing directory")
 	}
 }

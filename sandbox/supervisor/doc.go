@@ -179,6 +179,9 @@
 // returns a session's kept output (after two big-endian int64: the stdout
 // and stderr byte counts it covers, the offsets to Attach from). A
 // restarted daemon lists, reads and re-attaches, so its sessions survive.
+// meta.json and exit are replaced atomically, and written before the
+// client hears of the start or the end they record; on a disk they are
+// also fsynced, on a tmpfs not (a crash of the machine empties it anyway).
 //
 // # Processes
 //

@@ -72,7 +72,7 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 		return l, nil
 	}
 	for i := range l.f {
-		f, err := os.OpenFile(filepath.Join(dir, "output."+strconv.Itoa(i)), os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+		f, err := openRegular(filepath.Join(dir, "output."+strconv.Itoa(i)), unix.O_CREAT|unix.O_TRUNC|unix.O_RDWR, 0o600)
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("output log: %w", err)

@@ -96,3 +96,35 @@ func TestFaultFullStateDirKeepsOutput(t *testing.T) {
 	}
 	t.Logf("full state dir: kept %d of %d bytes, the rest reported as dropped", len(kept2), so2+se2)
 }
+
+// TestStateDirInMemory: a server whose state directory is a tmpfs writes
+// its records without fsync (nothing survives a crash of the machine
+// there), one on a disk with them; both keep the records a client reads.
+func TestStateDirInMemory(t *testing.T) {
+	mem := smallTmpfs(t, 8<<20)
+	disk := t.TempDir()
+	if inMemory(disk) {
+		t.Skipf("%s is itself in memory", disk)
+	}
+	for _, tc := range []struct {
+		dir  string
+		want bool
+	}{{mem, true}, {disk, false}} {
+		e, s := startServerOpts(t, ServerOptions{Dirs: []string{tc.dir}})
+		if s.dirInMemory != tc.want {
+			t.Errorf("%s: dirInMemory %v, want %v", tc.dir, s.dirInMemory, tc.want)
+		}
+		c := newTestClient(t, e)
+		if out, _, code, _ := collect(t, shell(t, c, `echo kept`, nil)); code != 0 || out != "kept\n" {
+			t.Fatalf("%s: %q %d", tc.dir, out, code)
+		}
+		metas, _ := filepath.Glob(filepath.Join(tc.dir, "*", "meta.json"))
+		if len(metas) != 1 {
+			t.Fatalf("%s: records %v", tc.dir, metas)
+		}
+		b, err := os.ReadFile(metas[0])
+		if err != nil || !strings.Contains(string(b), `"exit"`) {
+			t.Errorf("%s: final record %s %v, want the exit in it", tc.dir, b, err)
+		}
+	}
+}

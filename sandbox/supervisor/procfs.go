@@ -232,9 +232,13 @@ func fileIdentity(f *os.File) string {
 		return ""
 	}
 	var s string
-	_ = rc.Control(func(fd uintptr) {
-		s, _ = os.Readlink("/proc/self/fd/" + strconv.FormatUint(uint64(fd), 10))
-	})
+	_ = rc.Control(func(fd uintptr) { s = fdIdentity(int(fd)) })
+	return s
+}
+
+// fdIdentity is fileIdentity of a bare descriptor.
+func fdIdentity(fd int) string {
+	s, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	return s
 }
 

@@ -73,10 +73,13 @@ type ServerOptions struct {
 // the client with flow control, keeps each session's output and exit
 // status, and ends whole process trees.
 type Server struct {
-	stdio       *serverConn // the attach stream: In and Out
-	listener    *unixListener
-	acceptPeer  func(*unix.Ucred) error
-	dir         string
+	stdio      *serverConn // the attach stream: In and Out
+	listener   *unixListener
+	acceptPeer func(*unix.Ucred) error
+	dir        string
+	// dirInMemory: dir is on a filesystem that does not survive a crash
+	// of the machine (tmpfs), so its records are written without fsync.
+	dirInMemory bool
 	logCap      int64
 	maxFinished int
 	iwInterval  time.Duration
@@ -170,7 +173,7 @@ func NewServer(opts ServerOptions) *Server {
 			continue
 		}
 		_ = os.Remove(probe)
-		s.dir = d
+		s.dir, s.dirInMemory = d, inMemory(d)
 		break
 	}
 	s.cur.Store(s.stdio)
@@ -183,6 +186,16 @@ func NewServer(opts ServerOptions) *Server {
 		}
 	}
 	return s
+}
+
+// inMemory reports whether dir is on a filesystem kept in memory (tmpfs,
+// ramfs), which a crash of the machine empties whatever was synced.
+func inMemory(dir string) bool {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
 }
 
 // SocketPath is the unix socket the server accepts clients on ("" = none).

@@ -188,9 +188,13 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	}
 
 	var childFiles []*os.File // closed in the parent after the fork
+	var childFds []int        // the same, as bare descriptors
 	defer func() {
 		for _, f := range childFiles {
 			_ = f.Close()
+		}
+		for _, fd := range childFds {
+			_ = unix.Close(fd)
 		}
 	}()
 	var files []uintptr
@@ -208,41 +212,10 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 		files = []uintptr{fd, fd, fd}
 		attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
 	} else {
-		outR, outW, err := os.Pipe()
-		if err != nil {
+		if childFds, err = sess.openPipes(); err != nil {
 			return fmt.Errorf("open: %w", err)
 		}
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			_ = outR.Close()
-			_ = outW.Close()
-			return fmt.Errorf("open: %w", err)
-		}
-		childFiles = append(childFiles, outW, errW)
-		sess.readFds = []*os.File{outR, errR}
-		setPipeSize(outR, 1<<20) // room for bulk output between reads
-		var in *os.File
-		if spec.KeepStdin {
-			r, w, err := os.Pipe()
-			if err != nil {
-				_ = outR.Close()
-				_ = errR.Close()
-				return fmt.Errorf("open: %w", err)
-			}
-			in, sess.stdin = r, w
-			sess.stdinID = fileIdentity(r)
-			setPipeSize(w, 1<<20) // room for bulk input (an upload) between reads
-		} else {
-			in, err = os.Open(os.DevNull)
-			if err != nil {
-				_ = outR.Close()
-				_ = errR.Close()
-				return fmt.Errorf("open: %w", err)
-			}
-		}
-		childFiles = append(childFiles, in)
-		// Fd() puts the child's ends in blocking mode, as commands expect.
-		files = []uintptr{in.Fd(), outW.Fd(), errW.Fd()}
+		files = []uintptr{uintptr(childFds[0]), uintptr(childFds[1]), uintptr(childFds[2])}
 		attr.Setpgid = true
 	}
 	dir := spec.Dir
@@ -396,6 +369,44 @@ func (s *Server) forkCommand(sess *session, path string, env []string, dir strin
 		}
 	}
 	return pid, nil
+}
+
+// openPipes makes the command's stdin, stdout and stderr: pipes, or
+// /dev/null for a stdin that is not kept. The session's ends are polled
+// (readFds, stdin); the command's are returned, blocking as commands
+// expect, for the caller to close after the fork.
+func (sess *session) openPipes() (child []int, err error) {
+	outR, outW, err := pipe(true)
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := pipe(true)
+	if err != nil {
+		_ = outR.Close()
+		_ = unix.Close(outW)
+		return nil, err
+	}
+	setPipeSize(outR, 1<<20) // room for bulk output between reads
+	var in int
+	var w *os.File
+	if sess.spec.KeepStdin {
+		w, in, err = pipe(false)
+		if err == nil {
+			setPipeSize(w, 1<<20) // room for bulk input (an upload) between reads
+		}
+	} else {
+		in, err = openNull()
+	}
+	if err != nil {
+		_, _ = outR.Close(), errR.Close()
+		_, _ = unix.Close(outW), unix.Close(errW)
+		return nil, err
+	}
+	sess.readFds = []*os.File{outR, errR}
+	if w != nil {
+		sess.stdin, sess.stdinID = w, fdIdentity(in)
+	}
+	return []int{in, outW, errW}, nil
 }
 
 func (sess *session) closeFds() {
@@ -617,16 +628,20 @@ func (sess *session) writeMetaFinal() {
 	_ = sess.writeFile("meta.json", b)
 }
 
-// writeFile replaces the session's state file name with b atomically and
-// durably; a session kept in memory, or whose files were removed, keeps
-// nothing.
+// writeFile replaces the session's state file name with b atomically, and
+// durably unless the state directory is in memory; a session kept in
+// memory, or whose files were removed, keeps nothing.
 func (sess *session) writeFile(name string, b []byte) error {
 	sess.filesMu.Lock()
 	defer sess.filesMu.Unlock()
 	if sess.dir == "" || sess.filesRemoved {
 		return nil
 	}
-	return atomicfile.Write(filepath.Join(sess.dir, name), b, 0o600)
+	p := filepath.Join(sess.dir, name)
+	if sess.srv.dirInMemory {
+		return atomicfile.WriteVolatile(p, b, 0o600)
+	}
+	return atomicfile.Write(p, b, 0o600)
 }
 
 func (sess *session) isExited() bool {

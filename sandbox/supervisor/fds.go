@@ -1,0 +1,68 @@
+package supervisor
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The descriptors of a command's start are made with the system calls
+// themselves rather than os.Pipe and os.OpenFile: those register every
+// descriptor with the runtime's poller (two fcntl calls and an epoll_ctl
+// each, and for a regular file or /dev/null, which epoll refuses, two more
+// fcntl calls to undo it), and the command's ends are then switched back
+// to blocking mode. The supervisor makes them on the path of every command
+// it starts.
+
+// pipe makes a pipe whose end ours (the read end when oursReads) is polled
+// by the runtime and whose other end, theirs, is a blocking descriptor for
+// a command, which the caller closes after the fork. Both are
+// close-on-exec.
+func pipe(oursReads bool) (ours *os.File, theirs int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, os.NewSyscallError("pipe2", err)
+	}
+	o, t := p[1], p[0]
+	if oursReads {
+		o, t = p[0], p[1]
+	}
+	if err := unix.SetNonblock(o, true); err != nil {
+		_, _ = unix.Close(o), unix.Close(t)
+		return nil, -1, os.NewSyscallError("fcntl", err)
+	}
+	// os.NewFile registers a non-blocking descriptor with the poller.
+	name := "|1"
+	if oursReads {
+		name = "|0"
+	}
+	return os.NewFile(uintptr(o), name), t, nil
+}
+
+// openNull opens /dev/null for reading, close-on-exec: a command's stdin
+// when it has none.
+func openNull() (int, error) {
+	for {
+		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			if err != nil {
+				return -1, &os.PathError{Op: "open", Path: os.DevNull, Err: err}
+			}
+			return fd, nil
+		}
+	}
+}
+
+// openRegular opens the regular file path close-on-exec as an *os.File the
+// runtime does not poll (it could not: epoll refuses regular files).
+func openRegular(path string, flags int, perm uint32) (*os.File, error) {
+	for {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, perm)
+		if err != unix.EINTR {
+			if err != nil {
+				return nil, &os.PathError{Op: "open", Path: path, Err: err}
+			}
+			return os.NewFile(uintptr(fd), path), nil
+		}
+	}
+}
