@@ -19,6 +19,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxctl/sandboxctl/internal/audit/policy"
 )
 
 // Segment files are named segmentPrefix + a 10-digit number + segmentExt,
@@ -28,12 +30,6 @@ const (
 	segmentExt    = ".jsonl"
 )
 
-// Defaults of audit.maxSegmentBytes and audit.maxBytes.
-const (
-	DefaultMaxSegmentBytes = 16 << 20
-	DefaultMaxBytes        = 1 << 30
-)
-
 // SyncEvery bounds how long a written record may wait for its fsync: each
 // record is written (one write call) before Record returns, so a crash of
 // the daemon loses nothing; the file is fsynced at most this long after a
@@ -41,44 +37,21 @@ const (
 // this much.
 const SyncEvery = time.Second
 
-// FailureMode is what the daemon does when a record cannot be written
-// (audit.onFailure).
-type FailureMode string
-
-// Failure modes.
-const (
-	// Refuse: commands (and file transfers) are refused while their
-	// record cannot be written.
-	Refuse FailureMode = "refuse"
-	// Alert: everything goes on; the failure is logged and counted
-	// (sandboxctl_audit_write_failures_total, sandboxctl_audit_healthy 0).
-	Alert FailureMode = "alert"
-)
-
-// ParseFailureMode parses audit.onFailure.
-func ParseFailureMode(s string) (FailureMode, error) {
-	switch m := FailureMode(s); m {
-	case Refuse, Alert:
-		return m, nil
-	}
-	return "", fmt.Errorf("%q: want refuse or alert", s)
-}
-
 // ErrUnavailable wraps the error of a record that could not be written
-// under FailureMode Refuse: the action it records must not happen. It is
+// under policy.Refuse: the action it records must not happen. It is
 // classed errdefs unavailable (HTTP 503).
 var ErrUnavailable = fmt.Errorf("audit log unavailable (audit.onFailure refuse): %w", cerrdefs.ErrUnavailable)
 
 // Options configure Open.
 type Options struct {
 	// MaxSegmentBytes is the size at which a segment is closed and the
-	// next one started (default DefaultMaxSegmentBytes).
+	// next one started (default policy.DefaultMaxSegmentBytes).
 	MaxSegmentBytes int64
 	// MaxBytes bounds the size of every segment together (default
-	// DefaultMaxBytes): past it the oldest segments are removed.
+	// policy.DefaultMaxBytes): past it the oldest segments are removed.
 	MaxBytes int64
-	// OnFailure is Refuse (the default) or Alert.
-	OnFailure FailureMode
+	// OnFailure is policy.Refuse (the default) or policy.Alert.
+	OnFailure policy.FailureMode
 	// Host names the machine in every record (default os.Hostname).
 	Host string
 	// Now is the clock (default time.Now).
@@ -127,15 +100,15 @@ type Log struct {
 // (Notice says so).
 func Open(dir string, opts Options) (*Log, error) {
 	if opts.MaxSegmentBytes <= 0 {
-		opts.MaxSegmentBytes = DefaultMaxSegmentBytes
+		opts.MaxSegmentBytes = policy.DefaultMaxSegmentBytes
 	}
 	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultMaxBytes
+		opts.MaxBytes = policy.DefaultMaxBytes
 	}
 	if opts.OnFailure == "" {
-		opts.OnFailure = Refuse
+		opts.OnFailure = policy.Refuse
 	}
-	if _, err := ParseFailureMode(string(opts.OnFailure)); err != nil {
+	if _, err := policy.ParseFailureMode(string(opts.OnFailure)); err != nil {
 		return nil, fmt.Errorf("audit: onFailure %w", err)
 	}
 	if opts.Host == "" {
@@ -225,19 +198,19 @@ func (l *Log) Healthy() bool { return l.healthy.Load() }
 func (l *Log) Failures() uint64 { return l.fails.Load() }
 
 // Mode is the failure mode.
-func (l *Log) Mode() FailureMode { return l.opts.OnFailure }
+func (l *Log) Mode() policy.FailureMode { return l.opts.OnFailure }
 
 // Check returns an error wrapping ErrUnavailable when the mode is Refuse
 // and the last write failed: an action recorded only after it happened (a
 // download) is refused while the log is failing.
 func (l *Log) Check() error {
-	if l.opts.OnFailure == Refuse && !l.healthy.Load() {
+	if l.opts.OnFailure == policy.Refuse && !l.healthy.Load() {
 		return fmt.Errorf("%w: the last record could not be written; actions are refused until one can", ErrUnavailable)
 	}
 	return nil
 }
 
-// Record appends r. Under FailureMode Alert a write failure is logged and
+// Record appends r. Under policy.Alert a write failure is logged and
 // counted and Record returns nil; under Refuse it returns an error wrapping
 // ErrUnavailable.
 func (l *Log) Record(ctx context.Context, r Record) error {
@@ -252,7 +225,7 @@ func (l *Log) Record(ctx context.Context, r Record) error {
 	l.healthy.Store(false)
 	l.fails.Add(1)
 	l.opts.Logf("audit: ERROR: a %s record was not written: %v", r.Kind, err)
-	if l.opts.OnFailure == Alert {
+	if l.opts.OnFailure == policy.Alert {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxctl/sandboxctl/internal/audit/policy"
 )
 
 func openTest(t *testing.T, dir string, opts Options) *Log {
@@ -239,7 +241,7 @@ func faultOpen(room *int64) func(string) (segmentFile, error) {
 // ErrUnavailable under refuse, and only count under alert; a partial line
 // never stays; once there is room again records go on in one chain.
 func TestWriteFailureModes(t *testing.T) {
-	for _, mode := range []FailureMode{Refuse, Alert} {
+	for _, mode := range []policy.FailureMode{policy.Refuse, policy.Alert} {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := t.TempDir()
 			room := int64(1 << 20)
@@ -250,14 +252,14 @@ func TestWriteFailureModes(t *testing.T) {
 			room = 30 // the disk fills up
 			err := l.Record(context.Background(), Record{Kind: KindExecRequest, Exec: &Exec{Command: "true"}})
 			switch mode {
-			case Refuse:
+			case policy.Refuse:
 				if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) {
 					t.Fatalf("refuse: got %v", err)
 				}
 				if l.Check() == nil {
 					t.Fatal("refuse: Check passes on a failing log")
 				}
-			case Alert:
+			case policy.Alert:
 				if err != nil {
 					t.Fatalf("alert: got %v", err)
 				}

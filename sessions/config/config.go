@@ -4,7 +4,7 @@
 package config
 
 import (
-	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/internal/audit/policy"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
 	"github.com/sandboxctl/sandboxctl/vocab"
@@ -145,7 +145,7 @@ type Audit struct {
 	// OnFailure is what happens when a record cannot be written: refuse
 	// (commands and transfers are refused) or alert (they go on; a metric
 	// and the log say so).
-	OnFailure audit.FailureMode `yaml:"onFailure" json:"onFailure"`
+	OnFailure policy.FailureMode `yaml:"onFailure" json:"onFailure"`
 	// SigningKey is an ed25519 private key file (PEM, PKCS #8) signing
 	// each closed segment's last hash; "": none.
 	SigningKey string `yaml:"signingKey" json:"signingKey"`
@@ -187,8 +187,8 @@ func Default() File {
 			Approvals: ApprovalLimits{PendingPerAgent: 8, Pending: 64, RequestBytes: 64 << 10, Retained: 512},
 			Sessions:  SessionLimits{RunningPerAgent: 32, Running: 256, RetainedPerAgent: 64, Retained: 512},
 		},
-		Audit: Audit{Enabled: true, MaxSegmentBytes: audit.DefaultMaxSegmentBytes, MaxBytes: audit.DefaultMaxBytes,
-			OnFailure: audit.Refuse},
+		Audit: Audit{Enabled: true, MaxSegmentBytes: policy.DefaultMaxSegmentBytes, MaxBytes: policy.DefaultMaxBytes,
+			OnFailure: policy.Refuse},
 		State: "~/.sandboxctl",
 	}
 }

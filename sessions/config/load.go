@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandboxctl/sandboxctl/envknob"
-	"github.com/sandboxctl/sandboxctl/internal/audit"
+	"github.com/sandboxctl/sandboxctl/internal/audit/policy"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/vocab"
 )
@@ -530,11 +530,11 @@ func (l Limits) validate() error {
 // code) take the defaults.
 func (a Audit) validate() error {
 	if a.OnFailure != "" {
-		if _, err := audit.ParseFailureMode(string(a.OnFailure)); err != nil {
+		if _, err := policy.ParseFailureMode(string(a.OnFailure)); err != nil {
 			return &Error{Key: "audit.onFailure", Msg: err.Error()}
 		}
 	}
-	seg := cmp.Or(a.MaxSegmentBytes, audit.DefaultMaxSegmentBytes)
+	seg := cmp.Or(a.MaxSegmentBytes, policy.DefaultMaxSegmentBytes)
 	if seg < 4096 {
 		return &Error{Key: "audit.maxSegmentBytes", Msg: fmt.Sprintf("must be at least 4096, got %d", a.MaxSegmentBytes)}
 	}
