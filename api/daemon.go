@@ -31,6 +31,21 @@ type DaemonConfig struct {
 	// Content is the configuration file as the daemon read it (none with
 	// ConfigFile "": the built-in defaults).
 	Content string `json:"content,omitempty"`
+	// Exec is what a client applies to an exec itself under this
+	// configuration, as the daemon read it from Content: a client of the
+	// same file takes it from here rather than parse the file again.
+	// Absent from the record of an older daemon.
+	Exec *ExecSettings `json:"exec,omitempty"`
+}
+
+// ExecSettings are the exec settings of a configuration that a client
+// applies itself: the default host (exec.host), the gateway's working
+// directory (exec.cwd, "" = the caller's), and the timeout of a run it
+// waits for (exec.timeoutSec, in seconds, 0 = none).
+type ExecSettings struct {
+	Host       string `json:"host"`
+	Cwd        string `json:"cwd,omitempty"`
+	TimeoutSec int    `json:"timeoutSec,omitempty"`
 }
 
 // SocketPath is the daemon's unix socket inside stateDir.

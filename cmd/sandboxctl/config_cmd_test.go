@@ -1,10 +1,14 @@
 package main_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandboxctl/sandboxctl/api"
+	"github.com/sandboxctl/sandboxctl/sessions/config"
 )
 
 // TestConfigValidate: every problem of a file is reported with its key
@@ -55,5 +59,12 @@ func TestConfigShow(t *testing.T) {
 	r = e.runArgv(t, "--state", e.state, "config", "show")
 	if r.code != 0 || !strings.Contains(r.stdout, "# config: "+e.config+", as the daemon running for") || !strings.Contains(r.stdout, "host: gateway") {
 		t.Errorf("config show with a daemon: %+v", r)
+	}
+	// The daemon records the exec settings its clients apply themselves,
+	// as it read them (an exec of the same file takes them from there).
+	data, err := os.ReadFile(filepath.Join(e.state, api.DaemonConfigFileName))
+	var dc api.DaemonConfig
+	if err != nil || json.Unmarshal(data, &dc) != nil || dc.Exec == nil || *dc.Exec != (api.ExecSettings{Host: "gateway", TimeoutSec: config.Default().Exec.TimeoutSec}) {
+		t.Errorf("the daemon's record: %s %v", data, err)
 	}
 }

@@ -37,15 +37,12 @@ func RemoveDaemonConfig(stateDir string, pid int) {
 // lock) or the running one left no record, so a record left by a daemon
 // that died is never taken for the live one's.
 func ReadDaemonConfig(stateDir string) (dc api.DaemonConfig, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(stateDir, api.DaemonConfigFileName))
+	dc, err = ReadDaemonRecord(stateDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return dc, false, nil
 	}
 	if err != nil {
-		return dc, false, fmt.Errorf("daemon config record: %w", err)
-	}
-	if err := json.Unmarshal(data, &dc); err != nil {
-		return dc, false, fmt.Errorf("daemon config record %s: %w", filepath.Join(stateDir, api.DaemonConfigFileName), err)
+		return dc, false, err
 	}
 	if !locked(stateDir) {
 		return dc, false, nil
@@ -54,4 +51,19 @@ func ReadDaemonConfig(stateDir string) (dc api.DaemonConfig, ok bool, err error)
 		return dc, false, nil
 	}
 	return dc, true, nil
+}
+
+// ReadDaemonRecord reads stateDir's record, whether or not the daemon that
+// wrote it still runs (ReadDaemonConfig tells): what it derived from its
+// configuration's content holds for that content either way.
+func ReadDaemonRecord(stateDir string) (api.DaemonConfig, error) {
+	var dc api.DaemonConfig
+	data, err := os.ReadFile(filepath.Join(stateDir, api.DaemonConfigFileName))
+	if err != nil {
+		return dc, fmt.Errorf("daemon config record: %w", err)
+	}
+	if err := json.Unmarshal(data, &dc); err != nil {
+		return dc, fmt.Errorf("daemon config record %s: %w", filepath.Join(stateDir, api.DaemonConfigFileName), err)
+	}
+	return dc, nil
 }

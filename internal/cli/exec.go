@@ -206,15 +206,15 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := c.LoadConfig()
+	settings, cfg, err := c.execSettings()
 	if err != nil {
 		return err
 	}
 	host := p.Host
 	if host == "" && !p.Elevated {
-		host = string(cfg.Exec.Host)
+		host = settings.Host
 	}
-	if (host == "gateway" || p.Elevated) && cfg.Exec.Cwd == "" {
+	if (host == "gateway" || p.Elevated) && settings.Cwd == "" {
 		// The daemon's cwd is wherever it was first started; a user at a
 		// shell means the directory they are in.
 		if p.Workdir == "" {
@@ -246,10 +246,10 @@ func RunExec(ctx context.Context, c *CLI, opts ExecOptions) error {
 		return &ExitError{Code: 1, Err: errors.New("the input device is not a TTY")}
 	}
 	if waiting {
-		if p.Timeout == nil && cfg.Exec.TimeoutSec > 0 {
+		if p.Timeout == nil && settings.TimeoutSec > 0 {
 			// The run is a session the CLI follows; the foreground timeout
 			// still applies to it.
-			t := float64(cfg.Exec.TimeoutSec)
+			t := float64(settings.TimeoutSec)
 			p.Timeout = &t
 		}
 		return runWaiting(ctx, c, client, p, forwardsStdin(c.In, opts.Stdin, opts.TTY), opts.TTY)

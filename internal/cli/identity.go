@@ -15,14 +15,15 @@ import (
 // the command under another configuration.
 func (c *CLI) Identity() (api.Identity, error) {
 	id := api.Identity{Engine: envknob.DockerHost.Get(c.Getenv)}
-	if _, err := c.LoadConfig(); err != nil {
+	l, err := c.readOnce()
+	if err != nil {
 		return id, err
 	}
 	h := sha256.New()
-	if c.loaded.path != "" {
-		id.ConfigFile = c.loaded.path
+	if l.path != "" {
+		id.ConfigFile = l.path
 		h.Write([]byte("file\x00"))
-		h.Write(c.loaded.data)
+		h.Write(l.data)
 	} else {
 		h.Write([]byte("defaults\x00"))
 	}

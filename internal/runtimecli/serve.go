@@ -380,7 +380,8 @@ func RunServe(ctx context.Context, c *cli.CLI, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := apiclient.WriteDaemonConfig(state, api.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content)}); err != nil {
+	record := api.DaemonConfig{PID: os.Getpid(), Identity: identity, Content: string(content), Exec: new(cfg.Exec.ClientSettings())}
+	if err := apiclient.WriteDaemonConfig(state, record); err != nil {
 		logf("warning: commands without --config will not find this daemon's configuration: %v", err)
 	}
 	defer apiclient.RemoveDaemonConfig(state, os.Getpid())

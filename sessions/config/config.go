@@ -4,6 +4,7 @@
 package config
 
 import (
+	"github.com/sandboxctl/sandboxctl/api"
 	"github.com/sandboxctl/sandboxctl/internal/audit/policy"
 	"github.com/sandboxctl/sandboxctl/sandbox/sandboxconfig"
 	"github.com/sandboxctl/sandboxctl/sessions/hostapi"
@@ -156,6 +157,12 @@ type Elevated struct {
 	Enabled      bool                `yaml:"enabled" json:"enabled"`
 	AllowFrom    []string            `yaml:"allowFrom" json:"allowFrom"` // agent ids allowed to ask for elevated
 	DefaultLevel vocab.ElevatedLevel `yaml:"defaultLevel" json:"defaultLevel"`
+}
+
+// ClientSettings are the exec settings a client applies itself, which the
+// daemon records for its clients (api.DaemonConfig.Exec).
+func (e Exec) ClientSettings() api.ExecSettings {
+	return api.ExecSettings{Host: string(e.Host), Cwd: e.Cwd, TimeoutSec: e.TimeoutSec}
 }
 
 // Default returns the configuration with every default of README, "Configuration".
