@@ -10,12 +10,12 @@ import (
 // TestDetailsExit: how a command ended, read from the details a client
 // decodes (the reasons are the texts the sessions write, api.*Reason).
 func TestDetailsExit(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		json string
-		want api.Exit
-		ok   bool
-	}{
+	checkExits(t, func(js []byte) (api.Exit, bool, error) {
+		var d api.Details
+		err := json.Unmarshal(js, &d)
+		e, ok := d.Exit()
+		return e, ok, err
+	}, []exitCase{
 		{"exited", `{"status":"completed","exitCode":3}`, api.Exit{Reason: api.ExitExited, Code: 3}, true},
 		{"signaled", `{"status":"failed","exitCode":null,"signal":"SIGTERM","reason":"` + api.SignalReason("SIGTERM") + `"}`, api.Exit{Reason: api.ExitSignaled, Signal: "SIGTERM"}, true},
 		{"timeout", `{"status":"failed","exitCode":null,"signal":"SIGKILL","reason":"` + api.TimeoutReason("5s") + `"}`, api.Exit{Reason: api.ExitTimeout, Signal: "SIGKILL"}, true},
@@ -27,16 +27,7 @@ func TestDetailsExit(t *testing.T) {
 		{"running", `{"status":"running","sessionId":"s"}`, api.Exit{}, false},
 		{"not found", `{"status":"failed","error":"not_found","sessionId":"s"}`, api.Exit{}, false},
 		{"process list", `{"status":"completed","sessions":[]}`, api.Exit{}, false},
-	} {
-		var d api.Details
-		if err := json.Unmarshal([]byte(tc.json), &d); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		got, ok := d.Exit()
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: Exit() = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
-		}
-	}
+	})
 	var d api.Details
 	if err := json.Unmarshal([]byte(`{"exitCode":1.5}`), &d); err == nil {
 		t.Error("exitCode 1.5 decoded without an error")
@@ -46,12 +37,12 @@ func TestDetailsExit(t *testing.T) {
 // TestStreamFrameExit: an exit frame is read as the details of the same
 // end are (the fields they share mean the same); another frame has none.
 func TestStreamFrameExit(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		json string
-		want api.Exit
-		ok   bool
-	}{
+	checkExits(t, func(js []byte) (api.Exit, bool, error) {
+		var f api.StreamFrame
+		err := json.Unmarshal(js, &f)
+		e, ok := f.Exit()
+		return e, ok, err
+	}, []exitCase{
 		{"exited", `{"type":"exit","status":"completed","exitCode":3}`, api.Exit{Reason: api.ExitExited, Code: 3}, true},
 		{"exited 0", `{"type":"exit","status":"completed","exitCode":0}`, api.Exit{Reason: api.ExitExited}, true},
 		{"no code", `{"type":"exit","status":"completed"}`, api.Exit{}, false},
@@ -62,12 +53,25 @@ func TestStreamFrameExit(t *testing.T) {
 		{"a reason that only starts like a timeout", `{"type":"exit","status":"failed","reason":"timeouts file missing"}`, api.Exit{Reason: api.ExitLost}, true},
 		{"start frame", `{"type":"start","sessionId":"s","pid":3}`, api.Exit{}, false},
 		{"result frame", `{"type":"result","result":{"details":{"status":"completed","exitCode":0}}}`, api.Exit{}, false},
-	} {
-		var f api.StreamFrame
-		if err := json.Unmarshal([]byte(tc.json), &f); err != nil {
+	})
+}
+
+// exitCase is a JSON document and how the command it tells of ended.
+type exitCase struct {
+	name string
+	json string
+	want api.Exit
+	ok   bool
+}
+
+// checkExits decodes each case with exitOf and compares.
+func checkExits(t *testing.T, exitOf func([]byte) (api.Exit, bool, error), cases []exitCase) {
+	t.Helper()
+	for _, tc := range cases {
+		got, ok, err := exitOf([]byte(tc.json))
+		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		got, ok := f.Exit()
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: Exit() = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
