@@ -107,24 +107,27 @@ func TestStateDirInMemory(t *testing.T) {
 		t.Skipf("%s is itself in memory", disk)
 	}
 	for _, tc := range []struct {
-		dir  string
-		want bool
-	}{{mem, true}, {disk, false}} {
-		e, s := startServerOpts(t, ServerOptions{Dirs: []string{tc.dir}})
-		if s.dirInMemory != tc.want {
-			t.Errorf("%s: dirInMemory %v, want %v", tc.dir, s.dirInMemory, tc.want)
-		}
-		c := newTestClient(t, e)
-		if out, _, code, _ := collect(t, shell(t, c, `echo kept`, nil)); code != 0 || out != "kept\n" {
-			t.Fatalf("%s: %q %d", tc.dir, out, code)
-		}
-		metas, _ := filepath.Glob(filepath.Join(tc.dir, "*", "meta.json"))
-		if len(metas) != 1 {
-			t.Fatalf("%s: records %v", tc.dir, metas)
-		}
-		b, err := os.ReadFile(metas[0])
-		if err != nil || !strings.Contains(string(b), `"exit"`) {
-			t.Errorf("%s: final record %s %v, want the exit in it", tc.dir, b, err)
-		}
+		name, dir string
+		want      bool
+	}{{"tmpfs", mem, true}, {"disk", disk, false}} {
+		// One server at a time: each reaps any child of the process.
+		t.Run(tc.name, func(t *testing.T) {
+			e, s := startServerOpts(t, ServerOptions{Dirs: []string{tc.dir}})
+			if s.dirInMemory != tc.want {
+				t.Errorf("dirInMemory %v, want %v", s.dirInMemory, tc.want)
+			}
+			c := newTestClient(t, e)
+			if out, _, code, _ := collect(t, shell(t, c, `echo kept`, nil)); code != 0 || out != "kept\n" {
+				t.Fatalf("%q %d", out, code)
+			}
+			metas, _ := filepath.Glob(filepath.Join(tc.dir, "*", "meta.json"))
+			if len(metas) != 1 {
+				t.Fatalf("records %v", metas)
+			}
+			b, err := os.ReadFile(metas[0])
+			if err != nil || !strings.Contains(string(b), `"exit"`) {
+				t.Errorf("final record %s %v, want the exit in it", b, err)
+			}
+		})
 	}
 }
