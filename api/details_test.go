@@ -10,12 +10,7 @@ import (
 // TestDetailsExit: how a command ended, read from the details a client
 // decodes (the reasons are the texts the sessions write, api.*Reason).
 func TestDetailsExit(t *testing.T) {
-	checkExits(t, func(js []byte) (api.Exit, bool, error) {
-		var d api.Details
-		err := json.Unmarshal(js, &d)
-		e, ok := d.Exit()
-		return e, ok, err
-	}, []exitCase{
+	checkExits(t, api.Details.Exit, []exitCase{
 		{"exited", `{"status":"completed","exitCode":3}`, api.Exit{Reason: api.ExitExited, Code: 3}, true},
 		{"signaled", `{"status":"failed","exitCode":null,"signal":"SIGTERM","reason":"` + api.SignalReason("SIGTERM") + `"}`, api.Exit{Reason: api.ExitSignaled, Signal: "SIGTERM"}, true},
 		{"timeout", `{"status":"failed","exitCode":null,"signal":"SIGKILL","reason":"` + api.TimeoutReason("5s") + `"}`, api.Exit{Reason: api.ExitTimeout, Signal: "SIGKILL"}, true},
@@ -37,12 +32,7 @@ func TestDetailsExit(t *testing.T) {
 // TestStreamFrameExit: an exit frame is read as the details of the same
 // end are (the fields they share mean the same); another frame has none.
 func TestStreamFrameExit(t *testing.T) {
-	checkExits(t, func(js []byte) (api.Exit, bool, error) {
-		var f api.StreamFrame
-		err := json.Unmarshal(js, &f)
-		e, ok := f.Exit()
-		return e, ok, err
-	}, []exitCase{
+	checkExits(t, api.StreamFrame.Exit, []exitCase{
 		{"exited", `{"type":"exit","status":"completed","exitCode":3}`, api.Exit{Reason: api.ExitExited, Code: 3}, true},
 		{"exited 0", `{"type":"exit","status":"completed","exitCode":0}`, api.Exit{Reason: api.ExitExited}, true},
 		{"no code", `{"type":"exit","status":"completed"}`, api.Exit{}, false},
@@ -64,14 +54,16 @@ type exitCase struct {
 	ok   bool
 }
 
-// checkExits decodes each case with exitOf and compares.
-func checkExits(t *testing.T, exitOf func([]byte) (api.Exit, bool, error), cases []exitCase) {
+// checkExits decodes each case into a T, as a client does, and compares
+// what exit reads from it.
+func checkExits[T any](t *testing.T, exit func(T) (api.Exit, bool), cases []exitCase) {
 	t.Helper()
 	for _, tc := range cases {
-		got, ok, err := exitOf([]byte(tc.json))
-		if err != nil {
+		var v T
+		if err := json.Unmarshal([]byte(tc.json), &v); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		got, ok := exit(v)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: Exit() = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}

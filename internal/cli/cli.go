@@ -274,11 +274,13 @@ type loadedConfig struct {
 	// file is data parsed, once parsed is set.
 	file   config.File
 	parsed bool
-	// daemon is set when the configuration is the running daemon's, as
-	// its record (record) holds it.
-	daemon bool
+	// record is the running daemon's record when the configuration is
+	// the one that daemon serves, as it holds it (no --config was given).
 	record *api.DaemonConfig
 }
+
+// fromDaemon reports whether the configuration is the running daemon's.
+func (l *loadedConfig) fromDaemon() bool { return l.record != nil }
 
 // readOnce reads the configuration (readConfig) once per invocation.
 func (c *CLI) readOnce() (*loadedConfig, error) {
@@ -297,7 +299,7 @@ func (c *CLI) parse(l *loadedConfig) error {
 	var err error
 	if l.path == "" {
 		l.file, err = config.Load("")
-	} else if l.file, err = config.Parse(l.path, l.data); err != nil && l.daemon {
+	} else if l.file, err = config.Parse(l.path, l.data); err != nil && l.fromDaemon() {
 		err = fmt.Errorf("the configuration of the daemon for %s: %w", c.StateFlag, err)
 	}
 	l.parsed = err == nil
@@ -308,7 +310,8 @@ func (c *CLI) parse(l *loadedConfig) error {
 // applies itself, and the configuration to make its client of. When the
 // daemon running for the state directory serves this same file, they are
 // the daemon's record of them (api.DaemonConfig.Exec) and the file is not
-// parsed again (a fifth of a millisecond of every `sandboxctl exec`); the
+// parsed again (about a tenth of a millisecond of every `sandboxctl
+// exec`); the
 // configuration is then empty, as the state directory is decided without
 // it (--state, $SANDBOXCTL_STATE, or the daemon's record itself).
 func (c *CLI) execSettings() (api.ExecSettings, config.File, error) {
@@ -336,7 +339,7 @@ func (c *CLI) recordOfSameFile(l *loadedConfig) *api.DaemonConfig {
 	switch {
 	case l.path == "":
 		return nil // the built-in defaults: nothing to parse
-	case l.daemon:
+	case l.fromDaemon():
 		return l.record
 	case c.StateFlag == "" && envknob.State.Get(c.Getenv) == "":
 		return nil
@@ -367,7 +370,7 @@ func (c *CLI) readConfig() (loadedConfig, error) {
 			return loadedConfig{}, err
 		}
 		c.StateFlag, c.ConfigPath = state, dc.ConfigFile
-		return loadedConfig{path: dc.ConfigFile, data: []byte(dc.Content), daemon: true, record: &dc}, nil
+		return loadedConfig{path: dc.ConfigFile, data: []byte(dc.Content), record: &dc}, nil
 	}
 	p, err := config.ExpandHome(c.ConfigPath)
 	if err != nil {
@@ -394,7 +397,7 @@ func (c *CLI) CheckDaemonConfig(stateDir string) error {
 		return err
 	}
 	dc, ok, err := apiclient.ReadDaemonConfig(stateDir)
-	if err != nil || !ok || c.loaded.daemon {
+	if err != nil || !ok || c.loaded.fromDaemon() {
 		return err
 	}
 	own, err := c.Identity()

@@ -76,7 +76,7 @@ func RunConfigShow(c *CLI) error {
 	}
 	show := ConfigShow{Source: "defaults", File: c.loaded.path, State: state, Config: cfg}
 	switch {
-	case c.loaded.daemon:
+	case c.loaded.fromDaemon():
 		show.Source = "daemon"
 	case c.loaded.path != "":
 		show.Source = "file"

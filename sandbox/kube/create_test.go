@@ -138,18 +138,18 @@ func TestKubeCreateConflicts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("List after a failed resume: %v", err)
 		}
-		var paused, others int
+		var paused, removing int
 		for _, sb := range list {
 			switch {
 			case sb.State == "paused":
 				paused++
 			case sb.State == "removing" && !sb.Current:
-				others++
+				removing++
 			default:
 				t.Fatalf("List after a failed resume: %+v (want the sandbox still paused)", list)
 			}
 		}
-		if paused == 1 && others == 0 {
+		if paused == 1 && removing == 0 {
 			break
 		}
 		if paused != 1 || time.Now().After(deadline) {

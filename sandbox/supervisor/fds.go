@@ -39,16 +39,17 @@ func pipe(oursReads bool) (ours *os.File, theirs int, err error) {
 	return os.NewFile(uintptr(o), name), t, nil
 }
 
-// openNull opens /dev/null for reading, close-on-exec: a command's stdin
-// when it has none.
-func openNull() (int, error) {
+// openFd opens path close-on-exec, retrying when a signal interrupts it,
+// as a bare descriptor (for a command: /dev/null as a stdin it has none
+// of).
+func openFd(path string, flags int, perm uint32) (int, error) {
 	for {
-		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != unix.EINTR {
-			if err != nil {
-				return -1, &os.PathError{Op: "open", Path: os.DevNull, Err: err}
-			}
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, perm)
+		if err == nil {
 			return fd, nil
+		}
+		if err != unix.EINTR {
+			return -1, &os.PathError{Op: "open", Path: path, Err: err}
 		}
 	}
 }
@@ -56,13 +57,9 @@ func openNull() (int, error) {
 // openRegular opens the regular file path close-on-exec as an *os.File the
 // runtime does not poll (it could not: epoll refuses regular files).
 func openRegular(path string, flags int, perm uint32) (*os.File, error) {
-	for {
-		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, perm)
-		if err != unix.EINTR {
-			if err != nil {
-				return nil, &os.PathError{Op: "open", Path: path, Err: err}
-			}
-			return os.NewFile(uintptr(fd), path), nil
-		}
+	fd, err := openFd(path, flags, perm)
+	if err != nil {
+		return nil, err
 	}
+	return os.NewFile(uintptr(fd), path), nil
 }

@@ -395,7 +395,7 @@ func (sess *session) openPipes() (child []int, err error) {
 			setPipeSize(w, 1<<20) // room for bulk input (an upload) between reads
 		}
 	} else {
-		in, err = openNull()
+		in, err = openFd(os.DevNull, unix.O_RDONLY, 0)
 	}
 	if err != nil {
 		_, _ = outR.Close(), errR.Close()

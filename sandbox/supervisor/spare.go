@@ -43,11 +43,11 @@ import (
 // the kernel is gVisor's (cloneParentReaped), it runs the command in its
 // own process instead, as a launcher does: the same steps in itself,
 // sparePhaseStarted, the descriptors on 0, 1 and 2, and the exec (or the
-// error, as the command's output, and exit 127). It writes nothing on a command's descriptors before it reported
-// the start, so a spare that dies before (the Go runtime's report of a
-// SIGQUIT, or of a thread it could not make) leaves nothing in the output
-// of the command that then starts the usual way. EOF on its socket (the
-// server is gone) ends it.
+// error, as the command's output, and exit 127). It writes nothing on a
+// command's descriptors before it reported the start, so a spare that
+// dies before (the Go runtime's report of a SIGQUIT, or of a thread it
+// could not make) leaves nothing in the output of the command that then
+// starts the usual way. EOF on its socket (the server is gone) ends it.
 const SpareLaunchArg = "--launch-spare"
 
 // spareFD is the spare launcher's end of its socket.
