@@ -275,8 +275,8 @@ func (s *Supervisor) sweep() []Lost {
 	}
 	var lost []Lost
 	for _, e := range entries {
-		if !e.IsDir() || !hostexec.ValidTag(e.Name()) {
-			continue
+		if !e.IsDir() || !hostexec.ValidTag(e.Name()) || e.Name() == supervisor.SpareLogName {
+			continue // the spare output log is no session (the next supervisor removes it)
 		}
 		dir := filepath.Join(s.opts.Dir, e.Name())
 		n, serr := hostexec.SweepTag(e.Name())

@@ -173,9 +173,15 @@
 // and output.1 (the output log: records [stream u8][len u32][data], two
 // segments used in turn, keeping all output up to the cap, 512 KiB by
 // default, then the last 512 KiB–1 MiB; List says how much is gone:
-// SessionInfo.Dropped and DroppedNote), and exit ({code,
+// SessionInfo.Dropped and DroppedNote; their space is reserved before the
+// start is reported, and the next session's ahead of it: the server keeps
+// a spare session directory, .spare-log, with both files reserved, made
+// after a start or recycled from a forgotten session (what it wrote
+// zeroed), which the next session renames to its id), and exit ({code,
 // signal, endedAtMs}) once it ended. List returns every session, running or
-// finished (the newest 256 finished ones are kept until Forget); Read
+// finished (the newest 256 finished ones are kept until Forget, which
+// answers once the session's files are gone: an Open of its id before
+// then is refused); Read
 // returns a session's kept output (after two big-endian int64: the stdout
 // and stderr byte counts it covers, the offsets to Attach from). A
 // restarted daemon lists, reads and re-attaches, so its sessions survive.

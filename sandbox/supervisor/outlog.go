@@ -35,7 +35,8 @@ const recHeader = 5 // stream u8 + length u32
 // that fills up later (the sandbox's /run) cannot cut the log short. The
 // reservation runs while the command is being forked (newOutlog starts
 // it, awaitReserved ends it before the start is reported and the first
-// byte is appended). A log made when the filesystem is already full has no
+// byte is appended), or ahead of the session, when it takes the server's
+// spare log (SpareLogName). A log made when the filesystem is already full has no
 // reservation (its command still starts: refusing it would let kept
 // sessions lock a sandbox up), nor does one whose reservation failed
 // otherwise (the error is logged). Should a write fail, everything before
@@ -55,9 +56,17 @@ type outlog struct {
 	counts [2][2]int64
 	base   [2]int64
 	old    bool // the other segment holds older output
+	// high is how far into each segment file anything was written (what
+	// recycle zeroes).
+	high [2]int64
 	// reserving delivers the reservation's outcome (newOutlog):
-	// errReserveNoRoom when the filesystem had no room for it.
+	// errReserveNoRoom when the filesystem had no room for it; reserved
+	// says it was made (awaitReserved).
 	reserving chan error
+	reserved  bool
+	// gone: the session was forgotten and its files recycled or removed
+	// (the session's mu orders it with the reads).
+	gone bool
 }
 
 // errReserveNoRoom is a reservation the filesystem had no room for.
@@ -88,14 +97,14 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 // leaves them empty (what a partial reservation took is given back).
 func (l *outlog) reserveAll() error {
 	for _, f := range l.f {
-		if err := reserve(f, l.reserved()); err != nil {
+		if err := reserve(f, l.reservation()); err != nil {
 			for _, f := range l.f {
 				_ = f.Truncate(0)
 			}
 			if errors.Is(err, unix.ENOSPC) {
 				return errReserveNoRoom
 			}
-			return fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.reserved(), l.dir, err)
+			return fmt.Errorf("output log: reserve %d bytes in %s: %w", 2*l.reservation(), l.dir, err)
 		}
 	}
 	return nil
@@ -110,13 +119,14 @@ func (l *outlog) awaitReserved() error {
 	}
 	err := <-l.reserving
 	l.reserving = nil
+	l.reserved = err == nil
 	return err
 }
 
-// reserved is the space reserved for each segment file: its output and
+// reservation is the space reserved for each segment file: its output and
 // the record headers of writes of 80 bytes on average (smaller ones may
 // need more, which a full filesystem refuses; that loss is reported).
-func (l *outlog) reserved() int64 { return l.seg + l.seg/16 }
+func (l *outlog) reservation() int64 { return l.seg + l.seg/16 }
 
 // reserve allocates n bytes of f's storage: fallocate, or zeros written
 // where the filesystem has no fallocate.
@@ -166,6 +176,7 @@ func (l *outlog) appendRecord(stream byte, p []byte, rest int64) error {
 		}
 		rec := make([]byte, 0, recHeader+len(p))
 		rec = append(append(rec, h[:]...), p...)
+		l.high[l.cur] = max(l.high[l.cur], l.size+int64(len(rec)))
 		if _, err := l.f[l.cur].WriteAt(rec, l.size); err != nil {
 			l.lose(stream, rest)
 			return fmt.Errorf("output log: %d bytes dropped with all older output: %w", rest, err)
@@ -208,6 +219,9 @@ func (l *outlog) rotate() {
 
 // contents is the older segment followed by the current one.
 func (l *outlog) contents() ([]byte, error) {
+	if l.gone {
+		return nil, errors.New("output log: the session was forgotten")
+	}
 	order := []int{l.cur}
 	if l.old {
 		order = []int{1 - l.cur, l.cur}

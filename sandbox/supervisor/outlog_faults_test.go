@@ -47,16 +47,19 @@ func fill(t *testing.T, dir string) {
 // TestFaultFullStateDirKeepsOutput replays issue 32 item 6: with the
 // sandbox's /run full, a session's kept output (what a restarted daemon
 // reads back) held 3 of 8 lines and said nothing of the rest. The log
-// reserves its space when the command starts, so all 8 lines are kept; and
-// a command started once the filesystem is full runs, and its log reports
-// what it could not keep.
+// reserves its space when the command starts, so all 8 lines are kept; so
+// does the log of a command that takes the spare log reserved before the
+// filesystem filled up; and a command started once the filesystem is full
+// (no spare left, no room for one) runs, and its log reports what it could
+// not keep.
 func TestFaultFullStateDirKeepsOutput(t *testing.T) {
 	state := smallTmpfs(t, 3<<20)
-	e, _ := startServerOpts(t, ServerOptions{Dirs: []string{state}})
+	e, s := startServerOpts(t, ServerOptions{Dirs: []string{state}})
 	c := newTestClient(t, e)
 	gate := filepath.Join(t.TempDir(), "go")
 	// Eight 64 KiB lines, written once the filesystem is full.
 	p := shell(t, c, `while [ ! -e `+gate+` ]; do sleep 0.02; done; i=1; while [ $i -le 8 ]; do printf 'line%d %065536d\n' $i 0; i=$((i+1)); done`, nil)
+	awaitSpareLog(t, s) // made after p started
 	fill(t, state)
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -79,9 +82,19 @@ func TestFaultFullStateDirKeepsOutput(t *testing.T) {
 		t.Errorf("kept %d bytes, covering %d: the difference is not reported", len(kept), so+se)
 	}
 
-	// Now the filesystem is full: a new command still runs (its log could
-	// not reserve its space), its live output arrives whole, and what its
-	// log could not keep is reported, never passed off as all there was.
+	// The next command takes the spare, reserved before the filesystem
+	// filled up: all of its output is kept.
+	ps := shell(t, c, `printf 'spare%065536d\n' 0`, nil)
+	outs, _, codes, _ := collect(t, ps)
+	kepts, sos, ses, err := c.Read(ctxT(t), ps.ID())
+	if err != nil || codes != 0 || len(outs) != 5+65536+1 || string(kepts) != outs || sos+ses != int64(len(outs)) {
+		t.Fatalf("the spare's command on a full state dir: exit %d, %d bytes printed, %d kept of %d covered (%v)", codes, len(outs), len(kepts), sos+ses, err)
+	}
+
+	// Now the filesystem is full and no spare is left: a new command
+	// still runs (its log could not reserve its space), its live output
+	// arrives whole, and what its log could not keep is reported, never
+	// passed off as all there was.
 	p2 := shell(t, c, `printf 'late%065536d\n' 0`, nil)
 	out2, _, code2, _ := collect(t, p2)
 	if code2 != 0 || !strings.HasPrefix(out2, "late") || len(out2) != 4+65536+1 {

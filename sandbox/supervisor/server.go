@@ -108,6 +108,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// removing are the ids of forgotten sessions whose files are still
+	// being removed or recycled: no session may take such an id (its
+	// directory) until they are gone.
+	removing map[string]bool
 	byPID    map[int]*session
 	streams  map[uint32]*session
 	client   string
@@ -125,6 +129,17 @@ type Server struct {
 	sparePID      int
 	spareClosed   bool
 	spareForks    int
+	// spareLog is the ready spare output log (SpareLogName), and
+	// spareLogMaking says one is being made. Under mu; spareClosed ends
+	// them too, and Shutdown waits for the making (spareLogMade) so that
+	// nothing of it is left in the directory. spareLogNoRoom: the last
+	// one made found the filesystem full; none is made again until a
+	// forgotten session frees space (a failing reservation fills the
+	// filesystem for a moment, which other sessions' writes would meet).
+	spareLog       *outlog
+	spareLogMaking bool
+	spareLogNoRoom bool
+	spareLogMade   sync.WaitGroup
 }
 
 // NewServer prepares a Server; Serve runs it.
@@ -143,6 +158,7 @@ func NewServer(opts ServerOptions) *Server {
 		outq:        make(chan outFrame, 16),
 		stop:        make(chan struct{}),
 		sessions:    map[string]*session{},
+		removing:    map[string]bool{},
 		byPID:       map[int]*session{},
 		streams:     map[uint32]*session{},
 	}
@@ -173,6 +189,7 @@ func NewServer(opts ServerOptions) *Server {
 			continue
 		}
 		_ = os.Remove(probe)
+		_ = os.RemoveAll(filepath.Join(d, SpareLogName)) // an earlier server's, which died
 		s.dir, s.dirInMemory = d, inMemory(d)
 		break
 	}
@@ -523,9 +540,20 @@ func (s *Server) forget(id string) error {
 			delete(s.streams, k)
 		}
 	}
+	s.removing[id] = true
 	s.mu.Unlock()
-	sess.removeFiles()
+	s.removeFiles(sess)
 	return nil
+}
+
+// removeFiles removes (or recycles) the files of sess, which is no longer
+// in s.sessions and whose id is in s.removing, then frees its id.
+func (s *Server) removeFiles(sess *session) {
+	sess.removeFiles()
+	s.mu.Lock()
+	delete(s.removing, sess.id)
+	s.spareLogNoRoom = false
+	s.mu.Unlock()
 }
 
 // finished records that sess ended and forgets the oldest finished sessions
@@ -540,6 +568,7 @@ func (s *Server) finished(sess *session) {
 		s.order = s.order[1:]
 		if old != nil {
 			drop = append(drop, old)
+			s.removing[old.id] = true
 			for k, v := range s.streams {
 				if v == old {
 					delete(s.streams, k)
@@ -549,7 +578,7 @@ func (s *Server) finished(sess *session) {
 	}
 	s.mu.Unlock()
 	for _, o := range drop {
-		o.removeFiles()
+		s.removeFiles(o)
 	}
 }
 
@@ -602,6 +631,7 @@ func (s *Server) reapExited() {
 // Shutdown ends every running session's tree (SIGTERM, SIGKILL after grace).
 func (s *Server) Shutdown(grace time.Duration) {
 	s.closeSpare()
+	s.spareLogMade.Wait()
 	s.mu.Lock()
 	var running, ending []*session
 	for _, sess := range s.sessions {

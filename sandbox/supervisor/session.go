@@ -88,12 +88,19 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	if strings.ContainsAny(spec.ID, "/\x00") || spec.ID == "." || spec.ID == ".." {
 		return fmt.Errorf("open: bad session id %q", spec.ID)
 	}
+	if spec.ID == SpareLogName {
+		return fmt.Errorf("open: bad session id %q: the name of the server's spare output log", spec.ID)
+	}
 	s.mu.Lock()
 	_, dup := s.sessions[spec.ID]
+	removing := s.removing[spec.ID]
 	bound := s.streams[stream] != nil
 	s.mu.Unlock()
 	if dup {
 		return fmt.Errorf("open: session %q exists", spec.ID)
+	}
+	if removing {
+		return fmt.Errorf("open: session %q was just forgotten and its files are being removed; open it again once Forget has answered", spec.ID)
 	}
 	if bound {
 		return fmt.Errorf("open: stream %d is in use", stream)
@@ -111,16 +118,21 @@ func (s *Server) open(c *serverConn, stream uint32, spec OpenSpec) error {
 	}
 	sess := &session{srv: s, id: spec.ID, spec: spec, tag: string(envknob.RunTag) + "=" + spec.ID, leaderDone: make(chan struct{}), recorded: make(chan struct{})}
 	sess.cond = sync.NewCond(&sess.mu)
+	var lg *outlog
 	if s.dir != "" {
 		sess.dir = filepath.Join(s.dir, spec.ID)
-		if err := os.MkdirAll(sess.dir, 0o700); err != nil {
-			return fmt.Errorf("open: session dir: %w", err)
+		if lg = s.takeSpareLog(sess.dir); lg == nil {
+			if err := os.MkdirAll(sess.dir, 0o700); err != nil {
+				return fmt.Errorf("open: session dir: %w", err)
+			}
 		}
 	}
-	lg, err := newOutlog(sess.dir, s.logCap)
-	if err != nil {
-		sess.removeFiles()
-		return err
+	if lg == nil {
+		var err error
+		if lg, err = newOutlog(sess.dir, s.logCap); err != nil {
+			sess.removeFiles()
+			return err
+		}
 	}
 	sess.log = lg
 	if err := sess.start(c, stream); err != nil {
@@ -259,11 +271,16 @@ func (sess *session) start(c *serverConn, stream uint32) error {
 	s.byPID[pid] = sess
 	s.streams[stream] = sess
 	refill := s.launcher != "" && s.spare == nil
+	refillLog := s.dir != "" && s.spareLog == nil && !s.spareLogMaking
 	s.mu.Unlock()
+	// For the next command, once this one had the CPU to itself for a
+	// while (a spare's start is a fork and a Go runtime; a spare log's,
+	// the reservation of its space).
 	if refill {
-		// For the next command, once this one had the CPU to itself
-		// for a while (a spare's start is a fork and a Go runtime).
 		time.AfterFunc(spareRefillDelay, s.refillSpare)
+	}
+	if refillLog {
+		time.AfterFunc(spareRefillDelay, s.refillLog)
 	}
 
 	switch err := sess.log.awaitReserved(); {
@@ -798,7 +815,7 @@ func (sess *session) removeFiles() {
 	sess.filesMu.Lock()
 	defer sess.filesMu.Unlock()
 	sess.filesRemoved = true
-	if sess.dir != "" {
+	if sess.dir != "" && !sess.srv.recycleLog(sess) {
 		_ = os.RemoveAll(sess.dir)
 	}
 }

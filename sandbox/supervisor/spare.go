@@ -218,6 +218,7 @@ func (s *Server) closeSpare() {
 	if s.spare != nil {
 		s.dropSpareLocked(s.spare)
 	}
+	s.closeSpareLogLocked()
 }
 
 // takeSpareLocked hands out the ready spare, if any; s.mu is held. The
