@@ -81,7 +81,7 @@ func newOutlog(dir string, capBytes int64) (*outlog, error) {
 		return l, nil
 	}
 	for i := range l.f {
-		f, err := openRegular(filepath.Join(dir, "output."+strconv.Itoa(i)), unix.O_CREAT|unix.O_TRUNC|unix.O_RDWR, 0o600)
+		f, err := openRegular(filepath.Join(dir, segmentFile(i)), unix.O_CREAT|unix.O_TRUNC|unix.O_RDWR, 0o600)
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("output log: %w", err)
@@ -135,7 +135,12 @@ func reserve(f *os.File, n int64) error {
 	if !errors.Is(err, unix.EOPNOTSUPP) {
 		return err
 	}
-	zeros := make([]byte, 64<<10)
+	return writeZeros(f, n)
+}
+
+// writeZeros writes zeros over the first n bytes of f.
+func writeZeros(f *os.File, n int64) error {
+	zeros := make([]byte, min(n, 64<<10))
 	for off := int64(0); off < n; off += int64(len(zeros)) {
 		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
 			return err
@@ -143,6 +148,9 @@ func reserve(f *os.File, n int64) error {
 	}
 	return nil
 }
+
+// segmentFile is the name of segment i's file in a log's directory.
+func segmentFile(i int) string { return "output." + strconv.Itoa(i) }
 
 // append adds p of stream, split between the current segment and the
 // next when it does not fit.
@@ -232,7 +240,7 @@ func (l *outlog) contents() ([]byte, error) {
 			out = append(out, l.mem[i]...)
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(l.dir, "output."+strconv.Itoa(i)))
+		b, err := os.ReadFile(filepath.Join(l.dir, segmentFile(i)))
 		if err != nil {
 			return nil, fmt.Errorf("output log: %w", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,20 +33,19 @@ const SpareLogName = ".spare-log"
 func (s *Server) takeSpareLog(dir string) *outlog {
 	s.mu.Lock()
 	l := s.spareLog
-	s.spareLog = nil
-	var err error
-	if l != nil {
-		// Under mu, and so is dropping it: a spare is made or recycled
-		// into SpareLogName only by a claim, which this one's being ready
-		// held off until now.
-		if err = os.Rename(l.dir, dir); err != nil {
-			dropLog(l)
-		}
-	}
-	s.mu.Unlock()
 	if l == nil {
+		s.mu.Unlock()
 		return nil
 	}
+	s.spareLog = nil
+	// Under mu, and so is dropping it: a spare is made or recycled into
+	// SpareLogName only by a claim, which this one's being ready held off
+	// until now.
+	err := os.Rename(l.dir, dir)
+	if err != nil {
+		dropLog(l)
+	}
+	s.mu.Unlock()
 	if err != nil {
 		s.logf("supervisor: spare output log: %v", err)
 		return nil
@@ -122,12 +120,13 @@ func makeSpareLog(dir string, capBytes int64) (*outlog, error) {
 func (s *Server) recycleLog(sess *session) bool {
 	sess.mu.Lock()
 	l := sess.log
-	ok := l != nil && l.dir != "" && l.reserved && l.reserving == nil
 	if l != nil {
 		l.gone = true // no read of it from now on
 	}
 	sess.mu.Unlock()
-	if !ok || !s.claimSpareLog(false) {
+	// A reserved log is on disk (a log in memory reserves nothing) and
+	// its reservation is over (awaitReserved).
+	if l == nil || !l.reserved || !s.claimSpareLog(false) {
 		return false
 	}
 	spare, err := l.recycle(filepath.Join(s.dir, SpareLogName))
@@ -148,7 +147,7 @@ func (l *outlog) recycle(dir string) (*outlog, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		if e.Name() != "output.0" && e.Name() != "output.1" {
+		if e.Name() != segmentFile(0) && e.Name() != segmentFile(1) {
 			if err := os.RemoveAll(filepath.Join(l.dir, e.Name())); err != nil {
 				return nil, err
 			}
@@ -159,7 +158,7 @@ func (l *outlog) recycle(dir string) (*outlog, error) {
 	}
 	spare := &outlog{dir: dir, seg: l.seg, reserved: true}
 	for i := range spare.f {
-		f, err := openRegular(filepath.Join(dir, "output."+strconv.Itoa(i)), unix.O_RDWR, 0)
+		f, err := openRegular(filepath.Join(dir, segmentFile(i)), unix.O_RDWR, 0)
 		if err == nil {
 			spare.f[i] = f
 			err = zeroPrefix(f, l.high[i])
@@ -180,13 +179,7 @@ func zeroPrefix(f *os.File, n int64) error {
 	if n <= 0 || unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE, 0, n) == nil {
 		return nil
 	}
-	zeros := make([]byte, min(n, 64<<10))
-	for off := int64(0); off < n; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeZeros(f, n)
 }
 
 // dropLog closes a log no session took and removes its directory.

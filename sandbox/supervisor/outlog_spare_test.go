@@ -17,7 +17,7 @@ import (
 func reservedInode(t *testing.T, dir string, n int, want int64) uint64 {
 	t.Helper()
 	var st syscall.Stat_t
-	err := syscall.Stat(filepath.Join(dir, "output."+string(rune('0'+n))), &st)
+	err := syscall.Stat(filepath.Join(dir, segmentFile(n)), &st)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return 0
@@ -162,7 +162,7 @@ func TestRecycledOutputLog(t *testing.T) {
 		t.Fatalf("the recycled spare holds %v (%v), want output.0 and output.1 only", ents, err)
 	}
 	for i := range 2 {
-		b, err := os.ReadFile(filepath.Join(spareDir, "output."+string(rune('0'+i))))
+		b, err := os.ReadFile(filepath.Join(spareDir, segmentFile(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
